@@ -1,0 +1,128 @@
+// Package model defines how the operator talks to a language model: a Provider
+// streams Events for a compiled Request and honours context cancellation.
+// Providers live in sub-packages (offline, script, openai, anthropic); only
+// cmd/studio chooses one.
+package model
+
+import (
+	"context"
+	"iter"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Roles of a conversation message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one entry of the compiled model context.
+type Message struct {
+	Role       string
+	Content    string
+	ToolCalls  []ToolCall // assistant messages that called tools
+	ToolCallID string     // tool messages: the call they answer
+	ToolName   string     // tool messages: the tool that answered
+	ToolError  bool       // tool messages: the result is an error
+}
+
+// ToolCall is a model's request to run one tool.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments jsontext.Value
+}
+
+// Tool describes one tool offered to the model.
+type Tool struct {
+	Name        string
+	Description string
+	Schema      jsontext.Value // JSON Schema of the input
+}
+
+// Request is a compiled context: system prompt, messages oldest first, tools.
+type Request struct {
+	System   string
+	Messages []Message
+	Tools    []Tool
+	// View is the cockpit context of the current turn; a deterministic model
+	// may use it, a remote model sees it inside the system prompt.
+	View *protocol.ContextSnapshot
+}
+
+// EventKind tells what an Event carries.
+type EventKind int
+
+// Event kinds.
+const (
+	EventText     EventKind = iota + 1 // a text delta
+	EventToolCall                      // one complete tool call
+)
+
+// Event is one item of a model stream.
+type Event struct {
+	Kind     EventKind
+	Text     string
+	ToolCall ToolCall
+}
+
+// Provider streams a model's answer. Errors are *protocol.Error with code
+// model_failure or rate_limited; cancellation of ctx stops the stream at once.
+type Provider interface {
+	Name() string
+	Stream(ctx context.Context, req Request) iter.Seq2[Event, error]
+}
+
+// Checker is implemented by providers that can report their own health.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
+// CurrentInstruction is the content of the last user message.
+func (r Request) CurrentInstruction() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == RoleUser {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// CurrentToolResults returns the tool messages after the last user message, in
+// order: what the model has learnt so far in this turn.
+func (r Request) CurrentToolResults() []Message {
+	var out []Message
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		m := r.Messages[i]
+		if m.Role == RoleUser {
+			break
+		}
+		if m.Role == RoleTool {
+			out = append(out, m)
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// Complete runs a one-shot completion and returns the concatenated text.
+// Tool calls are ignored: a one-shot completion offers no tools.
+func Complete(ctx context.Context, p Provider, req Request) (string, error) {
+	var b strings.Builder
+	for ev, err := range p.Stream(ctx, req) {
+		if err != nil {
+			return b.String(), err
+		}
+		if ev.Kind == EventText {
+			b.WriteString(ev.Text)
+		}
+	}
+	return b.String(), ctx.Err()
+}

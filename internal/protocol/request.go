@@ -1,0 +1,236 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// MaxInstructionChars bounds a turn instruction (ADR D6: 32 KiB).
+const MaxInstructionChars = 32_768
+
+// ContextSnapshot is the cockpit view the operator was looking at when the turn
+// was submitted (ADR D6 OperatorContextSnapshot).
+type ContextSnapshot struct {
+	Project   *string           `json:"project,omitempty"`
+	Space     string            `json:"space"`
+	Route     string            `json:"route"`
+	Selection map[string]string `json:"selection,omitempty"`
+	Filters   map[string]any    `json:"filters,omitempty"`
+}
+
+// Validate checks the snapshot's shape; route-level checks are the routes
+// package's.
+func (c ContextSnapshot) Validate() error {
+	if !slices.Contains(Spaces, c.Space) {
+		return Errorf(Validation, "context space %q is not one of the six spaces", c.Space).With("field", "context.space")
+	}
+	if c.Route == "" {
+		return Errorf(Validation, "context route is required").With("field", "context.route")
+	}
+	if len(c.Route) > 2048 {
+		return Errorf(Validation, "context route is too long").With("field", "context.route")
+	}
+	return nil
+}
+
+// TurnRequest is the body of POST .../turns.
+type TurnRequest struct {
+	Instruction          string          `json:"instruction"`
+	Context              ContextSnapshot `json:"context"`
+	ExpectedLastSequence *int64          `json:"expectedLastSequence"`
+}
+
+// Validate applies ADR D6's bounds.
+func (r TurnRequest) Validate() error {
+	n := utf8.RuneCountInString(r.Instruction)
+	if n == 0 || len(bytes.TrimSpace([]byte(r.Instruction))) == 0 {
+		return Errorf(Validation, "instruction must not be empty").With("field", "instruction")
+	}
+	if n > MaxInstructionChars {
+		return Errorf(Validation, "instruction is %d characters; at most %d are allowed", n, MaxInstructionChars).With("field", "instruction")
+	}
+	if r.ExpectedLastSequence == nil {
+		return Errorf(Validation, "expectedLastSequence is required").With("field", "expectedLastSequence")
+	}
+	if *r.ExpectedLastSequence < 0 {
+		return Errorf(Validation, "expectedLastSequence must be at least 0").With("field", "expectedLastSequence")
+	}
+	return r.Context.Validate()
+}
+
+// TurnAccepted is the 202 answer to a turn submission.
+type TurnAccepted struct {
+	ConversationID   string `json:"conversationId"`
+	RequestID        string `json:"requestId"`
+	AcceptedSequence int64  `json:"acceptedSequence"`
+}
+
+// CreateConversationRequest is the body of POST /operator/conversations.
+type CreateConversationRequest struct {
+	Project *string `json:"project,omitempty"`
+	Title   *string `json:"title,omitempty"`
+}
+
+// UpdateConversationRequest is the body of PATCH /operator/conversations/{id}.
+type UpdateConversationRequest struct {
+	Title  *string `json:"title,omitempty"`
+	Status *string `json:"status,omitempty"` // active | archived
+}
+
+// AckEffectRequest is the body of POST .../effects/{id}/ack (ADR D5).
+type AckEffectRequest struct {
+	Status        string  `json:"status"` // applied | rejected
+	ClientRoute   *string `json:"clientRoute,omitempty"`
+	RejectionCode *string `json:"rejectionCode,omitempty"`
+	Detail        string  `json:"detail,omitempty"` // diagnostic only
+}
+
+// RejectionCodes are the five stable effect rejection codes of ADR D5.
+var RejectionCodes = []string{"unsupported", "invalid_params", "stale_context", "not_visible", "client_error"}
+
+// ConfirmProposalRequest is the body of POST .../proposals/{id}/confirm.
+type ConfirmProposalRequest struct {
+	ExpectedCommandHash   string  `json:"expectedCommandHash"`
+	ExpectedTargetVersion *string `json:"expectedTargetVersion,omitempty"`
+}
+
+// ProposalResult is the answer to confirm and deny (ADR D4).
+type ProposalResult struct {
+	ProposalID string         `json:"proposalId"`
+	Status     string         `json:"status"`
+	Result     jsontext.Value `json:"result,omitempty"`
+	Error      *Error         `json:"error,omitempty"`
+}
+
+// StreamTicketRequest is the body of POST /operator/stream-tickets.
+type StreamTicketRequest struct {
+	ConversationID string `json:"conversationId"`
+	AfterSequence  int64  `json:"afterSequence"`
+}
+
+// StreamTicket is a one-use stream credential (ADR D6).
+type StreamTicket struct {
+	Ticket    string  `json:"ticket"`
+	ExpiresAt float64 `json:"expiresAt"`
+}
+
+// ErrorBody is every HTTP error response: {"error": ProtocolError}.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// snakeAliases are the ADR's snake_case spellings that request bodies accept
+// beside camelCase (DESIGN.md §4). Nothing else is renamed.
+var snakeAliases = map[string]string{
+	"expected_last_sequence":  "expectedLastSequence",
+	"expected_command_hash":   "expectedCommandHash",
+	"expected_target_version": "expectedTargetVersion",
+	"client_route":            "clientRoute",
+	"rejection_code":          "rejectionCode",
+	"conversation_id":         "conversationId",
+	"after_sequence":          "afterSequence",
+}
+
+// DecodeRequest strictly decodes a request body into v. The top-level object
+// may spell ADR fields in snake_case; giving both spellings is a duplicate. An
+// optional top-level "version" must be 1.
+func DecodeRequest(data []byte, v any) error {
+	normalized, err := normalizeBody(data)
+	if err != nil {
+		return err
+	}
+	return Unmarshal(normalized, v)
+}
+
+func normalizeBody(data []byte) ([]byte, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, Errorf(Validation, "request body is not JSON: %v", cleanErr(err))
+	}
+	if tok.Kind() != '{' {
+		return nil, Errorf(Validation, "request body must be a JSON object")
+	}
+	var out bytes.Buffer
+	enc := jsontext.NewEncoder(&out, jsontext.AllowDuplicateNames(true))
+	if err := enc.WriteToken(jsontext.BeginObject); err != nil {
+		return nil, err
+	}
+	for dec.PeekKind() != '}' {
+		nameTok, err := dec.ReadToken()
+		if err != nil {
+			return nil, Errorf(Validation, "request body is not valid JSON: %v", cleanErr(err))
+		}
+		name := nameTok.String()
+		val, err := dec.ReadValue()
+		if err != nil {
+			return nil, Errorf(Validation, "request body is not valid JSON: %v", cleanErr(err))
+		}
+		if name == "version" {
+			var ver int
+			if err := json.Unmarshal(val, &ver); err != nil || ver != Version {
+				return nil, Errorf(ProtocolVersion, "request version %s is not supported", string(val))
+			}
+			continue
+		}
+		if camel, ok := snakeAliases[name]; ok {
+			name = camel
+		}
+		if err := enc.WriteToken(jsontext.String(name)); err != nil {
+			return nil, err
+		}
+		if err := enc.WriteValue(val); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, Errorf(Validation, "request body is not valid JSON: %v", cleanErr(err))
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, Errorf(Validation, "request body has trailing data")
+	}
+	if err := enc.WriteToken(jsontext.EndObject); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// Unmarshal decodes data into v strictly: unknown members, duplicate names,
+// wrong types and trailing data are validation errors.
+func Unmarshal(data []byte, v any) error {
+	if err := json.Unmarshal(data, v, json.RejectUnknownMembers(true)); err != nil {
+		var pe *Error
+		if errors.As(err, &pe) {
+			return pe
+		}
+		return Errorf(Validation, "invalid JSON: %v", cleanErr(err))
+	}
+	return nil
+}
+
+// cleanErr trims the Go package prefix from decoder errors shown to clients.
+func cleanErr(err error) string {
+	s := err.Error()
+	for _, p := range []string{"json: ", "jsontext: "} {
+		if len(s) > len(p) && s[:len(p)] == p {
+			s = s[len(p):]
+		}
+	}
+	return s
+}
+
+// Marshal encodes v deterministically, the project's one JSON style.
+func Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		return nil, fmt.Errorf("marshal: %w", err)
+	}
+	return b, nil
+}

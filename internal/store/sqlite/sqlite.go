@@ -1,0 +1,144 @@
+// Package sqlite is StateDB on SQLite (modernc.org/sqlite, pure Go): the
+// embedded default backend. One writer connection serialises writes; a small
+// reader pool serves reads concurrently under WAL. synchronous=FULL makes a
+// frame durable before any stream sees it (ADR D2).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Migrations are this backend's embedded schema steps.
+func Migrations() ([]store.Migration, error) { return store.LoadMigrations(migrationFS, "migrations") }
+
+// Store is StateDB on one SQLite file.
+type Store struct {
+	path    string
+	w       *sql.DB // one connection: every write transaction
+	r       *sql.DB // reader pool
+	signals store.Signals
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database file at path. It does not
+// migrate; call Migrate.
+func Open(path string) (*Store, error) {
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	if err := w.Ping(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	return &Store{path: path, w: w, r: r}, nil
+}
+
+// Migrate applies pending migrations and returns the schema version.
+func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
+	ms, err := Migrations()
+	if err != nil {
+		return 0, err
+	}
+	return store.Migrate(ctx, s.w, ms, ts(now), "?")
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// DB exposes the writer for maintenance (VACUUM, checkpoints) in this package's users.
+func (s *Store) writer() *sql.DB { return s.w }
+
+// SchemaVersion implements store.Store.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	return store.CurrentVersion(ctx, s.r)
+}
+
+// FrameSignal implements store.Store.
+func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
+	return s.signals.Wait(conversationID)
+}
+
+// txn runs fn in one write transaction and, after commit, wakes the streams
+// of the conversations fn reported through touch.
+func (s *Store) txn(ctx context.Context, fn func(tx *sql.Tx, touch func(convID string)) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	var touched []string
+	if err := fn(tx, func(id string) { touched = append(touched, id) }); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, id := range touched {
+		s.signals.Notify(id)
+	}
+	return nil
+}
+
+func ts(t time.Time) float64 { return protocol.Timestamp(t) }
+
+func fromTS(f float64) time.Time { return protocol.Time(f) }
+
+func nullTS(f sql.NullFloat64) *time.Time {
+	if !f.Valid {
+		return nil
+	}
+	t := fromTS(f.Float64)
+	return &t
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	v := s.String
+	return &v
+}
+
+func tsOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ts(*t)
+}

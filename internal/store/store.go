@@ -1,0 +1,334 @@
+// Package store defines StateDB: the durable records of the operator protocol
+// (ADR-0083 D1) and of the Studio application, as one Store interface with a
+// params struct per operation. Backends live in sub-packages (sqlite,
+// postgres) and must pass the conformance suite in storetest. Errors that
+// callers act on are *protocol.Error values (not_found, conflict,
+// stale_context); anything else is a backend failure.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Store is StateDB. Every method is safe for concurrent use.
+type Store interface {
+	ConversationStore
+	TurnStore
+	FrameStore
+	TicketStore
+	AuditStore
+
+	// FrameSignal returns a channel that is closed after the next commit that
+	// appends frames to the conversation (or purges it). Take the channel
+	// before reading frames, then wait on it: no commit is missed.
+	FrameSignal(conversationID string) <-chan struct{}
+
+	// SchemaVersion is the highest applied migration.
+	SchemaVersion(ctx context.Context) (int, error)
+
+	Close() error
+}
+
+// ConversationStatus is a conversation's lifecycle state.
+type ConversationStatus string
+
+// Conversation states (ADR D1).
+const (
+	ConversationActive   ConversationStatus = "active"
+	ConversationArchived ConversationStatus = "archived"
+	ConversationDeleted  ConversationStatus = "deleted"
+)
+
+// Conversation is a row of studio_operator_conversations.
+type Conversation struct {
+	ID              string
+	Project         *string
+	Title           *string
+	Status          ConversationStatus
+	NextSequence    int64
+	ActiveRequestID *string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	ArchivedAt      *time.Time
+	DeletedAt       *time.Time
+	// RetainedFrom is the lowest sequence still stored; frames below it were
+	// purged and replay from an older cursor is a replay_gap.
+	RetainedFrom int64
+}
+
+// LastSequence is the sequence of the conversation's newest frame (0: none).
+func (c Conversation) LastSequence() int64 { return c.NextSequence - 1 }
+
+// TurnStatus is a turn's state (ADR D1, DESIGN.md §7).
+type TurnStatus string
+
+// Turn states.
+const (
+	TurnQueued               TurnStatus = "queued"
+	TurnRunning              TurnStatus = "running"
+	TurnAwaitingConfirmation TurnStatus = "awaiting_confirmation"
+	TurnCompleted            TurnStatus = "completed"
+	TurnFailed               TurnStatus = "failed"
+	TurnCancelled            TurnStatus = "cancelled"
+)
+
+// Terminal reports whether no transition leaves s.
+func (s TurnStatus) Terminal() bool {
+	return s == TurnCompleted || s == TurnFailed || s == TurnCancelled
+}
+
+// Outcome is the done-frame outcome of a terminal status.
+func (s TurnStatus) Outcome() string {
+	switch s {
+	case TurnCompleted:
+		return protocol.OutcomeCompleted
+	case TurnCancelled:
+		return protocol.OutcomeCancelled
+	}
+	return protocol.OutcomeFailed
+}
+
+// Turn is a row of studio_operator_turns.
+type Turn struct {
+	RequestID         string
+	ConversationID    string
+	Instruction       string
+	ContextJSON       jsontext.Value
+	ContextHash       string
+	Status            TurnStatus
+	ErrorCode         *string
+	CreatedAt         time.Time
+	StartedAt         *time.Time
+	EndedAt           *time.Time
+	CancelRequestedAt *time.Time
+}
+
+// Frame is a row of studio_operator_frames. Payload is the stored JSON,
+// validated when it was appended.
+type Frame struct {
+	ConversationID string
+	Sequence       int64
+	RequestID      string
+	Type           protocol.FrameType
+	Payload        jsontext.Value
+	CreatedAt      time.Time
+}
+
+// Wire is the frame's version-1 envelope.
+func (f Frame) Wire() protocol.RawFrame {
+	return protocol.RawFrame{
+		Version: protocol.Version, ConversationID: f.ConversationID, RequestID: f.RequestID,
+		Sequence: f.Sequence, Type: f.Type, Payload: f.Payload, CreatedAt: protocol.Timestamp(f.CreatedAt),
+	}
+}
+
+// NewFrame is a frame to append; the store assigns its sequence.
+type NewFrame struct {
+	Payload protocol.Payload
+}
+
+// ConversationStore keeps conversations.
+type ConversationStore interface {
+	CreateConversation(ctx context.Context, p CreateConversationParams) (Conversation, error)
+	// GetConversation returns the row whatever its status; not_found if absent.
+	GetConversation(ctx context.Context, id string) (Conversation, error)
+	ListConversations(ctx context.Context, p ListConversationsParams) ([]Conversation, error)
+	// UpdateConversation renames and moves between active and archived; a
+	// status change is refused (conflict) while a turn is active.
+	UpdateConversation(ctx context.Context, p UpdateConversationParams) (Conversation, error)
+	// DeleteConversation marks a conversation deleted (stage one of two).
+	DeleteConversation(ctx context.Context, p DeleteConversationParams) (Conversation, error)
+}
+
+// CreateConversationParams creates an active conversation.
+type CreateConversationParams struct {
+	ID      string
+	Project *string
+	Title   *string
+	Now     time.Time
+}
+
+// ListConversationsParams pages conversations newest first. The cursor is the
+// (CreatedAt, ID) of the last row of the previous page.
+type ListConversationsParams struct {
+	Status       ConversationStatus // "" lists active and archived
+	Limit        int
+	AfterCreated *time.Time
+	AfterID      string
+}
+
+// UpdateConversationParams changes a title and/or moves between active and archived.
+type UpdateConversationParams struct {
+	ID     string
+	Title  *string
+	Status *ConversationStatus
+	Now    time.Time
+}
+
+// DeleteConversationParams marks a conversation deleted.
+type DeleteConversationParams struct {
+	ID  string
+	Now time.Time
+}
+
+// TurnStore keeps turns and their state transitions.
+type TurnStore interface {
+	// SubmitTurn is one transaction: compare-and-set of active_request_id,
+	// the turn row (queued) and its first frame (the user's instruction).
+	SubmitTurn(ctx context.Context, p SubmitTurnParams) (Turn, Frame, error)
+	GetTurn(ctx context.Context, requestID string) (Turn, error)
+	// StartTurn moves queued to running; anything else is conflict.
+	StartTurn(ctx context.Context, p StartTurnParams) (Turn, error)
+	// FinishTurn appends an optional error frame and the done frame, sets the
+	// terminal status and clears active_request_id, in one transaction.
+	FinishTurn(ctx context.Context, p FinishTurnParams) (Turn, []Frame, error)
+	// RequestCancel is idempotent: a queued turn is cancelled at once (done
+	// frame included), a running one gets cancel_requested_at, a finished one
+	// is returned unchanged.
+	RequestCancel(ctx context.Context, p RequestCancelParams) (Turn, []Frame, error)
+	// RecoverTurns fails every queued or running turn with service_restarted
+	// (error and done frames), one transaction per turn.
+	RecoverTurns(ctx context.Context, p RecoverTurnsParams) ([]Turn, error)
+	// SetTurnContext records the compiled context receipt of a turn.
+	SetTurnContext(ctx context.Context, p SetTurnContextParams) error
+}
+
+// SubmitTurnParams submits one turn.
+type SubmitTurnParams struct {
+	ConversationID       string
+	RequestID            string
+	Instruction          string
+	ContextJSON          jsontext.Value
+	ContextHash          string
+	ExpectedLastSequence int64
+	Now                  time.Time
+}
+
+// StartTurnParams starts a queued turn.
+type StartTurnParams struct {
+	RequestID string
+	Now       time.Time
+}
+
+// FinishTurnParams ends a turn. Status must be terminal; Error, when set, is
+// appended as an error frame before done.
+type FinishTurnParams struct {
+	RequestID string
+	Status    TurnStatus
+	Error     *protocol.Error
+	Now       time.Time
+}
+
+// RequestCancelParams asks for a turn's cancellation.
+type RequestCancelParams struct {
+	RequestID string
+	Now       time.Time
+}
+
+// RecoverTurnsParams fails turns a previous process left unfinished.
+type RecoverTurnsParams struct {
+	Now time.Time
+}
+
+// SetTurnContextParams replaces a turn's context_json and context_hash.
+type SetTurnContextParams struct {
+	RequestID   string
+	ContextJSON jsontext.Value
+	ContextHash string
+}
+
+// FrameStore appends and reads frames.
+type FrameStore interface {
+	// AppendFrames gives each frame the next sequence, in one transaction.
+	// Only the conversation's active request may append (conflict otherwise).
+	AppendFrames(ctx context.Context, p AppendFramesParams) ([]Frame, error)
+	// ListFrames returns up to Limit frames with sequence > AfterSequence, in order.
+	ListFrames(ctx context.Context, p ListFramesParams) ([]Frame, error)
+}
+
+// AppendFramesParams appends frames for the active request of a conversation.
+type AppendFramesParams struct {
+	ConversationID string
+	RequestID      string
+	Frames         []NewFrame
+	Now            time.Time
+}
+
+// ListFramesParams pages frames by cursor.
+type ListFramesParams struct {
+	ConversationID string
+	AfterSequence  int64
+	Limit          int
+}
+
+// TicketStore keeps one-use stream tickets, stored only as hashes.
+type TicketStore interface {
+	CreateStreamTicket(ctx context.Context, p CreateStreamTicketParams) error
+	// RedeemStreamTicket marks the ticket used and returns it; unknown, used
+	// or expired tickets are auth_required.
+	RedeemStreamTicket(ctx context.Context, p RedeemStreamTicketParams) (StreamTicket, error)
+}
+
+// StreamTicket is a row of studio_operator_stream_tickets.
+type StreamTicket struct {
+	TicketHash     string
+	ConversationID string
+	AfterSequence  int64
+	ExpiresAt      time.Time
+	CreatedAt      time.Time
+	UsedAt         *time.Time
+}
+
+// CreateStreamTicketParams stores a new ticket's hash.
+type CreateStreamTicketParams struct {
+	TicketHash     string
+	ConversationID string
+	AfterSequence  int64
+	ExpiresAt      time.Time
+	Now            time.Time
+}
+
+// RedeemStreamTicketParams redeems a ticket by hash.
+type RedeemStreamTicketParams struct {
+	TicketHash string
+	Now        time.Time
+}
+
+// AuditStore appends to and reads the append-only admin_events table.
+type AuditStore interface {
+	AppendAdminEvent(ctx context.Context, p AppendAdminEventParams) (AdminEvent, error)
+	// ListAdminEvents pages events newest first.
+	ListAdminEvents(ctx context.Context, p ListAdminEventsParams) ([]AdminEvent, error)
+}
+
+// AdminEvent is a row of admin_events.
+type AdminEvent struct {
+	ID        int64
+	CreatedAt time.Time
+	Actor     string
+	Action    string
+	TargetID  *string
+	Details   jsontext.Value
+}
+
+// AppendAdminEventParams appends one audit row.
+type AppendAdminEventParams struct {
+	Actor    string
+	Action   string
+	TargetID *string
+	Details  jsontext.Value
+	Now      time.Time
+}
+
+// ListAdminEventsParams filters and pages audit rows, newest first.
+type ListAdminEventsParams struct {
+	Action   string
+	TargetID string
+	BeforeID int64 // 0: from the newest
+	Limit    int
+}
