@@ -234,3 +234,44 @@ func Marshal(v any) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Conversation is the wire view of a conversation.
+type Conversation struct {
+	ID              string   `json:"id"`
+	Project         *string  `json:"project"`
+	Title           *string  `json:"title"`
+	Status          string   `json:"status"`
+	LastSequence    int64    `json:"lastSequence"`
+	ActiveRequestID *string  `json:"activeRequestId"`
+	CreatedAt       float64  `json:"createdAt"`
+	UpdatedAt       float64  `json:"updatedAt"`
+	ArchivedAt      *float64 `json:"archivedAt"`
+}
+
+// ConversationPage is GET /operator/conversations/{id}: the conversation and
+// one page of its frames.
+type ConversationPage struct {
+	Conversation      Conversation `json:"conversation"`
+	Frames            []RawFrame   `json:"frames"`
+	HasMore           bool         `json:"hasMore"`
+	NextAfterSequence int64        `json:"nextAfterSequence"`
+	LatestSequence    int64        `json:"latestSequence"`
+}
+
+// ConversationList is GET /operator/conversations.
+type ConversationList struct {
+	Conversations []Conversation `json:"conversations"`
+	NextCursor    string         `json:"nextCursor,omitempty"`
+}
+
+// Turn is the wire view of a turn (the answer to cancel).
+type Turn struct {
+	RequestID         string   `json:"requestId"`
+	ConversationID    string   `json:"conversationId"`
+	Status            string   `json:"status"`
+	ErrorCode         *string  `json:"errorCode"`
+	CreatedAt         float64  `json:"createdAt"`
+	StartedAt         *float64 `json:"startedAt"`
+	EndedAt           *float64 `json:"endedAt"`
+	CancelRequestedAt *float64 `json:"cancelRequestedAt"`
+}

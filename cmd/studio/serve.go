@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/model/script"
+	"github.com/studio/operator/internal/store/sqlite"
+)
+
+func dbPath(dataDir string) string { return filepath.Join(dataDir, "studio.db") }
+
+// openStore opens and migrates StateDB in the data directory.
+func openStore(ctx context.Context, dataDir string) (*sqlite.Store, int, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, 0, fmt.Errorf("create data dir: %w", err)
+	}
+	st, err := sqlite.Open(dbPath(dataDir))
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := st.Migrate(ctx, time.Now())
+	if err != nil {
+		st.Close()
+		return nil, v, fmt.Errorf("migrate: %w", err)
+	}
+	return st, v, nil
+}
+
+// newProvider builds the model provider named by --model.
+func newProvider(spec string) (model.Provider, error) {
+	name, arg, _ := strings.Cut(spec, ":")
+	switch name {
+	case "", "script":
+		if arg == "" {
+			return script.New(script.Greeting)
+		}
+		return script.Load(arg)
+	}
+	return nil, fmt.Errorf("unknown model %q: use script or script:PATH", spec)
+}
+
+func newMigrateCmd(cfg *config) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply StateDB migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, v, err := openStore(cmd.Context(), cfg.dataDir)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "StateDB %s at schema version %d\n", dbPath(cfg.dataDir), v)
+			return nil
+		},
+	}
+}
+
+func newServeCmd(cfg *config) *cobra.Command {
+	var grace time.Duration
+	var workers int
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: cockpit, application API and operator protocol",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, cfg, grace, workers)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "script"), "model provider: script[:PATH] (env STUDIO_MODEL)")
+	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
+	f.IntVar(&workers, "workers", coordinator.DefaultWorkers, "turns that run at once")
+	return cmd
+}
+
+func serve(ctx context.Context, cfg *config, grace time.Duration, workers int) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	slog.SetDefault(log)
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	token, err := loadOrCreateToken(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	provider, err := newProvider(cfg.model)
+	if err != nil {
+		return err
+	}
+	st, version, err := openStore(ctx, cfg.dataDir)
+	if err != nil {
+		return fmt.Errorf("StateDB unavailable, the operator protocol cannot start: %w", err)
+	}
+	defer st.Close()
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Logger: log, Workers: workers, ShutdownGrace: grace})
+	if _, err := coord.Recover(ctx); err != nil {
+		return fmt.Errorf("recover turns: %w", err)
+	}
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log})
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
+		"db", dbPath(cfg.dataDir), "schema_version", version, "model", provider.Name())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
+	defer cancel()
+	coord.Shutdown(shutdownCtx)
+	api.Close()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http shutdown", "err", err)
+	}
+	return nil
+}

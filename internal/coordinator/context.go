@@ -1,0 +1,165 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// The model context budget of ADR D7: the newest complete turns that fit both
+// caps, added newest to oldest by whole turn. The system prompt and tool
+// schemas are budgeted separately.
+const (
+	MaxContextFrames = 64
+	MaxContextBytes  = 128 << 10
+)
+
+// Receipt records which frames a turn's model context holds, so every answer
+// traces back to its snapshot. It is stored in the turn's context_json.
+type Receipt struct {
+	FromSequence int64  `json:"fromSequence"` // 0 when no earlier turn is included
+	ToSequence   int64  `json:"toSequence"`
+	Turns        int    `json:"turns"`
+	Frames       int    `json:"frames"`
+	Bytes        int    `json:"bytes"`
+	Hash         string `json:"hash"`
+}
+
+// historyTurn is one earlier turn's frames, oldest first.
+type historyTurn struct {
+	frames []store.Frame
+	bytes  int
+}
+
+// SelectHistory picks the newest complete turns of frames (all before the
+// current turn, in sequence order) that fit the caps, and the receipt of the
+// selection. A turn is complete when its first frame is the user's instruction
+// and its last is done; a turn cut by the window's start is left out.
+func SelectHistory(frames []store.Frame, maxFrames, maxBytes int) ([]store.Frame, Receipt) {
+	var turns []historyTurn
+	for i := 0; i < len(frames); {
+		j := i
+		for j < len(frames) && frames[j].RequestID == frames[i].RequestID {
+			j++
+		}
+		group := frames[i:j]
+		if isCompleteTurn(group) {
+			n := 0
+			for _, f := range group {
+				n += len(f.Payload)
+			}
+			turns = append(turns, historyTurn{frames: group, bytes: n})
+		}
+		i = j
+	}
+	var picked []historyTurn
+	nFrames, nBytes := 0, 0
+	for k := len(turns) - 1; k >= 0; k-- {
+		t := turns[k]
+		if nFrames+len(t.frames) > maxFrames || nBytes+t.bytes > maxBytes {
+			break
+		}
+		nFrames += len(t.frames)
+		nBytes += t.bytes
+		picked = append(picked, t)
+	}
+	var out []store.Frame
+	for k := len(picked) - 1; k >= 0; k-- {
+		out = append(out, picked[k].frames...)
+	}
+	r := Receipt{Turns: len(picked), Frames: nFrames, Bytes: nBytes, Hash: hashFrames(out)}
+	if len(out) > 0 {
+		r.FromSequence, r.ToSequence = out[0].Sequence, out[len(out)-1].Sequence
+	}
+	return out, r
+}
+
+func isCompleteTurn(group []store.Frame) bool {
+	if len(group) < 2 || group[0].Type != protocol.FrameText || group[len(group)-1].Type != protocol.FrameDone {
+		return false
+	}
+	p, err := protocol.DecodePayload(protocol.FrameText, group[0].Payload)
+	return err == nil && p.(protocol.TextPayload).Role == protocol.RoleUser
+}
+
+// hashFrames is the SHA-256 over each included frame's sequence, type and
+// payload: it changes when any included frame changes, and only then.
+func hashFrames(frames []store.Frame) string {
+	h := sha256.New()
+	for _, f := range frames {
+		fmt.Fprintf(h, "%d\x00%s\x00%d\x00", f.Sequence, f.Type, len(f.Payload))
+		h.Write(f.Payload)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// loadHistory reads the frames that can precede the current turn in the
+// model context: at most MaxContextFrames before its first frame.
+func (c *Coordinator) loadHistory(ctx context.Context, convID string, firstSeq int64) ([]store.Frame, error) {
+	after := max(firstSeq-1-MaxContextFrames, 0)
+	frames, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: convID, AfterSequence: after, Limit: MaxContextFrames})
+	if err != nil {
+		return nil, err
+	}
+	out := frames[:0]
+	for _, f := range frames {
+		if f.Sequence < firstSeq {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Messages turns stored frames into model messages: user and assistant text,
+// assistant tool calls and their results. Other frames are the client's.
+func Messages(frames []store.Frame) []model.Message {
+	var msgs []model.Message
+	assistant := func() *model.Message {
+		if n := len(msgs); n > 0 && msgs[n-1].Role == model.RoleAssistant {
+			return &msgs[n-1]
+		}
+		msgs = append(msgs, model.Message{Role: model.RoleAssistant})
+		return &msgs[len(msgs)-1]
+	}
+	for _, f := range frames {
+		p, err := protocol.DecodePayload(f.Type, f.Payload)
+		if err != nil {
+			continue
+		}
+		switch v := p.(type) {
+		case protocol.TextPayload:
+			if v.Role == protocol.RoleUser {
+				msgs = append(msgs, model.Message{Role: model.RoleUser, Content: v.Content})
+				continue
+			}
+			a := assistant()
+			if len(a.ToolCalls) > 0 { // text after tool calls starts a new message
+				msgs = append(msgs, model.Message{Role: model.RoleAssistant})
+				a = &msgs[len(msgs)-1]
+			}
+			a.Content += v.Content
+		case protocol.ToolCallPayload:
+			a := assistant()
+			a.ToolCalls = append(a.ToolCalls, model.ToolCall{ID: v.CallID, Name: v.Tool, Arguments: v.Arguments})
+		case protocol.ToolResultPayload:
+			msgs = append(msgs, toolMessage(v))
+		}
+	}
+	return msgs
+}
+
+func toolMessage(v protocol.ToolResultPayload) model.Message {
+	m := model.Message{Role: model.RoleTool, ToolCallID: v.CallID}
+	if v.OK {
+		m.Content = string(v.Result)
+	} else {
+		b, _ := protocol.Marshal(map[string]any{"error": v.Error})
+		m.Content, m.ToolError = string(b), true
+	}
+	return m
+}

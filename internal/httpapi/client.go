@@ -1,0 +1,240 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Client is a Go client of the daemon's API, used by the CLI and the tests.
+type Client struct {
+	BaseURL string // e.g. http://127.0.0.1:8765
+	Token   string
+	HTTP    *http.Client
+}
+
+// NewClient returns a client; hc nil means a default client without timeout
+// (streams are long-lived; cancel them with the context).
+func NewClient(baseURL, token string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), Token: token, HTTP: hc}
+}
+
+// Do sends a JSON request and decodes a JSON answer into out (if non-nil).
+// Error answers come back as *protocol.Error.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := protocol.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return responseError(resp.StatusCode, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := protocol.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func responseError(status int, data []byte) error {
+	var eb protocol.ErrorBody
+	if err := protocol.Unmarshal(data, &eb); err == nil && eb.Error != nil {
+		return eb.Error
+	}
+	return fmt.Errorf("HTTP %d: %s", status, bytes.TrimSpace(data))
+}
+
+// CreateConversation creates a conversation.
+func (c *Client) CreateConversation(ctx context.Context, req protocol.CreateConversationRequest) (protocol.Conversation, error) {
+	var out protocol.Conversation
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations", req, &out)
+}
+
+// ListConversations pages conversations; status "" lists active and archived.
+func (c *Client) ListConversations(ctx context.Context, status, cursor string, limit int) (protocol.ConversationList, error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out protocol.ConversationList
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/conversations?"+q.Encode(), nil, &out)
+}
+
+// GetConversation returns a conversation and one page of frames after a cursor.
+func (c *Client) GetConversation(ctx context.Context, id string, after int64, limit int) (protocol.ConversationPage, error) {
+	q := url.Values{"after_sequence": {strconv.FormatInt(after, 10)}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out protocol.ConversationPage
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/conversations/"+url.PathEscape(id)+"?"+q.Encode(), nil, &out)
+}
+
+// UpdateConversation renames or archives/unarchives.
+func (c *Client) UpdateConversation(ctx context.Context, id string, req protocol.UpdateConversationRequest) (protocol.Conversation, error) {
+	var out protocol.Conversation
+	return out, c.Do(ctx, http.MethodPatch, "/api/operator/conversations/"+url.PathEscape(id), req, &out)
+}
+
+// DeleteConversation marks a conversation deleted.
+func (c *Client) DeleteConversation(ctx context.Context, id string) (protocol.Conversation, error) {
+	var out protocol.Conversation
+	return out, c.Do(ctx, http.MethodDelete, "/api/operator/conversations/"+url.PathEscape(id), nil, &out)
+}
+
+// SubmitTurn submits a turn.
+func (c *Client) SubmitTurn(ctx context.Context, id string, req protocol.TurnRequest) (protocol.TurnAccepted, error) {
+	var out protocol.TurnAccepted
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/turns", req, &out)
+}
+
+// Cancel asks for a turn's cancellation.
+func (c *Client) Cancel(ctx context.Context, id, requestID string) (protocol.Turn, error) {
+	var out protocol.Turn
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/requests/"+url.PathEscape(requestID)+"/cancel", nil, &out)
+}
+
+// CreateTicket issues a one-use stream ticket.
+func (c *Client) CreateTicket(ctx context.Context, req protocol.StreamTicketRequest) (protocol.StreamTicket, error) {
+	var out protocol.StreamTicket
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/stream-tickets", req, &out)
+}
+
+// ErrStopStream, returned by a Stream callback, ends the stream without error.
+var ErrStopStream = errors.New("stop stream")
+
+// Stream follows a conversation's frames after a cursor, calling fn for each
+// frame in order, until ctx ends or fn returns an error. Frames are decoded
+// strictly: an unknown version or type ends the stream with that error.
+func (c *Client) Stream(ctx context.Context, id string, after int64, fn func(protocol.Frame) error) error {
+	path := "/api/operator/conversations/" + url.PathEscape(id) + "/stream?after_sequence=" + strconv.FormatInt(after, 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	return c.follow(req, fn)
+}
+
+// StreamWithTicket follows a stream authenticated by a ticket instead of the
+// bearer header.
+func (c *Client) StreamWithTicket(ctx context.Context, id string, after int64, ticket string, fn func(protocol.Frame) error) error {
+	q := url.Values{"after_sequence": {strconv.FormatInt(after, 10)}, "ticket": {ticket}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/api/operator/conversations/"+url.PathEscape(id)+"/stream?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	return c.follow(req, fn)
+}
+
+func (c *Client) follow(req *http.Request, fn func(protocol.Frame) error) error {
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return responseError(resp.StatusCode, data)
+	}
+	err = ReadEvents(resp.Body, func(ev Event) error {
+		if ev.Data == "" {
+			return nil
+		}
+		f, err := protocol.DecodeFrame([]byte(ev.Data))
+		if err != nil {
+			return err
+		}
+		return fn(f)
+	})
+	if errors.Is(err, ErrStopStream) || req.Context().Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Event is one Server-Sent Event.
+type Event struct {
+	ID   string
+	Data string
+}
+
+// ReadEvents parses an SSE stream (LF or CRLF line ends, comments, multi-line
+// data) and calls fn per dispatched event.
+func ReadEvents(r io.Reader, fn func(Event) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var ev Event
+	var data []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil && (err != io.EOF || line == "") {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if len(data) > 0 || ev.ID != "" {
+				ev.Data = strings.Join(data, "\n")
+				if err := fn(ev); err != nil {
+					return err
+				}
+			}
+			ev, data = Event{}, nil
+		case strings.HasPrefix(line, ":"):
+		default:
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "data":
+				data = append(data, value)
+			case "id":
+				ev.ID = value
+			}
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// metrics is a handful of counters in the Prometheus text format; the daemon
+// needs no more than this, so no client library.
+type metrics struct {
+	turns       atomic.Int64
+	streamsOpen atomic.Int64
+	framesSent  atomic.Int64
+	errors      labelled
+}
+
+type labelled struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (l *labelled) inc(label string) {
+	l.mu.Lock()
+	if l.n == nil {
+		l.n = make(map[string]int64)
+	}
+	l.n[label]++
+	l.mu.Unlock()
+}
+
+func newMetrics() *metrics { return &metrics{} }
+
+func (m *metrics) handle(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# HELP studio_operator_turns_submitted_total Turns accepted since start.\n# TYPE studio_operator_turns_submitted_total counter\nstudio_operator_turns_submitted_total %d\n", m.turns.Load())
+	fmt.Fprintf(w, "# HELP studio_operator_streams_open Open SSE streams.\n# TYPE studio_operator_streams_open gauge\nstudio_operator_streams_open %d\n", m.streamsOpen.Load())
+	fmt.Fprintf(w, "# HELP studio_operator_frames_streamed_total Frames written to SSE streams.\n# TYPE studio_operator_frames_streamed_total counter\nstudio_operator_frames_streamed_total %d\n", m.framesSent.Load())
+	fmt.Fprintf(w, "# HELP studio_http_errors_total Error responses by code.\n# TYPE studio_http_errors_total counter\n")
+	m.errors.mu.Lock()
+	codes := make([]string, 0, len(m.errors.n))
+	for c := range m.errors.n {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	for _, c := range codes {
+		fmt.Fprintf(w, "studio_http_errors_total{code=%q} %d\n", c, m.errors.n[c])
+	}
+	m.errors.mu.Unlock()
+}

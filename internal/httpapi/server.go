@@ -1,0 +1,179 @@
+// Package httpapi is the HTTP adapter of the operator protocol (ADR-0083 D6)
+// and of the cockpit's application API: routing, bearer authentication,
+// stream tickets, strict request decoding, the one error-to-status mapping,
+// and Server-Sent Events. It also holds the Go client the CLI and tests use.
+package httpapi
+
+import (
+	"crypto/subtle"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Body size limits: a turn holds up to 32 768 characters of instruction (up to
+// four bytes each) plus its context; everything else is small.
+const (
+	maxTurnBody  = 256 << 10
+	maxSmallBody = 64 << 10
+)
+
+// Config wires a Server.
+type Config struct {
+	Coordinator *coordinator.Coordinator
+	// Token is the bearer token every /api request must carry.
+	Token  string
+	Logger *slog.Logger
+	// Heartbeat is the interval of SSE comment heartbeats (default 15 s).
+	Heartbeat time.Duration
+	// WriteTimeout bounds one SSE write to a slow client (default 30 s).
+	WriteTimeout time.Duration
+	// Extra registers more routes (the application API, the web page) on the
+	// same mux; /api routes are authenticated by the server.
+	Extra []func(mux *http.ServeMux)
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	cfg     Config
+	coord   *coordinator.Coordinator
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+
+	closeOnce sync.Once
+	closing   chan struct{}
+}
+
+// New builds the server and its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: http.NewServeMux(),
+		metrics: newMetrics(), closing: make(chan struct{})}
+	s.routes()
+	for _, register := range cfg.Extra {
+		register(s.mux)
+	}
+	return s
+}
+
+// Close ends open streams cleanly; call it before http.Server.Shutdown.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /healthz", s.handleHealthz)
+	m.HandleFunc("GET /metrics", s.authed(s.metrics.handle))
+	m.HandleFunc("/api/", s.authed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, protocol.Errorf(protocol.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	}))
+	m.HandleFunc("POST /api/operator/conversations", s.authed(s.handleCreateConversation))
+	m.HandleFunc("GET /api/operator/conversations", s.authed(s.handleListConversations))
+	m.HandleFunc("GET /api/operator/conversations/{id}", s.authed(s.handleGetConversation))
+	m.HandleFunc("PATCH /api/operator/conversations/{id}", s.authed(s.handleUpdateConversation))
+	m.HandleFunc("DELETE /api/operator/conversations/{id}", s.authed(s.handleDeleteConversation))
+	m.HandleFunc("POST /api/operator/conversations/{id}/turns", s.authed(s.handleSubmitTurn))
+	m.HandleFunc("POST /api/operator/conversations/{id}/requests/{rid}/cancel", s.authed(s.handleCancel))
+	m.HandleFunc("GET /api/operator/conversations/{id}/stream", s.handleStream) // bearer or ticket
+	m.HandleFunc("POST /api/operator/stream-tickets", s.authed(s.handleCreateTicket))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.mux.ServeHTTP(w, r)
+}
+
+// authed requires the bearer token. A credential in the URL is refused even
+// alongside a valid header: tokens never belong in URLs or logs (ADR D6).
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkBearer(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) checkBearer(r *http.Request) error {
+	q := r.URL.Query()
+	if q.Has("token") || q.Has("access_token") {
+		return protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer")
+	}
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
+		return protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
+	}
+	return nil
+}
+
+// writeError writes {"error": ProtocolError} with the code's status. Errors
+// without a code are logged and shown as service_failure.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	pe := protocol.ErrorOf(err)
+	var typed *protocol.Error
+	if !errors.As(err, &typed) {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if pe.Code == protocol.AuthRequired {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
+	}
+	if pe.Code == protocol.RateLimited && pe.RetryAfterMs > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt((pe.RetryAfterMs+999)/1000, 10))
+	}
+	s.metrics.errors.inc(string(pe.Code))
+	writeJSON(w, pe.Code.HTTPStatus(), protocol.ErrorBody{Error: pe})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := protocol.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"service_failure","message":"encode response","retryable":true}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decodeBody strictly decodes a size-limited JSON body.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return protocol.Errorf(protocol.Validation, "request body is larger than %d bytes", limit)
+		}
+		return protocol.Errorf(protocol.Validation, "read request body: %v", err)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return protocol.Errorf(protocol.Validation, "Content-Type must be application/json")
+	}
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	return protocol.DecodeRequest(body, v)
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,235 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// capture records the status and headers of the last HTTP response of one
+// request. The SDK turns some error bodies (plain text, {"error":"..."} as
+// Ollama sends) into decoding errors that lose the status; the capture keeps
+// it. The middleware runs synchronously inside the SDK call, before the call
+// returns, so no lock is needed.
+type capture struct {
+	status int
+	header http.Header
+}
+
+func (c *capture) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	res, err := next(req)
+	if res != nil {
+		c.status = res.StatusCode
+		c.header = res.Header.Clone()
+	}
+	return res, err
+}
+
+// maxServerMessage bounds how much of a server's error text goes into ours.
+const maxServerMessage = 300
+
+// mapError turns anything the SDK returns into the provider contract: the
+// context's own error when ctx is done, otherwise a *protocol.Error whose
+// message never contains the API key.
+func (p *Provider) mapError(ctx context.Context, err error, c *capture) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	var apiErr *oai.Error
+	if errors.As(err, &apiErr) && apiErr.StatusCode >= 400 {
+		var h http.Header
+		if apiErr.Response != nil {
+			h = apiErr.Response.Header
+		}
+		return p.statusError(apiErr.StatusCode, h, apiErr.Code, apiErr.Type, apiErr.Message)
+	}
+	if c != nil && c.status >= 400 {
+		return p.statusError(c.status, c.header, "", "", "")
+	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		return p.inStreamError(streamErr.Event.Data)
+	}
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+		return p.failure(true, "openai: the server sent a malformed stream chunk: %s", err.Error()).
+			With("provider", providerName)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return p.failure(true, "openai: the stream from %s broke off mid-answer", p.host).
+			With("provider", providerName)
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {
+		return p.failure(true, "openai: cannot reach %s: %s; check STUDIO_OPENAI_BASE_URL and that the server is running", p.host, err.Error()).
+			With("provider", providerName)
+	}
+	return p.failure(true, "openai: request to %s failed: %s", p.host, err.Error()).
+		With("provider", providerName)
+}
+
+// statusError maps an HTTP error status (and the API's error code, type and
+// message where known) to a protocol error.
+func (p *Provider) statusError(status int, h http.Header, code, typ, msg string) *protocol.Error {
+	detail := ""
+	if code != "" {
+		detail = " " + code
+	}
+	serverMsg := ""
+	if msg = truncate(strings.TrimSpace(msg)); msg != "" {
+		serverMsg = ": " + msg
+	}
+	var e *protocol.Error
+	switch {
+	case status == http.StatusTooManyRequests && (code == "insufficient_quota" || typ == "insufficient_quota"):
+		e = p.failure(false, "openai: the account behind the API key has no quota left (HTTP 429%s); check billing or STUDIO_OPENAI_API_KEY / OPENAI_API_KEY", detail)
+	case status == http.StatusTooManyRequests:
+		e = &protocol.Error{
+			Code:         protocol.RateLimited,
+			Message:      p.redact(fmt.Sprintf("openai: rate limited by %s (HTTP 429%s)%s", p.host, detail, serverMsg)),
+			Retryable:    true,
+			RetryAfterMs: retryAfterMs(h, p.now()),
+		}
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		// The API echoes part of the key in its 401 message, so none of the
+		// server's text is used here.
+		e = p.failure(false, "openai: %s rejected the API key (HTTP %d%s); check STUDIO_OPENAI_API_KEY / OPENAI_API_KEY", p.host, status, detail)
+	case status == http.StatusNotFound:
+		e = p.failure(false, "openai: model %q or its endpoint was not found at %s (HTTP 404%s)%s; check STUDIO_MODEL_NAME and STUDIO_OPENAI_BASE_URL", p.cfg.Model, p.host, detail, serverMsg)
+	case status == http.StatusRequestTimeout || status == http.StatusConflict:
+		e = p.failure(true, "openai: %s asked to retry (HTTP %d%s)%s", p.host, status, detail, serverMsg)
+	case status >= 500:
+		e = p.failure(true, "openai: %s failed (HTTP %d%s)%s", p.host, status, detail, serverMsg)
+		e.RetryAfterMs = retryAfterMs(h, p.now())
+	default:
+		e = p.failure(false, "openai: %s rejected the request for model %q (HTTP %d%s)%s; check STUDIO_MODEL_NAME", p.host, p.cfg.Model, status, detail, serverMsg)
+	}
+	return e.With("provider", providerName).With("httpStatus", status)
+}
+
+// inStreamError maps an error object the server sent inside a 200 stream.
+func (p *Provider) inStreamError(data []byte) *protocol.Error {
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var obj struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    any    `json:"code"`
+	}
+	msg := ""
+	if json.Unmarshal(data, &body) == nil {
+		if json.Unmarshal(body.Error, &obj) == nil {
+			msg = obj.Message
+		} else {
+			var s string
+			if json.Unmarshal(body.Error, &s) == nil {
+				msg = s
+			}
+		}
+	}
+	if obj.Type == "rate_limit_exceeded" || obj.Code == "rate_limit_exceeded" {
+		return (&protocol.Error{
+			Code:      protocol.RateLimited,
+			Message:   p.redact("openai: rate limited mid-stream: " + truncate(msg)),
+			Retryable: true,
+		}).With("provider", providerName)
+	}
+	return p.failure(true, "openai: the server reported an error mid-stream: %s", truncate(msg)).
+		With("provider", providerName)
+}
+
+// failure builds a model_failure with the key redacted from its message.
+func (p *Provider) failure(retryable bool, format string, args ...any) *protocol.Error {
+	return &protocol.Error{
+		Code:      protocol.ModelFailure,
+		Message:   p.redact(fmt.Sprintf(format, args...)),
+		Retryable: retryable,
+	}
+}
+
+// redact removes the API key from s, whatever else went wrong.
+func (p *Provider) redact(s string) string {
+	if p.cfg.APIKey == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, p.cfg.APIKey, "[redacted]")
+}
+
+func truncate(s string) string {
+	if len(s) <= maxServerMessage {
+		return s
+	}
+	return s[:maxServerMessage] + "…"
+}
+
+// retryAfterMs reads how long the server asks the client to wait, in
+// milliseconds: retry-after-ms, retry-after (seconds or an HTTP date), or
+// OpenAI's x-ratelimit-reset-{requests,tokens} durations ("1s", "6m0s"). It
+// returns 0 when no header says.
+func retryAfterMs(h http.Header, now time.Time) int64 {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
+			return int64(math.Ceil(f))
+		}
+	}
+	if v := strings.TrimSpace(h.Get("retry-after")); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
+			return int64(math.Ceil(f * 1000))
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return durationMs(t.Sub(now))
+		}
+	}
+	// The reset of the exhausted limit wins; without a remaining count of
+	// zero, the nearest reset is the best guess.
+	var exhausted, nearest int64 = -1, -1
+	for _, kind := range []string{"requests", "tokens"} {
+		v := strings.TrimSpace(h.Get("x-ratelimit-reset-" + kind))
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			continue
+		}
+		ms := durationMs(d)
+		if strings.TrimSpace(h.Get("x-ratelimit-remaining-"+kind)) == "0" && ms > exhausted {
+			exhausted = ms
+		}
+		if nearest < 0 || ms < nearest {
+			nearest = ms
+		}
+	}
+	if exhausted >= 0 {
+		return exhausted
+	}
+	if nearest >= 0 {
+		return nearest
+	}
+	return 0
+}
+
+func durationMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+}
