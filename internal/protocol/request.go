@@ -105,7 +105,7 @@ type ConfirmProposalRequest struct {
 type ProposalResult struct {
 	ProposalID string         `json:"proposalId"`
 	Status     string         `json:"status"`
-	Result     jsontext.Value `json:"result,omitempty"`
+	Result     jsontext.Value `json:"result,omitzero"` // omitzero: an empty {} result is still a result
 	Error      *Error         `json:"error,omitempty"`
 }
 
@@ -134,8 +134,6 @@ var snakeAliases = map[string]string{
 	"expected_target_version": "expectedTargetVersion",
 	"client_route":            "clientRoute",
 	"rejection_code":          "rejectionCode",
-	"conversation_id":         "conversationId",
-	"after_sequence":          "afterSequence",
 }
 
 // DecodeRequest strictly decodes a request body into v. The top-level object

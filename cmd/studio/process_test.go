@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// buildBinary builds the studio binary once per test binary run.
+var buildBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "studio-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "studio")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", &buildError{string(out)}
+	}
+	return bin, nil
+})
+
+type buildError struct{ out string }
+
+func (e *buildError) Error() string { return "go build: " + e.out }
+
+// daemon is a running `studio serve` process.
+type daemon struct {
+	cmd    *exec.Cmd
+	URL    string
+	client *httpapi.Client
+	logs   *strings.Builder
+	mu     *sync.Mutex
+	exited chan struct{}
+}
+
+var addrRE = regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`)
+
+// startDaemon starts the built binary on a free loopback port.
+func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir}, args...)...)
+	cmd.Env = append(os.Environ(), "STUDIO_TOKEN=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{cmd: cmd, logs: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			d.mu.Lock()
+			d.logs.WriteString(line + "\n")
+			d.mu.Unlock()
+			if m := addrRE.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() { d.kill(); <-d.exited })
+	select {
+	case d.URL = <-addr:
+	case <-d.exited:
+		t.Fatalf("daemon exited at start:\n%s", d.Logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("daemon did not start:\n%s", d.Logs())
+	}
+	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), nil)
+	return d
+}
+
+func (d *daemon) Logs() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.logs.String()
+}
+
+func (d *daemon) kill() { _ = d.cmd.Process.Signal(syscall.SIGKILL) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const slowScript = `{"turns":[
+ {"match":"slow","steps":[{"text":"thinking"},{"sleepMs":600000},{"text":"never"}]},
+ {"steps":[{"text":"Hel"},{"text":"lo"}]}]}`
+
+func TestProcessKill9MidTurnThenReplay(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	scriptPath := writeScript(t, slowScript)
+	d := startDaemon(t, dataDir, "--model", "script:"+scriptPath)
+	ctx := testCtx(t)
+	conv, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	acc, err := d.client.SubmitTurn(ctx, conv.ID, protocol.TurnRequest{Instruction: "slow please",
+		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the turn is visibly running, then kill the daemon hard.
+	err = d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
+		if p, ok := f.Payload.(protocol.TextPayload); ok && p.Content == "thinking" {
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill()
+	<-d.exited
+
+	d2 := startDaemon(t, dataDir, "--model", "script:"+scriptPath)
+	if !strings.Contains(d2.Logs(), "interrupted by restart") {
+		t.Logf("logs:\n%s", d2.Logs())
+	}
+	var frames []protocol.Frame
+	err = d2.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
+		frames = append(frames, f)
+		if f.Type == protocol.FrameDone {
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		if f.Sequence != int64(i+1) || f.RequestID != acc.RequestID {
+			t.Fatalf("frame %d: sequence %d request %s", i, f.Sequence, f.RequestID)
+		}
+	}
+	n := len(frames)
+	if n < 4 {
+		t.Fatalf("got %d frames: %+v", n, frames)
+	}
+	e, ok := frames[n-2].Payload.(protocol.ErrorPayload)
+	if !ok || e.Error.Code != protocol.ServiceRestarted {
+		t.Fatalf("second to last frame %+v, want error service_restarted", frames[n-2])
+	}
+	if d, ok := frames[n-1].Payload.(protocol.DonePayload); !ok || d.Outcome != protocol.OutcomeFailed || d.LastSequence != int64(n) {
+		t.Fatalf("last frame %+v, want done(failed)", frames[n-1])
+	}
+	// Replay from every cursor gives the matching tail.
+	for after := range n {
+		var got []protocol.Frame
+		err := d2.client.Stream(ctx, conv.ID, int64(after), func(f protocol.Frame) error {
+			got = append(got, f)
+			if f.Sequence == int64(n) {
+				return httpapi.ErrStopStream
+			}
+			return nil
+		})
+		if err != nil || len(got) != n-after || got[0].Sequence != int64(after+1) {
+			t.Fatalf("replay after %d: %d frames, %v", after, len(got), err)
+		}
+	}
+	// The conversation accepts a new turn, which completes.
+	last := int64(n)
+	acc2, err := d2.client.SubmitTurn(ctx, conv.ID, protocol.TurnRequest{Instruction: "hello",
+		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcome string
+	err = d2.client.Stream(ctx, conv.ID, last, func(f protocol.Frame) error {
+		if p, ok := f.Payload.(protocol.DonePayload); ok && f.RequestID == acc2.RequestID {
+			outcome = p.Outcome
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	if err != nil || outcome != protocol.OutcomeCompleted {
+		t.Fatalf("new turn: outcome %q, %v", outcome, err)
+	}
+	// The token never appears in the logs.
+	token, _ := os.ReadFile(filepath.Join(dataDir, "token"))
+	if strings.Contains(d.Logs()+d2.Logs(), strings.TrimSpace(string(token))) {
+		t.Fatal("the daemon logged its token")
+	}
+}
+
+func TestProcessGracefulShutdownEndsTurnsHonestly(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	scriptPath := writeScript(t, slowScript)
+	d := startDaemon(t, dataDir, "--model", "script:"+scriptPath, "--shutdown-grace", "100ms")
+	ctx := testCtx(t)
+	conv, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	acc, err := d.client.SubmitTurn(ctx, conv.ID, protocol.TurnRequest{Instruction: "slow",
+		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamErr := make(chan error, 1)
+	var seen []protocol.Frame
+	go func() {
+		streamErr <- d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
+			seen = append(seen, f)
+			if p, ok := f.Payload.(protocol.TextPayload); ok && p.Content == "thinking" {
+				_ = d.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-d.exited:
+	case <-ctx.Done():
+		t.Fatal("daemon did not exit on SIGTERM")
+	}
+	<-streamErr // the stream ends cleanly when the daemon closes
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, d.Logs())
+	}
+	d2 := startDaemon(t, dataDir, "--model", "script:"+scriptPath)
+	page, err := d2.client.GetConversation(ctx, conv.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(page.Frames)
+	last := page.Frames[n-1]
+	if last.Type != protocol.FrameDone || last.RequestID != acc.RequestID || !strings.Contains(string(last.Payload), `"failed"`) {
+		t.Fatalf("last frame %+v", last)
+	}
+	if !strings.Contains(string(page.Frames[n-2].Payload), "service_restarted") {
+		t.Fatalf("frame before done: %s", page.Frames[n-2].Payload)
+	}
+	if strings.Contains(d2.Logs(), "interrupted by restart") {
+		t.Fatal("graceful shutdown left a turn for recovery")
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := buildBinary(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
