@@ -391,4 +391,3 @@ func ticketCmd(cfg *config) *cobra.Command {
 	_ = c.MarkFlagRequired("conversation")
 	return c
 }
-
