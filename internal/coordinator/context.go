@@ -150,7 +150,38 @@ func Messages(frames []store.Frame) []model.Message {
 			msgs = append(msgs, toolMessage(v))
 		}
 	}
-	return msgs
+	return answerEveryCall(msgs)
+}
+
+// answerEveryCall gives each tool call without a result (its turn ended in
+// between) a synthetic error result, so no provider sees half a pair.
+func answerEveryCall(msgs []model.Message) []model.Message {
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == model.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	out := make([]model.Message, 0, len(msgs))
+	for i := 0; i < len(msgs); {
+		m := msgs[i]
+		out = append(out, m)
+		i++
+		if m.Role != model.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		for i < len(msgs) && msgs[i].Role == model.RoleTool {
+			out = append(out, msgs[i])
+			i++
+		}
+		for _, call := range m.ToolCalls {
+			if !answered[call.ID] {
+				out = append(out, model.Message{Role: model.RoleTool, ToolCallID: call.ID, ToolError: true,
+					Content: `{"error":{"code":"cancelled","message":"the turn ended before this tool returned"}}`})
+			}
+		}
+	}
+	return out
 }
 
 func toolMessage(v protocol.ToolResultPayload) model.Message {

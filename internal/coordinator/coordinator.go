@@ -21,7 +21,9 @@ import (
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/tools"
 )
 
 // Defaults of Config fields left zero.
@@ -31,6 +33,7 @@ const (
 	DefaultTicketTTL     = 60 * time.Second
 	DefaultShutdownGrace = 5 * time.Second
 	DefaultTextFlush     = 50 * time.Millisecond
+	DefaultEffectTTL     = 10 * time.Minute
 )
 
 // Config wires a Coordinator. Store and Provider are required.
@@ -49,12 +52,20 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// TextFlush coalesces model text deltas into frames at most this often.
 	TextFlush time.Duration
+	// Tools is the tool registry offered to the model; nil offers none.
+	Tools *tools.Registry
+	// Routes validates effects and acknowledgements (default routes.Default).
+	Routes *routes.Registry
+	// EffectTTL is how long an emitted effect stays valid (default 10 minutes).
+	EffectTTL time.Duration
 }
 
 // Coordinator runs operator turns.
 type Coordinator struct {
 	cfg    Config
 	store  store.Store
+	routes *routes.Registry
+	tools  *tools.Registry
 	log    *slog.Logger
 	now    func() time.Time
 	slots  chan struct{}
@@ -95,9 +106,18 @@ func New(cfg Config) *Coordinator {
 	if cfg.TextFlush <= 0 {
 		cfg.TextFlush = DefaultTextFlush
 	}
+	if cfg.EffectTTL <= 0 {
+		cfg.EffectTTL = DefaultEffectTTL
+	}
+	if cfg.Routes == nil {
+		cfg.Routes = &routes.Default
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = tools.NewRegistry()
+	}
 	base, stop := context.WithCancelCause(context.Background())
 	return &Coordinator{
-		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
+		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, routes: cfg.Routes, tools: cfg.Tools,
 		slots: make(chan struct{}, cfg.Workers), base: base, stop: stop,
 		active: make(map[string]context.CancelCauseFunc),
 	}
@@ -105,6 +125,12 @@ func New(cfg Config) *Coordinator {
 
 // Store is the StateDB the coordinator writes.
 func (c *Coordinator) Store() store.Store { return c.store }
+
+// Routes is the route registry effects are validated against.
+func (c *Coordinator) Routes() *routes.Registry { return c.routes }
+
+// Tools is the tool registry offered to the model.
+func (c *Coordinator) Tools() *tools.Registry { return c.tools }
 
 // ProviderName names the configured model provider.
 func (c *Coordinator) ProviderName() string { return c.cfg.Provider.Name() }

@@ -50,16 +50,21 @@ func (c *Coordinator) converse(ctx context.Context, t store.Turn) (store.TurnSta
 		return store.TurnFailed, serviceError(c, "compile context", err)
 	}
 	for round := 0; round < c.cfg.MaxToolRounds; round++ {
-		calls, perr := c.streamRound(ctx, t, req)
+		text, calls, perr := c.streamRound(ctx, t, req)
 		if perr != nil || ctx.Err() != nil {
 			return store.TurnFailed, perr
 		}
 		if len(calls) == 0 {
 			return store.TurnCompleted, nil
 		}
-		// Until the tool registry exists every tool is unknown; the model
-		// never gets an arbitrary-call fallback.
-		return store.TurnFailed, protocol.Errorf(protocol.Validation, "unknown tool %q", calls[0].Name).With("tool", calls[0].Name)
+		req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: text, ToolCalls: calls})
+		for _, call := range calls {
+			res, perr := c.callTool(ctx, t, call, req.View)
+			if perr != nil || ctx.Err() != nil {
+				return store.TurnFailed, perr
+			}
+			req.Messages = append(req.Messages, toolMessage(res))
+		}
 	}
 	return store.TurnFailed, protocol.Errorf(protocol.ModelFailure,
 		"the model kept calling tools after %d rounds; the turn was stopped", c.cfg.MaxToolRounds)
@@ -92,7 +97,7 @@ func (c *Coordinator) compile(ctx context.Context, t store.Turn) (model.Request,
 	}
 	msgs := append(Messages(picked), model.Message{Role: model.RoleUser, Content: t.Instruction})
 	snap := rec.Snapshot
-	return model.Request{System: SystemPrompt(snap), Messages: msgs, View: &snap}, nil
+	return model.Request{System: SystemPrompt(snap), Messages: msgs, Tools: c.tools.Catalog(), View: &snap}, nil
 }
 
 // firstSequence is the sequence of the turn's own first frame (the
@@ -123,14 +128,15 @@ func (c *Coordinator) firstSequence(ctx context.Context, t store.Turn) (int64, e
 // calls it made. Text deltas are coalesced: a frame at most every TextFlush,
 // and pending text is written when the model pauses, not held until it speaks
 // again.
-func (c *Coordinator) streamRound(ctx context.Context, t store.Turn, req model.Request) ([]model.ToolCall, *protocol.Error) {
+func (c *Coordinator) streamRound(ctx context.Context, t store.Turn, req model.Request) (string, []model.ToolCall, *protocol.Error) {
 	var calls []model.ToolCall
-	var buf strings.Builder
+	var buf, all strings.Builder
 	flush := func() *protocol.Error {
 		if buf.Len() == 0 {
 			return nil
 		}
 		text := buf.String()
+		all.WriteString(text)
 		buf.Reset()
 		return c.emit(ctx, t, protocol.TextPayload{Content: text, Format: "markdown", Role: protocol.RoleAssistant})
 	}
@@ -150,31 +156,32 @@ func (c *Coordinator) streamRound(ctx context.Context, t store.Turn, req model.R
 		case <-timeout:
 			timeout = nil
 			if perr := flush(); perr != nil {
-				return nil, perr
+				return "", nil, perr
 			}
 			continue
 		case item, ok := <-events:
 			if !ok {
 				if ctx.Err() != nil {
-					return nil, nil
+					return "", nil, nil
 				}
-				return calls, flush()
+				perr := flush()
+				return all.String(), calls, perr
 			}
 			if item.err != nil {
 				if ctx.Err() != nil {
-					return nil, nil
+					return "", nil, nil
 				}
 				if perr := flush(); perr != nil {
-					return nil, perr
+					return "", nil, perr
 				}
-				return nil, modelError(item.err)
+				return "", nil, modelError(item.err)
 			}
 			switch item.ev.Kind {
 			case model.EventText:
 				buf.WriteString(item.ev.Text)
 				if buf.Len() >= 8<<10 {
 					if perr := flush(); perr != nil {
-						return nil, perr
+						return "", nil, perr
 					}
 				} else if timeout == nil {
 					if timer == nil {

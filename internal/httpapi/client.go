@@ -238,3 +238,9 @@ func ReadEvents(r io.Reader, fn func(Event) error) error {
 		}
 	}
 }
+
+// AckEffect acknowledges an effect.
+func (c *Client) AckEffect(ctx context.Context, convID, effectID string, req protocol.AckEffectRequest) (protocol.EffectState, error) {
+	var out protocol.EffectState
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(convID)+"/effects/"+url.PathEscape(effectID)+"/ack", req, &out)
+}

@@ -12,6 +12,8 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
 )
@@ -34,6 +36,7 @@ type harnessOpts struct {
 	script    *script.Script
 	workers   int
 	heartbeat time.Duration
+	tools     *tools.Registry
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -56,8 +59,12 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 			t.Fatal(err)
 		}
 	}
+	reg := o.tools
+	if reg == nil {
+		reg = tools.NewRegistry(tools.CockpitTools(routes.Default)...)
+	}
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, Workers: o.workers,
-		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond})
+		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond, Tools: reg})
 	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat})
 	srv := httptest.NewServer(api)
 	h := &harness{t: t, clock: clock, store: st, coord: coord, api: api, srv: srv,

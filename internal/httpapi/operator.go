@@ -170,3 +170,25 @@ func (s *Server) handleCreateTicket(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusCreated, t)
 }
+
+func (s *Server) handleAckEffect(w http.ResponseWriter, r *http.Request) {
+	var req protocol.AckEffectRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	e, err := s.coord.AckEffect(r.Context(), r.PathValue("id"), r.PathValue("eid"), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, coordinator.EffectView(e))
+}
+
+func (s *Server) handleRoutes(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.coord.Routes())
+}
+
+func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"tools": s.coord.Tools().Specs()})
+}

@@ -92,6 +92,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/operator/conversations/{id}/requests/{rid}/cancel", s.authed(s.handleCancel))
 	m.HandleFunc("GET /api/operator/conversations/{id}/stream", s.handleStream) // bearer or ticket
 	m.HandleFunc("POST /api/operator/stream-tickets", s.authed(s.handleCreateTicket))
+	m.HandleFunc("POST /api/operator/conversations/{id}/effects/{eid}/ack", s.authed(s.handleAckEffect))
+	m.HandleFunc("GET /api/operator/routes", s.authed(s.handleRoutes))
+	m.HandleFunc("GET /api/operator/tools", s.authed(s.handleTools))
 }
 
 // ServeHTTP implements http.Handler.

@@ -273,3 +273,13 @@ type Turn struct {
 	EndedAt           *float64 `json:"endedAt"`
 	CancelRequestedAt *float64 `json:"cancelRequestedAt"`
 }
+
+// EffectState is the answer to an effect acknowledgement.
+type EffectState struct {
+	EffectID       string   `json:"effectId"`
+	Status         string   `json:"status"` // pending | applied | rejected | expired
+	ClientRoute    *string  `json:"clientRoute"`
+	RejectionCode  *string  `json:"rejectionCode"`
+	AcknowledgedAt *float64 `json:"acknowledgedAt"`
+	ExpiresAt      float64  `json:"expiresAt"`
+}

@@ -22,6 +22,8 @@ type Store interface {
 	FrameStore
 	TicketStore
 	AuditStore
+	EffectStore
+	AppStore
 
 	// FrameSignal returns a channel that is closed after the next commit that
 	// appends frames to the conversation (or purges it). Take the channel

@@ -3,6 +3,9 @@
 -- Added columns (DESIGN.md §3 allows them, listed here):
 --   studio_operator_conversations.retained_from_sequence: the lowest sequence
 --     still stored; a replay from an older cursor is a replay_gap.
+--   studio_operator_effects.expires_at: when the effect stops being valid.
+--   studio_operator_effects.client_route: the route an applied ack reported,
+--     kept so a repeated acknowledgement can be compared with the first.
 
 CREATE TABLE studio_operator_conversations (
   id                 TEXT PRIMARY KEY,
@@ -85,8 +88,13 @@ CREATE TABLE studio_operator_effects (
                      CHECK(status IN ('pending', 'applied', 'rejected', 'expired')),
   emitted_at         REAL NOT NULL,
   acknowledged_at    REAL,
-  rejection_code     TEXT
+  rejection_code     TEXT,
+  expires_at         REAL NOT NULL,
+  client_route       TEXT
 );
+
+CREATE INDEX idx_operator_effects_conversation
+  ON studio_operator_effects(conversation_id, status);
 
 CREATE TABLE admin_events (
   id                 INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// EffectStatus is a UI effect's acknowledgement state (ADR D5).
+type EffectStatus string
+
+// Effect states.
+const (
+	EffectPending  EffectStatus = "pending"
+	EffectApplied  EffectStatus = "applied"
+	EffectRejected EffectStatus = "rejected"
+	EffectExpired  EffectStatus = "expired"
+)
+
+// Effect is a row of studio_operator_effects.
+type Effect struct {
+	ID             string
+	ConversationID string
+	RequestID      string
+	Type           string // the effect kind
+	Effect         protocol.Effect
+	Status         EffectStatus
+	EmittedAt      time.Time
+	ExpiresAt      time.Time
+	AcknowledgedAt *time.Time
+	RejectionCode  *string
+	ClientRoute    *string
+}
+
+// EffectStore keeps declarative UI effects and their acknowledgements.
+type EffectStore interface {
+	// EmitEffect inserts the pending effect row and its ui_command frame in one
+	// transaction; only the conversation's active request may emit.
+	EmitEffect(ctx context.Context, p EmitEffectParams) (Effect, Frame, error)
+	GetEffect(ctx context.Context, id string) (Effect, error)
+	// AckEffect moves a pending effect to applied, rejected or expired. A
+	// repeat identical to the stored acknowledgement returns it unchanged; a
+	// contradictory one is conflict; acknowledging an expired effect is
+	// stale_context.
+	AckEffect(ctx context.Context, p AckEffectParams) (Effect, error)
+}
+
+// EmitEffectParams emits one effect.
+type EmitEffectParams struct {
+	ID             string
+	ConversationID string
+	RequestID      string
+	Effect         protocol.Effect
+	ExpiresAt      time.Time
+	Now            time.Time
+}
+
+// AckEffectParams records an acknowledgement (or expiry when Status is expired).
+type AckEffectParams struct {
+	ID            string
+	Status        EffectStatus
+	ClientRoute   *string
+	RejectionCode *string
+	Now           time.Time
+}
