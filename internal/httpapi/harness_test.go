@@ -13,9 +13,9 @@ import (
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
-	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/tools"
 )
 
 const testToken = "test-token-0123456789abcdef0123456789abcdef"
