@@ -72,7 +72,7 @@ type ToolCallPayload struct {
 type ToolResultPayload struct {
 	CallID string         `json:"callId"`
 	OK     bool           `json:"ok"`
-	Result jsontext.Value `json:"result,omitempty"`
+	Result jsontext.Value `json:"result,omitzero"` // omitzero: [] and {} are results, not absence
 	Error  *Error         `json:"error,omitempty"`
 }
 
@@ -312,6 +312,14 @@ func deref(p Payload) Payload {
 func DecodeFrame(data []byte) (Frame, error) {
 	var w RawFrame
 	if err := Unmarshal(data, &w); err != nil {
+		// A frame of another version may well have members this one lacks:
+		// report the version, not the members.
+		var v struct {
+			Version *int `json:"version"`
+		}
+		if json.Unmarshal(data, &v) == nil && v.Version != nil && *v.Version != Version {
+			return Frame{}, Errorf(ProtocolVersion, "frame version %d is not supported", *v.Version)
+		}
 		return Frame{}, err
 	}
 	if w.Version != Version {

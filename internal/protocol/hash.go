@@ -1,19 +1,48 @@
 package protocol
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
+	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Canonicalize returns the RFC 8785 (JSON Canonicalization Scheme) form of v.
+// A number beyond the IEEE 754 double range is refused: jsontext would clamp
+// it to ±MaxFloat64, so two different commands would share one hash.
 func Canonicalize(v []byte) ([]byte, error) {
 	c := jsontext.Value(append([]byte(nil), v...))
 	if err := c.Canonicalize(); err != nil {
 		return nil, Errorf(Validation, "canonicalize: %v", cleanErr(err))
 	}
+	if err := checkNumbers(v); err != nil {
+		return nil, Errorf(Validation, "canonicalize: %v", err)
+	}
 	return c, nil
+}
+
+// checkNumbers refuses numbers that overflow a float64 (RFC 8785 §3.2.2.3
+// works on IEEE 754 doubles; ±Infinity has no JSON form).
+func checkNumbers(v []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	for {
+		tok, err := dec.ReadToken()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return errors.New(cleanErr(err))
+		}
+		if tok.Kind() == '0' {
+			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+				return errors.New("number " + tok.String() + " is outside the IEEE 754 double range")
+			}
+		}
+	}
 }
 
 // CommandHash is the hex SHA-256 of the RFC 8785 canonical form of a command.

@@ -474,6 +474,14 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 		}
 		payloads := make([]protocol.Payload, len(p.Frames))
 		for i, f := range p.Frames {
+			switch {
+			case f.Payload == nil:
+				return protocol.Errorf(protocol.Validation, "frame %d has no payload", i)
+			case f.Payload.FrameType() == protocol.FrameDone:
+				// done ends the turn: only FinishTurn writes it, in the
+				// transaction that releases the conversation (DESIGN.md §7).
+				return protocol.Errorf(protocol.Validation, "done frames are written by FinishTurn, not AppendFrames")
+			}
 			payloads[i] = f.Payload
 		}
 		frames, err = appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now, payloads...)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -43,7 +44,13 @@ func Open(path string) (*Store, error) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
-	dsn := "file:" + path + "?" + q.Encode()
+	// A SQLite URI: the path is escaped so that '?', '#' and '%' in a data
+	// directory name cannot cut it short or turn into parameters.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)

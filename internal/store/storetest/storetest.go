@@ -994,6 +994,7 @@ func testAppendInvalid(t *testing.T, f *fixture) {
 		protocol.TextPayload{Content: "x", Format: "html"},
 		protocol.ErrorPayload{Error: protocol.Error{Code: "bogus"}},
 		protocol.ToolCallPayload{CallID: "c", Tool: "t", Arguments: jsontext.Value(`[]`), Mode: "read"},
+		nil,
 	} {
 		// The invalid payload comes second: the valid first one must not stay.
 		_, err := f.s.AppendFrames(f.ctx, appendParams(c.ID, tr.RequestID, f.tick(), text("ok"), p))
