@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,15 +28,55 @@ import (
 type capture struct {
 	status int
 	header http.Header
+	body   []byte // error responses only, bounded
 }
+
+// maxErrorBody bounds how much of an error response is kept.
+const maxErrorBody = 64 << 10
 
 func (c *capture) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	res, err := next(req)
 	if res != nil {
 		c.status = res.StatusCode
 		c.header = res.Header.Clone()
+		if res.StatusCode >= 400 && res.Body != nil {
+			body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+			_ = res.Body.Close()
+			c.body = body
+			res.Body = io.NopCloser(bytes.NewReader(body))
+		}
 	}
 	return res, err
+}
+
+// serverError digs the error code and message out of an error body in the
+// shapes OpenAI ({"error":{...}}), Ollama ({"error":"..."}) and vLLM
+// ({"object":"error","message":...}) use.
+func serverError(body []byte) (code, typ, msg string) {
+	var top struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+	}
+	if json.Unmarshal(body, &top) != nil {
+		return "", "", ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    any    `json:"code"`
+	}
+	var s string
+	switch {
+	case len(top.Error) > 0 && json.Unmarshal(top.Error, &obj) == nil:
+		if c, ok := obj.Code.(string); ok {
+			code = c
+		}
+		return code, obj.Type, obj.Message
+	case len(top.Error) > 0 && json.Unmarshal(top.Error, &s) == nil:
+		return "", "", s
+	}
+	return "", top.Type, top.Message
 }
 
 // maxServerMessage bounds how much of a server's error text goes into ours.
@@ -54,10 +95,15 @@ func (p *Provider) mapError(ctx context.Context, err error, c *capture) error {
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
-		return p.statusError(apiErr.StatusCode, h, apiErr.Code, apiErr.Type, apiErr.Message)
+		code, typ, msg := apiErr.Code, apiErr.Type, apiErr.Message
+		if msg == "" && c != nil {
+			code, typ, msg = serverError(c.body)
+		}
+		return p.statusError(apiErr.StatusCode, h, code, typ, msg)
 	}
 	if c != nil && c.status >= 400 {
-		return p.statusError(c.status, c.header, "", "", "")
+		code, typ, msg := serverError(c.body)
+		return p.statusError(c.status, c.header, code, typ, msg)
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
@@ -123,26 +169,8 @@ func (p *Provider) statusError(status int, h http.Header, code, typ, msg string)
 
 // inStreamError maps an error object the server sent inside a 200 stream.
 func (p *Provider) inStreamError(data []byte) *protocol.Error {
-	var body struct {
-		Error json.RawMessage `json:"error"`
-	}
-	var obj struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    any    `json:"code"`
-	}
-	msg := ""
-	if json.Unmarshal(data, &body) == nil {
-		if json.Unmarshal(body.Error, &obj) == nil {
-			msg = obj.Message
-		} else {
-			var s string
-			if json.Unmarshal(body.Error, &s) == nil {
-				msg = s
-			}
-		}
-	}
-	if obj.Type == "rate_limit_exceeded" || obj.Code == "rate_limit_exceeded" {
+	code, typ, msg := serverError(data)
+	if code == "rate_limit_exceeded" || typ == "rate_limit_exceeded" {
 		return (&protocol.Error{
 			Code:      protocol.RateLimited,
 			Message:   p.redact("openai: rate limited mid-stream: " + truncate(msg)),

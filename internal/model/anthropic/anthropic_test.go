@@ -1,0 +1,726 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	testKey   = "sk-ant-api03-Zx9Qm4Lr7Tb2Vw8Kp1Jd6Hs3Gf0Nc5Ya-9f8e7d6c"
+	testModel = "claude-sonnet-4-5"
+)
+
+// fake is a Messages API server that records what it receives.
+type fake struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	req []recorded
+}
+
+type recorded struct {
+	method, path string
+	header       http.Header
+	body         []byte
+}
+
+func newFake(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *fake {
+	t.Helper()
+	f := &fake{}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.req = append(f.req, recorded{r.Method, r.URL.Path, r.Header.Clone(), body})
+		f.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fake) requests() []recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]recorded(nil), f.req...)
+}
+
+func (f *fake) provider(t *testing.T) *Provider {
+	t.Helper()
+	p, err := New(Config{BaseURL: f.srv.URL, APIKey: testKey, Model: testModel, HTTPClient: f.srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sse is one server-sent event as the Messages API writes it.
+func sse(event, data string) string { return "event: " + event + "\ndata: " + data + "\n\n" }
+
+// sseHandler replays events, flushing after each.
+func sseHandler(events ...string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/messages" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("Request-Id", "req_011CZtestA1b2C3d4E5f6G7h8")
+		fl := w.(http.Flusher)
+		for _, e := range events {
+			io.WriteString(w, e)
+			fl.Flush()
+		}
+	}
+}
+
+var (
+	messageStart = sse("message_start", `{"type":"message_start","message":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5-20250929","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":472,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2,"service_tier":"standard"}}}`)
+	ping         = sse("ping", `{"type": "ping"}`)
+	messageStop  = sse("message_stop", `{"type":"message_stop"}`)
+)
+
+func textStart(i int) string {
+	return sse("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}`, i))
+}
+
+func textDelta(i int, s string) string {
+	b, _ := json.Marshal(s)
+	return sse("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}`, i, b))
+}
+
+func toolStart(i int, id, name string) string {
+	return sse("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%q,"name":%q,"input":{}}}`, i, id, name))
+}
+
+func inputDelta(i int, part string) string {
+	b, _ := json.Marshal(part)
+	return sse("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}`, i, b))
+}
+
+func blockStop(i int) string {
+	return sse("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, i))
+}
+
+func messageDelta(reason string) string {
+	return sse("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":89}}`, reason))
+}
+
+func userRequest() model.Request {
+	return model.Request{System: "You are the Studio operator.", Messages: []model.Message{{Role: model.RoleUser, Content: "show failed runs"}}}
+}
+
+func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
+	var evs []model.Event
+	for ev, err := range p.Stream(ctx, req) {
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+func text(evs []model.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Kind == model.EventText {
+			b.WriteString(e.Text)
+		}
+	}
+	return b.String()
+}
+
+func toolCallsOf(evs []model.Event) []model.ToolCall {
+	var out []model.ToolCall
+	for _, e := range evs {
+		if e.Kind == model.EventToolCall {
+			out = append(out, e.ToolCall)
+		}
+	}
+	return out
+}
+
+func wantError(t *testing.T, err error, code protocol.ErrorCode, retryable bool) *protocol.Error {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) is not a *protocol.Error", err, err)
+	}
+	if pe.Code != code || pe.Retryable != retryable {
+		t.Fatalf("error = %s retryable=%v, want %s retryable=%v (%s)", pe.Code, pe.Retryable, code, retryable, pe.Message)
+	}
+	return pe
+}
+
+func TestStreamText(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, textStart(0), ping, textDelta(0, "Three runs"), textDelta(0, " failed"), textDelta(0, " today."),
+		blockStop(0), messageDelta("end_turn"), messageStop))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 || text(evs) != "Three runs failed today." {
+		t.Fatalf("events = %+v", evs)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("server saw %d requests", n)
+	}
+}
+
+func TestStreamToolCallSplitInput(t *testing.T) {
+	t.Parallel()
+	events := []string{messageStart, toolStart(0, "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "query_runs"), inputDelta(0, "")}
+	for _, part := range []string{`{"`, `space": "hist`, `ory", "fil`, `ter": {"status"`, `: "failed"}`, `, "limit": 2`, `0}`} {
+		events = append(events, inputDelta(0, part))
+	}
+	events = append(events, blockStop(0), messageDelta("tool_use"), messageStop)
+	f := newFake(t, sseHandler(events...))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := toolCallsOf(evs)
+	if len(evs) != 1 || len(calls) != 1 {
+		t.Fatalf("events = %+v", evs)
+	}
+	if calls[0].ID != "toolu_01T1x1fJ34qAmk2tNTrN7Up6" || calls[0].Name != "query_runs" {
+		t.Fatalf("call = %+v", calls[0])
+	}
+	if got, want := string(calls[0].Arguments), `{"space":"history","filter":{"status":"failed"},"limit":20}`; got != want {
+		t.Fatalf("arguments = %s, want %s", got, want)
+	}
+}
+
+func TestStreamTwoToolCalls(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart,
+		toolStart(0, "toolu_A", "navigate"), inputDelta(0, `{"space":`), inputDelta(0, ` "mission"}`), blockStop(0),
+		toolStart(1, "toolu_B", "set_theme"), inputDelta(1, `{"theme": "da`), inputDelta(1, `rk"}`), blockStop(1),
+		messageDelta("tool_use"), messageStop))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := toolCallsOf(evs)
+	if len(calls) != 2 {
+		t.Fatalf("calls = %+v", calls)
+	}
+	if calls[0].ID != "toolu_A" || string(calls[0].Arguments) != `{"space":"mission"}` ||
+		calls[1].ID != "toolu_B" || string(calls[1].Arguments) != `{"theme":"dark"}` {
+		t.Fatalf("calls = %+v / %s / %s", calls, calls[0].Arguments, calls[1].Arguments)
+	}
+}
+
+func TestStreamTextThenToolCall(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Let me look"), textDelta(0, " that up."), blockStop(0),
+		toolStart(1, "toolu_Q", "list_failed_runs"), inputDelta(1, `{"since": "today"}`), blockStop(1),
+		messageDelta("tool_use"), messageStop))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 || evs[0].Kind != model.EventText || evs[1].Kind != model.EventText || evs[2].Kind != model.EventToolCall {
+		t.Fatalf("events = %+v", evs)
+	}
+	if text(evs) != "Let me look that up." || evs[2].ToolCall.Name != "list_failed_runs" || string(evs[2].ToolCall.Arguments) != `{"since":"today"}` {
+		t.Fatalf("events = %+v", evs)
+	}
+}
+
+func TestStreamToolWithoutInput(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, toolStart(0, "toolu_E", "refresh"), inputDelta(0, ""), blockStop(0), messageDelta("tool_use"), messageStop))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := toolCallsOf(evs); len(calls) != 1 || string(calls[0].Arguments) != `{}` {
+		t.Fatalf("calls = %+v", calls)
+	}
+}
+
+func TestStreamInvalidInput(t *testing.T) {
+	t.Parallel()
+	// A max_tokens cut inside the input leaves it truncated.
+	f := newFake(t, sseHandler(messageStart, toolStart(0, "toolu_X", "navigate"), inputDelta(0, `{"space": "hist`), blockStop(0), messageDelta("max_tokens"), messageStop))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	wantError(t, err, protocol.ModelFailure, false)
+	if len(toolCallsOf(evs)) != 0 {
+		t.Fatalf("a broken call was yielded: %+v", evs)
+	}
+}
+
+func TestRequestBody(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn"), messageStop))
+	req := model.Request{
+		System: "You are the Studio operator. Current view: mission.",
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "show failed runs and switch to dark mode"},
+			{Role: model.RoleAssistant, Content: "Checking.", ToolCalls: []model.ToolCall{
+				{ID: "toolu_1", Name: "query_runs", Arguments: []byte(`{"status":"failed"}`)},
+				{ID: "toolu_2", Name: "set_theme", Arguments: []byte(`{"theme":"dark"}`)},
+			}},
+			{Role: model.RoleTool, ToolCallID: "toolu_1", ToolName: "query_runs", Content: `{"runs":[]}`},
+			{Role: model.RoleTool, ToolCallID: "toolu_2", ToolName: "set_theme", Content: "theme locked", ToolError: true},
+			{Role: model.RoleAssistant, Content: "No failed runs; the theme is locked."},
+			{Role: model.RoleUser, Content: "thanks"},
+		},
+		Tools: []model.Tool{
+			{Name: "query_runs", Description: "Query workflow runs.", Schema: []byte(`{"type":"object","properties":{"status":{"type":"string","enum":["failed","ok"]}},"required":["status"],"additionalProperties":false}`)},
+			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
+		},
+	}
+	if _, err := collect(context.Background(), f.provider(t), req); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.method != http.MethodPost || r.path != "/v1/messages" {
+		t.Fatalf("%s %s", r.method, r.path)
+	}
+	if r.header.Get("Anthropic-Version") == "" {
+		t.Fatalf("no anthropic-version header: %v", r.header)
+	}
+	if !strings.Contains(r.header.Get("Authorization")+r.header.Get("X-Api-Key"), testKey) {
+		t.Fatalf("the key was not sent: %v", r.header)
+	}
+	var body struct {
+		Model     string `json:"model"`
+		MaxTokens int64  `json:"max_tokens"`
+		Stream    bool   `json:"stream"`
+		System    []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"system"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Type      string          `json:"type"`
+				Text      string          `json:"text"`
+				ID        string          `json:"id"`
+				Name      string          `json:"name"`
+				Input     json.RawMessage `json:"input"`
+				ToolUseID string          `json:"tool_use_id"`
+				IsError   *bool           `json:"is_error"`
+				Content   []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatalf("%v: %s", err, r.body)
+	}
+	if body.Model != testModel || body.MaxTokens != DefaultMaxTokens || !body.Stream {
+		t.Fatalf("model=%q max_tokens=%d stream=%v", body.Model, body.MaxTokens, body.Stream)
+	}
+	if len(body.System) != 1 || body.System[0].Type != "text" || body.System[0].Text != req.System {
+		t.Fatalf("system: %s", r.body)
+	}
+	m := body.Messages
+	if len(m) != 5 {
+		t.Fatalf("want user, assistant, user(tool results), assistant, user; got %s", r.body)
+	}
+	if m[0].Role != "user" || len(m[0].Content) != 1 || m[0].Content[0].Type != "text" || m[0].Content[0].Text != "show failed runs and switch to dark mode" {
+		t.Fatalf("user message: %+v", m[0])
+	}
+	a := m[1]
+	if a.Role != "assistant" || len(a.Content) != 3 || a.Content[0].Type != "text" || a.Content[0].Text != "Checking." {
+		t.Fatalf("assistant message: %+v", a)
+	}
+	if tu := a.Content[2]; tu.Type != "tool_use" || tu.ID != "toolu_2" || tu.Name != "set_theme" || string(tu.Input) != `{"theme":"dark"}` {
+		t.Fatalf("tool_use block: %+v (%s)", tu, tu.Input)
+	}
+	res := m[2]
+	if res.Role != "user" || len(res.Content) != 2 {
+		t.Fatalf("tool results must share one user message: %+v", res)
+	}
+	if tr := res.Content[0]; tr.Type != "tool_result" || tr.ToolUseID != "toolu_1" || tr.IsError != nil || len(tr.Content) != 1 || tr.Content[0].Text != `{"runs":[]}` {
+		t.Fatalf("first tool_result: %+v", tr)
+	}
+	if tr := res.Content[1]; tr.Type != "tool_result" || tr.ToolUseID != "toolu_2" || tr.IsError == nil || !*tr.IsError || tr.Content[0].Text != "theme locked" {
+		t.Fatalf("second tool_result: %+v", tr)
+	}
+	if m[3].Role != "assistant" || m[4].Role != "user" || m[4].Content[0].Text != "thanks" {
+		t.Fatalf("tail: %+v", m[3:])
+	}
+	if len(body.Tools) != 2 || body.Tools[0].Name != "query_runs" || body.Tools[0].Description != "Query workflow runs." {
+		t.Fatalf("tools: %s", r.body)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(body.Tools[0].InputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema["type"] != "object" || schema["additionalProperties"] != false || fmt.Sprint(schema["required"]) != "[status]" ||
+		fmt.Sprint(schema["properties"].(map[string]any)["status"].(map[string]any)["enum"]) != "[failed ok]" {
+		t.Fatalf("input_schema: %s", body.Tools[0].InputSchema)
+	}
+}
+
+func TestRateLimited(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "13")
+		w.Header().Set("Anthropic-Ratelimit-Requests-Remaining", "0")
+		w.Header().Set("Anthropic-Ratelimit-Requests-Reset", "2026-03-01T12:00:13Z")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 50 requests per minute."},"request_id":"req_011CZrl"}`)
+	})
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	pe := wantError(t, err, protocol.RateLimited, true)
+	if pe.RetryAfterMs != 13000 {
+		t.Fatalf("RetryAfterMs = %d, want 13000", pe.RetryAfterMs)
+	}
+	if len(evs) != 0 {
+		t.Fatalf("events = %+v", evs)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("the SDK retried: %d requests", n)
+	}
+}
+
+func TestRetryAfterHeaders(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		h    map[string]string
+		want int64
+	}{
+		{"none", nil, 0},
+		{"ms", map[string]string{"retry-after-ms": "800"}, 800},
+		{"seconds", map[string]string{"retry-after": "1.5"}, 1500},
+		{"date", map[string]string{"retry-after": now.Add(5 * time.Second).Format(http.TimeFormat)}, 5000},
+		{"exhausted tokens reset", map[string]string{
+			"anthropic-ratelimit-requests-remaining": "40", "anthropic-ratelimit-requests-reset": "2026-03-01T12:00:01Z",
+			"anthropic-ratelimit-tokens-remaining": "0", "anthropic-ratelimit-tokens-reset": "2026-03-01T12:00:30Z"}, 30000},
+		{"nearest reset", map[string]string{
+			"anthropic-ratelimit-input-tokens-reset": "2026-03-01T12:00:02Z", "anthropic-ratelimit-output-tokens-reset": "2026-03-01T12:00:09Z"}, 2000},
+		{"garbage", map[string]string{"anthropic-ratelimit-tokens-reset": "later"}, 0},
+	}
+	for _, c := range cases {
+		h := http.Header{}
+		for k, v := range c.h {
+			h.Set(k, v)
+		}
+		if got := retryAfterMs(h, now); got != c.want {
+			t.Errorf("%s: retryAfterMs = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRateLimitResetEndToEnd(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Anthropic-Ratelimit-Output-Tokens-Remaining", "0")
+		w.Header().Set("Anthropic-Ratelimit-Output-Tokens-Reset", "2026-03-01T12:00:07Z")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"Output token rate limit exceeded."}}`)
+	})
+	p := f.provider(t)
+	p.now = func() time.Time { return now }
+	_, err := collect(context.Background(), p, userRequest())
+	if pe := wantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 7000 {
+		t.Fatalf("RetryAfterMs = %d", pe.RetryAfterMs)
+	}
+}
+
+func TestServerErrors(t *testing.T) {
+	t.Parallel()
+	cases := map[int]string{
+		500: `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`,
+		503: `upstream connect error or disconnect/reset before headers`,
+		529: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+	}
+	for status, body := range cases {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(status)
+				io.WriteString(w, body)
+			})
+			_, err := collect(context.Background(), f.provider(t), userRequest())
+			pe := wantError(t, err, protocol.ModelFailure, true)
+			if pe.Details["httpStatus"] != status {
+				t.Fatalf("details = %v", pe.Details)
+			}
+			if n := len(f.requests()); n != 1 {
+				t.Fatalf("the SDK retried: %d requests", n)
+			}
+		})
+	}
+}
+
+func TestErrorEventMidStream(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Three"),
+		sse("error", `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`)))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	pe := wantError(t, err, protocol.ModelFailure, true)
+	if pe.Details["httpStatus"] != 529 || pe.Details["midStream"] != true || !strings.Contains(pe.Message, "Overloaded") {
+		t.Fatalf("error = %+v", pe)
+	}
+	if text(evs) != "Three" {
+		t.Fatalf("events = %+v", evs)
+	}
+}
+
+func TestBadKey(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		// The fake echoes whatever credential it got, to prove none leaks.
+		got := r.Header.Get("X-Api-Key") + r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key %s"},"request_id":"req_011CZauth"}`, got)
+	})
+	p := f.provider(t)
+	for name, call := range map[string]func() error{
+		"stream": func() error { _, err := collect(context.Background(), p, userRequest()); return err },
+		"check":  func() error { return p.Check(context.Background()) },
+	} {
+		err := call()
+		pe := wantError(t, err, protocol.ModelFailure, false)
+		if !strings.Contains(pe.Message, "ANTHROPIC_API_KEY") {
+			t.Errorf("%s: message does not name the configuration: %q", name, pe.Message)
+		}
+		for _, s := range []string{pe.Message, err.Error(), fmt.Sprintf("%+v", pe), fmt.Sprint(pe.Details)} {
+			if strings.Contains(s, testKey) || strings.Contains(s, testKey[len(testKey)-8:]) {
+				t.Errorf("%s: error leaks the key: %q", name, s)
+			}
+		}
+	}
+}
+
+func TestBadModel(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		status int
+		body   string
+	}{
+		"404": {404, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-sonnet-4-5"},"request_id":"req_011CZnf"}`},
+		"400": {400, `{"type":"error","error":{"type":"invalid_request_error","message":"model: String should match pattern"}}`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(c.status)
+				io.WriteString(w, c.body)
+			})
+			p := f.provider(t)
+			for _, err := range []error{
+				func() error { _, err := collect(context.Background(), p, userRequest()); return err }(),
+				p.Check(context.Background()),
+			} {
+				pe := wantError(t, err, protocol.ModelFailure, false)
+				if !strings.Contains(pe.Message, "STUDIO_MODEL_NAME") || !strings.Contains(pe.Message, testModel) {
+					t.Fatalf("message = %q", pe.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestMalformedEvent(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Hel"),
+		sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo`),
+		blockStop(0), messageStop))
+	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	wantError(t, err, protocol.ModelFailure, true)
+	if text(evs) != "Hel" {
+		t.Fatalf("events = %+v", evs)
+	}
+}
+
+func TestEOFMidStream(t *testing.T) {
+	t.Parallel()
+	t.Run("clean close", func(t *testing.T) {
+		t.Parallel()
+		f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Three runs"), blockStop(0),
+			toolStart(1, "toolu_1", "query_runs"), inputDelta(1, `{"st`)))
+		evs, err := collect(context.Background(), f.provider(t), userRequest())
+		wantError(t, err, protocol.ModelFailure, true)
+		if text(evs) != "Three runs" || len(toolCallsOf(evs)) != 0 {
+			t.Fatalf("events = %+v", evs)
+		}
+	})
+	t.Run("broken connection", func(t *testing.T) {
+		t.Parallel()
+		f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+			sseHandler(messageStart, textStart(0), textDelta(0, "Three runs"))(w, r)
+			panic(http.ErrAbortHandler)
+		})
+		evs, err := collect(context.Background(), f.provider(t), userRequest())
+		wantError(t, err, protocol.ModelFailure, true)
+		if text(evs) != "Three runs" {
+			t.Fatalf("events = %+v", evs)
+		}
+	})
+}
+
+func TestNetworkFailure(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	p, err := New(Config{BaseURL: url, APIKey: testKey, Model: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = collect(context.Background(), p, userRequest())
+	if pe := wantError(t, err, protocol.ModelFailure, true); strings.Contains(pe.Message, testKey) {
+		t.Fatalf("message leaks the key: %q", pe.Message)
+	}
+	wantError(t, p.Check(context.Background()), protocol.ModelFailure, true)
+}
+
+// waitClosed waits for the fake server to see the client go away. The
+// timeout only turns a hang into a failure; it asserts nothing about speed.
+func waitClosed(t *testing.T, closed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server never saw the connection close")
+	}
+}
+
+func hangingStream(closed chan<- struct{}) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sseHandler(messageStart, textStart(0), textDelta(0, "Working"))(w, r)
+		<-r.Context().Done()
+		close(closed)
+	}
+}
+
+func TestCancelMidStream(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	f := newFake(t, hangingStream(closed))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var evs []model.Event
+	var gotErr error
+	for ev, err := range f.provider(t).Stream(ctx, userRequest()) {
+		if err != nil {
+			gotErr = err
+			break
+		}
+		evs = append(evs, ev)
+		cancel()
+	}
+	if !errors.Is(gotErr, context.Canceled) {
+		t.Fatalf("error = %v, want context.Canceled", gotErr)
+	}
+	if text(evs) != "Working" {
+		t.Fatalf("events = %+v", evs)
+	}
+	waitClosed(t, closed)
+}
+
+func TestConsumerStopsEarly(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	f := newFake(t, hangingStream(closed))
+	for ev, err := range f.provider(t).Stream(context.Background(), userRequest()) {
+		if err != nil || ev.Text != "Working" {
+			t.Fatalf("event %+v, error %v", ev, err)
+		}
+		break
+	}
+	waitClosed(t, closed)
+}
+
+func TestCancelBeforeStart(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, messageStop))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := collect(ctx, f.provider(t), userRequest())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/models/"+testModel {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"model","id":"claude-sonnet-4-5-20250929","display_name":"Claude Sonnet 4.5","created_at":"2025-09-29T00:00:00Z"}`)
+	})
+	p := f.provider(t)
+	if err := p.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p.Name() != "anthropic" {
+		t.Fatalf("Name = %q", p.Name())
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	if _, err := New(Config{APIKey: testKey}); err == nil || !strings.Contains(err.Error(), "STUDIO_MODEL_NAME") {
+		t.Fatalf("missing model: %v", err)
+	}
+	if _, err := New(Config{Model: testModel}); err == nil || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
+		t.Fatalf("missing key: %v", err)
+	} else if strings.Contains(err.Error(), testKey) {
+		t.Fatal("leak")
+	}
+	p, err := New(Config{Model: testModel, APIKey: testKey})
+	if err != nil || p.cfg.BaseURL != DefaultBaseURL || p.cfg.MaxTokens != DefaultMaxTokens {
+		t.Fatalf("defaults: %v %+v", err, p)
+	}
+}
+
+func TestBadRequestInputs(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStop))
+	p := f.provider(t)
+	_, err := collect(context.Background(), p, model.Request{Messages: []model.Message{{Role: "system", Content: "x"}}})
+	wantError(t, err, protocol.ModelFailure, false)
+	_, err = collect(context.Background(), p, model.Request{Tools: []model.Tool{{Name: "t", Schema: []byte(`"object"`)}}})
+	wantError(t, err, protocol.ModelFailure, false)
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("bad inputs reached the server: %d requests", n)
+	}
+}

@@ -1,0 +1,757 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const testKey = "sk-test-4f9c2b7e1d8a6053c0ffee1234"
+
+// fake is an OpenAI-compatible server that records what it receives.
+type fake struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	req []recorded
+}
+
+type recorded struct {
+	method, path string
+	header       http.Header
+	body         []byte
+}
+
+func newFake(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *fake {
+	t.Helper()
+	f := &fake{}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.req = append(f.req, recorded{r.Method, r.URL.Path, r.Header.Clone(), body})
+		f.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fake) requests() []recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]recorded(nil), f.req...)
+}
+
+func (f *fake) provider(t *testing.T, key string) *Provider {
+	t.Helper()
+	p, err := New(Config{BaseURL: f.srv.URL + "/v1", APIKey: key, Model: "gpt-4.1-mini", HTTPClient: f.srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sseHandler replays data lines as a chat-completions stream, flushing each.
+func sseHandler(lines ...string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		fl := w.(http.Flusher)
+		for _, l := range lines {
+			fmt.Fprintf(w, "data: %s\n\n", l)
+			fl.Flush()
+		}
+	}
+}
+
+// chunk builds one realistic chat.completion.chunk with the given choice body.
+func chunk(choice string) string {
+	return `{"id":"chatcmpl-BRxJ3kq8mT0pZ2vYhL7cW9nE4aFgD","object":"chat.completion.chunk","created":1745834101,"model":"gpt-4.1-mini-2025-04-14","service_tier":"default","system_fingerprint":"fp_6f2eabb9a5","choices":[` + choice + `],"usage":null,"obfuscation":"kq3"}`
+}
+
+func textChunk(s string) string {
+	b, _ := json.Marshal(s)
+	return chunk(`{"index":0,"delta":{"content":` + string(b) + `},"logprobs":null,"finish_reason":null}`)
+}
+
+var (
+	roleChunk = chunk(`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`)
+	stopChunk = chunk(`{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}`)
+	toolStop  = chunk(`{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}`)
+)
+
+func toolStart(index int, id, name string) string {
+	return chunk(fmt.Sprintf(`{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%q,"arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}`, index, id, name))
+}
+
+func toolArgs(index int, part string) string {
+	b, _ := json.Marshal(part)
+	return chunk(fmt.Sprintf(`{"index":0,"delta":{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]},"logprobs":null,"finish_reason":null}`, index, b))
+}
+
+func userRequest() model.Request {
+	return model.Request{System: "You are the Studio operator.", Messages: []model.Message{{Role: model.RoleUser, Content: "show failed runs"}}}
+}
+
+func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
+	var evs []model.Event
+	for ev, err := range p.Stream(ctx, req) {
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+func text(evs []model.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Kind == model.EventText {
+			b.WriteString(e.Text)
+		}
+	}
+	return b.String()
+}
+
+func toolCallsOf(evs []model.Event) []model.ToolCall {
+	var out []model.ToolCall
+	for _, e := range evs {
+		if e.Kind == model.EventToolCall {
+			out = append(out, e.ToolCall)
+		}
+	}
+	return out
+}
+
+func wantError(t *testing.T, err error, code protocol.ErrorCode, retryable bool) *protocol.Error {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) is not a *protocol.Error", err, err)
+	}
+	if pe.Code != code || pe.Retryable != retryable {
+		t.Fatalf("error = %s retryable=%v, want %s retryable=%v (%s)", pe.Code, pe.Retryable, code, retryable, pe.Message)
+	}
+	return pe
+}
+
+func TestStreamText(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(roleChunk, textChunk("Three runs"), textChunk(" failed"), textChunk(" today."), stopChunk, "[DONE]"))
+	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 {
+		t.Fatalf("got %d events, want 3 text deltas: %+v", len(evs), evs)
+	}
+	if got := text(evs); got != "Three runs failed today." {
+		t.Fatalf("text = %q", got)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("server saw %d requests, want 1", n)
+	}
+}
+
+func TestStreamToolCallSplitArguments(t *testing.T) {
+	t.Parallel()
+	parts := []string{`{"`, `space`, `":"`, `history`, `","`, `filter`, `":{"`, `status`, `":"`, `fail`, `ed"}`, `,"limit":`, `20`, `}`}
+	lines := []string{toolStart(0, "call_DdmO9pD3xa9XTPNJ32zg2hcA", "query_runs")}
+	for _, part := range parts {
+		lines = append(lines, toolArgs(0, part))
+	}
+	lines = append(lines, toolStop, "[DONE]")
+	f := newFake(t, sseHandler(lines...))
+	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := toolCallsOf(evs)
+	if len(evs) != 1 || len(calls) != 1 {
+		t.Fatalf("events = %+v, want exactly one tool call", evs)
+	}
+	c := calls[0]
+	if c.ID != "call_DdmO9pD3xa9XTPNJ32zg2hcA" || c.Name != "query_runs" {
+		t.Fatalf("call = %+v", c)
+	}
+	if got, want := string(c.Arguments), `{"space":"history","filter":{"status":"failed"},"limit":20}`; got != want {
+		t.Fatalf("arguments = %s, want %s", got, want)
+	}
+}
+
+func TestStreamTwoToolCalls(t *testing.T) {
+	t.Parallel()
+	sequential := []string{
+		toolStart(0, "call_A1", "navigate"), toolArgs(0, `{"space":`), toolArgs(0, `"mission"}`),
+		toolStart(1, "call_B2", "set_theme"), toolArgs(1, `{"theme"`), toolArgs(1, `:"dark"}`),
+		toolStop, "[DONE]",
+	}
+	interleaved := []string{
+		toolStart(1, "call_B2", "set_theme"), toolStart(0, "call_A1", "navigate"),
+		toolArgs(0, `{"space":`), toolArgs(1, `{"theme"`), toolArgs(1, `:"dark"}`), toolArgs(0, `"mission"}`),
+		toolStop, "[DONE]",
+	}
+	for name, lines := range map[string][]string{"sequential": sequential, "interleaved": interleaved} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, sseHandler(lines...))
+			evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := toolCallsOf(evs)
+			if len(calls) != 2 {
+				t.Fatalf("calls = %+v", calls)
+			}
+			if calls[0].ID != "call_A1" || calls[0].Name != "navigate" || string(calls[0].Arguments) != `{"space":"mission"}` {
+				t.Fatalf("first call = %+v (%s)", calls[0], calls[0].Arguments)
+			}
+			if calls[1].ID != "call_B2" || calls[1].Name != "set_theme" || string(calls[1].Arguments) != `{"theme":"dark"}` {
+				t.Fatalf("second call = %+v (%s)", calls[1], calls[1].Arguments)
+			}
+		})
+	}
+}
+
+func TestStreamTextThenToolCall(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(roleChunk, textChunk("Let me look"), textChunk(" that up."),
+		toolStart(0, "call_Q", "list_failed_runs"), toolArgs(0, `{"since":"today"}`), toolStop, "[DONE]"))
+	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 || evs[0].Kind != model.EventText || evs[1].Kind != model.EventText || evs[2].Kind != model.EventToolCall {
+		t.Fatalf("events = %+v, want text, text, tool call", evs)
+	}
+	if text(evs) != "Let me look that up." || evs[2].ToolCall.Name != "list_failed_runs" {
+		t.Fatalf("events = %+v", evs)
+	}
+}
+
+// Ollama sends each call whole in one delta, with no [DONE]-only quirks but
+// sometimes without an id; the provider makes one up.
+func TestStreamWholeToolCallWithoutID(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(
+		`{"id":"chatcmpl-475","object":"chat.completion.chunk","created":1745834101,"model":"llama3.2","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"type":"function","function":{"name":"set_theme","arguments":"{\"theme\":\"dark\"}"}}]},"finish_reason":null}]}`,
+		`{"id":"chatcmpl-475","object":"chat.completion.chunk","created":1745834101,"model":"llama3.2","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}`,
+		"[DONE]"))
+	evs, err := collect(context.Background(), f.provider(t, ""), userRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := toolCallsOf(evs)
+	if len(calls) != 1 || calls[0].Name != "set_theme" || !strings.HasPrefix(calls[0].ID, "call_") || string(calls[0].Arguments) != `{"theme":"dark"}` {
+		t.Fatalf("calls = %+v", calls)
+	}
+}
+
+func TestStreamInvalidArguments(t *testing.T) {
+	t.Parallel()
+	for name, args := range map[string]string{"truncated": `{"space":"hist`, "array": `[1,2]`, "string": `"dark"`} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, sseHandler(toolStart(0, "call_X", "navigate"), toolArgs(0, args), toolStop, "[DONE]"))
+			evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+			wantError(t, err, protocol.ModelFailure, false)
+			if len(toolCallsOf(evs)) != 0 {
+				t.Fatalf("a broken call was yielded: %+v", evs)
+			}
+		})
+	}
+}
+
+func TestRequestBody(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(textChunk("ok"), stopChunk, "[DONE]"))
+	req := model.Request{
+		System: "You are the Studio operator. Current view: mission.",
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "show failed runs and switch to dark mode"},
+			{Role: model.RoleAssistant, Content: "Checking.", ToolCalls: []model.ToolCall{
+				{ID: "call_1", Name: "query_runs", Arguments: []byte(`{"status":"failed"}`)},
+				{ID: "call_2", Name: "set_theme", Arguments: []byte(`{"theme":"dark"}`)},
+			}},
+			{Role: model.RoleTool, ToolCallID: "call_1", ToolName: "query_runs", Content: `{"runs":[]}`},
+			{Role: model.RoleTool, ToolCallID: "call_2", ToolName: "set_theme", Content: `theme locked`, ToolError: true},
+		},
+		Tools: []model.Tool{
+			{Name: "query_runs", Description: "Query workflow runs.", Schema: []byte(`{"type":"object","properties":{"status":{"type":"string","enum":["failed","ok"]}},"required":["status"],"additionalProperties":false}`)},
+			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
+		},
+	}
+	if _, err := collect(context.Background(), f.provider(t, testKey), req); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.method != http.MethodPost || r.path != "/v1/chat/completions" {
+		t.Fatalf("%s %s", r.method, r.path)
+	}
+	if got := r.header.Get("Authorization"); got != "Bearer "+testKey {
+		t.Fatalf("Authorization = %q", got)
+	}
+	var body struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+		Tools []struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name        string         `json:"name"`
+				Description string         `json:"description"`
+				Parameters  map[string]any `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatalf("%v: %s", err, r.body)
+	}
+	if body.Model != "gpt-4.1-mini" || !body.Stream {
+		t.Fatalf("model=%q stream=%v", body.Model, body.Stream)
+	}
+	if len(body.Messages) != 5 {
+		t.Fatalf("messages: %s", r.body)
+	}
+	m := body.Messages
+	if m[0].Role != "system" || string(m[0].Content) != `"You are the Studio operator. Current view: mission."` {
+		t.Fatalf("system message: %+v", m[0])
+	}
+	if m[1].Role != "user" || string(m[1].Content) != `"show failed runs and switch to dark mode"` {
+		t.Fatalf("user message: %+v", m[1])
+	}
+	if m[2].Role != "assistant" || string(m[2].Content) != `"Checking."` || len(m[2].ToolCalls) != 2 {
+		t.Fatalf("assistant message: %+v", m[2])
+	}
+	tc := m[2].ToolCalls[1]
+	if tc.ID != "call_2" || tc.Type != "function" || tc.Function.Name != "set_theme" || tc.Function.Arguments != `{"theme":"dark"}` {
+		t.Fatalf("assistant tool call: %+v", tc)
+	}
+	if m[3].Role != "tool" || m[3].ToolCallID != "call_1" || string(m[3].Content) != `"{\"runs\":[]}"` {
+		t.Fatalf("tool message: %+v", m[3])
+	}
+	if m[4].Role != "tool" || m[4].ToolCallID != "call_2" || !strings.Contains(string(m[4].Content), "error") {
+		t.Fatalf("tool error message: %+v", m[4])
+	}
+	if len(body.Tools) != 2 || body.Tools[0].Type != "function" || body.Tools[0].Function.Name != "query_runs" || body.Tools[0].Function.Description != "Query workflow runs." {
+		t.Fatalf("tools: %s", r.body)
+	}
+	params := body.Tools[0].Function.Parameters
+	if params["type"] != "object" || params["additionalProperties"] != false || fmt.Sprint(params["required"]) != "[status]" {
+		t.Fatalf("schema: %v", params)
+	}
+	if enum := params["properties"].(map[string]any)["status"].(map[string]any)["enum"]; fmt.Sprint(enum) != "[failed ok]" {
+		t.Fatalf("schema properties: %v", params)
+	}
+}
+
+func TestNoKeyNoAuthorization(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(textChunk("hi"), stopChunk, "[DONE]"))
+	if _, err := collect(context.Background(), f.provider(t, ""), userRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requests()[0].header.Get("Authorization"); got != "" {
+		t.Fatalf("Authorization = %q, want none", got)
+	}
+}
+
+func TestRateLimited(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After-Ms", "1500")
+		w.Header().Set("Retry-After", "2")
+		w.Header().Set("X-Ratelimit-Remaining-Tokens", "0")
+		w.Header().Set("X-Ratelimit-Reset-Tokens", "1.5s")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"message":"Rate limit reached for gpt-4.1-mini in organization org-abc on tokens per min (TPM): Limit 200000, Used 199500, Requested 1200. Please try again in 1.5s.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`)
+	})
+	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	pe := wantError(t, err, protocol.RateLimited, true)
+	if pe.RetryAfterMs != 1500 {
+		t.Fatalf("RetryAfterMs = %d, want 1500", pe.RetryAfterMs)
+	}
+	if len(evs) != 0 {
+		t.Fatalf("events before the error: %+v", evs)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("the SDK retried: %d requests", n)
+	}
+}
+
+func TestInsufficientQuotaIsNotRetryable(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+	})
+	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	wantError(t, err, protocol.ModelFailure, false)
+}
+
+func TestRetryAfterHeaders(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		h    map[string]string
+		want int64
+	}{
+		{"none", nil, 0},
+		{"ms", map[string]string{"retry-after-ms": "250"}, 250},
+		{"ms fraction", map[string]string{"retry-after-ms": "250.2"}, 251},
+		{"ms wins", map[string]string{"retry-after-ms": "250", "retry-after": "9"}, 250},
+		{"seconds", map[string]string{"retry-after": "7"}, 7000},
+		{"date", map[string]string{"retry-after": now.Add(3 * time.Second).Format(http.TimeFormat)}, 3000},
+		{"past date", map[string]string{"retry-after": now.Add(-time.Minute).Format(http.TimeFormat)}, 0},
+		{"garbage", map[string]string{"retry-after": "soon"}, 0},
+		{"exhausted tokens", map[string]string{
+			"x-ratelimit-remaining-requests": "4999", "x-ratelimit-reset-requests": "12ms",
+			"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"}, 360000},
+		{"nearest reset", map[string]string{"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "20ms"}, 20},
+	}
+	for _, c := range cases {
+		h := http.Header{}
+		for k, v := range c.h {
+			h.Set(k, v)
+		}
+		if got := retryAfterMs(h, now); got != c.want {
+			t.Errorf("%s: retryAfterMs = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRetryAfterDateEndToEnd(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", now.Add(4*time.Second).Format(http.TimeFormat))
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	p := f.provider(t, testKey)
+	p.now = func() time.Time { return now }
+	_, err := collect(context.Background(), p, userRequest())
+	if pe := wantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 4000 {
+		t.Fatalf("RetryAfterMs = %d", pe.RetryAfterMs)
+	}
+}
+
+func TestServerErrors(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{500, 502, 503, 529} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				io.WriteString(w, `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`)
+			})
+			_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+			pe := wantError(t, err, protocol.ModelFailure, true)
+			if pe.Details["httpStatus"] != status {
+				t.Fatalf("details = %v", pe.Details)
+			}
+			if n := len(f.requests()); n != 1 {
+				t.Fatalf("the SDK retried: %d requests", n)
+			}
+		})
+	}
+}
+
+func TestPlainTextServerError(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream connect error or disconnect/reset before headers", http.StatusBadGateway)
+	})
+	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	wantError(t, err, protocol.ModelFailure, true)
+}
+
+func TestBadKey(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		// The real API echoes (part of) the key; this fake echoes all of it.
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, key)
+	})
+	p := f.provider(t, testKey)
+	for name, call := range map[string]func() error{
+		"stream": func() error { _, err := collect(context.Background(), p, userRequest()); return err },
+		"check":  func() error { return p.Check(context.Background()) },
+	} {
+		err := call()
+		pe := wantError(t, err, protocol.ModelFailure, false)
+		if !strings.Contains(pe.Message, "STUDIO_OPENAI_API_KEY") || !strings.Contains(pe.Message, "OPENAI_API_KEY") {
+			t.Errorf("%s: message does not name the configuration: %q", name, pe.Message)
+		}
+		for _, s := range []string{pe.Message, err.Error(), fmt.Sprintf("%+v", pe), fmt.Sprint(pe.Details)} {
+			if strings.Contains(s, testKey) || strings.Contains(s, testKey[len(testKey)-8:]) {
+				t.Errorf("%s: error leaks the key: %q", name, s)
+			}
+		}
+	}
+}
+
+func TestForbidden(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"error":{"message":"You are not allowed to sample from this model","type":"invalid_request_error","param":null,"code":null}}`)
+	})
+	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	if pe := wantError(t, err, protocol.ModelFailure, false); !strings.Contains(pe.Message, "OPENAI_API_KEY") {
+		t.Fatalf("message = %q", pe.Message)
+	}
+}
+
+func TestBadModel(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		status int
+		body   string
+	}{
+		"openai 404": {404, `{"error":{"message":"The model ` + "`gpt-4.1-mini`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`},
+		"ollama 404": {404, `{"error":"model \"gpt-4.1-mini\" not found, try pulling it first"}`},
+		"vllm 400":   {400, `{"object":"error","message":"The model ` + "`gpt-4.1-mini`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(c.status)
+				io.WriteString(w, c.body)
+			})
+			_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+			pe := wantError(t, err, protocol.ModelFailure, false)
+			if !strings.Contains(pe.Message, "STUDIO_MODEL_NAME") || !strings.Contains(pe.Message, "gpt-4.1-mini") {
+				t.Fatalf("message = %q", pe.Message)
+			}
+			if !strings.Contains(pe.Message, "exist") && !strings.Contains(pe.Message, "pulling") {
+				t.Fatalf("message lost the server's explanation: %q", pe.Message)
+			}
+		})
+	}
+}
+
+func TestMalformedChunk(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(textChunk("Hel"), `{"id":"chatcmpl-x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo`, stopChunk, "[DONE]"))
+	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	wantError(t, err, protocol.ModelFailure, true)
+	if text(evs) != "Hel" {
+		t.Fatalf("events before the error: %+v", evs)
+	}
+}
+
+func TestErrorEventMidStream(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(textChunk("Hel"), `{"error":{"message":"The server had an error processing your request.","type":"server_error","param":null,"code":null}}`))
+	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	if pe := wantError(t, err, protocol.ModelFailure, true); !strings.Contains(pe.Message, "server had an error") {
+		t.Fatalf("message = %q", pe.Message)
+	}
+}
+
+func TestEOFMidStream(t *testing.T) {
+	t.Parallel()
+	t.Run("clean close", func(t *testing.T) {
+		t.Parallel()
+		// The body ends cleanly but before any finish_reason or [DONE].
+		f := newFake(t, sseHandler(roleChunk, textChunk("Three runs"), toolStart(0, "call_1", "query_runs"), toolArgs(0, `{"st`)))
+		evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+		wantError(t, err, protocol.ModelFailure, true)
+		if text(evs) != "Three runs" || len(toolCallsOf(evs)) != 0 {
+			t.Fatalf("events = %+v", evs)
+		}
+	})
+	t.Run("broken connection", func(t *testing.T) {
+		t.Parallel()
+		f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+			sseHandler(roleChunk, textChunk("Three runs"))(w, r)
+			panic(http.ErrAbortHandler) // drop the connection without the final chunk
+		})
+		evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+		wantError(t, err, protocol.ModelFailure, true)
+		if text(evs) != "Three runs" {
+			t.Fatalf("events = %+v", evs)
+		}
+	})
+}
+
+func TestNetworkFailure(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	p, err := New(Config{BaseURL: url + "/v1", APIKey: testKey, Model: "gpt-4.1-mini"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = collect(context.Background(), p, userRequest())
+	pe := wantError(t, err, protocol.ModelFailure, true)
+	if strings.Contains(pe.Message, testKey) {
+		t.Fatalf("message leaks the key: %q", pe.Message)
+	}
+	wantError(t, p.Check(context.Background()), protocol.ModelFailure, true)
+}
+
+// waitClosed waits for the fake server to see the client go away. The
+// timeout only turns a hang into a failure; it asserts nothing about speed.
+func waitClosed(t *testing.T, closed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server never saw the connection close")
+	}
+}
+
+// hangingStream sends one delta and then holds the stream open until the
+// client disconnects, which it reports on closed.
+func hangingStream(closed chan<- struct{}) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sseHandler(roleChunk, textChunk("Working"))(w, r)
+		<-r.Context().Done()
+		close(closed)
+	}
+}
+
+func TestCancelMidStream(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	f := newFake(t, hangingStream(closed))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var evs []model.Event
+	var gotErr error
+	for ev, err := range f.provider(t, testKey).Stream(ctx, userRequest()) {
+		if err != nil {
+			gotErr = err
+			break
+		}
+		evs = append(evs, ev)
+		cancel() // the user pressed stop after the first delta
+	}
+	if !errors.Is(gotErr, context.Canceled) {
+		t.Fatalf("error = %v, want context.Canceled", gotErr)
+	}
+	if text(evs) != "Working" {
+		t.Fatalf("events = %+v", evs)
+	}
+	waitClosed(t, closed)
+}
+
+func TestConsumerStopsEarly(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	f := newFake(t, hangingStream(closed))
+	for ev, err := range f.provider(t, testKey).Stream(context.Background(), userRequest()) {
+		if err != nil || ev.Text != "Working" {
+			t.Fatalf("event %+v, error %v", ev, err)
+		}
+		break
+	}
+	waitClosed(t, closed)
+}
+
+func TestCancelBeforeStart(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(textChunk("hi"), stopChunk, "[DONE]"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := collect(ctx, f.provider(t, testKey), userRequest())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/models" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"gpt-4.1-mini","object":"model","created":1744316542,"owned_by":"system"},{"id":"llama3.2:latest","object":"model","created":1745000000,"owned_by":"library"}]}`)
+	})
+	p := f.provider(t, testKey)
+	if err := p.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requests()[0].header.Get("Authorization"); got != "Bearer "+testKey {
+		t.Fatalf("Authorization = %q", got)
+	}
+	if p.Name() != "openai" {
+		t.Fatalf("Name = %q", p.Name())
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "STUDIO_MODEL_NAME") {
+		t.Fatalf("missing model: %v", err)
+	}
+	if _, err := New(Config{Model: "m", BaseURL: "localhost:11434"}); err == nil {
+		t.Fatal("relative base URL accepted")
+	}
+	p, err := New(Config{Model: "m"})
+	if err != nil || p.cfg.BaseURL != DefaultBaseURL {
+		t.Fatalf("default base URL: %v %+v", err, p)
+	}
+}
+
+func TestBadRequestInputs(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(stopChunk))
+	p := f.provider(t, testKey)
+	_, err := collect(context.Background(), p, model.Request{Messages: []model.Message{{Role: "system", Content: "x"}}})
+	wantError(t, err, protocol.ModelFailure, false)
+	_, err = collect(context.Background(), p, model.Request{Tools: []model.Tool{{Name: "t", Schema: []byte(`[1]`)}}})
+	wantError(t, err, protocol.ModelFailure, false)
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("bad inputs reached the server: %d requests", n)
+	}
+}
