@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+
 	"errors"
+	"github.com/google/uuid"
 	"iter"
 	"strings"
 	"time"
@@ -56,6 +58,11 @@ func (c *Coordinator) converse(ctx context.Context, t store.Turn) (store.TurnSta
 		}
 		if len(calls) == 0 {
 			return store.TurnCompleted, nil
+		}
+		for i := range calls {
+			if calls[i].ID == "" { // the call id pairs a tool_call with its tool_result
+				calls[i].ID = "call_" + uuid.NewString()
+			}
 		}
 		req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: text, ToolCalls: calls})
 		for _, call := range calls {

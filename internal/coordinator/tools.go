@@ -34,9 +34,6 @@ func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.Too
 		args = jsontext.Value(`{}`)
 	}
 	callID := call.ID
-	if callID == "" {
-		callID = "call_" + uuid.NewString()
-	}
 	if perr := c.emit(ctx, t, protocol.ToolCallPayload{CallID: callID, Tool: call.Name, Arguments: args, Mode: mode}); perr != nil {
 		return protocol.ToolResultPayload{}, perr
 	}

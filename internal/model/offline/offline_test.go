@@ -1,0 +1,173 @@
+package offline
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+)
+
+func request(instr string, msgs ...model.Message) model.Request {
+	view := protocol.ContextSnapshot{Space: "mission", Route: "/"}
+	all := append([]model.Message{{Role: model.RoleUser, Content: instr}}, msgs...)
+	return model.Request{Messages: all, View: &view}
+}
+
+// firstCall plans an instruction and returns the first tool call's name and
+// canonical arguments ("" when it answers in words).
+func firstCall(t *testing.T, instr string) (string, string) {
+	t.Helper()
+	step := Plan(request(instr))
+	if len(step.Calls) == 0 {
+		return "", step.Text
+	}
+	c, err := protocol.Canonicalize(step.Calls[0].Arguments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return step.Calls[0].Name, string(c)
+}
+
+func TestPhrasingsToToolCalls(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ instr, tool, args string }{
+		{"show failed runs", "navigate", `{"params":{"status":"failed","view":"fleet"},"space":"mission"}`},
+		{"Show me the failed runs.", "navigate", `{"params":{"status":"failed","view":"fleet"},"space":"mission"}`},
+		{"show running runs", "navigate", `{"params":{"status":"running","view":"fleet"},"space":"mission"}`},
+		{"which runs are queued", "navigate", `{"params":{"status":"queued","view":"fleet"},"space":"mission"}`},
+		{"show cancelled runs", "navigate", `{"params":{"status":"cancelled","view":"fleet"},"space":"mission"}`},
+		{"show successful runs", "navigate", `{"params":{"status":"succeeded","view":"fleet"},"space":"mission"}`},
+		{"open the fleet", "navigate", `{"params":{"view":"fleet"},"space":"mission"}`},
+		{"open schedules", "navigate", `{"space":"schedules"}`},
+		{"go to the library", "navigate", `{"space":"library"}`},
+		{"take me to the designer", "navigate", `{"space":"designer"}`},
+		{"open history", "navigate", `{"space":"history"}`},
+		{"show the audit trail", "navigate", `{"params":{"tab":"audit"},"space":"history"}`},
+		{"system", "navigate", `{"space":"system"}`},
+		{"mission overview", "navigate", `{"space":"mission"}`},
+		{"switch to dark mode", "set_theme", `{"theme":"dark"}`},
+		{"Light theme please", "set_theme", `{"theme":"light"}`},
+		{"how many runs failed in the last day?", "run_stats", `{"window":"24h"}`},
+		{"How many runs this week?", "run_stats", `{"window":"7d"}`},
+		{"run stats for today", "run_stats", `{"window":"24h"}`},
+		{"what's the system health?", "system_health", `{}`},
+		{"is everything ok", "system_health", `{}`},
+		{"what failed today?", "list_runs", `{"limit":10,"since":"24h","status":"failed"}`},
+		{"list playbooks", "list_playbooks", `{}`},
+		{"what workflows are there", "list_workflows", `{}`},
+		{"list schedules", "list_schedules", `{}`},
+		{"what changed recently in the audit log", "list_audit_events", `{"limit":10}`},
+		{"list the runs", "list_runs", `{"limit":10}`},
+		{"where am I?", "get_current_view", `{}`},
+		{"draft a schedule for audit every weekday at 9", "list_playbooks", `{"query":"audit"}`},
+		{"open playbook audit-repo", "get_playbook", `{"playbook":"audit-repo"}`},
+		{"show run 6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1", "get_run", `{"id":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1"}`},
+	} {
+		tool, args := firstCall(t, tc.instr)
+		if tool != tc.tool || args != tc.args {
+			t.Errorf("%q -> %s %s, want %s %s", tc.instr, tool, args, tc.tool, tc.args)
+		}
+	}
+}
+
+func TestUnknownPhrasingIsAnsweredHonestly(t *testing.T) {
+	t.Parallel()
+	for _, instr := range []string{"make me a sandwich", "fly to the moon at warp speed", "qwertyuiop", "rm -rf /"} {
+		tool, text := firstCall(t, instr)
+		if tool != "" || !strings.Contains(text, "did not understand") || !strings.Contains(text, "I can:") {
+			t.Errorf("%q -> %s %q", instr, tool, text)
+		}
+	}
+}
+
+func TestAnswersFromResults(t *testing.T) {
+	t.Parallel()
+	call := model.ToolCall{ID: "c1", Name: "run_stats"}
+	msgs := []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{call}},
+		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"window":"24h","total":7,"counts":{"failed":3,"succeeded":4},"medianDurationMs":1500}`},
+	}
+	step := Plan(request("how many runs failed in the last day?", msgs...))
+	if len(step.Calls) != 0 || step.Text != "In the last 24 hours, 3 runs failed, out of 7 runs in all." {
+		t.Fatalf("answer %+v", step)
+	}
+	// A navigate result: requested, not done.
+	msgs = []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "navigate"}}},
+		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"effectId":"e","status":"requested"}`},
+	}
+	step = Plan(request("show failed runs", msgs...))
+	if !strings.Contains(step.Text, "asked the cockpit") || !strings.Contains(step.Text, "once your browser applies it") {
+		t.Fatalf("navigate answer %q", step.Text)
+	}
+	// A tool error is reported, never papered over.
+	msgs = []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "get_playbook"}}},
+		{Role: model.RoleTool, ToolCallID: "c1", ToolError: true, Content: `{"error":{"code":"not_found","message":"playbook nope not found"}}`},
+	}
+	step = Plan(request("open playbook nope", msgs...))
+	if !strings.Contains(step.Text, "could not find") {
+		t.Fatalf("error answer %q", step.Text)
+	}
+}
+
+func TestDraftScheduleTwoRounds(t *testing.T) {
+	t.Parallel()
+	msgs := []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "list_playbooks"}}},
+		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"playbooks":[{"name":"audit-repo","description":"audit"}]}`},
+	}
+	step := Plan(request("draft a schedule for audit every weekday at 9", msgs...))
+	if len(step.Calls) != 1 || step.Calls[0].Name != "prefill_form" {
+		t.Fatalf("step %+v", step)
+	}
+	c, _ := protocol.Canonicalize(step.Calls[0].Arguments)
+	want := `{"form":"schedule","values":{"cron":"0 9 * * 1-5","enabled":true,"name":"audit-repo-weekdays-0900","playbook":"audit-repo"}}`
+	if string(c) != want {
+		t.Fatalf("prefill %s, want %s", c, want)
+	}
+	for in, want := range map[string]string{
+		"every monday at 8:30pm": "30 20 * * 1",
+		"nightly":                "0 2 * * *",
+		"every day at 6":         "0 6 * * *",
+		"hourly":                 "0 * * * *",
+		"every weekend at 10am":  "0 10 * * 0,6",
+	} {
+		if got, _ := cronFor(in); got != want {
+			t.Errorf("cronFor(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestStreamOnlyCallsOfferedTools(t *testing.T) {
+	t.Parallel()
+	req := request("show failed runs")
+	var text string
+	for ev, err := range New().Stream(context.Background(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == model.EventToolCall {
+			t.Fatalf("called %s, which was not offered", ev.ToolCall.Name)
+		}
+		text += ev.Text
+	}
+	if !strings.Contains(text, "not available") {
+		t.Fatalf("text %q", text)
+	}
+	req.Tools = []model.Tool{{Name: "navigate"}}
+	var calls []model.ToolCall
+	for ev, err := range New().Stream(context.Background(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == model.EventToolCall {
+			calls = append(calls, ev.ToolCall)
+		}
+	}
+	if len(calls) != 1 || calls[0].Name != "navigate" {
+		t.Fatalf("calls %+v", calls)
+	}
+}
