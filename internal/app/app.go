@@ -1,0 +1,238 @@
+// Package app owns Studio's application services (DESIGN.md §11): the
+// playbooks, workflows, runs and schedules an operator of a Studio works
+// with, and the system's health and maintenance. It offers queries with
+// filters and cursor paging, and typed commands — each with a stable type
+// id, strict decoding, a canonical JSON form, a resolver naming its target
+// {kind, id, version}, a human summary, and execution in one store
+// transaction. It runs playbooks through the configured model provider on a
+// bounded worker pool, and launches due schedules exactly once.
+//
+// The cockpit calls it over /api/app (package httpapi) and the operator
+// reaches it only through typed tools; neither touches the store directly.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultWorkers           = 4
+	DefaultRunTimeout        = 10 * time.Minute
+	DefaultMaxOutputBytes    = 64 << 10
+	DefaultRecoveryWindow    = 7 * 24 * time.Hour
+	DefaultShutdownGrace     = 5 * time.Second
+	DefaultSchedulerInterval = 15 * time.Second
+)
+
+// Audit actors: who a command was executed for. Nothing from model output
+// ever becomes one (DESIGN.md §12).
+const (
+	ActorCockpit   = "studio_cockpit"
+	ActorOperator  = "studio_operator"
+	ActorScheduler = "studio_scheduler"
+	ActorSystem    = "studio_system"
+)
+
+// Audit actions this package appends to admin_events.
+const (
+	ActionCommand         = "studio.app.command"
+	ActionScheduleSkipped = "studio.schedule.skipped"
+	ActionSeeded          = "studio.app.seeded"
+)
+
+// Config wires a Service. Store is required.
+type Config struct {
+	Store store.Store
+	// Provider runs playbooks. Nil: every run fails saying no model is
+	// configured; the rest of the application works.
+	Provider model.Provider
+	// Maintenance is the backend's upkeep (vacuum, checkpoint, integrity,
+	// file sizes). Nil: taken from Store when it implements Maintenance.
+	Maintenance Maintenance
+	Now         func() time.Time
+	Logger      *slog.Logger
+	// Workers bounds the runs that execute at once.
+	Workers int
+	// RunTimeout bounds one run: nothing stays running forever.
+	RunTimeout time.Duration
+	// MaxOutputBytes bounds a run's stored output; longer output is cut
+	// and marked truncated.
+	MaxOutputBytes int
+	// SchedulerInterval is how often the scheduler looks for due schedules.
+	// Zero disables the loop (tests call Tick).
+	SchedulerInterval time.Duration
+	// MissedGrace is how late a due slot may still launch; older slots were
+	// missed and are skipped. Default: the larger of a minute and two
+	// scheduler intervals.
+	MissedGrace time.Duration
+	// RecoveryWindow is how long a deleted conversation stays recoverable
+	// before purge_deleted_conversations may remove it.
+	RecoveryWindow time.Duration
+	// ShutdownGrace is how long Stop lets running runs finish.
+	ShutdownGrace time.Duration
+}
+
+// Service is the application. Queries and commands are safe for concurrent
+// use; Start and Stop run the executor and the scheduler.
+type Service struct {
+	cfg      Config
+	store    store.Store
+	provider model.Provider
+	maint    Maintenance
+	now      func() time.Time
+	log      *slog.Logger
+
+	queued  store.Signals // key queuedKey: a run was queued
+	changed store.Signals // key run id: the run changed in this process
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	active  map[string]context.CancelCauseFunc // run id -> cancel of its model call
+	base    context.Context
+	kill    context.CancelCauseFunc
+	quit    chan struct{}  // closed by Stop: claim no more runs
+	wg      sync.WaitGroup // workers and the scheduler loop
+}
+
+const queuedKey = "queued"
+
+// Causes of a run's cancellation.
+var (
+	errCancelRequested = errors.New("cancel requested")
+	errShutdown        = errors.New("daemon shutting down")
+	errRunTimeout      = errors.New("run timed out")
+)
+
+// New returns a Service. It starts nothing: call Start to run the executor
+// and the scheduler.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("app: a store is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.RunTimeout <= 0 {
+		cfg.RunTimeout = DefaultRunTimeout
+	}
+	if cfg.MaxOutputBytes <= 0 {
+		cfg.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if cfg.SchedulerInterval < 0 {
+		cfg.SchedulerInterval = 0
+	}
+	if cfg.MissedGrace <= 0 {
+		cfg.MissedGrace = max(time.Minute, 2*cfg.SchedulerInterval)
+	}
+	if cfg.RecoveryWindow <= 0 {
+		cfg.RecoveryWindow = DefaultRecoveryWindow
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.Maintenance == nil {
+		cfg.Maintenance, _ = cfg.Store.(Maintenance)
+	}
+	base, kill := context.WithCancelCause(context.Background())
+	return &Service{
+		cfg: cfg, store: cfg.Store, provider: cfg.Provider, maint: cfg.Maintenance,
+		now: func() time.Time { return cfg.Now().UTC() }, log: cfg.Logger,
+		active: make(map[string]context.CancelCauseFunc), base: base, kill: kill, quit: make(chan struct{}),
+	}, nil
+}
+
+// ProviderName names the configured model provider, "" when none is.
+func (s *Service) ProviderName() string {
+	if s.provider == nil {
+		return ""
+	}
+	return s.provider.Name()
+}
+
+// Start fails the runs a previous process left queued or running (their
+// error says the daemon restarted), then starts the run workers and, when
+// an interval is configured, the scheduler loop.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started || s.stopped {
+		s.mu.Unlock()
+		return errors.New("app: service already started or stopped")
+	}
+	s.started = true
+	s.mu.Unlock()
+	recovered, err := s.store.RecoverRuns(ctx, store.RecoverRunsParams{
+		ErrorCode:    string(protocol.ServiceRestarted),
+		ErrorMessage: "the daemon restarted before this run finished; it did not complete",
+		Now:          s.now(),
+	})
+	if err != nil {
+		return fmt.Errorf("recover runs: %w", err)
+	}
+	for _, r := range recovered {
+		s.log.Warn("failed run interrupted by restart", "run", r.ID, "playbook", r.PlaybookName)
+	}
+	for range s.cfg.Workers {
+		s.wg.Add(1)
+		go s.worker()
+	}
+	if s.cfg.SchedulerInterval > 0 {
+		s.wg.Add(1)
+		go s.schedulerLoop()
+	}
+	return nil
+}
+
+// Stop stops claiming runs and the scheduler, lets running runs finish for
+// the shutdown grace (or until ctx ends), then cancels the rest — they fail
+// saying the daemon shut down — and waits for every goroutine. Call it
+// before closing the store.
+func (s *Service) Stop(ctx context.Context) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	started := s.started
+	s.mu.Unlock()
+	close(s.quit)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	if started {
+		grace := time.NewTimer(s.cfg.ShutdownGrace)
+		select {
+		case <-done:
+		case <-grace.C:
+		case <-ctx.Done():
+		}
+		grace.Stop()
+	}
+	s.kill(errShutdown)
+	<-done
+}
+
+func (s *Service) stopping() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,362 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Command is a typed application command (the ADR's "ADR-0078 application
+// command"): a plain struct with json tags, decoded strictly, that a model
+// can fill in and a human can confirm. The set is closed: the unexported
+// methods keep other packages from adding commands this package cannot
+// execute.
+type Command interface {
+	// Type is the stable command type id, e.g. "launch_playbook".
+	Type() string
+	// Validate checks the command on its own, without the store: required
+	// fields, lengths, patterns, enums. Errors are validation.
+	Validate() error
+	// Summary is a short human sentence naming exactly what will happen,
+	// e.g. `Launch playbook "audit-repo" with input "repo x"`.
+	Summary() string
+	// Risk is the proposal risk class: mutate, execute or admin.
+	Risk() string
+
+	// resolve names the command's target with its current version; nil for
+	// creates and maintenance.
+	resolve(ctx context.Context, s *Service) (*protocol.ResourceVersion, error)
+	// execute applies the command in one store transaction.
+	execute(ctx context.Context, s *Service, env execEnv) (Result, error)
+}
+
+// CommandSpec describes one command type: what a tool registry needs to
+// offer it to a model.
+type CommandSpec struct {
+	Type        string
+	Title       string
+	Description string
+	Risk        string
+	// New returns a zero command of this type (a pointer to its struct),
+	// for decoding and for generating its JSON Schema.
+	New func() Command
+}
+
+// commandSpecs is the registry, in a stable order.
+var commandSpecs = []CommandSpec{
+	{Type: "create_playbook", Title: "Create playbook", Risk: protocol.RiskMutate,
+		Description: "Create a playbook: a named prompt with declared arguments that runs can launch.",
+		New:         func() Command { return &CreatePlaybookCommand{} }},
+	{Type: "update_playbook", Title: "Update playbook", Risk: protocol.RiskMutate,
+		Description: "Change a playbook's name, description, prompt or arguments; only the given fields change.",
+		New:         func() Command { return &UpdatePlaybookCommand{} }},
+	{Type: "delete_playbook", Title: "Delete playbook", Risk: protocol.RiskMutate,
+		Description: "Delete a playbook that no workflow or schedule uses. Its past runs stay.",
+		New:         func() Command { return &DeletePlaybookCommand{} }},
+	{Type: "create_workflow", Title: "Create workflow", Risk: protocol.RiskMutate,
+		Description: "Create a workflow: an ordered list of playbook steps.",
+		New:         func() Command { return &CreateWorkflowCommand{} }},
+	{Type: "update_workflow", Title: "Update workflow", Risk: protocol.RiskMutate,
+		Description: "Change a workflow's name, description or steps; only the given fields change.",
+		New:         func() Command { return &UpdateWorkflowCommand{} }},
+	{Type: "launch_playbook", Title: "Launch playbook", Risk: protocol.RiskExecute,
+		Description: "Queue a run of a playbook with an input and arguments; the model provider executes it.",
+		New:         func() Command { return &LaunchPlaybookCommand{} }},
+	{Type: "cancel_run", Title: "Cancel run", Risk: protocol.RiskExecute,
+		Description: "Cancel a queued or running run.",
+		New:         func() Command { return &CancelRunCommand{} }},
+	{Type: "retry_run", Title: "Retry run", Risk: protocol.RiskExecute,
+		Description: "Launch a failed or cancelled run again with the same playbook, input and arguments.",
+		New:         func() Command { return &RetryRunCommand{} }},
+	{Type: "create_schedule", Title: "Create schedule", Risk: protocol.RiskMutate,
+		Description: "Create a schedule that launches a playbook on a 5-field cron expression (UTC).",
+		New:         func() Command { return &CreateScheduleCommand{} }},
+	{Type: "update_schedule", Title: "Update schedule", Risk: protocol.RiskMutate,
+		Description: "Change a schedule's name, cron expression, playbook, input or arguments; only the given fields change.",
+		New:         func() Command { return &UpdateScheduleCommand{} }},
+	{Type: "set_schedule_enabled", Title: "Enable or pause schedule", Risk: protocol.RiskMutate,
+		Description: "Enable a schedule or pause it.",
+		New:         func() Command { return &SetScheduleEnabledCommand{} }},
+	{Type: "delete_schedule", Title: "Delete schedule", Risk: protocol.RiskMutate,
+		Description: "Delete a schedule. The runs it launched stay.",
+		New:         func() Command { return &DeleteScheduleCommand{} }},
+	{Type: "run_maintenance", Title: "Run maintenance", Risk: protocol.RiskAdmin,
+		Description: "Database and retention maintenance: vacuum, WAL checkpoint, integrity check, purge of deleted conversations past the recovery window, purge of a conversation's older frames.",
+		New:         func() Command { return &RunMaintenanceCommand{} }},
+	// RESERVED: reconcile_proposal (DESIGN.md §8) — an admin command that
+	// settles a proposal left "executing" (indeterminate) after its final
+	// audit row failed. It belongs here, with Risk admin, once the operator's
+	// proposal store exists; doctor already lists such proposals.
+}
+
+var specByType = func() map[string]CommandSpec {
+	m := make(map[string]CommandSpec, len(commandSpecs))
+	for _, sp := range commandSpecs {
+		if sp.New().Type() != sp.Type {
+			panic("app: command spec " + sp.Type + " does not match its command")
+		}
+		m[sp.Type] = sp
+	}
+	return m
+}()
+
+// Commands lists every command type, in a stable order.
+func Commands() []CommandSpec { return append([]CommandSpec(nil), commandSpecs...) }
+
+// CommandTypes lists the command type ids, sorted.
+func CommandTypes() []string {
+	out := make([]string, 0, len(commandSpecs))
+	for _, sp := range commandSpecs {
+		out = append(out, sp.Type)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LookupCommand returns the spec of a command type.
+func LookupCommand(commandType string) (CommandSpec, bool) {
+	sp, ok := specByType[commandType]
+	return sp, ok
+}
+
+// DecodeCommand strictly decodes the JSON of a command of the given type
+// (unknown members, duplicate names, wrong types and trailing data are
+// validation errors) and validates it.
+func DecodeCommand(commandType string, data []byte) (Command, error) {
+	sp, ok := specByType[commandType]
+	if !ok {
+		return nil, protocol.Errorf(protocol.Validation, "unknown command type %q", commandType).
+			With("field", "type").With("commandTypes", CommandTypes())
+	}
+	cmd := sp.New()
+	if err := protocol.Unmarshal(data, cmd); err != nil {
+		return nil, err
+	}
+	if err := cmd.Validate(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// CanonicalCommand is the command's canonical JSON (RFC 8785 over the
+// project's deterministic encoding): what a proposal stores and hashes.
+func CanonicalCommand(cmd Command) ([]byte, error) {
+	if isNil(cmd) {
+		return nil, protocol.Errorf(protocol.Validation, "no command")
+	}
+	b, err := protocol.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.Canonicalize(b)
+}
+
+// CommandHash is the hex SHA-256 of the canonical command.
+func CommandHash(cmd Command) (string, error) {
+	b, err := CanonicalCommand(cmd)
+	if err != nil {
+		return "", err
+	}
+	return protocol.CommandHash(b)
+}
+
+func isNil(cmd Command) bool {
+	if cmd == nil {
+		return true
+	}
+	v := reflect.ValueOf(cmd)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// Trigger says on whose behalf a command runs; launched runs record it.
+type Trigger string
+
+// Triggers.
+const (
+	TriggerManual   Trigger = "manual"   // the cockpit, a person
+	TriggerSchedule Trigger = "schedule" // the scheduler
+	TriggerOperator Trigger = "operator" // a confirmed operator proposal
+)
+
+func validTrigger(t Trigger) bool {
+	return t == TriggerManual || t == TriggerSchedule || t == TriggerOperator
+}
+
+func (t Trigger) actor() string {
+	switch t {
+	case TriggerOperator:
+		return ActorOperator
+	case TriggerSchedule:
+		return ActorScheduler
+	}
+	return ActorCockpit
+}
+
+// ExecOptions tune Execute.
+type ExecOptions struct {
+	// Trigger defaults to manual.
+	Trigger Trigger
+	// ExpectedTarget, when set, is the target the command was proposed and
+	// confirmed against (ADR D4): a different id or version is conflict, and
+	// the change applies only if the version still matches when it commits.
+	ExpectedTarget *protocol.ResourceVersion
+}
+
+// Result is what a command did. Target names the resource it created or
+// changed, at its new version (a launch or retry: the new run; a delete:
+// the removed resource at its last version; maintenance: nil), and the
+// matching field holds that resource's projection.
+type Result struct {
+	CommandType string                    `json:"commandType"`
+	Summary     string                    `json:"summary"`
+	Target      *protocol.ResourceVersion `json:"target"`
+	Deleted     bool                      `json:"deleted,omitzero"`
+	Playbook    *Playbook                 `json:"playbook,omitzero"`
+	Workflow    *Workflow                 `json:"workflow,omitzero"`
+	Run         *Run                      `json:"run,omitzero"`
+	Schedule    *Schedule                 `json:"schedule,omitzero"`
+	Maintenance *MaintenanceResult        `json:"maintenance,omitzero"`
+}
+
+// JSON encodes the result (for a proposal's result_json).
+func (r Result) JSON() (jsontext.Value, error) {
+	b, err := protocol.Marshal(r)
+	return jsontext.Value(b), err
+}
+
+// execEnv is what Execute hands a command: the trigger, the resolved
+// target, the version the change must find (0: none) and the audit row.
+type execEnv struct {
+	trigger  Trigger
+	target   *protocol.ResourceVersion
+	expected int64
+	now      time.Time
+	canon    jsontext.Value
+	cmdType  string
+	actor    string // "": the trigger's actor
+}
+
+// audit is the admin_events row that commits with the command's change.
+func (e execEnv) audit(targetID string) *store.AppendAdminEventParams {
+	details := map[string]any{"commandType": e.cmdType, "command": e.canon, "trigger": string(e.trigger), "target": e.target}
+	b, err := protocol.Marshal(details)
+	if err != nil {
+		b = []byte(`{}`)
+	}
+	var tid *string
+	if targetID != "" {
+		tid = &targetID
+	}
+	actor := e.actor
+	if actor == "" {
+		actor = e.trigger.actor()
+	}
+	return &store.AppendAdminEventParams{Actor: actor, Action: ActionCommand, TargetID: tid, Details: b, Now: e.now}
+}
+
+// targetID is the resolved target's id ("" for commands without one).
+func (e execEnv) targetID() string {
+	if e.target == nil {
+		return ""
+	}
+	return e.target.ID
+}
+
+// versioned commands carry their own optional expected version.
+type versioned interface {
+	expectedVersion() int64
+}
+
+// ResolveTarget validates cmd and names its target {kind, id, version} with
+// the current version (a decimal string); nil for creates and maintenance.
+// An unknown target is not_found.
+func (s *Service) ResolveTarget(ctx context.Context, cmd Command) (*protocol.ResourceVersion, error) {
+	if isNil(cmd) {
+		return nil, protocol.Errorf(protocol.Validation, "no command")
+	}
+	if err := cmd.Validate(); err != nil {
+		return nil, err
+	}
+	return cmd.resolve(ctx, s)
+}
+
+// Execute validates and applies cmd in one store transaction (with its
+// audit row), re-checking the target: a version that changed since it was
+// resolved, proposed or given in the command is conflict, with details
+// expectedVersion and actualVersion. A command either applies whole or not
+// at all.
+func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (Result, error) {
+	if isNil(cmd) {
+		return Result{}, protocol.Errorf(protocol.Validation, "no command")
+	}
+	if err := cmd.Validate(); err != nil {
+		return Result{}, err
+	}
+	trigger := opts.Trigger
+	if trigger == "" {
+		trigger = TriggerManual
+	}
+	if !validTrigger(trigger) {
+		return Result{}, protocol.Errorf(protocol.Validation, "trigger %q is not manual, schedule or operator", trigger)
+	}
+	target, err := cmd.resolve(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	env := execEnv{trigger: trigger, target: target, now: s.now(), cmdType: cmd.Type()}
+	if target != nil {
+		current, err := strconv.ParseInt(target.Version, 10, 64)
+		if err != nil {
+			return Result{}, fmt.Errorf("target version %q: %w", target.Version, err)
+		}
+		env.expected = current // pin what was resolved: a concurrent change is conflict
+		if v, ok := cmd.(versioned); ok && v.expectedVersion() != 0 && v.expectedVersion() != current {
+			return Result{}, conflictVersion(target, v.expectedVersion(), current)
+		}
+		if et := opts.ExpectedTarget; et != nil {
+			if et.Kind != target.Kind || et.ID != target.ID {
+				return Result{}, protocol.Errorf(protocol.Conflict, "the command now targets %s %s, not the confirmed %s %s",
+					target.Kind, target.ID, et.Kind, et.ID).With("expectedTarget", *et).With("actualTarget", *target)
+			}
+			want, err := strconv.ParseInt(et.Version, 10, 64)
+			if err != nil {
+				return Result{}, protocol.Errorf(protocol.Validation, "expected target version %q is not an integer", et.Version).
+					With("field", "expectedTargetVersion")
+			}
+			if want != current {
+				return Result{}, conflictVersion(target, want, current)
+			}
+		}
+	} else if opts.ExpectedTarget != nil {
+		return Result{}, protocol.Errorf(protocol.Conflict, "a %s command has no target to check", cmd.Type()).
+			With("expectedTarget", *opts.ExpectedTarget)
+	}
+	canon, err := CanonicalCommand(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	env.canon = canon
+	res, err := cmd.execute(ctx, s, env)
+	if err != nil {
+		return Result{}, err
+	}
+	res.CommandType, res.Summary = cmd.Type(), cmd.Summary()
+	return res, nil
+}
+
+func conflictVersion(t *protocol.ResourceVersion, expected, actual int64) error {
+	return protocol.Errorf(protocol.Conflict, "%s %s is at version %d, not the expected %d", t.Kind, t.ID, actual, expected).
+		With("kind", t.Kind).With("expectedVersion", expected).With("actualVersion", actual)
+}
+
+func resourceVersion(kind, id string, version int64) *protocol.ResourceVersion {
+	return &protocol.ResourceVersion{Kind: kind, ID: id, Version: strconv.FormatInt(version, 10)}
+}

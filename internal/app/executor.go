@@ -1,0 +1,217 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// The run executor: Workers goroutines claim queued runs from the store
+// (oldest first; a claim is a compare-and-set, so two executors never run
+// the same run) and execute each as a one-shot completion of the configured
+// model provider. A launch wakes them; nothing polls.
+
+// runQueued wakes the workers after a run was queued.
+func (s *Service) runQueued(id string) {
+	s.queued.Notify(queuedKey)
+	s.changed.Notify(id)
+}
+
+// runChanged wakes WaitRun callers of run id.
+func (s *Service) runChanged(id string) { s.changed.Notify(id) }
+
+// cancelLocal cancels the model call of a run this process executes.
+func (s *Service) cancelLocal(id string) {
+	s.mu.Lock()
+	cancel := s.active[id]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel(errCancelRequested)
+	}
+}
+
+// WaitRun blocks until the run satisfies done, or ctx ends. It wakes on the
+// changes this Service makes (launch, start, finish, cancel).
+func (s *Service) WaitRun(ctx context.Context, id string, done func(Run) bool) (Run, error) {
+	for {
+		changed := s.changed.Wait(id) // before reading: no change is missed
+		r, err := s.GetRun(ctx, id)
+		if err != nil {
+			return r, err
+		}
+		if done(r) {
+			return r, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+	}
+}
+
+// RunEnded is a WaitRun condition: the run reached a terminal status.
+func RunEnded(r Run) bool { return store.RunStatus(r.Status).Terminal() }
+
+func (s *Service) worker() {
+	defer s.wg.Done()
+	for {
+		wake := s.queued.Wait(queuedKey) // before claiming: no launch is missed
+		if s.stopping() {
+			return
+		}
+		run, ok, err := s.store.ClaimRun(s.base, store.ClaimRunParams{Now: s.now()})
+		if err != nil {
+			if s.stopping() {
+				return
+			}
+			s.log.Error("claim run", "err", err)
+			// A failing store: try again, but not in a hot loop.
+			t := time.NewTimer(time.Second)
+			select {
+			case <-t.C:
+			case <-s.quit:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		if !ok {
+			select {
+			case <-wake:
+			case <-s.quit:
+				return
+			}
+			continue
+		}
+		s.execute(run)
+	}
+}
+
+// execute runs one claimed run to its end. Whatever happens, the run ends:
+// succeeded, failed (with the provider's typed message, a timeout, or the
+// daemon shutting down) or cancelled.
+func (s *Service) execute(run store.Run) {
+	ctx, cancel := context.WithCancelCause(s.base)
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.RunTimeout, errRunTimeout)
+	s.mu.Lock()
+	s.active[run.ID] = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.active, run.ID)
+		s.mu.Unlock()
+		cancelTimeout()
+		cancel(nil)
+	}()
+	s.runChanged(run.ID)
+	// A cancel that came between the claim and the registration above.
+	if cur, err := s.store.GetRun(ctx, run.ID); err == nil && cur.CancelRequestedAt != nil {
+		cancel(errCancelRequested)
+	}
+
+	output, err := s.complete(ctx, run)
+	p := store.FinishRunParams{ID: run.ID, Status: store.RunSucceeded}
+	p.Output, p.OutputTruncated = truncateOutput(output, s.cfg.MaxOutputBytes)
+	fail := func(status store.RunStatus, code protocol.ErrorCode, msg string) {
+		c := string(code)
+		p.Status, p.ErrorCode, p.ErrorMessage = status, &c, &msg
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCancelRequested):
+		fail(store.RunCancelled, protocol.Cancelled, "cancelled while running")
+	case errors.Is(cause, errShutdown):
+		fail(store.RunFailed, protocol.ServiceRestarted, "the daemon shut down while this run was running; it did not complete")
+	case errors.Is(cause, errRunTimeout):
+		fail(store.RunFailed, protocol.ModelFailure, fmt.Sprintf("the run did not finish within %s", s.cfg.RunTimeout))
+	case err != nil:
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			fail(store.RunFailed, pe.Code, pe.Message)
+		} else {
+			fail(store.RunFailed, protocol.ModelFailure, "the model provider failed: "+redactPaths(err.Error()))
+		}
+	}
+	// A fresh context: the run's own may be cancelled, its ending must not be.
+	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer fcancel()
+	if _, err := s.store.FinishRun(fctx, store.FinishRunParams{ID: p.ID, Status: p.Status, Output: p.Output,
+		OutputTruncated: p.OutputTruncated, ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, Now: s.now()}); err != nil {
+		if !protocol.IsCode(err, protocol.Conflict) { // ended elsewhere (recovered by another process)
+			s.log.Error("finish run", "run", run.ID, "err", err)
+		}
+	}
+	s.runChanged(run.ID)
+}
+
+// complete runs the playbook's prompt as a one-shot completion.
+func (s *Service) complete(ctx context.Context, run store.Run) (string, error) {
+	if s.provider == nil {
+		return "", protocol.Errorf(protocol.ModelFailure, "no model provider is configured; start the daemon with --model")
+	}
+	req := model.Request{
+		System: fmt.Sprintf("You are running the Studio playbook %q (version %d). Follow its instructions and answer "+
+			"with the result only. You have no tools: work from the instructions and the input given.", run.PlaybookName, run.PlaybookVersion),
+		Messages: []model.Message{{Role: model.RoleUser, Content: RenderPrompt(run.Prompt, run.Input, run.Args)}},
+	}
+	return model.Complete(ctx, s.provider, req)
+}
+
+// RenderPrompt is what a run sends the model: the playbook's prompt with
+// {{input}} and {{argname}} replaced; input and arguments the prompt does
+// not mention are appended after it, so none is silently dropped.
+func RenderPrompt(prompt, input string, args map[string]string) string {
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var rest []string
+	out := prompt
+	for _, k := range names {
+		ph := "{{" + k + "}}"
+		if strings.Contains(out, ph) {
+			out = strings.ReplaceAll(out, ph, args[k])
+		} else {
+			rest = append(rest, fmt.Sprintf("- %s: %s", k, args[k]))
+		}
+	}
+	inputUsed := strings.Contains(prompt, "{{input}}")
+	out = strings.ReplaceAll(out, "{{input}}", input)
+	var b strings.Builder
+	b.WriteString(out)
+	if len(rest) > 0 {
+		b.WriteString("\n\nArguments:\n")
+		b.WriteString(strings.Join(rest, "\n"))
+	}
+	if !inputUsed && input != "" {
+		b.WriteString("\n\nInput:\n")
+		b.WriteString(input)
+	}
+	return b.String()
+}
+
+// truncateOutput bounds output to max bytes at a character boundary and
+// marks the cut.
+func truncateOutput(out string, max int) (string, bool) {
+	if len(out) <= max {
+		return out, false
+	}
+	marker := fmt.Sprintf("\n[output truncated: %d bytes over the %d KiB limit]", len(out)-max, max>>10)
+	cut := max - len(marker)
+	if cut < 0 {
+		cut = 0
+	}
+	for cut > 0 && !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return out[:cut] + marker, true
+}
