@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/web"
 )
 
 func dbPath(dataDir string) string { return filepath.Join(dataDir, "studio.db") }
@@ -115,7 +118,12 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int) e
 	if _, err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log})
+	page, err := web.New(*coord.Routes())
+	if err != nil {
+		return fmt.Errorf("cockpit assets: %w", err)
+	}
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log,
+		Extra: []func(*http.ServeMux){page.Register}})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
@@ -123,6 +131,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int) e
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", dbPath(cfg.dataDir), "schema_version", version, "model", provider.Name())
+	printSignInURL(os.Stdout, ln.Addr(), token)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -139,4 +148,22 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int) e
 		log.Warn("http shutdown", "err", err)
 	}
 	return nil
+}
+
+// printSignInURL prints the cockpit's sign-in URL on stdout, the token in the
+// URL fragment: http://127.0.0.1:8765/#token=... A fragment is never sent to
+// the server, so the token reaches no request line, proxy or access log; the
+// page moves it to sessionStorage and removes it from the address bar.
+// This deliberately supersedes "never print the token" for this one line on
+// stdout (the operator's own terminal). It never goes to the slog logs on
+// stderr, and never into a URL query.
+func printSignInURL(w io.Writer, addr net.Addr, token string) {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	fmt.Fprintf(w, "Studio cockpit: http://%s/#token=%s\n", net.JoinHostPort(host, port), url.QueryEscape(token))
 }

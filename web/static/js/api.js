@@ -1,0 +1,120 @@
+// HTTP access to the daemon: JSON requests with the bearer header, typed
+// errors. Used by the protocol client and by every cockpit space. The token
+// only ever travels in the Authorization header, never in a URL.
+
+/**
+ * @typedef {{code: string, message: string, retryable?: boolean, retryAfterMs?: number, details?: Record<string, any>}} ProtocolErrorBody
+ */
+
+/** An HTTP or protocol error with the daemon's stable code. */
+export class ApiError extends Error {
+  /**
+   * @param {number} status HTTP status, 0 for a network failure
+   * @param {ProtocolErrorBody} body
+   */
+  constructor(status, body) {
+    super(body.message || body.code);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = body.code;
+    this.retryable = !!body.retryable;
+    this.retryAfterMs = body.retryAfterMs;
+    /** @type {Record<string, any>} */
+    this.details = body.details || {};
+  }
+}
+
+/**
+ * @typedef {object} ApiOptions
+ * @property {string} [baseUrl] origin of the daemon, '' for this page's
+ * @property {() => string | null} getToken the bearer token
+ * @property {typeof fetch} [fetch]
+ * @property {(err: ApiError) => void} [onAuthError] called on 401
+ */
+
+export class Api {
+  /** @param {ApiOptions} opts */
+  constructor(opts) {
+    this.baseUrl = (opts.baseUrl || '').replace(/\/$/, '');
+    this.getToken = opts.getToken;
+    this.fetchImpl = opts.fetch || globalThis.fetch.bind(globalThis);
+    this.onAuthError = opts.onAuthError;
+  }
+
+  /** @returns {Record<string, string>} */
+  headers() {
+    /** @type {Record<string, string>} */
+    const h = { Accept: 'application/json' };
+    const t = this.getToken();
+    if (t) h.Authorization = 'Bearer ' + t;
+    return h;
+  }
+
+  /**
+   * Sends one request and decodes the JSON answer. Errors become ApiError.
+   * @param {string} method
+   * @param {string} path absolute path, e.g. /api/app/runs?status=failed
+   * @param {unknown} [body]
+   * @param {{signal?: AbortSignal}} [opts]
+   * @returns {Promise<any>}
+   */
+  async request(method, path, body, opts = {}) {
+    const headers = this.headers();
+    /** @type {RequestInit} */
+    const init = { method, headers, cache: 'no-store', credentials: 'omit', signal: opts.signal };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await this.fetchImpl(this.baseUrl + path, init);
+    } catch (e) {
+      if (e instanceof Error && e.name === 'AbortError') throw e;
+      throw new ApiError(0, { code: 'network', message: 'the daemon cannot be reached: ' + String(e instanceof Error ? e.message : e), retryable: true });
+    }
+    const text = await res.text();
+    /** @type {any} */
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch {
+        data = null;
+      }
+    }
+    if (!res.ok) {
+      const err = new ApiError(res.status, data && data.error && typeof data.error.code === 'string'
+        ? data.error
+        : { code: res.status === 404 ? 'not_found' : 'service_failure', message: `HTTP ${res.status}` + (text && !data ? ': ' + text.slice(0, 200) : '') });
+      if (res.status === 401 && this.onAuthError) this.onAuthError(err);
+      throw err;
+    }
+    return data;
+  }
+
+  /** @param {string} path */
+  get(path) { return this.request('GET', path); }
+  /** @param {string} path @param {unknown} [body] */
+  post(path, body) { return this.request('POST', path, body === undefined ? {} : body); }
+  /** @param {string} path @param {unknown} body */
+  put(path, body) { return this.request('PUT', path, body); }
+  /** @param {string} path @param {unknown} body */
+  patch(path, body) { return this.request('PATCH', path, body); }
+  /** @param {string} path */
+  del(path) { return this.request('DELETE', path); }
+}
+
+/**
+ * Builds a query string from the defined, non-empty values.
+ * @param {Record<string, string | number | boolean | undefined | null>} params
+ */
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null || v === '') continue;
+    q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? '?' + s : '';
+}
