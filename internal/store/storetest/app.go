@@ -831,7 +831,7 @@ func testPurgeFrames(t *testing.T, f *fixture) {
 	c, tr := f.running()
 	f.append(c.ID, tr.RequestID, text("one"), text("two"), text("three"))
 	_, err := f.s.PurgeFrames(f.ctx, store.PurgeFramesParams{ConversationID: c.ID, BeforeSequence: 3, Now: f.tick()})
-	wantCode(t, err, protocol.Conflict) // a turn is active
+	wantCode(t, err, protocol.Conflict)              // a turn is active
 	f.finish(tr.RequestID, store.TurnCompleted, nil) // frames 1..5, done = 5
 	_, err = f.s.PurgeFrames(f.ctx, store.PurgeFramesParams{ConversationID: c.ID, BeforeSequence: 7, Now: f.tick()})
 	wantCode(t, err, protocol.Validation) // beyond the next sequence (6)
