@@ -1,0 +1,610 @@
+package app_test
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/uuid"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/storetest"
+)
+
+// world is a store with one of everything the commands act on.
+type world struct {
+	*fx
+	audit   app.Playbook // audit-repo: repo (required), focus (default)
+	notes   app.Playbook // unused by anything
+	nightly app.Schedule
+	release app.Workflow
+	failed  app.Run
+	queued  app.Run
+	conv    store.Conversation // a finished turn: frames 1..3
+	busy    store.Conversation // a turn running
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{fx: newFx(t, fxOpts{})}
+	w.audit = *w.exec(app.CreatePlaybookCommand{Name: "audit-repo", Prompt: "Audit {{repo}} for {{focus}}.\n{{input}}",
+		Args: []app.PlaybookArg{{Name: "repo", Required: true}, {Name: "focus", Default: ptr("security")}}}).Playbook
+	w.notes = *w.exec(app.CreatePlaybookCommand{Name: "notes", Description: "release notes", Prompt: "Write notes."}).Playbook
+	w.nightly = *w.exec(app.CreateScheduleCommand{Name: "nightly", Cron: "0 2 * * *", Playbook: "audit-repo",
+		Args: map[string]string{"repo": "main"}}).Schedule
+	w.release = *w.exec(app.CreateWorkflowCommand{Name: "release", Steps: []app.WorkflowStepInput{{Playbook: "audit-repo"}}}).Workflow
+
+	first := w.exec(app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "x"}}).Run
+	if _, ok, err := w.st.ClaimRun(w.ctx, store.ClaimRunParams{Now: w.clock.Now()}); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, err := w.st.FinishRun(w.ctx, store.FinishRunParams{ID: first.ID, Status: store.RunFailed,
+		ErrorCode: ptr("model_failure"), ErrorMessage: ptr("boom"), Now: w.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if w.failed, err = w.svc.GetRun(w.ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.queued = *w.exec(app.LaunchPlaybookCommand{Playbook: "notes"}).Run
+
+	w.conv = w.conversation(true)
+	w.busy = w.conversation(false)
+	return w
+}
+
+// conversation creates a conversation with one turn (user frame, a text
+// frame, and done when finished).
+func (w *world) conversation(finish bool) store.Conversation {
+	w.t.Helper()
+	id, rid := uuid.NewString(), uuid.NewString()
+	now := w.clock.Now()
+	if _, err := w.st.CreateConversation(w.ctx, store.CreateConversationParams{ID: id, Now: now}); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, _, err := w.st.SubmitTurn(w.ctx, store.SubmitTurnParams{ConversationID: id, RequestID: rid, Instruction: "hi",
+		ContextJSON: []byte(`{}`), ContextHash: "h", Now: now}); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.st.StartTurn(w.ctx, store.StartTurnParams{RequestID: rid, Now: now}); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.st.AppendFrames(w.ctx, store.AppendFramesParams{ConversationID: id, RequestID: rid, Now: now,
+		Frames: []store.NewFrame{{Payload: protocol.TextPayload{Content: "hello", Format: "plain", Role: protocol.RoleAssistant}}}}); err != nil {
+		w.t.Fatal(err)
+	}
+	if finish {
+		if _, _, err := w.st.FinishTurn(w.ctx, store.FinishTurnParams{RequestID: rid, Status: store.TurnCompleted, Now: now}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	c, err := w.st.GetConversation(w.ctx, id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
+// snapshot is every application resource and the conversations' frames, as
+// JSON: equal snapshots mean nothing changed.
+func (w *world) snapshot() string {
+	w.t.Helper()
+	var parts []any
+	pbs, err := w.svc.ListPlaybooks(w.ctx, app.PlaybookQuery{Limit: 200})
+	check(w.t, err)
+	wfs, err := w.svc.ListWorkflows(w.ctx, app.WorkflowQuery{Limit: 200})
+	check(w.t, err)
+	runs, err := w.svc.ListRuns(w.ctx, app.RunQuery{Limit: 200})
+	check(w.t, err)
+	scs, err := w.svc.ListSchedules(w.ctx, app.ScheduleQuery{Limit: 200})
+	check(w.t, err)
+	parts = append(parts, pbs, wfs, runs, scs)
+	for _, id := range []string{w.conv.ID, w.busy.ID} {
+		c, err := w.st.GetConversation(w.ctx, id)
+		check(w.t, err)
+		frames, err := w.st.ListFrames(w.ctx, store.ListFramesParams{ConversationID: id})
+		check(w.t, err)
+		parts = append(parts, c.RetainedFrom, len(frames))
+	}
+	b, err := protocol.Marshal(parts)
+	check(w.t, err)
+	return string(b)
+}
+
+func (w *world) auditRows() int {
+	w.t.Helper()
+	page, err := w.svc.ListAudit(w.ctx, app.AuditQuery{Action: app.ActionCommand, Limit: 200})
+	check(w.t, err)
+	return len(page.Events)
+}
+
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commandCase drives one command type through success, validation,
+// not_found, conflict and atomicity.
+type commandCase struct {
+	ok      func(w *world) app.Command
+	checkOK func(t *testing.T, w *world, res app.Result)
+	invalid func(w *world) app.Command
+	// missing names something that does not exist: not_found.
+	missing func(w *world) app.Command
+	// conflict is refused with conflict; versioned reports whether its
+	// details carry expectedVersion and actualVersion.
+	conflict  func(w *world) (app.Command, app.ExecOptions)
+	versioned bool
+}
+
+func target(kind, id, version string) *protocol.ResourceVersion {
+	return &protocol.ResourceVersion{Kind: kind, ID: id, Version: version}
+}
+
+var commandCases = map[string]commandCase{
+	"create_playbook": {
+		ok: func(w *world) app.Command {
+			return app.CreatePlaybookCommand{Name: "triage", Prompt: "Triage {{input}}", Args: []app.PlaybookArg{{Name: "severity"}}}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if res.Playbook == nil || res.Playbook.Name != "triage" || res.Playbook.Version != 1 || res.Playbook.Project != "default" ||
+				len(res.Playbook.Args) != 1 || res.Target.Kind != "playbook" || res.Target.Version != "1" {
+				t.Fatalf("result = %+v", res)
+			}
+		},
+		invalid: func(*world) app.Command { return app.CreatePlaybookCommand{Name: "Not A Name", Prompt: "p"} },
+		missing: nil, // refers to nothing
+		conflict: func(*world) (app.Command, app.ExecOptions) {
+			return app.CreatePlaybookCommand{Name: "audit-repo", Prompt: "p"}, app.ExecOptions{}
+		},
+	},
+	"update_playbook": {
+		ok: func(w *world) app.Command {
+			return app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: 1, Description: ptr("audits")}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if res.Playbook.Version != 2 || res.Playbook.Description != "audits" || res.Playbook.Prompt != w.audit.Prompt || res.Target.Version != "2" {
+				t.Fatalf("result = %+v", res.Playbook)
+			}
+		},
+		invalid: func(*world) app.Command { return app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: 1} },
+		missing: func(*world) app.Command {
+			return app.UpdatePlaybookCommand{Playbook: "nope", ExpectedVersion: 1, Prompt: ptr("x")}
+		},
+		conflict: func(*world) (app.Command, app.ExecOptions) {
+			return app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: 2, Prompt: ptr("x")}, app.ExecOptions{}
+		},
+		versioned: true,
+	},
+	"delete_playbook": {
+		ok: func(w *world) app.Command { return app.DeletePlaybookCommand{Playbook: w.notes.ID} },
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if !res.Deleted || res.Playbook.Name != "notes" {
+				t.Fatalf("result = %+v", res)
+			}
+			if _, err := w.svc.GetPlaybook(w.ctx, "notes"); !protocol.IsCode(err, protocol.NotFound) {
+				t.Fatalf("deleted playbook still there: %v", err)
+			}
+		},
+		invalid: func(*world) app.Command { return app.DeletePlaybookCommand{Playbook: " "} },
+		missing: func(*world) app.Command { return app.DeletePlaybookCommand{Playbook: uuid.NewString()} },
+		conflict: func(*world) (app.Command, app.ExecOptions) {
+			return app.DeletePlaybookCommand{Playbook: "notes", ExpectedVersion: 3}, app.ExecOptions{}
+		},
+		versioned: true,
+	},
+	"create_workflow": {
+		ok: func(w *world) app.Command {
+			return app.CreateWorkflowCommand{Name: "ship", Steps: []app.WorkflowStepInput{{Playbook: "audit-repo", Args: map[string]string{"repo": "r"}}, {Playbook: w.notes.ID}}}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			st := res.Workflow.Steps
+			if len(st) != 2 || st[0].PlaybookName != "audit-repo" || st[0].Args["repo"] != "r" || st[0].Args["focus"] != "security" || st[1].PlaybookName != "notes" {
+				t.Fatalf("workflow = %+v", res.Workflow)
+			}
+		},
+		invalid: func(*world) app.Command { return app.CreateWorkflowCommand{Name: "empty"} },
+		missing: func(*world) app.Command {
+			return app.CreateWorkflowCommand{Name: "ghost", Steps: []app.WorkflowStepInput{{Playbook: "no-such"}}}
+		},
+		conflict: func(*world) (app.Command, app.ExecOptions) {
+			return app.CreateWorkflowCommand{Name: "release", Steps: []app.WorkflowStepInput{{Playbook: "notes"}}}, app.ExecOptions{}
+		},
+	},
+	"update_workflow": {
+		ok: func(w *world) app.Command {
+			return app.UpdateWorkflowCommand{Workflow: "release", ExpectedVersion: 1, Steps: &[]app.WorkflowStepInput{{Playbook: "notes"}, {Playbook: "audit-repo"}}}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if res.Workflow.Version != 2 || len(res.Workflow.Steps) != 2 || res.Workflow.Steps[0].PlaybookName != "notes" {
+				t.Fatalf("workflow = %+v", res.Workflow)
+			}
+		},
+		invalid: func(*world) app.Command { return app.UpdateWorkflowCommand{Workflow: "release", ExpectedVersion: 1} },
+		missing: func(*world) app.Command {
+			return app.UpdateWorkflowCommand{Workflow: "nope", ExpectedVersion: 1, Description: ptr("d")}
+		},
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.UpdateWorkflowCommand{Workflow: "release", ExpectedVersion: 1, Description: ptr("d")},
+				app.ExecOptions{ExpectedTarget: target("workflow", w.release.ID, "4")}
+		},
+		versioned: true,
+	},
+	"launch_playbook": {
+		ok: func(*world) app.Command {
+			return app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo x", Args: map[string]string{"repo": "x"}}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			r := res.Run
+			if r.Status != "queued" || r.Trigger != "manual" || r.PlaybookID != w.audit.ID || r.Input != "repo x" ||
+				r.Args["repo"] != "x" || r.Args["focus"] != "security" || res.Target.Kind != "run" {
+				t.Fatalf("run = %+v", r)
+			}
+		},
+		invalid: func(*world) app.Command { return app.LaunchPlaybookCommand{} },
+		missing: func(*world) app.Command { return app.LaunchPlaybookCommand{Playbook: "no-such-playbook"} },
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "x"}},
+				app.ExecOptions{ExpectedTarget: target("playbook", w.audit.ID, "7")}
+		},
+		versioned: true,
+	},
+	"cancel_run": {
+		ok: func(w *world) app.Command { return app.CancelRunCommand{Run: w.queued.ID} },
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if res.Run.Status != "cancelled" || res.Run.Error == nil || res.Run.Error.Code != "cancelled" {
+				t.Fatalf("run = %+v", res.Run)
+			}
+		},
+		invalid: func(*world) app.Command { return app.CancelRunCommand{Run: "last one"} },
+		missing: func(*world) app.Command { return app.CancelRunCommand{Run: uuid.NewString()} },
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.CancelRunCommand{Run: w.queued.ID}, app.ExecOptions{ExpectedTarget: target("run", w.queued.ID, "2")}
+		},
+		versioned: true,
+	},
+	"retry_run": {
+		ok: func(w *world) app.Command { return app.RetryRunCommand{Run: w.failed.ID} },
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			r := res.Run
+			if r.Status != "queued" || r.RetryOf == nil || *r.RetryOf != w.failed.ID || r.Args["repo"] != "x" || r.ID == w.failed.ID {
+				t.Fatalf("retry = %+v", r)
+			}
+		},
+		invalid: func(*world) app.Command { return app.RetryRunCommand{} },
+		missing: func(*world) app.Command { return app.RetryRunCommand{Run: uuid.NewString()} },
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.RetryRunCommand{Run: w.failed.ID}, app.ExecOptions{ExpectedTarget: target("run", w.failed.ID, "1")}
+		},
+		versioned: true,
+	},
+	"create_schedule": {
+		ok: func(*world) app.Command {
+			return app.CreateScheduleCommand{Name: "hourly", Cron: "0  *  * * *", Playbook: "audit-repo", Args: map[string]string{"repo": "main"}}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			sc := res.Schedule
+			// The fake clock is at 12:00:xx on 9 July 2026: the next slot is 13:00.
+			want := protocol.Timestamp(storetest.Epoch.Add(3600e9))
+			if !sc.Enabled || sc.Cron != "0 * * * *" || sc.NextRunAt == nil || *sc.NextRunAt != want || sc.PlaybookName != "audit-repo" {
+				t.Fatalf("schedule = %+v", sc)
+			}
+		},
+		invalid: func(*world) app.Command {
+			return app.CreateScheduleCommand{Name: "bad", Cron: "every hour", Playbook: "audit-repo"}
+		},
+		missing: func(*world) app.Command {
+			return app.CreateScheduleCommand{Name: "orphan", Cron: "0 * * * *", Playbook: "no-such"}
+		},
+		conflict: func(*world) (app.Command, app.ExecOptions) {
+			return app.CreateScheduleCommand{Name: "nightly", Cron: "0 * * * *", Playbook: "notes"}, app.ExecOptions{}
+		},
+	},
+	"update_schedule": {
+		ok: func(*world) app.Command {
+			return app.UpdateScheduleCommand{Schedule: "nightly", ExpectedVersion: 1, Cron: ptr("30 3 * * *")}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			want := protocol.Timestamp(storetest.Epoch.Add(15*3600e9 + 30*60e9)) // next day 03:30
+			if res.Schedule.Cron != "30 3 * * *" || res.Schedule.Version != 2 || *res.Schedule.NextRunAt != want {
+				t.Fatalf("schedule = %+v", res.Schedule)
+			}
+		},
+		invalid: func(*world) app.Command {
+			return app.UpdateScheduleCommand{Schedule: "nightly", ExpectedVersion: 1, Cron: ptr("61 * * * *")}
+		},
+		missing: func(*world) app.Command {
+			return app.UpdateScheduleCommand{Schedule: "nope", ExpectedVersion: 1, Input: ptr("x")}
+		},
+		conflict: func(*world) (app.Command, app.ExecOptions) {
+			return app.UpdateScheduleCommand{Schedule: "nightly", ExpectedVersion: 2, Input: ptr("x")}, app.ExecOptions{}
+		},
+		versioned: true,
+	},
+	"set_schedule_enabled": {
+		ok: func(*world) app.Command { return app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false)} },
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if res.Schedule.Enabled || res.Schedule.NextRunAt != nil || res.Schedule.Version != 2 {
+				t.Fatalf("schedule = %+v", res.Schedule)
+			}
+		},
+		invalid: func(*world) app.Command { return app.SetScheduleEnabledCommand{Schedule: "nightly"} },
+		missing: func(*world) app.Command {
+			return app.SetScheduleEnabledCommand{Schedule: "nope", Enabled: ptr(true)}
+		},
+		conflict: func(*world) (app.Command, app.ExecOptions) {
+			return app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false), ExpectedVersion: 9}, app.ExecOptions{}
+		},
+		versioned: true,
+	},
+	"delete_schedule": {
+		ok: func(w *world) app.Command { return app.DeleteScheduleCommand{Schedule: "nightly", ExpectedVersion: 1} },
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if !res.Deleted || res.Schedule.ID != w.nightly.ID {
+				t.Fatalf("result = %+v", res)
+			}
+		},
+		invalid: func(*world) app.Command { return app.DeleteScheduleCommand{Schedule: "nightly", ExpectedVersion: -1} },
+		missing: func(*world) app.Command { return app.DeleteScheduleCommand{Schedule: uuid.NewString()} },
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.DeleteScheduleCommand{Schedule: "nightly"}, app.ExecOptions{ExpectedTarget: target("schedule", w.nightly.ID, "0")}
+		},
+		versioned: true,
+	},
+	"run_maintenance": {
+		ok: func(w *world) app.Command {
+			return app.RunMaintenanceCommand{Action: "purge_frames", ConversationID: w.conv.ID, BeforeSequence: 3}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			m := res.Maintenance
+			if !m.OK || *m.FramesPurged != 2 || *m.RetainedFromSequence != 3 || *m.EarliestAfterSequence != 2 {
+				t.Fatalf("maintenance = %+v", m)
+			}
+		},
+		invalid: func(*world) app.Command { return app.RunMaintenanceCommand{Action: "defragment"} },
+		missing: func(*world) app.Command {
+			return app.RunMaintenanceCommand{Action: "purge_frames", ConversationID: uuid.NewString(), BeforeSequence: 1}
+		},
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.RunMaintenanceCommand{Action: "purge_frames", ConversationID: w.busy.ID, BeforeSequence: 2}, app.ExecOptions{}
+		},
+	},
+}
+
+func TestEveryCommandHasACase(t *testing.T) {
+	t.Parallel()
+	for _, typ := range app.CommandTypes() {
+		if _, ok := commandCases[typ]; !ok {
+			t.Errorf("command %s has no test case", typ)
+		}
+	}
+	if len(app.CommandTypes()) != 13 {
+		t.Fatalf("command types = %v, want the 13 of the issue", app.CommandTypes())
+	}
+}
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	for typ, tc := range commandCases {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			t.Run("success", func(t *testing.T) {
+				t.Parallel()
+				w := newWorld(t)
+				before := w.auditRows()
+				cmd := tc.ok(w)
+				if cmd.Type() != typ {
+					t.Fatalf("case %s builds a %s", typ, cmd.Type())
+				}
+				res, err := w.svc.Execute(w.ctx, cmd, app.ExecOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.CommandType != typ || res.Summary != cmd.Summary() || res.Summary == "" {
+					t.Fatalf("result header = %q %q", res.CommandType, res.Summary)
+				}
+				tc.checkOK(t, w, res)
+				// Every change leaves one audit row naming the command.
+				if after := w.auditRows(); after != before+1 {
+					t.Fatalf("audit rows %d -> %d, want one more", before, after)
+				}
+				page, err := w.svc.ListAudit(w.ctx, app.AuditQuery{Limit: 1, Action: app.ActionCommand})
+				check(t, err)
+				ev := page.Events[0]
+				if ev.Actor != app.ActorCockpit || !bytes.Contains(ev.Details, []byte(`"commandType":"`+typ+`"`)) {
+					t.Fatalf("audit row = %+v %s", ev, ev.Details)
+				}
+			})
+			t.Run("validation", func(t *testing.T) {
+				t.Parallel()
+				w := newWorld(t)
+				before := w.snapshot()
+				_, err := w.svc.Execute(w.ctx, tc.invalid(w), app.ExecOptions{})
+				wantCode(t, err, protocol.Validation)
+				if w.snapshot() != before {
+					t.Fatal("a refused command changed something")
+				}
+			})
+			if tc.missing != nil {
+				t.Run("not_found", func(t *testing.T) {
+					t.Parallel()
+					w := newWorld(t)
+					before, rows := w.snapshot(), w.auditRows()
+					_, err := w.svc.Execute(w.ctx, tc.missing(w), app.ExecOptions{})
+					wantCode(t, err, protocol.NotFound)
+					if w.snapshot() != before || w.auditRows() != rows {
+						t.Fatal("a refused command changed something")
+					}
+				})
+			}
+			t.Run("conflict", func(t *testing.T) {
+				t.Parallel()
+				w := newWorld(t)
+				before, rows := w.snapshot(), w.auditRows()
+				cmd, opts := tc.conflict(w)
+				_, err := w.svc.Execute(w.ctx, cmd, opts)
+				pe := wantCode(t, err, protocol.Conflict)
+				if tc.versioned {
+					if detailInt(t, pe, "expectedVersion") == detailInt(t, pe, "actualVersion") {
+						t.Fatalf("version conflict details = %v", pe.Details)
+					}
+				}
+				if w.snapshot() != before || w.auditRows() != rows {
+					t.Fatal("a refused command changed something")
+				}
+			})
+			// The change and its audit row share one transaction: when the
+			// audit row cannot be written, nothing of the command stays.
+			t.Run("never_half_applies", func(t *testing.T) {
+				t.Parallel()
+				w := newWorld(t)
+				cmd := tc.ok(w)
+				before := w.snapshot()
+				w.breakAudit()
+				_, err := w.svc.Execute(w.ctx, cmd, app.ExecOptions{})
+				if err == nil {
+					t.Fatal("the command succeeded without its audit row")
+				}
+				if w.snapshot() != before {
+					t.Fatal("the command applied although its audit row failed")
+				}
+			})
+		})
+	}
+}
+
+// TestExpectedTarget: a confirmed proposal's target must still be the one
+// the command resolves to, at the same version.
+func TestExpectedTarget(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	cmd := app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "x"}}
+	tgt, err := w.svc.ResolveTarget(w.ctx, cmd)
+	if err != nil || *tgt != *target("playbook", w.audit.ID, "1") {
+		t.Fatalf("ResolveTarget = %+v, %v", tgt, err)
+	}
+	// Matching target: runs.
+	if _, err := w.svc.Execute(w.ctx, cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: tgt}); err != nil {
+		t.Fatal(err)
+	}
+	// The playbook changes after the proposal: conflict, nothing launched.
+	w.exec(app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: 1, Prompt: ptr("changed")})
+	_, err = w.svc.Execute(w.ctx, cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: tgt})
+	pe := wantCode(t, err, protocol.Conflict)
+	if detailInt(t, pe, "expectedVersion") != 1 || detailInt(t, pe, "actualVersion") != 2 {
+		t.Fatalf("details = %v", pe.Details)
+	}
+	// Another resource of the same name is not the confirmed target.
+	_, err = w.svc.Execute(w.ctx, cmd, app.ExecOptions{ExpectedTarget: target("playbook", uuid.NewString(), "2")})
+	wantCode(t, err, protocol.Conflict)
+	// A command without a target cannot match an expected one.
+	_, err = w.svc.Execute(w.ctx, app.CreatePlaybookCommand{Name: "x", Prompt: "p"}, app.ExecOptions{ExpectedTarget: tgt})
+	wantCode(t, err, protocol.Conflict)
+	_, err = w.svc.Execute(w.ctx, cmd, app.ExecOptions{ExpectedTarget: target("playbook", w.audit.ID, "two")})
+	wantCode(t, err, protocol.Validation)
+	// Creates and maintenance have no target.
+	for _, c := range []app.Command{app.CreatePlaybookCommand{Name: "x", Prompt: "p"}, app.RunMaintenanceCommand{Action: "vacuum"}} {
+		if tgt, err := w.svc.ResolveTarget(w.ctx, c); err != nil || tgt != nil {
+			t.Fatalf("%s target = %+v, %v", c.Type(), tgt, err)
+		}
+	}
+	// The operator trigger is recorded on the run and in the audit row.
+	page, err := w.svc.ListRuns(w.ctx, app.RunQuery{Trigger: "operator"})
+	if err != nil || len(page.Runs) != 1 {
+		t.Fatalf("operator runs = %+v, %v", page, err)
+	}
+	ev, err := w.svc.ListAudit(w.ctx, app.AuditQuery{Action: app.ActionCommand, TargetID: w.audit.ID})
+	check(t, err)
+	if !slices.ContainsFunc(ev.Events, func(e app.AuditEvent) bool { return e.Actor == app.ActorOperator }) {
+		t.Fatalf("no audit row by the operator: %+v", ev.Events)
+	}
+}
+
+// TestLaunchArgs: undeclared and missing required arguments are refused.
+func TestLaunchArgs(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	for _, args := range []map[string]string{{"repo": "x", "branch": "main"}, {"focus": "tests"}, nil} {
+		_, err := w.svc.Execute(w.ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: args}, app.ExecOptions{})
+		wantCode(t, err, protocol.Validation)
+	}
+	res := w.exec(app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "x", "focus": "tests"}})
+	if res.Run.Args["focus"] != "tests" {
+		t.Fatalf("explicit argument lost: %+v", res.Run.Args)
+	}
+}
+
+// TestDecodeCommand: every command type decodes strictly from JSON, and its
+// canonical form decodes back to the same command.
+func TestDecodeCommand(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	for typ, tc := range commandCases {
+		cmd := tc.ok(w)
+		canon, err := app.CanonicalCommand(cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		back, err := app.DecodeCommand(typ, canon)
+		if err != nil {
+			t.Fatalf("%s: decode canonical %s: %v", typ, canon, err)
+		}
+		again, err := app.CanonicalCommand(back)
+		if err != nil || !bytes.Equal(again, canon) {
+			t.Fatalf("%s: canonical form not stable: %s vs %s", typ, canon, again)
+		}
+		v := jsontext.Value(append([]byte(nil), canon...))
+		if err := v.Canonicalize(); err != nil || !bytes.Equal(v, canon) {
+			t.Fatalf("%s: %s is not RFC 8785 canonical", typ, canon)
+		}
+		// Strict: an unknown member, a duplicate name, trailing data.
+		for _, bad := range []string{
+			strings.Replace(string(canon), "{", `{"extra":1,`, 1),
+			string(canon) + " {}",
+			"[]",
+		} {
+			if _, err := app.DecodeCommand(typ, []byte(bad)); !protocol.IsCode(err, protocol.Validation) {
+				t.Fatalf("%s: %s decoded: %v", typ, bad, err)
+			}
+		}
+		if spec, ok := app.LookupCommand(typ); !ok || spec.Risk != cmd.Risk() || spec.New().Type() != typ {
+			t.Fatalf("%s: spec = %+v", typ, spec)
+		}
+	}
+	_, err := app.DecodeCommand("drop_database", []byte(`{}`))
+	wantCode(t, err, protocol.Validation)
+	_, err = app.DecodeCommand("launch_playbook", []byte(`{"playbook":"a","playbook":"b"}`))
+	wantCode(t, err, protocol.Validation)
+	_, err = app.DecodeCommand("set_schedule_enabled", []byte(`{"schedule":"nightly"}`))
+	wantCode(t, err, protocol.Validation) // enabled is required, not false by omission
+	cmd, err := app.DecodeCommand("launch_playbook", []byte(`{"playbook":"audit-repo","input":"repo x","args":{"repo":"x"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmd.Summary(); got != `Launch playbook "audit-repo" with input "repo x" and args repo="x"` {
+		t.Fatalf("summary = %s", got)
+	}
+	if got := (app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo x"}).Summary(); got != `Launch playbook "audit-repo" with input "repo x"` {
+		t.Fatalf("summary = %s", got)
+	}
+	h1, _ := app.CommandHash(app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo x"})
+	h2, _ := app.CommandHash(&app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo x"})
+	h3, _ := app.CommandHash(app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo y"})
+	if h1 == "" || h1 != h2 || h1 == h3 {
+		t.Fatalf("hashes %s %s %s", h1, h2, h3)
+	}
+}
+
+// TestNamesAreNotIDs: a name that parses as a UUID would make references
+// ambiguous.
+func TestNamesAreNotIDs(t *testing.T) {
+	t.Parallel()
+	err := app.CreatePlaybookCommand{Name: uuid.NewString(), Prompt: "p"}.Validate()
+	wantCode(t, err, protocol.Validation)
+}
