@@ -328,7 +328,9 @@ var commandCases = map[string]commandCase{
 		versioned: true,
 	},
 	"set_schedule_enabled": {
-		ok: func(*world) app.Command { return app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false)} },
+		ok: func(*world) app.Command {
+			return app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false)}
+		},
 		checkOK: func(t *testing.T, w *world, res app.Result) {
 			if res.Schedule.Enabled || res.Schedule.NextRunAt != nil || res.Schedule.Version != 2 {
 				t.Fatalf("schedule = %+v", res.Schedule)
