@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -165,34 +166,43 @@ func (s *Service) complete(ctx context.Context, run store.Run) (string, error) {
 	return model.Complete(ctx, s.provider, req)
 }
 
+// placeholder is {{input}} or {{argname}} in a playbook prompt.
+var placeholder = regexp.MustCompile(`\{\{([a-z][a-z0-9_]*)\}\}`)
+
 // RenderPrompt is what a run sends the model: the playbook's prompt with
-// {{input}} and {{argname}} replaced; input and arguments the prompt does
-// not mention are appended after it, so none is silently dropped.
+// {{input}} and {{argname}} replaced in one pass (values are not expanded
+// again); input and arguments the prompt does not mention are appended
+// after it, so none is silently dropped.
 func RenderPrompt(prompt, input string, args map[string]string) string {
+	used := map[string]bool{}
+	out := placeholder.ReplaceAllStringFunc(prompt, func(m string) string {
+		name := m[2 : len(m)-2]
+		if name == "input" {
+			used[name] = true
+			return input
+		}
+		if v, ok := args[name]; ok {
+			used[name] = true
+			return v
+		}
+		return m
+	})
 	names := make([]string, 0, len(args))
 	for k := range args {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var rest []string
-	out := prompt
-	for _, k := range names {
-		ph := "{{" + k + "}}"
-		if strings.Contains(out, ph) {
-			out = strings.ReplaceAll(out, ph, args[k])
-		} else {
-			rest = append(rest, fmt.Sprintf("- %s: %s", k, args[k]))
+		if !used[k] {
+			names = append(names, k)
 		}
 	}
-	inputUsed := strings.Contains(prompt, "{{input}}")
-	out = strings.ReplaceAll(out, "{{input}}", input)
+	sort.Strings(names)
 	var b strings.Builder
 	b.WriteString(out)
-	if len(rest) > 0 {
-		b.WriteString("\n\nArguments:\n")
-		b.WriteString(strings.Join(rest, "\n"))
+	if len(names) > 0 {
+		b.WriteString("\n\nArguments:")
+		for _, k := range names {
+			fmt.Fprintf(&b, "\n- %s: %s", k, args[k])
+		}
 	}
-	if !inputUsed && input != "" {
+	if !used["input"] && input != "" {
 		b.WriteString("\n\nInput:\n")
 		b.WriteString(input)
 	}
