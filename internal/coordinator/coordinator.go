@@ -58,6 +58,11 @@ type Config struct {
 	Routes *routes.Registry
 	// EffectTTL is how long an emitted effect stays valid (default 10 minutes).
 	EffectTTL time.Duration
+	// ProposalTTL is how long a proposal waits for a human (default 10 minutes).
+	ProposalTTL time.Duration
+	// SweepInterval is how often pending proposals are checked for expiry;
+	// zero disables the sweeper (tests call ExpireDue).
+	SweepInterval time.Duration
 }
 
 // Coordinator runs operator turns.
@@ -71,10 +76,15 @@ type Coordinator struct {
 	slots  chan struct{}
 	base   context.Context
 	stop   context.CancelCauseFunc
+	// stopSweep ends the expiry sweeper at shutdown, before running turns
+	// are given their grace period.
+	sweepCtx  context.Context
+	stopSweep context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	closed bool
-	active map[string]context.CancelCauseFunc // request id -> cancel of its run
+	active  map[string]context.CancelCauseFunc // request id -> cancel of its run
+	flights map[string]*inflight               // proposal id -> its execution
 }
 
 // Causes of a turn's context cancellation.
@@ -109,6 +119,9 @@ func New(cfg Config) *Coordinator {
 	if cfg.EffectTTL <= 0 {
 		cfg.EffectTTL = DefaultEffectTTL
 	}
+	if cfg.ProposalTTL <= 0 {
+		cfg.ProposalTTL = DefaultProposalTTL
+	}
 	if cfg.Routes == nil {
 		cfg.Routes = &routes.Default
 	}
@@ -116,10 +129,11 @@ func New(cfg Config) *Coordinator {
 		cfg.Tools = tools.NewRegistry()
 	}
 	base, stop := context.WithCancelCause(context.Background())
+	sweepCtx, stopSweep := context.WithCancel(base)
 	return &Coordinator{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now, routes: cfg.Routes, tools: cfg.Tools,
-		slots: make(chan struct{}, cfg.Workers), base: base, stop: stop,
-		active: make(map[string]context.CancelCauseFunc),
+		slots: make(chan struct{}, cfg.Workers), base: base, stop: stop, sweepCtx: sweepCtx, stopSweep: stopSweep,
+		active: make(map[string]context.CancelCauseFunc), flights: make(map[string]*inflight),
 	}
 }
 
@@ -137,12 +151,88 @@ func (c *Coordinator) ProviderName() string { return c.cfg.Provider.Name() }
 
 // Recover fails the turns a previous process left queued or running
 // (ADR D1): an error frame with service_restarted, then done(failed).
+//
+// A turn awaiting confirmation keeps its pending proposal confirmable: the
+// stored frames are its resume handle (DESIGN.md §7). A proposal left
+// executing is indeterminate — its outcome is unknown, so it is never run
+// again: its audit trail says so, doctor lists it, its turn fails, and an
+// admin reconcile_proposal records what really happened. Recover also
+// starts the expiry sweeper.
 func (c *Coordinator) Recover(ctx context.Context) ([]store.Turn, error) {
 	turns, err := c.store.RecoverTurns(ctx, store.RecoverTurnsParams{Now: c.now()})
 	for _, t := range turns {
 		c.log.Warn("failed turn interrupted by restart", "conversation", t.ConversationID, "request", t.RequestID)
 	}
-	return turns, err
+	if err != nil {
+		return turns, err
+	}
+	if err := c.recoverExecuting(ctx); err != nil {
+		return turns, err
+	}
+	if _, err := c.ExpireDue(ctx); err != nil {
+		return turns, err
+	}
+	if c.cfg.SweepInterval > 0 {
+		c.wg.Add(1)
+		go c.sweep()
+	}
+	return turns, nil
+}
+
+// recoverExecuting marks proposals a previous process left executing as
+// indeterminate (once) and fails their turns.
+func (c *Coordinator) recoverExecuting(ctx context.Context) error {
+	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalExecuting}, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		c.mu.Lock()
+		_, running := c.flights[p.ID]
+		c.mu.Unlock()
+		if running {
+			continue
+		}
+		rows, err := c.store.ListAdminEvents(ctx, store.ListAdminEventsParams{Action: protocol.AuditAction, TargetID: p.ID, Limit: 50})
+		if err != nil {
+			return err
+		}
+		recorded := false
+		for _, r := range rows {
+			var d protocol.CommandAudit
+			if protocol.Unmarshal(r.Details, &d) == nil && d.Decision == protocol.DecisionIndeterminate {
+				recorded = true
+			}
+		}
+		if !recorded {
+			if _, err := c.store.AppendAdminEvent(ctx, audit(p, protocol.DecisionIndeterminate, nil, nil, c.now())); err != nil {
+				return err
+			}
+		}
+		c.log.Warn("proposal outcome is indeterminate; reconcile it", "proposal", p.ID, "command", p.CommandType)
+		pe := protocol.Errorf(protocol.ServiceRestarted,
+			"the daemon stopped while the confirmed command was executing; its outcome is unknown and it will not run again until reconciled").
+			With("proposalId", p.ID)
+		c.endTurn(store.Turn{RequestID: p.RequestID, ConversationID: p.ConversationID}, store.TurnFailed, pe)
+	}
+	return nil
+}
+
+// sweep expires due proposals until shutdown.
+func (c *Coordinator) sweep() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.sweepCtx.Done():
+			return
+		case <-t.C:
+			if _, err := c.ExpireDue(c.base); err != nil && c.base.Err() == nil {
+				c.log.Error("expire proposals", "err", err)
+			}
+		}
+	}
 }
 
 // Shutdown stops accepting turns, lets running turns finish for the grace
@@ -151,6 +241,7 @@ func (c *Coordinator) Shutdown(ctx context.Context) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.stopSweep()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	grace := time.NewTimer(c.cfg.ShutdownGrace)
@@ -288,7 +379,23 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 }
 
 // schedule starts the turn's goroutine; it waits for a worker slot.
-func (c *Coordinator) schedule(t store.Turn) {
+func (c *Coordinator) schedule(t store.Turn) { c.start(t, false) }
+
+// continueTurn schedules a turn that a proposal decision resumed.
+func (c *Coordinator) continueTurn(requestID, convID string) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		// The daemon is stopping: the turn is running in the store, so the
+		// next start's recovery ends it honestly.
+		return
+	}
+	c.start(store.Turn{RequestID: requestID, ConversationID: convID}, true)
+}
+
+// start runs a turn on its own goroutine once a worker slot is free.
+func (c *Coordinator) start(t store.Turn, continuation bool) {
 	ctx, cancel := context.WithCancelCause(c.base)
 	c.mu.Lock()
 	c.active[t.RequestID] = cancel
@@ -309,7 +416,7 @@ func (c *Coordinator) schedule(t store.Turn) {
 			c.endQueued(t, ctx)
 			return
 		}
-		c.run(ctx, t)
+		c.run(ctx, t, continuation)
 	}()
 }
 
@@ -318,7 +425,7 @@ func (c *Coordinator) endQueued(t store.Turn, ctx context.Context) {
 	if errors.Is(context.Cause(ctx), errCancelRequested) {
 		return // RequestCancel already ended a queued turn
 	}
-	c.finish(t.RequestID, store.TurnFailed, restartedError())
+	c.endTurn(t, store.TurnFailed, restartedError())
 }
 
 func restartedError() *protocol.Error {
@@ -353,8 +460,32 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel(errCancelRequested)
+		return t, nil
+	}
+	if t.Status == store.TurnAwaitingConfirmation {
+		// No goroutine holds a parked turn: end it here, unless its confirmed
+		// command is executing — then the result continues the turn, which
+		// sees the cancellation and ends it.
+		executing, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: requestID,
+			Statuses: []store.ProposalStatus{store.ProposalExecuting}, Limit: 1})
+		if err != nil {
+			return t, err
+		}
+		if len(executing) == 0 {
+			c.endTurn(t, store.TurnCancelled, nil)
+			return c.store.GetTurn(ctx, requestID)
+		}
 	}
 	return t, nil
+}
+
+// endTurn ends a turn: its pending proposals are cancelled first (audited as
+// denied), then the error and done frames are written with its status.
+func (c *Coordinator) endTurn(t store.Turn, status store.TurnStatus, perr *protocol.Error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.closeTurnProposals(ctx, t.RequestID)
+	c.finish(t.RequestID, status, perr)
 }
 
 // finish ends a turn durably; losing the race to another ending is fine.

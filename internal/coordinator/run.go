@@ -2,38 +2,66 @@ package coordinator
 
 import (
 	"context"
-
 	"errors"
-	"github.com/google/uuid"
+	"fmt"
 	"iter"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
 
-// run executes one turn on a worker slot and always ends it exactly once.
-func (c *Coordinator) run(ctx context.Context, t store.Turn) {
-	started, err := c.store.StartTurn(ctx, store.StartTurnParams{RequestID: t.RequestID, Now: c.now()})
-	if err != nil {
-		if !protocol.IsCode(err, protocol.Conflict) { // conflict: cancelled while queued
-			c.log.Error("start turn", "request", t.RequestID, "err", err)
-			c.finish(t.RequestID, store.TurnFailed, protocol.Errorf(protocol.ServiceFailure, "the turn could not start"))
+// run executes one turn on a worker slot: it starts it (or, for a
+// continuation after a proposal decision, finds it running already), talks
+// to the model, and ends it exactly once — unless it parks the turn to wait
+// for a human, in which case the decision continues it.
+func (c *Coordinator) run(ctx context.Context, t store.Turn, continuation bool) {
+	if !continuation {
+		started, err := c.store.StartTurn(ctx, store.StartTurnParams{RequestID: t.RequestID, Now: c.now()})
+		if err != nil {
+			if !protocol.IsCode(err, protocol.Conflict) { // conflict: cancelled while queued
+				c.log.Error("start turn", "request", t.RequestID, "err", err)
+				c.finish(t.RequestID, store.TurnFailed, protocol.Errorf(protocol.ServiceFailure, "the turn could not start"))
+			}
+			return
 		}
-		return
+		t = started
+	} else if cur, err := c.store.GetTurn(ctx, t.RequestID); err == nil {
+		t = cur
 	}
-	t = started
 	if t.CancelRequestedAt != nil {
-		c.finish(t.RequestID, store.TurnCancelled, nil)
+		c.endTurn(t, store.TurnCancelled, nil)
 		return
 	}
-	status, perr := c.converse(ctx, t)
+	status, perr, parked := c.converse(ctx, t)
+	if parked {
+		return
+	}
 	if ctx.Err() != nil {
 		status, perr = c.interrupted(ctx)
+		if status == store.TurnCancelled && c.waitForExecution(t) {
+			return // the command's result continues the turn, which then ends cancelled
+		}
 	}
-	c.finish(t.RequestID, status, perr)
+	c.endTurn(t, status, perr)
+}
+
+// waitForExecution parks a cancelled turn whose confirmed command is still
+// executing: a turn cannot end before that result is recorded. Pending
+// proposals are cancelled first.
+func (c *Coordinator) waitForExecution(t store.Turn) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.closeTurnProposals(ctx, t.RequestID)
+	parked, err := c.store.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: t.RequestID})
+	if err != nil {
+		c.log.Error("park cancelled turn", "request", t.RequestID, "err", err)
+	}
+	return parked
 }
 
 // interrupted tells a cancelled turn from one the shutdown ended.
@@ -44,91 +72,103 @@ func (c *Coordinator) interrupted(ctx context.Context) (store.TurnStatus, *proto
 	return store.TurnFailed, restartedError()
 }
 
-// converse runs the model loop: stream, run tool calls, feed results back,
-// until the model stops calling tools or the round budget is spent.
-func (c *Coordinator) converse(ctx context.Context, t store.Turn) (store.TurnStatus, *protocol.Error) {
-	req, err := c.compile(ctx, t)
-	if err != nil {
-		return store.TurnFailed, serviceError(c, "compile context", err)
-	}
+// converse runs the model loop: compile the context from the stored frames,
+// stream, run tool calls, and go again, until the model stops calling tools,
+// a proposal parks the turn, or the round budget is spent.
+func (c *Coordinator) converse(ctx context.Context, t store.Turn) (status store.TurnStatus, perr *protocol.Error, parked bool) {
 	for round := 0; round < c.cfg.MaxToolRounds; round++ {
-		text, calls, perr := c.streamRound(ctx, t, req)
+		req, err := c.compile(ctx, t)
+		if err != nil {
+			if ctx.Err() != nil {
+				return store.TurnFailed, nil, false
+			}
+			return store.TurnFailed, serviceError(c, "compile context", err), false
+		}
+		_, calls, perr := c.streamRound(ctx, t, req)
 		if perr != nil || ctx.Err() != nil {
-			return store.TurnFailed, perr
+			return store.TurnFailed, perr, false
 		}
 		if len(calls) == 0 {
-			return store.TurnCompleted, nil
+			return store.TurnCompleted, nil, false
 		}
+		proposed := false
 		for i := range calls {
 			if calls[i].ID == "" { // the call id pairs a tool_call with its tool_result
 				calls[i].ID = "call_" + uuid.NewString()
 			}
-		}
-		req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: text, ToolCalls: calls})
-		for _, call := range calls {
-			res, perr := c.callTool(ctx, t, call, req.View)
+			pending, perr := c.callTool(ctx, t, calls[i], req.View)
 			if perr != nil || ctx.Err() != nil {
-				return store.TurnFailed, perr
+				return store.TurnFailed, perr, false
 			}
-			req.Messages = append(req.Messages, toolMessage(res))
+			proposed = proposed || pending
+		}
+		if proposed {
+			ok, err := c.store.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: t.RequestID})
+			if err != nil {
+				return store.TurnFailed, serviceError(c, "await confirmation", err), false
+			}
+			if ok {
+				return "", nil, true // the decision continues the turn
+			}
+			// Decided already (a fast human): go on with the result.
 		}
 	}
 	return store.TurnFailed, protocol.Errorf(protocol.ModelFailure,
-		"the model kept calling tools after %d rounds; the turn was stopped", c.cfg.MaxToolRounds)
+		"the model kept calling tools after %d rounds; the turn was stopped", c.cfg.MaxToolRounds), false
 }
 
-// compile builds the model request: the newest complete earlier turns within
-// the D7 budget, then the current instruction. The receipt goes into the
-// turn's context_json.
+// compile builds the model request from stored frames: the newest complete
+// earlier turns within the D7 budget, then this turn's frames so far (its
+// instruction, text, tool calls and results). The receipt of the history
+// goes into the turn's context_json once.
 func (c *Coordinator) compile(ctx context.Context, t store.Turn) (model.Request, error) {
 	var rec contextRecord
 	if err := protocol.Unmarshal(t.ContextJSON, &rec); err != nil {
 		return model.Request{}, err
 	}
-	first, err := c.firstSequence(ctx, t)
+	current, err := c.turnFrames(ctx, t)
 	if err != nil {
 		return model.Request{}, err
 	}
-	history, err := c.loadHistory(ctx, t.ConversationID, first)
+	if len(current) == 0 {
+		return model.Request{}, fmt.Errorf("turn %s has no frames", t.RequestID)
+	}
+	history, err := c.loadHistory(ctx, t.ConversationID, current[0].Sequence)
 	if err != nil {
 		return model.Request{}, err
 	}
 	picked, receipt := SelectHistory(history, MaxContextFrames, MaxContextBytes)
-	rec.Receipt = &receipt
-	record, err := protocol.Marshal(rec)
-	if err != nil {
-		return model.Request{}, err
+	if rec.Receipt == nil || *rec.Receipt != receipt {
+		rec.Receipt = &receipt
+		record, err := protocol.Marshal(rec)
+		if err != nil {
+			return model.Request{}, err
+		}
+		if err := c.store.SetTurnContext(ctx, store.SetTurnContextParams{RequestID: t.RequestID, ContextJSON: record, ContextHash: receipt.Hash}); err != nil {
+			return model.Request{}, err
+		}
+		t.ContextJSON = record
 	}
-	if err := c.store.SetTurnContext(ctx, store.SetTurnContextParams{RequestID: t.RequestID, ContextJSON: record, ContextHash: receipt.Hash}); err != nil {
-		return model.Request{}, err
-	}
-	msgs := append(Messages(picked), model.Message{Role: model.RoleUser, Content: t.Instruction})
+	msgs := append(Messages(picked), Messages(current)...)
 	snap := rec.Snapshot
 	return model.Request{System: SystemPrompt(snap), Messages: msgs, Tools: c.tools.Catalog(), View: &snap}, nil
 }
 
-// firstSequence is the sequence of the turn's own first frame (the
-// instruction): every earlier frame may be history.
-func (c *Coordinator) firstSequence(ctx context.Context, t store.Turn) (int64, error) {
-	conv, err := c.store.GetConversation(ctx, t.ConversationID)
-	if err != nil {
-		return 0, err
-	}
-	after := max(conv.RetainedFrom-1, 0)
-	// The instruction is the newest user frame of this request; scan back a
-	// window at a time from the tail.
-	for tail := conv.LastSequence(); tail > after; tail -= 256 {
-		frames, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: t.ConversationID, AfterSequence: max(tail-256, after), Limit: 256})
+// turnFrames reads every frame of one turn, in order.
+func (c *Coordinator) turnFrames(ctx context.Context, t store.Turn) ([]store.Frame, error) {
+	var out []store.Frame
+	after := int64(0)
+	for {
+		page, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: t.ConversationID, RequestID: t.RequestID, AfterSequence: after, Limit: 500})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		for _, f := range frames {
-			if f.RequestID == t.RequestID {
-				return f.Sequence, nil
-			}
+		out = append(out, page...)
+		if len(page) < 500 {
+			return out, nil
 		}
+		after = page[len(page)-1].Sequence
 	}
-	return conv.NextSequence, nil
 }
 
 // streamRound streams one model answer into text frames and returns the tool

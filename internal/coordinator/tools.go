@@ -18,11 +18,12 @@ import (
 // maxToolResultBytes bounds a tool result in a frame and in the model context.
 const maxToolResultBytes = 32 << 10
 
-// callTool handles one model tool call: a tool_call frame, the tool's run
-// (read), effect (navigate, draft) or refusal, then a tool_result frame. Only
-// a failure to persist ends the turn; tool failures are results the model
-// sees.
-func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.ToolCall, view *protocol.ContextSnapshot) (protocol.ToolResultPayload, *protocol.Error) {
+// callTool handles one model tool call: a tool_call frame, then the tool's
+// run (read), its effect (navigate, draft) or its proposal (mutate, execute,
+// admin), then a tool_result frame — except for a proposal, whose result
+// comes with the human's decision (pending is true then). Only a failure to
+// persist ends the turn; tool failures are results the model sees.
+func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.ToolCall, view *protocol.ContextSnapshot) (pending bool, perr *protocol.Error) {
 	spec, known := c.tools.Lookup(call.Name)
 	mode := "read" // an unknown tool never runs; it is recorded as a read
 	if known {
@@ -33,11 +34,10 @@ func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.Too
 	if !argsOK {
 		args = jsontext.Value(`{}`)
 	}
-	callID := call.ID
-	if perr := c.emit(ctx, t, protocol.ToolCallPayload{CallID: callID, Tool: call.Name, Arguments: args, Mode: mode}); perr != nil {
-		return protocol.ToolResultPayload{}, perr
+	if perr := c.emit(ctx, t, protocol.ToolCallPayload{CallID: call.ID, Tool: call.Name, Arguments: args, Mode: mode}); perr != nil {
+		return false, perr
 	}
-	res := protocol.ToolResultPayload{CallID: callID}
+	res := protocol.ToolResultPayload{CallID: call.ID}
 	var err error
 	switch {
 	case !known:
@@ -51,34 +51,33 @@ func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.Too
 		}
 		var out tools.Outcome
 		out, err = spec.Run(ctx, env, call.Arguments)
-		if err == nil {
-			res.Result, err = c.toolOutcome(ctx, t, spec, out)
+		switch {
+		case err != nil:
+		case out.Command != nil:
+			err = c.propose(ctx, t, spec, call.ID, out.Command)
+			if err == nil {
+				return true, nil
+			}
+		case out.Effect != nil:
+			res.Result, err = c.emitEffect(ctx, t, *out.Effect)
+		default:
+			res.Result, err = boundedResult(out.Result)
 		}
 	}
 	if ctx.Err() != nil {
-		return res, nil
+		return false, nil
 	}
 	if err != nil {
 		res.OK, res.Error, res.Result = false, toolError(c, err), nil
 	} else {
 		res.OK = true
 	}
-	if perr := c.emit(ctx, t, res); perr != nil {
-		return res, perr
-	}
-	return res, nil
+	return false, c.emit(ctx, t, res)
 }
 
-// toolOutcome turns what a tool produced into its bounded, redacted result.
-func (c *Coordinator) toolOutcome(ctx context.Context, t store.Turn, spec tools.Spec, out tools.Outcome) (jsontext.Value, error) {
-	switch {
-	case out.Effect != nil:
-		return c.emitEffect(ctx, t, *out.Effect)
-	case out.Command != nil:
-		// Proposals do not exist yet: a change is refused, never executed.
-		return nil, protocol.Errorf(protocol.Denied, "%s is a %s tool; changes need a human-confirmed proposal, which this daemon does not offer yet", spec.ID, spec.Class)
-	}
-	b, err := protocol.Marshal(out.Result)
+// boundedResult encodes a read tool's answer, redacted and bounded.
+func boundedResult(v any) (jsontext.Value, error) {
+	b, err := protocol.Marshal(v)
 	if err != nil {
 		return nil, err
 	}

@@ -244,3 +244,33 @@ func (c *Client) AckEffect(ctx context.Context, convID, effectID string, req pro
 	var out protocol.EffectState
 	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(convID)+"/effects/"+url.PathEscape(effectID)+"/ack", req, &out)
 }
+
+// Confirm confirms a proposal.
+func (c *Client) Confirm(ctx context.Context, convID, proposalID string, req protocol.ConfirmProposalRequest) (protocol.ProposalResult, error) {
+	var out protocol.ProposalResult
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(convID)+"/proposals/"+url.PathEscape(proposalID)+"/confirm", req, &out)
+}
+
+// Deny refuses a proposal.
+func (c *Client) Deny(ctx context.Context, convID, proposalID string) (protocol.ProposalResult, error) {
+	var out protocol.ProposalResult
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(convID)+"/proposals/"+url.PathEscape(proposalID)+"/deny", struct{}{}, &out)
+}
+
+// Proposal fetches one proposal by id.
+func (c *Client) Proposal(ctx context.Context, proposalID string) (protocol.ProposalState, error) {
+	var out protocol.ProposalState
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/proposals/"+url.PathEscape(proposalID), nil, &out)
+}
+
+// Proposals lists proposals across conversations, filtered by status.
+func (c *Client) Proposals(ctx context.Context, status string) ([]protocol.ProposalState, error) {
+	var out struct {
+		Proposals []protocol.ProposalState `json:"proposals"`
+	}
+	q := ""
+	if status != "" {
+		q = "?status=" + url.QueryEscape(status)
+	}
+	return out.Proposals, c.Do(ctx, http.MethodGet, "/api/operator/proposals"+q, nil, &out)
+}

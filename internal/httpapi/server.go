@@ -93,6 +93,12 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/operator/conversations/{id}/stream", s.handleStream) // bearer or ticket
 	m.HandleFunc("POST /api/operator/stream-tickets", s.authed(s.handleCreateTicket))
 	m.HandleFunc("POST /api/operator/conversations/{id}/effects/{eid}/ack", s.authed(s.handleAckEffect))
+	m.HandleFunc("POST /api/operator/conversations/{id}/proposals/{pid}/confirm", s.authed(s.handleConfirm))
+	m.HandleFunc("POST /api/operator/conversations/{id}/proposals/{pid}/deny", s.authed(s.handleDeny))
+	m.HandleFunc("GET /api/operator/conversations/{id}/proposals", s.authed(s.handleListProposals))
+	m.HandleFunc("GET /api/operator/conversations/{id}/proposals/{pid}", s.authed(s.handleGetProposal))
+	m.HandleFunc("GET /api/operator/proposals", s.authed(s.handleListProposals))
+	m.HandleFunc("GET /api/operator/proposals/{pid}", s.authed(s.handleGetProposal))
 	m.HandleFunc("GET /api/operator/routes", s.authed(s.handleRoutes))
 	m.HandleFunc("GET /api/operator/tools", s.authed(s.handleTools))
 }

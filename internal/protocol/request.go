@@ -283,3 +283,16 @@ type EffectState struct {
 	AcknowledgedAt *float64 `json:"acknowledgedAt"`
 	ExpiresAt      float64  `json:"expiresAt"`
 }
+
+// ProposalState is a stored proposal as GET .../proposals shows it.
+type ProposalState struct {
+	CommandProposal
+	ConversationID string         `json:"conversationId"`
+	RequestID      string         `json:"requestId"`
+	Status         string         `json:"status"`
+	ConfirmedAt    *float64       `json:"confirmedAt"`
+	CompletedAt    *float64       `json:"completedAt"`
+	Result         jsontext.Value `json:"result,omitzero"`
+	ErrorCode      *string        `json:"errorCode"`
+	CreatedAt      float64        `json:"createdAt"`
+}

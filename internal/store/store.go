@@ -23,6 +23,7 @@ type Store interface {
 	TicketStore
 	AuditStore
 	EffectStore
+	ProposalStore
 	AppStore
 
 	// FrameSignal returns a channel that is closed after the next commit that
@@ -266,6 +267,8 @@ type ListFramesParams struct {
 	ConversationID string
 	AfterSequence  int64
 	Limit          int
+	// RequestID, when set, keeps only that request's frames.
+	RequestID string
 }
 
 // TicketStore keeps one-use stream tickets, stored only as hashes.

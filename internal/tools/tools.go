@@ -182,8 +182,9 @@ func schemaOf(t reflect.Type) jsontext.Value {
 
 // Registry is the set of tools offered to the model.
 type Registry struct {
-	specs []Spec
-	byID  map[string]int
+	specs     []Spec
+	byID      map[string]int
+	commander Commander
 }
 
 // NewRegistry builds a registry; duplicate ids are a programming error.
@@ -196,6 +197,12 @@ func NewRegistry(specs ...Spec) *Registry {
 		r.byID[s.ID] = len(r.specs)
 		r.specs = append(r.specs, s)
 	}
+	return r
+}
+
+// WithCommander lets the registry prepare and execute command tools.
+func (r *Registry) WithCommander(c Commander) *Registry {
+	r.commander = c
 	return r
 }
 

@@ -493,9 +493,14 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 
 // ListFrames implements store.FrameStore.
 func (s *Store) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT conversation_id, sequence, request_id, frame_type, payload_json, created_at
-		FROM studio_operator_frames WHERE conversation_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`,
-		p.ConversationID, p.AfterSequence, limitOr(p.Limit, 500))
+	query := `SELECT conversation_id, sequence, request_id, frame_type, payload_json, created_at
+		FROM studio_operator_frames WHERE conversation_id = ? AND sequence > ?`
+	args := []any{p.ConversationID, p.AfterSequence}
+	if p.RequestID != "" {
+		query += ` AND request_id = ?`
+		args = append(args, p.RequestID)
+	}
+	rows, err := s.r.QueryContext(ctx, query+` ORDER BY sequence LIMIT ?`, append(args, limitOr(p.Limit, 500))...)
 	if err != nil {
 		return nil, fmt.Errorf("list frames: %w", err)
 	}

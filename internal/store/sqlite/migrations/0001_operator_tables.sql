@@ -6,6 +6,11 @@
 --   studio_operator_effects.expires_at: when the effect stops being valid.
 --   studio_operator_effects.client_route: the route an applied ack reported,
 --     kept so a repeated acknowledgement can be compared with the first.
+--   studio_operator_proposals.command_hash: the RFC 8785 SHA-256 the human
+--     confirms against.
+--   studio_operator_proposals.target_kind, target_id: the rest of the target
+--     {kind, id, version} (target_version is the ADR's).
+--   studio_operator_proposals.call_id: the model tool call the proposal answers.
 
 CREATE TABLE studio_operator_conversations (
   id                 TEXT PRIMARY KEY,
@@ -75,8 +80,14 @@ CREATE TABLE studio_operator_proposals (
   completed_at       REAL,
   result_json        JSON,
   error_code         TEXT,
-  created_at         REAL NOT NULL
+  created_at         REAL NOT NULL,
+  command_hash       TEXT NOT NULL,
+  target_kind        TEXT,
+  target_id          TEXT,
+  call_id            TEXT NOT NULL
 );
+
+CREATE INDEX idx_operator_proposals_request ON studio_operator_proposals(request_id);
 
 CREATE TABLE studio_operator_effects (
   id                 TEXT PRIMARY KEY,

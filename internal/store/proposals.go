@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// ProposalStatus is a proposal's state (ADR D1, D4).
+type ProposalStatus string
+
+// Proposal states. confirmed is never at rest: confirmation moves a proposal
+// to executing in the transaction that audits it.
+const (
+	ProposalPending   ProposalStatus = "pending"
+	ProposalConfirmed ProposalStatus = "confirmed"
+	ProposalExecuting ProposalStatus = "executing"
+	ProposalSucceeded ProposalStatus = "succeeded"
+	ProposalFailed    ProposalStatus = "failed"
+	ProposalExpired   ProposalStatus = "expired"
+	ProposalCancelled ProposalStatus = "cancelled"
+	ProposalConflict  ProposalStatus = "conflict"
+)
+
+// Terminal reports whether no transition leaves s.
+func (s ProposalStatus) Terminal() bool {
+	switch s {
+	case ProposalSucceeded, ProposalFailed, ProposalExpired, ProposalCancelled, ProposalConflict:
+		return true
+	}
+	return false
+}
+
+// Proposal is a row of studio_operator_proposals.
+type Proposal struct {
+	ID             string
+	ConversationID string
+	RequestID      string
+	CallID         string // the model tool call it answers
+	CommandType    string
+	Command        jsontext.Value // canonical JSON
+	CommandHash    string
+	Target         *protocol.ResourceVersion
+	Risk           string
+	Summary        string
+	IdempotencyKey string
+	Status         ProposalStatus
+	ExpiresAt      time.Time
+	ConfirmedAt    *time.Time
+	CompletedAt    *time.Time
+	Result         jsontext.Value
+	ErrorCode      *string
+	CreatedAt      time.Time
+}
+
+// ProposalStore keeps proposals. Every transition that the ADR audits
+// appends its admin_events row, its frames and any turn transition in the
+// same transaction: a proposal never changes without its audit row.
+type ProposalStore interface {
+	// CreateProposal inserts a pending proposal and appends its proposal and
+	// confirmation(required) frames; only the active request may propose.
+	CreateProposal(ctx context.Context, p CreateProposalParams) (Proposal, error)
+	GetProposal(ctx context.Context, id string) (Proposal, error)
+	ListProposals(ctx context.Context, p ListProposalsParams) ([]Proposal, error)
+	// ConfirmProposal moves pending to executing, appends the confirmed
+	// audit row and frames. A proposal that is not pending is conflict
+	// (details.status names its state).
+	ConfirmProposal(ctx context.Context, p ConfirmProposalParams) (Proposal, error)
+	// FinishProposal moves executing to succeeded or failed with the result,
+	// the audit row and frames, and resumes an awaiting turn.
+	FinishProposal(ctx context.Context, p FinishProposalParams) (Proposal, bool, error)
+	// CloseProposal moves pending to cancelled, expired or conflict with the
+	// audit row and frames, and resumes an awaiting turn.
+	CloseProposal(ctx context.Context, p CloseProposalParams) (Proposal, bool, error)
+	// AwaitConfirmation parks a running turn while one of its proposals is
+	// pending or executing; it reports whether the turn parked.
+	AwaitConfirmation(ctx context.Context, p AwaitConfirmationParams) (bool, error)
+}
+
+// CreateProposalParams stores a new proposal.
+type CreateProposalParams struct {
+	Proposal Proposal
+	Now      time.Time
+}
+
+// ListProposalsParams filters proposals, newest first.
+type ListProposalsParams struct {
+	ConversationID string
+	RequestID      string
+	Statuses       []ProposalStatus
+	Limit          int
+}
+
+// ConfirmProposalParams confirms a pending proposal.
+type ConfirmProposalParams struct {
+	ID     string
+	Audit  AppendAdminEventParams
+	Frames []NewFrame
+	Now    time.Time
+}
+
+// FinishProposalParams records an executed proposal's outcome.
+type FinishProposalParams struct {
+	ID        string
+	Status    ProposalStatus // succeeded or failed
+	Result    jsontext.Value
+	ErrorCode *string
+	Audit     AppendAdminEventParams
+	Frames    []NewFrame
+	Now       time.Time
+}
+
+// CloseProposalParams ends a pending proposal without executing it.
+type CloseProposalParams struct {
+	ID        string
+	Status    ProposalStatus // cancelled, expired or conflict
+	ErrorCode *string
+	Audit     AppendAdminEventParams
+	Frames    []NewFrame
+	Now       time.Time
+}
+
+// AwaitConfirmationParams parks a turn.
+type AwaitConfirmationParams struct {
+	RequestID string
+}
