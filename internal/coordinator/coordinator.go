@@ -80,11 +80,11 @@ type Coordinator struct {
 	// are given their grace period.
 	sweepCtx  context.Context
 	stopSweep context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	closed bool
-	active  map[string]context.CancelCauseFunc // request id -> cancel of its run
-	flights map[string]*inflight               // proposal id -> its execution
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	closed    bool
+	active    map[string]context.CancelCauseFunc // request id -> cancel of its run
+	flights   map[string]*inflight               // proposal id -> its execution
 }
 
 // Causes of a turn's context cancellation.

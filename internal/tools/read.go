@@ -266,4 +266,3 @@ func ReadTools(a App, now func() time.Time) []Spec {
 			}),
 	}
 }
-
