@@ -2,7 +2,7 @@
 // a Text node, so nothing from the daemon or a model is ever parsed as markup.
 
 /**
- * @typedef {string | number | Node | null | undefined | false | Child[]} Child
+ * @typedef {string | number | Node | null | undefined | false | any[]} Child
  * @typedef {Record<string, any>} Attrs
  */
 

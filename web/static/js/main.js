@@ -1,1 +1,5 @@
-// placeholder
+// Entry point of the cockpit page (loaded by index.html as a module).
+import { startApp } from './app.js';
+
+const root = document.getElementById('app');
+if (root) startApp(root);

@@ -1,0 +1,171 @@
+// The proposal card (ADR D4): what the human confirms. It shows the
+// summary, the risk (execute and admin look different from mutate), the
+// target and its version, the exact command as JSON, and a live expiry
+// countdown. Confirm sends the command hash and target version the card
+// shows; the result replaces the buttons. There is no auto-confirm.
+
+import { h, replace, icon } from './dom.js';
+import { ApiError } from './api.js';
+
+/**
+ * @typedef {import('./protocol.js').CommandProposal} CommandProposal
+ * @typedef {import('./protocol.js').OperatorClient} OperatorClient
+ */
+
+const RISK = {
+  mutate: { label: 'Changes data', icon: 'M3 17.2V21h3.8L17.8 9.9l-3.8-3.8zM20.7 7a1 1 0 0 0 0-1.4l-2.3-2.3a1 1 0 0 0-1.4 0l-1.8 1.8 3.8 3.8z' },
+  execute: { label: 'Executes work', icon: 'M8 5v14l11-7z' },
+  admin: { label: 'Administrative', icon: 'M12 1 3 5v6c0 5.6 3.8 10.7 9 12 5.2-1.3 9-6.4 9-12V5zm-1 6h2v6h-2zm0 8h2v2h-2z' },
+};
+
+/** Confirmation states and results, as shown. */
+const FINAL = {
+  succeeded: { text: 'Succeeded', cls: 'ok' },
+  executed: { text: 'Succeeded', cls: 'ok' },
+  failed: { text: 'Failed', cls: 'bad' },
+  conflict: { text: 'Conflict: the target changed or the request was stale; nothing ran', cls: 'bad' },
+  expired: { text: 'Expired: nothing ran; ask again for a new proposal', cls: 'muted' },
+  cancelled: { text: 'Denied: nothing ran', cls: 'muted' },
+  denied: { text: 'Denied: nothing ran', cls: 'muted' },
+};
+
+export class ProposalCard {
+  /**
+   * @param {{client: OperatorClient, conversationId: string, proposal: CommandProposal, onResult?: (status: string) => void}} o
+   */
+  constructor(o) {
+    this.o = o;
+    this.p = o.proposal;
+    /** @type {string} */
+    this.state = 'required';
+    this.final = false;
+    this.busy = false;
+    const p = this.p;
+    const risk = RISK[p.risk] || RISK.mutate;
+    this.countdown = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off' });
+    this.status = h('div', { class: 'proposal-status', role: 'status', 'aria-live': 'polite' });
+    this.confirmBtn = h('button', {
+      type: 'button', class: ['primary', p.risk !== 'mutate' ? 'danger' : ''], 'data-action': 'confirm',
+      text: p.risk === 'execute' ? 'Confirm and run' : p.risk === 'admin' ? 'Confirm admin action' : 'Confirm',
+      onclick: () => this.confirm(),
+    });
+    this.denyBtn = h('button', { type: 'button', 'data-action': 'deny', text: 'Deny', onclick: () => this.deny() });
+    this.actions = h('div', { class: 'actions' }, this.confirmBtn, this.denyBtn);
+    const titleId = 'proposal-' + p.id;
+    this.el = h('section', { class: ['proposal', 'risk-' + p.risk], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
+      h('header', { class: 'proposal-head' },
+        h('span', { class: 'risk-badge' }, icon(risk.icon), h('span', { text: `${p.risk}: ${risk.label}` })),
+        this.countdown),
+      h('h4', { id: titleId, class: 'proposal-summary', text: p.summary }),
+      h('dl', { class: 'facts' },
+        h('dt', { text: 'Command' }), h('dd', null, h('code', { text: p.commandType })),
+        h('dt', { text: 'Target' }), h('dd', { text: p.target ? `${p.target.kind} ${p.target.id} at version ${p.target.version}` : 'none (creates something new or acts on the system)' }),
+        h('dt', { text: 'Hash' }), h('dd', null, h('code', { title: p.commandHash, text: p.commandHash.slice(0, 16) + '…' }))),
+      h('details', { class: 'command', open: true }, h('summary', { text: 'Exact command' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(p.command, null, 2) })),
+      this.actions,
+      this.status);
+    this.tick();
+    this.timer = setInterval(() => this.tick(), 1000);
+  }
+
+  tick() {
+    const left = Math.round(this.p.expiresAt - Date.now() / 1000);
+    if (this.final) {
+      this.countdown.textContent = '';
+      clearInterval(this.timer);
+      return;
+    }
+    if (left <= 0) {
+      this.countdown.textContent = 'expired';
+      if (!this.busy) this.setFinal('expired');
+      return;
+    }
+    const m = Math.floor(left / 60);
+    const s = String(left % 60).padStart(2, '0');
+    this.countdown.textContent = `expires in ${m}:${s}`;
+    this.countdown.setAttribute('aria-label', `expires in ${m} minutes ${s} seconds`);
+  }
+
+  /** A confirmation frame's state. @param {string} state */
+  setState(state) {
+    if (this.final) return;
+    this.state = state;
+    this.el.dataset.state = state;
+    if (state === 'required') return;
+    if (state === 'confirmed') {
+      this.actions.remove();
+      replace(this.status, h('p', { class: 'muted', text: 'Confirmed; executing…' }));
+      return;
+    }
+    this.setFinal(state in FINAL ? state : 'unknown:' + state);
+  }
+
+  /**
+   * Shows a terminal result in place of the buttons.
+   * @param {string} status @param {{result?: unknown, error?: {code: string, message: string}}} [detail]
+   */
+  setFinal(status, detail = {}) {
+    if (this.final && !detail.result && !detail.error) return;
+    this.final = true;
+    clearInterval(this.timer);
+    this.countdown.textContent = '';
+    this.actions.remove();
+    this.el.dataset.state = status;
+    const f = /** @type {Record<string, {text: string, cls: string}>} */ (FINAL)[status] || { text: `Ended (${status.replace(/^unknown:/, '')}); treated as not applied`, cls: 'muted' };
+    replace(this.status,
+      h('p', { class: ['result', 'result-' + f.cls], 'data-result': status, text: f.text }),
+      detail.error ? h('p', { class: 'error-box' }, h('strong', { class: 'code', text: detail.error.code }), h('span', { text: ' ' + detail.error.message })) : null,
+      detail.result !== undefined && detail.result !== null ? h('details', null, h('summary', { text: 'Result' }), h('pre', { class: 'output', text: JSON.stringify(detail.result, null, 2) })) : null);
+    if (this.o.onResult) this.o.onResult(status);
+  }
+
+  async confirm() {
+    if (this.busy || this.final) return;
+    this.busy = true;
+    this.confirmBtn.disabled = true;
+    this.denyBtn.disabled = true;
+    replace(this.status, h('p', { class: 'muted', text: 'Confirming…' }));
+    try {
+      const r = await this.o.client.confirmProposal(this.o.conversationId, this.p);
+      this.setFinal(String(r.status), { result: r.result, error: r.error });
+    } catch (e) {
+      this.fail(e);
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  async deny() {
+    if (this.busy || this.final) return;
+    this.busy = true;
+    this.confirmBtn.disabled = true;
+    this.denyBtn.disabled = true;
+    try {
+      const r = await this.o.client.denyProposal(this.o.conversationId, this.p.id);
+      this.setFinal(String((r && r.status) || 'cancelled'));
+    } catch (e) {
+      this.fail(e);
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /** @param {unknown} e */
+  fail(e) {
+    if (e instanceof ApiError && e.status !== 0) {
+      const status = e.code === 'conflict' || e.code === 'stale_context' ? 'conflict' : e.code === 'not_found' ? 'failed' : e.retryable ? '' : 'failed';
+      if (status) {
+        this.setFinal(status, { error: { code: e.code, message: e.message } });
+        return;
+      }
+    }
+    // A network or retryable failure: nothing is known to have run; allow another try.
+    this.confirmBtn.disabled = false;
+    this.denyBtn.disabled = false;
+    replace(this.status, h('p', { class: 'error-box', role: 'alert' }, h('strong', { class: 'code', text: e instanceof ApiError ? e.code : 'client_error' }), h('span', { text: ' ' + (e instanceof Error ? e.message : String(e)) + ' — you can try again.' })));
+  }
+
+  destroy() {
+    clearInterval(this.timer);
+  }
+}

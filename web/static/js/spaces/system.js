@@ -1,0 +1,113 @@
+// System: health (doctor), maintenance actions behind a confirmation
+// dialog, and the theme.
+
+import { h, replace, fmtTime, badge, uid } from '../dom.js';
+import { tabs, errorText, loading, errorBox } from './common.js';
+
+/** @typedef {import('../app.js').SpaceContext} SpaceContext */
+
+const ACTIONS = [
+  { action: 'integrity_check', title: 'Integrity check', body: 'Reads the whole database and reports any corruption. Safe, but slow on a large database.', danger: false },
+  { action: 'checkpoint', title: 'WAL checkpoint', body: 'Folds the write-ahead log into the database file.', danger: false },
+  { action: 'vacuum', title: 'Vacuum', body: 'Rebuilds the database file to reclaim space. Writes wait while it runs.', danger: false },
+  { action: 'purge_deleted_conversations', title: 'Purge deleted conversations', body: 'Permanently removes operator conversations deleted longer ago than the recovery window, with their frames, proposals and effects. This cannot be undone.', danger: true },
+];
+
+/** @param {HTMLElement} el @param {SpaceContext} ctx */
+export function mount(el, ctx) {
+  const tab = ctx.route.params.tab || 'health';
+  el.appendChild(tabs(ctx, 'tab', [{ value: 'health', label: 'Health' }, { value: 'maintenance', label: 'Maintenance' }, { value: 'appearance', label: 'Appearance' }], tab));
+  const body = h('div');
+  el.appendChild(body);
+  if (tab === 'maintenance') return maintenance(body, ctx);
+  if (tab === 'appearance') return appearance(body, ctx);
+  return health(body, ctx);
+}
+
+/** @param {number | null | undefined} n */
+function bytes(n) {
+  if (n === null || n === undefined) return '—';
+  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  return `${v.toFixed(i ? 1 : 0)} ${u[i]}`;
+}
+
+/** @param {HTMLElement} el @param {SpaceContext} ctx */
+function health(el, ctx) {
+  const load = async () => {
+    replace(el, loading('Running the doctor…'));
+    try {
+      const r = await ctx.app.health();
+      if (!ctx.isCurrent()) return;
+      const statusClass = r.status === 'ok' ? 'succeeded' : r.status === 'degraded' ? 'queued' : 'failed';
+      replace(el,
+        h('div', { class: 'card health-head' },
+          h('h2', null, 'Status ', h('span', { class: ['badge', 'badge-' + statusClass], text: r.status })),
+          h('p', { class: 'muted', text: `checked ${fmtTime(r.checkedAt)}` }),
+          h('button', { type: 'button', text: 'Check again', onclick: load })),
+        (r.problems || []).length ? h('div', { class: 'card' }, h('h2', { text: 'Problems' }), h('ul', { class: 'list problems' }, r.problems.map((/** @type {string} */ p) => h('li', { text: p })))) : h('p', { class: 'muted', text: 'No problems found.' }),
+        h('div', { class: 'cards' },
+          section('Database', [['File', r.database && r.database.file], ['Schema version', r.database && r.database.schemaVersion], ['Quick check', r.database && r.database.quickCheck],
+            ['Size', bytes(r.database && r.database.sizeBytes)], ['WAL', bytes(r.database && r.database.walBytes)], ['Free space', bytes(r.database && r.database.freeBytes)]]),
+          section('Model', [['Provider', (r.model && r.model.provider) || 'none'], ['Configured', r.model && String(r.model.configured)], ['Healthy', r.model && r.model.healthy !== undefined ? String(r.model.healthy) : 'not checked'], ['Error', r.model && r.model.error]]),
+          section('Runs', [['Queued', r.runs && r.runs.queued], ['Running', r.runs && r.runs.running], ['Workers', r.runs && r.runs.workers]]),
+          section('Schedules', [['Enabled', r.schedules && r.schedules.enabled], ['Scheduler running', r.schedules && String(r.schedules.schedulerRunning)]]),
+          section('Operator', [['Turns queued', r.operator && r.operator.turnsQueued], ['Turns running', r.operator && r.operator.turnsRunning],
+            ['Awaiting confirmation', r.operator && r.operator.turnsAwaitingConfirmation], ['Indeterminate proposals', r.operator && r.operator.indeterminateTotal]])));
+    } catch (e) {
+      if (ctx.isCurrent()) replace(el, errorBox(e), h('button', { type: 'button', text: 'Try again', onclick: load }));
+    }
+  };
+  load();
+}
+
+/** @param {string} title @param {[string, any][]} rows */
+function section(title, rows) {
+  return h('section', { class: 'card' }, h('h2', { text: title }), h('dl', { class: 'facts' }, rows.filter(([, v]) => v !== undefined && v !== null && v !== '').map(([k, v]) => [h('dt', { text: k }), h('dd', { text: String(v) })])));
+}
+
+/** @param {HTMLElement} el @param {SpaceContext} ctx */
+function maintenance(el, ctx) {
+  const out = h('div', { class: 'maintenance-result', 'aria-live': 'polite' });
+  el.append(
+    h('p', { class: 'muted', text: 'Each action asks for confirmation and is recorded in the audit trail.' }),
+    h('div', { class: 'cards' }, ACTIONS.map((a) => h('section', { class: 'card' },
+      h('h2', { text: a.title }), h('p', { text: a.body }),
+      h('button', {
+        type: 'button', class: a.danger ? 'danger' : '', 'data-action': a.action, text: `Run ${a.title.toLowerCase()}…`,
+        onclick: async (/** @type {Event} */ ev) => {
+          const btn = /** @type {HTMLButtonElement} */ (ev.currentTarget);
+          if (!(await ctx.cockpit.confirmDialog({ title: `${a.title}?`, body: a.body, confirm: a.title, danger: a.danger }))) return;
+          btn.disabled = true;
+          replace(out, loading(`${a.title}…`));
+          try {
+            const r = await ctx.app.maintenance(a.action);
+            const res = r && r.result ? r.result : r;
+            replace(out, h('div', { class: 'card' }, h('h2', null, `${a.title}: `, badge(res && res.ok === false ? 'failed' : 'succeeded')), h('pre', { class: 'output', text: JSON.stringify(r, null, 2) })));
+          } catch (e) {
+            replace(out, h('div', { class: 'error-box', role: 'alert', text: errorText(e) }));
+          } finally {
+            btn.disabled = false;
+          }
+        },
+      })))),
+    out);
+}
+
+/** @param {HTMLElement} el @param {SpaceContext} ctx */
+function appearance(el, ctx) {
+  const name = uid('theme');
+  const current = ctx.cockpit.theme;
+  const themes = ctx.cockpit.registry ? ctx.cockpit.registry.themes : ['light', 'dark'];
+  el.appendChild(h('fieldset', { class: 'card' }, h('legend', { text: 'Theme' }),
+    themes.map((t) => {
+      const id = `${name}-${t}`;
+      return h('div', { class: 'field check' }, h('input', {
+        type: 'radio', id, name, value: t, checked: t === current,
+        onchange: () => ctx.cockpit.applyTheme(t),
+      }), h('label', { for: id, text: t === 'dark' ? 'Dark' : t === 'light' ? 'Light' : t }));
+    }),
+    h('p', { class: 'muted', text: 'Saved in this browser. The operator can also switch it on request.' })));
+}
