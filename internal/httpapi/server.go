@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -36,6 +37,8 @@ type Config struct {
 	Heartbeat time.Duration
 	// WriteTimeout bounds one SSE write to a slow client (default 30 s).
 	WriteTimeout time.Duration
+	// App serves the cockpit's application API (/api/app/...) when set.
+	App *app.Service
 	// Extra registers more routes (the application API, the web page) on the
 	// same mux; /api routes are authenticated by the server.
 	Extra []func(mux *http.ServeMux)
@@ -92,6 +95,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/operator/conversations/{id}/requests/{rid}/cancel", s.authed(s.handleCancel))
 	m.HandleFunc("GET /api/operator/conversations/{id}/stream", s.handleStream) // bearer or ticket
 	m.HandleFunc("POST /api/operator/stream-tickets", s.authed(s.handleCreateTicket))
+	if s.cfg.App != nil {
+		s.appRoutes()
+	}
 	m.HandleFunc("POST /api/operator/conversations/{id}/effects/{eid}/ack", s.authed(s.handleAckEffect))
 	m.HandleFunc("POST /api/operator/conversations/{id}/proposals/{pid}/confirm", s.authed(s.handleConfirm))
 	m.HandleFunc("POST /api/operator/conversations/{id}/proposals/{pid}/deny", s.authed(s.handleDeny))

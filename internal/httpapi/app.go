@@ -1,0 +1,419 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// The cockpit's application API (DESIGN.md §5): /api/app/... over the same
+// application services the operator's tools call, with no model and no dock
+// involved. Every change goes through app.Service.Execute with the manual
+// trigger, so it is validated, version-checked, applied in one transaction
+// and audited as "studio.app.command" by "studio_cockpit".
+
+// maxAppBody bounds application request bodies: a playbook prompt or a run
+// input holds up to 32 768 characters of up to four bytes each.
+const maxAppBody = 256 << 10
+
+func (s *Server) appRoutes() {
+	m, a := s.mux, s.authed
+	m.HandleFunc("GET /api/app/playbooks", a(s.handleListPlaybooks))
+	m.HandleFunc("POST /api/app/playbooks", a(s.handleCreatePlaybook))
+	m.HandleFunc("GET /api/app/playbooks/{ref}", a(s.handleGetPlaybook))
+	m.HandleFunc("PATCH /api/app/playbooks/{ref}", a(s.handleUpdatePlaybook))
+	m.HandleFunc("DELETE /api/app/playbooks/{ref}", a(s.handleDeletePlaybook))
+	m.HandleFunc("POST /api/app/playbooks/{ref}/launch", a(s.handleLaunchByRef))
+
+	m.HandleFunc("GET /api/app/workflows", a(s.handleListWorkflows))
+	m.HandleFunc("POST /api/app/workflows", a(s.handleCreateWorkflow))
+	m.HandleFunc("GET /api/app/workflows/{ref}", a(s.handleGetWorkflow))
+	m.HandleFunc("PATCH /api/app/workflows/{ref}", a(s.handleUpdateWorkflow))
+
+	m.HandleFunc("GET /api/app/runs", a(s.handleListRuns))
+	m.HandleFunc("POST /api/app/runs", a(s.handleLaunch))
+	m.HandleFunc("GET /api/app/runs/stats", a(s.handleRunStats))
+	m.HandleFunc("GET /api/app/runs/{id}", a(s.handleGetRun))
+	m.HandleFunc("POST /api/app/runs/{id}/cancel", a(s.handleCancelRun))
+	m.HandleFunc("POST /api/app/runs/{id}/retry", a(s.handleRetryRun))
+
+	m.HandleFunc("GET /api/app/schedules", a(s.handleListSchedules))
+	m.HandleFunc("POST /api/app/schedules", a(s.handleCreateSchedule))
+	m.HandleFunc("GET /api/app/schedules/preview", a(s.handleCronPreview))
+	m.HandleFunc("GET /api/app/schedules/{ref}", a(s.handleGetSchedule))
+	m.HandleFunc("PATCH /api/app/schedules/{ref}", a(s.handleUpdateSchedule))
+	m.HandleFunc("DELETE /api/app/schedules/{ref}", a(s.handleDeleteSchedule))
+	m.HandleFunc("POST /api/app/schedules/{ref}/enable", a(s.handleEnableSchedule(true)))
+	m.HandleFunc("POST /api/app/schedules/{ref}/disable", a(s.handleEnableSchedule(false)))
+
+	m.HandleFunc("GET /api/app/system/health", a(s.handleHealth))
+	m.HandleFunc("POST /api/app/system/maintenance", a(s.handleMaintenance))
+	m.HandleFunc("GET /api/app/audit", a(s.handleAudit))
+	m.HandleFunc("POST /api/app/commands/{type}", a(s.handleCommand))
+}
+
+// execute runs a cockpit command and answers status with what pick takes
+// from the result.
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd app.Command, status int, pick func(app.Result) any) {
+	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, pick(res))
+}
+
+func answer[T any](w http.ResponseWriter, r *http.Request, s *Server, v T, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// samePathRef refuses a body that names another resource than the path.
+func samePathRef(field, inBody, inPath string) error {
+	if inBody != "" && inBody != inPath {
+		return protocol.Errorf(protocol.Validation, "%s in the body (%s) is not the one in the path (%s)", field, inBody, inPath).With("field", field)
+	}
+	return nil
+}
+
+func pageLimit(r *http.Request) (int, error) {
+	n, err := queryInt(r.URL.Query().Get("limit"), app.DefaultPageSize, 1, app.MaxPageSize, "limit")
+	return int(n), err
+}
+
+// queryTime reads Unix seconds or an RFC 3339 time.
+func queryTime(v, name string) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		t := protocol.Time(f)
+		return &t, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Validation, "%s must be Unix seconds or an RFC 3339 time", name).With("field", name)
+	}
+	return &t, nil
+}
+
+func queryBool(v, name string) (*bool, error) {
+	if v == "" {
+		return nil, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.Validation, "%s must be true or false", name).With("field", name)
+	}
+	return &b, nil
+}
+
+func expectedVersionQuery(r *http.Request) (int64, error) {
+	return queryInt(r.URL.Query().Get("expectedVersion"), 0, 1, 1<<53, "expectedVersion")
+}
+
+// --- playbooks ---------------------------------------------------------------
+
+func (s *Server) handleListPlaybooks(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	page, err := s.cfg.App.ListPlaybooks(r.Context(), app.PlaybookQuery{Query: q.Get("q"), Project: q.Get("project"),
+		Limit: limit, Cursor: q.Get("cursor")})
+	answer(w, r, s, page, err)
+}
+
+func (s *Server) handleGetPlaybook(w http.ResponseWriter, r *http.Request) {
+	p, err := s.cfg.App.GetPlaybook(r.Context(), r.PathValue("ref"))
+	answer(w, r, s, p, err)
+}
+
+func (s *Server) handleCreatePlaybook(w http.ResponseWriter, r *http.Request) {
+	var cmd app.CreatePlaybookCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, cmd, http.StatusCreated, func(res app.Result) any { return res.Playbook })
+}
+
+func (s *Server) handleUpdatePlaybook(w http.ResponseWriter, r *http.Request) {
+	var cmd app.UpdatePlaybookCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := samePathRef("playbook", cmd.Playbook, r.PathValue("ref")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cmd.Playbook = r.PathValue("ref")
+	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Playbook })
+}
+
+func (s *Server) handleDeletePlaybook(w http.ResponseWriter, r *http.Request) {
+	v, err := expectedVersionQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, app.DeletePlaybookCommand{Playbook: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
+		func(res app.Result) any { return res })
+}
+
+func (s *Server) handleLaunchByRef(w http.ResponseWriter, r *http.Request) {
+	var cmd app.LaunchPlaybookCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := samePathRef("playbook", cmd.Playbook, r.PathValue("ref")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cmd.Playbook = r.PathValue("ref")
+	s.execute(w, r, cmd, http.StatusAccepted, func(res app.Result) any { return res.Run })
+}
+
+// --- workflows ---------------------------------------------------------------
+
+func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	page, err := s.cfg.App.ListWorkflows(r.Context(), app.WorkflowQuery{Query: q.Get("q"), Project: q.Get("project"),
+		Limit: limit, Cursor: q.Get("cursor")})
+	answer(w, r, s, page, err)
+}
+
+func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) {
+	wf, err := s.cfg.App.GetWorkflow(r.Context(), r.PathValue("ref"))
+	answer(w, r, s, wf, err)
+}
+
+func (s *Server) handleCreateWorkflow(w http.ResponseWriter, r *http.Request) {
+	var cmd app.CreateWorkflowCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, cmd, http.StatusCreated, func(res app.Result) any { return res.Workflow })
+}
+
+func (s *Server) handleUpdateWorkflow(w http.ResponseWriter, r *http.Request) {
+	var cmd app.UpdateWorkflowCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := samePathRef("workflow", cmd.Workflow, r.PathValue("ref")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cmd.Workflow = r.PathValue("ref")
+	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Workflow })
+}
+
+// --- runs --------------------------------------------------------------------
+
+func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	rq := app.RunQuery{Status: q.Get("status"), Playbook: q.Get("playbook"), Project: q.Get("project"),
+		Trigger: q.Get("trigger"), Schedule: q.Get("schedule"), Limit: limit, Cursor: q.Get("cursor")}
+	if rq.Since, err = queryTime(q.Get("since"), "since"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if rq.Until, err = queryTime(q.Get("until"), "until"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.cfg.App.ListRuns(r.Context(), rq)
+	answer(w, r, s, page, err)
+}
+
+func (s *Server) handleRunStats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.cfg.App.RunStats(r.Context(), r.URL.Query().Get("window"))
+	answer(w, r, s, st, err)
+}
+
+func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.cfg.App.GetRun(r.Context(), r.PathValue("id"))
+	answer(w, r, s, run, err)
+}
+
+func (s *Server) handleLaunch(w http.ResponseWriter, r *http.Request) {
+	var cmd app.LaunchPlaybookCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, cmd, http.StatusAccepted, func(res app.Result) any { return res.Run })
+}
+
+// emptyBody accepts no body or {}: the action is in the path.
+type emptyBody struct{}
+
+func (s *Server) handleCancelRun(w http.ResponseWriter, r *http.Request) {
+	if err := decodeBody(w, r, maxSmallBody, &emptyBody{}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, app.CancelRunCommand{Run: r.PathValue("id")}, http.StatusOK, func(res app.Result) any { return res.Run })
+}
+
+func (s *Server) handleRetryRun(w http.ResponseWriter, r *http.Request) {
+	if err := decodeBody(w, r, maxSmallBody, &emptyBody{}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, app.RetryRunCommand{Run: r.PathValue("id")}, http.StatusAccepted, func(res app.Result) any { return res.Run })
+}
+
+// --- schedules ---------------------------------------------------------------
+
+func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	enabled, err := queryBool(q.Get("enabled"), "enabled")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.cfg.App.ListSchedules(r.Context(), app.ScheduleQuery{Enabled: enabled, Playbook: q.Get("playbook"),
+		Query: q.Get("q"), Limit: limit, Cursor: q.Get("cursor")})
+	answer(w, r, s, page, err)
+}
+
+func (s *Server) handleCronPreview(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	count, err := queryInt(q.Get("count"), 5, 1, app.MaxPreview, "count")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := s.cfg.App.CronPreview(q.Get("cron"), int(count))
+	answer(w, r, s, p, err)
+}
+
+func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) {
+	sc, err := s.cfg.App.GetSchedule(r.Context(), r.PathValue("ref"))
+	answer(w, r, s, sc, err)
+}
+
+func (s *Server) handleCreateSchedule(w http.ResponseWriter, r *http.Request) {
+	var cmd app.CreateScheduleCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, cmd, http.StatusCreated, func(res app.Result) any { return res.Schedule })
+}
+
+func (s *Server) handleUpdateSchedule(w http.ResponseWriter, r *http.Request) {
+	var cmd app.UpdateScheduleCommand
+	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := samePathRef("schedule", cmd.Schedule, r.PathValue("ref")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cmd.Schedule = r.PathValue("ref")
+	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Schedule })
+}
+
+func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
+	v, err := expectedVersionQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, app.DeleteScheduleCommand{Schedule: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
+		func(res app.Result) any { return res })
+}
+
+// enableBody is the optional body of enable and disable.
+type enableBody struct {
+	ExpectedVersion int64 `json:"expectedVersion,omitzero"`
+}
+
+func (s *Server) handleEnableSchedule(enabled bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body enableBody
+		if err := decodeBody(w, r, maxSmallBody, &body); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		cmd := app.SetScheduleEnabledCommand{Schedule: r.PathValue("ref"), Enabled: &enabled, ExpectedVersion: body.ExpectedVersion}
+		s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Schedule })
+	}
+}
+
+// --- system, audit, commands -------------------------------------------------
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.cfg.App.Doctor(r.Context())
+	answer(w, r, s, rep, err)
+}
+
+func (s *Server) handleMaintenance(w http.ResponseWriter, r *http.Request) {
+	var cmd app.RunMaintenanceCommand
+	if err := decodeBody(w, r, maxSmallBody, &cmd); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Maintenance })
+}
+
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	page, err := s.cfg.App.ListAudit(r.Context(), app.AuditQuery{Action: q.Get("action"), TargetID: q.Get("targetId"),
+		Limit: limit, Cursor: q.Get("cursor")})
+	answer(w, r, s, page, err)
+}
+
+// handleCommand executes any command type by id; the body is the command.
+// It answers the full result.
+func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
+	var raw jsontext.Value
+	if err := decodeBody(w, r, maxAppBody, &raw); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cmd, err := app.DecodeCommand(r.PathValue("type"), raw)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res })
+}
