@@ -61,8 +61,9 @@ func TestDoctorReportsProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := f.rawDB().ExecContext(f.ctx, `INSERT INTO studio_operator_proposals
-		(id, conversation_id, request_id, command_type, command_json, risk, summary, idempotency_key, status, expires_at, created_at, confirmed_at)
-		VALUES (?, ?, ?, 'launch_playbook', '{}', 'execute', 'Launch playbook "audit-repo"', ?, 'executing', ?, ?, ?)`,
+		(id, conversation_id, request_id, command_type, command_json, risk, summary, idempotency_key, status, expires_at, created_at, confirmed_at,
+		 command_hash, call_id)
+		VALUES (?, ?, ?, 'launch_playbook', '{}', 'execute', 'Launch playbook "audit-repo"', ?, 'executing', ?, ?, ?, 'h', 'call_1')`,
 		prop, conv, req, uuid.NewString(), protocol.Timestamp(now)+600, protocol.Timestamp(now), protocol.Timestamp(now)); err != nil {
 		t.Fatal(err)
 	}

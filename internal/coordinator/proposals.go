@@ -121,6 +121,9 @@ func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, re
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.StaleContext, "the expected target version does not match the proposal; refresh it").
 			With("proposalId", p.ID)
 	}
+	if p.Status == store.ProposalExecuting {
+		return c.awaitExecution(ctx, p)
+	}
 	if p.Status != store.ProposalPending {
 		return c.settled(p), nil
 	}
@@ -145,6 +148,24 @@ func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, re
 	}()
 	f.result, f.err = c.confirm(p)
 	return f.result, f.err
+}
+
+// awaitExecution answers a confirm of an executing proposal: the outcome of
+// this process's execution once it is recorded, or, when no execution runs
+// here (it finished a moment ago, or the daemon that ran it died), the
+// stored state.
+func (c *Coordinator) awaitExecution(ctx context.Context, p store.Proposal) (protocol.ProposalResult, error) {
+	c.mu.Lock()
+	f, ok := c.flights[p.ID]
+	c.mu.Unlock()
+	if ok {
+		return c.await(ctx, f)
+	}
+	cur, err := c.store.GetProposal(ctx, p.ID)
+	if err != nil {
+		return protocol.ProposalResult{}, err
+	}
+	return c.settled(cur), nil
 }
 
 func (c *Coordinator) await(ctx context.Context, f *inflight) (protocol.ProposalResult, error) {

@@ -2,17 +2,23 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/tools"
@@ -23,6 +29,8 @@ const testToken = "test-token-0123456789abcdef0123456789abcdef"
 // harness is a real daemon on loopback: SQLite file, coordinator, HTTP server.
 type harness struct {
 	t      testing.TB
+	app    *app.Service
+	faults *faultStore
 	clock  *storetest.Clock
 	store  *sqlite.Store
 	coord  *coordinator.Coordinator
@@ -59,19 +67,28 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 			t.Fatal(err)
 		}
 	}
+	svc, err := app.New(app.Config{Store: st, Now: clock.Now, Provider: p, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Seed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	reg := o.tools
 	if reg == nil {
-		reg = tools.NewRegistry(tools.CockpitTools(routes.Default)...)
+		reg = tools.Default(svc, routes.Default, clock.Now)
 	}
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, Workers: o.workers,
-		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond, Tools: reg})
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat})
+	faults := &faultStore{Store: st}
+	coord := coordinator.New(coordinator.Config{Store: faults, Provider: p, Now: clock.Now, Workers: o.workers,
+		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond, Tools: reg, Logger: quietLogger()})
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()})
 	srv := httptest.NewServer(api)
-	h := &harness{t: t, clock: clock, store: st, coord: coord, api: api, srv: srv,
+	h := &harness{t: t, clock: clock, store: st, coord: coord, api: api, srv: srv, app: svc, faults: faults,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
 	t.Cleanup(func() {
 		api.Close()
 		coord.Shutdown(context.Background())
+		svc.Stop(context.Background())
 		srv.Close()
 		st.Close()
 	})
@@ -186,3 +203,40 @@ func countDone(frames []protocol.Frame, requestID string) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// quietLogger drops the logs of expected failures; set STUDIO_TEST_LOGS=1 to see them.
+func quietLogger() *slog.Logger {
+	if os.Getenv("STUDIO_TEST_LOGS") != "" {
+		return slog.Default()
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// faultStore injects StateDB failures into the coordinator's store.
+type faultStore struct {
+	store.Store
+	failCreate, failConfirm, failFinish atomic.Bool
+}
+
+var errInjected = errors.New("injected store failure")
+
+func (f *faultStore) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
+	if f.failCreate.Load() {
+		return store.Proposal{}, errInjected
+	}
+	return f.Store.CreateProposal(ctx, p)
+}
+
+func (f *faultStore) ConfirmProposal(ctx context.Context, p store.ConfirmProposalParams) (store.Proposal, error) {
+	if f.failConfirm.Load() {
+		return store.Proposal{}, errInjected
+	}
+	return f.Store.ConfirmProposal(ctx, p)
+}
+
+func (f *faultStore) FinishProposal(ctx context.Context, p store.FinishProposalParams) (store.Proposal, bool, error) {
+	if f.failFinish.Load() {
+		return store.Proposal{}, false, errInjected
+	}
+	return f.Store.FinishProposal(ctx, p)
+}
