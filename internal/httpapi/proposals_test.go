@@ -453,4 +453,3 @@ func (h *harness) waitTurnStatus(requestID string, want store.TurnStatus) {
 		}
 	}
 }
-
