@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model"
@@ -75,9 +76,17 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 	}
 }
 
+// appOptions configure the application services of `studio serve`.
+type appOptions struct {
+	noSeed         bool
+	recoveryWindow time.Duration
+	runWorkers     int
+}
+
 func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
 	var workers int
+	var ao appOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
@@ -85,17 +94,20 @@ func newServeCmd(cfg *config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, grace, workers)
+			return serve(ctx, cfg, grace, workers, ao)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "script"), "model provider: script[:PATH] (env STUDIO_MODEL)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
 	f.IntVar(&workers, "workers", coordinator.DefaultWorkers, "turns that run at once")
+	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
+	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
+	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, grace time.Duration, workers int) error {
+func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, ao appOptions) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(log)
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
@@ -118,11 +130,16 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int) e
 	if _, err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
 	}
+	svc, err := startApp(ctx, st, provider, log, grace, ao)
+	if err != nil {
+		return err
+	}
+	defer svc.Stop(context.Background()) // before the store closes
 	page, err := web.New(*coord.Routes())
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log,
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log, App: svc,
 		Extra: []func(*http.ServeMux){page.Register}})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -143,11 +160,36 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int) e
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
 	defer cancel()
 	coord.Shutdown(shutdownCtx)
+	svc.Stop(shutdownCtx)
 	api.Close()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("http shutdown", "err", err)
 	}
 	return nil
+}
+
+// startApp builds the application services over the store and the model
+// provider, seeds a new database, and starts the run executor and the
+// scheduler (failing runs a previous process left behind).
+func startApp(ctx context.Context, st *sqlite.Store, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
+	svc, err := app.New(app.Config{Store: st, Provider: provider, Logger: log, Workers: ao.runWorkers,
+		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace})
+	if err != nil {
+		return nil, err
+	}
+	if !ao.noSeed {
+		created, err := svc.Seed(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("create starter content: %w", err)
+		}
+		if created {
+			log.Info("created starter playbooks", "playbooks", len(app.StarterPlaybooks))
+		}
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start application services: %w", err)
+	}
+	return svc, nil
 }
 
 // printSignInURL prints the cockpit's sign-in URL on stdout, the token in the

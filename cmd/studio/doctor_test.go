@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/studio/operator/internal/app"
+)
+
+// TestDoctorWithoutDaemon: with no daemon at --server, doctor reads the
+// database file directly and says so.
+func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
+	dir := t.TempDir()
+	st, _, err := openStore(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	t.Setenv("STUDIO_TOKEN", "")
+	cfg := &config{dataDir: dir, addr: "127.0.0.1:1"} // nothing listens on port 1
+	rep, source, err := doctorReport(t.Context(), cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != app.StatusOK || rep.Database.QuickCheck != "ok" || rep.Model.Configured || !strings.Contains(source, "directly") {
+		t.Fatalf("report = %+v from %s", rep, source)
+	}
+	var out bytes.Buffer
+	printDoctor(&out, rep, source)
+	for _, want := range []string{"status:     ok", "studio.db, schema version", "not checked: the daemon is not running", "indeterminate proposals: none"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true); err == nil {
+		t.Fatal("doctor of an empty data dir found a database")
+	}
+}
