@@ -339,3 +339,11 @@ func (in draftSchedule) done(r result) Step {
 	}
 	return Step{Text: fmt.Sprintf("I asked the cockpit to open the schedule form prefilled with cron `%s`. Nothing is created until you review and submit it.", in.cron)}
 }
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

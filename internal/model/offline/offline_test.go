@@ -171,3 +171,56 @@ func TestStreamOnlyCallsOfferedTools(t *testing.T) {
 		t.Fatalf("calls %+v", calls)
 	}
 }
+
+func TestChangePhrasingsBecomeProposals(t *testing.T) {
+	t.Parallel()
+	pbs := `{"playbooks":[{"name":"audit-repo","args":[{"name":"repo","required":true},{"name":"focus","default":"x"}]}]}`
+	runs := `{"runs":[{"id":"3f2a9c1e-0000-4000-8000-000000000001","playbook":"audit-repo","status":"running"},{"id":"77aa0000-0000-4000-8000-000000000002","playbook":"p","status":"failed"}]}`
+	failedRuns := `{"runs":[{"id":"77aa0000-0000-4000-8000-000000000002","playbook":"p","status":"failed"}]}`
+	schedules := `{"schedules":[{"name":"nightly-audit","enabled":true}]}`
+	for _, tc := range []struct {
+		instr, lookup, lookupResult, tool, args string
+	}{
+		{"launch the audit playbook with input repo x", "list_playbooks", pbs, "launch_playbook", `{"args":{"repo":"repo x"},"input":"repo x","playbook":"audit-repo"}`},
+		{"run audit-repo on github.com/acme/api", "list_playbooks", pbs, "launch_playbook", `{"args":{"repo":"github.com/acme/api"},"input":"github.com/acme/api","playbook":"audit-repo"}`},
+		{"cancel run 3f2a", "list_runs", runs, "cancel_run", `{"run":"3f2a9c1e-0000-4000-8000-000000000001"}`},
+		{"retry the last failed run", "list_runs", failedRuns, "retry_run", `{"run":"77aa0000-0000-4000-8000-000000000002"}`},
+		{"pause the nightly schedule", "list_schedules", schedules, "set_schedule_enabled", `{"enabled":false,"schedule":"nightly-audit"}`},
+		{"resume the nightly schedule", "list_schedules", schedules, "set_schedule_enabled", `{"enabled":true,"schedule":"nightly-audit"}`},
+		{"delete schedule nightly-audit", "", "", "delete_schedule", `{"schedule":"nightly-audit"}`},
+		{"create a playbook named triage that sorts new issues by urgency", "", "", "create_playbook", `{"description":"Sorts new issues by urgency","name":"triage","prompt":"Sorts new issues by urgency.\n\nInput: {{input}}"}`},
+		{"vacuum the database", "", "", "run_maintenance", `{"action":"vacuum"}`},
+	} {
+		var msgs []model.Message
+		if tc.lookup != "" {
+			tool, _ := firstCall(t, tc.instr)
+			if tool != tc.lookup {
+				t.Errorf("%q looks up with %s, want %s", tc.instr, tool, tc.lookup)
+				continue
+			}
+			msgs = []model.Message{
+				{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: tc.lookup}}},
+				{Role: model.RoleTool, ToolCallID: "c1", Content: tc.lookupResult},
+			}
+		}
+		step := Plan(request(tc.instr, msgs...))
+		if len(step.Calls) != 1 {
+			t.Errorf("%q: step %+v", tc.instr, step)
+			continue
+		}
+		args, _ := protocol.Canonicalize(step.Calls[0].Arguments)
+		if step.Calls[0].Name != tc.tool || string(args) != tc.args {
+			t.Errorf("%q -> %s %s, want %s %s", tc.instr, step.Calls[0].Name, args, tc.tool, tc.args)
+		}
+		if !strings.Contains(step.Text, "proposed") || !strings.Contains(step.Text, "until you confirm") {
+			t.Errorf("%q: text %q", tc.instr, step.Text)
+		}
+		// The decision comes back as the last tool result.
+		decided := append(msgs,
+			model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c2", Name: tc.tool}}},
+			model.Message{Role: model.RoleTool, ToolCallID: "c2", ToolError: true, Content: `{"error":{"code":"denied","message":"declined"}}`})
+		if got := Plan(request(tc.instr, decided...)); !strings.Contains(got.Text, "declined") || len(got.Calls) != 0 {
+			t.Errorf("%q after deny: %+v", tc.instr, got)
+		}
+	}
+}
