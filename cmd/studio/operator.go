@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/spf13/cobra"
@@ -35,7 +38,8 @@ func newOperatorCmd(cfg *config) *cobra.Command {
 	convs := &cobra.Command{Use: "conversations", Aliases: []string{"conv"}, Short: "Create, list, show, archive and delete conversations"}
 	convs.AddCommand(convCreateCmd(cfg), convListCmd(cfg), convShowCmd(cfg), convArchiveCmd(cfg, true), convArchiveCmd(cfg, false),
 		convRenameCmd(cfg), convDeleteCmd(cfg))
-	cmd.AddCommand(convs, sendCmd(cfg), streamCmd(cfg), cancelCmd(cfg), ticketCmd(cfg))
+	cmd.AddCommand(convs, sendCmd(cfg), streamCmd(cfg), cancelCmd(cfg), ticketCmd(cfg),
+		proposalsCmd(cfg), confirmCmd(cfg), denyCmd(cfg))
 	return cmd
 }
 
@@ -259,6 +263,7 @@ func truncate(s string, n int) string {
 
 func sendCmd(cfg *config) *cobra.Command {
 	var convID, space, route, project string
+	var wait bool
 	c := &cobra.Command{
 		Use:   `send "INSTRUCTION"`,
 		Short: "Submit a turn and print the reply as it streams",
@@ -301,6 +306,13 @@ func sendCmd(cfg *config) *cobra.Command {
 					outcome = d.Outcome
 					return httpapi.ErrStopStream
 				}
+				if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !wait {
+					// The turn waits for a human; do not hold the terminal.
+					fmt.Fprintf(out, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
+						c.ProposalID, convID, f.Sequence)
+					outcome = protocol.OutcomeCompleted
+					return httpapi.ErrStopStream
+				}
 				return nil
 			})
 			if err != nil {
@@ -313,6 +325,7 @@ func sendCmd(cfg *config) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id (default: a new one)")
+	c.Flags().BoolVar(&wait, "wait", false, "keep streaming while a proposal awaits confirmation")
 	c.Flags().StringVar(&space, "space", "mission", "the cockpit space you are looking at")
 	c.Flags().StringVar(&route, "route", "/", "the cockpit route you are looking at")
 	c.Flags().StringVar(&project, "project", "", "project")
@@ -390,4 +403,117 @@ func ticketCmd(cfg *config) *cobra.Command {
 	c.Flags().Int64Var(&after, "after", 0, "the cursor the ticket is for")
 	_ = c.MarkFlagRequired("conversation")
 	return c
+}
+
+func proposalsCmd(cfg *config) *cobra.Command {
+	var status string
+	c := &cobra.Command{
+		Use: "proposals", Short: "List proposals awaiting confirmation (summary, risk, target, time left)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			ps, err := cl.Proposals(cmd.Context(), status)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(ps) == 0 {
+				fmt.Fprintln(out, "no proposals")
+				return nil
+			}
+			now := float64(time.Now().UnixMicro()) / 1e6
+			for _, p := range ps {
+				left := "expired"
+				if d := time.Duration((p.ExpiresAt - now) * float64(time.Second)); d > 0 && p.Status == "pending" {
+					left = d.Truncate(time.Second).String() + " left"
+				} else if p.Status != "pending" {
+					left = p.Status
+				}
+				fmt.Fprintf(out, "%s  %-7s  %-12s  %s\n    target %s  conversation %s\n", p.ID, p.Risk, left, p.Summary, targetString(p.Target), p.ConversationID)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&status, "status", "pending", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)")
+	return c
+}
+
+func targetString(t *protocol.ResourceVersion) string {
+	if t == nil {
+		return "(none)"
+	}
+	return fmt.Sprintf("%s %s version %s", t.Kind, t.ID, t.Version)
+}
+
+func confirmCmd(cfg *config) *cobra.Command {
+	var yes bool
+	c := &cobra.Command{
+		Use: "confirm PROPOSAL_ID", Short: "Confirm a proposal: shows the exact command, hash and target, asks unless --yes", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			p, err := cl.Proposal(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			cmdJSON := jsontext.Value(append([]byte(nil), p.Command...))
+			_ = cmdJSON.Indent()
+			fmt.Fprintf(out, "%s (%s)\ncommand %s:\n%s\nhash    %s\ntarget  %s\nstatus  %s\n", p.Summary, p.Risk, p.CommandType,
+				cmdJSON, p.CommandHash, targetString(p.Target), p.Status)
+			if p.Status != "pending" {
+				return fmt.Errorf("proposal %s is %s, not pending", p.ID, p.Status)
+			}
+			if !yes {
+				fmt.Fprint(out, "Confirm and execute? [y/N] ")
+				line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+					return errors.New("not confirmed")
+				}
+			}
+			req := protocol.ConfirmProposalRequest{ExpectedCommandHash: p.CommandHash}
+			if p.Target != nil {
+				req.ExpectedTargetVersion = &p.Target.Version
+			}
+			res, err := cl.Confirm(ctx, p.ConversationID, p.ID, req)
+			if err != nil {
+				return err
+			}
+			if err := printJSON(out, res); err != nil {
+				return err
+			}
+			if res.Status != "succeeded" {
+				return fmt.Errorf("proposal %s", res.Status)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&yes, "yes", false, "confirm without asking")
+	return c
+}
+
+func denyCmd(cfg *config) *cobra.Command {
+	return &cobra.Command{
+		Use: "deny PROPOSAL_ID", Short: "Deny a pending proposal", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			p, err := cl.Proposal(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := cl.Deny(cmd.Context(), p.ConversationID, p.ID)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), res)
+		},
+	}
 }
