@@ -60,6 +60,15 @@ type Config struct {
 	EffectTTL time.Duration
 	// ProposalTTL is how long a proposal waits for a human (default 10 minutes).
 	ProposalTTL time.Duration
+	// ModelRetries is how many times a retryable model failure is retried
+	// (default 3; negative: never).
+	ModelRetries int
+	// RetryBackoff is the first retry's wait, doubled each time up to
+	// MaxRetryBackoff; a provider's Retry-After hint is honoured up to
+	// MaxRetryWait.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	MaxRetryWait    time.Duration
 	// SweepInterval is how often pending proposals are checked for expiry;
 	// zero disables the sweeper (tests call ExpireDue).
 	SweepInterval time.Duration
@@ -121,6 +130,21 @@ func New(cfg Config) *Coordinator {
 	}
 	if cfg.ProposalTTL <= 0 {
 		cfg.ProposalTTL = DefaultProposalTTL
+	}
+	switch {
+	case cfg.ModelRetries == 0:
+		cfg.ModelRetries = 3
+	case cfg.ModelRetries < 0:
+		cfg.ModelRetries = 0
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 500 * time.Millisecond
+	}
+	if cfg.MaxRetryBackoff <= 0 {
+		cfg.MaxRetryBackoff = 5 * time.Second
+	}
+	if cfg.MaxRetryWait <= 0 {
+		cfg.MaxRetryWait = 30 * time.Second
 	}
 	if cfg.Routes == nil {
 		cfg.Routes = &routes.Default

@@ -84,7 +84,7 @@ func (c *Coordinator) converse(ctx context.Context, t store.Turn) (status store.
 			}
 			return store.TurnFailed, serviceError(c, "compile context", err), false
 		}
-		_, calls, perr := c.streamRound(ctx, t, req)
+		calls, perr := c.streamWithRetry(ctx, t, req)
 		if perr != nil || ctx.Err() != nil {
 			return store.TurnFailed, perr, false
 		}
@@ -154,6 +154,33 @@ func (c *Coordinator) compile(ctx context.Context, t store.Turn) (model.Request,
 	return model.Request{System: SystemPrompt(snap), Messages: msgs, Tools: c.tools.Catalog(), View: &snap}, nil
 }
 
+// streamWithRetry streams one model round, retrying with capped backoff
+// when the provider says the failure is retryable and the failed attempt
+// emitted nothing: no text frame, no tool call, so no proposal either (ADR
+// D7: never retry past a confirmed proposal; a round proposes only after its
+// stream ended).
+func (c *Coordinator) streamWithRetry(ctx context.Context, t store.Turn, req model.Request) ([]model.ToolCall, *protocol.Error) {
+	for attempt := 0; ; attempt++ {
+		text, calls, perr := c.streamRound(ctx, t, req)
+		if perr == nil || ctx.Err() != nil || !perr.Retryable || text != "" || attempt >= c.cfg.ModelRetries ||
+			(perr.Code != protocol.ModelFailure && perr.Code != protocol.RateLimited) {
+			return calls, perr
+		}
+		wait := min(c.cfg.RetryBackoff<<attempt, c.cfg.MaxRetryBackoff)
+		if hint := time.Duration(perr.RetryAfterMs) * time.Millisecond; hint > wait {
+			wait = min(hint, c.cfg.MaxRetryWait)
+		}
+		c.log.Warn("model call failed; retrying", "request", t.RequestID, "code", perr.Code, "attempt", attempt+1, "wait", wait)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, nil
+		case <-timer.C:
+		}
+	}
+}
+
 // turnFrames reads every frame of one turn, in order.
 func (c *Coordinator) turnFrames(ctx context.Context, t store.Turn) ([]store.Frame, error) {
 	var out []store.Frame
@@ -221,7 +248,7 @@ func (c *Coordinator) streamRound(ctx context.Context, t store.Turn, req model.R
 				if perr := flush(); perr != nil {
 					return "", nil, perr
 				}
-				return "", nil, modelError(item.err)
+				return all.String(), nil, modelError(item.err)
 			}
 			switch item.ev.Kind {
 			case model.EventText:

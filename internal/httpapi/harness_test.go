@@ -80,7 +80,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}
 	faults := &faultStore{Store: st}
 	coord := coordinator.New(coordinator.Config{Store: faults, Provider: p, Now: clock.Now, Workers: o.workers,
-		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond, Tools: reg, Logger: quietLogger()})
+		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond, Tools: reg, Logger: quietLogger(),
+		RetryBackoff: time.Millisecond, MaxRetryWait: 50 * time.Millisecond})
 	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()})
 	srv := httptest.NewServer(api)
 	h := &harness{t: t, clock: clock, store: st, coord: coord, api: api, srv: srv, app: svc, faults: faults,
