@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,8 +21,9 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model"
-	"github.com/studio/operator/internal/model/script"
+	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
 
@@ -44,19 +44,6 @@ func openStore(ctx context.Context, dataDir string) (*sqlite.Store, int, error) 
 		return nil, v, fmt.Errorf("migrate: %w", err)
 	}
 	return st, v, nil
-}
-
-// newProvider builds the model provider named by --model.
-func newProvider(spec string) (model.Provider, error) {
-	name, arg, _ := strings.Cut(spec, ":")
-	switch name {
-	case "", "script":
-		if arg == "" {
-			return script.New(script.Greeting)
-		}
-		return script.Load(arg)
-	}
-	return nil, fmt.Errorf("unknown model %q: use script or script:PATH", spec)
 }
 
 func newMigrateCmd(cfg *config) *cobra.Command {
@@ -81,6 +68,7 @@ type appOptions struct {
 	noSeed         bool
 	recoveryWindow time.Duration
 	runWorkers     int
+	proposalTTL    time.Duration
 }
 
 func newServeCmd(cfg *config) *cobra.Command {
@@ -98,12 +86,13 @@ func newServeCmd(cfg *config) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "script"), "model provider: script[:PATH] (env STUDIO_MODEL)")
+	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "model provider: offline, openai, anthropic, script[:PATH] (env STUDIO_MODEL)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
 	f.IntVar(&workers, "workers", coordinator.DefaultWorkers, "turns that run at once")
 	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
+	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
 	return cmd
 }
 
@@ -126,13 +115,17 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 		return fmt.Errorf("StateDB unavailable, the operator protocol cannot start: %w", err)
 	}
 	defer st.Close()
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Logger: log, Workers: workers, ShutdownGrace: grace})
+	svc, err := newApp(ctx, st, provider, log, grace, ao)
+	if err != nil {
+		return err
+	}
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Logger: log, Workers: workers, ShutdownGrace: grace,
+		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
 	if _, err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
 	}
-	svc, err := startApp(ctx, st, provider, log, grace, ao)
-	if err != nil {
-		return err
+	if err := svc.Start(ctx); err != nil {
+		return fmt.Errorf("start application services: %w", err)
 	}
 	defer svc.Stop(context.Background()) // before the store closes
 	page, err := web.New(*coord.Routes())
@@ -168,10 +161,10 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	return nil
 }
 
-// startApp builds the application services over the store and the model
-// provider, seeds a new database, and starts the run executor and the
+// newApp builds the application services over the store and the model
+// provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func startApp(ctx context.Context, st *sqlite.Store, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
+func newApp(ctx context.Context, st *sqlite.Store, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
 	svc, err := app.New(app.Config{Store: st, Provider: provider, Logger: log, Workers: ao.runWorkers,
 		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace})
 	if err != nil {
@@ -185,9 +178,6 @@ func startApp(ctx context.Context, st *sqlite.Store, provider model.Provider, lo
 		if created {
 			log.Info("created starter playbooks", "playbooks", len(app.StarterPlaybooks))
 		}
-	}
-	if err := svc.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start application services: %w", err)
 	}
 	return svc, nil
 }
