@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	_ "modernc.org/sqlite"
 
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
@@ -285,4 +288,78 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(bin))
 	}
 	os.Exit(code)
+}
+
+func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir) // the default offline model
+	ctx := testCtx(t)
+	conv, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	acc, err := d.client.SubmitTurn(ctx, conv.ID, protocol.TurnRequest{Instruction: "vacuum the database",
+		Context: protocol.ContextSnapshot{Space: "system", Route: "/system"}, ExpectedLastSequence: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prop protocol.CommandProposal
+	err = d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
+		if p, ok := f.Payload.(protocol.ProposalPayload); ok {
+			prop = p.Proposal
+		}
+		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired {
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	if err != nil || prop.CommandType != "run_maintenance" || prop.Risk != "admin" {
+		t.Fatalf("proposal %+v, %v", prop, err)
+	}
+	// Let the turn park (read its row from the database file), then kill
+	// the daemon hard.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "studio.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for status := ""; status != "awaiting_confirmation"; {
+		if err := db.QueryRowContext(ctx, `SELECT status FROM studio_operator_turns WHERE request_id = ?`, acc.RequestID).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the turn never parked: %s", status)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	d.kill()
+	<-d.exited
+
+	d2 := startDaemon(t, dataDir)
+	p, err := d2.client.Proposal(ctx, prop.ID)
+	if err != nil || p.Status != "pending" {
+		t.Fatalf("after restart the proposal is %+v, %v", p, err)
+	}
+	res, err := d2.client.Confirm(ctx, conv.ID, prop.ID, protocol.ConfirmProposalRequest{ExpectedCommandHash: prop.CommandHash})
+	if err != nil || res.Status != "succeeded" {
+		t.Fatalf("confirm after restart: %+v %v", res, err)
+	}
+	var outcome string
+	var text strings.Builder
+	err = d2.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
+		if tp, ok := f.Payload.(protocol.TextPayload); ok && tp.Role == protocol.RoleAssistant {
+			text.WriteString(tp.Content)
+		}
+		if dp, ok := f.Payload.(protocol.DonePayload); ok && f.RequestID == acc.RequestID {
+			outcome = dp.Outcome
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	if err != nil || outcome != protocol.OutcomeCompleted || !strings.Contains(text.String(), "done") {
+		t.Fatalf("turn after confirmation: %q %q %v", outcome, text.String(), err)
+	}
 }

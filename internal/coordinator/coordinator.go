@@ -193,6 +193,9 @@ func (c *Coordinator) Recover(ctx context.Context) ([]store.Turn, error) {
 	if err := c.recoverExecuting(ctx); err != nil {
 		return turns, err
 	}
+	if err := c.closeOrphans(ctx); err != nil {
+		return turns, err
+	}
 	if _, err := c.ExpireDue(ctx); err != nil {
 		return turns, err
 	}
@@ -238,6 +241,35 @@ func (c *Coordinator) recoverExecuting(ctx context.Context) error {
 			"the daemon stopped while the confirmed command was executing; its outcome is unknown and it will not run again until reconciled").
 			With("proposalId", p.ID)
 		c.endTurn(store.Turn{RequestID: p.RequestID, ConversationID: p.ConversationID}, store.TurnFailed, pe)
+	}
+	return nil
+}
+
+// closeOrphans cancels pending proposals whose turn already ended (a daemon
+// that died between storing a proposal and parking its turn): audited as
+// denied, with no frames, since the turn is over.
+func (c *Coordinator) closeOrphans(ctx context.Context) error {
+	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		t, err := c.store.GetTurn(ctx, p.RequestID)
+		if err != nil {
+			return err
+		}
+		if !t.Status.Terminal() {
+			continue
+		}
+		now := c.now()
+		closed := p
+		closed.CompletedAt = &now
+		code := string(protocol.ServiceRestarted)
+		if _, _, err := c.store.CloseProposal(ctx, store.CloseProposalParams{ID: p.ID, Status: store.ProposalCancelled, ErrorCode: &code,
+			Now: now, Audit: audit(closed, protocol.DecisionDenied, nil, &code, now)}); err != nil && !protocol.IsCode(err, protocol.Conflict) {
+			return err
+		}
+		c.log.Warn("cancelled a proposal whose turn ended", "proposal", p.ID, "turn_status", t.Status)
 	}
 	return nil
 }

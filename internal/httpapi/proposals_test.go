@@ -453,3 +453,30 @@ func (h *harness) waitTurnStatus(requestID string, want store.TurnStatus) {
 		}
 	}
 }
+
+func TestRecoveryCancelsProposalsOfEndedTurns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{script: &proposalScript})
+	c := h.conversation()
+	acc, prop := h.proposed(c.ID)
+	h.waitTurnStatus(acc.RequestID, store.TurnAwaitingConfirmation)
+	// As if the daemon died before parking: the turn was failed by recovery.
+	if _, _, err := h.store.FinishTurn(h.ctx(), store.FinishTurnParams{RequestID: acc.RequestID, Status: store.TurnFailed,
+		Error: protocol.Errorf(protocol.ServiceRestarted, "restarted"), Now: h.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.coord.Recover(h.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.store.GetProposal(h.ctx(), prop.ID)
+	if err != nil || p.Status != store.ProposalCancelled {
+		t.Fatalf("orphan proposal %+v %v", p.Status, err)
+	}
+	if got := decisions(h.auditTrail(prop.ID)); !slices.Equal(got, []string{"denied"}) {
+		t.Fatalf("audit %v", got)
+	}
+	res, err := h.client.Confirm(h.ctx(), c.ID, prop.ID, confirmReq(prop))
+	if err != nil || res.Status != "cancelled" || h.runCount() != 0 {
+		t.Fatalf("confirm orphan: %+v %v", res, err)
+	}
+}
