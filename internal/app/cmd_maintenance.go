@@ -16,9 +16,8 @@ const (
 	MaintenanceIntegrityCheck            = "integrity_check"
 	MaintenancePurgeDeletedConversations = "purge_deleted_conversations"
 	MaintenancePurgeFrames               = "purge_frames"
-	// RESERVED: "reconcile_proposal" (DESIGN.md §8) settles a proposal left
-	// executing; it is a command of its own in a later issue, not an action
-	// here — see the reserved entry in commandSpecs.
+	// reconcile_proposal (DESIGN.md §8) settles a proposal left executing;
+	// it is a command of its own (cmd_reconcile.go), not an action here.
 )
 
 // MaintenanceActions lists the actions, in the order the cockpit shows them.

@@ -91,10 +91,9 @@ var commandSpecs = []CommandSpec{
 	{Type: "run_maintenance", Title: "Run maintenance", Risk: protocol.RiskAdmin,
 		Description: "Database and retention maintenance: vacuum, WAL checkpoint, integrity check, purge of deleted conversations past the recovery window, purge of a conversation's older frames.",
 		New:         func() Command { return &RunMaintenanceCommand{} }},
-	// RESERVED: reconcile_proposal (DESIGN.md §8) — an admin command that
-	// settles a proposal left "executing" (indeterminate) after its final
-	// audit row failed. It belongs here, with Risk admin, once the operator's
-	// proposal store exists; doctor already lists such proposals.
+	{Type: "reconcile_proposal", Title: "Reconcile proposal", Risk: protocol.RiskAdmin,
+		Description: "Record the real outcome of an operator proposal left executing (indeterminate) because its result could not be recorded; nothing runs again.",
+		New:         func() Command { return &ReconcileProposalCommand{} }},
 }
 
 var specByType = func() map[string]CommandSpec {
@@ -224,6 +223,7 @@ type Result struct {
 	Run         *Run                      `json:"run,omitzero"`
 	Schedule    *Schedule                 `json:"schedule,omitzero"`
 	Maintenance *MaintenanceResult        `json:"maintenance,omitzero"`
+	Reconciled  *ReconcileResult          `json:"reconciled,omitzero"`
 }
 
 // JSON encodes the result (for a proposal's result_json).

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
@@ -26,6 +27,8 @@ type world struct {
 	queued  app.Run
 	conv    store.Conversation // a finished turn: frames 1..3
 	busy    store.Conversation // a turn running
+	stuck   store.Proposal     // of busy's turn: executing, its outcome unknown
+	open    store.Proposal     // of busy's turn: pending
 }
 
 func newWorld(t *testing.T) *world {
@@ -54,7 +57,29 @@ func newWorld(t *testing.T) *world {
 
 	w.conv = w.conversation(true)
 	w.busy = w.conversation(false)
+	w.stuck = w.proposal(true)
+	w.open = w.proposal(false)
 	return w
+}
+
+// proposal stores a proposal in busy's turn, confirmed (executing) or pending.
+func (w *world) proposal(confirm bool) store.Proposal {
+	w.t.Helper()
+	now := w.clock.Now()
+	p := store.Proposal{ID: uuid.NewString(), ConversationID: w.busy.ID, RequestID: *w.busy.ActiveRequestID, CallID: "call_1",
+		CommandType: "launch_playbook", Command: []byte(`{"playbook":"audit-repo"}`), CommandHash: "h", Risk: protocol.RiskExecute,
+		Summary: "Launch", IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(10 * time.Minute)}
+	p, err := w.st.CreateProposal(w.ctx, store.CreateProposalParams{Proposal: p, Now: now})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if confirm {
+		if p, err = w.st.ConfirmProposal(w.ctx, store.ConfirmProposalParams{ID: p.ID, Now: now,
+			Audit: store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, Now: now}}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	return p
 }
 
 // conversation creates a conversation with one turn (user frame, a text
@@ -379,6 +404,33 @@ var commandCases = map[string]commandCase{
 	},
 }
 
+func init() {
+	commandCases["reconcile_proposal"] = commandCase{
+		ok: func(w *world) app.Command {
+			return app.ReconcileProposalCommand{Proposal: w.stuck.ID, Outcome: "succeeded", Note: "the run exists"}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			p, err := w.st.GetProposal(w.ctx, w.stuck.ID)
+			if err != nil || p.Status != store.ProposalSucceeded || res.Reconciled == nil || res.Reconciled.Outcome != "succeeded" {
+				t.Fatalf("reconciled %+v %v; result %+v", p.Status, err, res)
+			}
+			rows, err := w.st.ListAdminEvents(w.ctx, store.ListAdminEventsParams{Action: protocol.AuditAction, TargetID: w.stuck.ID, Limit: 1})
+			if err != nil || len(rows) != 1 || !strings.Contains(string(rows[0].Details), `"decision":"executed"`) {
+				t.Fatalf("audit %+v %v", rows, err)
+			}
+		},
+		invalid: func(w *world) app.Command {
+			return app.ReconcileProposalCommand{Proposal: w.stuck.ID, Outcome: "maybe"}
+		},
+		missing: func(*world) app.Command {
+			return app.ReconcileProposalCommand{Proposal: uuid.NewString(), Outcome: "failed"}
+		},
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.ReconcileProposalCommand{Proposal: w.open.ID, Outcome: "failed"}, app.ExecOptions{}
+		},
+	}
+}
+
 func TestEveryCommandHasACase(t *testing.T) {
 	t.Parallel()
 	for _, typ := range app.CommandTypes() {
@@ -386,8 +438,8 @@ func TestEveryCommandHasACase(t *testing.T) {
 			t.Errorf("command %s has no test case", typ)
 		}
 	}
-	if len(app.CommandTypes()) != 13 {
-		t.Fatalf("command types = %v, want the 13 of the issue", app.CommandTypes())
+	if len(app.CommandTypes()) != 14 {
+		t.Fatalf("command types = %v, want the 13 of the issue and reconcile_proposal", app.CommandTypes())
 	}
 }
 

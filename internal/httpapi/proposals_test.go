@@ -373,6 +373,22 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 	if !strings.Contains(string(b), prop.ID) {
 		t.Fatalf("doctor does not list the indeterminate proposal: %s", b)
 	}
+	// An admin records the real outcome (reconcile_proposal is an admin
+	// command tool: through the operator it is itself a proposal).
+	spec, ok := h.coord.Tools().Lookup("reconcile_proposal")
+	if !ok || spec.Class != "admin" {
+		t.Fatalf("reconcile_proposal tool %+v", spec)
+	}
+	if _, err := h.app.Execute(ctx, &app.ReconcileProposalCommand{Proposal: prop.ID, Outcome: "succeeded", Note: "the run is there"},
+		app.ExecOptions{Trigger: app.TriggerOperator}); err != nil {
+		t.Fatal(err)
+	}
+	if got := decisions(h.auditTrail(prop.ID)); !slices.Equal(got, []string{"confirmed", "indeterminate", "executed"}) {
+		t.Fatalf("audit after reconciliation %v", got)
+	}
+	if again, err := h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop)); err != nil || again.Status != "succeeded" || h.runCount() != 1 {
+		t.Fatalf("confirm after reconciliation: %+v %v", again, err)
+	}
 }
 
 func TestCancelAwaitingTurnCancelsItsProposal(t *testing.T) {

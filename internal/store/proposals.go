@@ -109,8 +109,11 @@ type FinishProposalParams struct {
 	Result    jsontext.Value
 	ErrorCode *string
 	Audit     AppendAdminEventParams
-	Frames    []NewFrame
-	Now       time.Time
+	// Also, when set, is a second audit row in the same transaction (the
+	// application's own row when a reconciliation settles the proposal).
+	Also   *AppendAdminEventParams
+	Frames []NewFrame
+	Now    time.Time
 }
 
 // CloseProposalParams ends a pending proposal without executing it.

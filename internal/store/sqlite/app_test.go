@@ -8,11 +8,6 @@ import (
 	"github.com/studio/operator/internal/store/storetest"
 )
 
-func TestAppConformance(t *testing.T) {
-	t.Parallel()
-	storetest.ExerciseApp(t, func(t *testing.T) store.Store { return mustOpen(t) })
-}
-
 // TestMaintenance: the upkeep the application's run_maintenance and doctor
 // use, on a real file.
 func TestMaintenance(t *testing.T) {

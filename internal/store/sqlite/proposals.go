@@ -237,6 +237,13 @@ func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams
 		if err != nil {
 			return err
 		}
+		if p.Also != nil {
+			also := *p.Also
+			also.Now = p.Now
+			if _, err := appendAdminEvent(ctx, tx, also); err != nil {
+				return err
+			}
+		}
 		touch(out.ConversationID)
 		resumed, err = resumeTurn(ctx, tx, out.RequestID)
 		return err

@@ -26,6 +26,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 
 	run("SchemaVersion", testSchemaVersion)
+	t.Run("App", func(t *testing.T) { ExerciseApp(t, open) })
 
 	run("Conversation/CreateGet", testConversationCreateGet)
 	run("Conversation/GetMissing", testConversationGetMissing)
