@@ -191,6 +191,8 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 	p.waitJS(`document.querySelectorAll('.cron-next li').length === 5`, "the cron preview of the next five runs")
 	p.waitJS(`document.querySelector('form[data-form=schedule] select[name=playbook] option[value="audit-repo"]') !== null`, "the playbook choices")
 	p.do(chromedp.SetValue(chromedp.CSS(`form[data-form=schedule] select[name=playbook]`), "audit-repo"))
+	eval[bool](p, `(document.querySelector('form[data-form=schedule] select[name=playbook]').dispatchEvent(new Event('change')), true)`)
+	p.do(chromedp.SendKeys(chromedp.CSS(`form[data-form=schedule] input[name=arg-repo]`), "studio/operator"))
 	p.shot("space-5-schedules-create")
 	p.click(`form[data-form=schedule] button[type=submit]`)
 	p.waitJS(`[...document.querySelectorAll('.table tbody tr')].some(tr => tr.innerText.includes('weekday-morning'))`, "the new schedule")
@@ -235,6 +237,9 @@ func TestSignInForm(t *testing.T) {
 	d := startDaemon(t, failingModel)
 	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
 	defer cancel()
+	if err := chromedp.Do(ctx); err != nil { // the tab lives as long as ctx
+		t.Fatal(err)
+	}
 	p := &page{t: t, ctx: ctx, d: d}
 	p.do(chromedp.Navigate(d.URL + "/library"))
 	p.waitJS(`document.querySelector('form.signin input[type=password]') !== null`, "the sign-in form")
@@ -403,7 +408,7 @@ func TestProposalConfirmedFromCard(t *testing.T) {
 	p.openDock()
 	p.send("e2e-launch the audit")
 	p.waitJS(`document.querySelector('.proposal[data-state=required] button[data-action=confirm]') !== null`, "the proposal card")
-	card := eval[string](p, `document.querySelector('.proposal').innerText`)
+	card := strings.ToLower(eval[string](p, `document.querySelector('.proposal').textContent`))
 	for _, want := range []string{"execute", "launch_playbook", "audit-repo", "studio/operator", "expires in"} {
 		if !strings.Contains(card, want) {
 			t.Fatalf("the card lacks %q:\n%s", want, card)

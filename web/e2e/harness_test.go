@@ -295,17 +295,28 @@ func eval[T any](p *page, js string) T {
 	return v
 }
 
-// waitJS polls a JavaScript predicate until it is truthy.
+// waitJS polls a JavaScript predicate until it is truthy. Evaluation errors
+// (a reload replacing the page's context) are retried until the deadline.
 func (p *page) waitJS(predicate, what string) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, waitTimeout+5*time.Second)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingInterval(pollEvery), chromedp.WithPollingTimeout(waitTimeout)))
-	if err != nil {
-		state := eval[string](p, `location.pathname + location.search + ' | ' + (document.querySelector('.dock-banners')?.innerText || '') + ' | ' + (document.querySelector('#space')?.innerText || '').slice(0, 600)`)
-		p.shot("timeout-" + sanitize(what))
-		p.t.Fatalf("waiting for %s: %v\npage: %s", what, err, state)
+	deadline := time.Now().Add(waitTimeout)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+predicate+")"))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		lastErr = err
+		if p.ctx.Err() != nil {
+			break
+		}
+		time.Sleep(pollEvery)
 	}
+	state := eval[string](p, `location.pathname + location.search + ' | ' + (document.querySelector('.dock-banners')?.innerText || '') + ' | ' + (document.querySelector('#space')?.innerText || '').slice(0, 600)`)
+	p.shot("timeout-" + sanitize(what))
+	p.t.Fatalf("waiting for %s (last error %v)\npage: %s", what, lastErr, state)
 }
 
 func (p *page) location() string {
@@ -370,4 +381,3 @@ func (p *page) send(text string) {
 	p.waitJS(`!document.querySelector('.composer button[type=submit]').disabled`, "the composer to accept a message")
 	p.do(chromedp.SendKeys(chromedp.CSS(".composer textarea"), text+"\r"))
 }
-

@@ -69,6 +69,7 @@ test('effects: refusals carry the right rejection code', () => {
 test('effects: target routes match what the server checks', () => {
   const here = { space: 'library', params: { q: 'audit' } };
   assert.equal(targetRoute(reg, { kind: 'navigate', space: 'mission', params: { view: 'fleet', status: 'failed' } }, here), '/?view=fleet&status=failed');
+  assert.equal(targetRoute(reg, { kind: 'navigate', space: 'mission', params: { status: 'failed', view: 'fleet' } }, here), '/?view=fleet&status=failed', 'registry order');
   assert.equal(targetRoute(reg, { kind: 'select', space: 'library', selection: { playbook: 'p9' } }, { space: 'library', params: { q: 'a', playbook: 'p1' } }), '/library?q=a&playbook=p9');
   assert.equal(targetRoute(reg, { kind: 'select', space: 'mission', selection: { run: 'r1' } }, here), '/?view=fleet&run=r1');
   assert.equal(targetRoute(reg, { kind: 'select', space: 'history', selection: { event: '7' } }, here), '/history?tab=audit&event=7');

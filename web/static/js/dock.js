@@ -70,6 +70,7 @@ export class Dock {
     /** @type {HTMLButtonElement} */ this.cancelBtn;
     /** @type {HTMLElement} */ this.composerStatus;
     /** @type {HTMLButtonElement} */ this.archiveBtn;
+    /** @type {Set<string>} requests whose done frame arrived */ this.finished = new Set();
     /** @type {Map<string, ProposalCard>} */ this.proposals = new Map();
     /** @type {Map<string, HTMLDetailsElement>} */ this.toolCalls = new Map();
     /** @type {{requestId: string, el: HTMLElement, text: string} | null} */ this.textBubble = null;
@@ -401,6 +402,7 @@ export class Dock {
     this.proposals = new Map();
     this.toolCalls = new Map();
     this.textBubble = null;
+    this.finished = new Set();
     this.transcript.replaceChildren();
   }
 
@@ -499,6 +501,7 @@ export class Dock {
         return;
       case 'done': {
         li('done muted small', `— ${p.outcome}`);
+        this.finished.add(f.requestId);
         if (this.activeRequestId === f.requestId) this.activeRequestId = null;
         if (this.conv && this.conv.activeRequestId === f.requestId) this.conv.activeRequestId = null;
         for (const c of this.proposals.values()) if (!c.final && c.state === 'required' && mode !== 'live') c.tick();
@@ -609,7 +612,8 @@ export class Dock {
       }
       const conv = /** @type {Conversation} */ (this.conv);
       const acc = await this.client.submitTurn(conv.id, instruction, this.cockpit.contextSnapshot(), this.lastSeq);
-      this.activeRequestId = acc.requestId;
+      // The stream may have delivered the whole turn before this answer.
+      if (!this.finished.has(acc.requestId)) this.activeRequestId = acc.requestId;
       this.input.value = '';
       this.updateComposer();
     } catch (e) {

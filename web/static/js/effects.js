@@ -91,8 +91,11 @@ export function targetRoute(reg, e, current) {
   switch (e.kind) {
     case 'navigate': {
       const sp = /** @type {import('./router.js').Space} */ (reg.space(String(e.space)));
-      // Exactly the effect's params: the server checks the query equals them.
-      return routeOf(sp, e.params || {});
+      // Exactly the effect's params (the server checks the query equals
+      // them), in the registry's order for a readable address.
+      const names = sp.params.map((p) => p.name);
+      const params = Object.fromEntries(Object.entries(e.params || {}).sort(([a], [b]) => names.indexOf(a) - names.indexOf(b)));
+      return routeOf(sp, params);
     }
     case 'select': {
       const sp = /** @type {import('./router.js').Space} */ (reg.space(String(e.space)));

@@ -179,8 +179,13 @@ export function shortId(id) {
  */
 export function runDetail(ctx, id, after) {
   const el = h('section', { class: 'detail card', 'aria-label': 'Run detail' });
+  /** @type {any} */
+  let poll = null;
+  let first = true;
   const load = async () => {
-    replace(el, loading());
+    clearTimeout(poll);
+    if (first) replace(el, loading());
+    first = false;
     /** @type {Run} */
     let r;
     try {
@@ -191,6 +196,8 @@ export function runDetail(ctx, id, after) {
       return;
     }
     if (!ctx.isCurrent()) return;
+    // A run in flight is watched until it ends.
+    if (r.status === 'queued' || r.status === 'running') poll = setTimeout(() => ctx.isCurrent() && load(), 1500);
     const actions = h('div', { class: 'actions' });
     const status = h('p', { class: 'form-error', role: 'alert' });
     if (r.status === 'queued' || r.status === 'running') {

@@ -62,7 +62,12 @@ function toggle(ctx, s, reload) {
       reload();
     },
   });
-  return h('label', { class: 'switch' }, input, h('span', { class: 'switch-track', 'aria-hidden': 'true' }));
+  // The switch lives in a selectable row: its clicks and keys are its own.
+  return h('label', {
+    class: 'switch',
+    onclick: (/** @type {Event} */ ev) => ev.stopPropagation(),
+    onkeydown: (/** @type {Event} */ ev) => ev.stopPropagation(),
+  }, input, h('span', { class: 'switch-track', 'aria-hidden': 'true' }));
 }
 
 /** @param {SpaceContext} ctx @param {string} ref @param {HTMLElement} side @param {() => void} reload */
@@ -129,12 +134,25 @@ function createForm(ctx, values) {
   /** @type {any} */
   let t = null;
   const playbookId = uid('playbook');
-  const playbookSel = h('select', { id: playbookId, name: 'playbook', required: true }, h('option', { value: '', text: 'Loading playbooks…' }));
+  /** @type {import('../appapi.js').Playbook[]} */
+  let playbooks = [];
+  const argFields = h('div', { class: 'arg-fields' });
+  // The chosen playbook's declared arguments become fields of their own.
+  const showArgs = () => {
+    const b = playbooks.find((x) => x.name === playbookSel.value);
+    replace(argFields, b && b.args.length ? [h('p', { class: 'label', text: 'Arguments' }), b.args.map((a) => field({
+      label: a.name, name: 'arg-' + a.name, required: !!a.required && (a.default === undefined || a.default === null),
+      placeholder: a.default || '', help: a.description,
+    }))] : null);
+  };
+  const playbookSel = h('select', { id: playbookId, name: 'playbook', required: true, onchange: showArgs }, h('option', { value: '', text: 'Loading playbooks…' }));
   ctx.app.listPlaybooks({ limit: 200 }).then((page) => {
+    playbooks = page.playbooks;
     replace(playbookSel, h('option', { value: '', text: 'Choose a playbook' }), page.playbooks.map((b) => h('option', { value: b.name, text: b.name, selected: v.playbook === b.name })));
     if (v.playbook && !page.playbooks.some((b) => b.name === v.playbook)) {
       playbookSel.appendChild(h('option', { value: v.playbook, text: `${v.playbook} (not found)`, selected: true }));
     }
+    showArgs();
   }).catch(() => replace(playbookSel, h('option', { value: v.playbook || '', text: v.playbook || 'playbooks unavailable' })));
   const enabledId = uid('enabled');
   const form = h('form', {
@@ -143,8 +161,15 @@ function createForm(ctx, values) {
       ev.preventDefault();
       status.textContent = '';
       try {
+        /** @type {Record<string, string>} */
+        const args = {};
+        const b = playbooks.find((x) => x.name === playbookSel.value);
+        for (const a of (b ? b.args : [])) {
+          const value = val(form, 'arg-' + a.name);
+          if (value !== '') args[a.name] = value;
+        }
         const created = await ctx.app.createSchedule({
-          name: val(form, 'name'), cron: val(form, 'cron'), playbook: playbookSel.value, input: val(form, 'input'),
+          name: val(form, 'name'), cron: val(form, 'cron'), playbook: playbookSel.value, input: val(form, 'input'), args,
           enabled: /** @type {HTMLInputElement} */ (form.elements.namedItem('enabled')).checked,
         });
         ctx.setFormDirty(false);
@@ -167,6 +192,7 @@ function createForm(ctx, values) {
   }),
   h('div', { class: 'field' }, h('span', { class: 'label', text: 'Next runs' }), preview),
   h('div', { class: 'field' }, h('label', { for: playbookId, text: 'Playbook *' }), playbookSel),
+  argFields,
   field({ label: 'Input', name: 'input', value: v.input, textarea: true, rows: 2 }),
   h('div', { class: 'field check' }, h('input', { id: enabledId, type: 'checkbox', name: 'enabled', checked: v.enabled === undefined ? true : !!v.enabled }), h('label', { for: enabledId, text: 'Enabled' })),
   status,
