@@ -12,8 +12,8 @@ import (
 
 // NavigateInput is the navigate tool's input: the ADR's NavigateEffect fields.
 type NavigateInput struct {
-	Space  string         `json:"space" jsonschema:"description=The space to open. Fleet (the runs table) is space mission with params view=fleet."`
-	Params map[string]any `json:"params,omitempty" jsonschema:"description=Route params of that space; see each space's params."`
+	Space  string         `json:"space" jsonschema_description:"The space to open. Fleet (the runs table) is space mission with params view=fleet."`
+	Params map[string]any `json:"params,omitempty" jsonschema_description:"Route params of that space; see each space's params."`
 }
 
 // JSONSchemaExtend takes the space enum and the params from the route registry.
@@ -85,8 +85,8 @@ func setEnum(s *jsonschema.Schema, prop string, values []string) {
 
 // SelectInput is the select tool's input: the ADR's SelectEffect fields.
 type SelectInput struct {
-	Space     string            `json:"space" jsonschema:"description=The space whose item to select (not system)."`
-	Selection map[string]string `json:"selection" jsonschema:"description=What to select, e.g. {\"run\": \"<run id>\"} on mission or history, {\"playbook\": \"<id>\"} on library, {\"workflow\": \"<id>\"} on designer, {\"schedule\": \"<id>\"} on schedules."`
+	Space     string            `json:"space" jsonschema_description:"The space whose item to select (not system)."`
+	Selection map[string]string `json:"selection" jsonschema_description:"What to select, e.g. {\"run\": \"<run id>\"} on mission or history, {\"playbook\": \"<id>\"} on library, {\"workflow\": \"<id>\"} on designer, {\"schedule\": \"<id>\"} on schedules."`
 }
 
 // JSONSchemaExtend takes the selectable spaces from the route registry.
@@ -102,13 +102,13 @@ func (SelectInput) JSONSchemaExtend(s *jsonschema.Schema) {
 
 // ThemeInput is the set_theme tool's input.
 type ThemeInput struct {
-	Theme string `json:"theme" jsonschema:"enum=light,enum=dark,description=The cockpit theme."`
+	Theme string `json:"theme" jsonschema:"enum=light,enum=dark" jsonschema_description:"The cockpit theme."`
 }
 
 // PrefillInput is the prefill_form tool's input: the ADR's PrefillEffect fields.
 type PrefillInput struct {
-	Form   string         `json:"form" jsonschema:"description=The form to open and fill."`
-	Values map[string]any `json:"values" jsonschema:"description=Field values. schedule: name cron playbook input enabled; workflow: name description steps; playbook: name description prompt."`
+	Form   string         `json:"form" jsonschema_description:"The form to open and fill."`
+	Values map[string]any `json:"values" jsonschema_description:"Field values. schedule: name cron playbook input enabled; workflow: name description steps; playbook: name description prompt."`
 }
 
 // JSONSchemaExtend takes the forms from the route registry.

@@ -1,0 +1,242 @@
+package tools_test
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/tools"
+)
+
+func registry(t *testing.T) (*tools.Registry, *app.Service) {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(t.Context(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := app.New(app.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Seed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return tools.Default(svc, routes.Default, time.Now), svc
+}
+
+// valid is one valid input per tool; what the test expects it to produce.
+var valid = map[string]string{
+	"get_current_view":     `{}`,
+	"navigate":             `{"space":"mission","params":{"view":"fleet","status":"failed"}}`,
+	"select":               `{"space":"library","selection":{"playbook":"audit-repo"}}`,
+	"set_theme":            `{"theme":"dark"}`,
+	"prefill_form":         `{"form":"schedule","values":{"name":"n","cron":"0 9 * * 1-5"}}`,
+	"list_runs":            `{"status":"failed","since":"24h","limit":5}`,
+	"get_run":              `{"id":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1"}`,
+	"run_stats":            `{"window":"7d"}`,
+	"list_playbooks":       `{"query":"audit"}`,
+	"get_playbook":         `{"playbook":"audit-repo"}`,
+	"list_workflows":       `{}`,
+	"get_workflow":         `{"workflow":"release"}`,
+	"list_schedules":       `{"enabled":true}`,
+	"get_schedule":         `{"schedule":"nightly-audit"}`,
+	"list_audit_events":    `{"limit":5}`,
+	"system_health":        `{}`,
+	"create_playbook":      `{"name":"triage","prompt":"Triage {{input}}"}`,
+	"update_playbook":      `{"playbook":"audit-repo","expectedVersion":1,"description":"x"}`,
+	"delete_playbook":      `{"playbook":"write-release-notes"}`,
+	"create_workflow":      `{"name":"w","steps":[{"playbook":"audit-repo"}]}`,
+	"update_workflow":      `{"workflow":"w","expectedVersion":1,"description":"x"}`,
+	"launch_playbook":      `{"playbook":"audit-repo","args":{"repo":"x"}}`,
+	"cancel_run":           `{"run":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1"}`,
+	"retry_run":            `{"run":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1"}`,
+	"create_schedule":      `{"name":"s","cron":"0 9 * * *","playbook":"audit-repo","args":{"repo":"x"}}`,
+	"update_schedule":      `{"schedule":"nightly-audit","expectedVersion":1,"cron":"0 3 * * *"}`,
+	"set_schedule_enabled": `{"schedule":"nightly-audit","enabled":false}`,
+	"delete_schedule":      `{"schedule":"nightly-audit"}`,
+	"run_maintenance":      `{"action":"vacuum"}`,
+	"reconcile_proposal":   `{"proposal":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1","outcome":"failed"}`,
+}
+
+// wrongEnum replaces an enum field with a value outside it, per tool.
+var wrongEnum = map[string]string{
+	"navigate":             `{"space":"fleet"}`,
+	"select":               `{"space":"system","selection":{"tab":"x"}}`,
+	"set_theme":            `{"theme":"sepia"}`,
+	"prefill_form":         `{"form":"invoice","values":{"name":"n"}}`,
+	"list_runs":            `{"status":"exploded"}`,
+	"run_stats":            `{"window":"1y"}`,
+	"run_maintenance":      `{"action":"defragment"}`,
+	"reconcile_proposal":   `{"proposal":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1","outcome":"maybe"}`,
+	"set_schedule_enabled": `{"schedule":"nightly-audit","enabled":"off"}`,
+}
+
+// tooLong puts an over-long string in a string field, per tool.
+func tooLong(id string) string {
+	long := strings.Repeat("x", 70_000)
+	switch id {
+	case "get_current_view", "system_health", "list_workflows", "list_audit_events", "list_playbooks", "list_schedules":
+		return `{"query":"` + long + `"}` // unknown or over-long: refused either way
+	case "navigate":
+		return `{"space":"library","params":{"q":"` + long + `"}}`
+	case "select":
+		return `{"space":"library","selection":{"playbook":"` + long + `"}}`
+	case "prefill_form":
+		return `{"form":"schedule","values":{"name":"` + long + `"}}`
+	case "set_theme":
+		return `{"theme":"` + long + `"}`
+	case "list_runs":
+		return `{"playbook":"` + long + `"}`
+	case "get_run", "cancel_run", "retry_run":
+		return `{"` + map[string]string{"get_run": "id"}[id] + map[bool]string{true: "", false: "run"}[id == "get_run"] + `":"` + long + `"}`
+	case "run_stats":
+		return `{"window":"` + long + `"}`
+	case "get_playbook", "launch_playbook", "delete_playbook":
+		return `{"playbook":"` + long + `"}`
+	case "get_workflow":
+		return `{"workflow":"` + long + `"}`
+	case "get_schedule", "set_schedule_enabled", "delete_schedule":
+		return `{"schedule":"` + long + `","enabled":true}`
+	case "create_playbook":
+		return `{"name":"` + long + `","prompt":"p"}`
+	case "update_playbook":
+		return `{"playbook":"audit-repo","expectedVersion":1,"description":"` + long + `"}`
+	case "create_workflow":
+		return `{"name":"` + long + `","steps":[{"playbook":"audit-repo"}]}`
+	case "update_workflow":
+		return `{"workflow":"w","expectedVersion":1,"description":"` + long + `"}`
+	case "create_schedule":
+		return `{"name":"` + long + `","cron":"0 9 * * *","playbook":"audit-repo"}`
+	case "update_schedule":
+		return `{"schedule":"nightly-audit","expectedVersion":1,"name":"` + long + `"}`
+	case "run_maintenance":
+		return `{"action":"vacuum","conversationId":"` + long + `"}`
+	case "reconcile_proposal":
+		return `{"proposal":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1","outcome":"failed","note":"` + long + `"}`
+	}
+	return ""
+}
+
+func TestEveryToolValidAndInvalidInput(t *testing.T) {
+	t.Parallel()
+	reg, svc := registry(t)
+	ctx := context.Background()
+	before, err := svc.ListAudit(ctx, app.AuditQuery{Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := tools.Env{View: protocol.ContextSnapshot{Space: "mission", Route: "/"}}
+	for _, spec := range reg.Specs() {
+		in, ok := valid[spec.ID]
+		if !ok {
+			t.Errorf("tool %s has no valid example", spec.ID)
+			continue
+		}
+		out, err := spec.Run(ctx, env, []byte(in))
+		switch {
+		case spec.Class == tools.ClassRead:
+			// A read may find nothing (not_found); it must not be a validation error.
+			if err != nil && protocol.IsCode(err, protocol.Validation) {
+				t.Errorf("%s valid input: %v", spec.ID, err)
+			}
+		case spec.Class == tools.ClassNavigate || spec.Class == tools.ClassDraft:
+			if err != nil || out.Effect == nil {
+				t.Errorf("%s valid input: %+v %v", spec.ID, out, err)
+			}
+		default:
+			if err != nil || out.Command == nil {
+				t.Errorf("%s valid input: %+v %v", spec.ID, out, err)
+			}
+		}
+		bad := map[string]string{
+			"extra field": strings.TrimSuffix(in, "}") + map[bool]string{true: "", false: ","}[in == "{}"] + `"url":"https://evil.example"}`,
+			"too long":    tooLong(spec.ID),
+			"not object":  `["x"]`,
+		}
+		if w, ok := wrongEnum[spec.ID]; ok {
+			bad["wrong enum"] = w
+		}
+		for what, arg := range bad {
+			if _, err := spec.Run(ctx, env, []byte(arg)); !protocol.IsCode(err, protocol.Validation) {
+				t.Errorf("%s %s: err = %v, want validation", spec.ID, what, err)
+			}
+		}
+	}
+	after, err := svc.ListAudit(ctx, app.AuditQuery{Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Events) != len(before.Events) {
+		t.Fatalf("running tools changed the application: %d audit rows, then %d", len(before.Events), len(after.Events))
+	}
+}
+
+func TestToolCatalogIsWholeAndTyped(t *testing.T) {
+	t.Parallel()
+	reg, _ := registry(t)
+	want := []string{"list_runs", "get_run", "run_stats", "list_playbooks", "get_playbook", "list_workflows", "get_workflow",
+		"list_schedules", "get_schedule", "system_health", "list_audit_events", "get_current_view", "navigate", "select",
+		"set_theme", "prefill_form"}
+	want = append(want, app.CommandTypes()...)
+	for _, id := range want {
+		spec, ok := reg.Lookup(id)
+		if !ok {
+			t.Errorf("tool %s missing", id)
+			continue
+		}
+		if spec.InputSchema.Kind() != '{' || spec.Operation == "" || spec.Title == "" || spec.Description == "" {
+			t.Errorf("tool %s is incomplete: %+v", id, spec)
+		}
+	}
+	for _, ct := range app.Commands() {
+		spec, _ := reg.Lookup(ct.Type)
+		if string(spec.Class) != ct.Risk || spec.Class.RunsInTurn() || spec.Class.Mode() != "draft" {
+			t.Errorf("command tool %s has class %s, risk %s", ct.Type, spec.Class, ct.Risk)
+		}
+	}
+	if len(reg.Specs()) != len(want) {
+		t.Errorf("%d tools, want %d", len(reg.Specs()), len(want))
+	}
+	if m := tools.ClassRead.Mode(); m != "read" {
+		t.Errorf("read mode %q", m)
+	}
+}
+
+// Nothing a tool spec says lets the model choose a URL, a shell command, SQL
+// or a file path (ADR D3).
+func TestNoSpecOffersURLShellSQLOrPath(t *testing.T) {
+	t.Parallel()
+	reg, _ := registry(t)
+	forbidden := []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\b(https?|file|ftp)://`),
+		regexp.MustCompile(`(?i)/api/`),
+		regexp.MustCompile(`(?i)\b(GET|POST|PUT|PATCH|DELETE) /`),
+		regexp.MustCompile(`(?i)\b(select \S+ from|insert into|update \S+ set|delete from|drop table)\b`),
+		regexp.MustCompile(`(?i)(\$\(|\bsudo\b|\bbash\b|\bsh -c\b|&&|\|\s*sh\b|\brm -)`),
+		regexp.MustCompile(`(?i)(\B/(etc|home|usr|var|tmp|root)/|[a-z]:\\\\|\.db\b|\.sqlite\b)`),
+	}
+	// No input field is a place for one.
+	inputField := regexp.MustCompile(`(?i)"(url|uri|endpoint|path|command|shell|sql|file|filename|script|exec)"\s*:`)
+	for _, spec := range reg.Specs() {
+		text := strings.Join([]string{spec.ID, spec.Title, spec.Description, spec.Operation, string(spec.InputSchema), string(spec.OutputSchema)}, "\n")
+		for _, re := range forbidden {
+			if m := re.FindString(text); m != "" {
+				t.Errorf("tool %s offers %q", spec.ID, m)
+			}
+		}
+		if m := inputField.FindString(string(spec.InputSchema)); m != "" {
+			t.Errorf("tool %s has an input field %s", spec.ID, m)
+		}
+	}
+}
