@@ -105,6 +105,8 @@ export class ProposalCard {
    * @param {string} status @param {{result?: unknown, error?: {code: string, message: string}}} [detail]
    */
   setFinal(status, detail = {}) {
+    // Frames say executed/denied, the confirm answer succeeded/cancelled: one outcome.
+    status = status === 'executed' ? 'succeeded' : status === 'denied' ? 'cancelled' : status;
     if (this.final && !detail.result && !detail.error) return;
     this.final = true;
     clearInterval(this.timer);
