@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/routes"
 )
 
 // effectScript: "go fleet" navigates to the failed runs; "theme" switches to dark.
@@ -204,4 +206,43 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+func TestRoutesAndToolsCatalog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	var reg routes.Registry
+	if err := h.client.Do(h.ctx(), "GET", "/api/operator/routes", nil, &reg); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range reg.Spaces {
+		ids = append(ids, s.ID)
+		if s.ID == "system" && slices.Contains(s.Effects, "select") {
+			t.Fatal("system accepts select")
+		}
+	}
+	if !slices.Equal(ids, protocol.Spaces) || len(reg.Forms) != 3 || reg.Version != 1 {
+		t.Fatalf("routes %+v", reg)
+	}
+	var cat struct {
+		Tools []map[string]any `json:"tools"`
+	}
+	if err := h.client.Do(h.ctx(), "GET", "/api/operator/tools", nil, &cat); err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]string{}
+	for _, tl := range cat.Tools {
+		id, _ := tl["id"].(string)
+		classes[id], _ = tl["class"].(string)
+		if schema, _ := tl["inputSchema"].(map[string]any); schema["type"] != "object" {
+			t.Fatalf("tool %s schema %v", id, tl["inputSchema"])
+		}
+	}
+	for id, class := range map[string]string{"list_runs": "read", "navigate": "navigate", "prefill_form": "draft",
+		"launch_playbook": "execute", "delete_schedule": "mutate", "run_maintenance": "admin"} {
+		if classes[id] != class {
+			t.Errorf("tool %s class %q, want %q", id, classes[id], class)
+		}
+	}
 }
