@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
+	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -29,10 +28,7 @@ type capture struct {
 	body   []byte
 }
 
-const (
-	maxErrorBody     = 64 << 10
-	maxServerMessage = 300
-)
+const maxErrorBody = 64 << 10
 
 func (c *capture) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	res, err := next(req)
@@ -187,73 +183,25 @@ func (p *Provider) failure(retryable bool, format string, args ...any) *protocol
 }
 
 // redact removes the API key from s, whatever else went wrong.
-func (p *Provider) redact(s string) string {
-	if p.cfg.APIKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, p.cfg.APIKey, "[redacted]")
-}
+func (p *Provider) redact(s string) string { return model.Redact(s, p.cfg.APIKey) }
 
-func truncate(s string) string {
-	if len(s) <= maxServerMessage {
-		return s
-	}
-	return s[:maxServerMessage] + "…"
-}
+func truncate(s string) string { return model.TruncateServerMessage(s) }
 
 // retryAfterMs reads how long the server asks the client to wait, in
 // milliseconds: retry-after-ms, retry-after (seconds or an HTTP date), or
 // the anthropic-ratelimit-*-reset RFC 3339 times. It returns 0 when no
 // header says.
 func retryAfterMs(h http.Header, now time.Time) int64 {
-	if h == nil {
-		return 0
-	}
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
-			return int64(math.Ceil(f))
-		}
-	}
-	if v := strings.TrimSpace(h.Get("retry-after")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
-			return int64(math.Ceil(f * 1000))
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return durationMs(t.Sub(now))
-		}
-	}
-	// The reset of an exhausted limit wins (the latest, if several are);
-	// without a remaining count of zero, the nearest reset is the best guess.
-	var exhausted, nearest int64 = -1, -1
+	var resets []model.RateLimitReset
 	for _, kind := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
-		v := strings.TrimSpace(h.Get("anthropic-ratelimit-" + kind + "-reset"))
-		if v == "" {
-			continue
+		if h == nil {
+			break
 		}
-		t, err := time.Parse(time.RFC3339, v)
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(h.Get("anthropic-ratelimit-"+kind+"-reset")))
 		if err != nil {
 			continue
 		}
-		ms := durationMs(t.Sub(now))
-		if strings.TrimSpace(h.Get("anthropic-ratelimit-"+kind+"-remaining")) == "0" && ms > exhausted {
-			exhausted = ms
-		}
-		if nearest < 0 || ms < nearest {
-			nearest = ms
-		}
+		resets = append(resets, model.RateLimitReset{Wait: t.Sub(now), Exhausted: strings.TrimSpace(h.Get("anthropic-ratelimit-"+kind+"-remaining")) == "0"})
 	}
-	if exhausted >= 0 {
-		return exhausted
-	}
-	if nearest >= 0 {
-		return nearest
-	}
-	return 0
-}
-
-func durationMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+	return model.RetryAfterMs(h, now, resets)
 }

@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
+	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -78,9 +77,6 @@ func serverError(body []byte) (code, typ, msg string) {
 	}
 	return "", top.Type, top.Message
 }
-
-// maxServerMessage bounds how much of a server's error text goes into ours.
-const maxServerMessage = 300
 
 // mapError turns anything the SDK returns into the provider contract: the
 // context's own error when ctx is done, otherwise a *protocol.Error whose
@@ -191,73 +187,25 @@ func (p *Provider) failure(retryable bool, format string, args ...any) *protocol
 }
 
 // redact removes the API key from s, whatever else went wrong.
-func (p *Provider) redact(s string) string {
-	if p.cfg.APIKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, p.cfg.APIKey, "[redacted]")
-}
+func (p *Provider) redact(s string) string { return model.Redact(s, p.cfg.APIKey) }
 
-func truncate(s string) string {
-	if len(s) <= maxServerMessage {
-		return s
-	}
-	return s[:maxServerMessage] + "…"
-}
+func truncate(s string) string { return model.TruncateServerMessage(s) }
 
 // retryAfterMs reads how long the server asks the client to wait, in
 // milliseconds: retry-after-ms, retry-after (seconds or an HTTP date), or
 // OpenAI's x-ratelimit-reset-{requests,tokens} durations ("1s", "6m0s"). It
 // returns 0 when no header says.
 func retryAfterMs(h http.Header, now time.Time) int64 {
-	if h == nil {
-		return 0
-	}
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
-			return int64(math.Ceil(f))
-		}
-	}
-	if v := strings.TrimSpace(h.Get("retry-after")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
-			return int64(math.Ceil(f * 1000))
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return durationMs(t.Sub(now))
-		}
-	}
-	// The reset of the exhausted limit wins; without a remaining count of
-	// zero, the nearest reset is the best guess.
-	var exhausted, nearest int64 = -1, -1
+	var resets []model.RateLimitReset
 	for _, kind := range []string{"requests", "tokens"} {
-		v := strings.TrimSpace(h.Get("x-ratelimit-reset-" + kind))
-		if v == "" {
-			continue
+		if h == nil {
+			break
 		}
-		d, err := time.ParseDuration(v)
+		d, err := time.ParseDuration(strings.TrimSpace(h.Get("x-ratelimit-reset-" + kind)))
 		if err != nil {
 			continue
 		}
-		ms := durationMs(d)
-		if strings.TrimSpace(h.Get("x-ratelimit-remaining-"+kind)) == "0" && ms > exhausted {
-			exhausted = ms
-		}
-		if nearest < 0 || ms < nearest {
-			nearest = ms
-		}
+		resets = append(resets, model.RateLimitReset{Wait: d, Exhausted: strings.TrimSpace(h.Get("x-ratelimit-remaining-"+kind)) == "0"})
 	}
-	if exhausted >= 0 {
-		return exhausted
-	}
-	if nearest >= 0 {
-		return nearest
-	}
-	return 0
-}
-
-func durationMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+	return model.RetryAfterMs(h, now, resets)
 }
