@@ -525,3 +525,83 @@ func TestThemeEffect(t *testing.T) {
 	}
 	p.shot("dock-dark")
 }
+
+// TestDockConversations: new, rename, archive (read-only), delete; and a
+// submit against a conversation that moved on behind the page's back is
+// refused as stale_context, refreshed and explained — never resubmitted.
+func TestDockConversations(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, operatorScript)
+	p := openPage(t, d, "/")
+	p.openDock()
+	p.send("hello one")
+	p.waitJS(`[...document.querySelectorAll('.transcript .msg.assistant')].some(m => m.innerText.includes('Audit finished'))`, "the first answer")
+	p.waitJS(`document.querySelector('.transcript .done') !== null && !document.querySelector('.composer button[type=submit]').disabled`, "the turn to end")
+	// Model text with HTML in it stays text.
+	if n := eval[int](p, `document.querySelectorAll('.transcript script, .transcript img').length`); n != 0 {
+		t.Fatal("model text became markup")
+	}
+	convID := p.conversationID()
+
+	// The page goes quiet (as if its connection hung), and another client
+	// adds a turn behind its back.
+	eval[bool](p, `(window.studio.dock.stream.stop(), true)`)
+	ctx := ctxT(t)
+	page, err := d.client.GetConversation(ctx, convID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := page.LatestSequence
+	acc, err := d.client.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: "from elsewhere",
+		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.client.Stream(ctx, convID, last, func(f protocol.Frame) error {
+		if f.Type == protocol.FrameDone && f.RequestID == acc.RequestID {
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turnsBefore := len(conversationFrames(t, d, convID))
+	p.send("hello two")
+	p.waitJS(`document.querySelector('.composer .form-error').innerText.includes('was not sent')`, "the stale_context explanation")
+	if got := strings.TrimSpace(eval[string](p, `document.querySelector(".composer textarea").value`)); got != "hello two" {
+		t.Fatalf("the unsent message was not kept in the composer: %q", got)
+	}
+	p.waitJS(`[...document.querySelectorAll('.transcript .msg.user')].some(m => m.innerText.includes('from elsewhere'))`, "the refreshed conversation")
+	if n := len(conversationFrames(t, d, convID)); n != turnsBefore {
+		t.Fatalf("a turn was submitted after stale_context: %d frames, was %d", n, turnsBefore)
+	}
+	p.shot("dock-stale-context")
+
+	// Rename.
+	p.click(`.conv-actions button:nth-child(2)`)
+	p.waitJS(`document.querySelector('dialog[open] input') !== null`, "the rename dialog")
+	eval[bool](p, `(document.querySelector('dialog[open] input').value = '', true)`)
+	p.do(chromedp.SendKeys(chromedp.CSS(`dialog[open] input`), "Renamed conversation\r"))
+	p.waitJS(`document.querySelector('#dock-conv').selectedOptions[0].innerText.startsWith('Renamed conversation')`, "the new title")
+	// Archive: read-only.
+	p.click(`.conv-actions button:nth-child(3)`)
+	p.waitJS(`document.querySelector('.composer textarea').disabled && document.querySelector('#dock-conv').selectedOptions[0].innerText.includes('(archived)')`, "the archived, read-only conversation")
+	c, err := d.client.GetConversation(ctx, convID, 0, 1)
+	if err != nil || c.Conversation.Status != "archived" || c.Conversation.Title == nil || *c.Conversation.Title != "Renamed conversation" {
+		t.Fatalf("conversation %+v %v", c.Conversation, err)
+	}
+	// New, then delete the old one.
+	p.click(`.conv-actions button:nth-child(1)`)
+	p.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id !== '`+convID+`'`, "the new conversation")
+	p.do(chromedp.SetValue(chromedp.CSS(`#dock-conv`), convID))
+	eval[bool](p, `(document.querySelector('#dock-conv').dispatchEvent(new Event('change')), true)`)
+	p.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id === '`+convID+`'`, "the old conversation again")
+	p.click(`.conv-actions button:nth-child(4)`)
+	p.waitJS(`document.querySelector('dialog[open]') !== null`, "the delete confirmation")
+	p.click(`dialog[open] button[value=ok]`)
+	p.waitJS(`![...document.querySelectorAll('#dock-conv option')].some(o => o.value === '`+convID+`')`, "the deleted conversation gone")
+	if _, err := d.client.GetConversation(ctx, convID, 0, 1); protocol.CodeOf(err) != protocol.NotFound {
+		t.Fatalf("deleted conversation: %v", err)
+	}
+}

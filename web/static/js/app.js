@@ -335,7 +335,7 @@ export class Cockpit {
           h('h2', { id: titleId, text: o.title }),
           h('p', { text: o.body }),
           h('div', { class: 'actions' },
-            h('button', { value: 'cancel', type: 'submit', text: 'Cancel' }),
+            h('button', { value: 'cancel', type: 'button', text: 'Cancel', onclick: () => dlg.close('cancel') }),
             h('button', { value: 'ok', type: 'submit', class: o.danger ? 'danger' : 'primary', text: o.confirm }))));
       dlg.addEventListener('close', () => {
         resolve(dlg.returnValue === 'ok');

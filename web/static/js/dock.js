@@ -257,7 +257,8 @@ export class Dock {
       const input = h('input', { id, value, maxlength: '200' });
       const dlg = h('dialog', { class: 'dialog', 'aria-label': title },
         h('form', { method: 'dialog' }, h('h2', { text: title }), h('div', { class: 'field' }, h('label', { for: id, text: label }), input),
-          h('div', { class: 'actions' }, h('button', { value: 'cancel', text: 'Cancel' }), h('button', { value: 'ok', class: 'primary', text: 'Save' }))));
+          // Cancel is not a submit button: Enter in the field saves.
+          h('div', { class: 'actions' }, h('button', { type: 'button', value: 'cancel', text: 'Cancel', onclick: () => dlg.close('cancel') }), h('button', { value: 'ok', class: 'primary', text: 'Save' }))));
       dlg.addEventListener('close', () => { resolve(dlg.returnValue === 'ok' ? input.value : null); dlg.remove(); });
       document.body.appendChild(dlg);
       dlg.showModal();
