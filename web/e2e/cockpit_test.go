@@ -35,6 +35,8 @@ const operatorScript = `{"turns":[
    {"text":"Opened the fleet; still thinking…"},
    {"sleepMs":600000},
    {"text":"never reached"}]},
+ {"match":"e2e-prefill-playbook","steps":[{"tool":"prefill_form","arguments":{"form":"playbook","values":{"name":"triage","description":"Sort new issues","prompt":"Triage {{input}}"}}},{"text":"Filled in."}]},
+ {"match":"e2e-prefill-schedule","steps":[{"tool":"prefill_form","arguments":{"form":"schedule","values":{"name":"hourly-triage","cron":"0 * * * *","playbook":"summarize-failed-runs","enabled":false}}},{"text":"Filled in."}]},
  {"match":"e2e-dark","steps":[{"tool":"set_theme","arguments":{"theme":"dark"}},{"text":"Switched."}]},
  {"steps":[{"text":"Audit finished: no findings. <script>alert(1)</script>"}]}
 ]}`
@@ -604,4 +606,52 @@ func TestDockConversations(t *testing.T) {
 	if _, err := d.client.GetConversation(ctx, convID, 0, 1); protocol.CodeOf(err) != protocol.NotFound {
 		t.Fatalf("deleted conversation: %v", err)
 	}
+}
+
+// TestPrefillEffect: a prefill never overwrites a form with unsaved edits
+// (rejected stale_context); otherwise it opens the form's space with the
+// values filled in, and nothing is created until the operator saves.
+func TestPrefillEffect(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, operatorScript)
+	p := openPage(t, d, "/library")
+	p.click(`.filters button.primary`)
+	p.do(chromedp.SendKeys(chromedp.CSS(`form[data-form=playbook] input[name=name]`), "my-own-draft"))
+	p.openDock()
+	p.send("e2e-prefill-playbook")
+	p.waitJS(`[...document.querySelectorAll('.effect-status[data-effect-status=rejected]')].some(e => e.innerText.includes('stale_context'))`, "the stale_context rejection")
+	if v := eval[string](p, `document.querySelector('form[data-form=playbook] input[name=name]').value`); v != "my-own-draft" {
+		t.Fatalf("the prefill overwrote the operator's edit: %q", v)
+	}
+	p.waitJS(`document.querySelector('.transcript .done') !== null && !document.querySelector('.composer button[type=submit]').disabled`, "the turn to end")
+
+	// The operator discards the draft; now a prefill may open a form.
+	p.click(`form[data-form=playbook] .actions button[type=button]`)
+	p.waitJS(`document.querySelector('form[data-form=playbook]') === null`, "the draft discarded")
+	p.send("e2e-prefill-schedule")
+	p.waitJS(`location.pathname === '/schedules' && document.querySelector('form[data-form=schedule] input[name=name]')?.value === 'hourly-triage'`, "the prefilled schedule form")
+	p.waitJS(`document.querySelectorAll('.cron-next li').length === 5`, "the cron preview of the prefilled expression")
+	p.waitJS(`document.querySelector('form[data-form=schedule] select[name=playbook]').value === 'summarize-failed-runs'`, "the prefilled playbook")
+	if eval[bool](p, `document.querySelector('form[data-form=schedule] input[name=enabled]').checked`) {
+		t.Fatal("enabled=false was not prefilled")
+	}
+	p.waitEffectAcked("applied")
+	p.shot("dock-prefill-schedule")
+	convID := p.conversationID()
+	var last protocol.UICommandPayload
+	for _, f := range conversationFrames(t, d, convID) {
+		if pl, ok := f.Payload.(protocol.UICommandPayload); ok {
+			last = pl
+		}
+	}
+	st, err := d.client.AckEffect(ctxT(t), convID, last.EffectID, protocol.AckEffectRequest{Status: "applied", ClientRoute: ptr("/schedules")})
+	if err != nil || st.Status != "applied" {
+		t.Fatalf("stored ack %+v %v", st, err)
+	}
+	// Nothing was created by the prefill.
+	if n := eval[int](p, `document.querySelectorAll('.table tbody tr[data-key]').length`); n != 1 {
+		t.Fatalf("%d schedules listed, want only the starter one", n)
+	}
+	p.click(`form[data-form=schedule] button[type=submit]`)
+	p.waitJS(`[...document.querySelectorAll('.table tbody tr')].some(tr => tr.innerText.includes('hourly-triage'))`, "the schedule the operator saved")
 }
