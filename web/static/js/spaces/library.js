@@ -55,6 +55,10 @@ async function showDetail(ctx, ref, side) {
     status,
     h('div', { class: 'actions' },
       h('button', { type: 'button', text: 'Edit', onclick: () => replace(side, playbookForm(ctx, b, null, side)) }),
+      h('a', {
+        href: `/?view=fleet&playbook=${encodeURIComponent(b.name)}`, text: 'Runs of this playbook',
+        onclick: (/** @type {MouseEvent} */ ev) => { ev.preventDefault(); ctx.cockpit.go(`/?view=fleet&playbook=${encodeURIComponent(b.name)}`); },
+      }),
       h('button', {
         type: 'button', class: 'danger', text: 'Delete',
         onclick: async () => {

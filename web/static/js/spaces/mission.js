@@ -61,6 +61,9 @@ function fleet(el, ctx) {
   const filters = h('div', { class: 'filters', role: 'search' },
     selectFilter(ctx, 'status', 'Status', paramValues(ctx, 'status')),
     selectFilter(ctx, 'trigger', 'Trigger', paramValues(ctx, 'trigger')),
+    // The playbook filter has no picker of its own: links and the operator set it.
+    p.playbook ? h('span', { class: 'chip' }, 'Playbook: ', h('strong', { text: p.playbook }),
+      h('button', { type: 'button', class: 'link', 'aria-label': `Clear the playbook filter ${p.playbook}`, text: '×', onclick: () => ctx.setParams({ playbook: null }) })) : null,
     searchBox(ctx, 'Search runs (playbook, input, id)'),
     h('button', { type: 'button', text: 'Refresh', onclick: () => load() }));
   const list = h('div', { class: 'list-pane' });
