@@ -655,3 +655,47 @@ func TestPrefillEffect(t *testing.T) {
 	p.click(`form[data-form=schedule] button[type=submit]`)
 	p.waitJS(`[...document.querySelectorAll('.table tbody tr')].some(tr => tr.innerText.includes('hourly-triage'))`, "the schedule the operator saved")
 }
+
+// TestStreamReconnectsAfterRestart: the daemon goes away; the dock shows
+// that it is reconnecting, and when the daemon is back on the same address
+// the stream resumes from the cursor: frames written since arrive once,
+// nothing is resubmitted.
+func TestStreamReconnectsAfterRestart(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemonAt(t, dataDir, "127.0.0.1:0", operatorScript)
+	p := openPage(t, d, "/")
+	p.openDock()
+	p.send("hello before")
+	p.waitJS(`document.querySelector('.transcript .done') !== null && document.querySelector('.dock .pill').dataset.state === 'open'`, "the first turn")
+	convID := p.conversationID()
+	before := len(conversationFrames(t, d, convID))
+
+	d.stop()
+	p.waitJS(`document.querySelector('.dock .pill').dataset.state === 'reconnecting' && document.querySelector('[data-notice=reconnect]') !== null`, "the reconnecting state")
+	p.shot("dock-reconnecting")
+
+	addr := strings.TrimPrefix(d.URL, "http://")
+	d2 := startDaemonAt(t, dataDir, addr, operatorScript)
+	// Another client adds a turn while the page is still waiting to reconnect.
+	ctx := ctxT(t)
+	last := int64(before)
+	acc, err := d2.client.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: "written while away",
+		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = acc
+	p.do(chromedp.Evaluate[chromedp.Void](`window.studio.dock.stream.reconnectNow()`))
+	p.waitJS(`document.querySelector('.dock .pill').dataset.state === 'open'`, "the stream live again")
+	p.waitJS(`[...document.querySelectorAll('.transcript .msg.user')].some(m => m.innerText.includes('written while away')) && document.querySelectorAll('.transcript .done').length === 2`, "the frames written while away")
+	if n := eval[int](p, `[...document.querySelectorAll('.transcript .msg.user')].filter(m => m.innerText.includes('written while away')).length`); n != 1 {
+		t.Fatalf("the turn written while away shows %d times", n)
+	}
+	if n := eval[int](p, `document.querySelectorAll('.transcript .msg.user').length`); n != 2 {
+		t.Fatalf("%d user messages, want 2 (nothing resubmitted)", n)
+	}
+	if got := eval[int](p, fmt.Sprintf(`Number(localStorage.getItem('studio.cursor.%s'))`, convID)); got != len(conversationFrames(t, d2, convID)) {
+		t.Fatalf("stored cursor %d, want the last sequence", got)
+	}
+}

@@ -86,16 +86,21 @@ var addrRE = regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`)
 // startDaemon runs `studio serve` on a free loopback port with a script model.
 func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonAt(t, t.TempDir(), "127.0.0.1:0", script, extra...)
+}
+
+// startDaemonAt runs `studio serve` on a data directory and address.
+func startDaemonAt(t *testing.T, dataDir, addr, script string, extra ...string) *daemon {
+	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataDir := t.TempDir()
 	scriptPath := filepath.Join(dataDir, "script.json")
 	if err := os.WriteFile(scriptPath, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--model", "script:" + scriptPath}, extra...)
+	args := append([]string{"serve", "--addr", addr, "--data-dir", dataDir, "--model", "script:" + scriptPath}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "STUDIO_TOKEN=")
 	errPipe, err := cmd.StderrPipe()
@@ -110,7 +115,7 @@ func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 		t.Fatal(err)
 	}
 	d := &daemon{cmd: cmd, exited: make(chan struct{})}
-	addr := make(chan string, 1)
+	addrc := make(chan string, 1)
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() {
@@ -122,7 +127,7 @@ func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 			d.mu.Unlock()
 			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
 				select {
-				case addr <- m[1]:
+				case addrc <- m[1]:
 				default:
 				}
 			}
@@ -143,19 +148,13 @@ func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 	}()
 	go func() { readers.Wait(); _ = cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-d.exited
-		}
+		d.stop()
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", d.logs())
 		}
 	})
 	select {
-	case d.URL = <-addr:
+	case d.URL = <-addrc:
 	case <-d.exited:
 		t.Fatalf("daemon exited at start:\n%s", d.logs())
 	case <-time.After(60 * time.Second):
@@ -168,6 +167,17 @@ func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 	d.Token = strings.TrimSpace(string(tok))
 	d.client = httpapi.NewClient(d.URL, d.Token, nil)
 	return d
+}
+
+// stop ends the daemon with SIGTERM (SIGKILL after 15 s) and waits for it.
+func (d *daemon) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
 }
 
 func (d *daemon) logs() string {
