@@ -31,6 +31,9 @@ const (
 
 func chromiumPath() string {
 	if p := os.Getenv("STUDIO_CHROMIUM"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return ""
+		}
 		return p
 	}
 	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
@@ -92,6 +95,7 @@ func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 // startDaemonAt runs `studio serve` on a data directory and address.
 func startDaemonAt(t *testing.T, dataDir, addr, script string, extra ...string) *daemon {
 	t.Helper()
+	requireBrowser(t) // every test here needs the browser: skip before building anything
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
