@@ -2,6 +2,9 @@ package web_test
 
 import (
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -128,5 +131,29 @@ func TestNoInlineScriptOrStyle(t *testing.T) {
 	_, index := get(t, srv.URL+"/")
 	if regexp.MustCompile(`<script(?:[^>]*)>[^<]+</script>|<style|style="|\son[a-z]+="`).MatchString(index) {
 		t.Fatalf("index.html has inline script or style:\n%s", index)
+	}
+}
+
+// TestNoHTMLSinks: no module parses strings as HTML or code, so no model or
+// daemon text can become markup or script (and the CSP stays satisfiable).
+func TestNoHTMLSinks(t *testing.T) {
+	sinks := regexp.MustCompile(`\.innerHTML|\.outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function\(|setAttribute\(\s*['"](style|on[a-z]+)['"]|DOMParser|createContextualFragment`)
+	err := filepath.WalkDir("static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".js") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if sinks.MatchString(line) {
+				t.Errorf("%s:%d uses an HTML or code sink: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
