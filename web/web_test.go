@@ -3,10 +3,10 @@ package web_test
 import (
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
