@@ -699,3 +699,34 @@ func TestStreamReconnectsAfterRestart(t *testing.T) {
 		t.Fatalf("stored cursor %d, want the last sequence", got)
 	}
 }
+
+// TestTwoTabsApplyAnEffectOnce: two tabs of one browser follow the same
+// conversation; the effect is applied by exactly one of them.
+func TestTwoTabsApplyAnEffectOnce(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, operatorScript)
+	p1 := openPage(t, d, "/library")
+	p1.openDock()
+	p1.send("hello")
+	p1.waitJS(`document.querySelector('.transcript .done') !== null && !document.querySelector('.composer button[type=submit]').disabled`, "the first turn")
+	// A second tab in the same browser profile (shared localStorage).
+	ctx2, cancel := chromedp.NewContext(p1.ctx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	p2 := &page{t: t, ctx: ctx2, d: d}
+	p2.do(chromedp.Navigate(d.URL + "/history#token=" + d.Token)) // sessionStorage is per tab
+	p2.waitJS(`document.querySelector('.rail-link') !== null`, "the second tab")
+	p2.openDock()
+	p2.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id === `+fmt.Sprintf("%q", p1.conversationID())+` && document.querySelector('.dock .pill').dataset.state === 'open'`, "the same conversation live in the second tab")
+	p1.send("e2e-go-fleet")
+	p1.waitEffectAcked("applied")
+	p2.waitJS(`document.querySelector('.effect-status')?.dataset.effectStatus === 'applied'`, "the effect shown in the second tab")
+	p1.waitJS(`document.querySelector('.effect-status')?.dataset.effectStatus === 'applied'`, "the effect shown in the first tab")
+	n1 := eval[int](p1, `window.studio.dock.appliedCount`)
+	n2 := eval[int](p2, `window.studio.dock.appliedCount`)
+	if n1+n2 != 1 {
+		t.Fatalf("the effect was applied %d times (tab 1: %d, tab 2: %d)", n1+n2, n1, n2)
+	}
+}

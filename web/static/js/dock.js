@@ -523,6 +523,19 @@ export class Dock {
    * @param {Frame} f @param {Mode} mode @param {boolean} superseded
    */
   async handleEffect(f, mode, superseded) {
+    // Two tabs of the cockpit may follow the same conversation: a lock per
+    // effect (Web Locks, shared by the origin's tabs) makes the check of the
+    // effect log and the application one step, so only one tab applies it.
+    const locks = globalThis.navigator && navigator.locks;
+    if (locks && mode !== 'history') {
+      await locks.request('studio.effect.' + f.payload.effectId, () => this.decideEffect(f, mode, superseded));
+      return;
+    }
+    await this.decideEffect(f, mode, superseded);
+  }
+
+  /** @param {Frame} f @param {Mode} mode @param {boolean} superseded */
+  async decideEffect(f, mode, superseded) {
     const p = f.payload;
     const el = /** @type {HTMLElement | null} */ (this.transcript.querySelector(`[data-effect="${CSS.escape(p.effectId)}"]`));
     const show = (/** @type {string} */ state, /** @type {string} */ text) => {
