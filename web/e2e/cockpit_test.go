@@ -730,3 +730,27 @@ func TestTwoTabsApplyAnEffectOnce(t *testing.T) {
 		t.Fatalf("the effect was applied %d times (tab 1: %d, tab 2: %d)", n1+n2, n1, n2)
 	}
 }
+
+// TestProposalExpires: with a short proposal lifetime the countdown reaches
+// zero, the buttons go, and a reload (replaying the frames, including the
+// server's own expiry) still shows it expired; nothing ran.
+func TestProposalExpires(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, operatorScript, "--proposal-ttl", "2s")
+	p := openPage(t, d, "/")
+	p.openDock()
+	p.send("e2e-launch")
+	p.waitJS(`document.querySelector('.proposal') !== null`, "the proposal card")
+	p.waitJS(`document.querySelector('.proposal [data-result=expired]') !== null && document.querySelectorAll('.proposal button[data-action]').length === 0`, "the card to expire")
+	p.do(chromedp.Reload())
+	p.waitJS(`document.querySelector('.proposal [data-result=expired]') !== null`, "the expired card after reload")
+	var runs struct {
+		Runs []json.RawMessage `json:"runs"`
+	}
+	if err := d.client.Do(ctxT(t), "GET", "/api/app/runs", nil, &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Runs) != 0 {
+		t.Fatalf("an expired proposal launched %d runs", len(runs.Runs))
+	}
+}

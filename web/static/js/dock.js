@@ -386,7 +386,7 @@ export class Dock {
       if (!this.conv || this.conv.id !== id) return;
       for (const p of r.proposals || []) {
         const card = this.proposals.get(p.id);
-        if (!card || card.final) continue;
+        if (!card || (card.final && !card.inferred)) continue;
         if (p.status && p.status !== 'pending' && p.status !== 'confirmed' && p.status !== 'executing') {
           card.setFinal(p.status, { result: p.result, error: p.errorCode ? { code: p.errorCode, message: 'recorded on the server' } : undefined });
         } else if (p.status === 'confirmed' || p.status === 'executing') {

@@ -39,6 +39,10 @@ export class ProposalCard {
     /** @type {string} */
     this.state = 'required';
     this.final = false;
+    // final only because the countdown ran out here: later frames or the
+    // server's list may still say what really happened.
+    this.inferred = false;
+    this.confirmed = false;
     this.busy = false;
     const p = this.p;
     const risk = RISK[p.risk] || RISK.mutate;
@@ -77,7 +81,7 @@ export class ProposalCard {
     }
     if (left <= 0) {
       this.countdown.textContent = 'expired';
-      if (!this.busy) this.setFinal('expired');
+      if (!this.busy && !this.confirmed) this.setFinal('expired', {}, true);
       return;
     }
     const m = Math.floor(left / 60);
@@ -88,11 +92,14 @@ export class ProposalCard {
 
   /** A confirmation frame's state. @param {string} state */
   setState(state) {
-    if (this.final) return;
+    if (this.final && !this.inferred) return;
     this.state = state;
-    this.el.dataset.state = state;
     if (state === 'required') return;
+    this.el.dataset.state = state;
     if (state === 'confirmed') {
+      this.confirmed = true;
+      this.final = false;
+      this.inferred = false;
       this.actions.remove();
       replace(this.status, h('p', { class: 'muted', text: 'Confirmed; executing…' }));
       return;
@@ -103,12 +110,15 @@ export class ProposalCard {
   /**
    * Shows a terminal result in place of the buttons.
    * @param {string} status @param {{result?: unknown, error?: {code: string, message: string}}} [detail]
+   * @param {boolean} [inferred] only the local countdown says so
    */
-  setFinal(status, detail = {}) {
+  setFinal(status, detail = {}, inferred = false) {
     // Frames say executed/denied, the confirm answer succeeded/cancelled: one outcome.
     status = status === 'executed' ? 'succeeded' : status === 'denied' ? 'cancelled' : status;
-    if (this.final && !detail.result && !detail.error) return;
+    if (this.final && inferred) return;
+    if (this.final && !this.inferred && !detail.result && !detail.error) return;
     this.final = true;
+    this.inferred = inferred;
     clearInterval(this.timer);
     this.countdown.textContent = '';
     this.actions.remove();
