@@ -297,7 +297,7 @@ func sendCmd(cfg *config) *cobra.Command {
 				return err
 			}
 			var outcome string
-			err = cl.Stream(ctx, convID, acc.AcceptedSequence, func(f protocol.Frame) error {
+			err = cl.Follow(ctx, convID, acc.AcceptedSequence, reconnecting(cmd), func(f protocol.Frame) error {
 				if f.RequestID != acc.RequestID {
 					return nil
 				}
@@ -344,7 +344,7 @@ func streamCmd(cfg *config) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			err = cl.Stream(cmd.Context(), convID, after, func(f protocol.Frame) error {
+			err = cl.Follow(cmd.Context(), convID, after, reconnecting(cmd), func(f protocol.Frame) error {
 				printFrame(out, f, raw)
 				return nil
 			})
@@ -359,6 +359,13 @@ func streamCmd(cfg *config) *cobra.Command {
 	c.Flags().BoolVar(&raw, "json", false, "print frames as JSON lines")
 	_ = c.MarkFlagRequired("conversation")
 	return c
+}
+
+// reconnecting tells the user the stream dropped and when it resumes.
+func reconnecting(cmd *cobra.Command) func(error, time.Duration) {
+	return func(err error, wait time.Duration) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "stream interrupted (%v); reconnecting from the cursor in %s\n", err, wait)
+	}
 }
 
 func cancelCmd(cfg *config) *cobra.Command {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 )
@@ -273,4 +274,49 @@ func (c *Client) Proposals(ctx context.Context, status string) ([]protocol.Propo
 		q = "?status=" + url.QueryEscape(status)
 	}
 	return out.Proposals, c.Do(ctx, http.MethodGet, "/api/operator/proposals"+q, nil, &out)
+}
+
+// Follow is Stream that survives a dropped connection: after a transport
+// failure it reconnects from the last sequence it delivered, with capped
+// backoff, until ctx ends or fn stops it. Typed errors (not_found,
+// replay_gap, auth_required, protocol_version) end it: reconnecting cannot
+// fix them. It only ever repeats reads, never a submission (ADR D7).
+func (c *Client) Follow(ctx context.Context, id string, after int64, onRetry func(err error, wait time.Duration), fn func(protocol.Frame) error) error {
+	wait := 250 * time.Millisecond
+	for {
+		var fnErr error
+		err := c.Stream(ctx, id, after, func(f protocol.Frame) error {
+			if f.Sequence <= after { // a redelivered frame
+				return nil
+			}
+			after = f.Sequence
+			wait = 250 * time.Millisecond
+			fnErr = fn(f)
+			return fnErr
+		})
+		if errors.Is(fnErr, ErrStopStream) || ctx.Err() != nil {
+			return nil
+		}
+		if fnErr != nil {
+			return fnErr
+		}
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return err
+		}
+		if err == nil {
+			err = io.ErrUnexpectedEOF // the server closed the stream (shutdown)
+		}
+		if onRetry != nil {
+			onRetry(err, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
 }

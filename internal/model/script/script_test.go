@@ -28,7 +28,6 @@ func play(t *testing.T, p *Provider, ctx context.Context, msgs ...model.Message)
 	return text, calls, nil
 }
 
-
 func TestScriptPlaysMatchingTurnAndResumesAfterTools(t *testing.T) {
 	t.Parallel()
 	p, err := New(Script{Turns: []Turn{
