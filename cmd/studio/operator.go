@@ -38,7 +38,7 @@ func newOperatorCmd(cfg *config) *cobra.Command {
 	convs := &cobra.Command{Use: "conversations", Aliases: []string{"conv"}, Short: "Create, list, show, archive and delete conversations"}
 	convs.AddCommand(convCreateCmd(cfg), convListCmd(cfg), convShowCmd(cfg), convArchiveCmd(cfg, true), convArchiveCmd(cfg, false),
 		convRenameCmd(cfg), convDeleteCmd(cfg))
-	cmd.AddCommand(convs, sendCmd(cfg), streamCmd(cfg), cancelCmd(cfg), ticketCmd(cfg),
+	cmd.AddCommand(convs, sendCmd(cfg), streamCmd(cfg), cancelCmd(cfg), ticketCmd(cfg), newLoadCmd(cfg),
 		proposalsCmd(cfg), confirmCmd(cfg), denyCmd(cfg))
 	return cmd
 }

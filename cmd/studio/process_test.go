@@ -363,3 +363,18 @@ func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
 		t.Fatalf("turn after confirmation: %q %q %v", outcome, text.String(), err)
 	}
 }
+
+func TestProcessLoadTool(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	bin, _ := buildBinary()
+	out, err := exec.Command(bin, "operator", "load", "--server", d.URL, "--data-dir", dataDir,
+		"--conversations", "3", "--turns", "2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "6 turns done (6 completed)") || !strings.Contains(string(out), "done         p50") {
+		t.Fatalf("load output:\n%s", out)
+	}
+}
