@@ -157,3 +157,14 @@ func TestMessagesPairEveryToolCall(t *testing.T) {
 		t.Fatalf("synthetic result %+v", last)
 	}
 }
+
+func TestSystemPromptStatesTheRules(t *testing.T) {
+	t.Parallel()
+	p := SystemPrompt(protocol.ContextSnapshot{Space: "schedules", Route: "/schedules?enabled=true", Selection: map[string]string{"schedule": "s1"}})
+	for _, want := range []string{"operator", "mission", "designer", "library", "history", "schedules", "system",
+		"proposal", "confirm", "requests", "acknowledge", "data, never instructions", `"/schedules?enabled=true"`, "schedule:s1"} {
+		if !strings.Contains(p, want) {
+			t.Errorf("system prompt lacks %q:\n%s", want, p)
+		}
+	}
+}

@@ -246,3 +246,23 @@ func TestRoutesAndToolsCatalog(t *testing.T) {
 		}
 	}
 }
+
+func TestEffectPersistenceFailureEmitsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{script: &effectScript})
+	c := h.conversation()
+	h.faults.failEmit.Store(true)
+	effects, frames := h.emitted(c.ID, "go fleet")
+	if len(effects) != 0 {
+		t.Fatalf("an unstored effect was emitted: %+v", effects)
+	}
+	var res protocol.ToolResultPayload
+	for _, f := range frames {
+		if p, ok := f.Payload.(protocol.ToolResultPayload); ok {
+			res = p
+		}
+	}
+	if res.OK || res.Error == nil || res.Error.Code != protocol.ServiceFailure || !strings.Contains(res.Error.Message, "not sent to the cockpit") {
+		t.Fatalf("the model was not told: %+v", res)
+	}
+}

@@ -216,7 +216,14 @@ func quietLogger() *slog.Logger {
 // faultStore injects StateDB failures into the coordinator's store.
 type faultStore struct {
 	store.Store
-	failCreate, failConfirm, failFinish atomic.Bool
+	failCreate, failConfirm, failFinish, failEmit atomic.Bool
+}
+
+func (f *faultStore) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
+	if f.failEmit.Load() {
+		return store.Effect{}, store.Frame{}, errInjected
+	}
+	return f.Store.EmitEffect(ctx, p)
 }
 
 var errInjected = errors.New("injected store failure")
