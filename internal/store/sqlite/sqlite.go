@@ -89,8 +89,6 @@ func (s *Store) Close() error {
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
-// DB exposes the writer for maintenance (VACUUM, checkpoints) in this package's users.
-func (s *Store) writer() *sql.DB { return s.w }
 
 // SchemaVersion implements store.Store.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
