@@ -469,7 +469,7 @@ func (c *Coordinator) start(t store.Turn, continuation bool) {
 		case c.slots <- struct{}{}:
 			defer func() { <-c.slots }()
 		case <-ctx.Done():
-			c.endQueued(t, ctx)
+			c.endQueued(ctx, t)
 			return
 		}
 		c.run(ctx, t, continuation)
@@ -477,7 +477,7 @@ func (c *Coordinator) start(t store.Turn, continuation bool) {
 }
 
 // endQueued ends a turn that never got a worker slot.
-func (c *Coordinator) endQueued(t store.Turn, ctx context.Context) {
+func (c *Coordinator) endQueued(ctx context.Context, t store.Turn) {
 	if errors.Is(context.Cause(ctx), errCancelRequested) {
 		return // RequestCancel already ended a queued turn
 	}

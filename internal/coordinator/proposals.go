@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -310,6 +309,17 @@ func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (prot
 // continues the turn if it was waiting.
 func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, status store.ProposalStatus, decision string,
 	code *string, state string, perr *protocol.Error) (store.Proposal, error) {
+	p2, resumed, err := c.closeOnly(ctx, p, status, decision, code, state, perr)
+	if resumed {
+		c.continueTurn(p2.RequestID, p2.ConversationID)
+	}
+	return p2, err
+}
+
+// closeOnly is closeProposal without continuing the turn: for a turn that
+// is ending anyway.
+func (c *Coordinator) closeOnly(ctx context.Context, p store.Proposal, status store.ProposalStatus, decision string,
+	code *string, state string, perr *protocol.Error) (store.Proposal, bool, error) {
 	now := c.now()
 	closed := p
 	closed.CompletedAt = &now
@@ -323,14 +333,12 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, statu
 			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: perr}}}})
 	if err != nil {
 		if protocol.IsCode(err, protocol.Conflict) {
-			return c.store.GetProposal(ctx, p.ID)
+			cur, gerr := c.store.GetProposal(ctx, p.ID)
+			return cur, false, gerr
 		}
-		return p, auditUnavailable(c, "close proposal", err)
+		return p, false, auditUnavailable(c, "close proposal", err)
 	}
-	if resumed {
-		c.continueTurn(p2.RequestID, p2.ConversationID)
-	}
-	return p2, nil
+	return p2, resumed, nil
 }
 
 // expireIfDue expires a pending proposal past its expiry (on any read).
@@ -493,15 +501,7 @@ func (c *Coordinator) closeTurnProposals(ctx context.Context, requestID string) 
 	}
 	for _, p := range ps {
 		perr := protocol.Errorf(protocol.Cancelled, "the turn was cancelled before the operator decided; nothing was changed")
-		now := c.now()
-		closed := p
-		closed.CompletedAt = &now
-		code := string(protocol.Cancelled)
-		_, _, err := c.store.CloseProposal(ctx, store.CloseProposalParams{ID: p.ID, Status: store.ProposalCancelled, ErrorCode: &code, Now: now,
-			Audit: audit(closed, protocol.DecisionDenied, nil, &code, now),
-			Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationDenied}},
-				{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: perr}}}})
-		if err != nil && !errors.Is(err, context.Canceled) {
+		if _, _, err := c.closeOnly(ctx, p, store.ProposalCancelled, protocol.DecisionDenied, nil, protocol.ConfirmationDenied, perr); err != nil {
 			c.log.Error("cancel proposal of ending turn", "proposal", p.ID, "err", err)
 		}
 	}
