@@ -138,7 +138,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", dbPath(cfg.dataDir), "schema_version", version, "model", provider.Name())
 	printSignInURL(os.Stdout, ln.Addr(), token)
