@@ -3,12 +3,14 @@ package httpapi_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -236,4 +238,32 @@ func (h *harness) turnEnded(convID, requestID string) *float64 {
 		h.t.Fatal(err)
 	}
 	return t.EndedAt
+}
+
+func TestUnavailableStateDBAnswers503(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(httpapi.Unavailable(testToken, "migration 0002 failed"))
+	defer srv.Close()
+	get := func(path, token string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/api/operator/conversations", testToken); code != 503 || !strings.Contains(body, `"service_failure"`) {
+		t.Fatalf("with token: %d %s", code, body)
+	}
+	if code, _ := get("/api/operator/conversations", ""); code != 401 {
+		t.Fatalf("without token: %d", code)
+	}
+	if code, body := get("/healthz", ""); code != 503 || !strings.Contains(body, "migration 0002 failed") {
+		t.Fatalf("healthz: %d %s", code, body)
+	}
 }
