@@ -89,7 +89,6 @@ func (s *Store) Close() error {
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
-
 // SchemaVersion implements store.Store.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return store.CurrentVersion(ctx, s.r)
