@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
-	"github.com/studio/operator/internal/store/sqlite"
 )
 
 // newDoctorCmd is `studio doctor`. It asks the running daemon first, since
@@ -76,17 +73,14 @@ func doctorReport(ctx context.Context, cfg *config, local bool) (app.DoctorRepor
 			}
 		}
 	}
-	rep, err := localDoctor(ctx, cfg.dataDir)
-	return rep, "read " + dbPath(cfg.dataDir) + " directly: no daemon answered", err
+	rep, err := localDoctor(ctx, cfg)
+	return rep, "read " + databaseName(cfg) + " directly: no daemon answered", err
 }
 
-// localDoctor checks the database file without a daemon.
-func localDoctor(ctx context.Context, dataDir string) (app.DoctorReport, error) {
-	path := dbPath(dataDir)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return app.DoctorReport{}, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
-	}
-	st, err := sqlite.Open(path)
+// localDoctor checks the database without a daemon. PostgreSQL offers no
+// file checks (app.Maintenance): those parts of the report say unavailable.
+func localDoctor(ctx context.Context, cfg *config) (app.DoctorReport, error) {
+	st, err := openDatabase(ctx, cfg, false)
 	if err != nil {
 		return app.DoctorReport{}, err
 	}
@@ -103,7 +97,7 @@ func localDoctor(ctx context.Context, dataDir string) (app.DoctorReport, error) 
 	rep.Model = app.ModelReport{Error: "not checked: the daemon is not running"}
 	rep.Runs.Workers = 0
 	rep.Problems = slices.DeleteFunc(rep.Problems, func(p string) bool { return strings.HasPrefix(p, "no model provider") })
-	if ms, err := sqlite.Migrations(); err == nil && rep.Database.SchemaVersion < len(ms) {
+	if ms, err := databaseMigrations(cfg); err == nil && rep.Database.SchemaVersion < len(ms) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("the database schema is at version %d, this binary's is %d: run studio migrate or start the daemon",
 			rep.Database.SchemaVersion, len(ms)))
 		if rep.Status == app.StatusOK {

@@ -13,7 +13,7 @@ import (
 // database file directly and says so.
 func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 	dir := t.TempDir()
-	st, _, err := openStore(context.Background(), dir)
+	st, _, err := openStore(context.Background(), &config{dataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

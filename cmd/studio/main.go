@@ -17,10 +17,11 @@ var version = "dev"
 
 // config is the daemon's configuration: flags with environment equivalents.
 type config struct {
-	addr    string
-	dataDir string
-	model   string
-	server  string // operator client: daemon URL
+	addr     string
+	dataDir  string
+	database string // StateDB URL: empty for the SQLite file in dataDir
+	model    string
+	server   string // operator client: daemon URL
 }
 
 func envOr(key, def string) string {
@@ -59,6 +60,7 @@ func newRoot() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&cfg.addr, "addr", envOr("STUDIO_ADDR", "127.0.0.1:8765"), "listen address (env STUDIO_ADDR)")
 	pf.StringVar(&cfg.dataDir, "data-dir", envOr("STUDIO_DATA_DIR", defaultDataDir()), "data directory: database and token (env STUDIO_DATA_DIR)")
+	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg))
 	return root
 }

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -22,29 +21,10 @@ import (
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
-	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
-
-func dbPath(dataDir string) string { return filepath.Join(dataDir, "studio.db") }
-
-// openStore opens and migrates StateDB in the data directory.
-func openStore(ctx context.Context, dataDir string) (*sqlite.Store, int, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, 0, fmt.Errorf("create data dir: %w", err)
-	}
-	st, err := sqlite.Open(dbPath(dataDir))
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := st.Migrate(ctx, time.Now())
-	if err != nil {
-		st.Close()
-		return nil, v, fmt.Errorf("migrate: %w", err)
-	}
-	return st, v, nil
-}
 
 func newMigrateCmd(cfg *config) *cobra.Command {
 	return &cobra.Command{
@@ -52,12 +32,12 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 		Short: "Apply StateDB migrations and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, v, err := openStore(cmd.Context(), cfg.dataDir)
+			st, v, err := openStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "StateDB %s at schema version %d\n", dbPath(cfg.dataDir), v)
+			fmt.Fprintf(cmd.OutOrStdout(), "StateDB %s at schema version %d\n", databaseName(cfg), v)
 			return nil
 		},
 	}
@@ -110,7 +90,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	if err != nil {
 		return err
 	}
-	st, version, err := openStore(ctx, cfg.dataDir)
+	st, version, err := openStore(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("StateDB unavailable, the operator protocol cannot start: %w", err)
 	}
@@ -140,7 +120,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
-		"db", dbPath(cfg.dataDir), "schema_version", version, "model", provider.Name())
+		"db", databaseName(cfg), "schema_version", version, "model", provider.Name())
 	printSignInURL(os.Stdout, ln.Addr(), token)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -164,7 +144,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 // newApp builds the application services over the store and the model
 // provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func newApp(ctx context.Context, st *sqlite.Store, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
+func newApp(ctx context.Context, st store.Store, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
 	svc, err := app.New(app.Config{Store: st, Provider: provider, Logger: log, Workers: ao.runWorkers,
 		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace})
 	if err != nil {

@@ -35,3 +35,16 @@ func (s *Signals) Notify(key string) {
 		close(ch)
 	}
 }
+
+// NotifyAll wakes every waiter: for a backend that may have missed commits
+// (a PostgreSQL listener that lost its connection). A woken reader re-reads
+// its frames, so waking it without a new frame is harmless.
+func (s *Signals) NotifyAll() {
+	s.mu.Lock()
+	waiting := s.waiting
+	s.waiting = nil
+	s.mu.Unlock()
+	for _, ch := range waiting {
+		close(ch)
+	}
+}

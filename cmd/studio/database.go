@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/postgres"
+	"github.com/studio/operator/internal/store/sqlite"
+)
+
+// StateDB selection: --database (env STUDIO_DATABASE_URL) empty means the
+// SQLite file in the data directory; a postgres:// URL means PostgreSQL,
+// which several daemons may share.
+
+func dbPath(dataDir string) string { return filepath.Join(dataDir, "studio.db") }
+
+// stateDB is a backend as the commands use it: the store and its migrations.
+type stateDB interface {
+	store.Store
+	Migrate(ctx context.Context, now time.Time) (int, error)
+}
+
+// usesPostgres reports whether --database selects PostgreSQL; any other
+// non-empty value is refused.
+func usesPostgres(cfg *config) (bool, error) {
+	switch {
+	case cfg.database == "":
+		return false, nil
+	case strings.HasPrefix(cfg.database, "postgres://"), strings.HasPrefix(cfg.database, "postgresql://"):
+		return true, nil
+	}
+	return false, errors.New("--database (STUDIO_DATABASE_URL) must be a postgres:// URL, or empty for the SQLite file in --data-dir")
+}
+
+// openDatabase opens StateDB without migrating. For SQLite the data
+// directory's file must exist unless create is set.
+func openDatabase(ctx context.Context, cfg *config, create bool) (stateDB, error) {
+	pg, err := usesPostgres(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if pg {
+		st, err := postgres.Open(ctx, cfg.database)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", databaseName(cfg), err)
+		}
+		return st, nil
+	}
+	path := dbPath(cfg.dataDir)
+	if create {
+		if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data dir: %w", err)
+		}
+	} else if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
+	}
+	return sqlite.Open(path)
+}
+
+// openStore opens and migrates StateDB.
+func openStore(ctx context.Context, cfg *config) (store.Store, int, error) {
+	st, err := openDatabase(ctx, cfg, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := st.Migrate(ctx, time.Now())
+	if err != nil {
+		st.Close()
+		return nil, v, fmt.Errorf("migrate: %w", err)
+	}
+	return st, v, nil
+}
+
+// databaseMigrations are the selected backend's migrations.
+func databaseMigrations(cfg *config) ([]store.Migration, error) {
+	if pg, _ := usesPostgres(cfg); pg {
+		return postgres.Migrations()
+	}
+	return sqlite.Migrations()
+}
+
+// databaseName names StateDB for people and logs: the SQLite file, or the
+// PostgreSQL URL without its password.
+func databaseName(cfg *config) string {
+	if cfg.database == "" {
+		return dbPath(cfg.dataDir)
+	}
+	u, err := url.Parse(cfg.database)
+	if err != nil {
+		return "the PostgreSQL database (unparsable URL)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,134 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+const effectCols = `id, conversation_id, request_id, effect_type, effect_json, status, emitted_at,
+	expires_at, acknowledged_at, rejection_code, client_route`
+
+func scanEffect(row scanner) (store.Effect, error) {
+	var e store.Effect
+	var raw string
+	var emitted, expires float64
+	var acked sql.NullFloat64
+	var code, route sql.NullString
+	if err := row.Scan(&e.ID, &e.ConversationID, &e.RequestID, &e.Type, &raw, &e.Status, &emitted,
+		&expires, &acked, &code, &route); err != nil {
+		return e, err
+	}
+	if err := protocol.Unmarshal([]byte(raw), &e.Effect); err != nil {
+		return e, fmt.Errorf("stored effect %s: %w", e.ID, err)
+	}
+	e.EmittedAt, e.ExpiresAt, e.AcknowledgedAt = fromTS(emitted), fromTS(expires), nullTS(acked)
+	e.RejectionCode, e.ClientRoute = nullString(code), nullString(route)
+	return e, nil
+}
+
+func getEffect(ctx context.Context, q querier, id string) (store.Effect, error) {
+	return loadEffect(ctx, q, id, "")
+}
+
+func loadEffect(ctx context.Context, q querier, id, lock string) (store.Effect, error) {
+	e, err := scanEffect(q.QueryRowContext(ctx, `SELECT `+effectCols+` FROM studio_operator_effects WHERE id = $1`+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, notFound("effect", id)
+	}
+	if err != nil {
+		return e, fmt.Errorf("get effect: %w", err)
+	}
+	return e, nil
+}
+
+// EmitEffect implements store.EffectStore.
+func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
+	var e store.Effect
+	var f store.Frame
+	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+		c, err := lockConversation(ctx, tx, p.ConversationID)
+		if err != nil {
+			return err
+		}
+		if c.ActiveRequestID == nil || *c.ActiveRequestID != p.RequestID {
+			return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", p.RequestID)
+		}
+		raw, err := protocol.Marshal(p.Effect)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_effects
+			(id, conversation_id, request_id, effect_type, effect_json, status, emitted_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)`,
+			p.ID, p.ConversationID, p.RequestID, p.Effect.Kind, string(raw), ts(p.Now), ts(p.ExpiresAt)); err != nil {
+			return fmt.Errorf("insert effect: %w", err)
+		}
+		frames, err := appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now,
+			protocol.UICommandPayload{EffectID: p.ID, Effect: p.Effect, ExpiresAt: ts(p.ExpiresAt)})
+		if err != nil {
+			return err
+		}
+		f = frames[0]
+		touch(p.ConversationID)
+		e, err = getEffect(ctx, tx, p.ID)
+		return err
+	})
+	return e, f, err
+}
+
+// GetEffect implements store.EffectStore.
+func (s *Store) GetEffect(ctx context.Context, id string) (store.Effect, error) {
+	return getEffect(ctx, s.db, id)
+}
+
+// AckEffect implements store.EffectStore.
+func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.Effect, error) {
+	var e store.Effect
+	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+		// Acknowledgements of one effect take turns: the second sees the first.
+		cur, err := loadEffect(ctx, tx, p.ID, " FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		if cur.Status != store.EffectPending {
+			e = cur
+			return ackRepeat(cur, p)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_effects
+			SET status = $1, acknowledged_at = $2, rejection_code = $3, client_route = $4
+			WHERE id = $5 AND status = 'pending'`,
+			p.Status, ts(p.Now), p.RejectionCode, p.ClientRoute, p.ID); err != nil {
+			return fmt.Errorf("ack effect: %w", err)
+		}
+		e, err = getEffect(ctx, tx, p.ID)
+		return err
+	})
+	return e, err
+}
+
+// ackRepeat answers an acknowledgement of an effect that is no longer pending.
+func ackRepeat(cur store.Effect, p store.AckEffectParams) error {
+	if cur.Status == store.EffectExpired {
+		if p.Status == store.EffectExpired {
+			return nil
+		}
+		return protocol.Errorf(protocol.StaleContext, "effect %s expired", cur.ID).With("status", string(cur.Status))
+	}
+	same := cur.Status == p.Status && eqPtr(cur.ClientRoute, p.ClientRoute) && eqPtr(cur.RejectionCode, p.RejectionCode)
+	if !same {
+		return protocol.Errorf(protocol.Conflict, "effect %s was already acknowledged %s", cur.ID, cur.Status).With("status", string(cur.Status))
+	}
+	return nil
+}
+
+func eqPtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}

@@ -1,0 +1,309 @@
+// Package postgres is StateDB on PostgreSQL (github.com/jackc/pgx/v5): the
+// backend for several daemons sharing one database. Queries go through
+// pgx's database/sql driver, so the code reads like the SQLite backend's
+// and the shared migration runner applies the schema. Every write runs in a
+// READ COMMITTED transaction that locks the rows it reads before changing
+// them (the conversation row first, then its turn or proposal), which is
+// what makes sequence allocation and the active-request compare-and-set hold
+// across processes. Commits that append frames NOTIFY the other processes;
+// one dedicated listening connection per Store wakes this process's streams.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Migrations are this backend's embedded schema steps.
+func Migrations() ([]store.Migration, error) { return store.LoadMigrations(migrationFS, "migrations") }
+
+// channel is the NOTIFY channel of frame commits. The payload is
+// "<store instance> <conversation id>": a Store wakes its own streams right
+// after its commits and skips its own notifications, so within one process
+// a signal closes exactly once per commit.
+const channel = "studio_operator_frames"
+
+// DefaultMaxConns bounds each Store's connection pool unless the URL sets
+// pool_max_conns (as pgxpool's URLs do).
+const DefaultMaxConns = 10
+
+// migrateLock is the advisory lock key that serialises Migrate across
+// daemons starting together ("studio" in ASCII).
+const migrateLock = 0x73747564696f
+
+// Store is StateDB on one PostgreSQL database.
+type Store struct {
+	db       *sql.DB
+	cfg      *pgx.ConnConfig
+	instance string
+	signals  store.Signals
+	log      *slog.Logger
+
+	cancel   context.CancelFunc
+	listened chan struct{} // closed when the listener has stopped
+	closing  sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a libpq
+// keyword/value string) and starts listening for other processes' frame
+// commits. It does not migrate; call Migrate.
+func Open(ctx context.Context, url string) (*Store, error) {
+	// pgxpool's parser takes pool_max_conns out of the URL; the rest is
+	// pgx's connection config.
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	cfg := pcfg.ConnConfig
+	maxConns := DefaultMaxConns
+	if strings.Contains(url, "pool_max_conns") {
+		maxConns = int(pcfg.MaxConns)
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	s := &Store{db: db, cfg: cfg, instance: uuid.NewString(), log: slog.Default(), listened: make(chan struct{})}
+	// LISTEN before Open returns: no commit after it can be missed.
+	conn, err := s.connectListener(ctx)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.listen(lctx, conn)
+	return s, nil
+}
+
+// Migrate applies pending migrations and returns the schema version. An
+// advisory lock makes daemons that start together migrate one at a time.
+func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
+	ms, err := Migrations()
+	if err != nil {
+		return 0, err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrateLock)); err != nil {
+		return 0, fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(migrateLock)) //nolint:errcheck // the session ends with the connection anyway
+	// store.Migrate creates this table with SQLite's REAL, which is a 4-byte
+	// float here; create it first with the precision the other times have.
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at DOUBLE PRECISION NOT NULL)`); err != nil {
+		return 0, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	return store.Migrate(ctx, s.db, ms, ts(now), "$")
+}
+
+// Close stops the listener and closes the pool.
+func (s *Store) Close() error {
+	var err error
+	s.closing.Do(func() {
+		s.cancel()
+		<-s.listened
+		err = s.db.Close()
+	})
+	return err
+}
+
+// SchemaVersion implements store.Store.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	return store.CurrentVersion(ctx, s.db)
+}
+
+// FrameSignal implements store.Store. A commit by this Store closes the
+// channel when the commit returns; a commit by another process closes it
+// when its notification arrives.
+func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
+	return s.signals.Wait(conversationID)
+}
+
+func (s *Store) connectListener(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.cfg.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return conn, nil
+}
+
+// listen fans the notifications of other processes' commits out to the
+// waiting streams. When the connection drops it reconnects with a capped
+// backoff and then wakes every stream, since notifications sent while it
+// was away are lost: a woken stream re-reads its frames from the store.
+func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
+	defer close(s.listened)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err == nil {
+			instance, convID, ok := strings.Cut(n.Payload, " ")
+			if ok && instance != s.instance {
+				s.signals.Notify(convID)
+			}
+			continue
+		}
+		conn.Close(context.Background())
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("postgres frame listener lost its connection; reconnecting", "err", err)
+		for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if conn, err = s.connectListener(ctx); err == nil {
+				break
+			}
+		}
+		s.signals.NotifyAll()
+	}
+}
+
+// txn runs fn in one READ COMMITTED write transaction. Before commit it
+// NOTIFYs the conversations fn reported through touch (PostgreSQL delivers
+// a notification only if its transaction commits); after commit it wakes
+// this process's streams of those conversations. A deadlock, serialization
+// failure or unique violation runs fn again on a fresh transaction, so the
+// checks it makes see the row that a concurrent writer just committed.
+func (s *Store) txn(ctx context.Context, fn func(tx *sql.Tx, touch func(convID string)) error) error {
+	const attempts = 3
+	var err error
+	for range attempts {
+		var touched []string
+		touched, err = s.txnOnce(ctx, fn)
+		if err == nil {
+			for _, id := range touched {
+				s.signals.Notify(id)
+			}
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) txnOnce(ctx context.Context, fn func(tx *sql.Tx, touch func(convID string)) error) ([]string, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	var touched []string
+	touch := func(id string) {
+		for _, t := range touched {
+			if t == id {
+				return
+			}
+		}
+		touched = append(touched, id)
+	}
+	if err := fn(tx, touch); err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	for _, id := range touched {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, s.instance+" "+id); err != nil {
+			_ = tx.Rollback()
+			return nil, fmt.Errorf("notify: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return touched, nil
+}
+
+// retryable reports errors that a fresh transaction may not meet again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01", "23505": // serialization_failure, deadlock_detected, unique_violation
+		return true
+	}
+	return false
+}
+
+// readTx is one read-only snapshot for reads that span several queries.
+func (s *Store) readTx(ctx context.Context) (*sql.Tx, error) {
+	return s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+}
+
+func ts(t time.Time) float64 { return protocol.Timestamp(t) }
+
+func fromTS(f float64) time.Time { return protocol.Time(f) }
+
+func nullTS(f sql.NullFloat64) *time.Time {
+	if !f.Valid {
+		return nil
+	}
+	t := fromTS(f.Float64)
+	return &t
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	v := s.String
+	return &v
+}
+
+func tsOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ts(*t)
+}
+
+// argList numbers the parameters of a query built piece by piece.
+type argList []any
+
+// add appends v and returns its placeholder.
+func (a *argList) add(v any) string {
+	*a = append(*a, v)
+	return fmt.Sprintf("$%d", len(*a))
+}

@@ -1,0 +1,317 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
+	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
+	confirmed_at, completed_at, result_json, error_code, created_at`
+
+func scanProposal(row scanner) (store.Proposal, error) {
+	var p store.Proposal
+	var command string
+	var kind, id, version, result, code sql.NullString
+	var expires, created float64
+	var confirmed, completed sql.NullFloat64
+	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
+		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
+		&confirmed, &completed, &result, &code, &created); err != nil {
+		return p, err
+	}
+	p.Command = jsontext.Value(command)
+	if kind.Valid {
+		p.Target = &protocol.ResourceVersion{Kind: kind.String, ID: id.String, Version: version.String}
+	}
+	if result.Valid {
+		p.Result = jsontext.Value(result.String)
+	}
+	p.ErrorCode = nullString(code)
+	p.ExpiresAt, p.CreatedAt = fromTS(expires), fromTS(created)
+	p.ConfirmedAt, p.CompletedAt = nullTS(confirmed), nullTS(completed)
+	return p, nil
+}
+
+func getProposal(ctx context.Context, q querier, id string) (store.Proposal, error) {
+	return loadProposal(ctx, q, id, "")
+}
+
+func loadProposal(ctx context.Context, q querier, id, lock string) (store.Proposal, error) {
+	p, err := scanProposal(q.QueryRowContext(ctx, `SELECT `+proposalCols+` FROM studio_operator_proposals WHERE id = $1`+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, notFound("proposal", id)
+	}
+	if err != nil {
+		return p, fmt.Errorf("get proposal: %w", err)
+	}
+	return p, nil
+}
+
+// requireActive refuses frames for a request that is not the conversation's
+// active turn; it locks the conversation.
+func requireActive(ctx context.Context, tx *sql.Tx, convID, reqID string) error {
+	c, err := lockConversation(ctx, tx, convID)
+	if err != nil {
+		return err
+	}
+	if c.ActiveRequestID == nil || *c.ActiveRequestID != reqID {
+		return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", reqID)
+	}
+	return nil
+}
+
+func payloadsOf(frames []store.NewFrame) []protocol.Payload {
+	out := make([]protocol.Payload, len(frames))
+	for i, f := range frames {
+		out[i] = f.Payload
+	}
+	return out
+}
+
+// CreateProposal implements store.ProposalStore.
+func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
+	var out store.Proposal
+	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+		pr := p.Proposal
+		if err := requireActive(ctx, tx, pr.ConversationID, pr.RequestID); err != nil {
+			return err
+		}
+		var kind, id, version any
+		if pr.Target != nil {
+			kind, id, version = pr.Target.Kind, pr.Target.ID, pr.Target.Version
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
+			(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
+			 target_version, risk, summary, idempotency_key, status, expires_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14, $15)`,
+			pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
+			kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(p.Now)); err != nil {
+			return fmt.Errorf("insert proposal: %w", err)
+		}
+		out, _ = getProposal(ctx, tx, pr.ID)
+		cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
+			Risk: pr.Risk, Summary: pr.Summary, Target: pr.Target, IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt)}
+		if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, p.Now,
+			protocol.ProposalPayload{Proposal: cp},
+			protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired}); err != nil {
+			return err
+		}
+		touch(pr.ConversationID)
+		var err error
+		out, err = getProposal(ctx, tx, pr.ID)
+		return err
+	})
+	return out, err
+}
+
+// GetProposal implements store.ProposalStore.
+func (s *Store) GetProposal(ctx context.Context, id string) (store.Proposal, error) {
+	return getProposal(ctx, s.db, id)
+}
+
+// ListProposals implements store.ProposalStore.
+func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) ([]store.Proposal, error) {
+	query := `SELECT ` + proposalCols + ` FROM studio_operator_proposals WHERE 1 = 1`
+	var args argList
+	if p.ConversationID != "" {
+		query += ` AND conversation_id = ` + args.add(p.ConversationID)
+	}
+	if p.RequestID != "" {
+		query += ` AND request_id = ` + args.add(p.RequestID)
+	}
+	if len(p.Statuses) > 0 {
+		statuses := make([]string, len(p.Statuses))
+		for i, st := range p.Statuses {
+			statuses[i] = string(st)
+		}
+		query += ` AND status = ANY(` + args.add(statuses) + `)`
+	}
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ` + args.add(limitOr(p.Limit, 100))
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list proposals: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Proposal
+	for rows.Next() {
+		pr, err := scanProposal(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list proposals: %w", err)
+		}
+		out = append(out, pr)
+	}
+	return out, rows.Err()
+}
+
+// transition moves a proposal from one of from to to, appending its audit
+// row and frames, in the caller's transaction. set numbers its parameters
+// from $1 (args); the proposal's id and status follow them. It returns the
+// proposal as it was found when the transition does not apply. It locks the
+// conversation, then the proposal, then (resumeTurn) the turn: the order
+// FinishTurn keeps too.
+func transition(ctx context.Context, tx *sql.Tx, id string, from []store.ProposalStatus, set string, args []any,
+	audit store.AppendAdminEventParams, frames []store.NewFrame, now time.Time) (store.Proposal, error) {
+	cur, err := getProposal(ctx, tx, id)
+	if err != nil {
+		return cur, err
+	}
+	if _, err := lockConversation(ctx, tx, cur.ConversationID); err != nil {
+		return cur, err
+	}
+	if cur, err = loadProposal(ctx, tx, id, " FOR UPDATE"); err != nil {
+		return cur, err
+	}
+	if !slicesContains(from, cur.Status) {
+		return cur, protocol.Errorf(protocol.Conflict, "proposal %s is %s", id, cur.Status).With("status", string(cur.Status))
+	}
+	where := fmt.Sprintf(` WHERE id = $%d AND status = $%d`, len(args)+1, len(args)+2)
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET `+set+where,
+		append(args, id, string(cur.Status))...); err != nil {
+		return cur, fmt.Errorf("update proposal: %w", err)
+	}
+	audit.Now = now
+	if _, err := appendAdminEvent(ctx, tx, audit); err != nil {
+		return cur, err
+	}
+	if len(frames) > 0 {
+		if err := requireActive(ctx, tx, cur.ConversationID, cur.RequestID); err != nil {
+			return cur, err
+		}
+		if _, err := appendFrames(ctx, tx, cur.ConversationID, cur.RequestID, now, payloadsOf(frames)...); err != nil {
+			return cur, err
+		}
+	}
+	return getProposal(ctx, tx, id)
+}
+
+func slicesContains(list []store.ProposalStatus, s store.ProposalStatus) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// resumeTurn moves the proposal's turn from awaiting_confirmation back to
+// running; it reports whether it did (and so who continues the turn).
+func resumeTurn(ctx context.Context, tx *sql.Tx, requestID string) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running'
+		WHERE request_id = $1 AND status = 'awaiting_confirmation'`, requestID)
+	if err != nil {
+		return false, fmt.Errorf("resume turn: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// ConfirmProposal implements store.ProposalStore.
+func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalParams) (store.Proposal, error) {
+	var out store.Proposal
+	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+		var err error
+		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
+			`status = 'executing', confirmed_at = $1`, []any{ts(p.Now)}, p.Audit, p.Frames, p.Now)
+		if err == nil {
+			touch(out.ConversationID)
+		}
+		return err
+	})
+	return out, err
+}
+
+// FinishProposal implements store.ProposalStore.
+func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams) (store.Proposal, bool, error) {
+	if p.Status != store.ProposalSucceeded && p.Status != store.ProposalFailed {
+		return store.Proposal{}, false, protocol.Errorf(protocol.Validation, "finish proposal: %s is not succeeded or failed", p.Status)
+	}
+	var out store.Proposal
+	var resumed bool
+	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+		var result any
+		if p.Result != nil {
+			result = string(p.Result)
+		}
+		var err error
+		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalExecuting},
+			`status = $1, completed_at = $2, result_json = $3, error_code = $4`, []any{string(p.Status), ts(p.Now), result, p.ErrorCode},
+			p.Audit, p.Frames, p.Now)
+		if err != nil {
+			return err
+		}
+		if p.Also != nil {
+			also := *p.Also
+			also.Now = p.Now
+			if _, err := appendAdminEvent(ctx, tx, also); err != nil {
+				return err
+			}
+		}
+		touch(out.ConversationID)
+		resumed, err = resumeTurn(ctx, tx, out.RequestID)
+		return err
+	})
+	return out, resumed, err
+}
+
+// CloseProposal implements store.ProposalStore.
+func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) (store.Proposal, bool, error) {
+	switch p.Status {
+	case store.ProposalCancelled, store.ProposalExpired, store.ProposalConflict:
+	default:
+		return store.Proposal{}, false, protocol.Errorf(protocol.Validation, "close proposal: %s is not cancelled, expired or conflict", p.Status)
+	}
+	var out store.Proposal
+	var resumed bool
+	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+		var err error
+		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
+			`status = $1, completed_at = $2, error_code = $3`, []any{string(p.Status), ts(p.Now), p.ErrorCode},
+			p.Audit, p.Frames, p.Now)
+		if err != nil {
+			return err
+		}
+		touch(out.ConversationID)
+		resumed, err = resumeTurn(ctx, tx, out.RequestID)
+		return err
+	})
+	return out, resumed, err
+}
+
+// AwaitConfirmation implements store.ProposalStore.
+func (s *Store) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmationParams) (bool, error) {
+	var parked bool
+	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+		// The conversation's lock orders this after a CloseProposal or
+		// FinishProposal of the same turn: the EXISTS below sees its outcome.
+		t, err := getTurn(ctx, tx, p.RequestID)
+		if protocol.IsCode(err, protocol.NotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := lockConversation(ctx, tx, t.ConversationID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation'
+			WHERE request_id = $1 AND status = 'running' AND EXISTS (
+				SELECT 1 FROM studio_operator_proposals
+				WHERE request_id = $2 AND status IN ('pending', 'executing'))`, p.RequestID, p.RequestID)
+		if err != nil {
+			return fmt.Errorf("await confirmation: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		parked = n == 1
+		return nil
+	})
+	return parked, err
+}
