@@ -378,3 +378,39 @@ func TestProcessLoadTool(t *testing.T) {
 		t.Fatalf("load output:\n%s", out)
 	}
 }
+
+func TestProcessBrokenStateDBAnswersServiceFailure(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dataDir, "studio.db"), []byte("this is not a database, it is a letter"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	re := regexp.MustCompile(`without StateDB.*addr=(http://127\.0\.0\.1:\d+)`)
+	sc := bufio.NewScanner(stderr)
+	var url string
+	for url == "" && sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+		}
+	}
+	go func() { io.Copy(io.Discard, stderr) }()
+	if url == "" {
+		t.Fatal("the daemon did not serve without StateDB")
+	}
+	token, _ := os.ReadFile(filepath.Join(dataDir, "token"))
+	cl := httpapi.NewClient(url, strings.TrimSpace(string(token)), nil)
+	_, err = cl.CreateConversation(testCtx(t), protocol.CreateConversationRequest{})
+	if !protocol.IsCode(err, protocol.ServiceFailure) {
+		t.Fatalf("create conversation without StateDB: %v", err)
+	}
+}

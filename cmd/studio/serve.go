@@ -92,7 +92,11 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	}
 	st, version, err := openStore(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("StateDB unavailable, the operator protocol cannot start: %w", err)
+		// No in-memory fallback under the same API (ADR D1): every call
+		// answers service_failure until the database is fixed and the
+		// daemon restarted.
+		log.Error("StateDB unavailable: serving service_failure for every API call", "err", err)
+		return serveUnavailable(ctx, cfg, log, httpapi.Unavailable(token, err.Error()))
 	}
 	defer st.Close()
 	svc, err := newApp(ctx, st, provider, log, grace, ao)
@@ -137,6 +141,21 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	api.Close()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("http shutdown", "err", err)
+	}
+	return nil
+}
+
+// serveUnavailable serves h until ctx ends: the daemon without StateDB.
+func serveUnavailable(ctx context.Context, cfg *config, log *slog.Logger, h http.Handler) error {
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	log.Warn("studio serving without StateDB", "addr", "http://"+ln.Addr().String())
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
 	return nil
 }
