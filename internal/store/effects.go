@@ -36,13 +36,14 @@ type Effect struct {
 // EffectStore keeps declarative UI effects and their acknowledgements.
 type EffectStore interface {
 	// EmitEffect inserts the pending effect row and its ui_command frame in one
-	// transaction; only the conversation's active request may emit.
+	// transaction; only the conversation's active request may emit. An
+	// invalid effect is validation.
 	EmitEffect(ctx context.Context, p EmitEffectParams) (Effect, Frame, error)
 	GetEffect(ctx context.Context, id string) (Effect, error)
 	// AckEffect moves a pending effect to applied, rejected or expired. A
 	// repeat identical to the stored acknowledgement returns it unchanged; a
 	// contradictory one is conflict; acknowledging an expired effect is
-	// stale_context.
+	// stale_context. Any other status is validation.
 	AckEffect(ctx context.Context, p AckEffectParams) (Effect, error)
 }
 

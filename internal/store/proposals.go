@@ -58,7 +58,11 @@ type Proposal struct {
 
 // ProposalStore keeps proposals. Every transition that the ADR audits
 // appends its admin_events row, its frames and any turn transition in the
-// same transaction: a proposal never changes without its audit row.
+// same transaction: a proposal never changes without its audit row. A
+// transition's frames are the proposal request's and need it to be the
+// conversation's active turn (conflict otherwise); like AppendFrames they may
+// not carry done (validation). A transition that cannot append its frames
+// changes nothing.
 type ProposalStore interface {
 	// CreateProposal inserts a pending proposal and appends its proposal and
 	// confirmation(required) frames; only the active request may propose.

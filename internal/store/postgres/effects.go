@@ -58,6 +58,9 @@ func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store
 		if c.ActiveRequestID == nil || *c.ActiveRequestID != p.RequestID {
 			return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", p.RequestID)
 		}
+		if err := p.Effect.Validate(); err != nil {
+			return err
+		}
 		raw, err := protocol.Marshal(p.Effect)
 		if err != nil {
 			return err
@@ -88,6 +91,11 @@ func (s *Store) GetEffect(ctx context.Context, id string) (store.Effect, error) 
 
 // AckEffect implements store.EffectStore.
 func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.Effect, error) {
+	switch p.Status {
+	case store.EffectApplied, store.EffectRejected, store.EffectExpired:
+	default:
+		return store.Effect{}, protocol.Errorf(protocol.Validation, "ack effect: %q is not applied, rejected or expired", p.Status)
+	}
 	var e store.Effect
 	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
 		// Acknowledgements of one effect take turns: the second sees the first.

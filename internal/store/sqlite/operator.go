@@ -461,6 +461,24 @@ func appendFrames(ctx context.Context, tx *sql.Tx, convID, reqID string, now tim
 	return out, nil
 }
 
+// callerPayloads are the payloads of frames a caller appends (AppendFrames
+// and the proposal transitions). Each needs a payload, and none may be done:
+// done ends the turn, so only FinishTurn writes it, in the transaction that
+// releases the conversation (DESIGN.md §7).
+func callerPayloads(frames []store.NewFrame) ([]protocol.Payload, error) {
+	payloads := make([]protocol.Payload, len(frames))
+	for i, f := range frames {
+		switch {
+		case f.Payload == nil:
+			return nil, protocol.Errorf(protocol.Validation, "frame %d has no payload", i)
+		case f.Payload.FrameType() == protocol.FrameDone:
+			return nil, protocol.Errorf(protocol.Validation, "done frames are written by FinishTurn alone")
+		}
+		payloads[i] = f.Payload
+	}
+	return payloads, nil
+}
+
 // AppendFrames implements store.FrameStore.
 func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
 	var frames []store.Frame
@@ -472,17 +490,9 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 		if c.ActiveRequestID == nil || *c.ActiveRequestID != p.RequestID {
 			return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", p.RequestID)
 		}
-		payloads := make([]protocol.Payload, len(p.Frames))
-		for i, f := range p.Frames {
-			switch {
-			case f.Payload == nil:
-				return protocol.Errorf(protocol.Validation, "frame %d has no payload", i)
-			case f.Payload.FrameType() == protocol.FrameDone:
-				// done ends the turn: only FinishTurn writes it, in the
-				// transaction that releases the conversation (DESIGN.md §7).
-				return protocol.Errorf(protocol.Validation, "done frames are written by FinishTurn, not AppendFrames")
-			}
-			payloads[i] = f.Payload
+		payloads, err := callerPayloads(p.Frames)
+		if err != nil {
+			return err
 		}
 		frames, err = appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now, payloads...)
 		touch(p.ConversationID)

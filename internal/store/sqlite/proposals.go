@@ -66,20 +66,21 @@ func requireActive(ctx context.Context, tx *sql.Tx, convID, reqID string) error 
 	return nil
 }
 
-func payloadsOf(frames []store.NewFrame) []protocol.Payload {
-	out := make([]protocol.Payload, len(frames))
-	for i, f := range frames {
-		out[i] = f.Payload
-	}
-	return out
-}
-
 // CreateProposal implements store.ProposalStore.
 func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
 		pr := p.Proposal
 		if err := requireActive(ctx, tx, pr.ConversationID, pr.RequestID); err != nil {
+			return err
+		}
+		// The frames first: encoding them validates the proposal, so an
+		// invalid one is the caller's validation error, not a constraint's.
+		cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
+			Risk: pr.Risk, Summary: pr.Summary, Target: pr.Target, IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt)}
+		if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, p.Now,
+			protocol.ProposalPayload{Proposal: cp},
+			protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired}); err != nil {
 			return err
 		}
 		var kind, id, version any
@@ -93,14 +94,6 @@ func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams
 			pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
 			kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(p.Now)); err != nil {
 			return fmt.Errorf("insert proposal: %w", err)
-		}
-		out, _ = getProposal(ctx, tx, pr.ID)
-		cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
-			Risk: pr.Risk, Summary: pr.Summary, Target: pr.Target, IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt)}
-		if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, p.Now,
-			protocol.ProposalPayload{Proposal: cp},
-			protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired}); err != nil {
-			return err
 		}
 		touch(pr.ConversationID)
 		var err error
@@ -156,6 +149,10 @@ func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) 
 // was found when the transition does not apply.
 func transition(ctx context.Context, tx *sql.Tx, id string, from []store.ProposalStatus, set string, args []any,
 	audit store.AppendAdminEventParams, frames []store.NewFrame, now time.Time) (store.Proposal, error) {
+	payloads, err := callerPayloads(frames)
+	if err != nil {
+		return store.Proposal{}, err
+	}
 	cur, err := getProposal(ctx, tx, id)
 	if err != nil {
 		return cur, err
@@ -175,7 +172,7 @@ func transition(ctx context.Context, tx *sql.Tx, id string, from []store.Proposa
 		if err := requireActive(ctx, tx, cur.ConversationID, cur.RequestID); err != nil {
 			return cur, err
 		}
-		if _, err := appendFrames(ctx, tx, cur.ConversationID, cur.RequestID, now, payloadsOf(frames)...); err != nil {
+		if _, err := appendFrames(ctx, tx, cur.ConversationID, cur.RequestID, now, payloads...); err != nil {
 			return cur, err
 		}
 	}

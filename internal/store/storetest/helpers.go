@@ -264,3 +264,14 @@ func sameTime(a, b *time.Time) bool {
 	}
 	return a.Equal(*b)
 }
+
+// subtests returns the suite's way of registering a subtest: parallel, with
+// its own fixture (a fresh store and clock).
+func subtests(t *testing.T, open func(t *testing.T) store.Store) func(name string, fn func(t *testing.T, f *fixture)) {
+	return func(name string, fn func(t *testing.T, f *fixture)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newFixture(t, open))
+		})
+	}
+}
