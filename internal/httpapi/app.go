@@ -24,35 +24,35 @@ const maxAppBody = 256 << 10
 func (s *Server) appRoutes() {
 	m, a := s.mux, s.authed
 	m.HandleFunc("GET /api/app/playbooks", a(s.handleListPlaybooks))
-	m.HandleFunc("POST /api/app/playbooks", a(s.handleCreatePlaybook))
+	m.HandleFunc("POST /api/app/playbooks", a(bodyCommand[app.CreatePlaybookCommand](s, maxAppBody, http.StatusCreated, nil, pickPlaybook)))
 	m.HandleFunc("GET /api/app/playbooks/{ref}", a(s.handleGetPlaybook))
-	m.HandleFunc("PATCH /api/app/playbooks/{ref}", a(s.handleUpdatePlaybook))
+	m.HandleFunc("PATCH /api/app/playbooks/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *app.UpdatePlaybookCommand) (string, *string) { return "playbook", &c.Playbook }, pickPlaybook)))
 	m.HandleFunc("DELETE /api/app/playbooks/{ref}", a(s.handleDeletePlaybook))
-	m.HandleFunc("POST /api/app/playbooks/{ref}/launch", a(s.handleLaunchByRef))
+	m.HandleFunc("POST /api/app/playbooks/{ref}/launch", a(bodyCommand(s, maxAppBody, http.StatusAccepted, func(c *app.LaunchPlaybookCommand) (string, *string) { return "playbook", &c.Playbook }, pickRun)))
 
 	m.HandleFunc("GET /api/app/workflows", a(s.handleListWorkflows))
-	m.HandleFunc("POST /api/app/workflows", a(s.handleCreateWorkflow))
+	m.HandleFunc("POST /api/app/workflows", a(bodyCommand[app.CreateWorkflowCommand](s, maxAppBody, http.StatusCreated, nil, pickWorkflow)))
 	m.HandleFunc("GET /api/app/workflows/{ref}", a(s.handleGetWorkflow))
-	m.HandleFunc("PATCH /api/app/workflows/{ref}", a(s.handleUpdateWorkflow))
+	m.HandleFunc("PATCH /api/app/workflows/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *app.UpdateWorkflowCommand) (string, *string) { return "workflow", &c.Workflow }, pickWorkflow)))
 
 	m.HandleFunc("GET /api/app/runs", a(s.handleListRuns))
-	m.HandleFunc("POST /api/app/runs", a(s.handleLaunch))
+	m.HandleFunc("POST /api/app/runs", a(bodyCommand[app.LaunchPlaybookCommand](s, maxAppBody, http.StatusAccepted, nil, pickRun)))
 	m.HandleFunc("GET /api/app/runs/stats", a(s.handleRunStats))
 	m.HandleFunc("GET /api/app/runs/{id}", a(s.handleGetRun))
 	m.HandleFunc("POST /api/app/runs/{id}/cancel", a(s.handleCancelRun))
 	m.HandleFunc("POST /api/app/runs/{id}/retry", a(s.handleRetryRun))
 
 	m.HandleFunc("GET /api/app/schedules", a(s.handleListSchedules))
-	m.HandleFunc("POST /api/app/schedules", a(s.handleCreateSchedule))
+	m.HandleFunc("POST /api/app/schedules", a(bodyCommand[app.CreateScheduleCommand](s, maxAppBody, http.StatusCreated, nil, pickSchedule)))
 	m.HandleFunc("GET /api/app/schedules/preview", a(s.handleCronPreview))
 	m.HandleFunc("GET /api/app/schedules/{ref}", a(s.handleGetSchedule))
-	m.HandleFunc("PATCH /api/app/schedules/{ref}", a(s.handleUpdateSchedule))
+	m.HandleFunc("PATCH /api/app/schedules/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *app.UpdateScheduleCommand) (string, *string) { return "schedule", &c.Schedule }, pickSchedule)))
 	m.HandleFunc("DELETE /api/app/schedules/{ref}", a(s.handleDeleteSchedule))
 	m.HandleFunc("POST /api/app/schedules/{ref}/enable", a(s.handleEnableSchedule(true)))
 	m.HandleFunc("POST /api/app/schedules/{ref}/disable", a(s.handleEnableSchedule(false)))
 
 	m.HandleFunc("GET /api/app/system/health", a(s.handleHealth))
-	m.HandleFunc("POST /api/app/system/maintenance", a(s.handleMaintenance))
+	m.HandleFunc("POST /api/app/system/maintenance", a(bodyCommand[app.RunMaintenanceCommand](s, maxSmallBody, http.StatusOK, nil, func(res app.Result) any { return res.Maintenance })))
 	m.HandleFunc("GET /api/app/audit", a(s.handleAudit))
 	m.HandleFunc("POST /api/app/commands/{type}", a(s.handleCommand))
 }
@@ -75,6 +75,34 @@ func answer[T any](w http.ResponseWriter, r *http.Request, s *Server, v T, err e
 	}
 	writeJSON(w, http.StatusOK, v)
 }
+
+// bodyCommand serves a command decoded from the request body. When ref is
+// set, the command names its resource by the path's {ref}: a body naming
+// another one is refused. pick chooses what of the result to answer.
+func bodyCommand[C app.Command](s *Server, limit int64, status int, ref func(*C) (field string, value *string),
+	pick func(app.Result) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var cmd C
+		if err := decodeBody(w, r, limit, &cmd); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if ref != nil {
+			field, value := ref(&cmd)
+			if err := samePathRef(field, *value, r.PathValue("ref")); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			*value = r.PathValue("ref")
+		}
+		s.execute(w, r, cmd, status, pick)
+	}
+}
+
+func pickPlaybook(res app.Result) any { return res.Playbook }
+func pickWorkflow(res app.Result) any { return res.Workflow }
+func pickRun(res app.Result) any      { return res.Run }
+func pickSchedule(res app.Result) any { return res.Schedule }
 
 // samePathRef refuses a body that names another resource than the path.
 func samePathRef(field, inBody, inPath string) error {
@@ -139,29 +167,6 @@ func (s *Server) handleGetPlaybook(w http.ResponseWriter, r *http.Request) {
 	answer(w, r, s, p, err)
 }
 
-func (s *Server) handleCreatePlaybook(w http.ResponseWriter, r *http.Request) {
-	var cmd app.CreatePlaybookCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.execute(w, r, cmd, http.StatusCreated, func(res app.Result) any { return res.Playbook })
-}
-
-func (s *Server) handleUpdatePlaybook(w http.ResponseWriter, r *http.Request) {
-	var cmd app.UpdatePlaybookCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := samePathRef("playbook", cmd.Playbook, r.PathValue("ref")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	cmd.Playbook = r.PathValue("ref")
-	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Playbook })
-}
-
 func (s *Server) handleDeletePlaybook(w http.ResponseWriter, r *http.Request) {
 	v, err := expectedVersionQuery(r)
 	if err != nil {
@@ -170,20 +175,6 @@ func (s *Server) handleDeletePlaybook(w http.ResponseWriter, r *http.Request) {
 	}
 	s.execute(w, r, app.DeletePlaybookCommand{Playbook: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
 		func(res app.Result) any { return res })
-}
-
-func (s *Server) handleLaunchByRef(w http.ResponseWriter, r *http.Request) {
-	var cmd app.LaunchPlaybookCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := samePathRef("playbook", cmd.Playbook, r.PathValue("ref")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	cmd.Playbook = r.PathValue("ref")
-	s.execute(w, r, cmd, http.StatusAccepted, func(res app.Result) any { return res.Run })
 }
 
 // --- workflows ---------------------------------------------------------------
@@ -203,29 +194,6 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) {
 	wf, err := s.cfg.App.GetWorkflow(r.Context(), r.PathValue("ref"))
 	answer(w, r, s, wf, err)
-}
-
-func (s *Server) handleCreateWorkflow(w http.ResponseWriter, r *http.Request) {
-	var cmd app.CreateWorkflowCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.execute(w, r, cmd, http.StatusCreated, func(res app.Result) any { return res.Workflow })
-}
-
-func (s *Server) handleUpdateWorkflow(w http.ResponseWriter, r *http.Request) {
-	var cmd app.UpdateWorkflowCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := samePathRef("workflow", cmd.Workflow, r.PathValue("ref")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	cmd.Workflow = r.PathValue("ref")
-	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Workflow })
 }
 
 // --- runs --------------------------------------------------------------------
@@ -259,15 +227,6 @@ func (s *Server) handleRunStats(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	run, err := s.cfg.App.GetRun(r.Context(), r.PathValue("id"))
 	answer(w, r, s, run, err)
-}
-
-func (s *Server) handleLaunch(w http.ResponseWriter, r *http.Request) {
-	var cmd app.LaunchPlaybookCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.execute(w, r, cmd, http.StatusAccepted, func(res app.Result) any { return res.Run })
 }
 
 // emptyBody accepts no body or {}: the action is in the path.
@@ -324,29 +283,6 @@ func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) {
 	answer(w, r, s, sc, err)
 }
 
-func (s *Server) handleCreateSchedule(w http.ResponseWriter, r *http.Request) {
-	var cmd app.CreateScheduleCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.execute(w, r, cmd, http.StatusCreated, func(res app.Result) any { return res.Schedule })
-}
-
-func (s *Server) handleUpdateSchedule(w http.ResponseWriter, r *http.Request) {
-	var cmd app.UpdateScheduleCommand
-	if err := decodeBody(w, r, maxAppBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := samePathRef("schedule", cmd.Schedule, r.PathValue("ref")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	cmd.Schedule = r.PathValue("ref")
-	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Schedule })
-}
-
 func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
 	v, err := expectedVersionQuery(r)
 	if err != nil {
@@ -379,15 +315,6 @@ func (s *Server) handleEnableSchedule(enabled bool) http.HandlerFunc {
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	rep, err := s.cfg.App.Doctor(r.Context())
 	answer(w, r, s, rep, err)
-}
-
-func (s *Server) handleMaintenance(w http.ResponseWriter, r *http.Request) {
-	var cmd app.RunMaintenanceCommand
-	if err := decodeBody(w, r, maxSmallBody, &cmd); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Maintenance })
 }
 
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
