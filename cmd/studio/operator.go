@@ -168,31 +168,27 @@ func convArchiveCmd(cfg *config, archive bool) *cobra.Command {
 	if !archive {
 		use, status = "unarchive ID", "active"
 	}
-	return &cobra.Command{
-		Use: use, Short: "Set a conversation " + status, Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			conv, err := cl.UpdateConversation(cmd.Context(), args[0], protocol.UpdateConversationRequest{Status: &status})
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), conv)
-		},
-	}
+	return convUpdateCmd(cfg, use, "Set a conversation "+status, 1, func([]string) protocol.UpdateConversationRequest {
+		return protocol.UpdateConversationRequest{Status: &status}
+	})
 }
 
 func convRenameCmd(cfg *config) *cobra.Command {
+	return convUpdateCmd(cfg, "rename ID TITLE", "Rename a conversation", 2, func(args []string) protocol.UpdateConversationRequest {
+		return protocol.UpdateConversationRequest{Title: &args[1]}
+	})
+}
+
+// convUpdateCmd PATCHes the conversation named by the first argument.
+func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []string) protocol.UpdateConversationRequest) *cobra.Command {
 	return &cobra.Command{
-		Use: "rename ID TITLE", Short: "Rename a conversation", Args: cobra.ExactArgs(2),
+		Use: use, Short: short, Args: cobra.ExactArgs(nargs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
 			}
-			conv, err := cl.UpdateConversation(cmd.Context(), args[0], protocol.UpdateConversationRequest{Title: &args[1]})
+			conv, err := cl.UpdateConversation(cmd.Context(), args[0], req(args))
 			if err != nil {
 				return err
 			}
