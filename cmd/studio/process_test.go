@@ -414,3 +414,63 @@ func TestProcessBrokenStateDBAnswersServiceFailure(t *testing.T) {
 		t.Fatalf("create conversation without StateDB: %v", err)
 	}
 }
+
+func TestProcessCLI(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	bin, _ := buildBinary()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--data-dir", dataDir}, args...)...)
+		cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("studio %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := run("operator", "conversations", "create", "--title", "cli")
+	id := regexp.MustCompile(`"id": "([0-9a-f-]{36})"`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("create: %s", out)
+	}
+	conv := id[1]
+	if out := run("operator", "send", "--conversation", conv, "show failed runs"); !strings.Contains(out, "asked the cockpit") || !strings.Contains(out, "done: completed") {
+		t.Fatalf("send: %s", out)
+	}
+	out = run("operator", "send", "--conversation", conv, "vacuum the database")
+	pid := regexp.MustCompile(`studio operator confirm ([0-9a-f-]{36})`).FindStringSubmatch(out)
+	if pid == nil || !strings.Contains(out, "waiting for confirmation") {
+		t.Fatalf("send a change: %s", out)
+	}
+	if out := run("operator", "proposals"); !strings.Contains(out, pid[1]) || !strings.Contains(out, "admin") || !strings.Contains(out, "left") {
+		t.Fatalf("proposals: %s", out)
+	}
+	if out := run("operator", "confirm", "--yes", pid[1]); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
+		t.Fatalf("confirm: %s", out)
+	}
+	if out := run("operator", "conversations", "show", conv); !strings.Contains(out, "executed") || !strings.Contains(out, "done: completed") {
+		t.Fatalf("show: %s", out)
+	}
+	if out := run("operator", "conversations", "list"); !strings.Contains(out, conv) || !strings.Contains(out, "cli") {
+		t.Fatalf("list: %s", out)
+	}
+	if out := run("operator", "ticket", "--conversation", conv); !strings.Contains(out, `"ticket"`) {
+		t.Fatalf("ticket: %s", out)
+	}
+	run("operator", "conversations", "rename", conv, "renamed")
+	if out := run("operator", "conversations", "archive", conv); !strings.Contains(out, `"archived"`) {
+		t.Fatalf("archive: %s", out)
+	}
+	run("operator", "conversations", "unarchive", conv)
+	if out := run("operator", "conversations", "delete", conv); !strings.Contains(out, "deleted") {
+		t.Fatalf("delete: %s", out)
+	}
+	if out := run("doctor"); !strings.Contains(out, "ok") {
+		t.Fatalf("doctor: %s", out)
+	}
+	if out := run("version"); !strings.Contains(out, "protocol version 1") {
+		t.Fatalf("version: %s", out)
+	}
+}
