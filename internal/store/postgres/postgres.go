@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -52,6 +54,7 @@ const migrateLock = 0x73747564696f
 
 // Store is StateDB on one PostgreSQL database.
 type Store struct {
+	*sqlstore.Store
 	db       *sql.DB
 	cfg      *pgx.ConnConfig
 	instance string
@@ -89,6 +92,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{db: db, cfg: cfg, instance: uuid.NewString(), log: slog.Default(), listened: make(chan struct{})}
+	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance}, Signals: &s.signals})
 	// LISTEN before Open returns: no commit after it can be missed.
 	conn, err := s.connectListener(ctx)
 	if err != nil {
@@ -306,4 +310,75 @@ type argList []any
 func (a *argList) add(v any) string {
 	*a = append(*a, v)
 	return fmt.Sprintf("$%d", len(*a))
+}
+
+// dialect is PostgreSQL's part of sqlstore.
+type dialect struct {
+	instance string // this Store's, in its notifications
+}
+
+// Rebind numbers the ? placeholders: $1, $2, ...
+func (dialect) Rebind(query string) string { return rebind(query) }
+
+// Lock: writes lock the rows they check (see the package comment).
+func (dialect) Lock(mode sqlstore.LockMode, of ...string) string {
+	clause := " FOR UPDATE"
+	if mode == sqlstore.ForKeyShare {
+		clause = " FOR KEY SHARE"
+	}
+	if len(of) > 0 {
+		clause += " OF " + strings.Join(of, ", ")
+	}
+	if mode == sqlstore.SkipLocked {
+		clause += " SKIP LOCKED"
+	}
+	return clause
+}
+
+// Snapshot: several queries read one REPEATABLE READ snapshot.
+func (dialect) Snapshot() *sql.TxOptions {
+	return &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
+}
+
+// Notify tells the other processes' listeners (PostgreSQL delivers a
+// notification only if its transaction commits).
+func (d dialect) Notify(ctx context.Context, tx *sql.Tx, conversationID string) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, d.instance+" "+conversationID)
+	return err
+}
+
+// Retryable: see retryable.
+func (dialect) Retryable(err error) bool { return retryable(err) }
+
+// rebind numbers the ? placeholders of query. A ? inside a quoted string
+// or identifier stays as it is. A doubled quote inside one reads as leaving
+// the quote and entering it again, which comes to the same; a backslash is
+// not an escape (standard_conforming_strings), so the queries must not use
+// E-strings.
+func rebind(query string) string {
+	if strings.IndexByte(query, '?') < 0 {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

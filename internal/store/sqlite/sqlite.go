@@ -18,6 +18,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -28,6 +29,7 @@ func Migrations() ([]store.Migration, error) { return store.LoadMigrations(migra
 
 // Store is StateDB on one SQLite file.
 type Store struct {
+	*sqlstore.Store
 	path    string
 	w       *sql.DB // one connection: every write transaction
 	r       *sql.DB // reader pool
@@ -69,8 +71,22 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &Store{path: path, w: w, r: r}, nil
+	s := &Store{path: path, w: w, r: r}
+	s.Store = sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, Signals: &s.signals})
+	return s, nil
 }
+
+// dialect is SQLite's part of sqlstore. The one writer connection runs
+// write transactions one at a time, so rows need no locks and no
+// transaction meets another's to retry; only this process reads the file's
+// commits, so the in-process signals are all the notification there is.
+type dialect struct{}
+
+func (dialect) Rebind(query string) string                    { return query }
+func (dialect) Lock(sqlstore.LockMode, ...string) string      { return "" }
+func (dialect) Snapshot() *sql.TxOptions                      { return &sql.TxOptions{ReadOnly: true} }
+func (dialect) Notify(context.Context, *sql.Tx, string) error { return nil }
+func (dialect) Retryable(error) bool                          { return false }
 
 // Migrate applies pending migrations and returns the schema version.
 func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {

@@ -1,10 +1,11 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +44,11 @@ func scanProposal(row scanner) (store.Proposal, error) {
 }
 
 func getProposal(ctx context.Context, q querier, id string) (store.Proposal, error) {
-	p, err := scanProposal(q.QueryRowContext(ctx, `SELECT `+proposalCols+` FROM studio_operator_proposals WHERE id = ?`, id))
+	return loadProposal(ctx, q, id, "")
+}
+
+func loadProposal(ctx context.Context, q querier, id, lock string) (store.Proposal, error) {
+	p, err := scanProposal(q.QueryRowContext(ctx, `SELECT `+proposalCols+` FROM studio_operator_proposals WHERE id = ?`+lock, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, notFound("proposal", id)
 	}
@@ -54,9 +59,9 @@ func getProposal(ctx context.Context, q querier, id string) (store.Proposal, err
 }
 
 // requireActive refuses frames for a request that is not the conversation's
-// active turn.
-func requireActive(ctx context.Context, tx *sql.Tx, convID, reqID string) error {
-	c, err := getConversation(ctx, tx, convID)
+// active turn; it locks the conversation.
+func requireActive(ctx context.Context, tx *writeTx, convID, reqID string) error {
+	c, err := lockConversation(ctx, tx, convID)
 	if err != nil {
 		return err
 	}
@@ -69,7 +74,7 @@ func requireActive(ctx context.Context, tx *sql.Tx, convID, reqID string) error 
 // CreateProposal implements store.ProposalStore.
 func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
 	var out store.Proposal
-	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		pr := p.Proposal
 		if err := requireActive(ctx, tx, pr.ConversationID, pr.RequestID); err != nil {
 			return err
@@ -95,7 +100,7 @@ func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams
 			kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(p.Now)); err != nil {
 			return fmt.Errorf("insert proposal: %w", err)
 		}
-		touch(pr.ConversationID)
+		tx.touch(pr.ConversationID)
 		var err error
 		out, err = getProposal(ctx, tx, pr.ID)
 		return err
@@ -145,9 +150,12 @@ func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) 
 }
 
 // transition moves a proposal from one of from to to, appending its audit
-// row and frames, in the caller's transaction. It returns the proposal as it
-// was found when the transition does not apply.
-func transition(ctx context.Context, tx *sql.Tx, id string, from []store.ProposalStatus, set string, args []any,
+// row and frames, in the caller's transaction. set's placeholders take args;
+// the proposal's id and status follow them. It returns the proposal as it
+// was found when the transition does not apply. Where rows are locked it
+// locks the conversation, then the proposal, then (resumeTurn) the turn:
+// the order FinishTurn keeps too.
+func transition(ctx context.Context, tx *writeTx, id string, from []store.ProposalStatus, set string, args []any,
 	audit store.AppendAdminEventParams, frames []store.NewFrame, now time.Time) (store.Proposal, error) {
 	payloads, err := callerPayloads(frames)
 	if err != nil {
@@ -157,7 +165,15 @@ func transition(ctx context.Context, tx *sql.Tx, id string, from []store.Proposa
 	if err != nil {
 		return cur, err
 	}
-	if !slicesContains(from, cur.Status) {
+	if tx.locks.rows() {
+		if _, err := lockConversation(ctx, tx, cur.ConversationID); err != nil {
+			return cur, err
+		}
+		if cur, err = loadProposal(ctx, tx, id, tx.locks.update); err != nil {
+			return cur, err
+		}
+	}
+	if !slices.Contains(from, cur.Status) {
 		return cur, protocol.Errorf(protocol.Conflict, "proposal %s is %s", id, cur.Status).With("status", string(cur.Status))
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET `+set+` WHERE id = ? AND status = ?`,
@@ -179,18 +195,9 @@ func transition(ctx context.Context, tx *sql.Tx, id string, from []store.Proposa
 	return getProposal(ctx, tx, id)
 }
 
-func slicesContains(list []store.ProposalStatus, s store.ProposalStatus) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // resumeTurn moves the proposal's turn from awaiting_confirmation back to
 // running; it reports whether it did (and so who continues the turn).
-func resumeTurn(ctx context.Context, tx *sql.Tx, requestID string) (bool, error) {
+func resumeTurn(ctx context.Context, tx *writeTx, requestID string) (bool, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running'
 		WHERE request_id = ? AND status = 'awaiting_confirmation'`, requestID)
 	if err != nil {
@@ -203,12 +210,12 @@ func resumeTurn(ctx context.Context, tx *sql.Tx, requestID string) (bool, error)
 // ConfirmProposal implements store.ProposalStore.
 func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalParams) (store.Proposal, error) {
 	var out store.Proposal
-	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
 		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
 			`status = 'executing', confirmed_at = ?`, []any{ts(p.Now)}, p.Audit, p.Frames, p.Now)
 		if err == nil {
-			touch(out.ConversationID)
+			tx.touch(out.ConversationID)
 		}
 		return err
 	})
@@ -222,7 +229,7 @@ func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams
 	}
 	var out store.Proposal
 	var resumed bool
-	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		var result any
 		if p.Result != nil {
 			result = string(p.Result)
@@ -241,7 +248,7 @@ func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams
 				return err
 			}
 		}
-		touch(out.ConversationID)
+		tx.touch(out.ConversationID)
 		resumed, err = resumeTurn(ctx, tx, out.RequestID)
 		return err
 	})
@@ -257,7 +264,7 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 	}
 	var out store.Proposal
 	var resumed bool
-	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
 		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
 			`status = ?, completed_at = ?, error_code = ?`, []any{string(p.Status), ts(p.Now), p.ErrorCode},
@@ -265,7 +272,7 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 		if err != nil {
 			return err
 		}
-		touch(out.ConversationID)
+		tx.touch(out.ConversationID)
 		resumed, err = resumeTurn(ctx, tx, out.RequestID)
 		return err
 	})
@@ -275,7 +282,21 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 // AwaitConfirmation implements store.ProposalStore.
 func (s *Store) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmationParams) (bool, error) {
 	var parked bool
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
+		if tx.locks.rows() {
+			// The conversation's lock orders this after a CloseProposal or
+			// FinishProposal of the same turn: the EXISTS below sees its outcome.
+			t, err := getTurn(ctx, tx, p.RequestID)
+			if protocol.IsCode(err, protocol.NotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := lockConversation(ctx, tx, t.ConversationID); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation'
 			WHERE request_id = ? AND status = 'running' AND EXISTS (
 				SELECT 1 FROM studio_operator_proposals

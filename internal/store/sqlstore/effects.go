@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func getEffect(ctx context.Context, q querier, id string) (store.Effect, error) 
 }
 
 func loadEffect(ctx context.Context, q querier, id, lock string) (store.Effect, error) {
-	e, err := scanEffect(q.QueryRowContext(ctx, `SELECT `+effectCols+` FROM studio_operator_effects WHERE id = $1`+lock, id))
+	e, err := scanEffect(q.QueryRowContext(ctx, `SELECT `+effectCols+` FROM studio_operator_effects WHERE id = ?`+lock, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, notFound("effect", id)
 	}
@@ -50,7 +50,7 @@ func loadEffect(ctx context.Context, q querier, id, lock string) (store.Effect, 
 func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
 	var e store.Effect
 	var f store.Frame
-	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		c, err := lockConversation(ctx, tx, p.ConversationID)
 		if err != nil {
 			return err
@@ -67,7 +67,7 @@ func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_effects
 			(id, conversation_id, request_id, effect_type, effect_json, status, emitted_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)`,
+			VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
 			p.ID, p.ConversationID, p.RequestID, p.Effect.Kind, string(raw), ts(p.Now), ts(p.ExpiresAt)); err != nil {
 			return fmt.Errorf("insert effect: %w", err)
 		}
@@ -77,7 +77,7 @@ func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store
 			return err
 		}
 		f = frames[0]
-		touch(p.ConversationID)
+		tx.touch(p.ConversationID)
 		e, err = getEffect(ctx, tx, p.ID)
 		return err
 	})
@@ -86,7 +86,7 @@ func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store
 
 // GetEffect implements store.EffectStore.
 func (s *Store) GetEffect(ctx context.Context, id string) (store.Effect, error) {
-	return getEffect(ctx, s.db, id)
+	return getEffect(ctx, s.r, id)
 }
 
 // AckEffect implements store.EffectStore.
@@ -97,9 +97,9 @@ func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.E
 		return store.Effect{}, protocol.Errorf(protocol.Validation, "ack effect: %q is not applied, rejected or expired", p.Status)
 	}
 	var e store.Effect
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		// Acknowledgements of one effect take turns: the second sees the first.
-		cur, err := loadEffect(ctx, tx, p.ID, " FOR UPDATE")
+		cur, err := loadEffect(ctx, tx, p.ID, tx.locks.update)
 		if err != nil {
 			return err
 		}
@@ -108,8 +108,8 @@ func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.E
 			return ackRepeat(cur, p)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_effects
-			SET status = $1, acknowledged_at = $2, rejection_code = $3, client_route = $4
-			WHERE id = $5 AND status = 'pending'`,
+			SET status = ?, acknowledged_at = ?, rejection_code = ?, client_route = ?
+			WHERE id = ? AND status = 'pending'`,
 			p.Status, ts(p.Now), p.RejectionCode, p.ClientRoute, p.ID); err != nil {
 			return fmt.Errorf("ack effect: %w", err)
 		}

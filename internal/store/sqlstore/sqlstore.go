@@ -1,0 +1,259 @@
+// Package sqlstore is StateDB on database/sql: the one implementation of
+// store.Store that the sqlite and postgres backends share. Every query is
+// written here once, with ? placeholders. A backend opens its pools and
+// supplies a Dialect for the few things its engine does its own way
+// (placeholders, row locks, read snapshots, telling other processes about
+// commits, retrying a transaction); what only one engine has (opening,
+// pragmas, migrations, a notification listener, file maintenance) stays in
+// the backend's package.
+//
+// The write path is the same for both engines: a write transaction reads
+// the rows it checks and then changes them. SQLite runs every write on one
+// connection, so nothing can change in between; PostgreSQL runs several at
+// once, READ COMMITTED, so the reads lock their rows (Dialect.Lock). Where
+// locking takes steps of its own (the conversation row before the turn or
+// proposal, the order every writer keeps) the steps are taken only when the
+// dialect locks rows at all.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Dialect is what an engine supplies to the shared Store.
+type Dialect interface {
+	// Rebind rewrites a query written with ? placeholders into the
+	// engine's own (PostgreSQL's $1, $2, ...). It is called on every query.
+	Rebind(query string) string
+	// Lock is the clause that a SELECT in a write transaction appends to
+	// lock the rows it reads until the transaction ends, in mode; of, when
+	// given, limits the lock to those tables (aliases) of a join. It is ""
+	// for an engine that serialises write transactions anyway (SQLite's
+	// one writer connection): then the locking steps are skipped too.
+	Lock(mode LockMode, of ...string) string
+	// Snapshot is the options of a read-only transaction that gives reads
+	// spanning several queries one consistent view.
+	Snapshot() *sql.TxOptions
+	// Notify runs inside a write transaction, before its commit, for each
+	// conversation whose frames it changed: how an engine shared by
+	// several processes tells the others (PostgreSQL's pg_notify). This
+	// process's streams are woken after the commit, whatever Notify does.
+	Notify(ctx context.Context, tx *sql.Tx, conversationID string) error
+	// Retryable reports an error of a write transaction that a fresh
+	// transaction may not meet again (a deadlock, a serialization failure,
+	// a unique violation by a concurrent insert): fn then runs again and
+	// its checks see what the other writer committed.
+	Retryable(err error) bool
+}
+
+// LockMode is the strength of a row lock (Dialect.Lock).
+type LockMode int
+
+// Lock modes.
+const (
+	// ForUpdate: the transaction goes on to change the rows it read.
+	ForUpdate LockMode = iota + 1
+	// ForKeyShare: the rows must not be deleted before the transaction
+	// ends (a row that a new reference names).
+	ForKeyShare
+	// SkipLocked: a claim, which locks for update and passes over the rows
+	// another transaction holds instead of waiting for them.
+	SkipLocked
+)
+
+// Config is what New needs.
+type Config struct {
+	// Writer runs every write transaction.
+	Writer *sql.DB
+	// Reader serves reads; it may be Writer.
+	Reader *sql.DB
+	// Dialect is the engine's.
+	Dialect Dialect
+	// Signals wakes this process's streams; nil gives the Store its own.
+	// A backend passes one when something else wakes streams too (a
+	// listener for other processes' commits).
+	Signals *store.Signals
+}
+
+// Store is store.Store on database/sql.
+type Store struct {
+	writer, reader *sql.DB
+	w, r           conn // the pools, with the dialect's placeholders
+	d              Dialect
+	locks          locks
+	snapshot       *sql.TxOptions
+	signals        *store.Signals
+}
+
+// New returns the Store on c's pools. It opens nothing and does not
+// migrate; Close closes both pools.
+func New(c Config) *Store {
+	s := &Store{
+		writer: c.Writer, reader: c.Reader, d: c.Dialect,
+		w: conn{c.Writer, c.Dialect}, r: conn{c.Reader, c.Dialect},
+		locks: locks{
+			update:         c.Dialect.Lock(ForUpdate),
+			updateSchedule: c.Dialect.Lock(ForUpdate, "s"),
+			keyShare:       c.Dialect.Lock(ForKeyShare),
+			skipLocked:     c.Dialect.Lock(SkipLocked),
+		},
+		snapshot: c.Dialect.Snapshot(),
+		signals:  c.Signals,
+	}
+	if s.signals == nil {
+		s.signals = new(store.Signals)
+	}
+	return s
+}
+
+// locks are the dialect's lock clauses, worked out once.
+type locks struct {
+	update         string
+	updateSchedule string // a schedule read joins its playbook: lock the schedule only
+	keyShare       string
+	skipLocked     string
+}
+
+// rows reports whether the engine locks rows at all.
+func (l *locks) rows() bool { return l.update != "" }
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// conn runs queries written with ? placeholders on a pool or transaction.
+type conn struct {
+	q querier
+	d Dialect
+}
+
+func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.q.QueryRowContext(ctx, c.d.Rebind(query), args...)
+}
+
+func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.q.QueryContext(ctx, c.d.Rebind(query), args...)
+}
+
+func (c conn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return c.q.ExecContext(ctx, c.d.Rebind(query), args...)
+}
+
+// writeTx is one attempt at a write transaction.
+type writeTx struct {
+	conn
+	locks   *locks
+	touched []string
+}
+
+// touch records a conversation whose frames the transaction changes: its
+// commit wakes the conversation's streams.
+func (tx *writeTx) touch(conversationID string) {
+	if !slices.Contains(tx.touched, conversationID) {
+		tx.touched = append(tx.touched, conversationID)
+	}
+}
+
+// txn runs fn in one write transaction and, after commit, wakes this
+// process's streams of the conversations fn touched. An error that the
+// dialect calls retryable runs fn again on a fresh transaction, so the
+// checks it makes see the row that a concurrent writer just committed.
+func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
+	const attempts = 3
+	var err error
+	for range attempts {
+		var touched []string
+		touched, err = s.txnOnce(ctx, fn)
+		if err == nil {
+			for _, id := range touched {
+				s.signals.Notify(id)
+			}
+			return nil
+		}
+		if !s.d.Retryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) ([]string, error) {
+	sqlTx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	tx := &writeTx{conn: conn{sqlTx, s.d}, locks: &s.locks}
+	if err := fn(tx); err != nil {
+		_ = sqlTx.Rollback()
+		return nil, err
+	}
+	for _, id := range tx.touched {
+		if err := s.d.Notify(ctx, sqlTx, id); err != nil {
+			_ = sqlTx.Rollback()
+			return nil, fmt.Errorf("notify: %w", err)
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return tx.touched, nil
+}
+
+// readTx is a read-only snapshot for reads that span several queries.
+type readTx struct {
+	conn
+	tx *sql.Tx
+}
+
+func (t readTx) Rollback() error { return t.tx.Rollback() }
+
+func (s *Store) readTx(ctx context.Context) (readTx, error) {
+	tx, err := s.reader.BeginTx(ctx, s.snapshot)
+	if err != nil {
+		return readTx{}, err
+	}
+	return readTx{conn{tx, s.d}, tx}, nil
+}
+
+// Close closes both pools (once, when they are one).
+func (s *Store) Close() error {
+	return errors.Join(s.reader.Close(), s.writer.Close())
+}
+
+func ts(t time.Time) float64 { return protocol.Timestamp(t) }
+
+func fromTS(f float64) time.Time { return protocol.Time(f) }
+
+func nullTS(f sql.NullFloat64) *time.Time {
+	if !f.Valid {
+		return nil
+	}
+	t := fromTS(f.Float64)
+	return &t
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	v := s.String
+	return &v
+}
+
+func tsOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ts(*t)
+}
