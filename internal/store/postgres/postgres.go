@@ -143,18 +143,6 @@ func (s *Store) Close() error {
 	return err
 }
 
-// SchemaVersion implements store.Store.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	return store.CurrentVersion(ctx, s.db)
-}
-
-// FrameSignal implements store.Store. A commit by this Store closes the
-// channel when the commit returns; a commit by another process closes it
-// when its notification arrives.
-func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
-	return s.signals.Wait(conversationID)
-}
-
 func (s *Store) connectListener(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.cfg.Copy())
 	if err != nil {

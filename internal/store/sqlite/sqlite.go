@@ -8,7 +8,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -99,21 +98,6 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
-
-// Close closes both pools.
-func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
-}
-
-// SchemaVersion implements store.Store.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	return store.CurrentVersion(ctx, s.r)
-}
-
-// FrameSignal implements store.Store.
-func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
-	return s.signals.Wait(conversationID)
-}
 
 // txn runs fn in one write transaction and, after commit, wakes the streams
 // of the conversations fn reported through touch.

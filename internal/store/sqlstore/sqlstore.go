@@ -226,6 +226,18 @@ func (s *Store) readTx(ctx context.Context) (readTx, error) {
 	return readTx{conn{tx, s.d}, tx}, nil
 }
 
+// SchemaVersion implements store.Store.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	return store.CurrentVersion(ctx, s.reader)
+}
+
+// FrameSignal implements store.Store. A commit through this Store closes
+// the channel when the commit returns; a backend whose database other
+// processes write wakes it for their commits too (Config.Signals).
+func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
+	return s.signals.Wait(conversationID)
+}
+
 // Close closes both pools (once, when they are one).
 func (s *Store) Close() error {
 	return errors.Join(s.reader.Close(), s.writer.Close())
