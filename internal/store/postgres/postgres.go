@@ -1,9 +1,10 @@
 // Package postgres is StateDB on PostgreSQL (github.com/jackc/pgx/v5): the
-// backend for several daemons sharing one database. Queries go through
-// pgx's database/sql driver, so the code reads like the SQLite backend's
-// and the shared migration runner applies the schema. Every write runs in a
-// READ COMMITTED transaction that locks the rows it reads before changing
-// them (the conversation row first, then its turn or proposal), which is
+// backend for several daemons sharing one database. Its queries are
+// sqlstore's, shared with the SQLite backend, run through pgx's
+// database/sql driver; this package supplies sqlstore's dialect, and the
+// shared migration runner applies its schema. Every write runs in a READ
+// COMMITTED transaction that locks the rows it reads before changing them
+// (the conversation row first, then its turn or proposal), which is
 // what makes sequence allocation and the active-request compare-and-set hold
 // across processes. Commits that append frames NOTIFY the other processes;
 // one dedicated listening connection per Store wakes this process's streams.
@@ -129,7 +130,7 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 		applied_at DOUBLE PRECISION NOT NULL)`); err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	return store.Migrate(ctx, s.db, ms, ts(now), "$")
+	return store.Migrate(ctx, s.db, ms, protocol.Timestamp(now), "$")
 }
 
 // Close stops the listener and closes the pool.
@@ -138,7 +139,7 @@ func (s *Store) Close() error {
 	s.closing.Do(func() {
 		s.cancel()
 		<-s.listened
-		err = s.db.Close()
+		err = s.Store.Close()
 	})
 	return err
 }
@@ -191,119 +192,12 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// txn runs fn in one READ COMMITTED write transaction. Before commit it
-// NOTIFYs the conversations fn reported through touch (PostgreSQL delivers
-// a notification only if its transaction commits); after commit it wakes
-// this process's streams of those conversations. A deadlock, serialization
-// failure or unique violation runs fn again on a fresh transaction, so the
-// checks it makes see the row that a concurrent writer just committed.
-func (s *Store) txn(ctx context.Context, fn func(tx *sql.Tx, touch func(convID string)) error) error {
-	const attempts = 3
-	var err error
-	for range attempts {
-		var touched []string
-		touched, err = s.txnOnce(ctx, fn)
-		if err == nil {
-			for _, id := range touched {
-				s.signals.Notify(id)
-			}
-			return nil
-		}
-		if !retryable(err) || ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
-}
-
-func (s *Store) txnOnce(ctx context.Context, fn func(tx *sql.Tx, touch func(convID string)) error) ([]string, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	var touched []string
-	touch := func(id string) {
-		for _, t := range touched {
-			if t == id {
-				return
-			}
-		}
-		touched = append(touched, id)
-	}
-	if err := fn(tx, touch); err != nil {
-		_ = tx.Rollback()
-		return nil, err
-	}
-	for _, id := range touched {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, s.instance+" "+id); err != nil {
-			_ = tx.Rollback()
-			return nil, fmt.Errorf("notify: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
-	}
-	return touched, nil
-}
-
-// retryable reports errors that a fresh transaction may not meet again.
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return false
-	}
-	switch pe.Code {
-	case "40001", "40P01", "23505": // serialization_failure, deadlock_detected, unique_violation
-		return true
-	}
-	return false
-}
-
-// readTx is one read-only snapshot for reads that span several queries.
-func (s *Store) readTx(ctx context.Context) (*sql.Tx, error) {
-	return s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
-}
-
-func ts(t time.Time) float64 { return protocol.Timestamp(t) }
-
-func fromTS(f float64) time.Time { return protocol.Time(f) }
-
-func nullTS(f sql.NullFloat64) *time.Time {
-	if !f.Valid {
-		return nil
-	}
-	t := fromTS(f.Float64)
-	return &t
-}
-
-func nullString(s sql.NullString) *string {
-	if !s.Valid {
-		return nil
-	}
-	v := s.String
-	return &v
-}
-
-func tsOrNil(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return ts(*t)
-}
-
-// argList numbers the parameters of a query built piece by piece.
-type argList []any
-
-// add appends v and returns its placeholder.
-func (a *argList) add(v any) string {
-	*a = append(*a, v)
-	return fmt.Sprintf("$%d", len(*a))
-}
-
 // dialect is PostgreSQL's part of sqlstore.
 type dialect struct {
 	instance string // this Store's, in its notifications
 }
+
+var _ sqlstore.Dialect = dialect{}
 
 // Rebind numbers the ? placeholders: $1, $2, ...
 func (dialect) Rebind(query string) string { return rebind(query) }
@@ -335,8 +229,20 @@ func (d dialect) Notify(ctx context.Context, tx *sql.Tx, conversationID string) 
 	return err
 }
 
-// Retryable: see retryable.
-func (dialect) Retryable(err error) bool { return retryable(err) }
+// Retryable: a deadlock or serialization failure, and a unique violation:
+// two writers inserted the same name or id at once, and the check that
+// runs again sees the other's row and answers conflict.
+func (dialect) Retryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01", "23505": // serialization_failure, deadlock_detected, unique_violation
+		return true
+	}
+	return false
+}
 
 // rebind numbers the ? placeholders of query. A ? inside a quoted string
 // or identifier stays as it is. A doubled quote inside one reads as leaving

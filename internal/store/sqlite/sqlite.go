@@ -1,7 +1,9 @@
 // Package sqlite is StateDB on SQLite (modernc.org/sqlite, pure Go): the
 // embedded default backend. One writer connection serialises writes; a small
 // reader pool serves reads concurrently under WAL. synchronous=FULL makes a
-// frame durable before any stream sees it (ADR D2).
+// frame durable before any stream sees it (ADR D2). The queries are
+// sqlstore's, shared with the PostgreSQL backend; this package opens the
+// file, supplies sqlstore's dialect and keeps the file's own upkeep.
 package sqlite
 
 import (
@@ -29,10 +31,9 @@ func Migrations() ([]store.Migration, error) { return store.LoadMigrations(migra
 // Store is StateDB on one SQLite file.
 type Store struct {
 	*sqlstore.Store
-	path    string
-	w       *sql.DB // one connection: every write transaction
-	r       *sql.DB // reader pool
-	signals store.Signals
+	path string
+	w    *sql.DB // one connection: every write transaction
+	r    *sql.DB // reader pool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -70,22 +71,8 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{path: path, w: w, r: r}
-	s.Store = sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, Signals: &s.signals})
-	return s, nil
+	return &Store{Store: sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}}), path: path, w: w, r: r}, nil
 }
-
-// dialect is SQLite's part of sqlstore. The one writer connection runs
-// write transactions one at a time, so rows need no locks and no
-// transaction meets another's to retry; only this process reads the file's
-// commits, so the in-process signals are all the notification there is.
-type dialect struct{}
-
-func (dialect) Rebind(query string) string                    { return query }
-func (dialect) Lock(sqlstore.LockMode, ...string) string      { return "" }
-func (dialect) Snapshot() *sql.TxOptions                      { return &sql.TxOptions{ReadOnly: true} }
-func (dialect) Notify(context.Context, *sql.Tx, string) error { return nil }
-func (dialect) Retryable(error) bool                          { return false }
 
 // Migrate applies pending migrations and returns the schema version.
 func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
@@ -93,56 +80,23 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return store.Migrate(ctx, s.w, ms, ts(now), "?")
+	return store.Migrate(ctx, s.w, ms, protocol.Timestamp(now), "?")
 }
 
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-// txn runs fn in one write transaction and, after commit, wakes the streams
-// of the conversations fn reported through touch.
-func (s *Store) txn(ctx context.Context, fn func(tx *sql.Tx, touch func(convID string)) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	var touched []string
-	if err := fn(tx, func(id string) { touched = append(touched, id) }); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	for _, id := range touched {
-		s.signals.Notify(id)
-	}
-	return nil
-}
+// dialect is SQLite's part of sqlstore. The one writer connection runs
+// write transactions one at a time, so rows need no locks and no
+// transaction meets another's to retry; streams wake on this process's
+// commits alone, through sqlstore's in-process signals, as nothing else
+// tells them of a commit.
+type dialect struct{}
 
-func ts(t time.Time) float64 { return protocol.Timestamp(t) }
+var _ sqlstore.Dialect = dialect{}
 
-func fromTS(f float64) time.Time { return protocol.Time(f) }
-
-func nullTS(f sql.NullFloat64) *time.Time {
-	if !f.Valid {
-		return nil
-	}
-	t := fromTS(f.Float64)
-	return &t
-}
-
-func nullString(s sql.NullString) *string {
-	if !s.Valid {
-		return nil
-	}
-	v := s.String
-	return &v
-}
-
-func tsOrNil(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return ts(*t)
-}
+func (dialect) Rebind(query string) string                    { return query }
+func (dialect) Lock(sqlstore.LockMode, ...string) string      { return "" }
+func (dialect) Snapshot() *sql.TxOptions                      { return &sql.TxOptions{ReadOnly: true} }
+func (dialect) Notify(context.Context, *sql.Tx, string) error { return nil }
+func (dialect) Retryable(error) bool                          { return false }

@@ -93,12 +93,14 @@ type Store struct {
 	signals        *store.Signals
 }
 
+var _ store.Store = (*Store)(nil)
+
 // New returns the Store on c's pools. It opens nothing and does not
 // migrate; Close closes both pools.
 func New(c Config) *Store {
 	s := &Store{
 		writer: c.Writer, reader: c.Reader, d: c.Dialect,
-		w: conn{c.Writer, c.Dialect}, r: conn{c.Reader, c.Dialect},
+		w: conn{db: c.Writer, d: c.Dialect}, r: conn{db: c.Reader, d: c.Dialect},
 		locks: locks{
 			update:         c.Dialect.Lock(ForUpdate),
 			updateSchedule: c.Dialect.Lock(ForUpdate, "s"),
@@ -132,22 +134,34 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// conn runs queries written with ? placeholders on a pool or transaction.
+// conn runs queries written with ? placeholders on a pool (db) or a
+// transaction (tx). It holds the concrete types, not a querier: calls
+// through an interface would move every query's arguments to the heap.
 type conn struct {
-	q querier
-	d Dialect
+	db *sql.DB
+	tx *sql.Tx
+	d  Dialect
 }
 
 func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return c.q.QueryRowContext(ctx, c.d.Rebind(query), args...)
+	if c.tx != nil {
+		return c.tx.QueryRowContext(ctx, c.d.Rebind(query), args...)
+	}
+	return c.db.QueryRowContext(ctx, c.d.Rebind(query), args...)
 }
 
 func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.q.QueryContext(ctx, c.d.Rebind(query), args...)
+	if c.tx != nil {
+		return c.tx.QueryContext(ctx, c.d.Rebind(query), args...)
+	}
+	return c.db.QueryContext(ctx, c.d.Rebind(query), args...)
 }
 
 func (c conn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return c.q.ExecContext(ctx, c.d.Rebind(query), args...)
+	if c.tx != nil {
+		return c.tx.ExecContext(ctx, c.d.Rebind(query), args...)
+	}
+	return c.db.ExecContext(ctx, c.d.Rebind(query), args...)
 }
 
 // writeTx is one attempt at a write transaction.
@@ -193,7 +207,7 @@ func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) ([]stri
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	tx := &writeTx{conn: conn{sqlTx, s.d}, locks: &s.locks}
+	tx := &writeTx{conn: conn{tx: sqlTx, d: s.d}, locks: &s.locks}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return nil, err
@@ -223,7 +237,7 @@ func (s *Store) readTx(ctx context.Context) (readTx, error) {
 	if err != nil {
 		return readTx{}, err
 	}
-	return readTx{conn{tx, s.d}, tx}, nil
+	return readTx{conn{tx: tx, d: s.d}, tx}, nil
 }
 
 // SchemaVersion implements store.Store.

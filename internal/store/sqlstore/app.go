@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -14,11 +14,13 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// The application resources of store.AppStore on PostgreSQL. Writes go
-// through s.txn (READ COMMITTED). A write locks the row it checks before it
-// changes it (FOR UPDATE), so the check cannot race another writer in this
-// process or another; a duplicate name that two writers insert at once is a
-// unique violation, and txn's retry turns it into the ordinary conflict.
+// The application resources of store.AppStore. Writes go through s.txn. A
+// write reads the row it checks with the dialect's lock (FOR UPDATE on
+// PostgreSQL; SQLite's one writer connection, BEGIN IMMEDIATE, runs writes
+// one at a time), so the check cannot race another writer in this process
+// or another. A duplicate name that two PostgreSQL writers insert at once
+// is a unique violation, and txn's retry turns it into the ordinary
+// conflict.
 
 // slotRetention is how long handled schedule slots are kept; the
 // compare-and-set on next_run_at is what makes a slot fire once, the slot
@@ -42,7 +44,7 @@ func nameTaken(kind, name, id string) error {
 		With("kind", kind).With("name", name).With("id", id)
 }
 
-func audit(ctx context.Context, tx *sql.Tx, p *store.AppendAdminEventParams) error {
+func audit(ctx context.Context, tx *writeTx, p *store.AppendAdminEventParams) error {
 	if p == nil {
 		return nil
 	}
@@ -85,7 +87,7 @@ func boolInt(b bool) int {
 // nameOwner returns the id of the row of table named name, "" if none.
 func nameOwner(ctx context.Context, q querier, table, name string) (string, error) {
 	var id string
-	err := q.QueryRowContext(ctx, `SELECT id FROM `+table+` WHERE name = $1`, name).Scan(&id)
+	err := q.QueryRowContext(ctx, `SELECT id FROM `+table+` WHERE name = ?`, name).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -119,7 +121,7 @@ func getPlaybook(ctx context.Context, q querier, where string, arg any) (store.P
 }
 
 func loadPlaybook(ctx context.Context, q querier, where string, arg any, lock string) (store.Playbook, error) {
-	p, err := scanPlaybook(q.QueryRowContext(ctx, `SELECT `+playbookCols+` FROM studio_playbooks WHERE `+where+` = $1`+lock, arg))
+	p, err := scanPlaybook(q.QueryRowContext(ctx, `SELECT `+playbookCols+` FROM studio_playbooks WHERE `+where+` = ?`+lock, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, notFound("playbook", fmt.Sprint(arg))
 	}
@@ -132,7 +134,7 @@ func loadPlaybook(ctx context.Context, q querier, where string, arg any, lock st
 // CreatePlaybook implements store.PlaybookStore.
 func (s *Store) CreatePlaybook(ctx context.Context, p store.CreatePlaybookParams) (store.Playbook, error) {
 	var out store.Playbook
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		if id, err := nameOwner(ctx, tx, "studio_playbooks", p.Name); err != nil {
 			return err
 		} else if id != "" {
@@ -144,7 +146,7 @@ func (s *Store) CreatePlaybook(ctx context.Context, p store.CreatePlaybookParams
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_playbooks
 			(id, project, name, description, prompt, args_json, version, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)`,
+			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 			p.ID, p.Project, p.Name, p.Description, p.Prompt, args, ts(p.Now), ts(p.Now)); err != nil {
 			return fmt.Errorf("create playbook: %w", err)
 		}
@@ -166,30 +168,33 @@ func argsOrEmpty(a []store.PlaybookArg) []store.PlaybookArg {
 
 // GetPlaybook implements store.PlaybookStore.
 func (s *Store) GetPlaybook(ctx context.Context, id string) (store.Playbook, error) {
-	return getPlaybook(ctx, s.db, "id", id)
+	return getPlaybook(ctx, s.r, "id", id)
 }
 
 // GetPlaybookByName implements store.PlaybookStore.
 func (s *Store) GetPlaybookByName(ctx context.Context, name string) (store.Playbook, error) {
-	return getPlaybook(ctx, s.db, "name", name)
+	return getPlaybook(ctx, s.r, "name", name)
 }
 
 // ListPlaybooks implements store.PlaybookStore.
 func (s *Store) ListPlaybooks(ctx context.Context, p store.ListPlaybooksParams) ([]store.Playbook, error) {
 	query := `SELECT ` + playbookCols + ` FROM studio_playbooks WHERE 1 = 1`
-	var args argList
+	var args []any
 	if p.Project != "" {
-		query += ` AND project = ` + args.add(p.Project)
+		query += ` AND project = ?`
+		args = append(args, p.Project)
 	}
 	if p.Query != "" {
-		like := args.add(likePattern(p.Query))
-		query += ` AND (lower(name) LIKE ` + like + ` ESCAPE '\' OR lower(description) LIKE ` + like + ` ESCAPE '\')`
+		query += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(description) LIKE ? ESCAPE '\')`
+		args = append(args, likePattern(p.Query), likePattern(p.Query))
 	}
 	if p.AfterName != "" {
-		query += ` AND name > ` + args.add(p.AfterName)
+		query += ` AND name > ?`
+		args = append(args, p.AfterName)
 	}
-	query += ` ORDER BY name LIMIT ` + args.add(limitOr(p.Limit, 50))
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	query += ` ORDER BY name LIMIT ?`
+	args = append(args, limitOr(p.Limit, 50))
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list playbooks: %w", err)
 	}
@@ -208,8 +213,8 @@ func (s *Store) ListPlaybooks(ctx context.Context, p store.ListPlaybooksParams) 
 // UpdatePlaybook implements store.PlaybookStore.
 func (s *Store) UpdatePlaybook(ctx context.Context, p store.UpdatePlaybookParams) (store.Playbook, error) {
 	var out store.Playbook
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
-		cur, err := loadPlaybook(ctx, tx, "id", p.ID, " FOR UPDATE")
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := loadPlaybook(ctx, tx, "id", p.ID, tx.locks.update)
 		if err != nil {
 			return err
 		}
@@ -239,8 +244,8 @@ func (s *Store) UpdatePlaybook(ctx context.Context, p store.UpdatePlaybookParams
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE studio_playbooks
-			SET name = $1, description = $2, prompt = $3, args_json = $4, version = version + 1, updated_at = $5
-			WHERE id = $6 AND version = $7`,
+			SET name = ?, description = ?, prompt = ?, args_json = ?, version = version + 1, updated_at = ?
+			WHERE id = ? AND version = ?`,
 			next.Name, next.Description, next.Prompt, args, ts(p.Now), p.ID, cur.Version)
 		if err != nil {
 			return fmt.Errorf("update playbook: %w", err)
@@ -260,8 +265,8 @@ func (s *Store) UpdatePlaybook(ctx context.Context, p store.UpdatePlaybookParams
 // DeletePlaybook implements store.PlaybookStore.
 func (s *Store) DeletePlaybook(ctx context.Context, p store.DeletePlaybookParams) (store.Playbook, error) {
 	var out store.Playbook
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
-		cur, err := loadPlaybook(ctx, tx, "id", p.ID, " FOR UPDATE")
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := loadPlaybook(ctx, tx, "id", p.ID, tx.locks.update)
 		if err != nil {
 			return err
 		}
@@ -276,7 +281,7 @@ func (s *Store) DeletePlaybook(ctx context.Context, p store.DeletePlaybookParams
 			return protocol.Errorf(protocol.Conflict, "playbook %s is used by %s", cur.Name, strings.Join(users, ", ")).
 				With("usedBy", users)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_playbooks WHERE id = $1`, p.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_playbooks WHERE id = ?`, p.ID); err != nil {
 			return fmt.Errorf("delete playbook: %w", err)
 		}
 		out = cur
@@ -286,12 +291,12 @@ func (s *Store) DeletePlaybook(ctx context.Context, p store.DeletePlaybookParams
 }
 
 // playbookUsers names the workflows and schedules that use a playbook.
-func playbookUsers(ctx context.Context, tx *sql.Tx, id string) ([]string, error) {
+func playbookUsers(ctx context.Context, tx *writeTx, id string) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT DISTINCT 'workflow ' || w.name FROM studio_workflow_steps ws
-		  JOIN studio_workflows w ON w.id = ws.workflow_id WHERE ws.playbook_id = $1
+		  JOIN studio_workflows w ON w.id = ws.workflow_id WHERE ws.playbook_id = ?
 		UNION
-		SELECT 'schedule ' || name FROM studio_schedules WHERE playbook_id = $2
+		SELECT 'schedule ' || name FROM studio_schedules WHERE playbook_id = ?
 		ORDER BY 1 LIMIT 20`, id, id)
 	if err != nil {
 		return nil, fmt.Errorf("playbook users: %w", err)
@@ -308,12 +313,13 @@ func playbookUsers(ctx context.Context, tx *sql.Tx, id string) ([]string, error)
 	return out, rows.Err()
 }
 
-// playbookExists checks a playbook that a new reference will name, and
-// keeps it (FOR KEY SHARE) until the transaction ends: a concurrent
-// DeletePlaybook waits, then sees the reference and refuses.
-func playbookExists(ctx context.Context, q querier, id string) error {
+// playbookExists checks a playbook that a new reference will name and,
+// where rows are locked, keeps it (FOR KEY SHARE) until the transaction
+// ends: a concurrent DeletePlaybook waits, then sees the reference and
+// refuses.
+func playbookExists(ctx context.Context, tx *writeTx, id string) error {
 	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM studio_playbooks WHERE id = $1 FOR KEY SHARE`, id).Scan(&one)
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM studio_playbooks WHERE id = ?`+tx.locks.keyShare, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return notFound("playbook", id)
 	}
@@ -344,14 +350,16 @@ func loadSteps(ctx context.Context, q querier, ws []store.Workflow) error {
 		return nil
 	}
 	idx := make(map[string]int, len(ws))
-	ids := make([]string, len(ws))
+	marks := make([]string, len(ws))
+	args := make([]any, len(ws))
 	for i, w := range ws {
 		idx[w.ID] = i
-		ids[i] = w.ID
+		marks[i] = "?"
+		args[i] = w.ID
 	}
 	rows, err := q.QueryContext(ctx, `SELECT ws.workflow_id, ws.playbook_id, COALESCE(p.name, ''), ws.input, ws.args_json
 		FROM studio_workflow_steps ws LEFT JOIN studio_playbooks p ON p.id = ws.playbook_id
-		WHERE ws.workflow_id = ANY($1) ORDER BY ws.workflow_id, ws.step_index`, ids)
+		WHERE ws.workflow_id IN (`+strings.Join(marks, ", ")+`) ORDER BY ws.workflow_id, ws.step_index`, args...)
 	if err != nil {
 		return fmt.Errorf("load workflow steps: %w", err)
 	}
@@ -376,7 +384,7 @@ func getWorkflow(ctx context.Context, q querier, where string, arg any) (store.W
 }
 
 func loadWorkflow(ctx context.Context, q querier, where string, arg any, lock string) (store.Workflow, error) {
-	w, err := scanWorkflow(q.QueryRowContext(ctx, `SELECT `+workflowCols+` FROM studio_workflows WHERE `+where+` = $1`+lock, arg))
+	w, err := scanWorkflow(q.QueryRowContext(ctx, `SELECT `+workflowCols+` FROM studio_workflows WHERE `+where+` = ?`+lock, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return w, notFound("workflow", fmt.Sprint(arg))
 	}
@@ -390,8 +398,8 @@ func loadWorkflow(ctx context.Context, q querier, where string, arg any, lock st
 	return one[0], nil
 }
 
-func writeSteps(ctx context.Context, tx *sql.Tx, workflowID string, steps []store.WorkflowStep) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM studio_workflow_steps WHERE workflow_id = $1`, workflowID); err != nil {
+func writeSteps(ctx context.Context, tx *writeTx, workflowID string, steps []store.WorkflowStep) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM studio_workflow_steps WHERE workflow_id = ?`, workflowID); err != nil {
 		return fmt.Errorf("replace workflow steps: %w", err)
 	}
 	for i, st := range steps {
@@ -403,7 +411,7 @@ func writeSteps(ctx context.Context, tx *sql.Tx, workflowID string, steps []stor
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_workflow_steps (workflow_id, step_index, playbook_id, input, args_json)
-			VALUES ($1, $2, $3, $4, $5)`, workflowID, i, st.PlaybookID, st.Input, args); err != nil {
+			VALUES (?, ?, ?, ?, ?)`, workflowID, i, st.PlaybookID, st.Input, args); err != nil {
 			return fmt.Errorf("insert workflow step: %w", err)
 		}
 	}
@@ -420,14 +428,14 @@ func argsMap(m map[string]string) map[string]string {
 // CreateWorkflow implements store.WorkflowStore.
 func (s *Store) CreateWorkflow(ctx context.Context, p store.CreateWorkflowParams) (store.Workflow, error) {
 	var out store.Workflow
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		if id, err := nameOwner(ctx, tx, "studio_workflows", p.Name); err != nil {
 			return err
 		} else if id != "" {
 			return nameTaken(store.KindWorkflow, p.Name, id)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_workflows
-			(id, project, name, description, version, created_at, updated_at) VALUES ($1, $2, $3, $4, 1, $5, $6)`,
+			(id, project, name, description, version, created_at, updated_at) VALUES (?, ?, ?, ?, 1, ?, ?)`,
 			p.ID, p.Project, p.Name, p.Description, ts(p.Now), ts(p.Now)); err != nil {
 			return fmt.Errorf("create workflow: %w", err)
 		}
@@ -446,29 +454,32 @@ func (s *Store) CreateWorkflow(ctx context.Context, p store.CreateWorkflowParams
 
 // GetWorkflow implements store.WorkflowStore.
 func (s *Store) GetWorkflow(ctx context.Context, id string) (store.Workflow, error) {
-	return getWorkflow(ctx, s.db, "id", id)
+	return getWorkflow(ctx, s.r, "id", id)
 }
 
 // GetWorkflowByName implements store.WorkflowStore.
 func (s *Store) GetWorkflowByName(ctx context.Context, name string) (store.Workflow, error) {
-	return getWorkflow(ctx, s.db, "name", name)
+	return getWorkflow(ctx, s.r, "name", name)
 }
 
 // ListWorkflows implements store.WorkflowStore.
 func (s *Store) ListWorkflows(ctx context.Context, p store.ListWorkflowsParams) ([]store.Workflow, error) {
 	query := `SELECT ` + workflowCols + ` FROM studio_workflows WHERE 1 = 1`
-	var args argList
+	var args []any
 	if p.Project != "" {
-		query += ` AND project = ` + args.add(p.Project)
+		query += ` AND project = ?`
+		args = append(args, p.Project)
 	}
 	if p.Query != "" {
-		like := args.add(likePattern(p.Query))
-		query += ` AND (lower(name) LIKE ` + like + ` ESCAPE '\' OR lower(description) LIKE ` + like + ` ESCAPE '\')`
+		query += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(description) LIKE ? ESCAPE '\')`
+		args = append(args, likePattern(p.Query), likePattern(p.Query))
 	}
 	if p.AfterName != "" {
-		query += ` AND name > ` + args.add(p.AfterName)
+		query += ` AND name > ?`
+		args = append(args, p.AfterName)
 	}
-	query += ` ORDER BY name LIMIT ` + args.add(limitOr(p.Limit, 50))
+	query += ` ORDER BY name LIMIT ?`
+	args = append(args, limitOr(p.Limit, 50))
 	// One read transaction: the page and its steps come from one snapshot.
 	tx, err := s.readTx(ctx)
 	if err != nil {
@@ -501,8 +512,8 @@ func (s *Store) ListWorkflows(ctx context.Context, p store.ListWorkflowsParams) 
 // UpdateWorkflow implements store.WorkflowStore.
 func (s *Store) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParams) (store.Workflow, error) {
 	var out store.Workflow
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
-		cur, err := loadWorkflow(ctx, tx, "id", p.ID, " FOR UPDATE")
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := loadWorkflow(ctx, tx, "id", p.ID, tx.locks.update)
 		if err != nil {
 			return err
 		}
@@ -521,8 +532,8 @@ func (s *Store) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParams
 		if p.Description != nil {
 			desc = *p.Description
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE studio_workflows SET name = $1, description = $2, version = version + 1, updated_at = $3
-			WHERE id = $4`, name, desc, ts(p.Now), p.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_workflows SET name = ?, description = ?, version = version + 1, updated_at = ?
+			WHERE id = ?`, name, desc, ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("update workflow: %w", err)
 		}
 		if p.Steps != nil {
@@ -573,7 +584,7 @@ func getRun(ctx context.Context, q querier, id string) (store.Run, error) {
 }
 
 func loadRun(ctx context.Context, q querier, id, lock string) (store.Run, error) {
-	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM studio_runs WHERE id = $1`+lock, id))
+	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runCols+` FROM studio_runs WHERE id = ?`+lock, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, notFound("run", id)
 	}
@@ -584,7 +595,7 @@ func loadRun(ctx context.Context, q querier, id, lock string) (store.Run, error)
 }
 
 // createRun inserts a queued run inside the caller's transaction.
-func createRun(ctx context.Context, tx *sql.Tx, p store.CreateRunParams) (store.Run, error) {
+func createRun(ctx context.Context, tx *writeTx, p store.CreateRunParams) (store.Run, error) {
 	pb, err := getPlaybook(ctx, tx, "id", p.PlaybookID)
 	if err != nil {
 		return store.Run{}, err
@@ -621,7 +632,7 @@ func createRun(ctx context.Context, tx *sql.Tx, p store.CreateRunParams) (store.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_runs
 		(id, project, playbook_id, playbook_name, playbook_version, prompt, input, args_json, status, run_trigger,
 		 schedule_id, retry_of, version, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11, 1, $12, $13)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, 1, ?, ?)`,
 		p.ID, project, pb.ID, pb.Name, pb.Version, pb.Prompt, p.Input, args, p.Trigger,
 		p.ScheduleID, p.RetryOf, ts(p.Now), ts(p.Now)); err != nil {
 		return store.Run{}, fmt.Errorf("create run: %w", err)
@@ -635,7 +646,7 @@ func createRun(ctx context.Context, tx *sql.Tx, p store.CreateRunParams) (store.
 // CreateRun implements store.RunStore.
 func (s *Store) CreateRun(ctx context.Context, p store.CreateRunParams) (store.Run, error) {
 	var out store.Run
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
 		out, err = createRun(ctx, tx, p)
 		return err
@@ -645,41 +656,45 @@ func (s *Store) CreateRun(ctx context.Context, p store.CreateRunParams) (store.R
 
 // GetRun implements store.RunStore.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
-	return getRun(ctx, s.db, id)
+	return getRun(ctx, s.r, id)
 }
 
 // ListRuns implements store.RunStore.
 func (s *Store) ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
 	query := `SELECT ` + runCols + ` FROM studio_runs WHERE 1 = 1`
-	var args argList
-	eq := func(col string, v any) { query += ` AND ` + col + ` = ` + args.add(v) }
+	var args []any
+	add := func(cond string, vals ...any) {
+		query += ` AND ` + cond
+		args = append(args, vals...)
+	}
 	if p.Status != "" {
-		eq(`status`, p.Status)
+		add(`status = ?`, p.Status)
 	}
 	if p.PlaybookID != "" {
-		eq(`playbook_id`, p.PlaybookID)
+		add(`playbook_id = ?`, p.PlaybookID)
 	}
 	if p.Project != "" {
-		eq(`project`, p.Project)
+		add(`project = ?`, p.Project)
 	}
 	if p.Trigger != "" {
-		eq(`run_trigger`, p.Trigger)
+		add(`run_trigger = ?`, p.Trigger)
 	}
 	if p.ScheduleID != "" {
-		eq(`schedule_id`, p.ScheduleID)
+		add(`schedule_id = ?`, p.ScheduleID)
 	}
 	if p.Since != nil {
-		query += ` AND created_at >= ` + args.add(ts(*p.Since))
+		add(`created_at >= ?`, ts(*p.Since))
 	}
 	if p.Until != nil {
-		query += ` AND created_at < ` + args.add(ts(*p.Until))
+		add(`created_at < ?`, ts(*p.Until))
 	}
 	if p.BeforeCreated != nil {
-		c := args.add(ts(*p.BeforeCreated))
-		query += ` AND (created_at < ` + c + ` OR (created_at = ` + c + ` AND id < ` + args.add(p.BeforeID) + `))`
+		c := ts(*p.BeforeCreated)
+		add(`(created_at < ? OR (created_at = ? AND id < ?))`, c, c, p.BeforeID)
 	}
-	query += ` ORDER BY created_at DESC, id DESC LIMIT ` + args.add(limitOr(p.Limit, 50))
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limitOr(p.Limit, 50))
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -699,20 +714,20 @@ func (s *Store) ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.R
 func (s *Store) ClaimRun(ctx context.Context, p store.ClaimRunParams) (store.Run, bool, error) {
 	var out store.Run
 	var ok bool
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		var id string
-		// SKIP LOCKED: a run another claimer holds is passed over, not waited
-		// for, so concurrent claimers take different runs.
+		// SKIP LOCKED, where rows are locked: a run another claimer holds is
+		// passed over, not waited for, so concurrent claimers take different runs.
 		err := tx.QueryRowContext(ctx, `SELECT id FROM studio_runs WHERE status = 'queued'
-			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id)
+			ORDER BY created_at, id LIMIT 1`+tx.locks.skipLocked).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("claim run: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'running', started_at = $1, updated_at = $2, version = version + 1
-			WHERE id = $3 AND status = 'queued'`, ts(p.Now), ts(p.Now), id)
+		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'running', started_at = ?, updated_at = ?, version = version + 1
+			WHERE id = ? AND status = 'queued'`, ts(p.Now), ts(p.Now), id)
 		if err != nil {
 			return fmt.Errorf("claim run: %w", err)
 		}
@@ -729,20 +744,20 @@ func (s *Store) ClaimRun(ctx context.Context, p store.ClaimRunParams) (store.Run
 // FinishRun implements store.RunStore.
 func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.Run, error) {
 	var out store.Run
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		if !p.Status.Terminal() {
 			return fmt.Errorf("finish run: %s is not a terminal status", p.Status)
 		}
-		cur, err := loadRun(ctx, tx, p.ID, " FOR UPDATE")
+		cur, err := loadRun(ctx, tx, p.ID, tx.locks.update)
 		if err != nil {
 			return err
 		}
 		if cur.Status != store.RunRunning {
 			return protocol.Errorf(protocol.Conflict, "run %s is %s, not running", p.ID, cur.Status).With("status", string(cur.Status))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = $1, output = $2, output_truncated = $3,
-			error_code = $4, error_message = $5, ended_at = $6, updated_at = $7, version = version + 1
-			WHERE id = $8 AND status = 'running'`,
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = ?, output = ?, output_truncated = ?,
+			error_code = ?, error_message = ?, ended_at = ?, updated_at = ?, version = version + 1
+			WHERE id = ? AND status = 'running'`,
 			p.Status, p.Output, boolInt(p.OutputTruncated), p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("finish run: %w", err)
 		}
@@ -755,8 +770,8 @@ func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.R
 // CancelRun implements store.RunStore.
 func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.Run, error) {
 	var out store.Run
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
-		cur, err := loadRun(ctx, tx, p.ID, " FOR UPDATE")
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := loadRun(ctx, tx, p.ID, tx.locks.update)
 		if err != nil {
 			return err
 		}
@@ -765,15 +780,15 @@ func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.R
 		}
 		switch cur.Status {
 		case store.RunQueued:
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'cancelled', error_code = $1, error_message = $2,
-				cancel_requested_at = $3, ended_at = $4, updated_at = $5, version = version + 1 WHERE id = $6`,
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'cancelled', error_code = ?, error_message = ?,
+				cancel_requested_at = ?, ended_at = ?, updated_at = ?, version = version + 1 WHERE id = ?`,
 				string(protocol.Cancelled), "cancelled before it started", ts(p.Now), ts(p.Now), ts(p.Now), p.ID); err != nil {
 				return fmt.Errorf("cancel run: %w", err)
 			}
 		case store.RunRunning:
 			if cur.CancelRequestedAt == nil {
-				if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET cancel_requested_at = $1, updated_at = $2, version = version + 1
-					WHERE id = $3`, ts(p.Now), ts(p.Now), p.ID); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET cancel_requested_at = ?, updated_at = ?, version = version + 1
+					WHERE id = ?`, ts(p.Now), ts(p.Now), p.ID); err != nil {
 					return fmt.Errorf("cancel run: %w", err)
 				}
 			}
@@ -792,9 +807,9 @@ func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.R
 // RecoverRuns implements store.RunStore.
 func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]store.Run, error) {
 	var out []store.Run
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM studio_runs WHERE status IN ('queued', 'running')
-			ORDER BY created_at, id FOR UPDATE`)
+			ORDER BY created_at, id`+tx.locks.update)
 		if err != nil {
 			return fmt.Errorf("recover runs: %w", err)
 		}
@@ -812,8 +827,8 @@ func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]s
 			return fmt.Errorf("recover runs: %w", err)
 		}
 		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'failed', error_code = $1, error_message = $2,
-				ended_at = $3, updated_at = $4, version = version + 1 WHERE id = $5 AND status IN ('queued', 'running')`,
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'failed', error_code = ?, error_message = ?,
+				ended_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status IN ('queued', 'running')`,
 				p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), id); err != nil {
 				return fmt.Errorf("recover run: %w", err)
 			}
@@ -840,7 +855,7 @@ func (s *Store) RunStats(ctx context.Context, p store.RunStatsParams) (store.Run
 	}
 	defer tx.Rollback()
 	since, until := ts(p.Since), ts(p.Until)
-	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*) FROM studio_runs WHERE created_at >= $1 AND created_at < $2 GROUP BY status`, since, until)
+	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*) FROM studio_runs WHERE created_at >= ? AND created_at < ? GROUP BY status`, since, until)
 	if err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
 	}
@@ -858,7 +873,7 @@ func (s *Store) RunStats(ctx context.Context, p store.RunStatsParams) (store.Run
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
 	}
-	const finished = ` FROM studio_runs WHERE created_at >= $1 AND created_at < $2 AND started_at IS NOT NULL AND ended_at IS NOT NULL`
+	const finished = ` FROM studio_runs WHERE created_at >= ? AND created_at < ? AND started_at IS NOT NULL AND ended_at IS NOT NULL`
 	var n int64
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*)`+finished, since, until).Scan(&n); err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
@@ -868,7 +883,7 @@ func (s *Store) RunStats(ctx context.Context, p store.RunStatsParams) (store.Run
 	}
 	// The median: the middle value, or the mean of the two middle values.
 	take := 1 + (1 - n%2)
-	mrows, err := tx.QueryContext(ctx, `SELECT ended_at - started_at AS d`+finished+` ORDER BY d LIMIT $3 OFFSET $4`, since, until, take, (n-1)/2)
+	mrows, err := tx.QueryContext(ctx, `SELECT ended_at - started_at AS d`+finished+` ORDER BY d LIMIT ? OFFSET ?`, since, until, take, (n-1)/2)
 	if err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
 	}
@@ -927,7 +942,7 @@ func getSchedule(ctx context.Context, q querier, where string, arg any) (store.S
 }
 
 func loadSchedule(ctx context.Context, q querier, where string, arg any, lock string) (store.Schedule, error) {
-	sc, err := scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleCols+scheduleFrom+` WHERE s.`+where+` = $1`+lock, arg))
+	sc, err := scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleCols+scheduleFrom+` WHERE s.`+where+` = ?`+lock, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return sc, notFound("schedule", fmt.Sprint(arg))
 	}
@@ -940,7 +955,7 @@ func loadSchedule(ctx context.Context, q querier, where string, arg any, lock st
 // CreateSchedule implements store.ScheduleStore.
 func (s *Store) CreateSchedule(ctx context.Context, p store.CreateScheduleParams) (store.Schedule, error) {
 	var out store.Schedule
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		if id, err := nameOwner(ctx, tx, "studio_schedules", p.Name); err != nil {
 			return err
 		} else if id != "" {
@@ -955,7 +970,7 @@ func (s *Store) CreateSchedule(ctx context.Context, p store.CreateScheduleParams
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_schedules
 			(id, project, name, cron, playbook_id, input, args_json, enabled, next_run_at, version, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $11)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 			p.ID, p.Project, p.Name, p.Cron, p.PlaybookID, p.Input, args, boolInt(p.Enabled), tsOrNil(p.NextRunAt),
 			ts(p.Now), ts(p.Now)); err != nil {
 			return fmt.Errorf("create schedule: %w", err)
@@ -971,33 +986,37 @@ func (s *Store) CreateSchedule(ctx context.Context, p store.CreateScheduleParams
 
 // GetSchedule implements store.ScheduleStore.
 func (s *Store) GetSchedule(ctx context.Context, id string) (store.Schedule, error) {
-	return getSchedule(ctx, s.db, "id", id)
+	return getSchedule(ctx, s.r, "id", id)
 }
 
 // GetScheduleByName implements store.ScheduleStore.
 func (s *Store) GetScheduleByName(ctx context.Context, name string) (store.Schedule, error) {
-	return getSchedule(ctx, s.db, "name", name)
+	return getSchedule(ctx, s.r, "name", name)
 }
 
 // ListSchedules implements store.ScheduleStore.
 func (s *Store) ListSchedules(ctx context.Context, p store.ListSchedulesParams) ([]store.Schedule, error) {
 	query := `SELECT ` + scheduleCols + scheduleFrom + ` WHERE 1 = 1`
-	var args argList
+	var args []any
 	if p.Enabled != nil {
-		query += ` AND s.enabled = ` + args.add(boolInt(*p.Enabled))
+		query += ` AND s.enabled = ?`
+		args = append(args, boolInt(*p.Enabled))
 	}
 	if p.PlaybookID != "" {
-		query += ` AND s.playbook_id = ` + args.add(p.PlaybookID)
+		query += ` AND s.playbook_id = ?`
+		args = append(args, p.PlaybookID)
 	}
 	if p.Query != "" {
-		like := args.add(likePattern(p.Query))
-		query += ` AND (lower(s.name) LIKE ` + like + ` ESCAPE '\' OR lower(s.input) LIKE ` + like + ` ESCAPE '\')`
+		query += ` AND (lower(s.name) LIKE ? ESCAPE '\' OR lower(s.input) LIKE ? ESCAPE '\')`
+		args = append(args, likePattern(p.Query), likePattern(p.Query))
 	}
 	if p.AfterName != "" {
-		query += ` AND s.name > ` + args.add(p.AfterName)
+		query += ` AND s.name > ?`
+		args = append(args, p.AfterName)
 	}
-	query += ` ORDER BY s.name LIMIT ` + args.add(limitOr(p.Limit, 50))
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	query += ` ORDER BY s.name LIMIT ?`
+	args = append(args, limitOr(p.Limit, 50))
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -1016,8 +1035,8 @@ func (s *Store) ListSchedules(ctx context.Context, p store.ListSchedulesParams) 
 // UpdateSchedule implements store.ScheduleStore.
 func (s *Store) UpdateSchedule(ctx context.Context, p store.UpdateScheduleParams) (store.Schedule, error) {
 	var out store.Schedule
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
-		cur, err := loadSchedule(ctx, tx, "id", p.ID, " FOR UPDATE OF s")
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := loadSchedule(ctx, tx, "id", p.ID, tx.locks.updateSchedule)
 		if err != nil {
 			return err
 		}
@@ -1058,8 +1077,8 @@ func (s *Store) UpdateSchedule(ctx context.Context, p store.UpdateScheduleParams
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET name = $1, cron = $2, playbook_id = $3, input = $4, args_json = $5,
-			enabled = $6, next_run_at = $7, version = version + 1, updated_at = $8 WHERE id = $9`,
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET name = ?, cron = ?, playbook_id = ?, input = ?, args_json = ?,
+			enabled = ?, next_run_at = ?, version = version + 1, updated_at = ? WHERE id = ?`,
 			next.Name, next.Cron, next.PlaybookID, next.Input, args, boolInt(next.Enabled), tsOrNil(next.NextRunAt),
 			ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("update schedule: %w", err)
@@ -1076,18 +1095,18 @@ func (s *Store) UpdateSchedule(ctx context.Context, p store.UpdateScheduleParams
 // DeleteSchedule implements store.ScheduleStore.
 func (s *Store) DeleteSchedule(ctx context.Context, p store.DeleteScheduleParams) (store.Schedule, error) {
 	var out store.Schedule
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
-		cur, err := loadSchedule(ctx, tx, "id", p.ID, " FOR UPDATE OF s")
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := loadSchedule(ctx, tx, "id", p.ID, tx.locks.updateSchedule)
 		if err != nil {
 			return err
 		}
 		if err := checkVersion(store.KindSchedule, p.ID, p.ExpectedVersion, cur.Version); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_schedule_slots WHERE schedule_id = $1`, p.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_schedule_slots WHERE schedule_id = ?`, p.ID); err != nil {
 			return fmt.Errorf("delete schedule slots: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_schedules WHERE id = $1`, p.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_schedules WHERE id = ?`, p.ID); err != nil {
 			return fmt.Errorf("delete schedule: %w", err)
 		}
 		out = cur
@@ -1098,9 +1117,9 @@ func (s *Store) DeleteSchedule(ctx context.Context, p store.DeleteScheduleParams
 
 // DueSchedules implements store.ScheduleStore.
 func (s *Store) DueSchedules(ctx context.Context, p store.DueSchedulesParams) ([]store.Schedule, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+scheduleCols+scheduleFrom+`
-		WHERE s.enabled = 1 AND s.next_run_at IS NOT NULL AND s.next_run_at <= $1
-		ORDER BY s.next_run_at, s.id LIMIT $2`, ts(p.Now), limitOr(p.Limit, 100))
+	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleCols+scheduleFrom+`
+		WHERE s.enabled = 1 AND s.next_run_at IS NOT NULL AND s.next_run_at <= ?
+		ORDER BY s.next_run_at, s.id LIMIT ?`, ts(p.Now), limitOr(p.Limit, 100))
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", err)
 	}
@@ -1119,11 +1138,11 @@ func (s *Store) DueSchedules(ctx context.Context, p store.DueSchedulesParams) ([
 // FireSchedule implements store.ScheduleStore.
 func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (store.FireScheduleResult, error) {
 	var out store.FireScheduleResult
-	err := s.txn(ctx, func(tx *sql.Tx, _ func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		// The claim: only the scheduler that moves next_run_at on from the
 		// value it saw handles these slots.
-		res, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET next_run_at = $1
-			WHERE id = $2 AND enabled = 1 AND next_run_at = $3`, ts(p.NextRunAt), p.ScheduleID, ts(p.DueAt))
+		res, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET next_run_at = ?
+			WHERE id = ? AND enabled = 1 AND next_run_at = ?`, ts(p.NextRunAt), p.ScheduleID, ts(p.DueAt))
 		if err != nil {
 			return fmt.Errorf("claim schedule slot: %w", err)
 		}
@@ -1138,7 +1157,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (s
 			// A slot row that exists already means the slot was handled
 			// before (say, the clock stepped back): advance, launch nothing.
 			res, err := tx.ExecContext(ctx, `INSERT INTO studio_schedule_slots (schedule_id, scheduled_for, outcome, run_id, created_at)
-				VALUES ($1, $2, 'launched', $3, $4) ON CONFLICT DO NOTHING`, p.ScheduleID, ts(p.LaunchedFor), p.Launch.ID, ts(p.Now))
+				VALUES (?, ?, 'launched', ?, ?) ON CONFLICT DO NOTHING`, p.ScheduleID, ts(p.LaunchedFor), p.Launch.ID, ts(p.Now))
 			if err != nil {
 				return fmt.Errorf("record schedule slot: %w", err)
 			}
@@ -1148,7 +1167,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (s
 					return err
 				}
 				out.Run = &run
-				if _, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET last_run_at = $1, last_run_id = $2 WHERE id = $3`,
+				if _, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET last_run_at = ?, last_run_id = ? WHERE id = ?`,
 					ts(p.LaunchedFor), run.ID, p.ScheduleID); err != nil {
 					return fmt.Errorf("record schedule launch: %w", err)
 				}
@@ -1156,10 +1175,10 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (s
 		}
 		if p.Skipped > 0 {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO studio_schedule_slots (schedule_id, scheduled_for, outcome, skipped_count, created_at)
-				VALUES ($1, $2, 'skipped', $3, $4) ON CONFLICT DO NOTHING`, p.ScheduleID, ts(p.SkippedFrom), p.Skipped, ts(p.Now)); err != nil {
+				VALUES (?, ?, 'skipped', ?, ?) ON CONFLICT DO NOTHING`, p.ScheduleID, ts(p.SkippedFrom), p.Skipped, ts(p.Now)); err != nil {
 				return fmt.Errorf("record skipped slots: %w", err)
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET skipped_runs = skipped_runs + $1, last_skipped_at = $2 WHERE id = $3`,
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_schedules SET skipped_runs = skipped_runs + ?, last_skipped_at = ? WHERE id = ?`,
 				p.Skipped, ts(p.SkippedTo), p.ScheduleID); err != nil {
 				return fmt.Errorf("record skipped slots: %w", err)
 			}
@@ -1167,7 +1186,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (s
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_schedule_slots WHERE schedule_id = $1 AND scheduled_for < $2`,
+		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_schedule_slots WHERE schedule_id = ? AND scheduled_for < ?`,
 			p.ScheduleID, ts(p.Now.Add(-slotRetention))); err != nil {
 			return fmt.Errorf("prune schedule slots: %w", err)
 		}
@@ -1182,7 +1201,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (s
 // PurgeFrames implements store.RetentionStore.
 func (s *Store) PurgeFrames(ctx context.Context, p store.PurgeFramesParams) (store.PurgeFramesResult, error) {
 	var out store.PurgeFramesResult
-	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
+	err := s.txn(ctx, func(tx *writeTx) error {
 		c, err := lockConversation(ctx, tx, p.ConversationID)
 		if err != nil {
 			return err
@@ -1197,18 +1216,18 @@ func (s *Store) PurgeFrames(ctx context.Context, p store.PurgeFramesParams) (sto
 		}
 		out.RetainedFrom = c.RetainedFrom
 		if p.BeforeSequence > c.RetainedFrom {
-			res, err := tx.ExecContext(ctx, `DELETE FROM studio_operator_frames WHERE conversation_id = $1 AND sequence < $2`,
+			res, err := tx.ExecContext(ctx, `DELETE FROM studio_operator_frames WHERE conversation_id = ? AND sequence < ?`,
 				p.ConversationID, p.BeforeSequence)
 			if err != nil {
 				return fmt.Errorf("purge frames: %w", err)
 			}
 			out.Purged, _ = res.RowsAffected()
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET retained_from_sequence = $1, updated_at = $2
-				WHERE id = $3`, p.BeforeSequence, ts(p.Now), p.ConversationID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET retained_from_sequence = ?, updated_at = ?
+				WHERE id = ?`, p.BeforeSequence, ts(p.Now), p.ConversationID); err != nil {
 				return fmt.Errorf("purge frames: %w", err)
 			}
 			out.RetainedFrom = p.BeforeSequence
-			touch(p.ConversationID)
+			tx.touch(p.ConversationID)
 		}
 		return audit(ctx, tx, p.Audit)
 	})
@@ -1218,10 +1237,10 @@ func (s *Store) PurgeFrames(ctx context.Context, p store.PurgeFramesParams) (sto
 // PurgeDeletedConversations implements store.RetentionStore.
 func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDeletedConversationsParams) (store.PurgeDeletedConversationsResult, error) {
 	var out store.PurgeDeletedConversationsResult
-	err := s.txn(ctx, func(tx *sql.Tx, touch func(string)) error {
-		const doomed = `(SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < $1)`
+	err := s.txn(ctx, func(tx *writeTx) error {
+		const doomed = `(SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?)`
 		cutoff := ts(p.DeletedBefore)
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < $1`, cutoff)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?`, cutoff)
 		if err != nil {
 			return fmt.Errorf("purge conversations: %w", err)
 		}
@@ -1261,7 +1280,7 @@ func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDele
 		}
 		out.Conversations, _ = res.RowsAffected()
 		for _, id := range ids {
-			touch(id)
+			tx.touch(id)
 		}
 		return audit(ctx, tx, p.Audit)
 	})
@@ -1293,7 +1312,7 @@ func (s *Store) Diagnostics(ctx context.Context, p store.DiagnosticsParams) (sto
 		}
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT id, conversation_id, request_id, command_type, summary, created_at, confirmed_at
-		FROM studio_operator_proposals WHERE status = 'executing' ORDER BY created_at, id LIMIT $1`, limitOr(p.ProposalLimit, 20))
+		FROM studio_operator_proposals WHERE status = 'executing' ORDER BY created_at, id LIMIT ?`, limitOr(p.ProposalLimit, 20))
 	if err != nil {
 		return d, fmt.Errorf("diagnostics: %w", err)
 	}
