@@ -127,7 +127,8 @@ type locks struct {
 // rows reports whether the engine locks rows at all.
 func (l *locks) rows() bool { return l.update != "" }
 
-// querier is what *sql.DB and *sql.Tx have in common.
+// querier is what a helper that reads needs: a pool (conn), a snapshot
+// (readTx) or a write transaction (writeTx), all with ? placeholders.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
