@@ -159,6 +159,27 @@ func (s *Store) CreatePlaybook(ctx context.Context, p store.CreatePlaybookParams
 	return out, err
 }
 
+// byNamePage completes a list query over a named resource: optional project
+// and text filters (name or description), the name cursor, name order.
+func byNamePage(selectFrom, project, text, afterName string, limit int) (string, []any) {
+	query := selectFrom + ` WHERE 1 = 1`
+	var args []any
+	if project != "" {
+		query += ` AND project = ?`
+		args = append(args, project)
+	}
+	if text != "" {
+		query += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(description) LIKE ? ESCAPE '\')`
+		args = append(args, likePattern(text), likePattern(text))
+	}
+	if afterName != "" {
+		query += ` AND name > ?`
+		args = append(args, afterName)
+	}
+	query += ` ORDER BY name LIMIT ?`
+	return query, append(args, limitOr(limit, 50))
+}
+
 func argsOrEmpty(a []store.PlaybookArg) []store.PlaybookArg {
 	if a == nil {
 		return []store.PlaybookArg{}
@@ -178,22 +199,7 @@ func (s *Store) GetPlaybookByName(ctx context.Context, name string) (store.Playb
 
 // ListPlaybooks implements store.PlaybookStore.
 func (s *Store) ListPlaybooks(ctx context.Context, p store.ListPlaybooksParams) ([]store.Playbook, error) {
-	query := `SELECT ` + playbookCols + ` FROM studio_playbooks WHERE 1 = 1`
-	var args []any
-	if p.Project != "" {
-		query += ` AND project = ?`
-		args = append(args, p.Project)
-	}
-	if p.Query != "" {
-		query += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(description) LIKE ? ESCAPE '\')`
-		args = append(args, likePattern(p.Query), likePattern(p.Query))
-	}
-	if p.AfterName != "" {
-		query += ` AND name > ?`
-		args = append(args, p.AfterName)
-	}
-	query += ` ORDER BY name LIMIT ?`
-	args = append(args, limitOr(p.Limit, 50))
+	query, args := byNamePage(`SELECT `+playbookCols+` FROM studio_playbooks`, p.Project, p.Query, p.AfterName, p.Limit)
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list playbooks: %w", err)
@@ -464,22 +470,7 @@ func (s *Store) GetWorkflowByName(ctx context.Context, name string) (store.Workf
 
 // ListWorkflows implements store.WorkflowStore.
 func (s *Store) ListWorkflows(ctx context.Context, p store.ListWorkflowsParams) ([]store.Workflow, error) {
-	query := `SELECT ` + workflowCols + ` FROM studio_workflows WHERE 1 = 1`
-	var args []any
-	if p.Project != "" {
-		query += ` AND project = ?`
-		args = append(args, p.Project)
-	}
-	if p.Query != "" {
-		query += ` AND (lower(name) LIKE ? ESCAPE '\' OR lower(description) LIKE ? ESCAPE '\')`
-		args = append(args, likePattern(p.Query), likePattern(p.Query))
-	}
-	if p.AfterName != "" {
-		query += ` AND name > ?`
-		args = append(args, p.AfterName)
-	}
-	query += ` ORDER BY name LIMIT ?`
-	args = append(args, limitOr(p.Limit, 50))
+	query, args := byNamePage(`SELECT `+workflowCols+` FROM studio_workflows`, p.Project, p.Query, p.AfterName, p.Limit)
 	// One read transaction: the page and its steps come from one snapshot.
 	tx, err := s.readTx(ctx)
 	if err != nil {
