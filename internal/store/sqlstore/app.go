@@ -200,20 +200,7 @@ func (s *Store) GetPlaybookByName(ctx context.Context, name string) (store.Playb
 // ListPlaybooks implements store.PlaybookStore.
 func (s *Store) ListPlaybooks(ctx context.Context, p store.ListPlaybooksParams) ([]store.Playbook, error) {
 	query, args := byNamePage(`SELECT `+playbookCols+` FROM studio_playbooks`, p.Project, p.Query, p.AfterName, p.Limit)
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list playbooks: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Playbook
-	for rows.Next() {
-		pb, err := scanPlaybook(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list playbooks: %w", err)
-		}
-		out = append(out, pb)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.r, "list playbooks", scanPlaybook, query, args...)
 }
 
 // UpdatePlaybook implements store.PlaybookStore.
@@ -298,25 +285,12 @@ func (s *Store) DeletePlaybook(ctx context.Context, p store.DeletePlaybookParams
 
 // playbookUsers names the workflows and schedules that use a playbook.
 func playbookUsers(ctx context.Context, tx *writeTx, id string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `
+	return collect(ctx, tx.conn, "playbook users", scanString, `
 		SELECT DISTINCT 'workflow ' || w.name FROM studio_workflow_steps ws
 		  JOIN studio_workflows w ON w.id = ws.workflow_id WHERE ws.playbook_id = ?
 		UNION
 		SELECT 'schedule ' || name FROM studio_schedules WHERE playbook_id = ?
 		ORDER BY 1 LIMIT 20`, id, id)
-	if err != nil {
-		return nil, fmt.Errorf("playbook users: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			return nil, fmt.Errorf("playbook users: %w", err)
-		}
-		out = append(out, u)
-	}
-	return out, rows.Err()
 }
 
 // playbookExists checks a playbook that a new reference will name and,
@@ -685,20 +659,7 @@ func (s *Store) ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.R
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limitOr(p.Limit, 50))
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.r, "list runs", scanRun, query, args...)
 }
 
 // ClaimRun implements store.RunStore.
@@ -799,23 +760,10 @@ func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.R
 func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]store.Run, error) {
 	var out []store.Run
 	err := s.txn(ctx, func(tx *writeTx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM studio_runs WHERE status IN ('queued', 'running')
+		ids, err := collect(ctx, tx.conn, "recover runs", scanString, `SELECT id FROM studio_runs WHERE status IN ('queued', 'running')
 			ORDER BY created_at, id`+tx.locks.update)
 		if err != nil {
-			return fmt.Errorf("recover runs: %w", err)
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("recover runs: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("recover runs: %w", err)
+			return err
 		}
 		for _, id := range ids {
 			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'failed', error_code = ?, error_message = ?,
@@ -1007,20 +955,7 @@ func (s *Store) ListSchedules(ctx context.Context, p store.ListSchedulesParams) 
 	}
 	query += ` ORDER BY s.name LIMIT ?`
 	args = append(args, limitOr(p.Limit, 50))
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Schedule
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		out = append(out, sc)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.r, "list schedules", scanSchedule, query, args...)
 }
 
 // UpdateSchedule implements store.ScheduleStore.
@@ -1108,22 +1043,9 @@ func (s *Store) DeleteSchedule(ctx context.Context, p store.DeleteScheduleParams
 
 // DueSchedules implements store.ScheduleStore.
 func (s *Store) DueSchedules(ctx context.Context, p store.DueSchedulesParams) ([]store.Schedule, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleCols+scheduleFrom+`
+	return collect(ctx, s.r, "due schedules", scanSchedule, `SELECT `+scheduleCols+scheduleFrom+`
 		WHERE s.enabled = 1 AND s.next_run_at IS NOT NULL AND s.next_run_at <= ?
 		ORDER BY s.next_run_at, s.id LIMIT ?`, ts(p.Now), limitOr(p.Limit, 100))
-	if err != nil {
-		return nil, fmt.Errorf("due schedules: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Schedule
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("due schedules: %w", err)
-		}
-		out = append(out, sc)
-	}
-	return out, rows.Err()
 }
 
 // FireSchedule implements store.ScheduleStore.
@@ -1231,22 +1153,9 @@ func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDele
 	err := s.txn(ctx, func(tx *writeTx) error {
 		const doomed = `(SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?)`
 		cutoff := ts(p.DeletedBefore)
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?`, cutoff)
+		ids, err := collect(ctx, tx.conn, "purge conversations", scanString, `SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?`, cutoff)
 		if err != nil {
-			return fmt.Errorf("purge conversations: %w", err)
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("purge conversations: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("purge conversations: %w", err)
+			return err
 		}
 		// Children before parents: the foreign keys are enforced.
 		for _, step := range []struct {

@@ -98,20 +98,7 @@ func (s *Store) ListConversations(ctx context.Context, p store.ListConversations
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limitOr(p.Limit, 50))
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list conversations: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Conversation
-	for rows.Next() {
-		c, err := scanConversation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list conversations: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.r, "list conversations", scanConversation, query, args...)
 }
 
 func limitOr(n, def int) int {
@@ -405,23 +392,10 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 
 // RecoverTurns implements store.TurnStore.
 func (s *Store) RecoverTurns(ctx context.Context, p store.RecoverTurnsParams) ([]store.Turn, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT request_id FROM studio_operator_turns
+	ids, err := collect(ctx, s.w, "recover turns", scanString, `SELECT request_id FROM studio_operator_turns
 		WHERE status IN ('queued', 'running') ORDER BY created_at`)
 	if err != nil {
-		return nil, fmt.Errorf("recover turns: %w", err)
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("recover turns: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("recover turns: %w", err)
+		return nil, err
 	}
 	var out []store.Turn
 	for _, id := range ids {
@@ -535,6 +509,8 @@ func (s *Store) ListFrames(ctx context.Context, p store.ListFramesParams) ([]sto
 		query += ` AND request_id = ?`
 		args = append(args, p.RequestID)
 	}
+	// Replay's hot path: scanning into locals of this loop keeps the row
+	// free of the allocation a scan through the scanner interface costs.
 	rows, err := s.r.QueryContext(ctx, query+` ORDER BY sequence LIMIT ?`, append(args, limitOr(p.Limit, 500))...)
 	if err != nil {
 		return nil, fmt.Errorf("list frames: %w", err)
@@ -635,22 +611,17 @@ func (s *Store) ListAdminEvents(ctx context.Context, p store.ListAdminEventsPara
 	}
 	query += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, limitOr(p.Limit, 50))
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list admin events: %w", err)
+	return collect(ctx, s.r, "list admin events", scanAdminEvent, query, args...)
+}
+
+func scanAdminEvent(row scanner) (store.AdminEvent, error) {
+	var e store.AdminEvent
+	var created float64
+	var target sql.NullString
+	var details string
+	if err := row.Scan(&e.ID, &created, &e.Actor, &e.Action, &target, &details); err != nil {
+		return e, err
 	}
-	defer rows.Close()
-	var out []store.AdminEvent
-	for rows.Next() {
-		var e store.AdminEvent
-		var created float64
-		var target sql.NullString
-		var details string
-		if err := rows.Scan(&e.ID, &created, &e.Actor, &e.Action, &target, &details); err != nil {
-			return nil, fmt.Errorf("list admin events: %w", err)
-		}
-		e.CreatedAt, e.TargetID, e.Details = fromTS(created), nullString(target), jsontext.Value(details)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	e.CreatedAt, e.TargetID, e.Details = fromTS(created), nullString(target), jsontext.Value(details)
+	return e, nil
 }

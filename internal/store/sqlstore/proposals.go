@@ -133,20 +133,7 @@ func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) 
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limitOr(p.Limit, 100))
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list proposals: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Proposal
-	for rows.Next() {
-		pr, err := scanProposal(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list proposals: %w", err)
-		}
-		out = append(out, pr)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.r, "list proposals", scanProposal, query, args...)
 }
 
 // transition moves a proposal from one of from to to, appending its audit

@@ -284,3 +284,29 @@ func tsOrNil(t *time.Time) any {
 	}
 	return ts(*t)
 }
+
+// collect runs a query and scans every row; what names the operation in
+// errors.
+func collect[T any](ctx context.Context, c conn, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanString scans a one-column row of text, for collect.
+func scanString(row scanner) (string, error) {
+	var v string
+	err := row.Scan(&v)
+	return v, err
+}
