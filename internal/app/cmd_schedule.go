@@ -23,12 +23,6 @@ type CreateScheduleCommand struct {
 	Project  string            `json:"project,omitempty" jsonschema:"maxLength=64" jsonschema_description:"Project the schedule belongs to; default the playbook's."`
 }
 
-// Type implements Command.
-func (CreateScheduleCommand) Type() string { return "create_schedule" }
-
-// Risk implements Command.
-func (CreateScheduleCommand) Risk() string { return protocol.RiskMutate }
-
 // Validate implements Command.
 func (c CreateScheduleCommand) Validate() error {
 	if err := checkName("name", c.Name); err != nil {
@@ -37,10 +31,10 @@ func (c CreateScheduleCommand) Validate() error {
 	if _, err := ParseCron(c.Cron); err != nil {
 		return err
 	}
-	if err := checkRef("playbook", c.Playbook); err != nil {
+	if err := CheckRef("playbook", c.Playbook, true); err != nil {
 		return err
 	}
-	if err := checkText("input", c.Input, MaxInputLen, false); err != nil {
+	if err := CheckText("input", c.Input, MaxInputLen, false); err != nil {
 		return err
 	}
 	if err := checkArgValues("args", c.Args); err != nil {
@@ -68,6 +62,16 @@ func (c CreateScheduleCommand) Summary() string {
 
 func (CreateScheduleCommand) resolve(context.Context, *Service) (*protocol.ResourceVersion, error) {
 	return nil, nil
+}
+
+// check refuses an unknown playbook and arguments it does not declare.
+func (c CreateScheduleCommand) check(ctx context.Context, s *Service) error {
+	pb, err := s.lookupPlaybook(ctx, c.Playbook)
+	if err != nil {
+		return err
+	}
+	_, err = bindArgs("args", pb, c.Args, false)
+	return err
 }
 
 func (c CreateScheduleCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
@@ -121,17 +125,11 @@ type UpdateScheduleCommand struct {
 	Args            *map[string]string `json:"args,omitzero" jsonschema_description:"New arguments of launched runs; they replace the old ones."`
 }
 
-// Type implements Command.
-func (UpdateScheduleCommand) Type() string { return "update_schedule" }
-
-// Risk implements Command.
-func (UpdateScheduleCommand) Risk() string { return protocol.RiskMutate }
-
 func (c UpdateScheduleCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c UpdateScheduleCommand) Validate() error {
-	if err := checkRef("schedule", c.Schedule); err != nil {
+	if err := CheckRef("schedule", c.Schedule, true); err != nil {
 		return err
 	}
 	if err := checkExpectedVersion(c.ExpectedVersion, true); err != nil {
@@ -151,12 +149,12 @@ func (c UpdateScheduleCommand) Validate() error {
 		}
 	}
 	if c.Playbook != nil {
-		if err := checkRef("playbook", *c.Playbook); err != nil {
+		if err := CheckRef("playbook", *c.Playbook, true); err != nil {
 			return err
 		}
 	}
 	if c.Input != nil {
-		if err := checkText("input", *c.Input, MaxInputLen, false); err != nil {
+		if err := CheckText("input", *c.Input, MaxInputLen, false); err != nil {
 			return err
 		}
 	}
@@ -193,6 +191,30 @@ func (c UpdateScheduleCommand) resolve(ctx context.Context, s *Service) (*protoc
 		return nil, err
 	}
 	return resourceVersion(store.KindSchedule, sc.ID, sc.Version), nil
+}
+
+// check refuses a new playbook or arguments that do not bind.
+func (c UpdateScheduleCommand) check(ctx context.Context, s *Service) error {
+	if c.Playbook == nil && c.Args == nil {
+		return nil
+	}
+	cur, err := s.lookupSchedule(ctx, c.Schedule)
+	if err != nil {
+		return err
+	}
+	ref, given := cur.PlaybookID, cur.Args
+	if c.Playbook != nil {
+		ref = *c.Playbook
+	}
+	if c.Args != nil {
+		given = *c.Args
+	}
+	pb, err := s.lookupPlaybook(ctx, ref)
+	if err != nil {
+		return err
+	}
+	_, err = bindArgs("args", pb, given, false)
+	return err
 }
 
 func (c UpdateScheduleCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
@@ -249,17 +271,11 @@ type SetScheduleEnabledCommand struct {
 	ExpectedVersion int64  `json:"expectedVersion,omitzero" jsonschema:"minimum=1" jsonschema_description:"Optional: the schedule's version as last read."`
 }
 
-// Type implements Command.
-func (SetScheduleEnabledCommand) Type() string { return "set_schedule_enabled" }
-
-// Risk implements Command.
-func (SetScheduleEnabledCommand) Risk() string { return protocol.RiskMutate }
-
 func (c SetScheduleEnabledCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c SetScheduleEnabledCommand) Validate() error {
-	if err := checkRef("schedule", c.Schedule); err != nil {
+	if err := CheckRef("schedule", c.Schedule, true); err != nil {
 		return err
 	}
 	if c.Enabled == nil {
@@ -314,17 +330,11 @@ type DeleteScheduleCommand struct {
 	ExpectedVersion int64  `json:"expectedVersion,omitzero" jsonschema:"minimum=1" jsonschema_description:"Optional: the schedule's version as last read."`
 }
 
-// Type implements Command.
-func (DeleteScheduleCommand) Type() string { return "delete_schedule" }
-
-// Risk implements Command.
-func (DeleteScheduleCommand) Risk() string { return protocol.RiskMutate }
-
 func (c DeleteScheduleCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c DeleteScheduleCommand) Validate() error {
-	if err := checkRef("schedule", c.Schedule); err != nil {
+	if err := CheckRef("schedule", c.Schedule, true); err != nil {
 		return err
 	}
 	return checkExpectedVersion(c.ExpectedVersion, false)

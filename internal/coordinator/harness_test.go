@@ -48,7 +48,7 @@ type engineOpts struct {
 
 func newEngine(t testing.TB, o engineOpts) *engine {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
+	db, err := sqlite.Open(filepath.Join(fastTempDir(t), "studio.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func newEngine(t testing.TB, o engineOpts) *engine {
 		t.Fatal(err)
 	}
 	ts := &testStore{Store: db}
-	cfg := coordinator.Config{Store: ts, Provider: p, Now: clock.Now, Workers: o.workers, ShutdownGrace: time.Millisecond,
+	cfg := coordinator.Config{Store: ts, Provider: p, Commands: testCommands{svc, ts}, Now: clock.Now, Workers: o.workers, ShutdownGrace: time.Millisecond,
 		TextFlush: time.Millisecond, Tools: tools.Default(svc, routes.Default, clock.Now), Logger: quietLogger(),
 		RetryBackoff: time.Millisecond, MaxRetryWait: 50 * time.Millisecond}
 	if o.tweak != nil {
@@ -82,7 +82,8 @@ func newEngine(t testing.TB, o engineOpts) *engine {
 	}
 	e := &engine{t: t, db: db, store: ts, app: svc, clock: clock, cfg: cfg}
 	e.coord = coordinator.New(cfg)
-	if _, err := e.coord.Recover(context.Background()); err != nil {
+	svc.SettleProposalsWith(e.coord)
+	if err := e.coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -92,6 +93,18 @@ func newEngine(t testing.TB, o engineOpts) *engine {
 		db.Close()
 	})
 	return e
+}
+
+// fastTempDir is a temporary directory in memory (/dev/shm) where there is
+// one: the store syncs every commit, and these tests commit a lot.
+func fastTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "studio-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func (e *engine) ctx() context.Context {
@@ -346,7 +359,8 @@ var errInjected = errors.New("injected store failure")
 type testStore struct {
 	store.Store
 	mu         sync.Mutex
-	pauses     []*pause
+	pauses     []*pause // armed
+	hit        []*pause // reached
 	failWrites atomic.Bool
 	faults     atomic.Int64
 }
@@ -379,6 +393,7 @@ func (s *testStore) at(name string, arg any) {
 		if p.name == name && (p.match == nil || p.match(arg)) {
 			hit = p
 			s.pauses = append(s.pauses[:i], s.pauses[i+1:]...)
+			s.hit = append(s.hit, p)
 			break
 		}
 	}
@@ -391,8 +406,8 @@ func (s *testStore) at(name string, arg any) {
 
 func (s *testStore) releaseAll() {
 	s.mu.Lock()
-	ps := s.pauses
-	s.pauses = nil
+	ps := append(s.pauses, s.hit...)
+	s.pauses, s.hit = nil, nil
 	s.mu.Unlock()
 	for _, p := range ps {
 		p.Release()
@@ -513,6 +528,18 @@ func (s *testStore) AckEffect(ctx context.Context, p store.AckEffectParams) (sto
 	return s.Store.AckEffect(ctx, p)
 }
 
+// testCommands is the application as the coordinator uses it, with a
+// pause point where a confirmed command starts executing.
+type testCommands struct {
+	*app.Service
+	store *testStore
+}
+
+func (c testCommands) Execute(ctx context.Context, cmd app.Command, opts app.ExecOptions) (app.Result, error) {
+	c.store.at("Execute", cmd)
+	return c.Service.Execute(ctx, cmd, opts)
+}
+
 // schedule returns the seeded nightly-audit schedule.
 func (e *engine) schedule() app.Schedule {
 	e.t.Helper()
@@ -525,3 +552,9 @@ func (e *engine) schedule() app.Schedule {
 
 var _ = jsontext.Value(nil)
 var _ = uuid.NewString
+
+func appDisable(name string) app.Command {
+	return app.SetScheduleEnabledCommand{Schedule: name, Enabled: ptr(false)}
+}
+
+func appManual() app.ExecOptions { return app.ExecOptions{Trigger: app.TriggerManual} }

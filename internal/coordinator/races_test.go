@@ -83,8 +83,8 @@ func TestCancelRacingConfirmCheckThenConfirm(t *testing.T) {
 }
 
 // The other order: the confirm moved the proposal to executing, then the
-// cancel came. The command's result is recorded and shown, then the turn
-// ends cancelled.
+// cancel came while the command executed. The cancel is answered at once;
+// the command's result is recorded and shown, then the turn ends cancelled.
 func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, engineOpts{script: &toggleScript})
@@ -92,17 +92,22 @@ func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	acc := e.submit(conv, "toggle")
 	prop := e.waitProposal(conv, acc.RequestID)
 
-	confirmed := e.store.arm("ConfirmProposal:after", nil)
+	confirmed := e.store.arm("Execute", nil)
 	var res protocol.ProposalResult
 	var cerr error
 	confirmDone := goDo(func() { res, cerr = e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop)) })
 	either(t, confirmed.reached, confirmDone)
-	cancelDone := goDo(func() { _, _ = e.coord.CancelTurn(e.ctx(), conv, acc.RequestID) })
+	var turn protocol.Turn
+	var terr error
+	cancelDone := goDo(func() { turn, terr = e.coord.CancelTurn(e.ctx(), conv, acc.RequestID) })
 	// The cancel must not wait for the command: it answers while it runs.
 	select {
 	case <-cancelDone:
 	case <-time.After(20 * time.Second):
 		t.Fatal("cancel waited for the executing command")
+	}
+	if terr != nil || turn.Status != "running" && turn.Status != "awaiting_confirmation" || turn.CancelRequestedAt == nil {
+		t.Fatalf("cancel during execution answered %+v %v", turn, terr)
 	}
 	confirmed.Release()
 	<-confirmDone

@@ -43,8 +43,11 @@ type harnessOpts struct {
 	provider  model.Provider
 	script    *script.Script
 	workers   int
+	maxQueued int
 	heartbeat time.Duration
+	sweep     time.Duration
 	tools     *tools.Registry
+	serveApp  bool // serve /api/app too
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -79,10 +82,19 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		reg = tools.Default(svc, routes.Default, clock.Now)
 	}
 	faults := &faultStore{Store: st}
-	coord := coordinator.New(coordinator.Config{Store: faults, Provider: p, Now: clock.Now, Workers: o.workers,
+	coord := coordinator.New(coordinator.Config{Store: faults, Provider: p, Commands: svc, Now: clock.Now, Workers: o.workers,
+		SweepInterval: o.sweep, MaxQueuedTurns: o.maxQueued,
 		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond, Tools: reg, Logger: quietLogger(),
 		RetryBackoff: time.Millisecond, MaxRetryWait: 50 * time.Millisecond})
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()})
+	svc.SettleProposalsWith(coord)
+	if err := coord.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	apiCfg := httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()}
+	if o.serveApp {
+		apiCfg.App = svc
+	}
+	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)
 	h := &harness{t: t, clock: clock, store: st, coord: coord, api: api, srv: srv, app: svc, faults: faults,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
