@@ -375,4 +375,3 @@ func (w *world) operatorChanges(rt *rapid.T) int {
 	}
 	return n
 }
-
