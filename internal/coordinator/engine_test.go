@@ -64,6 +64,12 @@ func (r *recorder) TurnEnded(te coordinator.TurnEnded) {
 	r.mu.Unlock()
 }
 
+func (r *recorder) turns() []coordinator.TurnEnded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ended)
+}
+
 func (r *recorder) attempts() []coordinator.ModelAttempt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
