@@ -51,11 +51,7 @@ func (c LaunchPlaybookCommand) resolve(ctx context.Context, s *Service) (*protoc
 
 // check refuses undeclared and missing arguments before a launch is proposed.
 func (c LaunchPlaybookCommand) check(ctx context.Context, s *Service) error {
-	pb, err := s.lookupPlaybook(ctx, c.Playbook)
-	if err != nil {
-		return err
-	}
-	_, err = bindArgs("args", pb, c.Args, false)
+	_, _, err := s.bindPlaybookArgs(ctx, c.Playbook, c.Args)
 	return err
 }
 

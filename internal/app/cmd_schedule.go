@@ -66,20 +66,12 @@ func (CreateScheduleCommand) resolve(context.Context, *Service) (*protocol.Resou
 
 // check refuses an unknown playbook and arguments it does not declare.
 func (c CreateScheduleCommand) check(ctx context.Context, s *Service) error {
-	pb, err := s.lookupPlaybook(ctx, c.Playbook)
-	if err != nil {
-		return err
-	}
-	_, err = bindArgs("args", pb, c.Args, false)
+	_, _, err := s.bindPlaybookArgs(ctx, c.Playbook, c.Args)
 	return err
 }
 
 func (c CreateScheduleCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
-	pb, err := s.lookupPlaybook(ctx, c.Playbook)
-	if err != nil {
-		return Result{}, err
-	}
-	args, err := bindArgs("args", pb, c.Args, false)
+	pb, args, err := s.bindPlaybookArgs(ctx, c.Playbook, c.Args)
 	if err != nil {
 		return Result{}, err
 	}
@@ -202,6 +194,12 @@ func (c UpdateScheduleCommand) check(ctx context.Context, s *Service) error {
 	if err != nil {
 		return err
 	}
+	_, _, err = c.bind(ctx, s, cur)
+	return err
+}
+
+// bind binds the schedule's playbook and arguments as the update leaves them.
+func (c UpdateScheduleCommand) bind(ctx context.Context, s *Service, cur store.Schedule) (store.Playbook, map[string]string, error) {
 	ref, given := cur.PlaybookID, cur.Args
 	if c.Playbook != nil {
 		ref = *c.Playbook
@@ -209,12 +207,7 @@ func (c UpdateScheduleCommand) check(ctx context.Context, s *Service) error {
 	if c.Args != nil {
 		given = *c.Args
 	}
-	pb, err := s.lookupPlaybook(ctx, ref)
-	if err != nil {
-		return err
-	}
-	_, err = bindArgs("args", pb, given, false)
-	return err
+	return s.bindPlaybookArgs(ctx, ref, given)
 }
 
 func (c UpdateScheduleCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
@@ -228,18 +221,7 @@ func (c UpdateScheduleCommand) execute(ctx context.Context, s *Service, env exec
 	p := store.UpdateScheduleParams{ID: cur.ID, ExpectedVersion: cur.Version, Name: c.Name, Input: c.Input,
 		Now: env.now, Audit: env.audit(cur.ID)}
 	if c.Playbook != nil || c.Args != nil {
-		ref, given := cur.PlaybookID, cur.Args
-		if c.Playbook != nil {
-			ref = *c.Playbook
-		}
-		if c.Args != nil {
-			given = *c.Args
-		}
-		pb, err := s.lookupPlaybook(ctx, ref)
-		if err != nil {
-			return Result{}, err
-		}
-		args, err := bindArgs("args", pb, given, false)
+		pb, args, err := c.bind(ctx, s, cur)
 		if err != nil {
 			return Result{}, err
 		}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -180,6 +181,18 @@ func bindArgs(field string, pb store.Playbook, given map[string]string, partial 
 		}
 	}
 	return out, nil
+}
+
+// bindPlaybookArgs finds the playbook ref names and binds args to it: an
+// unknown playbook is not_found, an undeclared or missing argument is
+// validation.
+func (s *Service) bindPlaybookArgs(ctx context.Context, ref string, args map[string]string) (store.Playbook, map[string]string, error) {
+	pb, err := s.lookupPlaybook(ctx, ref)
+	if err != nil {
+		return pb, nil, err
+	}
+	bound, err := bindArgs("args", pb, args, false)
+	return pb, bound, err
 }
 
 func storeArgs(args []PlaybookArg) []store.PlaybookArg {

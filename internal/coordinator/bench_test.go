@@ -1,34 +1,13 @@
 package coordinator_test
 
 import (
-	"context"
-	"iter"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/studio/operator/internal/coordinator"
-	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 )
-
-// hangOrAnswer is a model that never answers an instruction starting with
-// "hang" and answers any other at once.
-type hangOrAnswer struct{}
-
-func (hangOrAnswer) Name() string { return "hang-or-answer" }
-
-func (hangOrAnswer) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
-	return func(yield func(model.Event, error) bool) {
-		if strings.HasPrefix(req.CurrentInstruction(), "hang") {
-			<-ctx.Done()
-			yield(model.Event{}, ctx.Err())
-			return
-		}
-		yield(model.Event{Kind: model.EventText, Text: "ok"}, nil)
-	}
-}
 
 // BenchmarkQueuedTurnsBehindHungProviders measures whether turns queued
 // behind hung model calls starve: 2 workers, 4 turns whose model never
@@ -40,7 +19,7 @@ func (hangOrAnswer) Stream(ctx context.Context, req model.Request) iter.Seq2[mod
 // how long the hung turns held a worker in all.
 func BenchmarkQueuedTurnsBehindHungProviders(b *testing.B) {
 	obs := &recorder{}
-	e := newEngine(b, engineOpts{provider: hangOrAnswer{}, workers: 2, tweak: func(c *coordinator.Config) {
+	e := newEngine(b, engineOpts{provider: planProvider{}, workers: 2, tweak: func(c *coordinator.Config) {
 		c.Observer = obs
 		c.FirstEventTimeout, c.IdleTimeout, c.AttemptTimeout = 100*time.Millisecond, 100*time.Millisecond, time.Second
 		c.ModelRetries, c.RetryBackoff, c.MaxRetryBackoff = 2, 10*time.Millisecond, 20*time.Millisecond
@@ -51,9 +30,9 @@ func BenchmarkQueuedTurnsBehindHungProviders(b *testing.B) {
 		var subs []protocol.TurnAccepted
 		for i := range 12 {
 			c := e.conversation()
-			instruction := "hello"
+			instruction := "plan:T"
 			if i < 4 {
-				instruction = "hang"
+				instruction = "plan:H"
 			}
 			acc := e.submit(c, instruction)
 			subs = append(subs, acc)

@@ -26,6 +26,29 @@ func (c *Coordinator) conversation(ctx context.Context, id string) (store.Conver
 	return conv, nil
 }
 
+// ofConversation reads a record (a turn, a proposal, an effect) by id and
+// returns it only if it belongs to the visible conversation convID:
+// anything else is not_found, as if it did not exist.
+func ofConversation[T any](ctx context.Context, c *Coordinator, convID, what, id string,
+	get func(context.Context, string) (T, error), owner func(T) string) (T, error) {
+	var zero T
+	if _, err := c.conversation(ctx, convID); err != nil {
+		return zero, err
+	}
+	notFound := protocol.Errorf(protocol.NotFound, "%s %s not found", what, id)
+	if _, err := uuid.Parse(id); err != nil {
+		return zero, notFound
+	}
+	v, err := get(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	if owner(v) != convID {
+		return zero, notFound
+	}
+	return v, nil
+}
+
 // CreateConversation creates an active conversation.
 func (c *Coordinator) CreateConversation(ctx context.Context, req protocol.CreateConversationRequest) (protocol.Conversation, error) {
 	if err := validTitle(req.Title); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/google/uuid"
-
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -24,19 +22,13 @@ func (c *Coordinator) AckEffect(ctx context.Context, convID, effectID string, re
 }
 
 func (c *Coordinator) ackEffect(ctx context.Context, convID, effectID string, req protocol.AckEffectRequest) (store.Effect, error) {
-	conv, err := c.conversation(ctx, convID)
-	if err != nil {
-		return store.Effect{}, err
-	}
-	if _, err := uuid.Parse(effectID); err != nil {
-		return store.Effect{}, protocol.Errorf(protocol.NotFound, "effect %s not found", effectID)
-	}
-	eff, err := c.store.GetEffect(ctx, effectID)
+	eff, err := ofConversation(ctx, c, convID, "effect", effectID, c.store.GetEffect, func(e store.Effect) string { return e.ConversationID })
 	if err != nil {
 		return eff, err
 	}
-	if eff.ConversationID != convID {
-		return store.Effect{}, protocol.Errorf(protocol.NotFound, "effect %s not found", effectID)
+	conv, err := c.store.GetConversation(ctx, convID)
+	if err != nil {
+		return eff, err
 	}
 	p := store.AckEffectParams{ID: effectID, ClientRoute: req.ClientRoute, RejectionCode: req.RejectionCode, Now: c.now()}
 	switch req.Status {

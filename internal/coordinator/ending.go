@@ -40,7 +40,7 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 		}
 		c.log.Error("end turn; retrying", "request", o.turn.RequestID, "status", status, "wait", wait, "err", err)
 		o.answerCancels() // they learn the turn's state now, not when the store is back
-		if !o.await(wait) {
+		if !o.wait(wait, c.abandon) {
 			c.log.Error("end turn: gave up at shutdown; the next start fails the turn", "request", o.turn.RequestID)
 			o.answerCancels()
 			return
@@ -55,24 +55,6 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 	}
 	c.obs.TurnEnded(TurnEnded{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID, Outcome: status.Outcome(),
 		ErrorCode: code, Duration: time.Since(o.since), Frames: o.frames + 1})
-}
-
-// await waits d before the next try of a write, answering requests
-// meanwhile; false when the shutdown's deadline passed.
-func (o *owner) await(d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-			return true
-		case <-o.c.abandon:
-			return false
-		case <-o.box.sig:
-			o.takeCancels(true)
-			o.answerStaleDecisions()
-		}
-	}
 }
 
 // answerCancels answers the cancels that waited for the turn's end.

@@ -329,10 +329,7 @@ func TestInvalidCommandsNeverBecomeProposals(t *testing.T) {
 // the proposal was made for, and the target is still re-read.
 func TestConfirmWithoutTargetVersion(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{})
 	res, err := e.coord.Confirm(e.ctx(), conv, prop.ID, protocol.ConfirmProposalRequest{ExpectedCommandHash: prop.CommandHash})
 	if err != nil || res.Status != protocol.ResultSucceeded || !e.schedule().Enabled {
 		t.Fatalf("confirm without version: %+v %v", res, err)
@@ -340,8 +337,7 @@ func TestConfirmWithoutTargetVersion(t *testing.T) {
 	e.waitDone(conv, acc.RequestID)
 
 	// The target changed since: conflict, nothing executed.
-	acc = e.submit(conv, "toggle")
-	prop = e.waitProposal(conv, acc.RequestID)
+	acc, prop = e.toggle(conv)
 	sc := e.schedule()
 	if _, err := e.app.Execute(e.ctx(), appDisable(sc.Name), appManual()); err != nil {
 		t.Fatal(err)
@@ -357,10 +353,7 @@ func TestConfirmWithoutTargetVersion(t *testing.T) {
 // and a confirm refuses and expires it.
 func TestReadsDoNotExpire(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{})
 	e.clock.Advance(11 * time.Minute)
 	for range 2 {
 		if p, err := e.coord.GetProposal(e.ctx(), conv, prop.ID); err != nil || p.Status != "pending" {
@@ -390,10 +383,7 @@ func TestReadsDoNotExpire(t *testing.T) {
 // The sweeper expires due proposals; the turn continues with the outcome.
 func TestSweeperExpires(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript, tweak: func(c *coordinator.Config) { c.SweepInterval = time.Millisecond }})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{tweak: func(c *coordinator.Config) { c.SweepInterval = time.Millisecond }})
 	e.clock.Advance(10 * time.Minute)
 	frames := e.waitDone(conv, acc.RequestID)
 	if !slices.Contains(kinds(frames), "confirmation:expired") || !slices.Equal(e.decisions(prop.ID), []string{"expired"}) {
@@ -405,10 +395,7 @@ func TestSweeperExpires(t *testing.T) {
 // owner executes it once and the turn continues.
 func TestRestartKeepsParkedTurn(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{})
 	e.coord.Shutdown(context.Background())
 	if _, err := e.trySubmit(e.conversation(), "x"); !protocol.IsCode(err, protocol.ServiceFailure) {
 		t.Fatalf("submit during shutdown: %v", err)
@@ -432,10 +419,7 @@ func TestRestartKeepsParkedTurn(t *testing.T) {
 // Twenty concurrent confirms execute once; every caller gets the result.
 func TestConcurrentConfirmsExecuteOnce(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{})
 	var wg sync.WaitGroup
 	results := make([]protocol.ProposalResult, 20)
 	errs := make([]error, 20)

@@ -40,13 +40,13 @@ func TestStoreOutageEveryTurnEndsOnce(t *testing.T) {
 	for _, tr := range turns {
 		e.waitFor(tr.conv, "some text", func(fs []protocol.Frame) bool { return len(fs) >= 3 })
 	}
-	e.store.failWrites.Store(true)
-	for deadline := time.Now().Add(20 * time.Second); e.store.faults.Load() < 8 && time.Now().Before(deadline); {
+	e.store.FailWrites.Store(true)
+	for deadline := time.Now().Add(20 * time.Second); e.store.Faults.Load() < 8 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	// A cancel during the outage is accepted and honoured once it clears.
 	_, cerr := e.coord.CancelTurn(e.ctx(), turns[0].conv, turns[0].rid)
-	e.store.failWrites.Store(false)
+	e.store.FailWrites.Store(false)
 	if cerr != nil && !protocol.IsCode(cerr, protocol.ServiceFailure) {
 		t.Fatalf("cancel during the outage: %v", cerr)
 	}

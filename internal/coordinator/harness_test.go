@@ -2,37 +2,27 @@ package coordinator_test
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-	"github.com/google/uuid"
-
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
-	"github.com/studio/operator/internal/tools"
 )
 
 // engine is a coordinator on a real SQLite file with the real application
-// services, driven directly (no HTTP). Its store is wrapped by testStore,
+// services, driven directly (no HTTP). Its store is wrapped by coordtest.Store,
 // which can pause a call between its steps or fail writes.
 type engine struct {
 	t     testing.TB
 	db    *sqlite.Store
-	store *testStore
+	store *coordtest.Store
 	app   *app.Service
 	clock *storetest.Clock
 	coord *coordinator.Coordinator
@@ -48,63 +38,24 @@ type engineOpts struct {
 
 func newEngine(t testing.TB, o engineOpts) *engine {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(fastTempDir(t), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := storetest.NewClock(storetest.Epoch)
-	if _, err := db.Migrate(context.Background(), clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	p := o.provider
-	if p == nil {
-		s := script.Greeting
-		if o.script != nil {
-			s = *o.script
-		}
-		if p, err = script.New(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	svc, err := app.New(app.Config{Store: db, Now: clock.Now, Provider: p, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Seed(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ts := &testStore{Store: db}
-	cfg := coordinator.Config{Store: ts, Provider: p, Commands: testCommands{svc, ts}, Now: clock.Now, Workers: o.workers, ShutdownGrace: time.Millisecond,
-		TextFlush: time.Millisecond, Tools: tools.Default(svc, routes.Default, clock.Now), Logger: quietLogger(),
-		RetryBackoff: time.Millisecond, MaxRetryWait: 50 * time.Millisecond}
+	stack := coordtest.New(t, coordtest.Options{Provider: o.provider, Script: o.script, InMemory: true})
+	ts := &coordtest.Store{Store: stack.DB}
+	cfg := stack.Config(ts)
+	cfg.Commands, cfg.Workers = testCommands{stack.App, ts}, o.workers
 	if o.tweak != nil {
 		o.tweak(&cfg)
 	}
-	e := &engine{t: t, db: db, store: ts, app: svc, clock: clock, cfg: cfg}
+	e := &engine{t: t, db: stack.DB, store: ts, app: stack.App, clock: stack.Clock, cfg: cfg}
 	e.coord = coordinator.New(cfg)
-	svc.SettleProposalsWith(e.coord)
+	stack.App.SettleProposalsWith(e.coord)
 	if err := e.coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ts.releaseAll()
+		ts.ReleaseAll()
 		e.coord.Shutdown(context.Background())
-		svc.Stop(context.Background())
-		db.Close()
 	})
 	return e
-}
-
-// fastTempDir is a temporary directory in memory (/dev/shm) where there is
-// one: the store syncs every commit, and these tests commit a lot.
-func fastTempDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/dev/shm", "studio-test-")
-	if err != nil {
-		return t.TempDir()
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 func (e *engine) ctx() context.Context {
@@ -322,14 +273,6 @@ func describe(frames []protocol.Frame) string {
 
 func ptr[T any](v T) *T { return &v }
 
-// quietLogger drops the logs of expected failures; set STUDIO_TEST_LOGS=1 to see them.
-func quietLogger() *slog.Logger {
-	if os.Getenv("STUDIO_TEST_LOGS") != "" {
-		return slog.Default()
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 // goDo runs fn on its own goroutine; the channel closes when it returns.
 func goDo(fn func()) <-chan struct{} {
 	done := make(chan struct{})
@@ -351,192 +294,15 @@ func either(t testing.TB, a, b <-chan struct{}) {
 	}
 }
 
-var errInjected = errors.New("injected store failure")
-
-// testStore wraps the real store: a pause armed for a call makes that call
-// stop (before or after its real work) until released; while failWrites is
-// set every write fails.
-type testStore struct {
-	store.Store
-	mu         sync.Mutex
-	pauses     []*pause // armed
-	hit        []*pause // reached
-	failWrites atomic.Bool
-	faults     atomic.Int64
-}
-
-// pause is one armed stopping point.
-type pause struct {
-	name    string
-	match   func(arg any) bool
-	reached chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-// Release lets the paused call go on.
-func (p *pause) Release() { p.once.Do(func() { close(p.release) }) }
-
-// arm makes the first call at name (for which match holds) stop there.
-func (s *testStore) arm(name string, match func(arg any) bool) *pause {
-	p := &pause{name: name, match: match, reached: make(chan struct{}), release: make(chan struct{})}
-	s.mu.Lock()
-	s.pauses = append(s.pauses, p)
-	s.mu.Unlock()
-	return p
-}
-
-func (s *testStore) at(name string, arg any) {
-	s.mu.Lock()
-	var hit *pause
-	for i, p := range s.pauses {
-		if p.name == name && (p.match == nil || p.match(arg)) {
-			hit = p
-			s.pauses = append(s.pauses[:i], s.pauses[i+1:]...)
-			s.hit = append(s.hit, p)
-			break
-		}
-	}
-	s.mu.Unlock()
-	if hit != nil {
-		close(hit.reached)
-		<-hit.release
-	}
-}
-
-func (s *testStore) releaseAll() {
-	s.mu.Lock()
-	ps := append(s.pauses, s.hit...)
-	s.pauses, s.hit = nil, nil
-	s.mu.Unlock()
-	for _, p := range ps {
-		p.Release()
-	}
-}
-
-func (s *testStore) fault() error {
-	if s.failWrites.Load() {
-		s.faults.Add(1)
-		return errInjected
-	}
-	return nil
-}
-
-func (s *testStore) StartTurn(ctx context.Context, p store.StartTurnParams) (store.Turn, error) {
-	if err := s.fault(); err != nil {
-		return store.Turn{}, err
-	}
-	return s.Store.StartTurn(ctx, p)
-}
-
-func (s *testStore) FinishTurn(ctx context.Context, p store.FinishTurnParams) (store.Turn, []store.Frame, error) {
-	s.at("FinishTurn", p)
-	if err := s.fault(); err != nil {
-		return store.Turn{}, nil, err
-	}
-	return s.Store.FinishTurn(ctx, p)
-}
-
-func (s *testStore) RequestCancel(ctx context.Context, p store.RequestCancelParams) (store.Turn, []store.Frame, error) {
-	if err := s.fault(); err != nil {
-		return store.Turn{}, nil, err
-	}
-	return s.Store.RequestCancel(ctx, p)
-}
-
-func (s *testStore) SetTurnContext(ctx context.Context, p store.SetTurnContextParams) error {
-	if err := s.fault(); err != nil {
-		return err
-	}
-	return s.Store.SetTurnContext(ctx, p)
-}
-
-func (s *testStore) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
-	if err := s.fault(); err != nil {
-		return nil, err
-	}
-	return s.Store.AppendFrames(ctx, p)
-}
-
-func (s *testStore) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
-	if err := s.fault(); err != nil {
-		return store.Effect{}, store.Frame{}, err
-	}
-	return s.Store.EmitEffect(ctx, p)
-}
-
-func (s *testStore) AppendAdminEvent(ctx context.Context, p store.AppendAdminEventParams) (store.AdminEvent, error) {
-	if err := s.fault(); err != nil {
-		return store.AdminEvent{}, err
-	}
-	return s.Store.AppendAdminEvent(ctx, p)
-}
-
-func (s *testStore) GetProposal(ctx context.Context, id string) (store.Proposal, error) {
-	p, err := s.Store.GetProposal(ctx, id)
-	s.at("GetProposal", id) // after the read: the caller goes on with what it read
-	return p, err
-}
-
-func (s *testStore) ListProposals(ctx context.Context, p store.ListProposalsParams) ([]store.Proposal, error) {
-	ps, err := s.Store.ListProposals(ctx, p)
-	s.at("ListProposals", p)
-	return ps, err
-}
-
-func (s *testStore) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
-	if err := s.fault(); err != nil {
-		return store.Proposal{}, err
-	}
-	return s.Store.CreateProposal(ctx, p)
-}
-
-func (s *testStore) ConfirmProposal(ctx context.Context, p store.ConfirmProposalParams) (store.Proposal, error) {
-	if err := s.fault(); err != nil {
-		return store.Proposal{}, err
-	}
-	out, err := s.Store.ConfirmProposal(ctx, p)
-	s.at("ConfirmProposal:after", p)
-	return out, err
-}
-
-func (s *testStore) FinishProposal(ctx context.Context, p store.FinishProposalParams) (store.Proposal, bool, error) {
-	if err := s.fault(); err != nil {
-		return store.Proposal{}, false, err
-	}
-	return s.Store.FinishProposal(ctx, p)
-}
-
-func (s *testStore) CloseProposal(ctx context.Context, p store.CloseProposalParams) (store.Proposal, bool, error) {
-	if err := s.fault(); err != nil {
-		return store.Proposal{}, false, err
-	}
-	return s.Store.CloseProposal(ctx, p)
-}
-
-func (s *testStore) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmationParams) (bool, error) {
-	if err := s.fault(); err != nil {
-		return false, err
-	}
-	return s.Store.AwaitConfirmation(ctx, p)
-}
-
-func (s *testStore) AckEffect(ctx context.Context, p store.AckEffectParams) (store.Effect, error) {
-	if err := s.fault(); err != nil {
-		return store.Effect{}, err
-	}
-	return s.Store.AckEffect(ctx, p)
-}
-
 // testCommands is the application as the coordinator uses it, with a
 // pause point where a confirmed command starts executing.
 type testCommands struct {
 	*app.Service
-	store *testStore
+	store *coordtest.Store
 }
 
 func (c testCommands) Execute(ctx context.Context, cmd app.Command, opts app.ExecOptions) (app.Result, error) {
-	c.store.at("Execute", cmd)
+	c.store.At("Execute", cmd)
 	return c.Service.Execute(ctx, cmd, opts)
 }
 
@@ -549,9 +315,6 @@ func (e *engine) schedule() app.Schedule {
 	}
 	return sc
 }
-
-var _ = jsontext.Value(nil)
-var _ = uuid.NewString
 
 func appDisable(name string) app.Command {
 	return app.SetScheduleEnabledCommand{Schedule: name, Enabled: ptr(false)}

@@ -213,9 +213,9 @@ func interleave(rt *rapid.T, e *engine, convs []string) {
 		},
 		"store outage": func(rt *rapid.T) {
 			w.faulted = true
-			e.store.failWrites.Store(true)
+			e.store.FailWrites.Store(true)
 		},
-		"store back": func(rt *rapid.T) { e.store.failWrites.Store(false) },
+		"store back": func(rt *rapid.T) { e.store.FailWrites.Store(false) },
 		"let it run": func(rt *rapid.T) {
 			time.Sleep(time.Duration(rapid.IntRange(0, 3).Draw(rt, "ms")) * time.Millisecond)
 		},
@@ -223,7 +223,7 @@ func interleave(rt *rapid.T, e *engine, convs []string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			e.coord.Shutdown(ctx)
 			cancel()
-			e.store.failWrites.Store(false)
+			e.store.FailWrites.Store(false)
 			e.coord = coordinator.New(e.cfg)
 			e.app.SettleProposalsWith(e.coord)
 			if err := e.coord.Recover(e.ctx()); err != nil {
@@ -264,7 +264,7 @@ func (w *world) check(rt *rapid.T, what string, v any, err error) {
 // end (pending proposals denied, the rest cancelled).
 func (w *world) settle(rt *rapid.T) {
 	e := w.e
-	e.store.failWrites.Store(false)
+	e.store.FailWrites.Store(false)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		busy := false

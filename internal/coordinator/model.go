@@ -199,21 +199,33 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 	}
 }
 
-// sleep waits d, taking in cancels; a non-nil outcome means it was cut short.
+// sleep waits d, taking requests in; a non-nil outcome means a cancel or
+// the shutdown cut it short.
 func (o *owner) sleep(d time.Duration) *outcome {
+	if !o.wait(d, o.ctx.Done()) {
+		return &interrupted
+	}
+	return nil
+}
+
+// wait waits d, taking requests in meanwhile (cancels are answered at once
+// while the turn is ending). It returns false early when stop closes or,
+// unless the turn is ending, when a cancel arrives.
+func (o *owner) wait(d time.Duration, stop <-chan struct{}) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C:
-			return nil
-		case <-o.ctx.Done():
-			return &interrupted
+			return true
+		case <-stop:
+			return false
 		case <-o.box.sig:
-			o.takeCancels(false)
+			ending := o.phase == phaseEnding
+			o.takeCancels(ending)
 			o.answerStaleDecisions()
-			if o.cancelWanted {
-				return &interrupted
+			if o.cancelWanted && !ending {
+				return false
 			}
 		}
 	}

@@ -767,21 +767,7 @@ func orCode(c, def protocol.ErrorCode) protocol.ErrorCode {
 
 // proposal finds a visible conversation's proposal.
 func (c *Coordinator) proposal(ctx context.Context, convID, proposalID string) (store.Proposal, error) {
-	if _, err := c.conversation(ctx, convID); err != nil {
-		return store.Proposal{}, err
-	}
-	notFound := protocol.Errorf(protocol.NotFound, "proposal %s not found", proposalID)
-	if _, err := uuid.Parse(proposalID); err != nil {
-		return store.Proposal{}, notFound
-	}
-	p, err := c.store.GetProposal(ctx, proposalID)
-	if err != nil {
-		return p, err
-	}
-	if p.ConversationID != convID {
-		return store.Proposal{}, notFound
-	}
-	return p, nil
+	return ofConversation(ctx, c, convID, "proposal", proposalID, c.store.GetProposal, func(p store.Proposal) string { return p.ConversationID })
 }
 
 // GetProposal returns one proposal of a conversation. Reads only read: a

@@ -24,6 +24,24 @@ var toggleScript = script.Script{Turns: []script.Turn{
 	{Steps: []script.Step{{Text: ptr("ok")}}},
 }}
 
+// newToggled is an engine on toggleScript with a conversation whose turn
+// waits on its proposal.
+func newToggled(t *testing.T, o engineOpts) (*engine, string, protocol.TurnAccepted, protocol.CommandProposal) {
+	t.Helper()
+	o.script = &toggleScript
+	e := newEngine(t, o)
+	conv := e.conversation()
+	acc, prop := e.toggle(conv)
+	return e, conv, acc, prop
+}
+
+// toggle submits "toggle" and waits for its proposal.
+func (e *engine) toggle(conv string) (protocol.TurnAccepted, protocol.CommandProposal) {
+	e.t.Helper()
+	acc := e.submit(conv, "toggle")
+	return acc, e.waitProposal(conv, acc.RequestID)
+}
+
 // checkOneEnding asserts what every race must leave behind: exactly one
 // done; the proposal settled (never executing, never indeterminate on a
 // healthy store); and a command that ran is audited confirmed+executed with
@@ -57,20 +75,17 @@ func (e *engine) checkOneEnding(convID, requestID string, prop protocol.CommandP
 // not be recorded: an indeterminate proposal on a healthy database.
 func TestCancelRacingConfirmCheckThenConfirm(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{})
 
-	cancelChecked := e.store.arm("ListProposals", func(arg any) bool {
+	cancelChecked := e.store.Arm("ListProposals", func(arg any) bool {
 		p := arg.(store.ListProposalsParams)
 		return p.RequestID == acc.RequestID && slices.Equal(p.Statuses, []store.ProposalStatus{store.ProposalExecuting})
 	})
-	confirmed := e.store.arm("ConfirmProposal:after", nil)
+	confirmed := e.store.Arm("ConfirmProposal:after", nil)
 	cancelDone := goDo(func() { _, _ = e.coord.CancelTurn(e.ctx(), conv, acc.RequestID) })
-	either(t, cancelChecked.reached, cancelDone)
+	either(t, cancelChecked.Reached(), cancelDone)
 	confirmDone := goDo(func() { _, _ = e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop)) })
-	either(t, confirmed.reached, confirmDone)
+	either(t, confirmed.Reached(), confirmDone)
 	cancelChecked.Release()
 	<-cancelDone
 	confirmed.Release()
@@ -87,16 +102,13 @@ func TestCancelRacingConfirmCheckThenConfirm(t *testing.T) {
 // the command's result is recorded and shown, then the turn ends cancelled.
 func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{})
 
-	confirmed := e.store.arm("Execute", nil)
+	confirmed := e.store.Arm("Execute", nil)
 	var res protocol.ProposalResult
 	var cerr error
 	confirmDone := goDo(func() { res, cerr = e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop)) })
-	either(t, confirmed.reached, confirmDone)
+	either(t, confirmed.Reached(), confirmDone)
 	var turn protocol.Turn
 	var terr error
 	cancelDone := goDo(func() { turn, terr = e.coord.CancelTurn(e.ctx(), conv, acc.RequestID) })
@@ -129,10 +141,7 @@ func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 // had already ended, and left the turn running for ever.
 func TestCancelOfContinuationWaitingForWorker(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript, workers: 1})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{workers: 1})
 
 	other := e.conversation()
 	blocker := e.submit(other, "block")
@@ -163,16 +172,13 @@ func TestCancelOfContinuationWaitingForWorker(t *testing.T) {
 // 409 conflict naming the proposal's status.
 func TestDenyLosingToConfirmIsConflict(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, engineOpts{script: &toggleScript})
-	conv := e.conversation()
-	acc := e.submit(conv, "toggle")
-	prop := e.waitProposal(conv, acc.RequestID)
+	e, conv, acc, prop := newToggled(t, engineOpts{})
 
-	read := e.store.arm("GetProposal", func(arg any) bool { return arg.(string) == prop.ID })
+	read := e.store.Arm("GetProposal", func(arg any) bool { return arg.(string) == prop.ID })
 	var denyErr error
 	var denyRes protocol.ProposalResult
 	denyDone := goDo(func() { denyRes, denyErr = e.coord.Deny(e.ctx(), conv, prop.ID) })
-	either(t, read.reached, denyDone)
+	either(t, read.Reached(), denyDone)
 	res, err := e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
 	read.Release()
 	<-denyDone

@@ -74,19 +74,9 @@ func shuttingDown() *protocol.Error {
 // confirmed command finishes executing (the turn ends cancelled right
 // after its result is recorded).
 func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) (protocol.Turn, error) {
-	if _, err := c.conversation(ctx, convID); err != nil {
-		return protocol.Turn{}, err
-	}
-	notFound := protocol.Errorf(protocol.NotFound, "request %s not found", requestID)
-	if _, err := uuid.Parse(requestID); err != nil {
-		return protocol.Turn{}, notFound
-	}
-	t, err := c.store.GetTurn(ctx, requestID)
+	t, err := ofConversation(ctx, c, convID, "request", requestID, c.store.GetTurn, func(t store.Turn) string { return t.ConversationID })
 	if err != nil {
 		return protocol.Turn{}, err
-	}
-	if t.ConversationID != convID {
-		return protocol.Turn{}, notFound
 	}
 	if t.Status.Terminal() {
 		return turnView(t), nil
@@ -366,36 +356,19 @@ func (o *owner) takeCancels(now bool) {
 	}
 }
 
-// queued waits for a worker.
-func (o *owner) queued() step {
-	for {
-		o.takeCancels(false)
-		if o.cancelWanted {
-			return o.ending(store.TurnCancelled, nil)
-		}
-		select {
-		case <-o.slot.granted:
-			t, err := o.c.store.StartTurn(o.ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now()})
-			if protocol.IsCode(err, protocol.Conflict) {
-				return nil // ended elsewhere (a cancel recorded by another daemon)
-			}
-			if err != nil {
-				return o.ending(store.TurnFailed, o.c.serviceError("start turn", err))
-			}
-			o.turn = t
-			o.phase = phaseRunning
-			return o.converse
-		case <-o.box.sig:
-		case <-o.c.stopping:
-			return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn started"))
-		}
-	}
-}
+// queued waits for the worker of a new turn.
+func (o *owner) queued() step { return o.waiting }
 
 // resuming waits for a worker to continue after a decision.
 func (o *owner) resuming() step {
 	o.phase = phaseResuming
 	o.slot = o.c.pool.resume()
+	return o.waiting
+}
+
+// waiting waits for o.slot's worker, taking cancels in: a cancel, or the
+// shutdown, ends the turn before it runs again.
+func (o *owner) waiting() step {
 	for {
 		o.takeCancels(false)
 		if o.cancelWanted {
@@ -404,10 +377,23 @@ func (o *owner) resuming() step {
 		o.answerStaleDecisions()
 		select {
 		case <-o.slot.granted:
+			if o.phase == phaseQueued {
+				t, err := o.c.store.StartTurn(o.ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+				if protocol.IsCode(err, protocol.Conflict) {
+					return nil // ended elsewhere (a cancel recorded by another daemon)
+				}
+				if err != nil {
+					return o.ending(store.TurnFailed, o.c.serviceError("start turn", err))
+				}
+				o.turn = t
+			}
 			o.phase = phaseRunning
 			return o.converse
 		case <-o.box.sig:
 		case <-o.c.stopping:
+			if o.phase == phaseQueued {
+				return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn started"))
+			}
 			return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))
 		}
 	}

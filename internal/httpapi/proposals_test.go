@@ -319,10 +319,10 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 
 	// The proposal cannot be stored: the tool says audit_unavailable.
 	c := h.conversation()
-	h.faults.failCreate.Store(true)
+	h.faults.Fail("CreateProposal", true)
 	acc := h.submit(c.ID, "launch audit")
 	frames := h.waitDone(c.ID, acc.RequestID)
-	h.faults.failCreate.Store(false)
+	h.faults.Fail("CreateProposal", false)
 	var tr protocol.ToolResultPayload
 	for _, f := range frames {
 		if p, ok := f.Payload.(protocol.ToolResultPayload); ok {
@@ -336,10 +336,10 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 	// The confirmed audit row cannot be written: nothing executes.
 	c = h.conversation()
 	_, prop := h.proposed(c.ID)
-	h.faults.failConfirm.Store(true)
+	h.faults.Fail("ConfirmProposal", true)
 	_, err := h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop))
 	wantCode(t, err, protocol.AuditUnavailable)
-	h.faults.failConfirm.Store(false)
+	h.faults.Fail("ConfirmProposal", false)
 	if h.runCount() != 0 {
 		t.Fatal("executed without its audit row")
 	}
@@ -348,9 +348,9 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 	}
 
 	// The result cannot be recorded: executing, indeterminate, never again.
-	h.faults.failFinish.Store(true)
+	h.faults.Fail("FinishProposal", true)
 	res, err := h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop))
-	h.faults.failFinish.Store(false)
+	h.faults.Fail("FinishProposal", false)
 	if err != nil || res.Status != "executing" || res.Error == nil || res.Error.Code != protocol.AuditUnavailable {
 		t.Fatalf("unrecorded result: %+v %v", res, err)
 	}
