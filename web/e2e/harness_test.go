@@ -395,3 +395,13 @@ func (p *page) send(text string) {
 	p.waitJS(`!document.querySelector('.composer button[type=submit]').disabled`, "the composer to accept a message")
 	p.do(chromedp.SendKeys(chromedp.CSS(".composer textarea"), text+"\r"))
 }
+
+// keys types keys one after the other at the page (not into a field): what
+// a person does for a shortcut sequence such as g then d.
+func (p *page) keys(keys ...string) {
+	p.t.Helper()
+	eval[bool](p, `(document.activeElement && document.activeElement.blur && document.activeElement.blur(), true)`)
+	for _, k := range keys {
+		p.do(chromedp.KeyEvent(k))
+	}
+}

@@ -4,12 +4,12 @@
 // countdown. Confirm sends the command hash and target version the card
 // shows; the result replaces the buttons. There is no auto-confirm.
 
-import { h, replace, icon } from './dom.js';
-import { ApiError } from './api.js';
+import { h, replace, icon } from '../dom.js';
+import { ApiError } from '../api.js';
 
 /**
- * @typedef {import('./protocol.js').CommandProposal} CommandProposal
- * @typedef {import('./protocol.js').OperatorClient} OperatorClient
+ * @typedef {import('../frames.js').CommandProposal} CommandProposal
+ * @typedef {import('../operator-api.js').OperatorClient} OperatorClient
  */
 
 const RISK = {
