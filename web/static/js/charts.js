@@ -35,9 +35,10 @@ function s(tag, attrs = {}, ...children) {
  * @param {BarChart} c
  */
 export function barChart(c) {
-  const W = 640;
-  const H = 200;
-  const pad = { l: 32, r: 8, t: 8, b: 24 };
+  // About the size it is drawn at, so that its text is about the page's.
+  const W = 420;
+  const H = 170;
+  const pad = { l: 28, r: 6, t: 8, b: 22 };
   const totals = c.columns.map((col) => c.series.reduce((n, sr) => n + (col.values[sr.key] || 0), 0));
   const max = Math.max(1, ...totals);
   const ticks = niceTicks(max);
