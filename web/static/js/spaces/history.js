@@ -3,7 +3,7 @@
 // looked up in the application lists (a deleted target keeps the name its
 // command carried).
 
-import { h, replace, badge, fmtTime, fmtDuration } from '../dom.js';
+import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js';
 import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo } from './common.js';
 import { runDetail } from './run-detail.js';
 
@@ -47,9 +47,9 @@ function runs(el, ctx) {
       columns: [
         { label: 'Outcome', cell: (r) => badge(r.status) },
         { label: 'Playbook', cell: (r) => r.playbookName, link: true, class: 'name' },
-        { label: 'Ended', cell: (r) => (r.endedAt ? fmtTime(r.endedAt) : runCells(r).when), class: 'when' },
+        { label: 'Ended', cell: (r) => (r.endedAt ? h('time', { datetime: new Date(r.endedAt * 1000).toISOString(), title: fmtTime(r.endedAt), text: fmtRelative(r.endedAt) }) : runCells(r).when), class: 'when' },
         { label: 'Duration', cell: (r) => fmtDuration(r.durationMs), class: 'num' },
-        { label: 'Id', cell: (r) => shortId(r.id) },
+        { label: 'Id', cell: (r) => shortId(r.id), class: 'hide-narrow' },
       ],
     }));
   }).catch((e) => ctx.isCurrent() && replace(list, errorBox(e)));
@@ -64,35 +64,39 @@ const TARGET_ROUTES = {
 };
 
 /**
- * Names of the targets of the current application resources, by id.
+ * The kind and name of the current application resources, by id.
  * @param {AppApi} app
- * @returns {Promise<Map<string, string>>}
+ * @returns {Promise<Map<string, {kind: string, name: string}>>}
  */
 async function targetNames(app) {
   const [pbs, wfs, scs, rs] = await Promise.all([
     app.listPlaybooks({ limit: 200 }), app.listWorkflows({ limit: 200 }), app.listSchedules({ limit: 200 }), app.listRuns({ limit: 200 }),
   ]);
   const names = new Map();
-  for (const x of [...pbs.playbooks, ...wfs.workflows, ...scs.schedules]) names.set(x.id, x.name);
-  for (const r of rs.runs) names.set(r.id, `run of ${r.playbookName}`);
+  for (const x of pbs.playbooks) names.set(x.id, { kind: 'playbook', name: x.name });
+  for (const x of wfs.workflows) names.set(x.id, { kind: 'workflow', name: x.name });
+  for (const x of scs.schedules) names.set(x.id, { kind: 'schedule', name: x.name });
+  for (const r of rs.runs) names.set(r.id, { kind: 'run', name: `run of ${r.playbookName}` });
   return names;
 }
 
 /**
- * What an audit row acted on: its details' target (commands), else its
- * target id (a schedule's skipped slots).
- * @param {AuditEvent} e @param {Map<string, string>} names
+ * What an audit row acted on: its details' target (commands on a
+ * resource), else the resource its target id names (a create, a
+ * schedule's skipped slots).
+ * @param {AuditEvent} e @param {Map<string, {kind: string, name: string}>} names
  * @returns {Target | null}
  */
 export function auditTarget(e, names) {
   const d = e.details || {};
   /** @type {{kind?: string, id?: string} | null} */
   let t = d.target || (d.result && d.result.target) || null;
+  if (!t && e.targetId && names.has(e.targetId)) t = { kind: names.get(e.targetId)?.kind, id: e.targetId };
   if (!t && e.action === 'studio.schedule.skipped' && e.targetId) t = { kind: 'schedule', id: e.targetId };
   if (!t || !t.id || !t.kind) return null;
   const cmd = d.command || {};
   const carried = d.schedule || cmd.name || cmd[t.kind] || null;
-  const known = names.get(t.id);
+  const known = names.get(t.id)?.name;
   const name = known || (typeof carried === 'string' && carried.length < 100 && carried !== t.id ? carried : null) || t.id.slice(0, 8);
   const route = TARGET_ROUTES[t.kind];
   // A target no longer listed may be gone: the link would lead nowhere.
@@ -139,8 +143,8 @@ function audit(el, ctx) {
       href: (r) => selectHref(ctx, { event: String(r.e.id) }),
       empty: 'No audit events match.',
       columns: [
-        { label: 'When', cell: (r) => fmtTime(r.e.createdAt), link: true, class: 'when' },
-        { label: 'Actor', cell: (r) => r.e.actor },
+        { label: 'When', cell: (r) => h('time', { datetime: new Date(r.e.createdAt * 1000).toISOString(), title: fmtTime(r.e.createdAt), text: fmtRelative(r.e.createdAt) }), link: true, class: 'when' },
+        { label: 'Actor', cell: (r) => r.e.actor, class: 'hide-narrow' },
         { label: 'Command', cell: (r) => h('code', { class: 'name', text: (r.e.details && (r.e.details.commandType || r.e.details.command_type)) || r.e.action }) },
         { label: 'Decision', cell: (r) => h('span', { class: ['decision', 'decision-' + r.decision], 'data-decision': r.decision, text: r.decision }) },
         { label: 'Target', cell: (r) => targetCell(ctx, r.target) },

@@ -24,7 +24,7 @@ export function mount(el, ctx) {
       empty: p.q ? 'No playbook matches.' : 'No playbooks yet. Choose New playbook to write one.',
       columns: [
         { label: 'Name', cell: (b) => h('strong', { text: b.name }), link: true, class: 'name' },
-        { label: 'Description', cell: (b) => b.description },
+        { label: 'Description', cell: (b) => b.description, class: 'hide-narrow' },
         { label: 'Version', cell: (b) => 'v' + b.version, class: 'num' },
       ],
     }));

@@ -130,10 +130,10 @@ function fleet(el, ctx) {
           columns: [
             { label: 'Status', cell: (r) => badge(r.status) },
             { label: 'Playbook', cell: (r) => r.playbookName, link: true, class: 'name' },
-            { label: 'Trigger', cell: (r) => r.trigger },
-            { label: 'Created', cell: (r) => runCells(r).when },
+            { label: 'Trigger', cell: (r) => r.trigger, class: 'hide-narrow' },
+            { label: 'Created', cell: (r) => runCells(r).when, class: 'when' },
             { label: 'Duration', cell: (r) => fmtDuration(r.durationMs), class: 'num' },
-            { label: 'Id', cell: (r) => shortId(r.id) },
+            { label: 'Id', cell: (r) => shortId(r.id), class: 'hide-narrow' },
           ],
         }));
       if (page.runs.some((r) => r.status === 'queued' || r.status === 'running')) {

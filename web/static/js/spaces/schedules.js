@@ -33,9 +33,9 @@ export function mount(el, ctx) {
           { label: 'Enabled', cell: (s) => toggle(ctx, s, load) },
           { label: 'Name', cell: (s) => h('strong', { text: s.name }), link: true, class: 'name' },
           { label: 'Cron (UTC)', cell: (s) => h('code', { text: s.cron }), class: 'name' },
-          { label: 'Playbook', cell: (s) => s.playbookName, class: 'name' },
-          { label: 'Next run', cell: (s) => (s.enabled && s.nextRunAt ? fmtRelative(s.nextRunAt) : '—') },
-          { label: 'Last run', cell: (s) => (s.lastRunAt ? fmtRelative(s.lastRunAt) : 'never') },
+          { label: 'Playbook', cell: (s) => s.playbookName, class: 'name hide-narrow' },
+          { label: 'Next run', cell: (s) => (s.enabled && s.nextRunAt ? fmtRelative(s.nextRunAt) : '—'), class: 'when' },
+          { label: 'Last run', cell: (s) => (s.lastRunAt ? fmtRelative(s.lastRunAt) : 'never'), class: 'when hide-narrow' },
         ],
       }));
     }).catch((e) => ctx.isCurrent() && replace(list, errorBox(e)));
