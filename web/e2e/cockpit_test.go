@@ -237,14 +237,7 @@ func TestSignInForm(t *testing.T) {
 	t.Parallel()
 	requireBrowser(t)
 	d := startDaemon(t, failingModel)
-	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil { // the tab lives as long as ctx
-		t.Fatal(err)
-	}
-	p := &page{t: t, ctx: ctx, d: d}
-	p.do(chromedp.Navigate(d.URL + "/library"))
-	p.waitJS(`document.querySelector('form.signin input[type=password]') !== null`, "the sign-in form")
+	p := openSignedOut(t, d, "/library")
 	if label := eval[string](p, `document.querySelector('label[for="' + document.querySelector('form.signin input').id + '"]').innerText`); label != "Token" {
 		t.Fatalf("sign-in input label %q", label)
 	}

@@ -405,3 +405,18 @@ func (p *page) keys(keys ...string) {
 		p.do(chromedp.KeyEvent(k))
 	}
 }
+
+// openSignedOut opens a tab in a fresh browser context without the token:
+// what a person sees who has not signed in.
+func openSignedOut(t *testing.T, d *daemon, path string) *page {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // the tab lives as long as ctx
+		t.Fatal(err)
+	}
+	p := &page{t: t, ctx: ctx, d: d}
+	p.do(chromedp.Navigate(d.URL + path))
+	p.waitJS(`document.querySelector('form.signin input[type=password]') !== null`, "the sign-in form")
+	return p
+}

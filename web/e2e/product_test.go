@@ -114,14 +114,7 @@ func TestSignInTextHasNoMarkup(t *testing.T) {
 	t.Parallel()
 	requireBrowser(t)
 	d := startDaemon(t, failingModel)
-	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p := &page{t: t, ctx: ctx, d: d}
-	p.do(chromedp.Navigate(d.URL + "/"))
-	p.waitJS(`document.querySelector('form.signin') !== null`, "the sign-in form")
+	p := openSignedOut(t, d, "/")
 	text := eval[string](p, `document.querySelector('form.signin').innerText`)
 	if strings.Contains(text, "`") {
 		t.Fatalf("the sign-in text shows backticks: %q", text)
@@ -427,7 +420,8 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 	p.send("e2e-launch the audit")
 	p.waitJS(`document.querySelector('.proposal[data-state=required]') !== null`, "a proposal in the dock")
 
-	views := []struct{ name, path, ready string }{
+	type view struct{ name, path, ready string }
+	views := []view{
 		{"mission-overview", "/", `document.querySelectorAll('figure.chart-figure').length === 3`},
 		{"mission-fleet", "/?view=fleet", `document.querySelectorAll('.table tbody tr[data-key]').length >= 2`},
 		{"mission-run", "/?view=fleet&run=" + launch(t, d, "acme/docs"), `document.querySelector('[data-audit-rows], .related .muted') !== null && !document.querySelector('.related .loading')`},
@@ -440,12 +434,14 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 		{"system-maintenance", "/system?tab=maintenance", `document.querySelector('button[data-action=vacuum]') !== null`},
 		{"system-appearance", "/system?tab=appearance", `document.querySelector('input[type=radio]') !== null`},
 	}
+	show := func(theme string, v view) {
+		eval[bool](p, fmt.Sprintf(`(window.studio.applyTheme(%q), window.studio.go(%q), true)`, theme, v.path))
+		p.waitJS(v.ready, v.name)
+		p.waitJS(`!document.querySelector('#space .loading')`, v.name+" loaded")
+	}
 	for _, theme := range []string{"light", "dark"} {
-		eval[bool](p, fmt.Sprintf(`(window.studio.applyTheme(%q), true)`, theme))
 		for _, v := range views {
-			eval[bool](p, fmt.Sprintf(`(window.studio.go(%q), true)`, v.path))
-			p.waitJS(v.ready, v.name)
-			p.waitJS(`!document.querySelector('#space .loading')`, v.name+" loaded")
+			show(theme, v)
 			p.axeCheck(src, v.name+" ("+theme+", dock open)")
 			p.shot(fmt.Sprintf("1440-%s-%s-dock", theme, v.name))
 		}
@@ -473,11 +469,8 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 	}{{"1440", 1440, 960}, {"phone", 390, 844}} {
 		p.do(chromedp.EmulateViewport(size.w, size.h))
 		for _, theme := range []string{"light", "dark"} {
-			eval[bool](p, fmt.Sprintf(`(window.studio.applyTheme(%q), true)`, theme))
 			for _, v := range views {
-				eval[bool](p, fmt.Sprintf(`(window.studio.go(%q), true)`, v.path))
-				p.waitJS(v.ready, v.name)
-				p.waitJS(`!document.querySelector('#space .loading')`, v.name+" loaded")
+				show(theme, v)
 				if size.name == "phone" {
 					p.axeCheck(src, v.name+" ("+theme+", phone)")
 				}
