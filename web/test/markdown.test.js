@@ -143,3 +143,20 @@ test('markdown view: the DOM after every chunk is the DOM of a full render', () 
     }
   }
 });
+
+test('markdown view: a block keeps its node from live to settled; only changed blocks are rebuilt', () => {
+  const el = new FakeNode('div');
+  const view = new MarkdownView(/** @type {any} */ (el), fakeDoc);
+  view.append('First paragraph, ');
+  view.append('settled early.\n\n');
+  const first = el.childNodes[0];
+  view.append('- one\n- t');
+  assert.equal(el.childNodes[0], first, 'the paragraph was rebuilt when it settled');
+  const list = el.childNodes[1];
+  view.append('wo');
+  assert.equal(el.childNodes[0], first);
+  assert.notEqual(el.childNodes[1], list, 'the changed list must be rebuilt');
+  view.append('\n\nend');
+  assert.equal(el.childNodes[0], first);
+  assert.equal(el.childNodes.length, 3);
+});

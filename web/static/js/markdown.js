@@ -154,8 +154,10 @@ export class MarkdownStream {
 }
 
 /**
- * Renders a streamed Markdown answer into an element: settled blocks are
- * rendered once and kept, only the live blocks are rebuilt per chunk.
+ * Renders a streamed Markdown answer into an element. Each block is one
+ * node; a node whose block did not change is kept (so a paragraph that
+ * settles is the node that showed it while live), and only the changed
+ * tail is built again.
  */
 export class MarkdownView {
   /** @param {Element} el @param {Document} [doc] */
@@ -163,18 +165,25 @@ export class MarkdownView {
     this.el = el;
     this.doc = doc;
     this.stream = new MarkdownStream();
-    /** @type {Node[]} */
+    /** The nodes of the live blocks, and what each showed. @type {Node[]} */
     this.live = [];
+    /** @type {string[]} */
+    this.keys = [];
   }
 
   /** @param {string} chunk */
   append(chunk) {
     const { settled, live } = this.stream.append(chunk);
-    for (const n of this.live) this.el.removeChild(n);
-    if (settled.length) this.el.appendChild(render(settled, this.doc));
-    const frag = render(live, this.doc);
-    this.live = [...frag.childNodes];
+    const blocks = [...settled, ...live];
+    const keys = blocks.map((b) => JSON.stringify(b));
+    let same = 0;
+    while (same < this.live.length && same < blocks.length && this.keys[same] === keys[same]) same++;
+    for (const n of this.live.slice(same)) this.el.removeChild(n);
+    const frag = render(blocks.slice(same), this.doc);
+    const nodes = [...this.live.slice(0, same), ...frag.childNodes];
     this.el.appendChild(frag);
+    this.live = nodes.slice(settled.length);
+    this.keys = keys.slice(settled.length);
   }
 }
 
