@@ -18,13 +18,13 @@ import { ProposalCard } from './proposal.js';
  */
 
 /** Failures that mean the daemon's durability is degraded. */
-export const DEGRADED_CODES = ['audit_unavailable', 'service_failure'];
+const DEGRADED_CODES = ['audit_unavailable', 'service_failure'];
 
 /**
  * What an effect asks for, in words, with the registry's titles.
  * @param {Effect} e @param {Registry | null} reg
  */
-export function describeEffect(e, reg) {
+function describeEffect(e, reg) {
   const title = (/** @type {string | undefined} */ id) => (reg && id && reg.space(id)?.title) || String(id);
   switch (e.kind) {
     case 'navigate': {

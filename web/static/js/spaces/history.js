@@ -87,7 +87,7 @@ async function targetNames(app) {
  * @param {AuditEvent} e @param {Map<string, {kind: string, name: string}>} names
  * @returns {Target | null}
  */
-export function auditTarget(e, names) {
+function auditTarget(e, names) {
   const d = e.details || {};
   /** @type {{kind?: string, id?: string} | null} */
   let t = d.target || (d.result && d.result.target) || null;
@@ -108,7 +108,7 @@ export function auditTarget(e, names) {
  * proposal, or what a direct action did.
  * @param {AuditEvent} e
  */
-export function auditDecision(e) {
+function auditDecision(e) {
   const d = e.details || {};
   if (d.decision) return d.decision;
   switch (e.action) {

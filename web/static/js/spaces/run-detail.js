@@ -26,7 +26,7 @@ const inFlight = (r) => r.status === 'queued' || r.status === 'running';
  * time since the previous one.
  * @param {Run} r @param {number} nowSeconds
  */
-export function timeline(r, nowSeconds) {
+function timeline(r, nowSeconds) {
   const ended = r.endedAt !== null && r.endedAt !== undefined;
   /** @type {{key: string, label: string, at: number | null, note: string}[]} */
   const steps = [
@@ -50,7 +50,7 @@ export function timeline(r, nowSeconds) {
 }
 
 /** What an audit row says happened, in a few words. @param {AuditEvent} e */
-export function auditSummary(e) {
+function auditSummary(e) {
   const d = e.details || {};
   const type = d.commandType || d.command_type || e.action;
   return d.decision ? `${type}: ${d.decision}` : type;

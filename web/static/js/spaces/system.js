@@ -70,7 +70,7 @@ function health(el, ctx) {
  * A yes/no fact in words: the report's booleans are never shown raw.
  * @param {unknown} v
  */
-export function yesNo(v) {
+function yesNo(v) {
   if (v === true) return 'yes';
   if (v === false) return 'no';
   return undefined;
