@@ -288,9 +288,13 @@ func TestMarkdownRendersIncrementally(t *testing.T) {
 }
 
 // runScript: every model call (here, playbook runs) streams output slowly.
+// The first run stays running long enough (15 s) for a page on a loaded
+// 2-core CI machine to observe it running before it ends: the test waits
+// for both states, and a window shorter than the page's load and refresh
+// made it flaky.
 const runScript = `{"turns":[
  {"match":"acme/slow","steps":[{"text":"Audit started. "},{"sleepMs":600000}]},
- {"steps":[{"text":"Audit started. "},{"sleepMs":3000},{"text":"No findings."}]}]}`
+ {"steps":[{"text":"Audit started. "},{"sleepMs":15000},{"text":"No findings."}]}]}`
 
 // TestRunDetailAndCharts: the run detail shows a timeline, refreshes its
 // output while the run runs, shows input, arguments and playbook version,
