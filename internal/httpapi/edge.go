@@ -49,16 +49,23 @@ func (s *Server) edge(next http.Handler) http.Handler {
 // not the page (which sets its own): nothing may load or frame it.
 const apiSecurityPolicy = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
+// securityHeaderValues are on every answer of the daemon.
+var securityHeaderValues = [][2]string{
+	{"X-Content-Type-Options", "nosniff"},
+	{"X-Frame-Options", "DENY"},
+	{"Referrer-Policy", "no-referrer"},
+	{"Content-Security-Policy", apiSecurityPolicy},
+	{"Cross-Origin-Resource-Policy", "same-origin"},
+}
+
 // securityHeaders sets the security headers on every answer, the mux's own
 // 404s and redirects included; the page replaces the policy with its own.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Content-Security-Policy", apiSecurityPolicy)
-		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		for _, kv := range securityHeaderValues {
+			h.Set(kv[0], kv[1])
+		}
 		next.ServeHTTP(w, r)
 	})
 }
