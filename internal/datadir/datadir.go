@@ -84,8 +84,11 @@ func Acquire(dir string) (*Lock, error) {
 }
 
 // SetAddr records the URL the holder serves, for the message a second
-// daemon shows.
+// daemon shows. On a nil Lock (no lock taken) it does nothing.
 func (l *Lock) SetAddr(addr string) error {
+	if l == nil {
+		return nil
+	}
 	l.holder.Addr = addr
 	return l.write()
 }
@@ -102,8 +105,12 @@ func (l *Lock) write() error {
 }
 
 // Release drops the lock. The file stays: removing it would let a third
-// process lock a new file while a second still waits on the old one.
+// process lock a new file while a second still holds the old one open. On a
+// nil Lock it does nothing.
 func (l *Lock) Release() {
+	if l == nil {
+		return
+	}
 	_ = unlock(l.f)
 	_ = l.f.Close()
 }
