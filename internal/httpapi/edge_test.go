@@ -108,9 +108,18 @@ type answer struct {
 // do sends a raw request; path is sent as written (escapes, dot segments).
 func (d *edgeDaemon) do(method, path string, header http.Header, body string) answer {
 	d.t.Helper()
+	return d.doHost("", method, path, header, body)
+}
+
+// doHost is do with another Host header than the server's address.
+func (d *edgeDaemon) doHost(host, method, path string, header http.Header, body string) answer {
+	d.t.Helper()
 	req, err := http.NewRequest(method, d.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	if host != "" {
+		req.Host = host
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
@@ -330,31 +339,15 @@ func TestForeignHostIsRefused(t *testing.T) {
 	port := d.srv.URL[strings.LastIndex(d.srv.URL, ":")+1:]
 	for _, host := range []string{"rebind.attacker.example:" + port, "rebind.attacker.example", "127.0.0.1.nip.io:" + port, "localhost.attacker.example"} {
 		for _, path := range []string{"/", "/healthz", "/api/operator/routes", "/assets/x"} {
-			req, _ := http.NewRequest("GET", d.srv.URL+path, nil)
-			req.Host = host
-			req.Header.Set("Authorization", "Bearer "+testToken)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			a := answer{status: resp.StatusCode, header: resp.Header, body: b}
+			a := d.doHost(host, "GET", path, bearer(), "")
 			if a.status != http.StatusForbidden || a.typedCode() != "denied" {
-				t.Errorf("Host %s %s: %d %s", host, path, a.status, b)
+				t.Errorf("Host %s %s: %d %s", host, path, a.status, a.body)
 			}
 		}
 	}
 	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST.:" + port, "studio.localhost:" + port, "[::1]:" + port, "127.8.9.10"} {
-		req, _ := http.NewRequest("GET", d.srv.URL+"/healthz", nil)
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("Host %s: %d", host, resp.StatusCode)
+		if a := d.doHost(host, "GET", "/healthz", nil, ""); a.status != http.StatusOK {
+			t.Errorf("Host %s: %d", host, a.status)
 		}
 	}
 }
@@ -448,15 +441,8 @@ func TestAllowedHosts(t *testing.T) {
 	d := newEdgeDaemon(t, func(c *httpapi.Config) { c.AllowedHosts = []string{"studio.example.com", "*.corp.example"} })
 	for host, want := range map[string]int{"studio.example.com": 200, "STUDIO.example.com.:443": 200, "a.b.corp.example": 200,
 		"corp.example": 403, "evil.example.com": 403, "studio.example.com.evil": 403} {
-		req, _ := http.NewRequest("GET", d.srv.URL+"/healthz", nil)
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		if a := d.doHost(host, "GET", "/healthz", nil, ""); a.status != want {
+			t.Errorf("Host %s: %d, want %d", host, a.status, want)
 		}
 	}
 }
