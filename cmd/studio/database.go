@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -28,6 +30,13 @@ type stateDB interface {
 	Migrate(ctx context.Context, now time.Time) (int, error)
 }
 
+// database is an opened backend and its file upkeep, nil where the engine
+// has none (PostgreSQL).
+type database struct {
+	stateDB
+	maint app.Maintenance
+}
+
 // usesPostgres reports whether --database selects PostgreSQL; any other
 // non-empty value is refused.
 func usesPostgres(cfg *config) (bool, error) {
@@ -40,41 +49,59 @@ func usesPostgres(cfg *config) (bool, error) {
 	return false, errors.New("--database (STUDIO_DATABASE_URL) must be a postgres:// URL, or empty for the SQLite file in --data-dir")
 }
 
+// lockDataDir creates the data directory and, for SQLite, takes its lock:
+// one daemon (or migrate) per database file. A second one is refused with a
+// message naming the holder. PostgreSQL, which several daemons may share,
+// takes no lock (nil: a nil lock's methods do nothing).
+func lockDataDir(cfg *config) (*datadir.Lock, error) {
+	if err := datadir.Create(cfg.dataDir); err != nil {
+		return nil, err
+	}
+	if pg, err := usesPostgres(cfg); err != nil || pg {
+		return nil, err
+	}
+	return datadir.Acquire(cfg.dataDir)
+}
+
 // openDatabase opens StateDB without migrating. For SQLite the data
 // directory's file must exist unless create is set.
-func openDatabase(ctx context.Context, cfg *config, create bool) (stateDB, error) {
+func openDatabase(ctx context.Context, cfg *config, create bool) (database, error) {
 	pg, err := usesPostgres(cfg)
 	if err != nil {
-		return nil, err
+		return database{}, err
 	}
 	if pg {
 		st, err := postgres.Open(ctx, cfg.database)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", databaseName(cfg), err)
+			return database{}, fmt.Errorf("%s: %w", databaseName(cfg), err)
 		}
-		return st, nil
+		return database{stateDB: st}, nil
 	}
 	path := dbPath(cfg.dataDir)
 	if create {
-		if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("create data dir: %w", err)
+		if err := datadir.Create(cfg.dataDir); err != nil {
+			return database{}, err
 		}
 	} else if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
+		return database{}, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
 	}
-	return sqlite.Open(path)
+	st, err := sqlite.Open(path)
+	if err != nil {
+		return database{}, err
+	}
+	return database{stateDB: st, maint: st}, nil
 }
 
 // openStore opens and migrates StateDB.
-func openStore(ctx context.Context, cfg *config) (store.Store, int, error) {
+func openStore(ctx context.Context, cfg *config) (database, int, error) {
 	st, err := openDatabase(ctx, cfg, true)
 	if err != nil {
-		return nil, 0, err
+		return database{}, 0, err
 	}
 	v, err := st.Migrate(ctx, time.Now())
 	if err != nil {
 		st.Close()
-		return nil, v, fmt.Errorf("migrate: %w", err)
+		return database{}, v, fmt.Errorf("migrate: %w", err)
 	}
 	return st, v, nil
 }

@@ -70,7 +70,7 @@ func New(t testing.TB, o Options) *Stack {
 			t.Fatal(err)
 		}
 	}
-	if s.App, err = app.New(app.Config{Store: db, Now: s.Clock.Now, Provider: s.Provider, Logger: Logger()}); err != nil {
+	if s.App, err = app.New(app.Config{Store: db, Maintenance: db, Now: s.Clock.Now, Provider: s.Provider, Logger: Logger()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.App.Seed(context.Background()); err != nil {
