@@ -218,15 +218,7 @@ func confirmReq(p protocol.CommandProposal) protocol.ConfirmProposalRequest {
 	return r
 }
 
-func countDone(frames []protocol.Frame, requestID string) int {
-	n := 0
-	for _, f := range frames {
-		if f.RequestID == requestID && f.Type == protocol.FrameDone {
-			n++
-		}
-	}
-	return n
-}
+func countDone(frames []protocol.Frame, requestID string) int { return coordtest.CountDone(frames, requestID) }
 
 func ofRequest(frames []protocol.Frame, requestID string) []protocol.Frame {
 	var out []protocol.Frame

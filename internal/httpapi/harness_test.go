@@ -172,15 +172,7 @@ func wantCode(t *testing.T, err error, code protocol.ErrorCode) *protocol.Error 
 	return protocol.ErrorOf(err)
 }
 
-func countDone(frames []protocol.Frame, requestID string) int {
-	n := 0
-	for _, f := range frames {
-		if f.RequestID == requestID && f.Type == protocol.FrameDone {
-			n++
-		}
-	}
-	return n
-}
+func countDone(frames []protocol.Frame, requestID string) int { return coordtest.CountDone(frames, requestID) }
 
 func ptr[T any](v T) *T { return &v }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
+	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -98,4 +99,15 @@ func Logger() *slog.Logger {
 		return slog.Default()
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// CountDone counts the request's done frames: exactly one, once it ended.
+func CountDone(frames []protocol.Frame, requestID string) int {
+	n := 0
+	for _, f := range frames {
+		if f.RequestID == requestID && f.Type == protocol.FrameDone {
+			n++
+		}
+	}
+	return n
 }
