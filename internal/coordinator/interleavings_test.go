@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"iter"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -113,7 +114,7 @@ var plans = rapid.SampledFrom([]string{"T", "RT", "ET", "UT", "PT", "QT", "PRT",
 // store fault happened; sequences contiguous. It runs 4 × 250 interleavings
 // (RAPID_CHECKS or -rapid.checks set the count per part).
 func TestInterleavings(t *testing.T) {
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue && os.Getenv("RAPID_CHECKS") == "" {
 		_ = f.Value.Set("250")
 	}
 	for part := range 4 {
