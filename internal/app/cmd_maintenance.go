@@ -68,6 +68,14 @@ func (c RunMaintenanceCommand) Summary() string {
 	return "Run maintenance " + c.Action
 }
 
+// impact: only the purges remove anything.
+func (c RunMaintenanceCommand) impact() Impact {
+	if c.Action == MaintenancePurgeDeletedConversations || c.Action == MaintenancePurgeFrames {
+		return ImpactIrreversible
+	}
+	return ImpactNone
+}
+
 func (RunMaintenanceCommand) resolve(context.Context, *Service) (*protocol.ResourceVersion, error) {
 	return nil, nil
 }

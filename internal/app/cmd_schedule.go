@@ -278,6 +278,26 @@ func (c SetScheduleEnabledCommand) resolve(ctx context.Context, s *Service) (*pr
 	return UpdateScheduleCommand{Schedule: c.Schedule}.resolve(ctx, s)
 }
 
+// unchanged refuses to propose pausing a paused schedule or enabling an
+// enabled one.
+func (c SetScheduleEnabledCommand) unchanged(ctx context.Context, s *Service) (string, error) {
+	cur, err := s.lookupSchedule(ctx, c.Schedule)
+	if err != nil {
+		return "", err
+	}
+	return c.unchangedBy(cur), nil
+}
+
+func (c SetScheduleEnabledCommand) unchangedBy(cur store.Schedule) string {
+	if cur.Enabled != *c.Enabled {
+		return ""
+	}
+	if cur.Enabled {
+		return fmt.Sprintf("schedule %q is already enabled", cur.Name)
+	}
+	return fmt.Sprintf("schedule %q is already paused", cur.Name)
+}
+
 func (c SetScheduleEnabledCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
 	cur, err := s.store.GetSchedule(ctx, env.targetID())
 	if err != nil {
@@ -286,9 +306,11 @@ func (c SetScheduleEnabledCommand) execute(ctx context.Context, s *Service, env 
 	if cur.Version != env.expected {
 		return Result{}, conflictVersion(env.target, env.expected, cur.Version)
 	}
-	if cur.Enabled == *c.Enabled { // already so: nothing changes, nothing to audit
+	if why := c.unchangedBy(cur); why != "" { // already so: nothing changes, nothing to audit
 		v := ScheduleView(cur)
-		return Result{Target: resourceVersion(store.KindSchedule, cur.ID, cur.Version), Schedule: &v}, nil
+		res := noChangeResult(resourceVersion(store.KindSchedule, cur.ID, cur.Version), why)
+		res.Schedule = &v
+		return res, nil
 	}
 	p := store.UpdateScheduleParams{ID: cur.ID, ExpectedVersion: cur.Version, Enabled: c.Enabled, SetNextRunAt: true,
 		Now: env.now, Audit: env.audit(cur.ID)}

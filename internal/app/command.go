@@ -50,6 +50,8 @@ type CommandSpec struct {
 	Title       string
 	Description string
 	Risk        string
+	// Impact marks a destructive or irreversible command (impact.go).
+	Impact Impact
 	// New returns a zero command of this type (a pointer to its struct),
 	// for decoding and for generating its JSON Schema.
 	New func() Command
@@ -75,7 +77,7 @@ var commandSpecs = []CommandSpec{
 	command[UpdatePlaybookCommand]("update_playbook", "Update playbook", protocol.RiskMutate,
 		"Change a playbook's name, description, prompt or arguments; only the given fields change."),
 	command[DeletePlaybookCommand]("delete_playbook", "Delete playbook", protocol.RiskMutate,
-		"Delete a playbook that no workflow or schedule uses. Its past runs stay."),
+		"Delete a playbook that no workflow or schedule uses. Its past runs stay.").irreversible(),
 	command[CreateWorkflowCommand]("create_workflow", "Create workflow", protocol.RiskMutate,
 		"Create a workflow: an ordered list of playbook steps."),
 	command[UpdateWorkflowCommand]("update_workflow", "Update workflow", protocol.RiskMutate,
@@ -83,7 +85,7 @@ var commandSpecs = []CommandSpec{
 	command[LaunchPlaybookCommand]("launch_playbook", "Launch playbook", protocol.RiskExecute,
 		"Queue a run of a playbook with an input and arguments; the model provider executes it."),
 	command[CancelRunCommand]("cancel_run", "Cancel run", protocol.RiskExecute,
-		"Cancel a queued or running run."),
+		"Cancel a queued or running run.").destructive(),
 	command[RetryRunCommand]("retry_run", "Retry run", protocol.RiskExecute,
 		"Launch a failed or cancelled run again with the same playbook, input and arguments."),
 	command[CreateScheduleCommand]("create_schedule", "Create schedule", protocol.RiskMutate,
@@ -93,9 +95,9 @@ var commandSpecs = []CommandSpec{
 	command[SetScheduleEnabledCommand]("set_schedule_enabled", "Enable or pause schedule", protocol.RiskMutate,
 		"Enable a schedule or pause it."),
 	command[DeleteScheduleCommand]("delete_schedule", "Delete schedule", protocol.RiskMutate,
-		"Delete a schedule. The runs it launched stay."),
+		"Delete a schedule. The runs it launched stay.").irreversible(),
 	command[RunMaintenanceCommand]("run_maintenance", "Run maintenance", protocol.RiskAdmin,
-		"Database and retention maintenance: vacuum, WAL checkpoint, integrity check, purge of deleted conversations past the recovery window, purge of a conversation's older frames."),
+		"Database and retention maintenance: vacuum, WAL checkpoint, integrity check, purge of deleted conversations past the recovery window, purge of a conversation's older frames.").irreversible(),
 	command[ReconcileProposalCommand]("reconcile_proposal", "Reconcile proposal", protocol.RiskAdmin,
 		"Record the real outcome of an operator proposal left executing (indeterminate) because its result could not be recorded; nothing runs again."),
 }
@@ -243,6 +245,11 @@ type Result struct {
 	Schedule    *Schedule                 `json:"schedule,omitzero"`
 	Maintenance *MaintenanceResult        `json:"maintenance,omitzero"`
 	Reconciled  *ReconcileResult          `json:"reconciled,omitzero"`
+	// NoChange: the command found its target already as it asked (for
+	// example a paused schedule asked to pause); nothing was written and
+	// the version is unchanged. Message says so in words.
+	NoChange bool   `json:"noChange,omitzero"`
+	Message  string `json:"message,omitzero"`
 }
 
 // JSON encodes the result (for a proposal's result_json).
@@ -381,21 +388,25 @@ func resourceVersion(kind, id string, version int64) *protocol.ResourceVersion {
 }
 
 // Prepared is a command ready to become an operator proposal (ADR D4 steps
-// 1 and 2): its canonical JSON and hash, summary, risk and current target.
+// 1 and 2): its canonical JSON and hash, summary, risk, impact and current
+// target with its human name.
 type Prepared struct {
-	Type      string
-	Risk      string
-	Canonical jsontext.Value
-	Hash      string
-	Summary   string
-	Target    *protocol.ResourceVersion
+	Type       string
+	Risk       string
+	Impact     Impact
+	Canonical  jsontext.Value
+	Hash       string
+	Summary    string
+	Target     *protocol.ResourceVersion
+	TargetName string
 }
 
 // Prepare validates cmd as a full application command against the current
 // state — its fields, its target (not_found when it does not exist) and what
 // it refers to (an undeclared argument, an unknown playbook or conversation)
 // — and returns what a proposal stores. A command that fails here could not
-// run if a human confirmed it, so it never becomes a proposal.
+// run if a human confirmed it, so it never becomes a proposal; nor does one
+// that would change nothing (conflict with details.noChange).
 func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
 	target, err := s.ResolveTarget(ctx, cmd)
 	if err != nil {
@@ -404,6 +415,15 @@ func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
 	if c, ok := cmd.(checker); ok {
 		if err := c.check(ctx, s); err != nil {
 			return Prepared{}, err
+		}
+	}
+	if n, ok := cmd.(noChanger); ok {
+		why, err := n.unchanged(ctx, s)
+		if err != nil {
+			return Prepared{}, err
+		}
+		if why != "" {
+			return Prepared{}, noChangeError(why)
 		}
 	}
 	canon, err := CanonicalCommand(cmd)
@@ -415,5 +435,6 @@ func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
 		return Prepared{}, err
 	}
 	sp := SpecOf(cmd)
-	return Prepared{Type: sp.Type, Risk: sp.Risk, Canonical: canon, Hash: hash, Summary: cmd.Summary(), Target: target}, nil
+	return Prepared{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd), Canonical: canon, Hash: hash, Summary: cmd.Summary(),
+		Target: target, TargetName: s.TargetName(ctx, target)}, nil
 }

@@ -47,7 +47,7 @@ func (o *owner) propose(callID string, cmd app.Command) error {
 	now := c.now()
 	p := store.Proposal{ID: uuid.NewString(), ConversationID: t.ConversationID, RequestID: t.RequestID, CallID: callID,
 		CommandType: prep.Type, Command: prep.Canonical, CommandHash: prep.Hash, Target: prep.Target, Risk: prep.Risk,
-		Summary: prep.Summary, IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}
+		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary, IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}
 	if _, err := c.store.CreateProposal(o.ctx, store.CreateProposalParams{Proposal: p, Now: now}); err != nil {
 		return c.auditUnavailable("store proposal", err)
 	}
@@ -850,7 +850,8 @@ func (c *Coordinator) ListProposals(ctx context.Context, q ProposalQuery) ([]pro
 func proposalView(p store.Proposal) protocol.ProposalState {
 	return protocol.ProposalState{
 		CommandProposal: protocol.CommandProposal{ID: p.ID, CommandType: p.CommandType, Command: p.Command, CommandHash: p.CommandHash,
-			Risk: p.Risk, Summary: p.Summary, Target: p.Target, IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt)},
+			Risk: p.Risk, Impact: p.Impact, Summary: p.Summary, Target: p.Target, TargetName: p.TargetName,
+			IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt)},
 		ConversationID: p.ConversationID, RequestID: p.RequestID, Status: string(p.Status), Result: p.Result, ErrorCode: p.ErrorCode,
 		CreatedAt: protocol.Timestamp(p.CreatedAt), ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt),
 	}

@@ -221,7 +221,19 @@ type CommandProposal struct {
 	Target         *ResourceVersion `json:"target"`
 	IdempotencyKey string           `json:"idempotencyKey"`
 	ExpiresAt      float64          `json:"expiresAt"`
+	// Impact (optional): destructive (loses work or data) or irreversible
+	// (removes something for good; the cockpit asks for TargetName to be
+	// typed before Confirm). Absent for neither.
+	Impact string `json:"impact,omitzero"`
+	// TargetName (optional) is the target's human name when proposed.
+	TargetName string `json:"targetName,omitzero"`
 }
+
+// Proposal impacts.
+const (
+	ImpactDestructive  = "destructive"
+	ImpactIrreversible = "irreversible"
+)
 
 func (p CommandProposal) validate() error {
 	if p.ID == "" || p.CommandType == "" || p.CommandHash == "" || p.IdempotencyKey == "" {
@@ -234,6 +246,9 @@ func (p CommandProposal) validate() error {
 	}
 	if p.Command.Kind() != '{' {
 		return fmt.Errorf("proposal command must be an object")
+	}
+	if p.Impact != "" && p.Impact != ImpactDestructive && p.Impact != ImpactIrreversible {
+		return fmt.Errorf("proposal impact %q is unknown", p.Impact)
 	}
 	return nil
 }

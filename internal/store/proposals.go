@@ -45,6 +45,8 @@ type Proposal struct {
 	CommandHash    string
 	Target         *protocol.ResourceVersion
 	Risk           string
+	Impact         string // "", destructive or irreversible
+	TargetName     string // the target's human name when proposed ("" when none)
 	Summary        string
 	IdempotencyKey string
 	Status         ProposalStatus

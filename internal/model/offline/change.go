@@ -207,6 +207,10 @@ func proposing(what string) string {
 // decided reports the operator's decision and the command's outcome.
 func decided(r result, what string) Step {
 	if r.ok {
+		if r.value["noChange"] == true { // the server found nothing to change
+			msg, _ := r.value["message"].(string)
+			return Step{Text: fmt.Sprintf("You confirmed it, but nothing changed: %s.", msg)}
+		}
 		return Step{Text: fmt.Sprintf("You confirmed it, and it is done: %s.", what)}
 	}
 	code, _ := r.err["code"].(string)
@@ -216,6 +220,10 @@ func decided(r result, what string) Step {
 		return Step{Text: "Understood: you declined, so nothing was changed."}
 	case "stale_context":
 		return Step{Text: "Nothing was changed: " + msg}
+	case "conflict":
+		if details, _ := r.err["details"].(map[string]any); details["noChange"] == true {
+			return Step{Text: "Nothing to do: " + msg + "."}
+		}
 	case "cancelled":
 		return Step{Text: "The turn was cancelled before a decision; nothing was changed."}
 	case "audit_unavailable":

@@ -274,3 +274,30 @@ func TestThemeAnswerSaysItOnce(t *testing.T) {
 		t.Fatalf("theme answer %q promises a future the dock may already contradict", step.Text)
 	}
 }
+
+// TestNoChangeIsNotCalledDone: a confirmed command the server found to
+// change nothing, or refused as a no-op, is never reported as done.
+func TestNoChangeIsNotCalledDone(t *testing.T) {
+	t.Parallel()
+	lookup := []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "list_schedules"}}},
+		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"schedules":[{"name":"nightly-audit","enabled":true,"version":3}]}`},
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c2", Name: "set_schedule_enabled"}}},
+	}
+	for _, tc := range []struct {
+		result model.Message
+		want   string
+	}{
+		{model.Message{Role: model.RoleTool, ToolCallID: "c2",
+			Content: `{"commandType":"set_schedule_enabled","noChange":true,"message":"schedule \"nightly-audit\" is already paused; nothing changed"}`},
+			"nothing changed: schedule \"nightly-audit\" is already paused"},
+		{model.Message{Role: model.RoleTool, ToolCallID: "c2", ToolError: true,
+			Content: `{"error":{"code":"conflict","message":"schedule \"nightly-audit\" is already paused; nothing to change","details":{"noChange":true}}}`},
+			"Nothing to do: schedule \"nightly-audit\" is already paused"},
+	} {
+		got := Plan(request("pause the nightly schedule", append(append([]model.Message(nil), lookup...), tc.result)...))
+		if !strings.Contains(got.Text, tc.want) || strings.Contains(got.Text, "it is done") {
+			t.Errorf("answer %q, want %q and never \"it is done\"", got.Text, tc.want)
+		}
+	}
+}

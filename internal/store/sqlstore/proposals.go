@@ -17,19 +17,20 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at`
+	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
 	var command string
-	var kind, id, version, result, code sql.NullString
+	var kind, id, version, result, code, impact, targetName sql.NullString
 	var expires, created float64
 	var confirmed, completed sql.NullFloat64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created); err != nil {
+		&confirmed, &completed, &result, &code, &created, &impact, &targetName); err != nil {
 		return p, err
 	}
+	p.Impact, p.TargetName = impact.String, targetName.String
 	p.Command = jsontext.Value(command)
 	if kind.Valid {
 		p.Target = &protocol.ResourceVersion{Kind: kind.String, ID: id.String, Version: version.String}
@@ -82,7 +83,8 @@ func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams
 		// The frames first: encoding them validates the proposal, so an
 		// invalid one is the caller's validation error, not a constraint's.
 		cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
-			Risk: pr.Risk, Summary: pr.Summary, Target: pr.Target, IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt)}
+			Risk: pr.Risk, Impact: pr.Impact, Summary: pr.Summary, Target: pr.Target, TargetName: pr.TargetName,
+			IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt)}
 		if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, p.Now,
 			protocol.ProposalPayload{Proposal: cp},
 			protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired}); err != nil {
@@ -94,10 +96,11 @@ func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
 			(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
-			 target_version, risk, summary, idempotency_key, status, expires_at, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+			 target_version, risk, summary, idempotency_key, status, expires_at, created_at, impact, target_name)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
 			pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
-			kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(p.Now)); err != nil {
+			kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(p.Now),
+			emptyNull(pr.Impact), emptyNull(pr.TargetName)); err != nil {
 			return fmt.Errorf("insert proposal: %w", err)
 		}
 		tx.touch(pr.ConversationID)

@@ -278,6 +278,14 @@ func nullString(s sql.NullString) *string {
 	return &v
 }
 
+// emptyNull stores "" as NULL.
+func emptyNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 func tsOrNil(t *time.Time) any {
 	if t == nil {
 		return nil

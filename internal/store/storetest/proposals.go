@@ -149,7 +149,7 @@ func wantProposal(t *testing.T, got, want store.Proposal, created time.Time) {
 	if got.ID != want.ID || got.ConversationID != want.ConversationID || got.RequestID != want.RequestID ||
 		got.CallID != want.CallID || got.CommandType != want.CommandType || got.CommandHash != want.CommandHash ||
 		got.Risk != want.Risk || got.Summary != want.Summary || got.IdempotencyKey != want.IdempotencyKey ||
-		!got.ExpiresAt.Equal(want.ExpiresAt) || !got.CreatedAt.Equal(created) {
+		got.Impact != want.Impact || got.TargetName != want.TargetName || !got.ExpiresAt.Equal(want.ExpiresAt) || !got.CreatedAt.Equal(created) {
 		t.Fatalf("proposal = %+v, want %+v created at %v", got, want, created)
 	}
 	if (got.Target == nil) != (want.Target == nil) || (got.Target != nil && *got.Target != *want.Target) {
@@ -263,6 +263,7 @@ func testProposalCreate(t *testing.T, f *fixture) {
 	c, tr := f.running()
 	sig := f.s.FrameSignal(c.ID)
 	want := f.newProposal(c.ID, tr.RequestID)
+	want.Impact, want.TargetName = protocol.ImpactIrreversible, "audit-repo"
 	now := f.tick()
 	got, err := f.s.CreateProposal(f.ctx, store.CreateProposalParams{Proposal: want, Now: now})
 	if err != nil {
@@ -278,7 +279,7 @@ func testProposalCreate(t *testing.T, f *fixture) {
 	// frame says that a confirmation is required.
 	cp := protocol.CommandProposal{ID: want.ID, CommandType: want.CommandType, Command: want.Command, CommandHash: want.CommandHash,
 		Risk: want.Risk, Summary: want.Summary, Target: want.Target, IdempotencyKey: want.IdempotencyKey,
-		ExpiresAt: protocol.Timestamp(want.ExpiresAt)}
+		ExpiresAt: protocol.Timestamp(want.ExpiresAt), Impact: want.Impact, TargetName: want.TargetName}
 	wantTail(t, f, c.ID, tr.RequestID, c.LastSequence(), now,
 		protocol.ProposalPayload{Proposal: cp},
 		protocol.ConfirmationPayload{ProposalID: want.ID, State: protocol.ConfirmationRequired})
@@ -286,7 +287,8 @@ func testProposalCreate(t *testing.T, f *fixture) {
 	pp, ok := payloadOf(t, frames[1]).(protocol.ProposalPayload)
 	if !ok || pp.Proposal.ID != want.ID || pp.Proposal.CommandHash != want.CommandHash || pp.Proposal.Target == nil ||
 		*pp.Proposal.Target != *want.Target || pp.Proposal.ExpiresAt != protocol.Timestamp(want.ExpiresAt) ||
-		pp.Proposal.Risk != want.Risk || pp.Proposal.IdempotencyKey != want.IdempotencyKey || !jsonEqual(t, pp.Proposal.Command, want.Command) {
+		pp.Proposal.Risk != want.Risk || pp.Proposal.IdempotencyKey != want.IdempotencyKey ||
+		pp.Proposal.Impact != want.Impact || pp.Proposal.TargetName != want.TargetName || !jsonEqual(t, pp.Proposal.Command, want.Command) {
 		t.Fatalf("proposal frame decodes to %#v", payloadOf(t, frames[1]))
 	}
 	if cf, ok := payloadOf(t, frames[2]).(protocol.ConfirmationPayload); !ok || cf.ProposalID != want.ID || cf.State != protocol.ConfirmationRequired {

@@ -1,8 +1,11 @@
 // The proposal card (ADR D4): what the human confirms. It shows the
 // summary, the risk (execute and admin look different from mutate), the
-// target and its version, the exact command as JSON, and a live expiry
-// countdown. Confirm sends the command hash and target version the card
-// shows; the result replaces the buttons. There is no auto-confirm.
+// impact (destructive and irreversible in red, in words), the target by
+// name and its version, the exact command as JSON, and a live expiry
+// countdown. An irreversible proposal enables Confirm only once the
+// target's name is typed. Confirm sends the command hash and target version
+// the card shows; the result replaces the buttons. There is no auto-confirm.
+// A result that changed nothing says so, never "Succeeded".
 
 import { h, replace, icon } from '../dom.js';
 import { ApiError } from '../api.js';
@@ -18,8 +21,15 @@ const RISK = {
   admin: { label: 'Administrative', icon: 'M12 1 3 5v6c0 5.6 3.8 10.7 9 12 5.2-1.3 9-6.4 9-12V5zm-1 6h2v6h-2zm0 8h2v2h-2z' },
 };
 
+/** Impacts, as shown beside the risk. */
+const IMPACT = {
+  destructive: 'Destructive: loses work or data',
+  irreversible: 'Irreversible: cannot be undone',
+};
+
 /** Confirmation states and results, as shown. */
 const FINAL = {
+  unchanged: { text: 'Nothing changed', cls: 'muted' },
   succeeded: { text: 'Succeeded', cls: 'ok' },
   executed: { text: 'Succeeded', cls: 'ok' },
   failed: { text: 'Failed', cls: 'bad' },
@@ -36,7 +46,7 @@ const FINAL = {
  */
 function targetText(p) {
   const t = /** @type {{kind: string, id: string, version: string}} */ (p.target);
-  const named = p.command[t.kind];
+  const named = p.targetName || p.command[t.kind];
   const name = typeof named === 'string' && named !== t.id ? named : null;
   return [name ? h('span', { class: 'name', text: `${t.kind} ${name} ` }) : `${t.kind} `, h('code', { class: 'id', title: t.id, text: t.id.slice(0, 8) }), ` at version ${t.version}`];
 }
@@ -67,11 +77,23 @@ export class ProposalCard {
     });
     this.denyBtn = h('button', { type: 'button', 'data-action': 'deny', text: 'Deny', onclick: () => this.deny() });
     this.actions = h('div', { class: 'actions' }, this.confirmBtn, this.denyBtn);
+    // Irreversible: Confirm waits for the target's name, typed.
+    this.mustType = p.impact === 'irreversible' ? (p.targetName || p.commandType) : '';
+    /** @type {HTMLInputElement | null} */ this.typed = null;
+    if (this.mustType) {
+      const inputId = 'typed-' + p.id;
+      this.typed = /** @type {HTMLInputElement} */ (h('input', { id: inputId, type: 'text', autocomplete: 'off', spellcheck: 'false', 'data-typed-confirm': '', oninput: () => this.gate() }));
+      this.actions.prepend(h('p', { class: 'typed-confirm' },
+        h('label', { for: inputId }, 'This cannot be undone. Type ', h('code', { text: this.mustType }), ' to confirm: '), this.typed));
+      this.gate();
+    }
+    const impact = p.impact && IMPACT[p.impact];
     const titleId = 'proposal-' + p.id;
-    this.el = h('section', { class: ['proposal', 'risk-' + p.risk], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
+    this.el = h('section', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
       h('header', { class: 'proposal-head' },
         h('span', { class: 'risk-badge' }, icon(risk.icon), h('span', { text: `${p.risk}: ${risk.label}` })),
         this.countdown),
+      impact ? h('p', { class: 'impact-badge', 'data-impact': p.impact, text: impact }) : null,
       h('h4', { id: titleId, class: 'proposal-summary', text: p.summary }),
       h('dl', { class: 'facts' },
         h('dt', { text: 'Command' }), h('dd', null, h('code', { text: p.commandType })),
@@ -82,6 +104,12 @@ export class ProposalCard {
       this.status);
     this.tick();
     this.timer = setInterval(() => this.tick(), 1000);
+  }
+
+  /** Confirm is enabled only when the typed name matches. */
+  gate() {
+    if (!this.typed) return;
+    this.confirmBtn.disabled = this.busy || this.typed.value.trim() !== this.mustType;
   }
 
   tick() {
@@ -127,6 +155,8 @@ export class ProposalCard {
   setFinal(status, detail = {}, inferred = false) {
     // Frames say executed/denied, the confirm answer succeeded/cancelled: one outcome.
     status = status === 'executed' ? 'succeeded' : status === 'denied' ? 'cancelled' : status;
+    const res = /** @type {{noChange?: boolean, message?: string} | null | undefined} */ (detail.result);
+    if (status === 'succeeded' && res && typeof res === 'object' && res.noChange) status = 'unchanged';
     if (this.final && inferred) return;
     if (this.final && !this.inferred && !detail.result && !detail.error) return;
     this.final = true;
@@ -137,7 +167,7 @@ export class ProposalCard {
     this.el.dataset.state = status;
     const f = /** @type {Record<string, {text: string, cls: string}>} */ (FINAL)[status] || { text: `Ended (${status.replace(/^unknown:/, '')}); treated as not applied`, cls: 'muted' };
     replace(this.status,
-      h('p', { class: ['result', 'result-' + f.cls], 'data-result': status, text: f.text }),
+      h('p', { class: ['result', 'result-' + f.cls], 'data-result': status, text: status === 'unchanged' && res && res.message ? `Nothing changed: ${res.message.replace(/; nothing changed$/, '')}` : f.text }),
       detail.error ? h('p', { class: 'error-box' }, h('strong', { class: 'code', text: detail.error.code }), h('span', { text: ' ' + detail.error.message })) : null,
       detail.result !== undefined && detail.result !== null ? h('details', null, h('summary', { text: 'Result' }), h('pre', { class: 'output', text: JSON.stringify(detail.result, null, 2) })) : null);
     if (this.o.onResult) this.o.onResult(status);
@@ -186,6 +216,7 @@ export class ProposalCard {
     // A network or retryable failure: nothing is known to have run; allow another try.
     this.confirmBtn.disabled = false;
     this.denyBtn.disabled = false;
+    this.gate();
     replace(this.status, h('p', { class: 'error-box', role: 'alert' }, h('strong', { class: 'code', text: e instanceof ApiError ? e.code : 'client_error' }), h('span', { text: ' ' + (e instanceof Error ? e.message : String(e)) + ' — you can try again.' })));
   }
 

@@ -56,6 +56,9 @@ export class Transcript {
     this.el = h('ol', { class: 'transcript', 'aria-label': 'Conversation transcript', tabindex: '0' });
     /** @type {Map<string, ProposalCard>} */ this.proposals = new Map();
     /** @type {Map<string, HTMLDetailsElement>} */ this.toolCalls = new Map();
+    /** The card of each proposing tool call: its tool_result is the command's result. */
+    /** @type {Map<string, ProposalCard>} */ this.cardByCall = new Map();
+    /** @type {string} */ this.lastCall = '';
     /** @type {{requestId: string, el: HTMLElement, view: MarkdownView | null, text: string, live: boolean} | null} */ this.bubble = null;
   }
 
@@ -63,6 +66,8 @@ export class Transcript {
     for (const c of this.proposals.values()) c.destroy();
     this.proposals = new Map();
     this.toolCalls = new Map();
+    this.cardByCall = new Map();
+    this.lastCall = '';
     this.bubble = null;
     this.el.replaceChildren();
   }
@@ -141,10 +146,14 @@ export class Transcript {
           h('summary', null, icon('M22 19l-9-9a5 5 0 0 0-6-6l3 3-3 3-3-3a5 5 0 0 0 6 6l9 9z'), h('span', { text: ` ${p.tool}` }), h('span', { class: 'muted small', text: ` (${p.mode})` }), h('span', { class: 'tool-status muted small', text: ' · running' })),
           h('p', { class: 'small muted', text: 'Arguments' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(p.arguments, null, 2) }));
         this.toolCalls.set(p.callId, d);
+        this.lastCall = p.callId;
         this.row(f, 'tool-frame', d);
         return;
       }
       case 'tool_result': {
+        const card = this.cardByCall.get(p.callId);
+        // An executed command's result may say that nothing changed.
+        if (card && p.ok && card.state === 'executed') card.setFinal('executed', { result: p.result });
         const d = this.toolCalls.get(p.callId);
         const body = p.ok ? JSON.stringify(p.result === undefined ? null : p.result, null, 2) : `${p.error.code}: ${p.error.message}`;
         const shown = body.length > 4000 ? body.slice(0, 4000) + '\n… (cut for display)' : body;
@@ -173,6 +182,7 @@ export class Transcript {
       case 'proposal': {
         const card = new ProposalCard({ client: this.o.client, conversationId: f.conversationId, proposal: p.proposal });
         this.proposals.set(p.proposal.id, card);
+        if (this.lastCall) this.cardByCall.set(this.lastCall, card);
         this.row(f, 'proposal-frame', card.el);
         if (live) this.o.announce(`Proposal waiting for your decision: ${p.proposal.summary}`);
         return;

@@ -1,0 +1,87 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Pausing a paused schedule is not a proposal: Prepare refuses it with a
+// conflict that says it is already so (details.noChange).
+func TestPrepareRefusesANoOp(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.exec(app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false)})
+	_, err := w.svc.Prepare(w.ctx, app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false)})
+	pe := wantCode(t, err, protocol.Conflict)
+	if pe.Details["noChange"] != true || pe.Message != `schedule "nightly" is already paused; nothing to change` {
+		t.Fatalf("error = %+v", pe)
+	}
+	_, err = w.svc.Prepare(w.ctx, app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(true)})
+	if err != nil {
+		t.Fatalf("enabling a paused schedule is a change: %v", err)
+	}
+}
+
+// A confirmed command that became a no-op before it executed answers a
+// typed NoChange result: no write, no version bump, no audit row.
+func TestExecuteANoOpAnswersNoChange(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	cmd := app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false)}
+	prep, err := w.svc.Prepare(w.ctx, cmd) // enabled now: a real change
+	check(t, err)
+	w.exec(cmd) // someone else paused it meanwhile: version 2
+	before, rows := w.snapshot(), w.auditRows()
+	cur := *prep.Target
+	cur.Version = "2"
+	res, err := w.svc.Execute(w.ctx, cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: &cur})
+	check(t, err)
+	if !res.NoChange || res.Message != `schedule "nightly" is already paused; nothing changed` || res.Target.Version != "2" {
+		t.Fatalf("result = %+v", res)
+	}
+	if w.snapshot() != before || w.auditRows() != rows {
+		t.Fatal("a no-op wrote something")
+	}
+	b, err := res.JSON()
+	check(t, err)
+	if want := `"noChange":true`; !strings.Contains(string(b), want) {
+		t.Fatalf("result JSON %s lacks %s", b, want)
+	}
+}
+
+
+// Impact is declared once in the command table and reaches the proposal
+// with the target's human name.
+func TestImpactAndTargetName(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	cases := []struct {
+		cmd    app.Command
+		impact app.Impact
+		name   string
+	}{
+		{app.DeleteScheduleCommand{Schedule: w.nightly.ID}, app.ImpactIrreversible, "nightly"},
+		{app.DeletePlaybookCommand{Playbook: "notes"}, app.ImpactIrreversible, "notes"},
+		{app.CancelRunCommand{Run: w.queued.ID}, app.ImpactDestructive, "notes run " + w.queued.ID[:8]},
+		{app.SetScheduleEnabledCommand{Schedule: "nightly", Enabled: ptr(false)}, app.ImpactNone, "nightly"},
+		{app.RunMaintenanceCommand{Action: app.MaintenanceVacuum}, app.ImpactNone, ""},
+		{app.RunMaintenanceCommand{Action: app.MaintenancePurgeDeletedConversations}, app.ImpactIrreversible, ""},
+	}
+	for _, c := range cases {
+		prep, err := w.svc.Prepare(w.ctx, c.cmd)
+		if err != nil {
+			t.Fatalf("%T: %v", c.cmd, err)
+		}
+		if prep.Impact != c.impact || prep.TargetName != c.name {
+			t.Errorf("%s: impact %q name %q, want %q %q", prep.Type, prep.Impact, prep.TargetName, c.impact, c.name)
+		}
+	}
+	for _, sp := range app.Commands() {
+		if sp.Impact.Irreversible() && !sp.Impact.Destructive() {
+			t.Errorf("%s: irreversible but not destructive", sp.Type)
+		}
+	}
+}
