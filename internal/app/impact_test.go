@@ -52,7 +52,6 @@ func TestExecuteANoOpAnswersNoChange(t *testing.T) {
 	}
 }
 
-
 // Impact is declared once in the command table and reaches the proposal
 // with the target's human name.
 func TestImpactAndTargetName(t *testing.T) {

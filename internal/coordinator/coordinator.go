@@ -219,6 +219,9 @@ type Coordinator struct {
 	life   sync.RWMutex
 	closed bool
 
+	// progressed wakes readers of a conversation's turn progress (progress.go).
+	progressed store.Signals
+
 	wg     sync.WaitGroup // owners and the sweeper
 	mu     sync.Mutex
 	owners map[string]*owner // request id -> its owner
@@ -236,6 +239,7 @@ func New(cfg Config) *Coordinator {
 		base: base, stop: stop, stopping: make(chan struct{}), abandon: make(chan struct{}),
 		owners: make(map[string]*owner)}
 	c.pool = newPool(cfg.Workers, cfg.MaxQueuedTurns, cfg.Observer)
+	c.pool.moved = c.progressed.NotifyAll // queue positions changed
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model/openai"
 	"github.com/studio/operator/internal/model/script"
@@ -336,10 +337,15 @@ func TestConfirmWithoutTargetVersion(t *testing.T) {
 	}
 	e.waitDone(conv, acc.RequestID)
 
-	// The target changed since: conflict, nothing executed.
-	acc, prop = e.toggle(conv)
+	// The target changed since: conflict, nothing executed. (Enabling an
+	// enabled schedule is no proposal at all, so it is paused first.)
 	sc := e.schedule()
 	if _, err := e.app.Execute(e.ctx(), appDisable(sc.Name), appManual()); err != nil {
+		t.Fatal(err)
+	}
+	acc, prop = e.toggle(conv)
+	if _, err := e.app.Execute(e.ctx(), app.UpdateScheduleCommand{Schedule: sc.Name, ExpectedVersion: int64(e.schedule().Version),
+		Input: ptr("changed")}, appManual()); err != nil {
 		t.Fatal(err)
 	}
 	res, err = e.coord.Confirm(e.ctx(), conv, prop.ID, protocol.ConfirmProposalRequest{ExpectedCommandHash: prop.CommandHash})

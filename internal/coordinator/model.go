@@ -193,9 +193,11 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 			wait = min(hint, c.cfg.MaxRetryWait)
 		}
 		c.log.Warn("model call failed; retrying", "request", o.turn.RequestID, "code", a.err.Code, "attempt", attempt+1, "wait", wait)
+		o.reportRetry(attempt+2, a.err.Code, wait)
 		if out := o.sleep(wait); out != nil {
 			return nil, out
 		}
+		o.report(protocol.ProgressWorking, nil)
 	}
 }
 

@@ -18,6 +18,7 @@ type pool struct {
 	resumed   []*ticket
 	fresh     []*ticket
 	obs       Observer
+	moved     func() // the waiters' positions changed (may be nil)
 }
 
 // ticket is one turn's claim on a worker.
@@ -108,6 +109,7 @@ func (p *pool) nextLocked() *ticket {
 	if len(p.resumed) > 0 {
 		t := p.resumed[0]
 		p.resumed = p.resumed[1:]
+		p.notifyMoved()
 		return t
 	}
 	if len(p.fresh) > 0 {
@@ -115,9 +117,37 @@ func (p *pool) nextLocked() *ticket {
 		p.fresh = p.fresh[1:]
 		p.queued--
 		p.obs.QueueChanged(p.queued)
+		p.notifyMoved()
 		return t
 	}
 	return nil
+}
+
+func (p *pool) notifyMoved() {
+	if p.moved != nil {
+		p.moved()
+	}
+}
+
+// position is a waiting ticket's place in line (1 is next): resumed turns
+// go first. 0 when it is not waiting.
+func (p *pool) position(t *ticket) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t.state != ticketWaiting {
+		return 0
+	}
+	for i, w := range p.resumed {
+		if w == t {
+			return i + 1
+		}
+	}
+	for i, w := range p.fresh {
+		if w == t {
+			return len(p.resumed) + i + 1
+		}
+	}
+	return 0
 }
 
 func (p *pool) removeLocked(t *ticket) {
@@ -132,6 +162,7 @@ func (p *pool) removeLocked(t *ticket) {
 				p.queued--
 				p.obs.QueueChanged(p.queued)
 			}
+			p.notifyMoved()
 			return
 		}
 	}

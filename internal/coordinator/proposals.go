@@ -188,6 +188,7 @@ func settledAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult
 // its proposal confirmable, until the next start adopts it.
 func (o *owner) parked() step {
 	o.phase = phaseParked
+	o.report(protocol.ProgressAwaitingConfirmation, nil)
 	for {
 		r := o.box.take(anyRequest)
 		if r == nil {
@@ -394,6 +395,7 @@ func sameTarget(proposed, current *protocol.ResourceVersion, err error) bool {
 func (o *owner) execute(cmd app.Command, p store.Proposal) (jsontext.Value, *protocol.Error) {
 	o.phase = phaseExecuting
 	o.executing = p.ID
+	o.report(protocol.ProgressExecuting, func(tp *protocol.TurnProgress) { tp.ProposalID = p.ID })
 	defer func() { o.executing = "" }()
 	var res app.Result
 	var err error

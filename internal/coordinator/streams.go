@@ -125,7 +125,7 @@ func (c *Coordinator) Page(ctx context.Context, convID string, after int64, limi
 		return protocol.ConversationPage{}, err
 	}
 	page := protocol.ConversationPage{Conversation: conversationView(conv), Frames: []protocol.RawFrame{},
-		NextAfterSequence: after, LatestSequence: conv.LastSequence()}
+		NextAfterSequence: after, LatestSequence: conv.LastSequence(), ActiveTurn: c.activeTurn(ctx, conv)}
 	if len(frames) > limit {
 		frames, page.HasMore = frames[:limit], true
 	}

@@ -134,11 +134,14 @@ func (c *Coordinator) startOwner(t store.Turn, from phase, slot *ticket) *owner 
 		return o
 	}
 	ctx, cancel := context.WithCancelCause(c.base)
-	o := &owner{c: c, turn: t, ctx: ctx, cancelCtx: cancel, slot: slot, phase: from, since: time.Now(),
+	o := &owner{c: c, turn: t, convID: t.ConversationID, ctx: ctx, cancelCtx: cancel, slot: slot, phase: from, since: time.Now(),
 		box: mailbox{sig: make(chan struct{}, 1)}}
 	c.owners[t.RequestID] = o
 	c.wg.Add(1)
 	c.mu.Unlock()
+	if from == phaseQueued {
+		o.report(protocol.ProgressQueued, nil)
+	}
 	go o.run()
 	return o
 }
@@ -256,6 +259,9 @@ type owner struct {
 	proposals     int            // proposals made so far
 	executing     string         // the proposal whose command is executing
 	indeterminate *indeterminate // an indeterminate audit row still owed
+
+	prog   progress // what the turn is doing now, for readers (progress.go)
+	convID string   // the turn's conversation: read by other goroutines, never written after start
 }
 
 // step is one stretch of an owner's life; it returns the next (nil: done).
@@ -286,6 +292,7 @@ func (o *owner) retire() {
 		delete(o.c.owners, o.turn.RequestID)
 	}
 	o.c.mu.Unlock()
+	o.c.progressed.Notify(o.turn.ConversationID) // no active turn here any more
 	for _, r := range o.box.drain() {
 		o.answerLate(r)
 	}
@@ -363,6 +370,7 @@ func (o *owner) queued() step { return o.waiting }
 func (o *owner) resuming() step {
 	o.phase = phaseResuming
 	o.slot = o.c.pool.resume()
+	o.report(protocol.ProgressQueued, nil)
 	return o.waiting
 }
 
@@ -388,6 +396,7 @@ func (o *owner) waiting() step {
 				o.turn = t
 			}
 			o.phase = phaseRunning
+			o.report(protocol.ProgressWorking, nil)
 			return o.converse
 		case <-o.box.sig:
 		case <-o.c.stopping:

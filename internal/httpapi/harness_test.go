@@ -43,6 +43,7 @@ type harnessOpts struct {
 	sweep     time.Duration
 	tools     *tools.Registry
 	serveApp  bool // serve /api/app too
+	retryWait time.Duration // when set: every model retry waits this long
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -51,6 +52,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	faults := &coordtest.Store{Store: stack.DB}
 	cfg := stack.Config(faults)
 	cfg.Workers, cfg.SweepInterval, cfg.MaxQueuedTurns = o.workers, o.sweep, o.maxQueued
+	if o.retryWait > 0 {
+		cfg.RetryBackoff, cfg.MaxRetryBackoff, cfg.MaxRetryWait = o.retryWait, o.retryWait, o.retryWait
+	}
 	if o.tools != nil {
 		cfg.Tools = o.tools
 	}

@@ -68,6 +68,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	}
 	// A retry hint and an opening comment let the client see the stream is live.
 	bw.WriteString("retry: 2000\n: connected\n\n")
+	var status statusState // the active turn's progress (stream_status.go)
+	progressed := s.coord.ProgressSignal(convID)
+	status.write(r.Context(), s, bw, convID)
 	if !flush() {
 		return
 	}
@@ -111,6 +114,11 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-signal:
+		case <-progressed:
+			progressed = s.coord.ProgressSignal(convID) // before reading: no change is missed
+			if status.write(ctx, s, bw, convID) && !flush() {
+				return
+			}
 		case <-heartbeat.C:
 			bw.WriteString(": heartbeat\n\n")
 			if !flush() {

@@ -269,6 +269,9 @@ type ConversationPage struct {
 	HasMore           bool         `json:"hasMore"`
 	NextAfterSequence int64        `json:"nextAfterSequence"`
 	LatestSequence    int64        `json:"latestSequence"`
+	// ActiveTurn is the progress of the conversation's active turn; absent
+	// when none runs.
+	ActiveTurn *TurnProgress `json:"activeTurn,omitzero"`
 }
 
 // ConversationList is GET /operator/conversations.
@@ -311,3 +314,37 @@ type ProposalState struct {
 	ErrorCode      *string        `json:"errorCode"`
 	CreatedAt      float64        `json:"createdAt"`
 }
+
+// TurnProgress is what an active turn is doing now, as the coordinator that
+// owns it knows it: on GET conversation (activeTurn) and as the stream's
+// status comment. It is not a frame: frames stay the durable log, progress
+// is a passing view that only the owning process knows (a turn owned by
+// another daemon shows the stored status).
+type TurnProgress struct {
+	RequestID string        `json:"requestId"`
+	State     ProgressState `json:"state"`
+	// QueuePosition is the turn's place among those waiting for a worker
+	// (1 is next), while queued.
+	QueuePosition int `json:"queuePosition,omitzero"`
+	// Attempt is the model attempt about to be made (2 is the first retry),
+	// RetryAt when (Unix seconds) and ErrorCode what failed, while retrying.
+	Attempt   int       `json:"attempt,omitzero"`
+	RetryAt   float64   `json:"retryAt,omitzero"`
+	ErrorCode ErrorCode `json:"errorCode,omitzero"`
+	// ProposalID is the proposal waiting for a decision or executing.
+	ProposalID string `json:"proposalId,omitzero"`
+	// Since is when the turn entered this state (Unix seconds).
+	Since float64 `json:"since"`
+}
+
+// ProgressState is an active turn's state.
+type ProgressState string
+
+// Progress states.
+const (
+	ProgressQueued               ProgressState = "queued"
+	ProgressWorking              ProgressState = "working"
+	ProgressRetrying             ProgressState = "retrying"
+	ProgressAwaitingConfirmation ProgressState = "awaiting_confirmation"
+	ProgressExecuting            ProgressState = "executing"
+)

@@ -20,6 +20,8 @@ const depthScript = `{"turns":[
  {"match":"e2e-cancel-run","steps":[
    {"tool":"list_runs","arguments":{}},
    {"text":"Listed."}]},
+ {"match":"e2e-busy","steps":[
+   {"fail":{"code":"rate_limited","message":"slow down","retryable":true,"retryAfterMs":20000}}]},
  {"steps":[{"text":"ok"}]}]}`
 
 // TestNoOpIsNeverProposed (defect 6, server side): whatever the model asks,
@@ -94,4 +96,27 @@ func TestIrreversibleProposalAsksForTheName(t *testing.T) {
 	if len(list.Schedules) != 0 {
 		t.Fatalf("the schedule is still there: %+v", list.Schedules)
 	}
+}
+
+// TestDockShowsTurnProgress (defect 8): while the model is rate limited the
+// dock says so, with the seconds to the next attempt, from the server's
+// progress; cancelling clears it.
+func TestDockShowsTurnProgress(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, depthScript)
+	p := openPage(t, d, "/")
+	p.openDock()
+	p.send("e2e-busy")
+	p.waitJS(`document.querySelector('.turn-progress[data-progress=retrying]') !== null`, "the retrying progress")
+	text := eval[string](p, `document.querySelector('.turn-progress').innerText`)
+	if !strings.Contains(text, "rate limited; retrying in") || !strings.Contains(text, "(attempt 2)") {
+		t.Fatalf("the progress line reads %q", text)
+	}
+	p.shot("dock-progress-retrying")
+	// A reload learns the same from GET conversation.
+	p.do(chromedp.Reload())
+	p.openDock()
+	p.waitJS(`document.querySelector('.turn-progress[data-progress=retrying]') !== null`, "the retrying progress after a reload")
+	p.click(`.composer button.danger`)
+	p.waitJS(`document.querySelector('.turn-progress').hidden && document.querySelector('.transcript .done') !== null`, "the progress cleared by the turn's end")
 }

@@ -19,7 +19,7 @@ export class OperatorClient {
   listConversations(o = {}) { return this.api.get('/api/operator/conversations' + query(o)); }
   /** @param {{title?: string, project?: string}} [body] @returns {Promise<Conversation>} */
   createConversation(body = {}) { return this.api.post('/api/operator/conversations', body); }
-  /** @param {string} id @param {number} after @param {number} [limit] @returns {Promise<{conversation: Conversation, frames: any[], hasMore: boolean, nextAfterSequence: number, latestSequence: number}>} */
+  /** @param {string} id @param {number} after @param {number} [limit] @returns {Promise<{conversation: Conversation, frames: any[], hasMore: boolean, nextAfterSequence: number, latestSequence: number, activeTurn?: import("./dock/progress.js").TurnProgress}>} */
   getConversation(id, after = 0, limit = 500) { return this.api.get(`/api/operator/conversations/${enc(id)}` + query({ after_sequence: after, limit })); }
   /** @param {string} id @param {{title?: string, status?: 'active'|'archived'}} body @returns {Promise<Conversation>} */
   updateConversation(id, body) { return this.api.patch(`/api/operator/conversations/${enc(id)}`, body); }

@@ -36,6 +36,7 @@ export function backoffDelay(attempt, o = {}) {
  * @property {(state: StreamState, info?: {attempt?: number, delayMs?: number, error?: unknown}) => void} [onState]
  * @property {(notice: {kind: 'replay_gap', from: number, to: number}) => void} [onNotice]
  * @property {(err: FrameError | ApiError) => void} [onError] a stop: protocol error, auth, not found
+ * @property {(activeTurn: any) => void} [onStatus] the active turn's progress (the server's `: status {json}` comment; null when none runs)
  */
 
 /**
@@ -185,6 +186,11 @@ export class ConversationStream {
         if (c === 'connected') {
           this.attempt = 0;
           this.setState('open');
+        } else if (c.startsWith('status ') && this.h.onStatus) {
+          // Progress, not a frame: a comment moves no cursor. A malformed one is ignored.
+          let v = null;
+          try { v = JSON.parse(c.slice(7)); } catch { return; }
+          if (v && typeof v === 'object' && 'activeTurn' in v) this.h.onStatus(v.activeTurn);
         }
       },
       onEvent: (ev) => {

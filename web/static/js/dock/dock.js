@@ -8,6 +8,7 @@ import { ApiError, errorText } from '../api.js';
 import { FrameError, parseFrame } from '../frames.js';
 import { CursorStore, defaultStorage } from '../storage.js';
 import { ConversationStream } from '../stream.js';
+import { ProgressLine } from './progress.js';
 import { Transcript } from './transcript.js';
 import { EffectRunner } from './effect-runner.js';
 import { Composer } from './composer.js';
@@ -56,6 +57,7 @@ export class Dock {
       show: (id, state, text, live) => this.transcript.showEffect(id, state, text, live),
     });
     this.composer = new Composer({ onSend: () => this.send(), onCancel: () => this.cancelTurn() });
+    this.progress = new ProgressLine({ announce: (t) => this.announce(t) });
     this.list = new ConversationList({
       client: this.client, current: () => this.conv, onSelect: (id) => this.select(id), onCreated: () => this.composer.focus(),
       onChanged: (c) => { this.conv = c; this.updateComposer(); },
@@ -66,7 +68,7 @@ export class Dock {
       h('header', { class: 'dock-head' },
         h('h2', { text: 'Operator' }), this.statePill,
         h('button', { type: 'button', class: 'icon-button', 'aria-label': 'Close the dock', title: 'Close (Ctrl+.)', onclick: () => this.cockpit.setDockOpen(false) }, icon('M6.4 5 5 6.4 10.6 12 5 17.6 6.4 19l5.6-5.6 5.6 5.6 1.4-1.4-5.6-5.6L19 6.4 17.6 5 12 10.6z'))),
-      this.list.el, this.banner, this.transcript.el, this.composer.el, this.announcer);
+      this.list.el, this.banner, this.transcript.el, this.progress.el, this.composer.el, this.announcer);
     this.onContextChange();
   }
 
@@ -172,6 +174,9 @@ export class Dock {
     /** @type {Conversation | null} */
     let conv = null;
     let tail = 0;
+    /** @type {any} */
+    let activeTurn = null;
+    this.progress.set(null);
     try {
       for (;;) {
         let page;
@@ -187,6 +192,7 @@ export class Dock {
         }
         conv = page.conversation;
         tail = page.latestSequence;
+        activeTurn = page.activeTurn || null;
         for (const raw of page.frames) frames.push(parseFrame(raw));
         if (!page.hasMore || page.frames.length === 0) break;
         after = page.nextAfterSequence;
@@ -226,10 +232,12 @@ export class Dock {
     this.lastSeq = Math.max(this.lastSeq, tail);
     this.updateComposer();
     this.refreshProposals(id);
+    if (conv.activeRequestId) this.progress.set(activeTurn);
     this.transcript.scrollDown();
     this.stream = new ConversationStream({ api: this.client.api, conversationId: id, cursors: this.cursors, after: tail }, {
       onFrame: (f) => this.handleFrame(f, 'live', true),
       onState: (s, info) => this.onStreamState(s, info),
+      onStatus: (p) => { if (seq === this.openSeq) this.progress.set(p); },
       onNotice: (n) => this.notice('gap', 'warn', `Frames #${n.from + 1}–#${n.to} were purged on the server; replay resumed from #${n.to}.`),
       onError: (e) => {
         if (e instanceof FrameError) this.protocolError(e);
@@ -297,6 +305,7 @@ export class Dock {
     if (f.type === 'text' && f.payload.role === 'user' && mode === 'live') this.activeRequestId = f.requestId;
     if (f.type === 'done') {
       this.finished.add(f.requestId);
+      this.progress.ended(f.requestId);
       if (this.activeRequestId === f.requestId) this.activeRequestId = null;
       if (this.conv && this.conv.activeRequestId === f.requestId) this.conv.activeRequestId = null;
     }

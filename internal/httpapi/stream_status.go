@@ -1,0 +1,45 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// The stream's status comment: the progress of the conversation's active
+// turn (queued with its position, working, retrying in N s, awaiting
+// confirmation, executing) as an SSE comment line
+//
+//	: status {"activeTurn":{"requestId":"…","state":"retrying","attempt":2,"retryAt":1764500000.5,…}}
+//
+// sent when the stream opens and whenever the progress changes
+// ({"activeTurn":null} once no turn runs). A comment, not an event: it
+// carries no id and moves no cursor, frames stay the only durable log, and
+// clients that only want frames (EventSource, the CLI, any SSE library)
+// ignore it by the SSE rules.
+
+// statusState is what a stream last said about progress.
+type statusState struct {
+	last string
+}
+
+// write sends the status comment when it differs from the last one sent;
+// it reports whether it wrote anything.
+func (st *statusState) write(ctx context.Context, s *Server, bw *bufio.Writer, convID string) bool {
+	p, err := s.coord.ActiveTurn(ctx, convID)
+	if err != nil {
+		return false // progress is a courtesy: frames and errors go their own way
+	}
+	b, err := protocol.Marshal(struct {
+		ActiveTurn *protocol.TurnProgress `json:"activeTurn"`
+	}{p})
+	if err != nil || string(b) == st.last {
+		return false
+	}
+	st.last = string(b)
+	bw.WriteString(": status ")
+	bw.Write(b)
+	bw.WriteString("\n\n")
+	return true
+}

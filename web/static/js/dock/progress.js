@@ -1,0 +1,74 @@
+// The active turn's progress, in words: queued (with its place in line),
+// working, retrying in N s, waiting for your confirmation, executing. The
+// server knows it (GET conversation's activeTurn, the stream's status
+// comment); this line only shows it, counting a retry's seconds down.
+
+import { h } from '../dom.js';
+
+/**
+ * @typedef {{requestId: string, state: 'queued'|'working'|'retrying'|'awaiting_confirmation'|'executing', queuePosition?: number, attempt?: number, retryAt?: number, errorCode?: string, proposalId?: string, since: number}} TurnProgress
+ */
+
+/**
+ * What a turn's progress says to a person at time now (Unix seconds).
+ * @param {TurnProgress | null | undefined} p @param {number} now
+ * @returns {string}
+ */
+export function progressText(p, now) {
+  if (!p) return '';
+  switch (p.state) {
+    case 'queued':
+      return p.queuePosition ? `Queued: ${p.queuePosition === 1 ? 'next' : `number ${p.queuePosition}`} in line for the model` : 'Queued for the model';
+    case 'working':
+      return 'Working…';
+    case 'retrying': {
+      const left = Math.max(0, Math.ceil((p.retryAt || now) - now));
+      const why = p.errorCode === 'rate_limited' ? 'the model is rate limited' : `the model failed (${p.errorCode || 'error'})`;
+      return `${why[0].toUpperCase()}${why.slice(1)}; retrying in ${left} s (attempt ${p.attempt || 2})`;
+    }
+    case 'awaiting_confirmation':
+      return 'Waiting for your confirmation';
+    case 'executing':
+      return 'Executing the confirmed command…';
+  }
+  return '';
+}
+
+/** The progress line above the composer. */
+export class ProgressLine {
+  /** @param {{announce: (text: string) => void}} o */
+  constructor(o) {
+    this.o = o;
+    /** @type {TurnProgress | null} */ this.p = null;
+    this.timer = /** @type {any} */ (null);
+    this.el = h('p', { class: 'turn-progress muted small', 'data-progress': '', hidden: true });
+  }
+
+  /** @param {TurnProgress | null | undefined} p */
+  set(p) {
+    const before = this.p ? this.p.state : '';
+    this.p = p || null;
+    clearInterval(this.timer);
+    this.timer = null;
+    this.render();
+    if (this.p && this.p.state === 'retrying') this.timer = setInterval(() => this.render(), 1000);
+    // A change of state is announced once; the countdown is not.
+    if (this.p && this.p.state !== before && this.p.state !== 'working') this.o.announce(progressText(this.p, Date.now() / 1000));
+  }
+
+  /** Clears the line when the turn it shows ended. @param {string} requestId */
+  ended(requestId) {
+    if (this.p && this.p.requestId === requestId) this.set(null);
+  }
+
+  render() {
+    const text = progressText(this.p, Date.now() / 1000);
+    this.el.hidden = !text;
+    this.el.textContent = text;
+    this.el.dataset.progress = this.p ? this.p.state : '';
+  }
+
+  destroy() {
+    clearInterval(this.timer);
+  }
+}

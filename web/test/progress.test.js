@@ -1,0 +1,21 @@
+// Unit tests of the turn progress line's words: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { progressText } from '../static/js/dock/progress.js';
+
+const NOW = 1_800_000_000;
+
+test('progress: each state in words, a retry counting down', () => {
+  assert.equal(progressText(null, NOW), '');
+  assert.equal(progressText({ requestId: 'r', state: 'queued', queuePosition: 1, since: NOW }, NOW), 'Queued: next in line for the model');
+  assert.equal(progressText({ requestId: 'r', state: 'queued', queuePosition: 3, since: NOW }, NOW), 'Queued: number 3 in line for the model');
+  assert.equal(progressText({ requestId: 'r', state: 'working', since: NOW }, NOW), 'Working…');
+  const retry = { requestId: 'r', state: /** @type {const} */ ('retrying'), attempt: 2, errorCode: 'rate_limited', retryAt: NOW + 6, since: NOW };
+  assert.equal(progressText(retry, NOW), 'The model is rate limited; retrying in 6 s (attempt 2)');
+  assert.equal(progressText(retry, NOW + 5.5), 'The model is rate limited; retrying in 1 s (attempt 2)');
+  assert.equal(progressText(retry, NOW + 9), 'The model is rate limited; retrying in 0 s (attempt 2)');
+  assert.equal(progressText({ ...retry, errorCode: 'model_failure', attempt: 3 }, NOW), 'The model failed (model_failure); retrying in 6 s (attempt 3)');
+  assert.equal(progressText({ requestId: 'r', state: 'awaiting_confirmation', since: NOW }, NOW), 'Waiting for your confirmation');
+  assert.equal(progressText({ requestId: 'r', state: 'executing', since: NOW }, NOW), 'Executing the confirmed command…');
+});
