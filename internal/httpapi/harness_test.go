@@ -42,7 +42,7 @@ type harnessOpts struct {
 	heartbeat time.Duration
 	sweep     time.Duration
 	tools     *tools.Registry
-	serveApp  bool // serve /api/app too
+	serveApp  bool          // serve /api/app too
 	retryWait time.Duration // when set: every model retry waits this long
 }
 
