@@ -69,6 +69,10 @@ type Config struct {
 	// MaxOutputBytes bounds a run's stored output; longer output is cut
 	// and marked truncated.
 	MaxOutputBytes int
+	// OutputFlushInterval and OutputFlushBytes bound how often a running
+	// run's partial output is saved (output.go).
+	OutputFlushInterval time.Duration
+	OutputFlushBytes    int
 	// SchedulerInterval is how often the scheduler looks for due schedules.
 	// Zero disables the loop (tests call Tick).
 	SchedulerInterval time.Duration
@@ -134,6 +138,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.RunTimeout <= 0 {
 		cfg.RunTimeout = DefaultRunTimeout
+	}
+	if cfg.OutputFlushInterval <= 0 {
+		cfg.OutputFlushInterval = DefaultOutputFlushInterval
+	}
+	if cfg.OutputFlushBytes <= 0 {
+		cfg.OutputFlushBytes = DefaultOutputFlushBytes
 	}
 	if cfg.MaxOutputBytes <= 0 {
 		cfg.MaxOutputBytes = DefaultMaxOutputBytes

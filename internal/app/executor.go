@@ -164,7 +164,7 @@ func (s *Service) complete(ctx context.Context, run store.Run) (string, error) {
 			"with the result only. You have no tools: work from the instructions and the input given.", run.PlaybookName, run.PlaybookVersion),
 		Messages: []model.Message{{Role: model.RoleUser, Content: RenderPrompt(run.Prompt, run.Input, run.Args)}},
 	}
-	return model.Complete(ctx, s.provider, req)
+	return s.completeStreaming(ctx, run.ID, req)
 }
 
 // placeholder is {{input}} or {{argname}} in a playbook prompt.

@@ -207,3 +207,23 @@ func TestRenderPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestRunOutputWhileRunning: a running run's output is saved as it grows
+// (the first text at once, then by size or time), without a version bump,
+// and the end writes the whole output.
+func TestRunOutputWhileRunning(t *testing.T) {
+	t.Parallel()
+	f := runFx(t, script.Script{Turns: []script.Turn{{Steps: []script.Step{
+		textStep("Found "), textStep("3"), sleepStep(600_000), textStep("never")}}}},
+		func(c *app.Config) { c.OutputFlushBytes, c.OutputFlushInterval = 1, time.Hour })
+	r := f.launch("x")
+	live := f.waitRun(r.ID, func(r app.Run) bool { return r.Output == "Found 3" })
+	if live.Status != "running" || live.Version != 2 {
+		t.Fatalf("run with partial output = %+v", live)
+	}
+	f.exec(app.CancelRunCommand{Run: r.ID})
+	done := f.waitRun(r.ID, app.RunEnded)
+	if done.Status != "cancelled" || done.Output != "Found 3" {
+		t.Fatalf("run = %+v", done)
+	}
+}

@@ -227,6 +227,8 @@ type Run struct {
 	Trigger           RunTrigger
 	ScheduleID        *string
 	RetryOf           *string
+	WorkflowID        *string // the workflow launch this run is a step of
+	WorkflowStep      *int    // its step (0-based), with WorkflowID
 	Output            string
 	OutputTruncated   bool
 	ErrorCode         *string
@@ -265,6 +267,14 @@ type RunStore interface {
 	// RunStats counts runs created in [Since, Until) by status, with the
 	// median duration of those that started and ended.
 	RunStats(ctx context.Context, p RunStatsParams) (RunStats, error)
+	// SaveRunOutput records a running run's output so far (the run detail
+	// shows it live). It does not bump the version: the run did not change
+	// state. A run that is not running is conflict.
+	SaveRunOutput(ctx context.Context, p SaveRunOutputParams) error
+	// RunActivity counts the runs created in each of the buckets between
+	// consecutive Edges, by status, and the spread of the durations of
+	// those that ran.
+	RunActivity(ctx context.Context, p RunActivityParams) (RunActivity, error)
 }
 
 // CreateRunParams queues one run.
@@ -279,6 +289,8 @@ type CreateRunParams struct {
 	ScheduleID              *string
 	RetryOf                 *string
 	ExpectedRetryOfVersion  int64
+	WorkflowID              *string
+	WorkflowStep            *int
 	Now                     time.Time
 	Audit                   *AppendAdminEventParams
 }
@@ -286,11 +298,15 @@ type CreateRunParams struct {
 // ListRunsParams filters and pages runs, newest first. The cursor is the
 // (CreatedAt, ID) of the previous page's last run.
 type ListRunsParams struct {
-	Status        RunStatus
-	PlaybookID    string
-	Project       string
-	Trigger       RunTrigger
-	ScheduleID    string
+	Status     RunStatus
+	PlaybookID string
+	Project    string
+	Trigger    RunTrigger
+	ScheduleID string
+	WorkflowID string
+	// Query matches the playbook's name or the input (case-insensitive
+	// substring) or the id (prefix).
+	Query         string
 	Since         *time.Time // created at or after
 	Until         *time.Time // created before
 	BeforeCreated *time.Time
@@ -333,6 +349,10 @@ type RecoverRunsParams struct {
 type RunStatsParams struct {
 	Since time.Time
 	Until time.Time
+	// Optional filters, as ListRunsParams's.
+	PlaybookID string
+	Trigger    RunTrigger
+	Query      string
 }
 
 // RunStats counts runs by status.

@@ -334,6 +334,14 @@ type AppendAdminEventParams struct {
 type ListAdminEventsParams struct {
 	Action   string
 	TargetID string
-	BeforeID int64 // 0: from the newest
-	Limit    int
+	// Actor, CommandType (details.commandType) and Target (the row's target
+	// id or the id of the resource its details name) filter too; Since and
+	// Until bound the time, [Since, Until).
+	Actor       string
+	CommandType string
+	Target      string
+	Since       *time.Time
+	Until       *time.Time
+	BeforeID    int64 // 0: from the newest
+	Limit       int
 }

@@ -52,6 +52,9 @@ func (s *Store) ListAdminEvents(ctx context.Context, p store.ListAdminEventsPara
 		query += ` AND id < ?`
 		args = append(args, p.BeforeID)
 	}
+	cond, cargs := auditFilter(p)
+	query += cond
+	args = append(args, cargs...)
 	query += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, limitOr(p.Limit, 50))
 	return collect(ctx, s.r, "list admin events", scanAdminEvent, query, args...)

@@ -13,20 +13,26 @@ import (
 
 const runCols = `id, project, playbook_id, playbook_name, playbook_version, prompt, input, args_json, status,
 	run_trigger, schedule_id, retry_of, output, output_truncated, error_code, error_message, version,
-	created_at, updated_at, started_at, ended_at, cancel_requested_at`
+	created_at, updated_at, started_at, ended_at, cancel_requested_at, workflow_id, workflow_step`
 
 func scanRun(row scanner) (store.Run, error) {
 	var r store.Run
 	var args string
-	var schedule, retryOf, code, msg sql.NullString
+	var schedule, retryOf, code, msg, workflow sql.NullString
+	var step sql.NullInt64
 	var truncated int
 	var created, updated float64
 	var started, ended, cancelReq sql.NullFloat64
 	err := row.Scan(&r.ID, &r.Project, &r.PlaybookID, &r.PlaybookName, &r.PlaybookVersion, &r.Prompt, &r.Input, &args,
 		&r.Status, &r.Trigger, &schedule, &retryOf, &r.Output, &truncated, &code, &msg, &r.Version,
-		&created, &updated, &started, &ended, &cancelReq)
+		&created, &updated, &started, &ended, &cancelReq, &workflow, &step)
 	if err != nil {
 		return r, err
+	}
+	r.WorkflowID = nullString(workflow)
+	if step.Valid {
+		n := int(step.Int64)
+		r.WorkflowStep = &n
 	}
 	if r.Args, err = decodeArgs(args); err != nil {
 		return r, err
@@ -90,10 +96,10 @@ func createRun(ctx context.Context, tx *writeTx, p store.CreateRunParams) (store
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_runs
 		(id, project, playbook_id, playbook_name, playbook_version, prompt, input, args_json, status, run_trigger,
-		 schedule_id, retry_of, version, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, 1, ?, ?)`,
+		 schedule_id, retry_of, version, created_at, updated_at, workflow_id, workflow_step)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, 1, ?, ?, ?, ?)`,
 		p.ID, project, pb.ID, pb.Name, pb.Version, pb.Prompt, p.Input, args, p.Trigger,
-		p.ScheduleID, p.RetryOf, ts(p.Now), ts(p.Now)); err != nil {
+		p.ScheduleID, p.RetryOf, ts(p.Now), ts(p.Now), p.WorkflowID, p.WorkflowStep); err != nil {
 		return store.Run{}, fmt.Errorf("create run: %w", err)
 	}
 	if err := audit(ctx, tx, p.Audit); err != nil {
@@ -140,6 +146,12 @@ func (s *Store) ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.R
 	}
 	if p.ScheduleID != "" {
 		add(`schedule_id = ?`, p.ScheduleID)
+	}
+	if p.WorkflowID != "" {
+		add(`workflow_id = ?`, p.WorkflowID)
+	}
+	if p.Query != "" {
+		add(runQueryCond, runQueryArgs(p.Query)...)
 	}
 	if p.Since != nil {
 		add(`created_at >= ?`, ts(*p.Since))
@@ -288,7 +300,9 @@ func (s *Store) RunStats(ctx context.Context, p store.RunStatsParams) (store.Run
 	}
 	defer tx.Rollback()
 	since, until := ts(p.Since), ts(p.Until)
-	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*) FROM studio_runs WHERE created_at >= ? AND created_at < ? GROUP BY status`, since, until)
+	filter, fargs := runStatsFilter(p)
+	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*) FROM studio_runs WHERE created_at >= ? AND created_at < ?`+filter+` GROUP BY status`,
+		append([]any{since, until}, fargs...)...)
 	if err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
 	}
@@ -306,9 +320,10 @@ func (s *Store) RunStats(ctx context.Context, p store.RunStatsParams) (store.Run
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
 	}
-	const finished = ` FROM studio_runs WHERE created_at >= ? AND created_at < ? AND started_at IS NOT NULL AND ended_at IS NOT NULL`
+	finished := ` FROM studio_runs WHERE created_at >= ? AND created_at < ? AND started_at IS NOT NULL AND ended_at IS NOT NULL` + filter
+	window := append([]any{since, until}, fargs...)
 	var n int64
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*)`+finished, since, until).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*)`+finished, window...).Scan(&n); err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
 	}
 	if n == 0 {
@@ -316,7 +331,7 @@ func (s *Store) RunStats(ctx context.Context, p store.RunStatsParams) (store.Run
 	}
 	// The median: the middle value, or the mean of the two middle values.
 	take := 1 + (1 - n%2)
-	mrows, err := tx.QueryContext(ctx, `SELECT ended_at - started_at AS d`+finished+` ORDER BY d LIMIT ? OFFSET ?`, since, until, take, (n-1)/2)
+	mrows, err := tx.QueryContext(ctx, `SELECT ended_at - started_at AS d`+finished+` ORDER BY d LIMIT ? OFFSET ?`, append(window, take, (n-1)/2)...)
 	if err != nil {
 		return st, fmt.Errorf("run stats: %w", err)
 	}

@@ -38,6 +38,11 @@ func ExerciseApp(t *testing.T, open func(t *testing.T) store.Store) {
 	run("Run/ListFiltersPaging", testRunList)
 	run("Run/Retry", testRunRetry)
 	run("Run/Stats", testRunStats)
+	run("Run/SearchAndFilteredStats", testRunSearch)
+	run("Run/SaveOutput", testRunSaveOutput)
+	run("Run/Activity", testRunActivity)
+	run("Run/Workflow", testRunWorkflow)
+	run("Audit/Filters", testAuditFilters)
 
 	run("Schedule/CreateGetUpdateDelete", testScheduleCRUD)
 	run("Schedule/DueAndFireOnce", testScheduleFireOnce)

@@ -1,0 +1,211 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// The cockpit's queries (issue 16): run search, counts and activity over
+// time, live output, and the audit trail's filters.
+
+// runQueryCond matches a run by its playbook's name or input (substring,
+// any case) or its id (prefix).
+const runQueryCond = `(lower(playbook_name) LIKE ? ESCAPE '\' OR lower(input) LIKE ? ESCAPE '\' OR id LIKE ? ESCAPE '\')`
+
+func runQueryArgs(q string) []any {
+	prefix := strings.TrimPrefix(likePattern(q), "%")
+	return []any{likePattern(q), likePattern(q), prefix}
+}
+
+// runStatsFilter is RunStats's optional filters as SQL.
+func runStatsFilter(p store.RunStatsParams) (string, []any) {
+	var cond string
+	var args []any
+	if p.PlaybookID != "" {
+		cond += ` AND playbook_id = ?`
+		args = append(args, p.PlaybookID)
+	}
+	if p.Trigger != "" {
+		cond += ` AND run_trigger = ?`
+		args = append(args, p.Trigger)
+	}
+	if p.Query != "" {
+		cond += ` AND ` + runQueryCond
+		args = append(args, runQueryArgs(p.Query)...)
+	}
+	return cond, args
+}
+
+// auditFilter is ListAdminEvents's newer filters as SQL. details is JSON
+// stored as written (SQLite TEXT, PostgreSQL json, not jsonb), so a member
+// is matched in its compact text form on both engines.
+func auditFilter(p store.ListAdminEventsParams) (string, []any) {
+	var cond string
+	var args []any
+	if p.Actor != "" {
+		cond += ` AND actor = ?`
+		args = append(args, p.Actor)
+	}
+	if p.CommandType != "" {
+		cond += ` AND CAST(details AS TEXT) LIKE ? ESCAPE '\'`
+		args = append(args, jsonMember("commandType", p.CommandType))
+	}
+	if p.Target != "" {
+		cond += ` AND (target_id = ? OR CAST(details AS TEXT) LIKE ? ESCAPE '\')`
+		args = append(args, p.Target, jsonMember("id", p.Target))
+	}
+	if p.Since != nil {
+		cond += ` AND created_at >= ?`
+		args = append(args, ts(*p.Since))
+	}
+	if p.Until != nil {
+		cond += ` AND created_at < ?`
+		args = append(args, ts(*p.Until))
+	}
+	return cond, args
+}
+
+// jsonMember is a LIKE pattern for "name":"value" anywhere in compact JSON.
+func jsonMember(name, value string) string {
+	b, err := protocol.Marshal(value)
+	if err != nil {
+		b = []byte(`""`)
+	}
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return `%` + r.Replace(`"`+name+`":`+string(b)) + `%`
+}
+
+// SaveRunOutput implements store.RunStore.
+func (s *Store) SaveRunOutput(ctx context.Context, p store.SaveRunOutputParams) error {
+	return s.txn(ctx, func(tx *writeTx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET output = ?, output_truncated = ?, updated_at = ?
+			WHERE id = ? AND status = 'running'`, p.Output, boolInt(p.Truncated), ts(p.Now), p.ID)
+		if err != nil {
+			return fmt.Errorf("save run output: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return nil
+		}
+		r, err := getRun(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		return protocol.Errorf(protocol.Conflict, "run %s is %s, not running", p.ID, r.Status).With("status", string(r.Status))
+	})
+}
+
+// RunActivity implements store.RunStore: one grouped query for the
+// buckets, one for the duration bins, and the percentiles by offset.
+func (s *Store) RunActivity(ctx context.Context, p store.RunActivityParams) (store.RunActivity, error) {
+	var out store.RunActivity
+	if len(p.Edges) < 2 {
+		return out, protocol.Errorf(protocol.Validation, "activity needs at least two bucket edges")
+	}
+	for i := 1; i < len(p.Edges); i++ {
+		if !p.Edges[i].After(p.Edges[i-1]) {
+			return out, protocol.Errorf(protocol.Validation, "bucket edges must increase")
+		}
+	}
+	n := len(p.Edges) - 1
+	out.Buckets = make([]map[store.RunStatus]int64, n)
+	for i := range out.Buckets {
+		out.Buckets[i] = map[store.RunStatus]int64{}
+		for _, st := range store.RunStatuses {
+			out.Buckets[i][st] = 0
+		}
+	}
+	out.Durations = make([]int64, len(p.DurationBounds)+1)
+	tx, err := s.readTx(ctx)
+	if err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+	defer tx.Rollback()
+	since, until := ts(p.Edges[0]), ts(p.Edges[n])
+
+	var bucket strings.Builder
+	var args []any
+	bucket.WriteString(`CASE`)
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&bucket, ` WHEN created_at < ? THEN %d`, i-1) // indexes are literals: typed the same on every engine
+		args = append(args, ts(p.Edges[i]))
+	}
+	bucket.WriteString(` END`)
+	rows, err := tx.QueryContext(ctx, `SELECT `+bucket.String()+` AS b, status, COUNT(*) FROM studio_runs
+		WHERE created_at >= ? AND created_at < ? GROUP BY b, status`, append(args, since, until)...)
+	if err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+	for rows.Next() {
+		var b, c int64
+		var st store.RunStatus
+		if err := rows.Scan(&b, &st, &c); err != nil {
+			rows.Close()
+			return out, fmt.Errorf("run activity: %w", err)
+		}
+		if b >= 0 && int(b) < n {
+			out.Buckets[b][st] += c
+			out.Total += c
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+
+	const ran = ` FROM studio_runs WHERE created_at >= ? AND created_at < ? AND started_at IS NOT NULL AND ended_at IS NOT NULL`
+	var bin strings.Builder
+	args = args[:0]
+	bin.WriteString(`CASE`)
+	for j, d := range p.DurationBounds {
+		fmt.Fprintf(&bin, ` WHEN ended_at - started_at < ? THEN %d`, j)
+		args = append(args, d.Seconds())
+	}
+	fmt.Fprintf(&bin, ` ELSE %d END`, len(p.DurationBounds))
+	if len(p.DurationBounds) == 0 {
+		bin.Reset()
+		bin.WriteString(`0`)
+	}
+	drows, err := tx.QueryContext(ctx, `SELECT `+bin.String()+` AS k, COUNT(*)`+ran+` GROUP BY k`, append(args, since, until)...)
+	if err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+	for drows.Next() {
+		var k, c int64
+		if err := drows.Scan(&k, &c); err != nil {
+			drows.Close()
+			return out, fmt.Errorf("run activity: %w", err)
+		}
+		if k >= 0 && int(k) < len(out.Durations) {
+			out.Durations[k] += c
+			out.Finished += c
+		}
+	}
+	drows.Close()
+	if err := drows.Err(); err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+	if out.Finished == 0 {
+		return out, nil
+	}
+	at := func(q float64) (*time.Duration, error) {
+		off := min(int64(q*float64(out.Finished)), out.Finished-1)
+		var d float64
+		if err := tx.QueryRowContext(ctx, `SELECT ended_at - started_at AS d`+ran+` ORDER BY d LIMIT 1 OFFSET ?`, since, until, off).Scan(&d); err != nil {
+			return nil, fmt.Errorf("run activity: %w", err)
+		}
+		v := time.Duration(d * float64(time.Second)).Round(time.Millisecond)
+		return &v, nil
+	}
+	if out.Median, err = at(0.5); err != nil {
+		return out, err
+	}
+	if out.P90, err = at(0.9); err != nil {
+		return out, err
+	}
+	return out, nil
+}
