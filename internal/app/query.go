@@ -147,6 +147,8 @@ type RunQuery struct {
 	Project  string
 	Trigger  string
 	Schedule string // schedule id
+	Workflow string // workflow id: the runs of its launches
+	Query    string // playbook name or input (substring), or run id prefix
 	Since    *time.Time
 	Until    *time.Time
 	Limit    int
@@ -160,7 +162,10 @@ func (s *Service) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 		return RunPage{}, err
 	}
 	p := store.ListRunsParams{Status: store.RunStatus(q.Status), Project: q.Project, Trigger: store.RunTrigger(q.Trigger),
-		ScheduleID: q.Schedule, Since: q.Since, Until: q.Until, Limit: limit + 1}
+		ScheduleID: q.Schedule, WorkflowID: q.Workflow, Query: q.Query, Since: q.Since, Until: q.Until, Limit: limit + 1}
+	if len(q.Query) > MaxQueryLength {
+		return RunPage{}, protocol.Errorf(protocol.Validation, "q is at most %d bytes", MaxQueryLength).With("field", "q")
+	}
 	if q.Status != "" && !slices.Contains(store.RunStatuses, p.Status) {
 		return RunPage{}, protocol.Errorf(protocol.Validation, "status must be one of queued, running, succeeded, failed, cancelled").With("field", "status")
 	}
@@ -196,7 +201,32 @@ func (s *Service) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 	var page RunPage
 	page.Runs, page.NextCursor = paging.Cut(rows, limit, RunView,
 		func(r store.Run) paging.Cursor { return paging.Cursor{List: "runs", At: stamp(r.CreatedAt), ID: r.ID} })
+	if q.Cursor == "" && q.Schedule == "" && q.Workflow == "" && q.Project == "" {
+		if page.Counts, page.Total, err = s.runCounts(ctx, p); err != nil {
+			return RunPage{}, err
+		}
+	}
 	return page, nil
+}
+
+// runCounts counts by status the runs the list's other filters match.
+func (s *Service) runCounts(ctx context.Context, p store.ListRunsParams) (map[string]int64, *int64, error) {
+	sp := store.RunStatsParams{Since: time.Unix(0, 0), Until: s.now().Add(time.Hour), PlaybookID: p.PlaybookID, Trigger: p.Trigger, Query: p.Query}
+	if p.Since != nil {
+		sp.Since = *p.Since
+	}
+	if p.Until != nil {
+		sp.Until = *p.Until
+	}
+	st, err := s.store.RunStats(ctx, sp)
+	if err != nil {
+		return nil, nil, err
+	}
+	counts := map[string]int64{}
+	for k, v := range st.Counts {
+		counts[string(k)] = v
+	}
+	return counts, &st.Total, nil
 }
 
 // GetRun returns one run.
@@ -288,8 +318,16 @@ func (s *Service) GetSchedule(ctx context.Context, ref string) (Schedule, error)
 type AuditQuery struct {
 	Action   string
 	TargetID string
-	Limit    int
-	Cursor   string
+	// Actor, CommandType and Target (a resource's or proposal's id, in the
+	// row or named by its details) narrow it further; Since and Until bound
+	// the time, [Since, Until).
+	Actor       string
+	CommandType string
+	Target      string
+	Since       *time.Time
+	Until       *time.Time
+	Limit       int
+	Cursor      string
 }
 
 // ListAudit pages the audit trail (admin_events) newest first.
@@ -298,7 +336,17 @@ func (s *Service) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error
 	if err != nil {
 		return AuditPage{}, err
 	}
-	rows, err := s.store.ListAdminEvents(ctx, store.ListAdminEventsParams{Action: q.Action, TargetID: q.TargetID, BeforeID: c.Seq, Limit: limit + 1})
+	if q.CommandType != "" {
+		if _, ok := LookupCommand(q.CommandType); !ok {
+			return AuditPage{}, protocol.Errorf(protocol.Validation, "unknown command type %q", q.CommandType).
+				With("field", "action").With("commandTypes", CommandTypes())
+		}
+	}
+	if q.Since != nil && q.Until != nil && !q.Until.After(*q.Since) {
+		return AuditPage{}, protocol.Errorf(protocol.Validation, "until must be after since").With("field", "until")
+	}
+	rows, err := s.store.ListAdminEvents(ctx, store.ListAdminEventsParams{Action: q.Action, TargetID: q.TargetID,
+		Actor: q.Actor, CommandType: q.CommandType, Target: q.Target, Since: q.Since, Until: q.Until, BeforeID: c.Seq, Limit: limit + 1})
 	if err != nil {
 		return AuditPage{}, err
 	}

@@ -77,6 +77,10 @@ type Run struct {
 	EndedAt           *float64          `json:"endedAt"`
 	CancelRequestedAt *float64          `json:"cancelRequestedAt"`
 	DurationMs        *int64            `json:"durationMs"`
+	// WorkflowID and WorkflowStep (0-based) name the workflow launch the
+	// run is a step of; absent for a run launched on its own.
+	WorkflowID   *string `json:"workflowId,omitzero"`
+	WorkflowStep *int    `json:"workflowStep,omitzero"`
 }
 
 // RunError is why a run failed or was cancelled.
@@ -129,6 +133,10 @@ type (
 	RunPage struct {
 		Runs       []Run  `json:"runs"`
 		NextCursor string `json:"nextCursor,omitempty"`
+		// Counts (first page only) counts by status the runs the filters
+		// other than status match, Total their sum: the fleet's chips.
+		Counts map[string]int64 `json:"counts,omitzero"`
+		Total  *int64           `json:"total,omitzero"`
 	}
 	SchedulePage struct {
 		Schedules  []Schedule `json:"schedules"`
@@ -199,7 +207,8 @@ func RunView(r store.Run) Run {
 		PlaybookVersion: r.PlaybookVersion, Input: r.Input, Args: argsView(r.Args), Status: string(r.Status),
 		Trigger: string(r.Trigger), ScheduleID: r.ScheduleID, RetryOf: r.RetryOf, Output: r.Output,
 		OutputTruncated: r.OutputTruncated, Version: r.Version, CreatedAt: stamp(r.CreatedAt), UpdatedAt: stamp(r.UpdatedAt),
-		StartedAt: stampPtr(r.StartedAt), EndedAt: stampPtr(r.EndedAt), CancelRequestedAt: stampPtr(r.CancelRequestedAt)}
+		StartedAt: stampPtr(r.StartedAt), EndedAt: stampPtr(r.EndedAt), CancelRequestedAt: stampPtr(r.CancelRequestedAt),
+		WorkflowID: r.WorkflowID, WorkflowStep: r.WorkflowStep}
 	if r.ErrorCode != nil || r.ErrorMessage != nil {
 		e := &RunError{}
 		if r.ErrorCode != nil {

@@ -38,6 +38,7 @@ func (s *Server) appRoutes() {
 	m.HandleFunc("GET /api/app/runs", a(s.handleListRuns))
 	m.HandleFunc("POST /api/app/runs", a(bodyCommand[app.LaunchPlaybookCommand](s, maxAppBody, http.StatusAccepted, nil, pickRun)))
 	m.HandleFunc("GET /api/app/runs/stats", a(s.handleRunStats))
+	m.HandleFunc("GET /api/app/runs/activity", a(s.handleRunActivity))
 	m.HandleFunc("GET /api/app/runs/{id}", a(s.handleGetRun))
 	m.HandleFunc("POST /api/app/runs/{id}/cancel", a(s.handleCancelRun))
 	m.HandleFunc("POST /api/app/runs/{id}/retry", a(s.handleRetryRun))
@@ -206,7 +207,8 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	rq := app.RunQuery{Status: q.Get("status"), Playbook: q.Get("playbook"), Project: q.Get("project"),
-		Trigger: q.Get("trigger"), Schedule: q.Get("schedule"), Limit: limit, Cursor: q.Get("cursor")}
+		Trigger: q.Get("trigger"), Schedule: q.Get("schedule"), Workflow: q.Get("workflow"), Query: q.Get("q"),
+		Limit: limit, Cursor: q.Get("cursor")}
 	if rq.Since, err = queryTime(q.Get("since"), "since"); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -324,8 +326,17 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	page, err := s.cfg.App.ListAudit(r.Context(), app.AuditQuery{Action: q.Get("action"), TargetID: q.Get("targetId"),
-		Limit: limit, Cursor: q.Get("cursor")})
+	aq := app.AuditQuery{Action: q.Get("action"), TargetID: q.Get("targetId"), Actor: q.Get("actor"),
+		CommandType: q.Get("commandType"), Target: q.Get("target"), Limit: limit, Cursor: q.Get("cursor")}
+	if aq.Since, err = queryTime(q.Get("since"), "since"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if aq.Until, err = queryTime(q.Get("until"), "until"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.cfg.App.ListAudit(r.Context(), aq)
 	answer(w, r, s, page, err)
 }
 

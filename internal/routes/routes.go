@@ -75,6 +75,10 @@ type Registry struct {
 
 var runStatuses = []string{"queued", "running", "succeeded", "failed", "cancelled"}
 
+// TimeRanges are the time ranges the fleet and the audit trail offer: the
+// last hour, day, week or 30 days (absent: all time).
+var TimeRanges = []string{"1h", "24h", "7d", "30d"}
+
 // Default is the registry of this build.
 var Default = Registry{
 	Version: 1,
@@ -88,7 +92,8 @@ var Default = Registry{
 				{Name: "status", Type: TypeEnum, Values: runStatuses, Description: "fleet: show runs with this status"},
 				{Name: "trigger", Type: TypeEnum, Values: []string{"manual", "schedule", "operator"}, Description: "fleet: show runs started this way"},
 				{Name: "playbook", Type: TypeString, Description: "fleet: show runs of this playbook (name)"},
-				{Name: "q", Type: TypeString, Description: "fleet: text search"},
+				{Name: "q", Type: TypeString, Description: "fleet: search by playbook name, input or run id prefix (on the server)"},
+				{Name: "range", Type: TypeEnum, Values: TimeRanges, Description: "fleet: runs created in the last hour, 24 hours, 7 days or 30 days (absent: all)"},
 				{Name: "run", Type: TypeString, Description: "the selected run id"},
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectTheme}, Selection: []string{"run"}},
@@ -114,7 +119,11 @@ var Default = Registry{
 			Params: []Param{
 				{Name: "tab", Type: TypeEnum, Values: []string{"runs", "audit"}, Description: "finished runs or the audit trail"},
 				{Name: "status", Type: TypeEnum, Values: []string{"succeeded", "failed", "cancelled"}, Description: "runs: show this outcome"},
-				{Name: "q", Type: TypeString, Description: "text search"},
+				{Name: "q", Type: TypeString, Description: "runs: text search"},
+				{Name: "action", Type: TypeString, Description: "audit: the command type, for example launch_playbook or delete_schedule"},
+				{Name: "actor", Type: TypeEnum, Values: []string{"studio_cockpit", "studio_operator", "studio_scheduler", "studio_system"}, Description: "audit: who acted (the cockpit, the operator, the scheduler, the system)"},
+				{Name: "target", Type: TypeString, Description: "audit: the id of the resource or proposal acted on"},
+				{Name: "range", Type: TypeEnum, Values: TimeRanges, Description: "audit: events in the last hour, 24 hours, 7 days or 30 days (absent: all)"},
 				{Name: "run", Type: TypeString, Description: "the selected run id"},
 				{Name: "event", Type: TypeString, Description: "the selected audit event id"},
 			},

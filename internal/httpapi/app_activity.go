@@ -1,0 +1,33 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// handleRunActivity serves GET /api/app/runs/activity?edges=t0,t1,…: runs
+// per bucket by status between consecutive edges (Unix seconds; the
+// caller's hours or days in its own time zone) and the spread of durations.
+func (s *Server) handleRunActivity(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.Query().Get("edges")
+	parts := strings.Split(raw, ",")
+	if raw == "" || len(parts) > app.MaxActivityBuckets+1 {
+		s.writeError(w, r, protocol.Errorf(protocol.Validation, "edges needs 2 to %d comma-separated Unix times", app.MaxActivityBuckets+1).With("field", "edges"))
+		return
+	}
+	edges := make([]time.Time, 0, len(parts))
+	for _, p := range parts {
+		t, err := queryTime(p, "edges")
+		if err != nil || t == nil {
+			s.writeError(w, r, protocol.Errorf(protocol.Validation, "edges must be comma-separated Unix times").With("field", "edges"))
+			return
+		}
+		edges = append(edges, *t)
+	}
+	a, err := s.cfg.App.RunActivity(r.Context(), edges)
+	answer(w, r, s, a, err)
+}

@@ -1,0 +1,110 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// TestFleetOnTheServer: q searches playbook, input and id on the server; the
+// first page counts by status what the other filters match; the cursor
+// pages the rest; since/until bound the range.
+func TestFleetOnTheServer(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	_, first := d.seed()
+	var ids []string
+	for i := range 3 {
+		d.clock.Advance(time.Minute)
+		r := d.must("POST", "/api/app/playbooks/notes/launch", fmt.Sprintf(`{"input":"ship v%d"}`, i), 202)
+		ids = append(ids, r["id"].(string))
+	}
+	count := func(out map[string]any) int { return len(out["runs"].([]any)) }
+	if out := d.must("GET", "/api/app/runs?q=SHIP", "", 200); count(out) != 3 || out["total"].(float64) != 3 {
+		t.Fatalf("q=SHIP: %v", out)
+	}
+	if out := d.must("GET", "/api/app/runs?q=audit", "", 200); count(out) != 1 || out["runs"].([]any)[0].(map[string]any)["id"] != first {
+		t.Fatalf("q=audit: %v", out)
+	}
+	if out := d.must("GET", "/api/app/runs?q="+first[:8], "", 200); count(out) != 1 {
+		t.Fatalf("q=id prefix: %v", out)
+	}
+	// Counts ignore the status filter (they are the chips), not the others.
+	out := d.must("GET", "/api/app/runs?status=failed&q=ship", "", 200)
+	if count(out) != 0 || out["counts"].(map[string]any)["queued"].(float64) != 3 {
+		t.Fatalf("status=failed&q=ship: %v", out)
+	}
+	// Paging with the cursor: counts on the first page only.
+	page := d.must("GET", "/api/app/runs?limit=2", "", 200)
+	if count(page) != 2 || page["nextCursor"] == nil || page["counts"] == nil {
+		t.Fatalf("first page: %v", page)
+	}
+	next := d.must("GET", "/api/app/runs?limit=2&cursor="+url.QueryEscape(page["nextCursor"].(string)), "", 200)
+	if count(next) != 2 || next["counts"] != nil {
+		t.Fatalf("second page: %v", next)
+	}
+	since := unix((d.clock.Now().Add(-90 * time.Second)))
+	if out := d.must("GET", "/api/app/runs?since="+since, "", 200); count(out) != 2 || out["total"].(float64) != 2 {
+		t.Fatalf("since: %v", out)
+	}
+	if status, out := d.call("GET", "/api/app/runs?q="+url.QueryEscape(string(make([]byte, 300))), ""); status != 400 {
+		t.Fatalf("a 300-byte q: %d %v", status, out)
+	}
+}
+
+func unix(t time.Time) string { return strconv.FormatFloat(protocol.Timestamp(t), 'f', -1, 64) }
+
+// TestRunActivityAPI: buckets between the caller's edges, by status, and
+// the duration spread's bins; bad edges are validation errors.
+func TestRunActivityAPI(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	d.seed()
+	now := d.clock.Now()
+	edges := unix(now.Add(-2*time.Hour)) + "," + unix(now.Add(-time.Hour)) + "," + unix(now.Add(time.Hour))
+	out := d.must("GET", "/api/app/runs/activity?edges="+edges, "", 200)
+	buckets := out["buckets"].([]any)
+	if len(buckets) != 2 || out["total"].(float64) != 1 || buckets[1].(map[string]any)["counts"].(map[string]any)["queued"].(float64) != 1 {
+		t.Fatalf("activity: %v", out)
+	}
+	if bins := out["durations"].(map[string]any)["bins"].([]any); len(bins) != 6 || bins[5].(map[string]any)["maxMs"] != nil {
+		t.Fatalf("duration bins: %v", out["durations"])
+	}
+	for _, bad := range []string{"", "1", "2,1", "a,b", "1,2,x"} {
+		if status, out := d.call("GET", "/api/app/runs/activity?edges="+bad, ""); status != 400 || errCode(out) != "validation" {
+			t.Errorf("edges=%q: %d %v", bad, status, out)
+		}
+	}
+}
+
+// TestAuditFiltersAPI: the audit trail by actor, command type, target and time.
+func TestAuditFiltersAPI(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	pb, run := d.seed()
+	events := func(q string) []any { return d.must("GET", "/api/app/audit?"+q, "", 200)["events"].([]any) }
+	if n := len(events("actor=studio_cockpit")); n != 5 {
+		t.Fatalf("actor=studio_cockpit: %d events", n)
+	}
+	if n := len(events("actor=studio_operator")); n != 0 {
+		t.Fatalf("actor=studio_operator: %d events", n)
+	}
+	if es := events("commandType=launch_playbook"); len(es) != 1 {
+		t.Fatalf("commandType=launch_playbook: %v", es)
+	}
+	if es := events("target=" + pb); len(es) != 2 { // created, launched
+		t.Fatalf("target=playbook: %v", es)
+	}
+	_ = run
+	later := unix((d.clock.Now().Add(time.Hour)))
+	if es := events("since=" + later); len(es) != 0 {
+		t.Fatalf("since the future: %v", es)
+	}
+	if status, out := d.call("GET", "/api/app/audit?commandType=nope", ""); status != 400 || errCode(out) != "validation" {
+		t.Fatalf("commandType=nope: %d %v", status, out)
+	}
+}
