@@ -82,8 +82,12 @@ var commandSpecs = []CommandSpec{
 		"Create a workflow: an ordered list of playbook steps."),
 	command[UpdateWorkflowCommand]("update_workflow", "Update workflow", protocol.RiskMutate,
 		"Change a workflow's name, description or steps; only the given fields change."),
+	command[DeleteWorkflowCommand]("delete_workflow", "Delete workflow", protocol.RiskMutate,
+		"Delete a workflow and its steps. The runs it launched stay.").irreversible(),
 	command[LaunchPlaybookCommand]("launch_playbook", "Launch playbook", protocol.RiskExecute,
 		"Queue a run of a playbook with an input and arguments; the model provider executes it."),
+	command[LaunchWorkflowCommand]("launch_workflow", "Launch workflow", protocol.RiskExecute,
+		"Queue one run per step of a workflow, in step order, each with its step's playbook, input and arguments."),
 	command[CancelRunCommand]("cancel_run", "Cancel run", protocol.RiskExecute,
 		"Cancel a queued or running run.").destructive(),
 	command[RetryRunCommand]("retry_run", "Retry run", protocol.RiskExecute,
@@ -242,6 +246,7 @@ type Result struct {
 	Playbook    *Playbook                 `json:"playbook,omitzero"`
 	Workflow    *Workflow                 `json:"workflow,omitzero"`
 	Run         *Run                      `json:"run,omitzero"`
+	Runs        []Run                     `json:"runs,omitzero"` // launch_workflow: one per step
 	Schedule    *Schedule                 `json:"schedule,omitzero"`
 	Maintenance *MaintenanceResult        `json:"maintenance,omitzero"`
 	Reconciled  *ReconcileResult          `json:"reconciled,omitzero"`

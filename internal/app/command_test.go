@@ -40,6 +40,8 @@ func newWorld(t *testing.T) *world {
 	w.nightly = *w.exec(app.CreateScheduleCommand{Name: "nightly", Cron: "0 2 * * *", Playbook: "audit-repo",
 		Args: map[string]string{"repo": "main"}}).Schedule
 	w.release = *w.exec(app.CreateWorkflowCommand{Name: "release", Steps: []app.WorkflowStepInput{{Playbook: "audit-repo"}}}).Workflow
+	w.exec(app.CreateWorkflowCommand{Name: "ship-it", Steps: []app.WorkflowStepInput{
+		{Playbook: "audit-repo", Args: map[string]string{"repo": "x"}}, {Playbook: "audit-repo", Input: "v2", Args: map[string]string{"repo": "y"}}}})
 
 	first := w.exec(app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "x"}}).Run
 	if _, ok, err := w.st.ClaimRun(w.ctx, store.ClaimRunParams{Now: w.clock.Now()}); !ok || err != nil {
@@ -384,6 +386,39 @@ var commandCases = map[string]commandCase{
 		},
 		versioned: true,
 	},
+	"launch_workflow": {
+		ok: func(w *world) app.Command {
+			// release's one step lacks audit-repo's required repo: refused (TestLaunchWorkflowBindsArgs).
+			return app.LaunchWorkflowCommand{Workflow: "ship-it", ExpectedVersion: 1}
+		},
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if len(res.Runs) != 2 || res.Runs[0].PlaybookName != "audit-repo" || res.Runs[0].Args["repo"] != "x" || res.Runs[0].WorkflowID == nil ||
+				*res.Runs[0].WorkflowID != res.Workflow.ID || *res.Runs[0].WorkflowStep != 0 || *res.Runs[1].WorkflowStep != 1 ||
+				res.Runs[1].Input != "v2" || res.Target.Version != "1" {
+				t.Fatalf("result = %+v", res)
+			}
+		},
+		invalid: func(*world) app.Command { return app.LaunchWorkflowCommand{} },
+		missing: func(*world) app.Command { return app.LaunchWorkflowCommand{Workflow: "nope"} },
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.LaunchWorkflowCommand{Workflow: "release", ExpectedVersion: 2}, app.ExecOptions{}
+		},
+		versioned: true,
+	},
+	"delete_workflow": {
+		ok: func(w *world) app.Command { return app.DeleteWorkflowCommand{Workflow: "release", ExpectedVersion: 1} },
+		checkOK: func(t *testing.T, w *world, res app.Result) {
+			if !res.Deleted || res.Workflow.ID != w.release.ID {
+				t.Fatalf("result = %+v", res)
+			}
+		},
+		invalid: func(*world) app.Command { return app.DeleteWorkflowCommand{Workflow: "release", ExpectedVersion: -1} },
+		missing: func(*world) app.Command { return app.DeleteWorkflowCommand{Workflow: uuid.NewString()} },
+		conflict: func(w *world) (app.Command, app.ExecOptions) {
+			return app.DeleteWorkflowCommand{Workflow: "release"}, app.ExecOptions{ExpectedTarget: target("workflow", w.release.ID, "0")}
+		},
+		versioned: true,
+	},
 	"run_maintenance": {
 		ok: func(w *world) app.Command {
 			return app.RunMaintenanceCommand{Action: "purge_frames", ConversationID: w.conv.ID, BeforeSequence: 3}
@@ -438,8 +473,8 @@ func TestEveryCommandHasACase(t *testing.T) {
 			t.Errorf("command %s has no test case", typ)
 		}
 	}
-	if len(app.CommandTypes()) != 14 {
-		t.Fatalf("command types = %v, want the 13 of the issue and reconcile_proposal", app.CommandTypes())
+	if len(app.CommandTypes()) != 16 {
+		t.Fatalf("command types = %v, want the 13 of the issue, reconcile_proposal, launch_workflow and delete_workflow", app.CommandTypes())
 	}
 }
 

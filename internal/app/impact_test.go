@@ -84,3 +84,18 @@ func TestImpactAndTargetName(t *testing.T) {
 		}
 	}
 }
+
+// A workflow whose step no longer binds (a required argument the step does
+// not give) is refused before it is proposed, and launches nothing.
+func TestLaunchWorkflowBindsArgs(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	_, err := w.svc.Prepare(w.ctx, app.LaunchWorkflowCommand{Workflow: "release"})
+	wantCode(t, err, protocol.Validation)
+	before := w.snapshot()
+	_, err = w.svc.Execute(w.ctx, app.LaunchWorkflowCommand{Workflow: "release"}, app.ExecOptions{})
+	wantCode(t, err, protocol.Validation)
+	if w.snapshot() != before {
+		t.Fatal("a refused launch changed something")
+	}
+}

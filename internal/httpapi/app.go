@@ -34,6 +34,8 @@ func (s *Server) appRoutes() {
 	m.HandleFunc("POST /api/app/workflows", a(bodyCommand[app.CreateWorkflowCommand](s, maxAppBody, http.StatusCreated, nil, pickWorkflow)))
 	m.HandleFunc("GET /api/app/workflows/{ref}", a(s.handleGetWorkflow))
 	m.HandleFunc("PATCH /api/app/workflows/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *app.UpdateWorkflowCommand) (string, *string) { return "workflow", &c.Workflow }, pickWorkflow)))
+	m.HandleFunc("DELETE /api/app/workflows/{ref}", a(s.handleDeleteWorkflow))
+	m.HandleFunc("POST /api/app/workflows/{ref}/launch", a(bodyCommand(s, maxSmallBody, http.StatusAccepted, func(c *app.LaunchWorkflowCommand) (string, *string) { return "workflow", &c.Workflow }, pickRuns)))
 
 	m.HandleFunc("GET /api/app/runs", a(s.handleListRuns))
 	m.HandleFunc("POST /api/app/runs", a(bodyCommand[app.LaunchPlaybookCommand](s, maxAppBody, http.StatusAccepted, nil, pickRun)))

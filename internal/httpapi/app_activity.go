@@ -31,3 +31,22 @@ func (s *Server) handleRunActivity(w http.ResponseWriter, r *http.Request) {
 	a, err := s.cfg.App.RunActivity(r.Context(), edges)
 	answer(w, r, s, a, err)
 }
+
+// handleDeleteWorkflow serves DELETE /api/app/workflows/{ref}[?expectedVersion=N].
+func (s *Server) handleDeleteWorkflow(w http.ResponseWriter, r *http.Request) {
+	v, err := expectedVersionQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, app.DeleteWorkflowCommand{Workflow: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
+		func(res app.Result) any { return res })
+}
+
+// pickRuns answers a workflow launch: the workflow and its queued runs.
+func pickRuns(res app.Result) any {
+	return struct {
+		Workflow *app.Workflow `json:"workflow"`
+		Runs     []app.Run     `json:"runs"`
+	}{res.Workflow, res.Runs}
+}

@@ -108,3 +108,41 @@ func TestAuditFiltersAPI(t *testing.T) {
 		t.Fatalf("commandType=nope: %d %v", status, out)
 	}
 }
+
+// TestWorkflowLaunchAndDeleteAPI: a launch queues one run per step, each
+// naming the workflow and its step, findable with ?workflow=; a delete
+// removes the workflow and keeps its runs; both are audited.
+func TestWorkflowLaunchAndDeleteAPI(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	d.seed()
+	wf := d.must("POST", "/api/app/workflows", `{"name":"ship","steps":[{"playbook":"audit-repo","args":{"repo":"a"}},{"playbook":"notes","input":"v2"}]}`, 201)
+	out := d.must("POST", "/api/app/workflows/ship/launch", `{}`, 202)
+	runs := out["runs"].([]any)
+	if len(runs) != 2 || runs[1].(map[string]any)["workflowStep"].(float64) != 1 || runs[0].(map[string]any)["workflowId"] != wf["id"] {
+		t.Fatalf("launch: %v", out)
+	}
+	if listed := d.must("GET", "/api/app/runs?workflow="+wf["id"].(string), "", 200)["runs"].([]any); len(listed) != 2 {
+		t.Fatalf("runs of the workflow: %v", listed)
+	}
+	if status, out := d.call("POST", "/api/app/workflows/release/launch", `{"workflow":"ship"}`); status != 400 {
+		t.Fatalf("a body naming another workflow: %d %v", status, out)
+	}
+	if status, out := d.call("DELETE", "/api/app/workflows/ship?expectedVersion=2", ""); status != 409 || errCode(out) != "conflict" {
+		t.Fatalf("delete at a stale version: %d %v", status, out)
+	}
+	res := d.must("DELETE", "/api/app/workflows/ship", "", 200)
+	if res["deleted"] != true {
+		t.Fatalf("delete: %v", res)
+	}
+	d.must("GET", "/api/app/workflows/ship", "", 404)
+	if listed := d.must("GET", "/api/app/runs?workflow="+wf["id"].(string), "", 200)["runs"].([]any); len(listed) != 2 {
+		t.Fatalf("the runs went with the workflow: %v", listed)
+	}
+	if es := d.must("GET", "/api/app/audit?commandType=launch_workflow", "", 200)["events"].([]any); len(es) != 1 {
+		t.Fatalf("launch audit rows: %v", es)
+	}
+	if es := d.must("GET", "/api/app/audit?commandType=delete_workflow&target="+wf["id"].(string), "", 200)["events"].([]any); len(es) != 1 {
+		t.Fatalf("delete audit rows: %v", es)
+	}
+}

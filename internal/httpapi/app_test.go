@@ -146,7 +146,7 @@ func (d *appDaemon) seed() (playbookID, runID string) {
 var appRoutes = [][2]string{
 	{"GET", "/api/app/playbooks"}, {"POST", "/api/app/playbooks"}, {"GET", "/api/app/playbooks/x"},
 	{"PATCH", "/api/app/playbooks/x"}, {"DELETE", "/api/app/playbooks/x"}, {"POST", "/api/app/playbooks/x/launch"},
-	{"GET", "/api/app/workflows"}, {"POST", "/api/app/workflows"}, {"GET", "/api/app/workflows/x"}, {"PATCH", "/api/app/workflows/x"},
+	{"GET", "/api/app/workflows"}, {"POST", "/api/app/workflows"}, {"GET", "/api/app/workflows/x"}, {"PATCH", "/api/app/workflows/x"}, {"DELETE", "/api/app/workflows/x"}, {"POST", "/api/app/workflows/x/launch"},
 	{"GET", "/api/app/runs"}, {"POST", "/api/app/runs"}, {"GET", "/api/app/runs/stats"}, {"GET", "/api/app/runs/activity?edges=1,2"}, {"GET", "/api/app/runs/x"},
 	{"POST", "/api/app/runs/x/cancel"}, {"POST", "/api/app/runs/x/retry"},
 	{"GET", "/api/app/schedules"}, {"POST", "/api/app/schedules"}, {"GET", "/api/app/schedules/preview?cron=*+*+*+*+*"},

@@ -146,6 +146,13 @@ type WorkflowStore interface {
 	ListWorkflows(ctx context.Context, p ListWorkflowsParams) ([]Workflow, error)
 	// UpdateWorkflow changes the fields that are set; Steps replaces all steps.
 	UpdateWorkflow(ctx context.Context, p UpdateWorkflowParams) (Workflow, error)
+	// DeleteWorkflow removes a workflow and its steps (its runs stay) and
+	// returns it as it was.
+	DeleteWorkflow(ctx context.Context, p DeleteWorkflowParams) (Workflow, error)
+	// LaunchWorkflow queues one run per step of the workflow at
+	// ExpectedVersion, in step order, each recording the workflow and its
+	// step, with one audit row: all of them or none.
+	LaunchWorkflow(ctx context.Context, p LaunchWorkflowParams) ([]Run, error)
 }
 
 // CreateWorkflowParams creates a workflow at version 1.

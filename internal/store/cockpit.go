@@ -31,3 +31,23 @@ type RunActivity struct {
 	Median    *time.Duration
 	P90       *time.Duration
 }
+
+// DeleteWorkflowParams deletes a workflow at its expected version.
+type DeleteWorkflowParams struct {
+	ID              string
+	ExpectedVersion int64
+	Audit           *AppendAdminEventParams
+}
+
+// LaunchWorkflowParams queues a workflow's steps. RunIDs holds one new id
+// per step; Args[i], when set, are step i's bound arguments (nil: the
+// step's own).
+type LaunchWorkflowParams struct {
+	WorkflowID      string
+	ExpectedVersion int64
+	RunIDs          []string
+	Args            []map[string]string
+	Trigger         RunTrigger
+	Now             time.Time
+	Audit           *AppendAdminEventParams
+}

@@ -58,6 +58,8 @@ var valid = map[string]string{
 	"delete_playbook":      `{"playbook":"write-release-notes"}`,
 	"create_workflow":      `{"name":"w","steps":[{"playbook":"audit-repo"}]}`,
 	"update_workflow":      `{"workflow":"w","expectedVersion":1,"description":"x"}`,
+	"launch_workflow":      `{"workflow":"w"}`,
+	"delete_workflow":      `{"workflow":"w"}`,
 	"launch_playbook":      `{"playbook":"audit-repo","args":{"repo":"x"}}`,
 	"cancel_run":           `{"run":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1"}`,
 	"retry_run":            `{"run":"6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1"}`,
@@ -104,7 +106,7 @@ func tooLong(id string) string {
 		return `{"window":"` + long + `"}`
 	case "get_playbook", "launch_playbook", "delete_playbook":
 		return `{"playbook":"` + long + `"}`
-	case "get_workflow":
+	case "get_workflow", "launch_workflow", "delete_workflow":
 		return `{"workflow":"` + long + `"}`
 	case "get_schedule", "set_schedule_enabled", "delete_schedule":
 		return `{"schedule":"` + long + `","enabled":true}`

@@ -209,3 +209,59 @@ func (s *Store) RunActivity(ctx context.Context, p store.RunActivityParams) (sto
 	}
 	return out, nil
 }
+
+// DeleteWorkflow implements store.WorkflowStore. Steps go with it (ON
+// DELETE CASCADE, and explicitly for engines that do not enforce it).
+func (s *Store) DeleteWorkflow(ctx context.Context, p store.DeleteWorkflowParams) (store.Workflow, error) {
+	var out store.Workflow
+	err := s.txn(ctx, func(tx *writeTx) error {
+		var err error
+		out, err = workflows.remove(ctx, tx, change[store.Workflow]{ID: p.ID, ExpectedVersion: p.ExpectedVersion, Audit: p.Audit,
+			apply: func(store.Workflow, string) error {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM studio_workflow_steps WHERE workflow_id = ?`, p.ID); err != nil {
+					return fmt.Errorf("delete workflow steps: %w", err)
+				}
+				if _, err := tx.ExecContext(ctx, `DELETE FROM studio_workflows WHERE id = ?`, p.ID); err != nil {
+					return fmt.Errorf("delete workflow: %w", err)
+				}
+				return nil
+			}})
+		return err
+	})
+	return out, err
+}
+
+// LaunchWorkflow implements store.WorkflowStore.
+func (s *Store) LaunchWorkflow(ctx context.Context, p store.LaunchWorkflowParams) ([]store.Run, error) {
+	var out []store.Run
+	err := s.txn(ctx, func(tx *writeTx) error {
+		out = nil
+		w, err := workflows.locked(ctx, tx, change[store.Workflow]{ID: p.WorkflowID, ExpectedVersion: p.ExpectedVersion})
+		if err != nil {
+			return err
+		}
+		if len(w.Steps) == 0 {
+			return protocol.Errorf(protocol.Conflict, "workflow %s has no steps to launch", w.Name)
+		}
+		if len(p.RunIDs) != len(w.Steps) || (p.Args != nil && len(p.Args) != len(w.Steps)) {
+			return protocol.Errorf(protocol.Conflict, "workflow %s has %d steps, not the %d launched", w.Name, len(w.Steps), len(p.RunIDs)).
+				With("steps", len(w.Steps))
+		}
+		for i, st := range w.Steps {
+			args := st.Args
+			if p.Args != nil && p.Args[i] != nil {
+				args = p.Args[i]
+			}
+			step := i
+			// A millisecond apart: claimed oldest first, the steps start in order.
+			r, err := createRun(ctx, tx, store.CreateRunParams{ID: p.RunIDs[i], PlaybookID: st.PlaybookID, Input: st.Input, Args: args,
+				Trigger: p.Trigger, WorkflowID: &w.ID, WorkflowStep: &step, Now: p.Now.Add(time.Duration(i) * time.Millisecond)})
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return audit(ctx, tx, p.Audit)
+	})
+	return out, err
+}

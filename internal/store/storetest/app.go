@@ -29,6 +29,7 @@ func ExerciseApp(t *testing.T, open func(t *testing.T) store.Store) {
 
 	run("Workflow/CreateGetUpdate", testWorkflow)
 	run("Workflow/UnknownPlaybookLeavesNothing", testWorkflowUnknownPlaybook)
+	run("Workflow/LaunchAndDelete", testWorkflowLaunchDelete)
 
 	run("Run/Lifecycle", testRunLifecycle)
 	run("Run/PinsPlaybookVersion", testRunPinsVersion)

@@ -212,3 +212,58 @@ func testAuditFilters(t *testing.T, f *fixture) {
 		}
 	}
 }
+
+func testWorkflowLaunchDelete(t *testing.T, f *fixture) {
+	a, b := f.playbook("a"), f.playbook("b")
+	w, err := f.s.CreateWorkflow(f.ctx, store.CreateWorkflowParams{ID: newID(), Project: "p", Name: "release",
+		Steps: []store.WorkflowStep{{PlaybookID: a.ID, Input: "first", Args: map[string]string{"k": "v"}}, {PlaybookID: b.ID, Input: "second"}}, Now: f.tick()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.events("studio.app.command"))
+	// A stale version or a wrong number of steps launches nothing.
+	_, err = f.s.LaunchWorkflow(f.ctx, store.LaunchWorkflowParams{WorkflowID: w.ID, ExpectedVersion: 2, RunIDs: []string{newID(), newID()},
+		Trigger: store.TriggerManual, Now: f.tick(), Audit: auditRow(f, w.ID)})
+	wantVersionConflict(t, err, 2, 1)
+	_, err = f.s.LaunchWorkflow(f.ctx, store.LaunchWorkflowParams{WorkflowID: w.ID, RunIDs: []string{newID()},
+		Trigger: store.TriggerManual, Now: f.tick(), Audit: auditRow(f, w.ID)})
+	wantCode(t, err, protocol.Conflict)
+	if runs, _ := f.s.ListRuns(f.ctx, store.ListRunsParams{}); len(runs) != 0 || len(f.events("studio.app.command")) != before {
+		t.Fatalf("a refused launch left %d runs", len(runs))
+	}
+	runs, err := f.s.LaunchWorkflow(f.ctx, store.LaunchWorkflowParams{WorkflowID: w.ID, ExpectedVersion: 1, RunIDs: []string{newID(), newID()},
+		Args: []map[string]string{nil, {"x": "y"}}, Trigger: store.TriggerOperator, Now: f.tick(), Audit: auditRow(f, w.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].PlaybookID != a.ID || runs[0].Input != "first" || runs[0].Args["k"] != "v" ||
+		*runs[0].WorkflowID != w.ID || *runs[0].WorkflowStep != 0 || runs[1].PlaybookID != b.ID || runs[1].Args["x"] != "y" ||
+		*runs[1].WorkflowStep != 1 || runs[1].Trigger != store.TriggerOperator || runs[0].Status != store.RunQueued {
+		t.Fatalf("launched runs = %+v", runs)
+	}
+	if n := len(f.events("studio.app.command")); n != before+1 {
+		t.Fatalf("a launch wrote %d audit rows, want 1", n-before)
+	}
+	// The oldest step is claimed first.
+	if r := f.claim(); r.ID != runs[0].ID {
+		t.Fatalf("claimed step %v first", r.WorkflowStep)
+	}
+
+	_, err = f.s.DeleteWorkflow(f.ctx, store.DeleteWorkflowParams{ID: w.ID, ExpectedVersion: 2, Audit: auditRow(f, w.ID)})
+	wantVersionConflict(t, err, 2, 1)
+	gone, err := f.s.DeleteWorkflow(f.ctx, store.DeleteWorkflowParams{ID: w.ID, ExpectedVersion: 1, Audit: auditRow(f, w.ID)})
+	if err != nil || gone.Name != "release" || len(gone.Steps) != 2 {
+		t.Fatalf("deleted = %+v, %v", gone, err)
+	}
+	_, err = f.s.GetWorkflow(f.ctx, w.ID)
+	wantCode(t, err, protocol.NotFound)
+	if left, _ := f.s.ListRuns(f.ctx, store.ListRunsParams{WorkflowID: w.ID}); len(left) != 2 {
+		t.Fatalf("the workflow's runs went with it: %d left", len(left))
+	}
+	// Its playbooks are free to delete now.
+	if _, err := f.s.DeletePlaybook(f.ctx, store.DeletePlaybookParams{ID: b.ID}); err != nil {
+		t.Fatalf("delete a playbook the deleted workflow used: %v", err)
+	}
+	_, err = f.s.DeleteWorkflow(f.ctx, store.DeleteWorkflowParams{ID: w.ID})
+	wantCode(t, err, protocol.NotFound)
+}
