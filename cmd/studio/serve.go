@@ -140,7 +140,11 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return err
 	}
+	// The System space's charts of recent turns and model failures; metrics
+	// observers join it with coordinator.Observers.
+	recent := coordinator.NewRecent(1024, nil)
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Commands: svc, Logger: log, ShutdownGrace: grace,
+		Observer: recent,
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
@@ -156,7 +160,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	edge.Coordinator, edge.App, edge.Extra = coord, svc, []func(*http.ServeMux){page.Register}
+	edge.Coordinator, edge.App, edge.Recent, edge.Extra = coord, svc, recent, []func(*http.ServeMux){page.Register}
 	api := httpapi.New(edge)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {

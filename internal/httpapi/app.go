@@ -55,6 +55,7 @@ func (s *Server) appRoutes() {
 	m.HandleFunc("POST /api/app/schedules/{ref}/disable", a(s.handleEnableSchedule(false)))
 
 	m.HandleFunc("GET /api/app/system/health", a(s.handleHealth))
+	m.HandleFunc("GET /api/app/system/operator", a(s.handleOperatorActivity))
 	m.HandleFunc("POST /api/app/system/maintenance", a(bodyCommand[app.RunMaintenanceCommand](s, maxSmallBody, http.StatusOK, nil, func(res app.Result) any { return res.Maintenance })))
 	m.HandleFunc("GET /api/app/audit", a(s.handleAudit))
 	m.HandleFunc("POST /api/app/commands/{type}", a(s.handleCommand))

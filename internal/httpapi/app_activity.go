@@ -50,3 +50,30 @@ func pickRuns(res app.Result) any {
 		Runs     []app.Run     `json:"runs"`
 	}{res.Workflow, res.Runs}
 }
+
+// operatorWindows are the windows of GET /api/app/system/operator: how
+// many intervals of what width.
+var operatorWindows = map[string]struct {
+	n    int
+	step time.Duration
+}{"1h": {12, 5 * time.Minute}, "24h": {24, time.Hour}}
+
+// handleOperatorActivity serves GET /api/app/system/operator?window=1h|24h:
+// the operator's recent turns (count, failures, median and slowest
+// duration) and model errors by code, per interval, from memory.
+func (s *Server) handleOperatorActivity(w http.ResponseWriter, r *http.Request) {
+	window := r.URL.Query().Get("window")
+	if window == "" {
+		window = "1h"
+	}
+	win, ok := operatorWindows[window]
+	if !ok {
+		s.writeError(w, r, protocol.Errorf(protocol.Validation, "window must be 1h or 24h").With("field", "window"))
+		return
+	}
+	if s.cfg.Recent == nil {
+		s.writeError(w, r, protocol.Errorf(protocol.NotFound, "this daemon keeps no record of recent operator activity"))
+		return
+	}
+	answer(w, r, s, s.cfg.Recent.Activity(win.n, win.step), nil)
+}

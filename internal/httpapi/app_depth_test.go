@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -144,5 +145,38 @@ func TestWorkflowLaunchAndDeleteAPI(t *testing.T) {
 	}
 	if es := d.must("GET", "/api/app/audit?commandType=delete_workflow&target="+wf["id"].(string), "", 200)["events"].([]any); len(es) != 1 {
 		t.Fatalf("delete audit rows: %v", es)
+	}
+}
+
+// TestOperatorActivityAPI: the System space's chart data counts the turns
+// the coordinator ended, from its Observer hook.
+func TestOperatorActivityAPI(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	c, err := d.client.CreateConversation(d.t.Context(), protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := d.client.SubmitTurn(d.t.Context(), c.ID, turnRequest("hello", c.LastSequence))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.client.Stream(d.t.Context(), c.ID, 0, func(f protocol.Frame) error {
+		if f.Type == protocol.FrameDone && f.RequestID == acc.RequestID {
+			return httpapi.ErrStopStream
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var turns float64
+	for _, b := range d.must("GET", "/api/app/system/operator?window=24h", "", 200)["buckets"].([]any) {
+		turns += b.(map[string]any)["turns"].(float64)
+	}
+	if turns != 1 {
+		t.Fatalf("the operator's activity counts %v turns, want 1", turns)
+	}
+	if status, _ := d.call("GET", "/api/app/system/operator?window=2d", ""); status != 400 {
+		t.Fatalf("window=2d: %d", status)
 	}
 }

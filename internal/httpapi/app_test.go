@@ -50,12 +50,14 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond})
+	recent := coordinator.NewRecent(16, clock.Now)
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond,
+		Observer: recent})
 	svc, err := app.New(app.Config{Store: st, Maintenance: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc})
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Recent: recent})
 	srv := httptest.NewServer(api)
 	d := &appDaemon{t: t, clock: clock, store: st, coord: coord, svc: svc, srv: srv,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
@@ -152,7 +154,7 @@ var appRoutes = [][2]string{
 	{"GET", "/api/app/schedules"}, {"POST", "/api/app/schedules"}, {"GET", "/api/app/schedules/preview?cron=*+*+*+*+*"},
 	{"GET", "/api/app/schedules/x"}, {"PATCH", "/api/app/schedules/x"}, {"DELETE", "/api/app/schedules/x"},
 	{"POST", "/api/app/schedules/x/enable"}, {"POST", "/api/app/schedules/x/disable"},
-	{"GET", "/api/app/system/health"}, {"POST", "/api/app/system/maintenance"}, {"GET", "/api/app/audit"},
+	{"GET", "/api/app/system/health"}, {"GET", "/api/app/system/operator"}, {"POST", "/api/app/system/maintenance"}, {"GET", "/api/app/audit"},
 	{"POST", "/api/app/commands/launch_playbook"},
 }
 

@@ -40,6 +40,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// App serves the cockpit's application API (/api/app/...) when set.
 	App *app.Service
+	// Recent, when set, is the operator's recent activity that GET
+	// /api/app/system/operator charts (an Observer of the coordinator).
+	Recent *coordinator.Recent
 	// AllowedHosts are the Host header names answered besides loopback names
 	// and IP addresses (DNS rebinding): exact names, "*.example.com" for
 	// subdomains, "*" for any.

@@ -1,0 +1,205 @@
+package coordinator
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Recent keeps the operator's recent turn ends and model failures in
+// memory (a ring each) for the System space's charts. It is an Observer;
+// compose it with others (Prometheus metrics) with Observers. Nothing is
+// stored: a restart starts the picture afresh.
+type Recent struct {
+	NopObserver
+	now func() time.Time
+
+	mu       sync.Mutex
+	turns    ring[turnPoint]
+	failures ring[failurePoint]
+}
+
+type turnPoint struct {
+	at       time.Time
+	duration time.Duration
+	outcome  protocol.Outcome
+	code     protocol.ErrorCode
+}
+
+type failurePoint struct {
+	at      time.Time
+	code    protocol.ErrorCode
+	retried bool
+}
+
+// ring is a fixed-size buffer of the newest items.
+type ring[T any] struct {
+	items []T
+	next  int
+	full  bool
+}
+
+func (r *ring[T]) add(v T) {
+	if !r.full && len(r.items) < cap(r.items) {
+		r.items = append(r.items, v)
+		r.full = len(r.items) == cap(r.items)
+		return
+	}
+	r.items[r.next] = v
+	r.next = (r.next + 1) % len(r.items)
+}
+
+// each calls fn oldest first.
+func (r *ring[T]) each(fn func(T)) {
+	for i := range r.items {
+		fn(r.items[(r.next+i)%len(r.items)])
+	}
+}
+
+// NewRecent keeps the newest size turn ends and size model failures; now
+// is the clock (nil: time.Now).
+func NewRecent(size int, now func() time.Time) *Recent {
+	if now == nil {
+		now = time.Now
+	}
+	if size < 1 {
+		size = 1
+	}
+	return &Recent{now: now, turns: ring[turnPoint]{items: make([]turnPoint, 0, size)},
+		failures: ring[failurePoint]{items: make([]failurePoint, 0, size)}}
+}
+
+// TurnEnded implements Observer.
+func (r *Recent) TurnEnded(e TurnEnded) {
+	r.mu.Lock()
+	r.turns.add(turnPoint{at: r.now(), duration: e.Duration, outcome: e.Outcome, code: e.ErrorCode})
+	r.mu.Unlock()
+}
+
+// ModelAttempt implements Observer: failures only.
+func (r *Recent) ModelAttempt(a ModelAttempt) {
+	if a.ErrorCode == "" {
+		return
+	}
+	r.mu.Lock()
+	r.failures.add(failurePoint{at: r.now(), code: a.ErrorCode, retried: a.Retried})
+	r.mu.Unlock()
+}
+
+// OperatorBucket is one interval of the operator's recent activity.
+type OperatorBucket struct {
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+	// Turns ended in the interval, Failed of them not completed, and the
+	// median and slowest turn's duration (nil: none ended).
+	Turns    int    `json:"turns"`
+	Failed   int    `json:"failed"`
+	MedianMs *int64 `json:"medianMs"`
+	MaxMs    *int64 `json:"maxMs"`
+	// ModelErrors counts the failed model attempts by error code.
+	ModelErrors map[string]int `json:"modelErrors"`
+}
+
+// OperatorActivity is the operator's recent turns and model failures in
+// equal intervals ending now.
+type OperatorActivity struct {
+	Since   float64          `json:"since"`
+	Until   float64          `json:"until"`
+	Buckets []OperatorBucket `json:"buckets"`
+	// Kept says how many turn ends and failures the rings hold: older ones
+	// were dropped, and a restart forgets them all.
+	Kept struct {
+		Turns    int `json:"turns"`
+		Failures int `json:"failures"`
+	} `json:"kept"`
+}
+
+// Activity summarises the last n intervals of width step.
+func (r *Recent) Activity(n int, step time.Duration) OperatorActivity {
+	until := r.now()
+	since := until.Add(-time.Duration(n) * step)
+	out := OperatorActivity{Since: protocol.Timestamp(since), Until: protocol.Timestamp(until)}
+	durations := make([][]time.Duration, n)
+	out.Buckets = make([]OperatorBucket, n)
+	for i := range out.Buckets {
+		s := since.Add(time.Duration(i) * step)
+		out.Buckets[i] = OperatorBucket{Start: protocol.Timestamp(s), End: protocol.Timestamp(s.Add(step)), ModelErrors: map[string]int{}}
+	}
+	index := func(at time.Time) int {
+		if at.Before(since) || !at.Before(until.Add(time.Nanosecond)) {
+			return -1
+		}
+		return min(int(at.Sub(since)/step), n-1)
+	}
+	r.mu.Lock()
+	out.Kept.Turns, out.Kept.Failures = len(r.turns.items), len(r.failures.items)
+	r.turns.each(func(p turnPoint) {
+		if i := index(p.at); i >= 0 {
+			b := &out.Buckets[i]
+			b.Turns++
+			if p.outcome != protocol.OutcomeCompleted {
+				b.Failed++
+			}
+			durations[i] = append(durations[i], p.duration)
+		}
+	})
+	r.failures.each(func(p failurePoint) {
+		if i := index(p.at); i >= 0 {
+			out.Buckets[i].ModelErrors[string(p.code)]++
+		}
+	})
+	r.mu.Unlock()
+	for i, ds := range durations {
+		if len(ds) == 0 {
+			continue
+		}
+		slices.Sort(ds)
+		med, mx := ds[len(ds)/2].Milliseconds(), ds[len(ds)-1].Milliseconds()
+		out.Buckets[i].MedianMs, out.Buckets[i].MaxMs = &med, &mx
+	}
+	return out
+}
+
+// Observers fans every event out to each observer in turn: metrics and the
+// recent-activity ring observe the same coordinator.
+func Observers(obs ...Observer) Observer { return fanout(obs) }
+
+type fanout []Observer
+
+func (f fanout) TurnEnded(e TurnEnded) {
+	for _, o := range f {
+		o.TurnEnded(e)
+	}
+}
+
+func (f fanout) QueueChanged(depth int) {
+	for _, o := range f {
+		o.QueueChanged(depth)
+	}
+}
+
+func (f fanout) WorkerGranted(e WorkerGranted) {
+	for _, o := range f {
+		o.WorkerGranted(e)
+	}
+}
+
+func (f fanout) ModelAttempt(e ModelAttempt) {
+	for _, o := range f {
+		o.ModelAttempt(e)
+	}
+}
+
+func (f fanout) ProposalDecided(e ProposalDecided) {
+	for _, o := range f {
+		o.ProposalDecided(e)
+	}
+}
+
+func (f fanout) EffectAcked(e EffectAcked) {
+	for _, o := range f {
+		o.EffectAcked(e)
+	}
+}
