@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { bucketRuns, emptyBuckets, durationSpread, STATUSES } from '../static/js/insights.js';
-import { niceTicks } from '../static/js/charts.js';
+import { emptyBuckets, edgesOf } from '../static/js/insights.js';
+import { niceTicks, labelled } from '../static/js/charts.js';
 
 process.env.TZ = 'UTC';
 const NOW = Date.UTC(2026, 10, 30, 12, 34, 56) / 1000; // Monday 30 November 2026, 12:34:56 UTC
@@ -21,33 +21,24 @@ test('insights: 24 hourly buckets ending with the current hour, 7 daily ones end
   assert.equal(week[0].start, Date.UTC(2026, 10, 24) / 1000);
 });
 
-test('insights: runs land in the bucket of their creation, by status; older runs are left out', () => {
-  const at = (h, m = 0) => Date.UTC(2026, 10, 30, h, m) / 1000;
-  const runs = [
-    { createdAt: at(12, 5), status: 'failed' },
-    { createdAt: at(12, 59), status: 'succeeded' },
-    { createdAt: at(11, 0), status: 'succeeded' },
-    { createdAt: at(11, 59), status: 'running' },
-    { createdAt: at(13) - 25 * 3600, status: 'failed' }, // 25 hours ago: outside
-  ];
-  const b = bucketRuns(runs, '24h', NOW);
-  assert.deepEqual(b[23].counts, { succeeded: 1, failed: 1, cancelled: 0, running: 0, queued: 0 });
-  assert.deepEqual(b[22].counts, { succeeded: 1, failed: 0, cancelled: 0, running: 1, queued: 0 });
-  const total = b.reduce((n, x) => n + STATUSES.reduce((m, s) => m + x.counts[s], 0), 0);
-  assert.equal(total, 4);
-  const w = bucketRuns(runs, '7d', NOW);
-  assert.equal(w[6].counts.succeeded + w[6].counts.failed + w[6].counts.running, 4);
-  assert.equal(w[5].counts.failed, 1);
+test('insights: the edges the server counts between are the buckets\' bounds', () => {
+  const day = emptyBuckets('24h', NOW);
+  const e = edgesOf(day);
+  assert.equal(e.length, 25);
+  assert.equal(e[0], day[0].start);
+  assert.equal(e[24], day[23].end);
+  for (let i = 1; i < e.length; i++) assert.ok(e[i] > e[i - 1]);
 });
 
-test('insights: the spread of durations, with median and 90th percentile', () => {
-  const runs = [200, 800, 1500, 4000, 6000, 45000, 200000, 900000, null].map((d) => ({ durationMs: d }));
-  const s = durationSpread(runs);
-  assert.equal(s.count, 8);
-  assert.deepEqual(s.bins.map((b) => b.count), [2, 2, 1, 1, 1, 1]);
-  assert.equal(s.median, 6000);
-  assert.equal(s.p90, 900000);
-  assert.deepEqual(durationSpread([]), { bins: s.bins.map((b) => ({ ...b, count: 0 })), count: 0, median: null, p90: null });
+test('charts: axis labels every nth column counted from the newest, never two side by side', () => {
+  const shown = (n, every) => [...Array(n).keys()].filter((i) => labelled(i, n, every));
+  assert.deepEqual(shown(24, 3), [2, 5, 8, 11, 14, 17, 20, 23]);
+  assert.deepEqual(shown(7, 1), [0, 1, 2, 3, 4, 5, 6]);
+  for (let n = 2; n < 40; n++) {
+    const s = shown(n, 3);
+    assert.equal(s[s.length - 1], n - 1);
+    for (let i = 1; i < s.length; i++) assert.equal(s[i] - s[i - 1], 3);
+  }
 });
 
 test('charts: axis ticks are round and reach the maximum', () => {

@@ -166,6 +166,18 @@ export class Cockpit {
 
   toggleDock() { this.setDockOpen(!this.root.classList.contains('dock-open')); }
 
+  /**
+   * Opens the dock on a conversation (from an audit row), with a proposal
+   * of it in view when given.
+   * @param {string} conversationId @param {string} [proposalId]
+   */
+  async openConversation(conversationId, proposalId) {
+    // show remembers the conversation first, so opening the dock starts on it.
+    const shown = this.dock ? this.dock.show(conversationId, proposalId) : Promise.resolve();
+    this.setDockOpen(true);
+    await shown;
+  }
+
   /** @param {boolean} open */
   setDockOpen(open) {
     this.root.classList.toggle('dock-open', open);

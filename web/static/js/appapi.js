@@ -9,7 +9,7 @@ import { query, enc } from './api.js';
  * @typedef {{id: string, project: string, name: string, description: string, prompt: string, args: PlaybookArg[], version: number, createdAt: number, updatedAt: number}} Playbook
  * @typedef {{playbookId: string, playbookName: string, input: string, args: Record<string, string>}} WorkflowStep
  * @typedef {{id: string, project: string, name: string, description: string, steps: WorkflowStep[], version: number, createdAt: number, updatedAt: number}} Workflow
- * @typedef {{id: string, playbookId: string, playbookName: string, playbookVersion: number, input: string, args: Record<string, string>, status: string, trigger: string, scheduleId: string|null, retryOf: string|null, output: string, outputTruncated: boolean, error: {code: string, message: string}|null, version: number, createdAt: number, updatedAt: number, startedAt: number|null, endedAt: number|null, durationMs: number|null}} Run
+ * @typedef {{id: string, playbookId: string, playbookName: string, playbookVersion: number, input: string, args: Record<string, string>, status: string, trigger: string, scheduleId: string|null, retryOf: string|null, output: string, outputTruncated: boolean, error: {code: string, message: string}|null, version: number, createdAt: number, updatedAt: number, startedAt: number|null, endedAt: number|null, durationMs: number|null, workflowId?: string, workflowStep?: number}} Run
  * @typedef {{id: string, name: string, cron: string, playbookId: string, playbookName: string, input: string, args: Record<string, string>, enabled: boolean, nextRunAt: number|null, lastRunAt: number|null, lastRunId: string|null, skippedRuns: number, version: number, createdAt: number, updatedAt: number}} Schedule
  * @typedef {{id: number, createdAt: number, actor: string, action: string, targetId: string|null, details: any}} AuditEvent
  */
@@ -41,10 +41,20 @@ export class AppApi {
   createWorkflow(body) { return this.api.post('/api/app/workflows', body); }
   /** @param {string} ref @param {any} body */
   updateWorkflow(ref, body) { return this.api.patch(`/api/app/workflows/${enc(ref)}`, body); }
+  /** @param {string} ref @param {number} [expectedVersion] @returns {Promise<{workflow: Workflow, runs: Run[]}>} */
+  launchWorkflow(ref, expectedVersion) { return this.api.post(`/api/app/workflows/${enc(ref)}/launch`, expectedVersion ? { expectedVersion } : {}); }
+  /** @param {string} ref @param {number} [expectedVersion] */
+  deleteWorkflow(ref, expectedVersion) { return this.api.del(`/api/app/workflows/${enc(ref)}` + query({ expectedVersion })); }
 
   // Runs
-  /** @param {{status?: string, playbook?: string, trigger?: string, since?: string, until?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{runs: Run[], nextCursor?: string}>} */
+  /** @param {{status?: string, playbook?: string, trigger?: string, q?: string, workflow?: string, since?: string, until?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{runs: Run[], nextCursor?: string, counts?: Record<string, number>, total?: number}>} */
   listRuns(o = {}) { return this.api.get('/api/app/runs' + query(o)); }
+  /**
+   * Runs between consecutive edges by status, and the duration spread.
+   * @param {number[]} edges Unix seconds, increasing
+   * @returns {Promise<{buckets: {start: number, end: number, counts: Record<string, number>, total: number}[], total: number, durations: {bins: {label: string, minMs: number, maxMs: number | null, count: number}[], count: number, medianMs: number | null, p90Ms: number | null}}>}
+   */
+  runActivity(edges) { return this.api.get('/api/app/runs/activity' + query({ edges: edges.map((e) => String(Math.round(e * 1000) / 1000)).join(',') })); }
   /** @param {string} id @returns {Promise<Run>} */
   getRun(id) { return this.api.get(`/api/app/runs/${enc(id)}`); }
   /** @param {{playbook: string, input?: string, args?: Record<string, string>}} body */
@@ -79,6 +89,8 @@ export class AppApi {
   health() { return this.api.get('/api/app/system/health'); }
   /** @param {string} action @returns {Promise<any>} */
   maintenance(action) { return this.api.post('/api/app/system/maintenance', { action }); }
-  /** @param {{limit?: number, cursor?: string, action?: string, targetId?: string}} [o] @returns {Promise<{events: AuditEvent[], nextCursor?: string}>} */
+  /** @param {{limit?: number, cursor?: string, action?: string, targetId?: string, actor?: string, commandType?: string, target?: string, since?: string, until?: string}} [o] @returns {Promise<{events: AuditEvent[], nextCursor?: string}>} */
   audit(o = {}) { return this.api.get('/api/app/audit' + query(o)); }
+  /** @param {'1h'|'24h'} window @returns {Promise<{since: number, until: number, buckets: {start: number, end: number, turns: number, failed: number, medianMs: number | null, maxMs: number | null, modelErrors: Record<string, number>}[], kept: {turns: number, failures: number}}>} */
+  operatorActivity(window) { return this.api.get('/api/app/system/operator' + query({ window })); }
 }

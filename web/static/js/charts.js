@@ -69,7 +69,7 @@ export function barChart(c) {
       acc += v;
     }
     svg.append(g);
-    if (i % every === 0 || i === c.columns.length - 1) {
+    if (labelled(i, c.columns.length, every)) {
       svg.append(s('text', { x: pad.l + i * bw + bw / 2, y: H - 6, 'text-anchor': 'middle', class: 'axis' }, col.label));
     }
   });
@@ -79,6 +79,17 @@ export function barChart(c) {
     svg,
     c.series.length > 1 ? h('ul', { class: 'legend', 'aria-hidden': 'true' }, c.series.map((sr) => h('li', null, h('span', { class: 'swatch series-' + sr.key }), sr.label))) : null,
     dataTable(c));
+}
+
+/**
+ * Whether column i of n carries its axis label: every nth counted from the
+ * last, so the newest column is always labelled and no two labels crowd
+ * each other (labelling the last one besides every nth from the first put
+ * "11:00" and "13:00" on top of each other).
+ * @param {number} i @param {number} n @param {number} every
+ */
+export function labelled(i, n, every) {
+  return (n - 1 - i) % every === 0;
 }
 
 /** The chart's numbers as a table, behind a disclosure. @param {BarChart} c */

@@ -1,9 +1,7 @@
-// What the cockpit derives from the runs list and the audit trail: runs
-// over time by status, the spread of run durations, and the runs and audit
-// rows related to one run. Computed in the browser from /api/app for now;
-// a server-side statistics endpoint can replace activity() without touching
-// the charts (they take the shapes returned here). The bucketing functions
-// are pure and unit-tested.
+// What the cockpit shows of runs over time and of one run's relations: the
+// buckets of a chart window in the reader's time zone (pure, unit-tested),
+// the server's counts for them (runs by status, the spread of durations),
+// and the runs and audit rows related to one run.
 
 /**
  * @typedef {import('./appapi.js').AppApi} AppApi
@@ -56,74 +54,29 @@ function dayStart(lastMidnight, back) {
 }
 
 /**
- * Counts runs by the bucket of their creation time and their status.
- * @param {Pick<Run, 'createdAt' | 'status'>[]} runs @param {Window} window @param {number} nowSeconds
- * @returns {Bucket[]}
+ * The bucket bounds the server counts between: n+1 instants for n buckets.
+ * @param {Bucket[]} buckets
  */
-export function bucketRuns(runs, window, nowSeconds) {
-  const buckets = emptyBuckets(window, nowSeconds);
-  for (const r of runs) {
-    const b = buckets.find((x) => r.createdAt >= x.start && r.createdAt < x.end);
-    if (b) b.counts[r.status] = (b.counts[r.status] || 0) + 1;
-  }
-  return buckets;
-}
-
-/** Bin edges of the duration spread, in milliseconds. */
-const DURATION_BINS = [
-  { label: '< 1 s', min: 0, max: 1000 },
-  { label: '1–5 s', min: 1000, max: 5000 },
-  { label: '5–30 s', min: 5000, max: 30000 },
-  { label: '30 s–2 min', min: 30000, max: 120000 },
-  { label: '2–10 min', min: 120000, max: 600000 },
-  { label: '≥ 10 min', min: 600000, max: Infinity },
-];
-
-/**
- * The spread of durations of finished runs.
- * @param {Pick<Run, 'durationMs'>[]} runs
- * @returns {{bins: DurationBin[], count: number, median: number | null, p90: number | null}}
- */
-export function durationSpread(runs) {
-  const ds = runs.map((r) => r.durationMs).filter((d) => typeof d === 'number').map(Number).sort((a, b) => a - b);
-  const bins = DURATION_BINS.map((b) => ({ ...b, count: ds.filter((d) => d >= b.min && d < b.max).length }));
-  const q = (/** @type {number} */ p) => (ds.length ? ds[Math.min(ds.length - 1, Math.floor(p * ds.length))] : null);
-  return { bins, count: ds.length, median: q(0.5), p90: q(0.9) };
-}
-
-/** At most this many runs are read for a chart (five pages). */
-const MAX_RUNS = 1000;
-
-/**
- * Runs created in the window, newest first, up to MAX_RUNS.
- * @param {AppApi} app @param {Window} window @param {number} nowSeconds
- * @returns {Promise<{runs: Run[], partial: boolean}>}
- */
-async function runsSince(app, window, nowSeconds) {
-  const since = Math.floor(nowSeconds - (window === '24h' ? DAY : 7 * DAY) - DAY);
-  /** @type {Run[]} */
-  const runs = [];
-  /** @type {string | undefined} */
-  let cursor;
-  do {
-    const page = await app.listRuns({ since: String(since), limit: 200, cursor });
-    runs.push(...page.runs);
-    cursor = page.nextCursor || undefined;
-  } while (cursor && runs.length < MAX_RUNS);
-  return { runs, partial: !!cursor };
+export function edgesOf(buckets) {
+  return [...buckets.map((b) => b.start), buckets[buckets.length - 1].end];
 }
 
 /**
- * Runs over time by status, and the spread of durations, for a window.
+ * Runs over time by status, and the spread of durations, for a window:
+ * the server counts (GET /api/app/runs/activity) between the browser's own
+ * hour or day boundaries, so the buckets are in the reader's time zone.
  * @param {AppApi} app @param {Window} window
- * @returns {Promise<Activity & {durations: ReturnType<typeof durationSpread>}>}
+ * @returns {Promise<Activity & {durations: {bins: DurationBin[], count: number, median: number | null, p90: number | null}}>}
  */
 export async function activity(app, window) {
-  const now = Date.now() / 1000;
-  const { runs, partial } = await runsSince(app, window, now);
-  const buckets = bucketRuns(runs, window, now);
-  const inWindow = runs.filter((r) => r.createdAt >= buckets[0].start);
-  return { window, buckets, total: inWindow.length, partial, durations: durationSpread(inWindow.filter((r) => r.endedAt)) };
+  const buckets = emptyBuckets(window, Date.now() / 1000);
+  const a = await app.runActivity(edgesOf(buckets));
+  a.buckets.forEach((b, i) => { if (buckets[i]) buckets[i].counts = { ...buckets[i].counts, ...b.counts }; });
+  const d = a.durations;
+  return {
+    window, buckets, total: a.total, partial: false,
+    durations: { bins: d.bins.map((b) => ({ label: b.label, min: b.minMs, max: b.maxMs ?? Infinity, count: b.count })), count: d.count, median: d.medianMs, p90: d.p90Ms },
+  };
 }
 
 /**

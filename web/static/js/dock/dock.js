@@ -33,6 +33,8 @@ export class Dock {
     const storage = defaultStorage();
     this.cursors = new CursorStore(storage);
     this.started = false;
+    /** @type {Promise<void> | null} */
+    this.opening = null;
     /** @type {Conversation | null} */
     this.conv = null;
     /** @type {ConversationStream | null} */
@@ -112,15 +114,36 @@ export class Dock {
     this.composer.setContext(`Context sent with your message: ${this.cockpit.route.space.title} · ${c.route}`);
   }
 
-  async open() {
-    if (this.started) return;
-    this.started = true;
-    await this.list.refresh();
-    let id = null;
-    try { id = localStorage.getItem(CONV_KEY); } catch { /* no storage */ }
-    const pick = this.list.items.find((c) => c.id === id) || this.list.items.find((c) => c.status === 'active');
-    if (pick) await this.select(pick.id);
-    else this.renderEmpty();
+  /** Starts the dock once: the remembered conversation, else the newest active one. */
+  open() {
+    if (!this.opening) {
+      this.started = true;
+      this.opening = (async () => {
+        await this.list.refresh();
+        let id = null;
+        try { id = localStorage.getItem(CONV_KEY); } catch { /* no storage */ }
+        const pick = this.list.items.find((c) => c.id === id) || this.list.items.find((c) => c.status === 'active');
+        if (pick) await this.select(pick.id);
+        else this.renderEmpty();
+      })();
+    }
+    return this.opening;
+  }
+
+  /**
+   * Shows a conversation (and scrolls a proposal of it into view).
+   * @param {string} id @param {string} [proposalId]
+   */
+  async show(id, proposalId) {
+    try { localStorage.setItem(CONV_KEY, id); } catch { /* no storage */ }
+    await this.open();
+    if (!this.conv || this.conv.id !== id) await this.select(id);
+    if (!proposalId) return;
+    const card = /** @type {HTMLElement | null} */ (this.transcript.el.querySelector(`[data-proposal="${CSS.escape(proposalId)}"]`));
+    if (card) {
+      card.scrollIntoView({ block: 'center' });
+      card.classList.add('highlight');
+    }
   }
 
   hide() {

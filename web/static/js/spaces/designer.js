@@ -1,7 +1,10 @@
-// Designer: workflows (ordered playbook steps) with an editor form.
+// Designer: workflows (ordered playbook steps) with an editor form; a
+// selected workflow can be launched (one run per step, in order) or
+// deleted, and shows its recent runs step by step.
 
-import { h, replace, fmtTime } from '../dom.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, selectHref } from './common.js';
+import { h, replace, fmtTime, badge } from '../dom.js';
+import { confirmDialog } from '../dialogs.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, selectHref, linkTo, runCells, shortId } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Workflow} Workflow */
 
@@ -31,7 +34,7 @@ export function mount(el, ctx) {
   if (prefill) replace(side, editor(ctx, null, prefill.values));
   else if (p.workflow) {
     replace(side, loading());
-    ctx.app.getWorkflow(p.workflow).then((w) => ctx.isCurrent() && replace(side, editor(ctx, w, null)))
+    ctx.app.getWorkflow(p.workflow).then((w) => ctx.isCurrent() && replace(side, actions(ctx, w), editor(ctx, w, null), stepRuns(ctx, w)))
       .catch((e) => ctx.isCurrent() && replace(side, errorBox(e)));
   } else replace(side, h('div', { class: 'card muted' }, h('p', { text: 'Select a workflow to edit it, or create a new one.' })));
 }
@@ -78,4 +81,66 @@ function editor(ctx, w, values) {
     h('button', { type: 'button', text: 'Close', onclick: () => { ctx.setFormDirty(false); ctx.setParams({ workflow: null }); if (!w) ctx.cockpit.mount(); } })));
   trackDirty(form, ctx);
   return form;
+}
+
+/**
+ * Launch and delete a workflow: the same commands (and audit rows) the
+ * operator proposes.
+ * @param {SpaceContext} ctx @param {Workflow} w
+ */
+function actions(ctx, w) {
+  const status = h('p', { class: 'form-error', role: 'alert' });
+  return h('div', { class: 'card workflow-actions', 'aria-label': `Actions on ${w.name}` },
+    h('div', { class: 'actions' },
+      h('button', {
+        type: 'button', class: 'primary', 'data-action': 'launch-workflow', text: 'Launch workflow',
+        onclick: async () => {
+          status.textContent = '';
+          try {
+            const res = await ctx.app.launchWorkflow(w.id, w.version);
+            ctx.cockpit.flash(`Launched ${w.name}: ${res.runs.length} run${res.runs.length === 1 ? '' : 's'} queued in step order.`);
+            ctx.cockpit.mount();
+          } catch (e) { status.textContent = errorText(e); }
+        },
+      }),
+      h('button', {
+        type: 'button', class: 'danger', 'data-action': 'delete-workflow', text: 'Delete workflow',
+        onclick: async () => {
+          status.textContent = '';
+          if (!(await confirmDialog({ title: `Delete workflow ${w.name}?`, body: 'The workflow and its steps are removed for good; the runs it launched stay in the fleet.', confirm: 'Delete workflow', danger: true }))) return;
+          try {
+            await ctx.app.deleteWorkflow(w.id, w.version);
+            ctx.setFormDirty(false);
+            ctx.cockpit.flash(`Deleted workflow ${w.name}.`);
+            ctx.setParams({ workflow: null });
+          } catch (e) { status.textContent = errorText(e); }
+        },
+      })),
+    status);
+}
+
+/**
+ * The workflow's recent runs, step by step: each step with the runs it
+ * launched, newest first.
+ * @param {SpaceContext} ctx @param {Workflow} w
+ */
+function stepRuns(ctx, w) {
+  const el = h('section', { class: 'card step-runs', 'aria-labelledby': 'step-runs-title' }, h('h2', { id: 'step-runs-title', text: 'Runs by step' }), loading());
+  ctx.app.listRuns({ workflow: w.id, limit: 100 }).then((page) => {
+    if (!ctx.isCurrent()) return;
+    /** @type {Map<number, import('../appapi.js').Run[]>} */
+    const byStep = new Map();
+    for (const r of page.runs) {
+      const k = r.workflowStep ?? -1;
+      byStep.set(k, [...(byStep.get(k) || []), r]);
+    }
+    replace(el, h('h2', { id: 'step-runs-title', text: 'Runs by step' }),
+      page.runs.length === 0 ? h('p', { class: 'muted', text: 'Not launched yet. Launch workflow queues one run per step, in order.' })
+        : h('ol', { class: 'steps step-runs-list' }, w.steps.map((st, i) => h('li', { 'data-step': String(i) },
+          h('strong', { class: 'name', text: st.playbookName }),
+          (byStep.get(i) || []).length === 0 ? h('span', { class: 'muted small', text: ' no runs' })
+            : h('ul', { class: 'list' }, (byStep.get(i) || []).slice(0, 5).map((r) => h('li', null, badge(r.status), ' ',
+              linkTo(ctx, `/?view=fleet&run=${encodeURIComponent(r.id)}`, shortId(r.id)), ' ', runCells(r).when)))))));
+  }).catch((e) => ctx.isCurrent() && replace(el, errorBox(e)));
+  return el;
 }

@@ -1,11 +1,14 @@
-// History: finished runs and the audit trail. Each audit row shows who did
-// what, the decision, and the target by name with a link to it; names are
-// looked up in the application lists (a deleted target keeps the name its
-// command carried).
+// History: finished runs and the audit trail. The server filters the trail
+// by command, actor, target and time (bound to the URL) and pages it with
+// a cursor. Each row shows who did what, the decision, and the target by
+// name with a link to it (names are looked up in the application lists; a
+// deleted target keeps the name its command carried); an operator's row
+// opens its conversation and proposal in the dock.
 
 import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js';
 import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo } from './common.js';
 import { runDetail } from './run-detail.js';
+import { rangeFilter, RANGE_SECONDS } from './mission.js';
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
@@ -21,7 +24,7 @@ export function mount(el, ctx) {
   const tab = ctx.route.params.tab || 'runs';
   const panel = tabPanel('tab', tab);
   el.append(tabs(ctx, 'tab', [{ value: 'runs', label: 'Finished runs' }, { value: 'audit', label: 'Audit trail' }], tab,
-    () => ({ status: null, run: null, event: null, q: null })), panel);
+    () => ({ status: null, run: null, event: null, q: null, action: null, actor: null, target: null, range: null })), panel);
   if (tab === 'audit') return audit(panel, ctx);
   return runs(panel, ctx);
 }
@@ -35,11 +38,9 @@ function runs(el, ctx) {
     h('div', { class: p.run ? 'split' : 'single' }, list, detail));
   if (p.run) detail.appendChild(runDetail(ctx, p.run));
   replace(list, loading());
-  ctx.app.listRuns({ status: p.status, limit: 200 }).then((page) => {
+  ctx.app.listRuns({ status: p.status, q: p.q, limit: 200 }).then((page) => {
     if (!ctx.isCurrent()) return;
-    const q = (p.q || '').toLowerCase();
-    const rows = page.runs.filter((r) => FINISHED.includes(r.status))
-      .filter((r) => !q || [r.playbookName, r.input, r.id, r.status].some((s) => (s || '').toLowerCase().includes(q)));
+    const rows = page.runs.filter((r) => FINISHED.includes(r.status));
     replace(list, table({
       caption: 'Finished runs', rows, key: (r) => r.id, selected: p.run, onSelect: (r) => ctx.setParams({ run: r.id }),
       href: (r) => selectHref(ctx, { run: r.id }),
@@ -126,42 +127,99 @@ function targetCell(ctx, t) {
   return t.href ? linkTo(ctx, t.href, ...label) : h('span', { title: t.id }, ...label);
 }
 
+/** Who acted, as people say it. @type {Record<string, string>} */
+const ACTORS = { studio_cockpit: 'the cockpit', studio_operator: 'the operator', studio_scheduler: 'the scheduler', studio_system: 'the system' };
+
+/** The audit trail's filters, bound to the URL: action, actor, target, time. @param {SpaceContext} ctx */
+function auditFilters(ctx) {
+  const p = ctx.route.params;
+  const id = 'audit-target';
+  /** @type {any} */
+  let t = null;
+  const target = /** @type {HTMLInputElement} */ (h('input', {
+    id, type: 'search', name: 'target', value: p.target || '', placeholder: 'Target id', autocomplete: 'off', spellcheck: 'false',
+    oninput: () => { clearTimeout(t); t = setTimeout(() => ctx.setParams({ target: target.value.trim() || null, event: null }, { replace: true }), 400); },
+  }));
+  const actor = selectFilter(ctx, 'actor', 'Actor', paramValues(ctx, 'actor'), 'Anyone');
+  actor.querySelectorAll('option').forEach((o) => { if (o.value) o.textContent = ACTORS[o.value] || o.value; });
+  return h('div', { class: 'filters', role: 'search' },
+    selectFilter(ctx, 'action', 'Command', paramValues(ctx, 'action'), 'Any command'),
+    actor,
+    rangeFilter(ctx),
+    h('div', { class: 'field inline' }, h('label', { for: id, text: 'Target' }), target),
+    p.action || p.actor || p.target || p.range ? h('button', { type: 'button', class: 'link', text: 'Clear filters', onclick: () => ctx.setParams({ action: null, actor: null, target: null, range: null, event: null }) }) : null);
+}
+
+/**
+ * Links of an operator's audit row: the conversation (the dock opens on it)
+ * and the proposal in it.
+ * @param {SpaceContext} ctx @param {AuditEvent} e
+ */
+function operatorLinks(ctx, e) {
+  const d = e.details || {};
+  if (!d.conversationId) return null;
+  return h('button', {
+    type: 'button', class: 'link small', 'data-open-conversation': d.conversationId, 'data-proposal': d.proposalId || '',
+    text: d.proposalId ? 'Open its proposal in the dock' : 'Open the conversation in the dock',
+    title: `Conversation ${d.conversationId}${d.proposalId ? `, proposal ${d.proposalId}` : ''}`,
+    onclick: () => ctx.cockpit.openConversation(d.conversationId, d.proposalId),
+  });
+}
+
 /** @param {HTMLElement} el @param {SpaceContext} ctx */
 function audit(el, ctx) {
   const p = ctx.route.params;
   const list = h('div', { class: 'list-pane' });
   const detail = h('div', { class: 'detail-pane' });
-  el.append(h('div', { class: 'filters', role: 'search' }, searchBox(ctx, 'Search the audit trail')), h('div', { class: p.event ? 'split' : 'single' }, list, detail));
+  el.append(auditFilters(ctx), h('div', { class: p.event ? 'split' : 'single' }, list, detail));
   replace(list, loading());
-  Promise.all([ctx.app.audit({ limit: 200 }), targetNames(ctx.app)]).then(([page, names]) => {
-    if (!ctx.isCurrent()) return;
-    const q = (p.q || '').toLowerCase();
-    const rows = page.events.map((e) => ({ e, target: auditTarget(e, names), decision: auditDecision(e) }))
-      .filter(({ e, target }) => !q || [e.action, e.actor, e.targetId || '', target ? target.name : '', JSON.stringify(e.details)].some((s) => s.toLowerCase().includes(q)));
-    replace(list, table({
-      caption: 'Audit trail', rows, key: (r) => String(r.e.id), selected: p.event, onSelect: (r) => ctx.setParams({ event: String(r.e.id) }),
-      href: (r) => selectHref(ctx, { event: String(r.e.id) }),
-      empty: 'No audit events match.',
-      columns: [
-        { label: 'When', cell: (r) => h('time', { datetime: new Date(r.e.createdAt * 1000).toISOString(), title: fmtTime(r.e.createdAt), text: fmtRelative(r.e.createdAt) }), link: true, class: 'when' },
-        { label: 'Actor', cell: (r) => r.e.actor, class: 'hide-narrow' },
-        { label: 'Command', cell: (r) => h('code', { class: 'name', text: (r.e.details && (r.e.details.commandType || r.e.details.command_type)) || r.e.action }) },
-        { label: 'Decision', cell: (r) => h('span', { class: ['decision', 'decision-' + r.decision], 'data-decision': r.decision, text: r.decision }) },
-        { label: 'Target', cell: (r) => targetCell(ctx, r.target) },
-      ],
-    }));
+  const since = p.range && RANGE_SECONDS[p.range] ? String(Math.floor(Date.now() / 1000 - RANGE_SECONDS[p.range])) : undefined;
+  /** @type {string | undefined} */
+  let cursor;
+  /** @type {{e: AuditEvent, target: Target | null, decision: string}[]} */
+  const rows = [];
+  /** @type {Map<string, {kind: string, name: string}>} */
+  let names = new Map();
+  const more = async () => {
+    const page = await ctx.app.audit({ commandType: p.action, actor: p.actor, target: p.target, since, limit: 100, cursor });
+    cursor = page.nextCursor || undefined;
+    rows.push(...page.events.map((e) => ({ e, target: auditTarget(e, names), decision: auditDecision(e) })));
+  };
+  const show = () => {
+    replace(list, h('p', { class: 'muted small', role: 'status', text: `${rows.length} event${rows.length === 1 ? '' : 's'}${cursor ? ', more are older' : ''}` }),
+      table({
+        caption: 'Audit trail', rows, key: (r) => String(r.e.id), selected: p.event, onSelect: (r) => ctx.setParams({ event: String(r.e.id) }),
+        href: (r) => selectHref(ctx, { event: String(r.e.id) }),
+        empty: 'No audit events match.',
+        columns: [
+          { label: 'When', cell: (r) => h('time', { datetime: new Date(r.e.createdAt * 1000).toISOString(), title: fmtTime(r.e.createdAt), text: fmtRelative(r.e.createdAt) }), link: true, class: 'when' },
+          { label: 'Actor', cell: (r) => ACTORS[r.e.actor] || r.e.actor, class: 'hide-narrow' },
+          { label: 'Command', cell: (r) => h('code', { class: 'name', text: (r.e.details && (r.e.details.commandType || r.e.details.command_type)) || r.e.action }) },
+          { label: 'Decision', cell: (r) => h('span', { class: ['decision', 'decision-' + r.decision], 'data-decision': r.decision, text: r.decision }) },
+          { label: 'Target', cell: (r) => [targetCell(ctx, r.target), r.e.details && r.e.details.conversationId ? [h('br'), operatorLinks(ctx, r.e)] : null] },
+        ],
+      }),
+      cursor ? h('button', { type: 'button', class: 'more', 'data-more': '', text: 'Show older events', onclick: async () => { try { await more(); show(); } catch (e) { replace(list, errorBox(e)); } } }) : null);
     const sel = p.event ? rows.find((r) => String(r.e.id) === p.event) : null;
     if (p.event) {
       replace(detail, sel ? h('section', { class: 'card detail', 'aria-labelledby': 'event-title' },
         h('header', { class: 'detail-head' }, h('h2', { id: 'event-title', text: `Event ${sel.e.id}` }), h('code', { text: sel.e.action })),
         h('dl', { class: 'facts' },
           h('dt', { text: 'When' }), h('dd', { text: fmtTime(sel.e.createdAt) }),
-          h('dt', { text: 'Actor' }), h('dd', { text: sel.e.actor }),
+          h('dt', { text: 'Actor' }), h('dd', { text: ACTORS[sel.e.actor] || sel.e.actor }),
           h('dt', { text: 'Decision' }), h('dd', { text: sel.decision }),
-          h('dt', { text: 'Target' }), h('dd', null, targetCell(ctx, sel.target), sel.target ? [' ', shortId(sel.target.id)] : null)),
+          h('dt', { text: 'Target' }), h('dd', null, targetCell(ctx, sel.target), sel.target ? [' ', shortId(sel.target.id)] : null),
+          sel.e.details && sel.e.details.conversationId ? [h('dt', { text: 'Operator' }), h('dd', null, operatorLinks(ctx, sel.e))] : null),
         h('h3', { text: 'Details' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(sel.e.details, null, 2) }),
         h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => ctx.setParams({ event: null }) }))
-        : errorBox(new Error(`audit event ${p.event} is not among the newest 200`)));
+        : errorBox(new Error(`audit event ${p.event} is not among those shown; clear the filters or show older events`)));
     }
+  };
+  Promise.all([targetNames(ctx.app), ctx.app.audit({ commandType: p.action, actor: p.actor, target: p.target, since, limit: 100 })]).then(([n, page]) => {
+    if (!ctx.isCurrent()) return;
+    names = n;
+    cursor = page.nextCursor || undefined;
+    rows.push(...page.events.map((e) => ({ e, target: auditTarget(e, names), decision: auditDecision(e) })));
+    show();
   }).catch((e) => ctx.isCurrent() && replace(list, errorBox(e)));
 }

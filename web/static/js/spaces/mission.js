@@ -99,30 +99,60 @@ function sum(counts) {
   return Object.values(counts).reduce((a, b) => a + b, 0);
 }
 
-/** @param {HTMLElement} el @param {SpaceContext} ctx */
+/** Seconds in each time range the registry offers. @type {Record<string, number>} */
+export const RANGE_SECONDS = { '1h': 3600, '24h': 86400, '7d': 7 * 86400, '30d': 30 * 86400 };
+
+/** Human names of the time ranges. @type {Record<string, string>} */
+export const RANGE_LABELS = { '1h': 'Last hour', '24h': 'Last 24 hours', '7d': 'Last 7 days', '30d': 'Last 30 days' };
+
+/** Runs per page of the fleet. */
+const PAGE = 50;
+
+/**
+ * The fleet: the server searches (playbook, input, id), filters by status,
+ * trigger, playbook and time range, counts by status for the range, and
+ * pages with a cursor; running runs refresh themselves.
+ * @param {HTMLElement} el @param {SpaceContext} ctx
+ */
 function fleet(el, ctx) {
   const p = ctx.route.params;
   const filters = h('div', { class: 'filters', role: 'search' },
     selectFilter(ctx, 'status', 'Status', paramValues(ctx, 'status')),
     selectFilter(ctx, 'trigger', 'Trigger', paramValues(ctx, 'trigger')),
+    rangeFilter(ctx),
     // The playbook filter has no picker of its own: links and the operator set it.
     p.playbook ? h('span', { class: 'chip' }, 'Playbook: ', h('strong', { text: p.playbook }),
       h('button', { type: 'button', class: 'link', 'aria-label': `Clear the playbook filter ${p.playbook}`, text: '×', onclick: () => ctx.setParams({ playbook: null }) })) : null,
     searchBox(ctx, 'Search runs (playbook, input, id)'),
     h('button', { type: 'button', text: 'Refresh', onclick: () => load() }));
+  const counts = h('div', { class: 'status-chips', 'aria-label': 'Runs by status' });
   const list = h('div', { class: 'list-pane' });
   const detail = h('div', { class: 'detail-pane' });
-  el.append(filters, h('div', { class: p.run ? 'split' : 'single' }, list, detail));
+  el.append(filters, counts, h('div', { class: p.run ? 'split' : 'single' }, list, detail));
   if (p.run) detail.appendChild(runDetail(ctx, p.run));
   /** @type {any} */
   let timer = null;
+  let pages = 1;
+  const since = p.range && RANGE_SECONDS[p.range] ? String(Math.floor(Date.now() / 1000 - RANGE_SECONDS[p.range])) : undefined;
+  const filter = { status: p.status, trigger: p.trigger, playbook: p.playbook, q: p.q, since, limit: PAGE };
   const load = async () => {
+    clearTimeout(timer);
     try {
-      const page = await ctx.app.listRuns({ status: p.status, trigger: p.trigger, playbook: p.playbook, limit: 100 });
-      if (!ctx.isCurrent()) return;
-      const q = (p.q || '').toLowerCase();
-      const rows = q ? page.runs.filter((r) => [r.playbookName, r.input, r.id, r.status, r.trigger].some((s) => (s || '').toLowerCase().includes(q))) : page.runs;
-      replace(list, h('p', { class: 'muted small', role: 'status', text: `${rows.length} run${rows.length === 1 ? '' : 's'}${page.nextCursor ? ' (newest 100)' : ''}` }),
+      /** @type {Run[]} */
+      const rows = [];
+      let first = null;
+      /** @type {string | undefined} */
+      let cursor;
+      for (let i = 0; i < pages; i++) {
+        const page = await ctx.app.listRuns({ ...filter, cursor });
+        if (!first) first = page;
+        rows.push(...page.runs);
+        cursor = page.nextCursor || undefined;
+        if (!cursor) break;
+      }
+      if (!ctx.isCurrent() || !first) return;
+      replace(counts, statusChips(ctx, first.counts || {}, first.total ?? rows.length));
+      replace(list, h('p', { class: 'muted small', role: 'status', text: `${rows.length} run${rows.length === 1 ? '' : 's'} shown${cursor ? ', more are older' : ''}` }),
         table({
           caption: 'Runs', rows, key: (r) => r.id, selected: p.run,
           onSelect: (r) => ctx.setParams({ run: r.id }), href: (r) => selectHref(ctx, { run: r.id }),
@@ -135,11 +165,10 @@ function fleet(el, ctx) {
             { label: 'Duration', cell: (r) => fmtDuration(r.durationMs), class: 'num' },
             { label: 'Id', cell: (r) => shortId(r.id), class: 'hide-narrow' },
           ],
-        }));
-      if (page.runs.some((r) => r.status === 'queued' || r.status === 'running')) {
-        clearTimeout(timer);
-        timer = setTimeout(() => ctx.isCurrent() && load(), 3000);
-      }
+        }),
+        cursor ? h('button', { type: 'button', class: 'more', 'data-more': '', text: `Show ${PAGE} older runs`, onclick: () => { pages++; load(); } }) : null);
+      // Running runs refresh themselves.
+      if (rows.some((r) => r.status === 'queued' || r.status === 'running')) timer = setTimeout(() => ctx.isCurrent() && load(), 3000);
     } catch (e) {
       if (ctx.isCurrent()) replace(list, errorBox(e));
     }
@@ -147,4 +176,28 @@ function fleet(el, ctx) {
   replace(list, loading());
   load();
   return () => clearTimeout(timer);
+}
+
+/** The time range select bound to the range param. @param {SpaceContext} ctx */
+export function rangeFilter(ctx) {
+  const id = 'range-' + ctx.route.space.id;
+  const sel = /** @type {HTMLSelectElement} */ (h('select', { id, name: 'range', onchange: () => ctx.setParams({ range: sel.value || null }, { replace: true }) },
+    h('option', { value: '', text: 'All time' }),
+    paramValues(ctx, 'range').map((v) => h('option', { value: v, text: RANGE_LABELS[v] || v, selected: ctx.route.params.range === v }))));
+  return h('div', { class: 'field inline' }, h('label', { for: id, text: 'Time' }), sel);
+}
+
+/**
+ * Counts by status for the range and the other filters, each a link to
+ * that status.
+ * @param {SpaceContext} ctx @param {Record<string, number>} counts @param {number} total
+ */
+function statusChips(ctx, counts, total) {
+  const cur = ctx.route.params.status || '';
+  const chip = (/** @type {string} */ status, /** @type {string} */ label, /** @type {number} */ n) => linkTo(ctx, selectHref(ctx, { status: status || null, run: null }),
+    status ? badge(status) : h('span', { text: label }), ' ', h('strong', { text: String(n) }));
+  return [
+    h('span', { class: ['chip', cur === '' ? 'current' : ''], 'data-count': 'all' }, chip('', 'All', total)),
+    ...STATUSES.map((st) => h('span', { class: ['chip', cur === st ? 'current' : ''], 'data-count': st }, chip(st, st, counts[st] || 0))),
+  ];
 }

@@ -118,6 +118,7 @@ export function runDetail(ctx, id) {
       h('dl', { class: 'facts' },
         h('dt', { text: 'Playbook' }), h('dd', null, linkTo(ctx, playbookHref, h('span', { class: 'name', text: r.playbookName })), ` at version ${r.playbookVersion}`),
         h('dt', { text: 'Trigger' }), h('dd', null, r.trigger, r.scheduleId ? [' (', linkTo(ctx, `/schedules?schedule=${encodeURIComponent(r.scheduleId)}`, 'its schedule'), ')'] : null),
+        r.workflowId ? [h('dt', { text: 'Workflow' }), h('dd', { 'data-run-workflow': '' }, linkTo(ctx, `/designer?workflow=${encodeURIComponent(r.workflowId)}`, 'its workflow'), `, step ${(r.workflowStep ?? 0) + 1}`)] : null,
         h('dt', { text: 'Created' }), h('dd', { text: `${fmtTime(r.createdAt)} (${fmtRelative(r.createdAt)})` }),
         h('dt', { text: 'Input' }), h('dd', null, r.input ? h('pre', { class: 'output inline-output', text: r.input }) : '—'),
         h('dt', { text: 'Arguments' }), h('dd', null, args.length ? h('dl', { class: 'args' }, args.map(([k, v]) => [h('dt', null, h('code', { text: k })), h('dd', { text: v })])) : 'none')),

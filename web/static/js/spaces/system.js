@@ -1,9 +1,11 @@
-// System: health (doctor), maintenance actions behind a confirmation
-// dialog, and the theme.
+// System: health (doctor) with charts of the operator's recent turns and
+// model errors, maintenance actions behind a confirmation dialog, and the
+// theme.
 
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime, badge, uid } from '../dom.js';
 import { tabs, tabPanel, errorText, loading, errorBox } from './common.js';
+import { barChart } from '../charts.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext */
 
@@ -58,7 +60,8 @@ function health(el, ctx) {
           section('Runs', [['Queued', r.runs && r.runs.queued], ['Running', r.runs && r.runs.running], ['Workers', r.runs && r.runs.workers]]),
           section('Schedules', [['Enabled', r.schedules && r.schedules.enabled], ['Scheduler', r.schedules && (r.schedules.schedulerRunning ? state('running', 'succeeded') : state('stopped', 'failed'))]]),
           section('Operator', [['Turns queued', r.operator && r.operator.turnsQueued], ['Turns running', r.operator && r.operator.turnsRunning],
-            ['Awaiting confirmation', r.operator && r.operator.turnsAwaitingConfirmation], ['Indeterminate proposals', r.operator && r.operator.indeterminateTotal]])));
+            ['Awaiting confirmation', r.operator && r.operator.turnsAwaitingConfirmation], ['Indeterminate proposals', r.operator && r.operator.indeterminateTotal]])),
+        operatorCharts(ctx));
     } catch (e) {
       if (ctx.isCurrent()) replace(el, errorBox(e), h('button', { type: 'button', text: 'Try again', onclick: load }));
     }
@@ -132,4 +135,48 @@ function appearance(el, ctx) {
       }), h('label', { for: id, text: t === 'dark' ? 'Dark' : t === 'light' ? 'Light' : t }));
     }),
     h('p', { class: 'muted', text: 'Saved in this browser. The operator can also switch it on request.' })));
+}
+
+/** The error codes a model failure can have, in the order charts stack them. */
+const MODEL_ERRORS = ['rate_limited', 'model_failure', 'service_failure', 'cancelled'];
+
+/**
+ * The operator's last hour: turn latency (median and slowest per 5
+ * minutes) and model errors by code, from the daemon's memory.
+ * @param {SpaceContext} ctx
+ */
+function operatorCharts(ctx) {
+  const el = h('section', { class: 'card charts', 'aria-labelledby': 'operator-charts-title' }, h('h2', { id: 'operator-charts-title', text: 'Operator, last hour' }), loading());
+  ctx.app.operatorActivity('1h').then((a) => {
+    if (!ctx.isCurrent()) return;
+    const label = (/** @type {number} */ t) => { const d = new Date(t * 1000); return `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}`; };
+    const turns = a.buckets.reduce((n, b) => n + b.turns, 0);
+    const failed = a.buckets.reduce((n, b) => n + b.failed, 0);
+    const errors = a.buckets.reduce((n, b) => n + Object.values(b.modelErrors).reduce((x, y) => x + y, 0), 0);
+    const slowest = a.buckets.reduce((m, b) => Math.max(m, b.maxMs || 0), 0);
+    const codes = [...new Set([...MODEL_ERRORS, ...a.buckets.flatMap((b) => Object.keys(b.modelErrors))])]
+      .filter((c) => a.buckets.some((b) => b.modelErrors[c]));
+    replace(el, h('h2', { id: 'operator-charts-title', text: 'Operator, last hour' }),
+      h('div', { class: 'chart-grid' },
+        barChart({
+          title: 'Turn latency (seconds, per 5 minutes)',
+          summary: turns === 0 ? 'No turns ended in the last hour.'
+            : `${turns} turn${turns === 1 ? '' : 's'} ended, ${failed} not completed; the slowest took ${(slowest / 1000).toFixed(1)} s.`,
+          series: [{ key: 'median', label: 'median s' }, { key: 'slowest', label: 'more, to the slowest' }],
+          columns: a.buckets.map((b) => {
+            const med = (b.medianMs || 0) / 1000;
+            return { label: label(b.start), values: { median: Math.round(med * 10) / 10, slowest: Math.round(((b.maxMs || 0) / 1000 - med) * 10) / 10 } };
+          }),
+          labelEvery: 3,
+        }),
+        barChart({
+          title: 'Model errors (per 5 minutes)',
+          summary: errors === 0 ? 'No model call failed in the last hour.' : `${errors} model call${errors === 1 ? '' : 's'} failed: ${codes.map((c) => `${a.buckets.reduce((n, b) => n + (b.modelErrors[c] || 0), 0)} ${c}`).join(', ')}.`,
+          series: (codes.length ? codes : ['rate_limited']).map((c) => ({ key: c, label: c })),
+          columns: a.buckets.map((b) => ({ label: label(b.start), values: b.modelErrors })),
+          labelEvery: 3,
+        })),
+      h('p', { class: 'muted small', text: 'Kept in the daemon\'s memory since it started (the newest 1024 turns and failures).' }));
+  }).catch((e) => ctx.isCurrent() && replace(el, h('h2', { id: 'operator-charts-title', text: 'Operator, last hour' }), errorBox(e)));
+  return el;
 }
