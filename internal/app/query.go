@@ -149,10 +149,12 @@ type RunQuery struct {
 	Schedule string // schedule id
 	Workflow string // workflow id: the runs of its launches
 	Query    string // playbook name or input (substring), or run id prefix
-	Since    *time.Time
-	Until    *time.Time
-	Limit    int
-	Cursor   string
+	// Counts asks for the counts by status on the first page.
+	Counts bool
+	Since  *time.Time
+	Until  *time.Time
+	Limit  int
+	Cursor string
 }
 
 // ListRuns pages runs newest first.
@@ -201,7 +203,7 @@ func (s *Service) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 	var page RunPage
 	page.Runs, page.NextCursor = paging.Cut(rows, limit, RunView,
 		func(r store.Run) paging.Cursor { return paging.Cursor{List: "runs", At: stamp(r.CreatedAt), ID: r.ID} })
-	if q.Cursor == "" && q.Schedule == "" && q.Workflow == "" && q.Project == "" {
+	if q.Counts && q.Cursor == "" && q.Schedule == "" && q.Workflow == "" && q.Project == "" {
 		if page.Counts, page.Total, err = s.runCounts(ctx, p); err != nil {
 			return RunPage{}, err
 		}

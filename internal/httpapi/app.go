@@ -212,6 +212,12 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	rq := app.RunQuery{Status: q.Get("status"), Playbook: q.Get("playbook"), Project: q.Get("project"),
 		Trigger: q.Get("trigger"), Schedule: q.Get("schedule"), Workflow: q.Get("workflow"), Query: q.Get("q"),
 		Limit: limit, Cursor: q.Get("cursor")}
+	counts, err := queryBool(q.Get("counts"), "counts")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rq.Counts = counts != nil && *counts
 	if rq.Since, err = queryTime(q.Get("since"), "since"); err != nil {
 		s.writeError(w, r, err)
 		return

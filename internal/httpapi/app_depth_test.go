@@ -25,7 +25,7 @@ func TestFleetOnTheServer(t *testing.T) {
 		ids = append(ids, r["id"].(string))
 	}
 	count := func(out map[string]any) int { return len(out["runs"].([]any)) }
-	if out := d.must("GET", "/api/app/runs?q=SHIP", "", 200); count(out) != 3 || out["total"].(float64) != 3 {
+	if out := d.must("GET", "/api/app/runs?counts=true&q=SHIP", "", 200); count(out) != 3 || out["total"].(float64) != 3 {
 		t.Fatalf("q=SHIP: %v", out)
 	}
 	if out := d.must("GET", "/api/app/runs?q=audit", "", 200); count(out) != 1 || out["runs"].([]any)[0].(map[string]any)["id"] != first {
@@ -34,22 +34,25 @@ func TestFleetOnTheServer(t *testing.T) {
 	if out := d.must("GET", "/api/app/runs?q="+first[:8], "", 200); count(out) != 1 {
 		t.Fatalf("q=id prefix: %v", out)
 	}
+	if out := d.must("GET", "/api/app/runs?q=SHIP", "", 200); out["counts"] != nil {
+		t.Fatalf("counts without counts=true: %v", out)
+	}
 	// Counts ignore the status filter (they are the chips), not the others.
-	out := d.must("GET", "/api/app/runs?status=failed&q=ship", "", 200)
+	out := d.must("GET", "/api/app/runs?counts=true&status=failed&q=ship", "", 200)
 	if count(out) != 0 || out["counts"].(map[string]any)["queued"].(float64) != 3 {
 		t.Fatalf("status=failed&q=ship: %v", out)
 	}
 	// Paging with the cursor: counts on the first page only.
-	page := d.must("GET", "/api/app/runs?limit=2", "", 200)
+	page := d.must("GET", "/api/app/runs?counts=true&limit=2", "", 200)
 	if count(page) != 2 || page["nextCursor"] == nil || page["counts"] == nil {
 		t.Fatalf("first page: %v", page)
 	}
-	next := d.must("GET", "/api/app/runs?limit=2&cursor="+url.QueryEscape(page["nextCursor"].(string)), "", 200)
+	next := d.must("GET", "/api/app/runs?counts=true&limit=2&cursor="+url.QueryEscape(page["nextCursor"].(string)), "", 200)
 	if count(next) != 2 || next["counts"] != nil {
 		t.Fatalf("second page: %v", next)
 	}
 	since := unix((d.clock.Now().Add(-90 * time.Second)))
-	if out := d.must("GET", "/api/app/runs?since="+since, "", 200); count(out) != 2 || out["total"].(float64) != 2 {
+	if out := d.must("GET", "/api/app/runs?counts=true&since="+since, "", 200); count(out) != 2 || out["total"].(float64) != 2 {
 		t.Fatalf("since: %v", out)
 	}
 	if status, out := d.call("GET", "/api/app/runs?q="+url.QueryEscape(string(make([]byte, 300))), ""); status != 400 {

@@ -307,9 +307,10 @@ func TestRunDetailAndCharts(t *testing.T) {
 	p := openPage(t, d, "/?view=fleet")
 	first := launch(t, d, "acme/api")
 	eval[bool](p, fmt.Sprintf(`(window.studio.go('/?view=fleet&run=%s'), true)`, first))
-	// The executor stores a run's output when it ends (streaming it while
-	// the run runs needs the run executor to persist partial output).
+	// The executor saves the output as it grows: the detail shows it while
+	// the run still runs.
 	p.waitJS(`document.querySelector('[data-run-status]')?.dataset.runStatus === 'running' && document.querySelector('.timeline [data-step=started].done') !== null`, "the running run")
+	p.waitJS(`document.querySelector('[data-run-status]')?.dataset.runStatus === 'running' && document.querySelector('[data-run-output]').innerText.includes('Audit started.')`, "the running run's output so far")
 	if !strings.Contains(eval[string](p, `document.querySelector('.detail').innerText`), "live") {
 		t.Error("a running run is not marked live")
 	}

@@ -47,7 +47,7 @@ export class AppApi {
   deleteWorkflow(ref, expectedVersion) { return this.api.del(`/api/app/workflows/${enc(ref)}` + query({ expectedVersion })); }
 
   // Runs
-  /** @param {{status?: string, playbook?: string, trigger?: string, q?: string, workflow?: string, since?: string, until?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{runs: Run[], nextCursor?: string, counts?: Record<string, number>, total?: number}>} */
+  /** @param {{status?: string, playbook?: string, trigger?: string, q?: string, workflow?: string, counts?: string, since?: string, until?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{runs: Run[], nextCursor?: string, counts?: Record<string, number>, total?: number}>} */
   listRuns(o = {}) { return this.api.get('/api/app/runs' + query(o)); }
   /**
    * Runs between consecutive edges by status, and the duration spread.

@@ -134,7 +134,7 @@ function fleet(el, ctx) {
   let timer = null;
   let pages = 1;
   const since = p.range && RANGE_SECONDS[p.range] ? String(Math.floor(Date.now() / 1000 - RANGE_SECONDS[p.range])) : undefined;
-  const filter = { status: p.status, trigger: p.trigger, playbook: p.playbook, q: p.q, since, limit: PAGE };
+  const filter = { status: p.status, trigger: p.trigger, playbook: p.playbook, q: p.q, since, limit: PAGE, counts: 'true' };
   const load = async () => {
     clearTimeout(timer);
     try {
