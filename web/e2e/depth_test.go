@@ -180,7 +180,7 @@ func TestWorkflowsLaunchAndDeleteInDesigner(t *testing.T) {
 	d := startDaemon(t, depthScript)
 	var wf struct{ ID string }
 	appDo(t, d, "POST", "/api/app/workflows", map[string]any{"name": "ship", "steps": []map[string]any{
-		{"playbook": "audit-repo", "args": map[string]string{"repo": "a"}}, {"playbook": "write-release-notes"}}}, &wf)
+		{"playbook": "audit-repo", "args": map[string]string{"repo": "a"}}, {"playbook": "write-release-notes", "args": map[string]string{"version": "v2"}}}}, &wf)
 	p := openPage(t, d, "/designer?workflow="+wf.ID)
 	p.click(`button[data-action=launch-workflow]`)
 	p.waitJS(`document.querySelectorAll('.step-runs-list li[data-step] .list li').length === 2`, "a run for each step")
@@ -225,7 +225,8 @@ func TestHistoryFiltersAndOperatorLinks(t *testing.T) {
 	p.waitJS(`document.querySelector('.proposal [data-result]') !== null`, "the confirmation result")
 	p.click(".dock-toggle") // close the dock
 	p.do(chromedp.Navigate(d.URL + "/history?tab=audit&actor=studio_operator"))
-	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 2`, "the operator's two rows (confirmed, executed)")
+	// The proposal's confirmed and executed rows, and the launch the application audited.
+	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 3`, "the operator's three rows")
 	if n := eval[int](p, `[...document.querySelectorAll('.table tbody tr')].filter(tr => !tr.innerText.includes('launch_playbook')).length`); n != 0 {
 		t.Fatalf("%d rows of other commands", n)
 	}

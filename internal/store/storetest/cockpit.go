@@ -170,7 +170,7 @@ func testAuditFilters(t *testing.T, f *fixture) {
 	run, proposal := newID(), newID()
 	launch := add("studio_cockpit", "studio.app.command", run, `{"commandType":"launch_playbook","trigger":"manual"}`)
 	op := add("studio_operator", "studio.operator.command", proposal,
-		`{"proposalId":"`+proposal+`","commandType":"cancel_run","target":{"kind":"run","id":"`+run+`","version":"2"}}`)
+		`{"proposal_id":"`+proposal+`","command_type":"cancel_run","target":{"kind":"run","id":"`+run+`","version":"2"}}`)
 	f.clock.Advance(time.Hour)
 	late := add("studio_cockpit", "studio.app.command", newID(), `{"commandType":"launch_playbook_x"}`)
 	ids := func(p store.ListAdminEventsParams) []int64 {
@@ -191,14 +191,15 @@ func testAuditFilters(t *testing.T, f *fixture) {
 		p    store.ListAdminEventsParams
 		want []int64
 	}{
-		"actor":                {store.ListAdminEventsParams{Actor: "studio_operator"}, []int64{op.ID}},
-		"command type, exact":  {store.ListAdminEventsParams{CommandType: "launch_playbook"}, []int64{launch.ID}},
-		"target: row or named": {store.ListAdminEventsParams{Target: run}, []int64{op.ID, launch.ID}},
-		"target: proposal":     {store.ListAdminEventsParams{Target: proposal}, []int64{op.ID}},
-		"time":                 {store.ListAdminEventsParams{Since: &since, Until: &until}, []int64{op.ID, launch.ID}},
-		"after":                {store.ListAdminEventsParams{Since: &until}, []int64{late.ID}},
-		"combined":             {store.ListAdminEventsParams{Actor: "studio_cockpit", Target: run, Until: &until}, []int64{launch.ID}},
-		"like is literal":      {store.ListAdminEventsParams{CommandType: "launch%"}, nil},
+		"actor":                 {store.ListAdminEventsParams{Actor: "studio_operator"}, []int64{op.ID}},
+		"command type, exact":   {store.ListAdminEventsParams{CommandType: "launch_playbook"}, []int64{launch.ID}},
+		"command_type (ADR D8)": {store.ListAdminEventsParams{CommandType: "cancel_run"}, []int64{op.ID}},
+		"target: row or named":  {store.ListAdminEventsParams{Target: run}, []int64{op.ID, launch.ID}},
+		"target: proposal":      {store.ListAdminEventsParams{Target: proposal}, []int64{op.ID}},
+		"time":                  {store.ListAdminEventsParams{Since: &since, Until: &until}, []int64{op.ID, launch.ID}},
+		"after":                 {store.ListAdminEventsParams{Since: &until}, []int64{late.ID}},
+		"combined":              {store.ListAdminEventsParams{Actor: "studio_cockpit", Target: run, Until: &until}, []int64{launch.ID}},
+		"like is literal":       {store.ListAdminEventsParams{CommandType: "launch%"}, nil},
 	} {
 		got := ids(tc.p)
 		if len(got) != len(tc.want) {

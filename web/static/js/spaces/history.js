@@ -156,13 +156,16 @@ function auditFilters(ctx) {
  * @param {SpaceContext} ctx @param {AuditEvent} e
  */
 function operatorLinks(ctx, e) {
+  // ADR D8's audit details are snake_case.
   const d = e.details || {};
-  if (!d.conversationId) return null;
+  const conv = d.conversation_id;
+  const prop = d.proposal_id;
+  if (!conv) return null;
   return h('button', {
-    type: 'button', class: 'link small', 'data-open-conversation': d.conversationId, 'data-proposal': d.proposalId || '',
-    text: d.proposalId ? 'Open its proposal in the dock' : 'Open the conversation in the dock',
-    title: `Conversation ${d.conversationId}${d.proposalId ? `, proposal ${d.proposalId}` : ''}`,
-    onclick: () => ctx.cockpit.openConversation(d.conversationId, d.proposalId),
+    type: 'button', class: 'link small', 'data-open-conversation': conv, 'data-proposal': prop || '',
+    text: prop ? 'Open its proposal in the dock' : 'Open the conversation in the dock',
+    title: `Conversation ${conv}${prop ? `, proposal ${prop}` : ''}`,
+    onclick: () => ctx.cockpit.openConversation(conv, prop),
   });
 }
 
@@ -196,7 +199,7 @@ function audit(el, ctx) {
           { label: 'Actor', cell: (r) => ACTORS[r.e.actor] || r.e.actor, class: 'hide-narrow' },
           { label: 'Command', cell: (r) => h('code', { class: 'name', text: (r.e.details && (r.e.details.commandType || r.e.details.command_type)) || r.e.action }) },
           { label: 'Decision', cell: (r) => h('span', { class: ['decision', 'decision-' + r.decision], 'data-decision': r.decision, text: r.decision }) },
-          { label: 'Target', cell: (r) => [targetCell(ctx, r.target), r.e.details && r.e.details.conversationId ? [h('br'), operatorLinks(ctx, r.e)] : null] },
+          { label: 'Target', cell: (r) => [targetCell(ctx, r.target), r.e.details && r.e.details.conversation_id ? [h('br'), operatorLinks(ctx, r.e)] : null] },
         ],
       }),
       cursor ? h('button', { type: 'button', class: 'more', 'data-more': '', text: 'Show older events', onclick: async () => { try { await more(); show(); } catch (e) { replace(list, errorBox(e)); } } }) : null);
@@ -209,7 +212,7 @@ function audit(el, ctx) {
           h('dt', { text: 'Actor' }), h('dd', { text: ACTORS[sel.e.actor] || sel.e.actor }),
           h('dt', { text: 'Decision' }), h('dd', { text: sel.decision }),
           h('dt', { text: 'Target' }), h('dd', null, targetCell(ctx, sel.target), sel.target ? [' ', shortId(sel.target.id)] : null),
-          sel.e.details && sel.e.details.conversationId ? [h('dt', { text: 'Operator' }), h('dd', null, operatorLinks(ctx, sel.e))] : null),
+          sel.e.details && sel.e.details.conversation_id ? [h('dt', { text: 'Operator' }), h('dd', null, operatorLinks(ctx, sel.e))] : null),
         h('h3', { text: 'Details' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(sel.e.details, null, 2) }),
         h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => ctx.setParams({ event: null }) }))
         : errorBox(new Error(`audit event ${p.event} is not among those shown; clear the filters or show older events`)));
