@@ -38,7 +38,8 @@ export function barChart(c) {
   // About the size it is drawn at, so that its text is about the page's.
   const W = 420;
   const H = 170;
-  const pad = { l: 28, r: 6, t: 8, b: 22 };
+  // r leaves room for half of the newest column's label (it was cut at "15:0").
+  const pad = { l: 28, r: 16, t: 8, b: 22 };
   const totals = c.columns.map((col) => c.series.reduce((n, sr) => n + (col.values[sr.key] || 0), 0));
   const max = Math.max(1, ...totals);
   const ticks = niceTicks(max);

@@ -71,8 +71,9 @@ export class ProposalCard {
     this.countdown = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off' });
     this.status = h('div', { class: 'proposal-status', role: 'status', 'aria-live': 'polite' });
     this.confirmBtn = h('button', {
-      type: 'button', class: ['primary', p.risk !== 'mutate' ? 'danger' : ''], 'data-action': 'confirm',
-      text: p.risk === 'execute' ? 'Confirm and run' : p.risk === 'admin' ? 'Confirm admin action' : 'Confirm',
+      type: 'button', class: ['primary', p.risk !== 'mutate' || p.impact ? 'danger' : ''], 'data-action': 'confirm',
+      text: p.impact === 'irreversible' ? 'Confirm for good' : p.impact === 'destructive' ? 'Confirm, losing work' :
+        p.risk === 'execute' ? 'Confirm and run' : p.risk === 'admin' ? 'Confirm admin action' : 'Confirm',
       onclick: () => this.confirm(),
     });
     this.denyBtn = h('button', { type: 'button', 'data-action': 'deny', text: 'Deny', onclick: () => this.deny() });

@@ -91,6 +91,7 @@ function editor(ctx, w, values) {
 function actions(ctx, w) {
   const status = h('p', { class: 'form-error', role: 'alert' });
   return h('div', { class: 'card workflow-actions', 'aria-label': `Actions on ${w.name}` },
+    h('h2', null, h('span', { class: 'name', text: w.name }), h('span', { class: 'muted small', text: ` · ${w.steps.length} step${w.steps.length === 1 ? '' : 's'}, v${w.version}` })),
     h('div', { class: 'actions' },
       h('button', {
         type: 'button', class: 'primary', 'data-action': 'launch-workflow', text: 'Launch workflow',
