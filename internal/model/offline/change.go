@@ -20,11 +20,19 @@ var (
 	rePause     = regexp.MustCompile(`^(?:please\s+)?(pause|disable|stop|suspend|resume|enable|unpause|restart)\s+(?:the\s+)?([a-z0-9][a-z0-9._-]*)(?:\s+schedule)?$`)
 	reDeleteSch = regexp.MustCompile(`^(?:please\s+)?(?:delete|remove)\s+(?:the\s+)?schedule\s+(?:named\s+|called\s+)?["']?([a-z0-9][a-z0-9._-]*)["']?$`)
 	reCreatePB  = regexp.MustCompile(`^(?:please\s+)?(?:create|make|add)\s+(?:a\s+|new\s+)*playbook\s+(?:named|called)\s+["']?([a-z0-9][a-z0-9._-]*)["']?\s*(?:that|which|to|:)?\s*(.*)$`)
+	reLaunchWF  = regexp.MustCompile(`^(?:please\s+)?(?:launch|run|start|kick off|execute)\s+(?:the\s+)?(?:workflow\s+(?:named\s+|called\s+)?["']?([a-z0-9][a-z0-9._-]*)["']?|([a-z0-9][a-z0-9._-]*)\s+workflow)$`)
+	reDeleteWF  = regexp.MustCompile(`^(?:please\s+)?(?:delete|remove)\s+(?:the\s+)?(?:workflow\s+(?:named\s+|called\s+)?["']?([a-z0-9][a-z0-9._-]*)["']?|([a-z0-9][a-z0-9._-]*)\s+workflow)$`)
 	reMaint     = regexp.MustCompile(`^(?:please\s+)?(vacuum|checkpoint|integrity[- ]check|check the integrity of)\b.*\b(database|db|statedb)\b|^(?:please\s+)?(vacuum)$`)
 )
 
 func parseChange(s string) intent {
 	switch {
+	case reLaunchWF.MatchString(s):
+		name := firstOf(reLaunchWF.FindStringSubmatch(s)[1:])
+		return propose{c: call("launch_workflow", map[string]any{"workflow": name}), what: "launch the workflow " + name + " (one run per step, in order)"}
+	case reDeleteWF.MatchString(s):
+		name := firstOf(reDeleteWF.FindStringSubmatch(s)[1:])
+		return propose{c: call("delete_workflow", map[string]any{"workflow": name}), what: "delete the workflow " + name}
 	case reRetry.MatchString(s):
 		return lookupThen{lookup: call("list_runs", map[string]any{"status": "failed", "limit": 1}),
 			pick: func(v map[string]any) (model.ToolCall, string, bool) {
@@ -230,4 +238,14 @@ func decided(r result, what string) Step {
 		return Step{Text: "I could not record the proposal durably, so nothing was changed: " + msg}
 	}
 	return Step{Text: fmt.Sprintf("That did not work (%s): %s", code, msg)}
+}
+
+// firstOf is the first non-empty of a regexp's alternative groups.
+func firstOf(groups []string) string {
+	for _, g := range groups {
+		if g != "" {
+			return g
+		}
+	}
+	return ""
 }

@@ -190,6 +190,10 @@ func TestChangePhrasingsBecomeProposals(t *testing.T) {
 		{"pause the nightly schedule", "list_schedules", schedules, "set_schedule_enabled", `{"enabled":false,"schedule":"nightly-audit"}`},
 		{"resume the nightly schedule", "list_schedules", paused, "set_schedule_enabled", `{"enabled":true,"schedule":"nightly-audit"}`},
 		{"delete schedule nightly-audit", "", "", "delete_schedule", `{"schedule":"nightly-audit"}`},
+		{"launch the release workflow", "", "", "launch_workflow", `{"workflow":"release"}`},
+		{"run workflow ship", "", "", "launch_workflow", `{"workflow":"ship"}`},
+		{"delete the ship workflow", "", "", "delete_workflow", `{"workflow":"ship"}`},
+		{"delete workflow named nightly-review", "", "", "delete_workflow", `{"workflow":"nightly-review"}`},
 		{"create a playbook named triage that sorts new issues by urgency", "", "", "create_playbook", `{"description":"Sorts new issues by urgency","name":"triage","prompt":"Sorts new issues by urgency.\n\nInput: {{input}}"}`},
 		{"vacuum the database", "", "", "run_maintenance", `{"action":"vacuum"}`},
 	} {
