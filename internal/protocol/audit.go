@@ -19,6 +19,9 @@ const (
 	DecisionExecuted      Decision = "executed"
 	DecisionFailed        Decision = "failed"
 	DecisionIndeterminate Decision = "indeterminate"
+	// DecisionAmended: the operator replaced the proposal with an amended
+	// one (the row's amended_by names it); nothing of it ran.
+	DecisionAmended Decision = "amended"
 )
 
 // CommandAudit is exactly the ADR D8 details payload of an admin_events row
@@ -37,4 +40,8 @@ type CommandAudit struct {
 	ErrorCode      *string          `json:"error_code"`
 	ConfirmedAt    *float64         `json:"confirmed_at"`
 	CompletedAt    *float64         `json:"completed_at"`
+	// AmendedFrom and AmendedBy link an amended proposal's rows to the
+	// proposal it replaced and the one that replaced it (issue 15).
+	AmendedFrom *string `json:"amended_from,omitempty"`
+	AmendedBy   *string `json:"amended_by,omitempty"`
 }

@@ -221,6 +221,9 @@ type CommandProposal struct {
 	Target         *ResourceVersion `json:"target"`
 	IdempotencyKey string           `json:"idempotencyKey"`
 	ExpiresAt      float64          `json:"expiresAt"`
+	// Amends is the proposal this one replaces: the operator amended its
+	// command (issue 15).
+	Amends *string `json:"amends,omitempty"`
 }
 
 func (p CommandProposal) validate() error {

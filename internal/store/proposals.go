@@ -54,6 +54,9 @@ type Proposal struct {
 	Result         jsontext.Value
 	ErrorCode      *string
 	CreatedAt      time.Time
+	// AmendedFrom is the proposal this one amends (the operator edited its
+	// command); it answers the same tool call.
+	AmendedFrom *string
 }
 
 // ProposalStore keeps proposals. Every transition that the ADR audits
@@ -79,6 +82,13 @@ type ProposalStore interface {
 	// CloseProposal moves pending to cancelled, expired or conflict with the
 	// audit row and frames, and resumes an awaiting turn.
 	CloseProposal(ctx context.Context, p CloseProposalParams) (Proposal, bool, error)
+	// AmendProposal replaces a pending proposal with the operator's amended
+	// command: the original moves to cancelled with error code amended and
+	// its audit row, the new one (AmendedFrom set, same request and call)
+	// is inserted pending, with the confirmation(amended), proposal and
+	// confirmation(required) frames, in one transaction. The turn stays
+	// waiting for a human. A proposal that is not pending is conflict.
+	AmendProposal(ctx context.Context, p AmendProposalParams) (Proposal, error)
 	// AwaitConfirmation parks a running turn while one of its proposals is
 	// pending or executing; it reports whether the turn parked.
 	AwaitConfirmation(ctx context.Context, p AwaitConfirmationParams) (bool, error)
@@ -128,6 +138,14 @@ type CloseProposalParams struct {
 	Audit     AppendAdminEventParams
 	Frames    []NewFrame
 	Now       time.Time
+}
+
+// AmendProposalParams amends a pending proposal.
+type AmendProposalParams struct {
+	ID       string   // the original
+	Proposal Proposal // the amended one
+	Audit    AppendAdminEventParams
+	Now      time.Time
 }
 
 // AwaitConfirmationParams parks a turn.

@@ -62,6 +62,19 @@ type Conversation struct {
 	// RetainedFrom is the lowest sequence still stored; frames below it were
 	// purged and replay from an older cursor is a replay_gap.
 	RetainedFrom int64
+	// Pinned conversations list first.
+	Pinned bool
+	// Model is the configured model its turns use; nil is the daemon's default.
+	Model *string
+	// ForkedFrom is the source of a fork, nil for any other conversation.
+	ForkedFrom *ForkOrigin
+}
+
+// ForkOrigin is where a fork's history came from: the source conversation
+// and the sequence of the done frame its copied history ends with.
+type ForkOrigin struct {
+	ConversationID string
+	Sequence       int64
 }
 
 // LastSequence is the sequence of the conversation's newest frame (0: none).
@@ -146,6 +159,15 @@ type ConversationStore interface {
 	UpdateConversation(ctx context.Context, p UpdateConversationParams) (Conversation, error)
 	// DeleteConversation marks a conversation deleted (stage one of two).
 	DeleteConversation(ctx context.Context, p DeleteConversationParams) (Conversation, error)
+	// RestoreConversation brings a conversation deleted at or after
+	// DeletedAfter back to the status it had (active, or archived), with
+	// its audit row in the same transaction. Any other conversation is
+	// not_found.
+	RestoreConversation(ctx context.Context, p RestoreConversationParams) (Conversation, error)
+	// ForkConversation creates a conversation whose history is a copy of
+	// the source's frames up to a turn boundary, in one transaction (see
+	// ForkConversationParams).
+	ForkConversation(ctx context.Context, p ForkConversationParams) (Conversation, error)
 }
 
 // CreateConversationParams creates an active conversation.
@@ -159,10 +181,19 @@ type CreateConversationParams struct {
 // ListConversationsParams pages conversations newest first. The cursor is the
 // (CreatedAt, ID) of the last row of the previous page.
 type ListConversationsParams struct {
-	Status       ConversationStatus // "" lists active and archived
-	Limit        int
+	Status ConversationStatus // "" lists active and archived
+	Limit  int
+	// The cursor: pinned conversations come first, then by (CreatedAt, ID)
+	// descending; AfterPinned is the pinned state of the previous page's
+	// last row.
+	AfterPinned  bool
 	AfterCreated *time.Time
 	AfterID      string
+	// Terms, when set, keep the conversations whose title or turn text has
+	// every term (a term matches words it begins).
+	Terms []string
+	// DeletedAfter, when set, keeps the conversations deleted after it.
+	DeletedAfter *time.Time
 }
 
 // UpdateConversationParams changes a title and/or moves between active and archived.
@@ -170,7 +201,10 @@ type UpdateConversationParams struct {
 	ID     string
 	Title  *string
 	Status *ConversationStatus
-	Now    time.Time
+	Pinned *bool
+	// Model sets the conversation's model; "" clears it (the daemon's default).
+	Model *string
+	Now   time.Time
 }
 
 // DeleteConversationParams marks a conversation deleted.

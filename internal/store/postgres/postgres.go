@@ -228,6 +228,23 @@ func (d dialect) Notify(ctx context.Context, tx *sql.Tx, conversationID string) 
 	return err
 }
 
+// JSON: text is cast to json explicitly.
+func (dialect) JSON(expr string) string { return "CAST(" + expr + " AS JSON)" }
+
+// SearchMatch: full-text search over the search documents' tsvectors.
+func (dialect) SearchMatch() string {
+	return `SELECT conversation_id FROM studio_operator_search_docs WHERE tsv @@ to_tsquery('simple', ?)`
+}
+
+// SearchQuery: every term as a prefix, all required.
+func (dialect) SearchQuery(terms []string) string {
+	q := make([]string, len(terms))
+	for i, t := range terms {
+		q[i] = t + ":*"
+	}
+	return strings.Join(q, " & ")
+}
+
 // Retryable: a deadlock or serialization failure, and a unique violation:
 // two writers inserted the same name or id at once, and the check that
 // runs again sees the other's row and answers conflict.

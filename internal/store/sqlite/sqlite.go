@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -119,3 +120,19 @@ func (dialect) Lock(sqlstore.LockMode, ...string) string      { return "" }
 func (dialect) Snapshot() *sql.TxOptions                      { return &sql.TxOptions{ReadOnly: true} }
 func (dialect) Notify(context.Context, *sql.Tx, string) error { return nil }
 func (dialect) Retryable(error) bool                          { return false }
+func (dialect) JSON(expr string) string                       { return expr }
+
+// SearchMatch: the FTS5 index over the search documents.
+func (dialect) SearchMatch() string {
+	return `SELECT d.conversation_id FROM studio_operator_search s
+		JOIN studio_operator_search_docs d ON d.id = s.rowid WHERE studio_operator_search MATCH ?`
+}
+
+// SearchQuery: every term as a quoted prefix, all required.
+func (dialect) SearchQuery(terms []string) string {
+	q := make([]string, len(terms))
+	for i, t := range terms {
+		q[i] = `"` + t + `"*`
+	}
+	return strings.Join(q, " ")
+}

@@ -17,17 +17,17 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at`
+	confirmed_at, completed_at, result_json, error_code, created_at, amended_from`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
 	var command string
-	var kind, id, version, result, code sql.NullString
+	var kind, id, version, result, code, amended sql.NullString
 	var expires, created float64
 	var confirmed, completed sql.NullFloat64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created); err != nil {
+		&confirmed, &completed, &result, &code, &created, &amended); err != nil {
 		return p, err
 	}
 	p.Command = jsontext.Value(command)
@@ -37,7 +37,7 @@ func scanProposal(row scanner) (store.Proposal, error) {
 	if result.Valid {
 		p.Result = jsontext.Value(result.String)
 	}
-	p.ErrorCode = nullString(code)
+	p.ErrorCode, p.AmendedFrom = nullString(code), nullString(amended)
 	p.ExpiresAt, p.CreatedAt = fromTS(expires), fromTS(created)
 	p.ConfirmedAt, p.CompletedAt = nullTS(confirmed), nullTS(completed)
 	return p, nil
@@ -79,33 +79,41 @@ func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams
 		if err := requireActive(ctx, tx, pr.ConversationID, pr.RequestID); err != nil {
 			return err
 		}
-		// The frames first: encoding them validates the proposal, so an
-		// invalid one is the caller's validation error, not a constraint's.
-		cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
-			Risk: pr.Risk, Summary: pr.Summary, Target: pr.Target, IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt)}
-		if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, p.Now,
-			protocol.ProposalPayload{Proposal: cp},
-			protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired}); err != nil {
-			return err
-		}
-		var kind, id, version any
-		if pr.Target != nil {
-			kind, id, version = pr.Target.Kind, pr.Target.ID, pr.Target.Version
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
-			(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
-			 target_version, risk, summary, idempotency_key, status, expires_at, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
-			pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
-			kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(p.Now)); err != nil {
-			return fmt.Errorf("insert proposal: %w", err)
-		}
-		tx.touch(pr.ConversationID)
 		var err error
-		out, err = getProposal(ctx, tx, pr.ID)
+		out, err = insertProposal(ctx, tx, pr, p.Now)
 		return err
 	})
 	return out, err
+}
+
+// insertProposal appends the proposal's proposal and confirmation(required)
+// frames after any frames given, then inserts it pending, in the caller's
+// transaction; the caller checked that its request is the active turn.
+func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now time.Time, before ...protocol.Payload) (store.Proposal, error) {
+	// The frames first: encoding them validates the proposal, so an
+	// invalid one is the caller's validation error, not a constraint's.
+	cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
+		Risk: pr.Risk, Summary: pr.Summary, Target: pr.Target, IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt),
+		Amends: pr.AmendedFrom}
+	payloads := append(before, protocol.ProposalPayload{Proposal: cp},
+		protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired})
+	if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, now, payloads...); err != nil {
+		return store.Proposal{}, err
+	}
+	var kind, id, version any
+	if pr.Target != nil {
+		kind, id, version = pr.Target.Kind, pr.Target.ID, pr.Target.Version
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
+		(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
+		 target_version, risk, summary, idempotency_key, status, expires_at, created_at, amended_from)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
+		pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
+		kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(now), pr.AmendedFrom); err != nil {
+		return store.Proposal{}, fmt.Errorf("insert proposal: %w", err)
+	}
+	tx.touch(pr.ConversationID)
+	return getProposal(ctx, tx, pr.ID)
 }
 
 // GetProposal implements store.ProposalStore.

@@ -52,6 +52,15 @@ type Dialect interface {
 	// a unique violation by a concurrent insert): fn then runs again and
 	// its checks see what the other writer committed.
 	Retryable(err error) bool
+	// SearchMatch is a subquery of the ids of conversations whose title or
+	// turn text matches its one ? placeholder, which SearchQuery builds
+	// from search terms (letters and digits only); each term matches the
+	// words it begins.
+	SearchMatch() string
+	SearchQuery(terms []string) string
+	// JSON is the expression expr, text holding JSON, as a value for a
+	// JSON column.
+	JSON(expr string) string
 }
 
 // LockMode is the strength of a row lock (Dialect.Lock).
