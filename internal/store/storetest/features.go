@@ -152,10 +152,10 @@ func testSearch(t *testing.T, f *fixture) {
 		want  []string
 	}{
 		{[]string{"deployment"}, []string{deploy.ID}},
-		{[]string{"deploy"}, []string{deploy.ID}},          // a prefix
+		{[]string{"deploy"}, []string{deploy.ID}},           // a prefix
 		{[]string{"schedule"}, []string{texty.ID}},          // across deltas; the running turn is not indexed yet
 		{[]string{"schedule", "twice"}, []string{texty.ID}}, // every term
-		{[]string{"schedule", "checklist"}, nil},           // in different conversations
+		{[]string{"schedule", "checklist"}, nil},            // in different conversations
 		{[]string{"show"}, []string{other.ID, texty.ID}},    // the instruction is turn text too
 		{[]string{"absent"}, nil},
 	} {
