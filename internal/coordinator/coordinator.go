@@ -86,11 +86,19 @@ type Commands interface {
 	Execute(ctx context.Context, cmd app.Command, opts app.ExecOptions) (app.Result, error)
 }
 
-// Config wires a Coordinator. Store and Provider are required; Commands is
-// required for command tools to become proposals.
+// Config wires a Coordinator. Store and Provider (or Models) are required;
+// Commands is required for command tools to become proposals.
 type Config struct {
-	Store    store.Store
-	Provider model.Provider
+	Store store.Store
+	// Provider is the default model's provider. Models, when set, are the
+	// models a conversation may choose (issue 15); DefaultModel names the
+	// default (else the first), and Provider defaults to its provider.
+	Provider     model.Provider
+	Models       []Model
+	DefaultModel string
+	// RecoveryWindow is how long a deleted conversation stays recoverable
+	// (default DefaultRecoveryWindow).
+	RecoveryWindow time.Duration
 	Commands Commands
 	Now      func() time.Time
 	Logger   *slog.Logger
@@ -158,6 +166,7 @@ func (cfg *Config) defaults() {
 		cfg.Observer = NopObserver{}
 	}
 	setDefault(&cfg.Workers, DefaultWorkers)
+	setDefault(&cfg.RecoveryWindow, DefaultRecoveryWindow)
 	setDefault(&cfg.MaxQueuedTurns, DefaultMaxQueuedTurns)
 	setDefault(&cfg.MaxToolRounds, DefaultMaxToolRounds)
 	setDefault(&cfg.MaxProposalsPerTurn, DefaultMaxProposalsPerTurn)
@@ -223,6 +232,9 @@ type Coordinator struct {
 	mu     sync.Mutex
 	owners map[string]*owner // request id -> its owner
 	onces
+
+	models models
+	views  views // the cockpit's live view reports
 }
 
 // Causes of an owner's context cancellation.
@@ -231,10 +243,11 @@ var errShutdown = errors.New("daemon shutting down")
 // New returns a Coordinator; call Recover before serving.
 func New(cfg Config) *Coordinator {
 	cfg.defaults()
+	ms := newModels(&cfg)
 	base, stop := context.WithCancelCause(context.Background())
 	c := &Coordinator{cfg: cfg, store: cfg.Store, log: cfg.Logger, obs: cfg.Observer, now: cfg.Now,
 		base: base, stop: stop, stopping: make(chan struct{}), abandon: make(chan struct{}),
-		owners: make(map[string]*owner)}
+		owners: make(map[string]*owner), models: ms, views: newViews()}
 	c.pool = newPool(cfg.Workers, cfg.MaxQueuedTurns, cfg.Observer)
 	return c
 }

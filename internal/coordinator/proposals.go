@@ -175,6 +175,10 @@ func settledAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is still pending; try again", p.ID).
 			With("status", string(p.Status))
 	}
+	if kind == decideAmend {
+		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be amended", p.ID, p.Status).
+			With("status", string(p.Status))
+	}
 	if kind == decideDeny && p.Status != store.ProposalCancelled {
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be denied", p.ID, p.Status).
 			With("status", string(p.Status))
@@ -271,6 +275,9 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 	switch r.kind {
 	case decideExpire:
 		r.answer(settled(p), nil) // not due: nothing to do
+		return nil, false
+	case decideAmend:
+		o.amend(ctx, r, p)
 		return nil, false
 	case decideDeny:
 		closed, resumed, err := c.denyProposal(ctx, p)
@@ -434,8 +441,8 @@ func (o *owner) answerWaiting(proposalID string, res protocol.ProposalResult) {
 			return
 		}
 		d := r.(decisionRequest)
-		if d.kind == decideDeny {
-			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s was confirmed; only a pending proposal can be denied", proposalID).
+		if d.kind == decideDeny || d.kind == decideAmend {
+			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s was confirmed; only a pending proposal can be denied or amended", proposalID).
 				With("status", string(store.ProposalExecuting)))
 			continue
 		}
@@ -501,7 +508,7 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 		Audit: auditRow(closed, auditParams{decision: cp.decision, code: code, now: now})}
 	if cp.frames {
 		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: cp.state}},
-			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: cp.err}}}
+			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: amendedError(p, cp.err)}}}
 	}
 	out, resumed, err := c.store.CloseProposal(ctx, params)
 	if err != nil {
@@ -616,10 +623,10 @@ func (c *Coordinator) finishProposal(ctx context.Context, fp finishParams) (fini
 			s := string(fp.failure.Code)
 			code = &s
 		}
-		tool.OK, tool.Error = false, fp.failure
+		tool.OK, tool.Error = false, amendedError(p, fp.failure)
 		out.Status, out.Error = protocol.ResultFailed, fp.failure
 	} else {
-		b, err := protocol.Marshal(map[string]any{"proposalId": p.ID, "status": protocol.ResultSucceeded, "result": result})
+		b, err := protocol.Marshal(amendedNote(p, map[string]any{"proposalId": p.ID, "status": protocol.ResultSucceeded, "result": result}))
 		if err != nil {
 			return finished{}, err
 		}
@@ -703,7 +710,8 @@ func (c *Coordinator) SettleProposal(ctx context.Context, s app.Settlement) erro
 
 // auditParams is one audit row's decision and outcome.
 type auditParams struct {
-	decision protocol.Decision
+	amendedBy *string // the proposal that replaced this one
+	decision  protocol.Decision
 	result   jsontext.Value
 	code     *string
 	actor    string // default studio_operator
@@ -719,7 +727,7 @@ func auditRow(p store.Proposal, ap auditParams) store.AppendAdminEventParams {
 	d := protocol.CommandAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
 		CommandType: p.CommandType, CommandHash: p.CommandHash, Target: p.Target, Risk: p.Risk,
 		IdempotencyKey: p.IdempotencyKey, Decision: ap.decision, Result: result, ErrorCode: ap.code,
-		ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt)}
+		ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt), AmendedFrom: p.AmendedFrom, AmendedBy: ap.amendedBy}
 	b, err := protocol.Marshal(d)
 	if err != nil {
 		b = []byte(`{}`)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -169,6 +170,7 @@ const (
 	decideConfirm decisionKind = iota + 1
 	decideDeny
 	decideExpire
+	decideAmend
 )
 
 // decisionRequest asks the owner to apply a decision to one of the turn's
@@ -176,12 +178,14 @@ const (
 type decisionRequest struct {
 	kind       decisionKind
 	proposalID string
+	amended    app.Command // decideAmend: the operator's edited command
 	reply      chan decisionReply
 }
 
 type decisionReply struct {
-	result protocol.ProposalResult
-	err    error
+	result  protocol.ProposalResult
+	amended *store.Proposal // decideAmend: the new proposal
+	err     error
 }
 
 func (cancelRequest) isRequest()   {}
@@ -189,7 +193,7 @@ func (decisionRequest) isRequest() {}
 
 func (r decisionRequest) answer(res protocol.ProposalResult, err error) {
 	if r.reply != nil {
-		r.reply <- decisionReply{res, err}
+		r.reply <- decisionReply{result: res, err: err}
 	}
 }
 
@@ -252,6 +256,7 @@ type owner struct {
 
 	cancelWanted  bool
 	cancelWaiters []chan protocol.Turn
+	model         *Model         // the model the turn talks to, chosen at its first round
 	rounds        int            // model rounds so far, across decisions
 	proposals     int            // proposals made so far
 	executing     string         // the proposal whose command is executing

@@ -320,3 +320,44 @@ func (c *Client) Follow(ctx context.Context, id string, after int64, onRetry fun
 		wait = min(wait*2, 5*time.Second)
 	}
 }
+
+// SearchConversations lists the conversations whose title or turn text has
+// every word of q (status "" for active and archived, or deleted).
+func (c *Client) SearchConversations(ctx context.Context, q, status string) (protocol.ConversationList, error) {
+	v := url.Values{"q": {q}}
+	if status != "" {
+		v.Set("status", status)
+	}
+	var out protocol.ConversationList
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/conversations?"+v.Encode(), nil, &out)
+}
+
+// ForkConversation forks a conversation up to a turn boundary.
+func (c *Client) ForkConversation(ctx context.Context, id string, req protocol.ForkRequest) (protocol.ConversationPage, error) {
+	var out protocol.ConversationPage
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/fork", req, &out)
+}
+
+// RestoreConversation restores a conversation deleted within the recovery window.
+func (c *Client) RestoreConversation(ctx context.Context, id string) (protocol.Conversation, error) {
+	var out protocol.Conversation
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/restore", struct{}{}, &out)
+}
+
+// ReportView reports what the operator looks at in a conversation's cockpit.
+func (c *Client) ReportView(ctx context.Context, id string, req protocol.ViewReport) (protocol.ViewAccepted, error) {
+	var out protocol.ViewAccepted
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/view", req, &out)
+}
+
+// AmendProposal replaces a pending proposal with an edited command.
+func (c *Client) AmendProposal(ctx context.Context, convID, proposalID string, req protocol.AmendProposalRequest) (protocol.ProposalState, error) {
+	var out protocol.ProposalState
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(convID)+"/proposals/"+url.PathEscape(proposalID)+"/amend", req, &out)
+}
+
+// Models lists the configured models.
+func (c *Client) Models(ctx context.Context) (protocol.ModelList, error) {
+	var out protocol.ModelList
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/models", nil, &out)
+}

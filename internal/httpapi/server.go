@@ -123,6 +123,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/operator/proposals/{pid}", s.authed(s.handleGetProposal))
 	m.HandleFunc("GET /api/operator/routes", s.authed(s.handleRoutes))
 	m.HandleFunc("GET /api/operator/tools", s.authed(s.handleTools))
+	s.featureRoutes()
 }
 
 // routeMux is the server's mux, remembering the patterns registered through

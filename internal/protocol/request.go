@@ -82,6 +82,10 @@ type CreateConversationRequest struct {
 type UpdateConversationRequest struct {
 	Title  *string `json:"title,omitempty"`
 	Status *string `json:"status,omitempty"` // active | archived
+	// Pinned pins or unpins; Model chooses the configured model the
+	// conversation's next turns use ("" for the daemon's default).
+	Pinned *bool   `json:"pinned,omitempty"`
+	Model  *string `json:"model,omitempty"`
 }
 
 // AckEffectRequest is the body of POST .../effects/{id}/ack (ADR D5).
@@ -259,6 +263,13 @@ type Conversation struct {
 	CreatedAt       float64  `json:"createdAt"`
 	UpdatedAt       float64  `json:"updatedAt"`
 	ArchivedAt      *float64 `json:"archivedAt"`
+	Pinned          bool     `json:"pinned"`
+	// Model is the conversation's model choice (null: the daemon's default).
+	Model *string `json:"model"`
+	// ForkedFrom is the source of a fork (null for any other conversation).
+	ForkedFrom *ForkOrigin `json:"forkedFrom"`
+	// DeletedAt is set on a deleted conversation (listed with status=deleted).
+	DeletedAt *float64 `json:"deletedAt,omitempty"`
 }
 
 // ConversationPage is GET /operator/conversations/{id}: the conversation and

@@ -75,6 +75,9 @@ type Conversation struct {
 type ForkOrigin struct {
 	ConversationID string
 	Sequence       int64
+	// CopiedThrough is the fork's last copied frame: its frames
+	// 1..CopiedThrough are the source's history.
+	CopiedThrough int64
 }
 
 // LastSequence is the sequence of the conversation's newest frame (0: none).

@@ -12,25 +12,25 @@ import (
 
 const conversationCols = `id, project, title, status, next_sequence, active_request_id,
 	created_at, updated_at, archived_at, deleted_at, retained_from_sequence,
-	pinned, model, forked_from_id, forked_from_sequence`
+	pinned, model, forked_from_id, forked_from_sequence, forked_through`
 
 func scanConversation(row scanner) (store.Conversation, error) {
 	var c store.Conversation
 	var project, title, active, model, forkedFrom sql.NullString
 	var created, updated float64
 	var archived, deleted sql.NullFloat64
-	var forkedSeq sql.NullInt64
+	var forkedSeq, forkedThrough sql.NullInt64
 	var pinned int
 	err := row.Scan(&c.ID, &project, &title, &c.Status, &c.NextSequence, &active,
 		&created, &updated, &archived, &deleted, &c.RetainedFrom,
-		&pinned, &model, &forkedFrom, &forkedSeq)
+		&pinned, &model, &forkedFrom, &forkedSeq, &forkedThrough)
 	if err != nil {
 		return c, err
 	}
 	c.Project, c.Title, c.ActiveRequestID = nullString(project), nullString(title), nullString(active)
 	c.Pinned, c.Model = pinned == 1, nullString(model)
 	if forkedFrom.Valid {
-		c.ForkedFrom = &store.ForkOrigin{ConversationID: forkedFrom.String, Sequence: forkedSeq.Int64}
+		c.ForkedFrom = &store.ForkOrigin{ConversationID: forkedFrom.String, Sequence: forkedSeq.Int64, CopiedThrough: forkedThrough.Int64}
 	}
 	c.CreatedAt, c.UpdatedAt = fromTS(created), fromTS(updated)
 	c.ArchivedAt, c.DeletedAt = nullTS(archived), nullTS(deleted)

@@ -95,14 +95,15 @@ func (s *Store) ForkConversation(ctx context.Context, p store.ForkConversationPa
 		if err != nil {
 			return err
 		}
+		copied := max(upTo-start+1, 0)
 		title := p.Title
 		if title == nil {
 			title = src.Title
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_conversations
-			(id, project, title, status, next_sequence, created_at, updated_at, model, forked_from_id, forked_from_sequence)
-			VALUES (?, ?, ?, 'active', ?, ?, ?, ?, ?, ?)`,
-			p.ID, src.Project, title, upTo-start+2, ts(p.Now), ts(p.Now), src.Model, src.ID, upTo); err != nil {
+			(id, project, title, status, next_sequence, created_at, updated_at, model, forked_from_id, forked_from_sequence, forked_through)
+			VALUES (?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)`,
+			p.ID, src.Project, title, copied+1, ts(p.Now), ts(p.Now), src.Model, src.ID, upTo, copied); err != nil {
 			return fmt.Errorf("create fork: %w", err)
 		}
 		if upTo >= start {

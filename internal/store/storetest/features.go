@@ -323,7 +323,7 @@ func testForkCopies(t *testing.T, f *fixture) {
 		t.Fatalf("source frames = %d", len(srcFrames))
 	}
 	fork := f.fork(src.ID, ptr[int64](7))
-	if fork.ForkedFrom == nil || fork.ForkedFrom.ConversationID != src.ID || fork.ForkedFrom.Sequence != 7 {
+	if fork.ForkedFrom == nil || fork.ForkedFrom.ConversationID != src.ID || fork.ForkedFrom.Sequence != 7 || fork.ForkedFrom.CopiedThrough != 7 {
 		t.Fatalf("forkedFrom = %+v", fork.ForkedFrom)
 	}
 	if fork.LastSequence() != 7 || fork.Status != store.ConversationActive || fork.ActiveRequestID != nil || *fork.Title != "triage" || fork.Model == nil || *fork.Model != "local" {
@@ -488,7 +488,7 @@ func testForkPurges(t *testing.T, f *fixture) {
 	}
 	fork := f.fork(src.ID, nil)
 	got := f.frames(fork.ID)
-	if len(got) != 3 || fork.LastSequence() != 3 {
+	if len(got) != 3 || fork.LastSequence() != 3 || fork.ForkedFrom.CopiedThrough != 3 || fork.ForkedFrom.Sequence != 10 {
 		t.Fatalf("fork of a purged conversation: %d frames, last %d", len(got), fork.LastSequence())
 	}
 	wantSequences(t, got, 1)

@@ -12,6 +12,7 @@ ALTER TABLE studio_operator_conversations ADD COLUMN pinned INTEGER NOT NULL DEF
 ALTER TABLE studio_operator_conversations ADD COLUMN model TEXT;
 ALTER TABLE studio_operator_conversations ADD COLUMN forked_from_id TEXT;
 ALTER TABLE studio_operator_conversations ADD COLUMN forked_from_sequence BIGINT;
+ALTER TABLE studio_operator_conversations ADD COLUMN forked_through BIGINT;
 ALTER TABLE studio_operator_proposals ADD COLUMN amended_from TEXT;
 
 CREATE INDEX idx_operator_conversations_pinned

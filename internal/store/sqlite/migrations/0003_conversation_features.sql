@@ -8,6 +8,8 @@
 --     (NULL: the daemon's default).
 --   studio_operator_conversations.forked_from_id, forked_from_sequence: the
 --     source conversation and the done frame the fork's history ends with.
+--   studio_operator_conversations.forked_through: the fork's last copied
+--     frame (its frames 1..forked_through are the source's history).
 --   studio_operator_proposals.amended_from: the proposal this one amends.
 --
 -- studio_operator_fork_turns maps each turn a fork copied to its source
@@ -24,6 +26,7 @@ ALTER TABLE studio_operator_conversations ADD COLUMN pinned INTEGER NOT NULL DEF
 ALTER TABLE studio_operator_conversations ADD COLUMN model TEXT;
 ALTER TABLE studio_operator_conversations ADD COLUMN forked_from_id TEXT;
 ALTER TABLE studio_operator_conversations ADD COLUMN forked_from_sequence INTEGER;
+ALTER TABLE studio_operator_conversations ADD COLUMN forked_through INTEGER;
 ALTER TABLE studio_operator_proposals ADD COLUMN amended_from TEXT;
 
 CREATE INDEX idx_operator_conversations_pinned
