@@ -37,9 +37,10 @@ func newOperatorCmd(cfg *config) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "daemon URL (env STUDIO_URL; default http://<addr>)")
 	convs := &cobra.Command{Use: "conversations", Aliases: []string{"conv"}, Short: "Create, list, show, archive and delete conversations"}
 	convs.AddCommand(convCreateCmd(cfg), convListCmd(cfg), convShowCmd(cfg), convArchiveCmd(cfg, true), convArchiveCmd(cfg, false),
-		convRenameCmd(cfg), convDeleteCmd(cfg))
+		convRenameCmd(cfg), convDeleteCmd(cfg), convRestoreCmd(cfg), convPinCmd(cfg, true), convPinCmd(cfg, false),
+		convModelCmd(cfg), convSearchCmd(cfg))
 	cmd.AddCommand(convs, sendCmd(cfg), streamCmd(cfg), cancelCmd(cfg), ticketCmd(cfg), newLoadCmd(cfg),
-		proposalsCmd(cfg), confirmCmd(cfg), denyCmd(cfg))
+		proposalsCmd(cfg), confirmCmd(cfg), denyCmd(cfg), forkCmd(cfg), modelsCmd(cfg))
 	return cmd
 }
 
@@ -85,7 +86,7 @@ func convCreateCmd(cfg *config) *cobra.Command {
 func convListCmd(cfg *config) *cobra.Command {
 	var status string
 	c := &cobra.Command{
-		Use: "list", Short: "List conversations, newest first", Args: cobra.NoArgs,
+		Use: "list", Short: "List conversations, pinned first, then newest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
@@ -116,7 +117,7 @@ func convListCmd(cfg *config) *cobra.Command {
 			}
 		},
 	}
-	c.Flags().StringVar(&status, "status", "", "active or archived (default both)")
+	c.Flags().StringVar(&status, "status", "", "active, archived, or deleted (those still recoverable); default active and archived")
 	return c
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,6 +52,7 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 
 // appOptions configure the application services of `studio serve`.
 type appOptions struct {
+	providers      []string // --provider entries: more models to choose from
 	noSeed         bool
 	recoveryWindow time.Duration
 	runWorkers     int
@@ -90,7 +92,9 @@ func newServeCmd(cfg *config) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "model provider: offline, openai, anthropic, script[:PATH] (env STUDIO_MODEL)")
+	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
+	f.StringArrayVar(&ao.providers, "provider", splitNonEmpty(os.Getenv("STUDIO_PROVIDERS"), ";"),
+		"one more model conversations may choose: NAME=KIND[,model=M][,base-url=U][,api-key-env=VAR][,context-tokens=N]; repeatable (env STUDIO_PROVIDERS, ;-separated)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
 	f.IntVar(&to.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
 	f.IntVar(&to.maxQueued, "max-queued-turns", coordinator.DefaultMaxQueuedTurns, "new turns that may wait for a worker; past it a submission answers 429 rate_limited")
@@ -119,10 +123,11 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return err
 	}
-	provider, err := newProvider(cfg.model)
+	models, err := configuredModels(cfg.model, ao.providers)
 	if err != nil {
 		return err
 	}
+	provider := models[0].Provider
 	st, version, err := openStore(ctx, cfg)
 	for _, p := range datadir.Exposed(cfg.dataDir) {
 		log.Warn("the data directory is open to other users", "problem", p)
@@ -140,7 +145,8 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return err
 	}
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Commands: svc, Logger: log, ShutdownGrace: grace,
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models, RecoveryWindow: ao.recoveryWindow,
+		Commands: svc, Logger: log, ShutdownGrace: grace,
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
@@ -164,7 +170,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	}
 	srv := httpapi.NewHTTPServer(api, log)
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
-		"db", databaseName(cfg), "schema_version", version, "model", provider.Name())
+		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models))
 	printSignInURL(os.Stdout, ln.Addr(), token)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -183,6 +189,17 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 		log.Warn("http shutdown", "err", err)
 	}
 	return nil
+}
+
+// splitNonEmpty splits s on sep, dropping empty parts.
+func splitNonEmpty(s, sep string) []string {
+	var out []string
+	for _, p := range strings.Split(s, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // serveUnavailable serves h until ctx ends: the daemon without StateDB.
