@@ -858,7 +858,8 @@ func (c *Coordinator) ListProposals(ctx context.Context, q ProposalQuery) ([]pro
 func proposalView(p store.Proposal) protocol.ProposalState {
 	return protocol.ProposalState{
 		CommandProposal: protocol.CommandProposal{ID: p.ID, CommandType: p.CommandType, Command: p.Command, CommandHash: p.CommandHash,
-			Risk: p.Risk, Summary: p.Summary, Target: p.Target, IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt)},
+			Risk: p.Risk, Summary: p.Summary, Target: p.Target, IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt),
+			Amends: p.AmendedFrom},
 		ConversationID: p.ConversationID, RequestID: p.RequestID, Status: string(p.Status), Result: p.Result, ErrorCode: p.ErrorCode,
 		CreatedAt: protocol.Timestamp(p.CreatedAt), ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt),
 	}

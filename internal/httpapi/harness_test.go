@@ -43,6 +43,7 @@ type harnessOpts struct {
 	sweep     time.Duration
 	tools     *tools.Registry
 	serveApp  bool // serve /api/app too
+	models    []coordinator.Model
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -53,6 +54,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	cfg.Workers, cfg.SweepInterval, cfg.MaxQueuedTurns = o.workers, o.sweep, o.maxQueued
 	if o.tools != nil {
 		cfg.Tools = o.tools
+	}
+	if o.models != nil {
+		cfg.Models, cfg.Provider = o.models, nil
 	}
 	coord := coordinator.New(cfg)
 	stack.App.SettleProposalsWith(coord)

@@ -84,8 +84,9 @@ type UpdateConversationRequest struct {
 	Status *string `json:"status,omitempty"` // active | archived
 	// Pinned pins or unpins; Model chooses the configured model the
 	// conversation's next turns use ("" for the daemon's default).
-	Pinned *bool   `json:"pinned,omitempty"`
-	Model  *string `json:"model,omitempty"`
+	Pinned *bool   `json:"pinned,omitzero"`
+	Model  *string `json:"model,omitzero"` // omitzero: "" is a value
+
 }
 
 // AckEffectRequest is the body of POST .../effects/{id}/ack (ADR D5).
