@@ -99,9 +99,9 @@ type Config struct {
 	// RecoveryWindow is how long a deleted conversation stays recoverable
 	// (default DefaultRecoveryWindow).
 	RecoveryWindow time.Duration
-	Commands Commands
-	Now      func() time.Time
-	Logger   *slog.Logger
+	Commands       Commands
+	Now            func() time.Time
+	Logger         *slog.Logger
 	// Observer is told about turns, the queue, model attempts, proposal
 	// decisions and effect acknowledgements (default: nothing).
 	Observer Observer

@@ -712,10 +712,10 @@ func (c *Coordinator) SettleProposal(ctx context.Context, s app.Settlement) erro
 type auditParams struct {
 	amendedBy *string // the proposal that replaced this one
 	decision  protocol.Decision
-	result   jsontext.Value
-	code     *string
-	actor    string // default studio_operator
-	now      time.Time
+	result    jsontext.Value
+	code      *string
+	actor     string // default studio_operator
+	now       time.Time
 }
 
 // auditRow builds the ADR D8 admin_events row for one proposal transition.

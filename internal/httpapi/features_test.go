@@ -537,7 +537,10 @@ func TestAmendRacesConfirmAndCancel(t *testing.T) {
 			defer wg.Done()
 			_, amendErr = h.client.AmendProposal(h.ctx(), c.ID, prop.ID, protocol.AmendProposalRequest{ExpectedCommandHash: prop.CommandHash, Command: amended})
 		}()
-		go func() { defer wg.Done(); confirmRes, confirmErr = h.client.Confirm(h.ctx(), c.ID, prop.ID, confirmReq(prop)) }()
+		go func() {
+			defer wg.Done()
+			confirmRes, confirmErr = h.client.Confirm(h.ctx(), c.ID, prop.ID, confirmReq(prop))
+		}()
 		go func() {
 			defer wg.Done()
 			if i%2 == 1 {
