@@ -100,15 +100,7 @@ func convListCmd(cfg *config) *cobra.Command {
 					return err
 				}
 				for _, c := range page.Conversations {
-					title := "(untitled)"
-					if c.Title != nil {
-						title = *c.Title
-					}
-					active := ""
-					if c.ActiveRequestID != nil {
-						active = " turn " + *c.ActiveRequestID + " active"
-					}
-					fmt.Fprintf(out, "%s  %-8s  seq %-5d  %s%s\n", c.ID, c.Status, c.LastSequence, title, active)
+					printConversationLine(out, c)
 				}
 				if page.NextCursor == "" {
 					return nil
