@@ -12,9 +12,10 @@ export const PROTOCOL_VERSION = 1;
  * @typedef {{kind: string, space?: string, params?: Record<string, any>, selection?: Record<string, string>, form?: string, values?: Record<string, any>, theme?: string}} Effect
  * @typedef {{effectId: string, effect: Effect, expiresAt: number}} UiCommandPayload
  * @typedef {{kind: string, id: string, version: string}} ResourceVersion
- * @typedef {{id: string, commandType: string, command: Record<string, any>, commandHash: string, risk: 'mutate'|'execute'|'admin', summary: string, target: ResourceVersion | null, idempotencyKey: string, expiresAt: number}} CommandProposal
+ * @typedef {{id: string, commandType: string, command: Record<string, any>, commandHash: string, risk: 'mutate'|'execute'|'admin', summary: string, target: ResourceVersion | null, idempotencyKey: string, expiresAt: number, amends?: string}} CommandProposal
  * @typedef {{space: string, route: string, project?: string, selection?: Record<string, string>, filters?: Record<string, any>}} ContextSnapshot
- * @typedef {{id: string, project: string|null, title: string|null, status: string, lastSequence: number, activeRequestId: string|null, createdAt: number, updatedAt: number, archivedAt: number|null}} Conversation
+ * @typedef {{conversationId: string, sequence: number, copiedThrough: number}} ForkOrigin
+ * @typedef {{id: string, project: string|null, title: string|null, status: string, lastSequence: number, activeRequestId: string|null, createdAt: number, updatedAt: number, archivedAt: number|null, pinned?: boolean, model?: string|null, forkedFrom?: ForkOrigin|null, deletedAt?: number}} Conversation
  */
 
 /** A frame the client must not apply: unknown version or type, or a malformed envelope. */
