@@ -79,8 +79,9 @@ const forkPage = 500
 
 // ForkConversation implements store.ConversationStore. Three statements
 // do the copying, whatever the length: the fork's turns (from a mapping
-// written a page of ids at a time), then its frames, each INSERT ... SELECT
-// inside the database.
+// written a page of ids at a time), its frames and its search documents
+// (the copied turns' text is the source's), each INSERT ... SELECT inside
+// the database.
 func (s *Store) ForkConversation(ctx context.Context, p store.ForkConversationParams) (store.Conversation, error) {
 	var c store.Conversation
 	err := s.txn(ctx, func(tx *writeTx) error {
@@ -124,6 +125,13 @@ func (s *Store) ForkConversation(ctx context.Context, p store.ForkConversationPa
 				ORDER BY f.sequence`,
 				p.ID, start-1, start-1, p.ID, src.ID, start, upTo); err != nil {
 				return fmt.Errorf("copy frames: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_search_docs (conversation_id, request_id, content)
+				SELECT m.conversation_id, m.request_id, d.content
+				FROM studio_operator_fork_turns m
+				JOIN studio_operator_search_docs d ON d.conversation_id = ? AND d.request_id = m.source_request_id
+				WHERE m.conversation_id = ?`, src.ID, p.ID); err != nil {
+				return fmt.Errorf("copy search documents: %w", err)
 			}
 		}
 		tx.touch(p.ID)

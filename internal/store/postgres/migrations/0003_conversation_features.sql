@@ -25,6 +25,8 @@ CREATE TABLE studio_operator_fork_turns (
   PRIMARY KEY (conversation_id, source_request_id)
 );
 
+CREATE INDEX idx_operator_fork_turns_request ON studio_operator_fork_turns(request_id);
+
 CREATE TABLE studio_operator_search_docs (
   id               BIGSERIAL PRIMARY KEY,
   conversation_id  TEXT NOT NULL,
@@ -57,6 +59,11 @@ CREATE FUNCTION studio_operator_search_frames() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'INSERT' THEN
+    -- A fork's copied turns are not indexed again: the fork copies their
+    -- documents (sqlstore's ForkConversation), a fraction of the cost.
+    IF EXISTS (SELECT 1 FROM studio_operator_fork_turns WHERE request_id = NEW.request_id) THEN
+      RETURN NULL;
+    END IF;
     INSERT INTO studio_operator_search_docs (conversation_id, request_id, content)
     VALUES (NEW.conversation_id, NEW.request_id, studio_operator_search_turn_text(NEW.conversation_id, NEW.request_id));
   ELSE

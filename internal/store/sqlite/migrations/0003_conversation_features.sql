@@ -39,6 +39,8 @@ CREATE TABLE studio_operator_fork_turns (
   PRIMARY KEY (conversation_id, source_request_id)
 );
 
+CREATE INDEX idx_operator_fork_turns_request ON studio_operator_fork_turns(request_id);
+
 CREATE TABLE studio_operator_search_docs (
   id               INTEGER PRIMARY KEY AUTOINCREMENT,
   conversation_id  TEXT NOT NULL,
@@ -64,8 +66,11 @@ END;
 -- A turn's text, once its done frame is written: runs of text frames of one
 -- role joined as they streamed (deltas cut words), a new line where another
 -- frame or role came between.
+-- A fork's copied turns are not indexed again: the fork copies their
+-- documents (sqlstore's ForkConversation), a fraction of the cost.
 CREATE TRIGGER studio_operator_search_turn AFTER INSERT ON studio_operator_frames
-WHEN new.frame_type = 'done' BEGIN
+WHEN new.frame_type = 'done'
+ AND NOT EXISTS (SELECT 1 FROM studio_operator_fork_turns WHERE request_id = new.request_id) BEGIN
   INSERT INTO studio_operator_search_docs (conversation_id, request_id, content)
   SELECT new.conversation_id, new.request_id,
          coalesce(group_concat(
