@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
-	"runtime"
 	"testing"
 	"time"
 
