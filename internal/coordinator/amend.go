@@ -46,7 +46,7 @@ func (c *Coordinator) AmendProposal(ctx context.Context, convID, proposalID stri
 		}
 		return protocol.ProposalState{}, err
 	}
-	reply, err := c.sendAmend(ctx, p, cmd)
+	reply, err := c.sendRequest(ctx, p, decisionRequest{kind: decideAmend, proposalID: p.ID, amended: cmd})
 	if err != nil {
 		return protocol.ProposalState{}, err
 	}
@@ -67,33 +67,6 @@ func (c *Coordinator) AmendProposal(ctx context.Context, convID, proposalID stri
 	case <-ctx.Done():
 		return protocol.ProposalState{}, ctx.Err()
 	}
-}
-
-// sendAmend is send for an amendment: the decision carries the command.
-func (c *Coordinator) sendAmend(ctx context.Context, p store.Proposal, cmd app.Command) (chan decisionReply, error) {
-	if p.Status != store.ProposalPending {
-		return nil, nil
-	}
-	t, err := c.store.GetTurn(ctx, p.RequestID)
-	if err != nil {
-		return nil, err
-	}
-	o, err := c.ownerFor(t)
-	if err != nil {
-		return nil, err
-	}
-	if o == nil {
-		if t.Status.Terminal() {
-			if _, _, err := c.cancelOrphan(ctx, p); err != nil {
-				return nil, err
-			}
-		}
-		return nil, protocol.Errorf(protocol.Conflict, "the turn of proposal %s is not waiting for a decision here", p.ID).
-			With("status", string(t.Status))
-	}
-	reply := make(chan decisionReply, 1)
-	o.box.put(decisionRequest{kind: decideAmend, proposalID: p.ID, amended: cmd, reply: reply})
-	return reply, nil
 }
 
 // amend is the owner's transition for an amendment of pending proposal p

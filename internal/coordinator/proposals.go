@@ -131,6 +131,13 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 // returns a nil channel when the proposal is settled already (answer from
 // p), after closing a proposal whose turn ended without it (an orphan).
 func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionKind) (chan decisionReply, error) {
+	return c.sendRequest(ctx, p, decisionRequest{kind: kind, proposalID: p.ID})
+}
+
+// sendRequest is send for a request that carries more than its kind (an
+// amendment's command).
+func (c *Coordinator) sendRequest(ctx context.Context, p store.Proposal, r decisionRequest) (chan decisionReply, error) {
+	r.reply = make(chan decisionReply, 1)
 	if p.Status == store.ProposalExecuting {
 		// Executing here: a repeat waits for the outcome (it never
 		// executes twice). Elsewhere, or indeterminate: its stored state.
@@ -140,9 +147,8 @@ func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionK
 		if o == nil {
 			return nil, nil
 		}
-		reply := make(chan decisionReply, 1)
-		o.box.put(decisionRequest{kind: kind, proposalID: p.ID, reply: reply})
-		return reply, nil
+		o.box.put(r)
+		return r.reply, nil
 	}
 	if p.Status != store.ProposalPending {
 		return nil, nil
@@ -162,9 +168,8 @@ func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionK
 		}
 		return nil, nil
 	}
-	reply := make(chan decisionReply, 1)
-	o.box.put(decisionRequest{kind: kind, proposalID: p.ID, reply: reply})
-	return reply, nil
+	o.box.put(r)
+	return r.reply, nil
 }
 
 // settledAnswer answers a decision about a proposal that is not pending:
