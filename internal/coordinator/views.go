@@ -64,8 +64,8 @@ func (v *views) get(convID string) (viewReport, bool) {
 }
 
 // ReportView records what the operator looks at in a conversation's
-// cockpit now. A report observed before the kept one is answered with
-// accepted false, and changes nothing.
+// cockpit now. A report observed before the kept one (or at the same
+// time) is answered with accepted false, and changes nothing.
 func (c *Coordinator) ReportView(ctx context.Context, convID string, r protocol.ViewReport) (protocol.ViewAccepted, error) {
 	if err := r.Validate(); err != nil {
 		return protocol.ViewAccepted{}, err
@@ -73,7 +73,14 @@ func (c *Coordinator) ReportView(ctx context.Context, convID string, r protocol.
 	if _, err := c.conversation(ctx, convID); err != nil {
 		return protocol.ViewAccepted{}, err
 	}
-	kept, ok := c.views.put(convID, viewReport{view: r.ContextSnapshot, observedAt: protocol.Time(r.ObservedAt)})
+	// The cockpit's clock orders its reports; one ahead of the daemon's is
+	// taken as observed now, so a skewed clock cannot pin a stale view as
+	// the freshest (one behind only costs freshness).
+	observed := protocol.Time(r.ObservedAt)
+	if now := c.now(); observed.After(now) {
+		observed = now
+	}
+	kept, ok := c.views.put(convID, viewReport{view: r.ContextSnapshot, observedAt: observed})
 	return protocol.ViewAccepted{Accepted: ok, ObservedAt: protocol.Timestamp(kept.observedAt)}, nil
 }
 

@@ -301,7 +301,10 @@ func jsonUnmarshalLoose(b []byte, v any) error {
 	return json.Unmarshal(b, v)
 }
 
+// viewScript: a proposal parks the turn (so the test can report a view
+// while it waits, deterministically), then get_current_view.
 var viewScript = script.Script{Turns: []script.Turn{{Steps: []script.Step{
+	{Tool: ptr("launch_playbook"), Arguments: jsontext.Value(`{"playbook":"audit-repo","input":"x","args":{"repo":"x"}}`)},
 	{Tool: ptr("get_current_view"), Arguments: jsontext.Value(`{}`)},
 	{Text: ptr("seen")},
 }}}}
@@ -310,10 +313,25 @@ func TestLiveViewThroughAPI(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &viewScript})
 	c := h.conversation()
-	view := func() map[string]any {
-		acc := h.submit(c.ID, "where am I")
+	report := func(space, route string, at float64) protocol.ViewAccepted {
+		t.Helper()
+		a, err := h.client.ReportView(h.ctx(), c.ID, protocol.ViewReport{ContextSnapshot: protocol.ContextSnapshot{Space: space, Route: route}, ObservedAt: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	// turn runs a turn; while its proposal waits, during runs; then the
+	// proposal is denied and the turn goes on to get_current_view.
+	turn := func(during func()) map[string]any {
+		t.Helper()
+		acc, prop := h.proposed(c.ID)
+		during()
+		if _, err := h.client.Deny(h.ctx(), c.ID, prop.ID); err != nil {
+			t.Fatal(err)
+		}
 		for _, f := range h.waitDone(c.ID, acc.RequestID) {
-			if p, ok := f.Payload.(protocol.ToolResultPayload); ok {
+			if p, ok := f.Payload.(protocol.ToolResultPayload); ok && p.OK {
 				var out map[string]any
 				if err := protocol.Unmarshal(p.Result, &out); err != nil {
 					t.Fatal(err)
@@ -321,37 +339,40 @@ func TestLiveViewThroughAPI(t *testing.T) {
 				return out
 			}
 		}
-		t.Fatal("no tool result")
+		t.Fatal("no get_current_view result")
 		return nil
 	}
-	if v := view(); v["source"] != "snapshot" || v["space"] != "mission" {
+	// No report: the turn's snapshot.
+	if v := turn(func() {}); v["source"] != "snapshot" || v["space"] != "mission" {
 		t.Fatalf("without a report: %v", v)
 	}
-	// A report observed before the turn was submitted is older than its snapshot.
-	now := protocol.Timestamp(h.clock.Now())
-	report := func(space, route string, at float64) protocol.ViewAccepted {
-		a, err := h.client.ReportView(h.ctx(), c.ID, protocol.ViewReport{ContextSnapshot: protocol.ContextSnapshot{Space: space, Route: route}, ObservedAt: at})
-		if err != nil {
-			t.Fatal(err)
+	// Reports while the turn waits: the freshest wins; an older one, or
+	// one from a clock ahead of the daemon's, does not displace it.
+	var at float64
+	v := turn(func() {
+		h.clock.Advance(2 * time.Second)
+		at = protocol.Timestamp(h.clock.Now())
+		if a := report("history", "/history", at-1); !a.Accepted {
+			t.Fatalf("first report: %+v", a)
 		}
-		return a
+		if a := report("schedules", "/schedules", at); !a.Accepted {
+			t.Fatalf("newer report: %+v", a)
+		}
+		if a := report("library", "/library", at-0.5); a.Accepted || a.ObservedAt != at {
+			t.Fatalf("an older report: %+v", a)
+		}
+		if a := report("system", "/system", at+3600); a.Accepted || a.ObservedAt != at {
+			t.Fatalf("a report from the future: %+v", a)
+		}
+	})
+	if v["source"] != "report" || v["space"] != "schedules" || v["observedAt"] != at {
+		t.Fatalf("with a report during the turn: %v", v)
 	}
-	if a := report("history", "/history", now-10); !a.Accepted {
-		t.Fatalf("first report: %+v", a)
+	// The next turn's snapshot is newer than that report.
+	if v := turn(func() {}); v["source"] != "snapshot" {
+		t.Fatalf("a report from before the turn: %v", v)
 	}
-	if v := view(); v["source"] != "snapshot" {
-		t.Fatalf("with an older report: %v", v)
-	}
-	if a := report("schedules", "/schedules", now+5); !a.Accepted {
-		t.Fatalf("newer report: %+v", a)
-	}
-	if a := report("library", "/library", now+1); a.Accepted || a.ObservedAt != now+5 {
-		t.Fatalf("a report older than the kept one: %+v", a)
-	}
-	if v := view(); v["source"] != "report" || v["space"] != "schedules" || v["observedAt"] != now+5 {
-		t.Fatalf("with a later report: %v", v)
-	}
-	_, err := h.client.ReportView(h.ctx(), c.ID, protocol.ViewReport{ContextSnapshot: protocol.ContextSnapshot{Space: "nowhere", Route: "/"}, ObservedAt: now})
+	_, err := h.client.ReportView(h.ctx(), c.ID, protocol.ViewReport{ContextSnapshot: protocol.ContextSnapshot{Space: "nowhere", Route: "/"}, ObservedAt: at})
 	wantCode(t, err, protocol.Validation)
 	_, err = h.client.ReportView(h.ctx(), c.ID, protocol.ViewReport{ContextSnapshot: protocol.ContextSnapshot{Space: "mission", Route: "/"}})
 	wantCode(t, err, protocol.Validation)
