@@ -430,7 +430,7 @@ func TestProcessCLI(t *testing.T) {
 		}
 		return string(out)
 	}
-	out := run("operator", "conversations", "create", "--title", "cli")
+	out := run("operator", "conversations", "create", "--title", "cli", "-o", "json")
 	id := regexp.MustCompile(`"id": "([0-9a-f-]{36})"`).FindStringSubmatch(out)
 	if id == nil {
 		t.Fatalf("create: %s", out)
@@ -447,7 +447,7 @@ func TestProcessCLI(t *testing.T) {
 	if out := run("operator", "proposals"); !strings.Contains(out, pid[1]) || !strings.Contains(out, "admin") || !strings.Contains(out, "left") {
 		t.Fatalf("proposals: %s", out)
 	}
-	if out := run("operator", "confirm", "--yes", pid[1]); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
+	if out := run("operator", "confirm", "--yes", pid[1], "-o", "json"); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
 		t.Fatalf("confirm: %s", out)
 	}
 	if out := run("operator", "conversations", "show", conv); !strings.Contains(out, "executed") || !strings.Contains(out, "done: completed") {
@@ -456,11 +456,11 @@ func TestProcessCLI(t *testing.T) {
 	if out := run("operator", "conversations", "list"); !strings.Contains(out, conv) || !strings.Contains(out, "cli") {
 		t.Fatalf("list: %s", out)
 	}
-	if out := run("operator", "ticket", "--conversation", conv); !strings.Contains(out, `"ticket"`) {
+	if out := run("operator", "ticket", "--conversation", conv, "--json"); !strings.Contains(out, `"ticket"`) {
 		t.Fatalf("ticket: %s", out)
 	}
 	run("operator", "conversations", "rename", conv, "renamed")
-	if out := run("operator", "conversations", "archive", conv); !strings.Contains(out, `"archived"`) {
+	if out := run("operator", "conversations", "archive", conv); !strings.Contains(out, "archived") {
 		t.Fatalf("archive: %s", out)
 	}
 	run("operator", "conversations", "unarchive", conv)

@@ -19,6 +19,7 @@ import (
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
@@ -51,21 +52,40 @@ type appOptions struct {
 	proposalTTL    time.Duration
 }
 
+// obsOptions configure logs and metrics of `studio serve`.
+type obsOptions struct {
+	logFormat   string
+	logLevel    string
+	metricsAddr string
+}
+
 func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
 	var workers int
 	var ao appOptions
+	var oo obsOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
-		Args:  cobra.NoArgs,
+		Example: `  studio serve
+  studio serve --model openai --log-format json --metrics-addr 127.0.0.1:9090
+  STUDIO_DATABASE_URL=postgres://studio@db/studio studio serve --addr 0.0.0.0:8765`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(os.Stderr, oo.logFormat, oo.logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, grace, workers, ao)
+			return serve(ctx, cfg, log, grace, workers, ao, oo)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
+	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "model provider: offline, openai, anthropic, script[:PATH] (env STUDIO_MODEL)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
 	f.IntVar(&workers, "workers", coordinator.DefaultWorkers, "turns that run at once")
@@ -76,9 +96,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, ao appOptions) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	slog.SetDefault(log)
+func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, workers int, ao appOptions, oo obsOptions) error {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -90,6 +108,13 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	if err != nil {
 		return err
 	}
+	if problem := providerProblem(provider); problem != "" {
+		log.Warn("the configured model provider cannot work: turns and playbook runs will fail until it is fixed",
+			"model", provider.Name(), "problem", problem)
+	}
+	build := buildInfo()
+	reg := metrics.New(build)
+	provider = metrics.InstrumentProvider(provider, reg)
 	st, version, err := openStore(ctx, cfg)
 	if err != nil {
 		// No in-memory fallback under the same API (ADR D1): every call
@@ -99,7 +124,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 		return serveUnavailable(ctx, cfg, log, httpapi.Unavailable(token, err.Error()))
 	}
 	defer st.Close()
-	svc, err := newApp(ctx, st, provider, log, grace, ao)
+	svc, err := newApp(ctx, st, provider, log, reg, grace, ao)
 	if err != nil {
 		return err
 	}
@@ -116,17 +141,26 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log, App: svc,
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log, App: svc, Metrics: reg,
 		Extra: []func(*http.ServeMux){page.Register}})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: api.Observed(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 2)
+	if oo.metricsAddr != "" {
+		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, errc)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer msrv.Close()
+		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics")
+	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
-		"db", databaseName(cfg), "schema_version", version, "model", provider.Name())
+		"db", databaseName(cfg), "schema_version", version, "model", provider.Name(), "version", build.Version)
 	printSignInURL(os.Stdout, ln.Addr(), token)
-	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
@@ -163,9 +197,9 @@ func serveUnavailable(ctx context.Context, cfg *config, log *slog.Logger, h http
 // newApp builds the application services over the store and the model
 // provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func newApp(ctx context.Context, st store.Store, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
+func newApp(ctx context.Context, st store.Store, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions) (*app.Service, error) {
 	svc, err := app.New(app.Config{Store: st, Provider: provider, Logger: log, Workers: ao.runWorkers,
-		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace})
+		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace, Observer: obs})
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +213,41 @@ func newApp(ctx context.Context, st store.Store, provider model.Provider, log *s
 		}
 	}
 	return svc, nil
+}
+
+// serveMetrics serves GET /metrics on its own listener, without auth: for a
+// scraper on a network the operator chooses (a loopback or cluster-internal
+// address); the main listener keeps requiring the token.
+func serveMetrics(addr string, reg *metrics.Registry, errc chan<- error) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics listener: %w", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// newLogger builds the daemon's structured logger on w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // printSignInURL prints the cockpit's sign-in URL on stdout, the token in the

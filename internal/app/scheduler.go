@@ -182,9 +182,12 @@ func (s *Service) fire(ctx context.Context, sc store.Schedule, now time.Time) (*
 	if p.Skipped > 0 {
 		s.log.Warn("schedule slots skipped", "schedule", sc.Name, "skipped", p.Skipped, "reason", reason)
 	}
+	lag := time.Duration(-1) // no launch
 	if fired.Run != nil {
 		s.runQueued(fired.Run.ID)
+		lag = now.Sub(last)
 	}
+	s.cfg.Observer.ScheduleFired(lag, p.Skipped)
 	return fired.Run, p.Skipped, nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// Extra registers more routes (the application API, the web page) on the
 	// same mux; /api routes are authenticated by the server.
 	Extra []func(mux *http.ServeMux)
+	// Metrics records the HTTP, stream and error families; nil gets a
+	// registry of the server's own.
+	Metrics *metrics.Registry
 }
 
 // Server serves the HTTP API.
@@ -50,7 +54,7 @@ type Server struct {
 	coord   *coordinator.Coordinator
 	log     *slog.Logger
 	mux     *http.ServeMux
-	metrics *metrics
+	metrics *serverMetrics
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -68,7 +72,7 @@ func New(cfg Config) *Server {
 		cfg.WriteTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: http.NewServeMux(),
-		metrics: newMetrics(), closing: make(chan struct{})}
+		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
 	s.routes()
 	for _, register := range cfg.Extra {
 		register(s.mux)
@@ -83,6 +87,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.handleHealthz)
 	m.HandleFunc("GET /metrics", s.authed(s.metrics.handle))
+	m.HandleFunc("GET /api/openapi.json", s.handleOpenAPI) // open, like /healthz
 	m.HandleFunc("/api/", s.authed(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, protocol.Errorf(protocol.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	}))

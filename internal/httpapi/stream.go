@@ -58,6 +58,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	s.metrics.streamsOpen.Add(1)
 	defer s.metrics.streamsOpen.Add(-1)
+	opened := time.Now() // frames committed from now on are live: their commit-to-flush is measured
 
 	flush := func() bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
@@ -105,6 +106,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			s.metrics.framesSent.Add(int64(len(frames)))
+			s.metrics.flushed(frames, opened)
 			if len(frames) == replayPage {
 				continue // more to replay
 			}

@@ -11,7 +11,7 @@ import (
 // (ADR D1): authenticated calls answer service_failure (503) — there is no
 // in-memory fallback under the same API — and /healthz says why.
 func Unavailable(token, reason string) http.Handler {
-	s := &Server{cfg: Config{Token: token}, metrics: newMetrics(), log: slog.New(slog.DiscardHandler)}
+	s := &Server{cfg: Config{Token: token}, metrics: newMetrics(nil), log: slog.New(slog.DiscardHandler)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
