@@ -12,10 +12,10 @@ import (
 // also what the TypeScript declarations are rendered from, so the two never
 // disagree.
 type schema struct {
-	Ref         string    // a component name; nothing else is set
-	Type        []string  // "object", "string", ...
-	Nullable    bool      // null is allowed too
-	Description string    //
+	Ref         string   // a component name; nothing else is set
+	Type        []string // "object", "string", ...
+	Nullable    bool     // null is allowed too
+	Description string   //
 	Properties  []property
 	Additional  *schema   // map values; nil: no other properties
 	Open        bool      // other properties allowed (any value)
