@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -174,5 +176,42 @@ func printDoctor(w io.Writer, r app.DoctorReport, source string) {
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "  - %s\n", p)
 		}
+	}
+}
+
+// newHealthzCmd is `studio healthz`: the container health check. It asks
+// GET /healthz (no token needed) at --server or --addr and exits 0 when the
+// daemon answers ok, 1 when it answers otherwise, 5 when nothing answers.
+func newHealthzCmd(cfg *config) *cobra.Command {
+	return &cobra.Command{
+		Use:     "healthz",
+		Short:   "Exit 0 when the daemon's /healthz answers ok (for container and service health checks)",
+		Example: `  studio healthz && echo up`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			base := cfg.server
+			if base == "" {
+				host, port, err := net.SplitHostPort(cfg.addr)
+				if err != nil {
+					return usageError{fmt.Errorf("--addr %q: %w", cfg.addr, err)}
+				}
+				if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+					host = "127.0.0.1"
+				}
+				base = "http://" + net.JoinHostPort(host, port)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+			defer cancel()
+			cl := httpapi.NewClient(base, "", nil)
+			var h struct {
+				Status string `json:"status"`
+				Reason string `json:"reason"`
+			}
+			if err := cl.Do(ctx, http.MethodGet, "/healthz", nil, &h); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), h.Status)
+			return nil
+		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/openapi/openapitest"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -98,7 +100,8 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), nil)
+	// Every JSON answer the tests read is validated against the OpenAPI document.
+	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(t).Transport(nil)})
 	return d
 }
 
