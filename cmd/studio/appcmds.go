@@ -214,7 +214,7 @@ func newPlaybooksCmd(cfg *config) *cobra.Command {
 		Short: "List, show and launch playbooks",
 		Example: `  studio playbooks list
   studio playbooks show audit-repo
-  studio playbooks launch audit-repo --input acme/api --arg depth=2`,
+  studio playbooks launch audit-repo --arg repo=acme/api`,
 	}
 	cmd.AddCommand(playbooksListCmd(cfg), playbooksShowCmd(cfg), playbooksLaunchCmd(cfg))
 	return cmd
@@ -298,7 +298,7 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "launch NAME_OR_ID", Short: "Launch a run of a playbook (queued; follow it with studio runs show)", Args: cobra.ExactArgs(1),
-		Example: `  studio playbooks launch audit-repo --input acme/api
+		Example: `  studio playbooks launch audit-repo --arg repo=acme/api
   studio playbooks launch write-release-notes --arg version=1.4.0 -o json`,
 		RunE: appCmd(cfg, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
 			if _, err := o.isJSON(); err != nil {

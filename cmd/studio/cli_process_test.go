@@ -142,7 +142,7 @@ func TestProcessExitCodesAndJSON(t *testing.T) {
 	out, _ = run(exitOK, "playbooks", "show", "audit-repo", "-o", "json")
 	jsonOf(out, &pb)
 	var launched app.Run
-	out, _ = run(exitOK, "playbooks", "launch", "audit-repo", "--input", "acme/api", "-o", "json")
+	out, _ = run(exitOK, "playbooks", "launch", "audit-repo", "--arg", "repo=acme/api", "-o", "json")
 	jsonOf(out, &launched)
 	if launched.PlaybookID != pb.ID || launched.Status != "queued" {
 		t.Fatalf("launch: %s", out)
@@ -245,11 +245,16 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	run, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "acme/api"})
+	run, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for !app.RunEnded(run) {
+		select { // the run executes on the daemon: look again shortly
+		case <-ctx.Done():
+			t.Fatalf("the run did not end: %+v", run)
+		case <-time.After(20 * time.Millisecond):
+		}
 		if run, err = d.client.GetRun(ctx, run.ID); err != nil {
 			t.Fatal(err)
 		}

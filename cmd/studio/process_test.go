@@ -51,7 +51,7 @@ type daemon struct {
 	exited chan struct{}
 }
 
-var addrRE = regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`)
+var addrRE = regexp.MustCompile(`[ \t]addr=(http://127\.0\.0\.1:\d+)`)
 
 // startDaemon starts the built binary on a free loopback port.
 func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {

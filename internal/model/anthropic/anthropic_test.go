@@ -91,35 +91,11 @@ func userRequest() model.Request {
 	return model.Request{System: "You are the Studio operator.", Messages: []model.Message{{Role: model.RoleUser, Content: "show failed runs"}}}
 }
 
-// collect gathers a stream's text and tool calls; usage has its own test.
 func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
-	var evs []model.Event
-	for ev, err := range p.Stream(ctx, req) {
-		if err != nil {
-			return evs, err
-		}
-		if ev.Kind != model.EventUsage {
-			evs = append(evs, ev)
-		}
-	}
-	return evs, nil
+	return modeltest.Collect(ctx, p, req)
 }
 
-// usageOf is the usage event a stream reported, last.
-func usageOf(t *testing.T, p model.Provider) model.Usage {
-	t.Helper()
-	var last model.Event
-	for ev, err := range p.Stream(context.Background(), userRequest()) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
-	}
-	if last.Kind != model.EventUsage {
-		t.Fatalf("the last event is %+v, not the usage", last)
-	}
-	return last.Usage
-}
+func usageOf(t *testing.T, p model.Provider) model.Usage { return modeltest.LastUsage(t, p, userRequest()) }
 
 func text(evs []model.Event) string {
 	var b strings.Builder

@@ -5,11 +5,14 @@
 package modeltest
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/studio/operator/internal/model"
 )
 
 // Fake is a provider API server that records what it receives.
@@ -74,4 +77,35 @@ func Stream(path string, header http.Header, chunks ...string) http.HandlerFunc 
 			fl.Flush()
 		}
 	}
+}
+
+// Collect gathers a stream's text and tool call events until its end or
+// its first error; usage events are left out (LastUsage checks them).
+func Collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
+	var evs []model.Event
+	for ev, err := range p.Stream(ctx, req) {
+		if err != nil {
+			return evs, err
+		}
+		if ev.Kind != model.EventUsage {
+			evs = append(evs, ev)
+		}
+	}
+	return evs, nil
+}
+
+// LastUsage streams req and returns the usage event, which must come last.
+func LastUsage(t testing.TB, p model.Provider, req model.Request) model.Usage {
+	t.Helper()
+	var last model.Event
+	for ev, err := range p.Stream(context.Background(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if last.Kind != model.EventUsage {
+		t.Fatalf("the last event is %+v, not the usage", last)
+	}
+	return last.Usage
 }
