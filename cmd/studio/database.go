@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -28,6 +29,13 @@ type stateDB interface {
 	Migrate(ctx context.Context, now time.Time) (int, error)
 }
 
+// database is an opened backend and its file upkeep, nil where the engine
+// has none (PostgreSQL).
+type database struct {
+	stateDB
+	maint app.Maintenance
+}
+
 // usesPostgres reports whether --database selects PostgreSQL; any other
 // non-empty value is refused.
 func usesPostgres(cfg *config) (bool, error) {
@@ -42,39 +50,43 @@ func usesPostgres(cfg *config) (bool, error) {
 
 // openDatabase opens StateDB without migrating. For SQLite the data
 // directory's file must exist unless create is set.
-func openDatabase(ctx context.Context, cfg *config, create bool) (stateDB, error) {
+func openDatabase(ctx context.Context, cfg *config, create bool) (database, error) {
 	pg, err := usesPostgres(cfg)
 	if err != nil {
-		return nil, err
+		return database{}, err
 	}
 	if pg {
 		st, err := postgres.Open(ctx, cfg.database)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", databaseName(cfg), err)
+			return database{}, fmt.Errorf("%s: %w", databaseName(cfg), err)
 		}
-		return st, nil
+		return database{stateDB: st}, nil
 	}
 	path := dbPath(cfg.dataDir)
 	if create {
 		if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("create data dir: %w", err)
+			return database{}, fmt.Errorf("create data dir: %w", err)
 		}
 	} else if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
+		return database{}, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
 	}
-	return sqlite.Open(path)
+	st, err := sqlite.Open(path)
+	if err != nil {
+		return database{}, err
+	}
+	return database{stateDB: st, maint: st}, nil
 }
 
 // openStore opens and migrates StateDB.
-func openStore(ctx context.Context, cfg *config) (store.Store, int, error) {
+func openStore(ctx context.Context, cfg *config) (database, int, error) {
 	st, err := openDatabase(ctx, cfg, true)
 	if err != nil {
-		return nil, 0, err
+		return database{}, 0, err
 	}
 	v, err := st.Migrate(ctx, time.Now())
 	if err != nil {
 		st.Close()
-		return nil, v, fmt.Errorf("migrate: %w", err)
+		return database{}, v, fmt.Errorf("migrate: %w", err)
 	}
 	return st, v, nil
 }

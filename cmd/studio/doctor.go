@@ -107,7 +107,7 @@ func localDoctor(ctx context.Context, cfg *config) (app.DoctorReport, error) {
 		return app.DoctorReport{}, err
 	}
 	defer st.Close()
-	svc, err := app.New(app.Config{Store: st})
+	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint})
 	if err != nil {
 		return app.DoctorReport{}, err
 	}

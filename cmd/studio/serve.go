@@ -22,7 +22,6 @@ import (
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
-	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
@@ -197,8 +196,8 @@ func serveUnavailable(ctx context.Context, cfg *config, log *slog.Logger, h http
 // newApp builds the application services over the store and the model
 // provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func newApp(ctx context.Context, st store.Store, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions) (*app.Service, error) {
-	svc, err := app.New(app.Config{Store: st, Provider: provider, Logger: log, Workers: ao.runWorkers,
+func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions) (*app.Service, error) {
+	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint, Provider: provider, Logger: log, Workers: ao.runWorkers,
 		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace, Observer: obs})
 	if err != nil {
 		return nil, err

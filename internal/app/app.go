@@ -57,7 +57,8 @@ type Config struct {
 	// configured; the rest of the application works.
 	Provider model.Provider
 	// Maintenance is the backend's upkeep (vacuum, checkpoint, integrity,
-	// file sizes). Nil: taken from Store when it implements Maintenance.
+	// file sizes). Nil: the backend has none (PostgreSQL), and those
+	// actions and checks say so.
 	Maintenance Maintenance
 	Now         func() time.Time
 	Logger      *slog.Logger
@@ -169,9 +170,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
-	if cfg.Maintenance == nil {
-		cfg.Maintenance, _ = cfg.Store.(Maintenance)
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}

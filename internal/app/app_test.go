@@ -13,7 +13,6 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
 )
@@ -63,7 +62,7 @@ func newFx(t *testing.T, o fxOpts) *fx {
 
 // service builds another Service over st with f's clock (a second
 // scheduler, or the same daemon after a restart). It is stopped at cleanup.
-func (f *fx) service(st store.Store, o fxOpts) *app.Service {
+func (f *fx) service(st *sqlite.Store, o fxOpts) *app.Service {
 	f.t.Helper()
 	p := o.provider
 	if p == nil && !o.noModel {
@@ -76,7 +75,7 @@ func (f *fx) service(st store.Store, o fxOpts) *app.Service {
 			f.t.Fatal(err)
 		}
 	}
-	cfg := app.Config{Store: st, Provider: p, Now: f.clock.Now, Workers: 2, ShutdownGrace: time.Millisecond}
+	cfg := app.Config{Store: st, Maintenance: st, Provider: p, Now: f.clock.Now, Workers: 2, ShutdownGrace: time.Millisecond}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}

@@ -51,7 +51,7 @@ func newAppDaemon(t *testing.T) *appDaemon {
 		t.Fatal(err)
 	}
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond})
-	svc, err := app.New(app.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond})
+	svc, err := app.New(app.Config{Store: st, Maintenance: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

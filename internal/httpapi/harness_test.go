@@ -67,7 +67,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 			t.Fatal(err)
 		}
 	}
-	svc, err := app.New(app.Config{Store: st, Now: clock.Now, Provider: p, Logger: quietLogger()})
+	svc, err := app.New(app.Config{Store: st, Maintenance: st, Now: clock.Now, Provider: p, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func registry(t *testing.T) (*tools.Registry, *app.Service) {
 	if _, err := st.Migrate(t.Context(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := app.New(app.Config{Store: st})
+	svc, err := app.New(app.Config{Store: st, Maintenance: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 )
@@ -122,7 +121,7 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 		return 0, fmt.Errorf("migrate: lock: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(migrateLock)) //nolint:errcheck // the session ends with the connection anyway
-	// store.Migrate creates this table with SQLite's REAL, which is a 4-byte
+	// sqlstore.Migrate creates this table with SQLite's REAL, which is a 4-byte
 	// float here; create it first with the precision the other times have.
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
@@ -130,7 +129,7 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 		applied_at DOUBLE PRECISION NOT NULL)`); err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	return store.Migrate(ctx, s.db, ms, protocol.Timestamp(now), "$")
+	return sqlstore.Migrate(ctx, s.db, dialect{instance: s.instance}, ms, now)
 }
 
 // Close stops the listener and closes the pool.

@@ -17,7 +17,6 @@ import (
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
-	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 )
@@ -80,7 +79,7 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return store.Migrate(ctx, s.w, ms, protocol.Timestamp(now), "?")
+	return sqlstore.Migrate(ctx, s.w, dialect{}, ms, now)
 }
 
 // Path is the database file.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
 )
 
@@ -126,7 +127,7 @@ func TestMigrateTwice(t *testing.T) {
 func TestMigrateRefusesNewerDatabase(t *testing.T) {
 	t.Parallel()
 	s := mustOpen(t)
-	if _, err := store.Migrate(t.Context(), s.w, nil, 0, "?"); err == nil {
+	if _, err := sqlstore.Migrate(t.Context(), s.w, dialect{}, nil, time.Time{}); err == nil {
 		t.Fatal("a binary with fewer migrations than the database migrated it")
 	}
 }
@@ -142,7 +143,7 @@ func TestMigrateOneTransactionEach(t *testing.T) {
 	}
 	bad := append(ms, store.Migration{Version: len(ms) + 1, Name: "broken",
 		SQL: `CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);`})
-	v, err := store.Migrate(t.Context(), s.w, bad, 0, "?")
+	v, err := sqlstore.Migrate(t.Context(), s.w, dialect{}, bad, time.Time{})
 	if err == nil {
 		t.Fatal("a failing migration succeeded")
 	}

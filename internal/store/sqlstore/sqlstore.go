@@ -243,7 +243,7 @@ func (s *Store) readTx(ctx context.Context) (readTx, error) {
 
 // SchemaVersion implements store.Store.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	return store.CurrentVersion(ctx, s.reader)
+	return CurrentVersion(ctx, s.reader)
 }
 
 // FrameSignal implements store.Store. A commit through this Store closes
@@ -309,4 +309,19 @@ func scanString(row scanner) (string, error) {
 	var v string
 	err := row.Scan(&v)
 	return v, err
+}
+
+// scanner is a row to scan: *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func notFound(what, id string) error {
+	return protocol.Errorf(protocol.NotFound, "%s %s not found", what, id)
+}
+
+// limitOr is n, or def when n is not positive.
+func limitOr(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }

@@ -1,0 +1,70 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// AppendAdminEvent implements store.AuditStore.
+func (s *Store) AppendAdminEvent(ctx context.Context, p store.AppendAdminEventParams) (store.AdminEvent, error) {
+	var e store.AdminEvent
+	err := s.txn(ctx, func(tx *writeTx) error {
+		var err error
+		e, err = appendAdminEvent(ctx, tx, p)
+		return err
+	})
+	return e, err
+}
+
+func appendAdminEvent(ctx context.Context, tx *writeTx, p store.AppendAdminEventParams) (store.AdminEvent, error) {
+	details := p.Details
+	if details == nil {
+		details = jsontext.Value(`{}`)
+	}
+	var id int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO admin_events (created_at, actor, action, target_id, details)
+		VALUES (?, ?, ?, ?, ?) RETURNING id`, ts(p.Now), p.Actor, p.Action, p.TargetID, string(details)).Scan(&id); err != nil {
+		return store.AdminEvent{}, fmt.Errorf("append admin event: %w", err)
+	}
+	return store.AdminEvent{ID: id, CreatedAt: protocol.Time(ts(p.Now)), Actor: p.Actor, Action: p.Action,
+		TargetID: p.TargetID, Details: details}, nil
+}
+
+// ListAdminEvents implements store.AuditStore.
+func (s *Store) ListAdminEvents(ctx context.Context, p store.ListAdminEventsParams) ([]store.AdminEvent, error) {
+	query := `SELECT id, created_at, actor, action, target_id, details FROM admin_events WHERE 1 = 1`
+	var args []any
+	if p.Action != "" {
+		query += ` AND action = ?`
+		args = append(args, p.Action)
+	}
+	if p.TargetID != "" {
+		query += ` AND target_id = ?`
+		args = append(args, p.TargetID)
+	}
+	if p.BeforeID > 0 {
+		query += ` AND id < ?`
+		args = append(args, p.BeforeID)
+	}
+	query += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limitOr(p.Limit, 50))
+	return collect(ctx, s.r, "list admin events", scanAdminEvent, query, args...)
+}
+
+func scanAdminEvent(row scanner) (store.AdminEvent, error) {
+	var e store.AdminEvent
+	var created float64
+	var target sql.NullString
+	var details string
+	if err := row.Scan(&e.ID, &created, &e.Actor, &e.Action, &target, &details); err != nil {
+		return e, err
+	}
+	e.CreatedAt, e.TargetID, e.Details = fromTS(created), nullString(target), jsontext.Value(details)
+	return e, nil
+}

@@ -1,0 +1,160 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+const conversationCols = `id, project, title, status, next_sequence, active_request_id,
+	created_at, updated_at, archived_at, deleted_at, retained_from_sequence`
+
+func scanConversation(row scanner) (store.Conversation, error) {
+	var c store.Conversation
+	var project, title, active sql.NullString
+	var created, updated float64
+	var archived, deleted sql.NullFloat64
+	err := row.Scan(&c.ID, &project, &title, &c.Status, &c.NextSequence, &active,
+		&created, &updated, &archived, &deleted, &c.RetainedFrom)
+	if err != nil {
+		return c, err
+	}
+	c.Project, c.Title, c.ActiveRequestID = nullString(project), nullString(title), nullString(active)
+	c.CreatedAt, c.UpdatedAt = fromTS(created), fromTS(updated)
+	c.ArchivedAt, c.DeletedAt = nullTS(archived), nullTS(deleted)
+	return c, nil
+}
+
+func getConversation(ctx context.Context, q querier, id string) (store.Conversation, error) {
+	return loadConversation(ctx, q, id, "")
+}
+
+// lockConversation reads the conversation and locks it: the first lock of
+// every write that depends on a conversation's state, so that writers of
+// one conversation, in this process or another, take their turns.
+func lockConversation(ctx context.Context, tx *writeTx, id string) (store.Conversation, error) {
+	return loadConversation(ctx, tx, id, tx.locks.update)
+}
+
+func loadConversation(ctx context.Context, q querier, id, lock string) (store.Conversation, error) {
+	c, err := scanConversation(q.QueryRowContext(ctx,
+		`SELECT `+conversationCols+` FROM studio_operator_conversations WHERE id = ?`+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, notFound("conversation", id)
+	}
+	if err != nil {
+		return c, fmt.Errorf("get conversation: %w", err)
+	}
+	return c, nil
+}
+
+// CreateConversation implements store.ConversationStore.
+func (s *Store) CreateConversation(ctx context.Context, p store.CreateConversationParams) (store.Conversation, error) {
+	var c store.Conversation
+	err := s.txn(ctx, func(tx *writeTx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_conversations
+			(id, project, title, status, next_sequence, created_at, updated_at)
+			VALUES (?, ?, ?, 'active', 1, ?, ?)`, p.ID, p.Project, p.Title, ts(p.Now), ts(p.Now))
+		if err != nil {
+			return fmt.Errorf("create conversation: %w", err)
+		}
+		c, err = getConversation(ctx, tx, p.ID)
+		return err
+	})
+	return c, err
+}
+
+// GetConversation implements store.ConversationStore.
+func (s *Store) GetConversation(ctx context.Context, id string) (store.Conversation, error) {
+	return getConversation(ctx, s.r, id)
+}
+
+// ListConversations implements store.ConversationStore.
+func (s *Store) ListConversations(ctx context.Context, p store.ListConversationsParams) ([]store.Conversation, error) {
+	query := `SELECT ` + conversationCols + ` FROM studio_operator_conversations WHERE `
+	var args []any
+	if p.Status == "" {
+		query += `status IN ('active', 'archived')`
+	} else {
+		query += `status = ?`
+		args = append(args, p.Status)
+	}
+	if p.AfterCreated != nil {
+		query += ` AND (created_at < ? OR (created_at = ? AND id < ?))`
+		args = append(args, ts(*p.AfterCreated), ts(*p.AfterCreated), p.AfterID)
+	}
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limitOr(p.Limit, 50))
+	return collect(ctx, s.r, "list conversations", scanConversation, query, args...)
+}
+
+// UpdateConversation implements store.ConversationStore.
+func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversationParams) (store.Conversation, error) {
+	var c store.Conversation
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := lockConversation(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status == store.ConversationDeleted {
+			return notFound("conversation", p.ID)
+		}
+		if p.Title != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET title = ?, updated_at = ? WHERE id = ?`,
+				*p.Title, ts(p.Now), p.ID); err != nil {
+				return fmt.Errorf("rename conversation: %w", err)
+			}
+		}
+		if p.Status != nil && *p.Status != cur.Status {
+			if cur.ActiveRequestID != nil {
+				return protocol.Errorf(protocol.Conflict, "conversation has an active turn").With("activeRequestId", *cur.ActiveRequestID)
+			}
+			var archivedAt any
+			switch *p.Status {
+			case store.ConversationArchived:
+				archivedAt = ts(p.Now)
+			case store.ConversationActive:
+			default:
+				return protocol.Errorf(protocol.Validation, "status must be active or archived")
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations
+				SET status = ?, archived_at = ?, updated_at = ? WHERE id = ?`,
+				*p.Status, archivedAt, ts(p.Now), p.ID); err != nil {
+				return fmt.Errorf("set conversation status: %w", err)
+			}
+			tx.touch(p.ID)
+		}
+		c, err = getConversation(ctx, tx, p.ID)
+		return err
+	})
+	return c, err
+}
+
+// DeleteConversation implements store.ConversationStore.
+func (s *Store) DeleteConversation(ctx context.Context, p store.DeleteConversationParams) (store.Conversation, error) {
+	var c store.Conversation
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := lockConversation(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status == store.ConversationDeleted {
+			return notFound("conversation", p.ID)
+		}
+		if cur.ActiveRequestID != nil {
+			return protocol.Errorf(protocol.Conflict, "conversation has an active turn; cancel it first").With("activeRequestId", *cur.ActiveRequestID)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations
+			SET status = 'deleted', deleted_at = ?, updated_at = ? WHERE id = ?`, ts(p.Now), ts(p.Now), p.ID); err != nil {
+			return fmt.Errorf("delete conversation: %w", err)
+		}
+		tx.touch(p.ID)
+		c, err = getConversation(ctx, tx, p.ID)
+		return err
+	})
+	return c, err
+}

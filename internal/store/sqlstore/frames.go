@@ -1,0 +1,117 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// appendFrames gives each payload the conversation's next sequence and
+// advances next_sequence, inside the caller's transaction.
+func appendFrames(ctx context.Context, tx *writeTx, convID, reqID string, now time.Time, payloads ...protocol.Payload) ([]store.Frame, error) {
+	var next int64
+	if err := tx.QueryRowContext(ctx, `SELECT next_sequence FROM studio_operator_conversations WHERE id = ?`+tx.locks.update,
+		convID).Scan(&next); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, notFound("conversation", convID)
+		}
+		return nil, fmt.Errorf("append frames: %w", err)
+	}
+	out := make([]store.Frame, 0, len(payloads))
+	for i, p := range payloads {
+		raw, err := protocol.EncodePayload(p)
+		if err != nil {
+			return nil, err
+		}
+		f := store.Frame{ConversationID: convID, Sequence: next + int64(i), RequestID: reqID,
+			Type: p.FrameType(), Payload: raw, CreatedAt: protocol.Time(ts(now))}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_frames
+			(conversation_id, sequence, request_id, frame_type, payload_json, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			convID, f.Sequence, reqID, string(f.Type), string(raw), ts(now)); err != nil {
+			return nil, fmt.Errorf("append frame: %w", err)
+		}
+		out = append(out, f)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET next_sequence = ?, updated_at = ? WHERE id = ?`,
+		next+int64(len(payloads)), ts(now), convID); err != nil {
+		return nil, fmt.Errorf("advance sequence: %w", err)
+	}
+	return out, nil
+}
+
+// callerPayloads are the payloads of frames a caller appends (AppendFrames
+// and the proposal transitions). Each needs a payload, and none may be done:
+// done ends the turn, so only FinishTurn writes it, in the transaction that
+// releases the conversation (DESIGN.md §7).
+func callerPayloads(frames []store.NewFrame) ([]protocol.Payload, error) {
+	payloads := make([]protocol.Payload, len(frames))
+	for i, f := range frames {
+		switch {
+		case f.Payload == nil:
+			return nil, protocol.Errorf(protocol.Validation, "frame %d has no payload", i)
+		case f.Payload.FrameType() == protocol.FrameDone:
+			return nil, protocol.Errorf(protocol.Validation, "done frames are written by FinishTurn alone")
+		}
+		payloads[i] = f.Payload
+	}
+	return payloads, nil
+}
+
+// AppendFrames implements store.FrameStore.
+func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
+	var frames []store.Frame
+	err := s.txn(ctx, func(tx *writeTx) error {
+		c, err := lockConversation(ctx, tx, p.ConversationID)
+		if err != nil {
+			return err
+		}
+		if c.ActiveRequestID == nil || *c.ActiveRequestID != p.RequestID {
+			return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", p.RequestID)
+		}
+		payloads, err := callerPayloads(p.Frames)
+		if err != nil {
+			return err
+		}
+		frames, err = appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now, payloads...)
+		tx.touch(p.ConversationID)
+		return err
+	})
+	return frames, err
+}
+
+// ListFrames implements store.FrameStore.
+func (s *Store) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
+	query := `SELECT conversation_id, sequence, request_id, frame_type, payload_json, created_at
+		FROM studio_operator_frames WHERE conversation_id = ? AND sequence > ?`
+	args := []any{p.ConversationID, p.AfterSequence}
+	if p.RequestID != "" {
+		query += ` AND request_id = ?`
+		args = append(args, p.RequestID)
+	}
+	// Replay's hot path: scanning into locals of this loop keeps the row
+	// free of the allocation a scan through the scanner interface costs.
+	rows, err := s.r.QueryContext(ctx, query+` ORDER BY sequence LIMIT ?`, append(args, limitOr(p.Limit, 500))...)
+	if err != nil {
+		return nil, fmt.Errorf("list frames: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Frame
+	for rows.Next() {
+		var f store.Frame
+		var payload string
+		var created float64
+		if err := rows.Scan(&f.ConversationID, &f.Sequence, &f.RequestID, &f.Type, &payload, &created); err != nil {
+			return nil, fmt.Errorf("list frames: %w", err)
+		}
+		f.Payload, f.CreatedAt = jsontext.Value(payload), fromTS(created)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
