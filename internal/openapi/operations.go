@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"reflect"
+	"slices"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -61,6 +62,19 @@ func build() model {
 	}, enums: enums()}
 	addProtocolComponents(r)
 	t := func(v reflect.Type) *schema { return r.schemaOf(v) }
+	// pathRef is a command's body where the path names its resource: the
+	// field may be left out (and must match the path when given).
+	pathRef := func(v reflect.Type, field string) *schema {
+		c := *r.components[t(v).Ref]
+		c.Properties = slices.Clone(c.Properties)
+		for i, p := range c.Properties {
+			if p.Name == field {
+				c.Properties[i].Required = false
+				c.Properties[i].Schema = &schema{Type: []string{"string"}, Description: "optional: the path names it"}
+			}
+		}
+		return &c
+	}
 	pb, run, sched, wf := t(reflect.TypeFor[app.Playbook]()), t(reflect.TypeFor[app.Run]()), t(reflect.TypeFor[app.Schedule]()), t(reflect.TypeFor[app.Workflow]())
 	result := t(reflect.TypeFor[app.Result]())
 	conv := t(reflect.TypeFor[protocol.Conversation]())
@@ -116,25 +130,25 @@ func build() model {
 			Body: t(reflect.TypeFor[app.CreatePlaybookCommand]()), Status: 201, Resp: pb},
 		{Method: "GET", Path: "/api/app/playbooks/{ref}", ID: "getPlaybook", Tag: "app", Summary: "A playbook by id or name", Status: 200, Resp: pb},
 		{Method: "PATCH", Path: "/api/app/playbooks/{ref}", ID: "updatePlaybook", Tag: "app", Summary: "Update a playbook (expectedVersion required)",
-			Body: t(reflect.TypeFor[app.UpdatePlaybookCommand]()), Status: 200, Resp: pb},
+			Body: pathRef(reflect.TypeFor[app.UpdatePlaybookCommand](), "playbook"), Status: 200, Resp: pb},
 		{Method: "DELETE", Path: "/api/app/playbooks/{ref}", ID: "deletePlaybook", Tag: "app", Summary: "Delete a playbook",
 			Query: []param{expectedVersion}, Status: 200, Resp: result},
 		{Method: "POST", Path: "/api/app/playbooks/{ref}/launch", ID: "launchPlaybook", Tag: "app", Summary: "Launch a run (202: queued)",
-			Body: t(reflect.TypeFor[app.LaunchPlaybookCommand]()), Status: 202, Resp: run},
+			Body: pathRef(reflect.TypeFor[app.LaunchPlaybookCommand](), "playbook"), Status: 202, Resp: run},
 		{Method: "GET", Path: "/api/app/workflows", ID: "listWorkflows", Tag: "app", Summary: "Workflows by name",
 			Query: pageParams(q("q", "search name and description", qString), q("project", "only this project", qString)), Status: 200, Resp: t(reflect.TypeFor[app.WorkflowPage]())},
 		{Method: "POST", Path: "/api/app/workflows", ID: "createWorkflow", Tag: "app", Summary: "Create a workflow",
 			Body: t(reflect.TypeFor[app.CreateWorkflowCommand]()), Status: 201, Resp: wf},
 		{Method: "GET", Path: "/api/app/workflows/{ref}", ID: "getWorkflow", Tag: "app", Summary: "A workflow by id or name", Status: 200, Resp: wf},
 		{Method: "PATCH", Path: "/api/app/workflows/{ref}", ID: "updateWorkflow", Tag: "app", Summary: "Update a workflow (expectedVersion required)",
-			Body: t(reflect.TypeFor[app.UpdateWorkflowCommand]()), Status: 200, Resp: wf},
+			Body: pathRef(reflect.TypeFor[app.UpdateWorkflowCommand](), "workflow"), Status: 200, Resp: wf},
 		{Method: "GET", Path: "/api/app/runs", ID: "listRuns", Tag: "app", Summary: "Runs, newest first",
 			Query: pageParams(q("status", "queued, running, succeeded, failed or cancelled", qString), q("playbook", "playbook id or name", qString),
 				q("project", "only this project", qString), q("trigger", "manual, operator or schedule", qString), q("schedule", "schedule id", qString),
 				q("since", "Unix seconds or RFC 3339", qString), q("until", "Unix seconds or RFC 3339", qString)),
 			Status: 200, Resp: t(reflect.TypeFor[app.RunPage]())},
 		{Method: "POST", Path: "/api/app/runs", ID: "launchRun", Tag: "app", Summary: "Launch a run of a playbook (202: queued)",
-			Body: ref("LaunchPlaybookCommand"), Status: 202, Resp: run},
+			Body: t(reflect.TypeFor[app.LaunchPlaybookCommand]()), Status: 202, Resp: run},
 		{Method: "GET", Path: "/api/app/runs/stats", ID: "runStats", Tag: "app", Summary: "Run counts by status and the median duration",
 			Query: []param{q("window", "24h or 7d", enum("", "24h", "7d"))}, Status: 200, Resp: t(reflect.TypeFor[app.RunStats]())},
 		{Method: "GET", Path: "/api/app/runs/{id}", ID: "getRun", Tag: "app", Summary: "A run", Status: 200, Resp: run},
@@ -149,7 +163,7 @@ func build() model {
 			Query: []param{q("cron", "a 5-field cron expression", qString), q("count", "how many, up to 50 (default 5)", qInt)}, Status: 200, Resp: t(reflect.TypeFor[app.CronPreview]())},
 		{Method: "GET", Path: "/api/app/schedules/{ref}", ID: "getSchedule", Tag: "app", Summary: "A schedule by id or name", Status: 200, Resp: sched},
 		{Method: "PATCH", Path: "/api/app/schedules/{ref}", ID: "updateSchedule", Tag: "app", Summary: "Update a schedule (expectedVersion required)",
-			Body: t(reflect.TypeFor[app.UpdateScheduleCommand]()), Status: 200, Resp: sched},
+			Body: pathRef(reflect.TypeFor[app.UpdateScheduleCommand](), "schedule"), Status: 200, Resp: sched},
 		{Method: "DELETE", Path: "/api/app/schedules/{ref}", ID: "deleteSchedule", Tag: "app", Summary: "Delete a schedule", Query: []param{expectedVersion}, Status: 200, Resp: result},
 		{Method: "POST", Path: "/api/app/schedules/{ref}/enable", ID: "enableSchedule", Tag: "app", Summary: "Resume a schedule",
 			Body: ref("SetEnabledRequest"), Status: 200, Resp: sched},
