@@ -95,7 +95,9 @@ func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.
 	return modeltest.Collect(ctx, p, req)
 }
 
-func usageOf(t *testing.T, p model.Provider) model.Usage { return modeltest.LastUsage(t, p, userRequest()) }
+func usageOf(t *testing.T, p model.Provider) model.Usage {
+	return modeltest.LastUsage(t, p, userRequest())
+}
 
 func text(evs []model.Event) string {
 	var b strings.Builder
