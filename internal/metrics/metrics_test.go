@@ -36,7 +36,9 @@ func (f fakeProvider) Stream(context.Context, model.Request) iter.Seq2[model.Eve
 
 type checkedFake struct{ fakeProvider }
 
-func (checkedFake) Check(context.Context) error { return protocol.Errorf(protocol.ModelFailure, "down") }
+func (checkedFake) Check(context.Context) error {
+	return protocol.Errorf(protocol.ModelFailure, "down")
+}
 
 func scrape(t *testing.T, r *metrics.Registry) string {
 	t.Helper()
