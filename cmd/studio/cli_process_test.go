@@ -283,6 +283,10 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 			`studio_model_calls_total{outcome="ok",provider="offline"}`,
 			`studio_app_runs_total{status="succeeded"} 1`, `studio_app_run_duration_seconds_count{status="succeeded"} 1`,
 			"studio_app_runs_running 0",
+			`studio_operator_turns_total{code="",outcome="completed"} 1`,
+			`studio_operator_turn_duration_seconds_count{outcome="completed",provider="offline"} 1`,
+			"studio_operator_turn_queue_wait_seconds_count 1", "studio_operator_turn_queue_depth 0",
+			`studio_operator_frames_appended_total{outcome="completed"}`,
 		} {
 			if !strings.Contains(body, family) {
 				t.Errorf("%s lacks %s", src.url, family)
@@ -294,7 +298,8 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 	}
 	logs := d.Logs()
 	for _, want := range []string{`msg="http request" method=POST route="POST /api/operator/conversations/{id}/turns" path=/api/operator/conversations/` + conv.ID + `/turns status=202`,
-		`msg="auth failure" route="GET /metrics"`, `msg="run ended" run=` + run.ID} {
+		`msg="auth failure" route="GET /metrics"`, `msg="run ended" run=` + run.ID,
+		`msg="turn ended" conversation=` + conv.ID} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the logs lack %s:\n%s", want, logs)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
 )
 
@@ -68,9 +69,25 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 }
 
 // doctorReport asks the daemon, or reads the database when no daemon
-// answers; down is why the daemon could not be asked (nil when it answered
-// or was not asked).
+// answers, and adds what in the data directory other users can read; down
+// is why the daemon could not be asked (nil when it answered or was not
+// asked).
 func doctorReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorReport, source string, down, err error) {
+	rep, source, down, err = healthReport(ctx, cfg, local)
+	if err != nil {
+		return rep, source, down, err
+	}
+	if exposed := datadir.Exposed(cfg.dataDir); len(exposed) > 0 {
+		rep.Problems = append(rep.Problems, exposed...)
+		if rep.Status == app.StatusOK {
+			rep.Status = app.StatusDegraded
+		}
+	}
+	return rep, source, down, nil
+}
+
+// healthReport asks the daemon, or reads the database when no daemon answers.
+func healthReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorReport, source string, down, err error) {
 	if !local {
 		cl, err := operatorClient(cfg)
 		if err != nil {

@@ -364,7 +364,7 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 				return err
 			}
 			status.set(turnQueued)
-			var outcome string
+			var outcome protocol.Outcome
 			err = cl.Follow(ctx, convID, acc.AcceptedSequence, status.reconnecting, func(f protocol.Frame) error {
 				if f.RequestID != acc.RequestID {
 					return nil
@@ -574,7 +574,7 @@ func targetString(t *protocol.ResourceVersion) string {
 
 // proposalResultFields is the table form of a confirm or deny answer.
 func proposalResultFields(w io.Writer, res protocol.ProposalResult) {
-	kv := []string{"proposal", res.ProposalID, "status", res.Status}
+	kv := []string{"proposal", res.ProposalID, "status", string(res.Status)}
 	if len(res.Result) > 0 {
 		kv = append(kv, "result", truncate(string(res.Result), 300))
 	}

@@ -213,7 +213,7 @@ func TestProcessKill9MidTurnThenReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var outcome string
+	var outcome protocol.Outcome
 	err = d2.client.Stream(ctx, conv.ID, last, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.DonePayload); ok && f.RequestID == acc2.RequestID {
 			outcome = p.Outcome
@@ -350,7 +350,7 @@ func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
 	if err != nil || res.Status != "succeeded" {
 		t.Fatalf("confirm after restart: %+v %v", res, err)
 	}
-	var outcome string
+	var outcome protocol.Outcome
 	var text strings.Builder
 	err = d2.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 		if tp, ok := f.Payload.(protocol.TextPayload); ok && tp.Role == protocol.RoleAssistant {
@@ -415,6 +415,31 @@ func TestProcessBrokenStateDBAnswersServiceFailure(t *testing.T) {
 	_, err = cl.CreateConversation(testCtx(t), protocol.CreateConversationRequest{})
 	if !protocol.IsCode(err, protocol.ServiceFailure) {
 		t.Fatalf("create conversation without StateDB: %v", err)
+	}
+	// Nothing answered names the database's path (issue 11 item 5); the open
+	// health check says degraded, the token adds why.
+	if strings.Contains(err.Error(), dataDir) {
+		t.Errorf("the 503 names the data dir: %v", err)
+	}
+	for _, tok := range []string{"", strings.TrimSpace(string(token))} {
+		req, _ := http.NewRequestWithContext(testCtx(t), "GET", url+"/healthz", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode != 503 || strings.Contains(string(b), dataDir):
+			t.Errorf("healthz (token %v): %d %s", tok != "", resp.StatusCode, b)
+		case tok == "" && strings.TrimSpace(string(b)) != `{"status":"degraded"}`:
+			t.Errorf("open healthz: %s", b)
+		case tok != "" && !strings.Contains(string(b), "not a database"):
+			t.Errorf("healthz with the token: %s", b)
+		}
 	}
 }
 

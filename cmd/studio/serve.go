@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
@@ -32,6 +34,11 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 		Short: "Apply StateDB migrations and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			lock, err := lockDataDir(cfg)
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			st, v, err := openStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -58,11 +65,29 @@ type obsOptions struct {
 	metricsAddr string
 }
 
+// turnOptions configure the operator's turns: the worker pool, its queue
+// bound and the model deadlines.
+type turnOptions struct {
+	workers    int
+	maxQueued  int
+	firstEvent time.Duration
+	idle       time.Duration
+	attempt    time.Duration
+}
+
+// httpOptions configure the daemon's HTTP edge.
+type httpOptions struct {
+	allowedHosts   []string
+	maxClientConns int
+	bodyTimeout    time.Duration
+}
+
 func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
-	var workers int
+	var to turnOptions
 	var ao appOptions
 	var oo obsOptions
+	var ho httpOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
@@ -78,7 +103,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, log, grace, workers, ao, oo)
+			return serve(ctx, cfg, log, grace, to, ao, ho, oo)
 		},
 	}
 	f := cmd.Flags()
@@ -87,18 +112,27 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "model provider: offline, openai, anthropic, script[:PATH] (env STUDIO_MODEL)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
-	f.IntVar(&workers, "workers", coordinator.DefaultWorkers, "turns that run at once")
+	f.IntVar(&to.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
+	f.IntVar(&to.maxQueued, "max-queued-turns", coordinator.DefaultMaxQueuedTurns, "new turns that may wait for a worker; past it a submission answers 429 rate_limited")
+	f.DurationVar(&to.firstEvent, "model-first-event-timeout", coordinator.DefaultFirstEventTimeout, "how long a model attempt may take to send its first event")
+	f.DurationVar(&to.idle, "model-idle-timeout", coordinator.DefaultIdleTimeout, "how long a model stream may pause between two events")
+	f.DurationVar(&to.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
 	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
+	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
+	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, workers int, ao appOptions, oo obsOptions) error {
-	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
+func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions) error {
+	lock, err := lockDataDir(cfg)
+	if err != nil {
+		return err
 	}
+	defer lock.Release()
 	token, err := loadOrCreateToken(cfg.dataDir)
 	if err != nil {
 		return err
@@ -115,21 +149,29 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	reg := metrics.New(build)
 	provider = metrics.InstrumentProvider(provider, reg)
 	st, version, err := openStore(ctx, cfg)
+	for _, p := range datadir.Exposed(cfg.dataDir) {
+		log.Warn("the data directory is open to other users", "problem", p)
+	}
+	edge := httpapi.Config{Token: token, Logger: log, AllowedHosts: allowedHosts(cfg.addr, ho.allowedHosts), BodyTimeout: ho.bodyTimeout}
 	if err != nil {
 		// No in-memory fallback under the same API (ADR D1): every call
 		// answers service_failure until the database is fixed and the
 		// daemon restarted.
 		log.Error("StateDB unavailable: serving service_failure for every API call", "err", err)
-		return serveUnavailable(ctx, cfg, log, httpapi.Unavailable(token, err.Error()))
+		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
 	svc, err := newApp(ctx, st, provider, log, reg, grace, ao)
 	if err != nil {
 		return err
 	}
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Logger: log, Workers: workers, ShutdownGrace: grace,
-		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
-	if _, err := coord.Recover(ctx); err != nil {
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Commands: svc, Logger: log, ShutdownGrace: grace,
+		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
+		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
+		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second,
+		Observer: coordObserver{reg: reg, log: log, provider: provider.Name()}})
+	svc.SettleProposalsWith(coord)
+	if err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
 	}
 	if err := svc.Start(ctx); err != nil {
@@ -140,13 +182,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log, App: svc, Metrics: reg,
-		Extra: []func(*http.ServeMux){page.Register}})
-	ln, err := net.Listen("tcp", cfg.addr)
+	edge.Coordinator, edge.App, edge.Extra, edge.Metrics = coord, svc, []func(*http.ServeMux){page.Register}, reg
+	api := httpapi.New(edge)
+	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api.Observed(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
 	if oo.metricsAddr != "" {
 		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, errc)
@@ -179,18 +221,42 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 }
 
 // serveUnavailable serves h until ctx ends: the daemon without StateDB.
-func serveUnavailable(ctx context.Context, cfg *config, log *slog.Logger, h http.Handler) error {
-	ln, err := net.Listen("tcp", cfg.addr)
+func serveUnavailable(ctx context.Context, cfg *config, log *slog.Logger, ho httpOptions, lock *datadir.Lock, h http.Handler) error {
+	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := httpapi.NewHTTPServer(h, log)
 	log.Warn("studio serving without StateDB", "addr", "http://"+ln.Addr().String())
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// listen opens the daemon's listener, capped per client, and records its
+// address in the data directory's lock for a second daemon's message.
+func listen(cfg *config, ho httpOptions, lock *datadir.Lock) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := lock.SetAddr("http://" + ln.Addr().String()); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return httpapi.LimitPerClient(ln, ho.maxClientConns), nil
+}
+
+// allowedHosts are the Host names the daemon answers besides loopback and
+// IP addresses: the --addr host when it is a name, and --allowed-hosts.
+func allowedHosts(addr string, extra []string) []string {
+	hosts := slices.Clone(extra)
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		hosts = append(hosts, host)
+	}
+	return hosts
 }
 
 // newApp builds the application services over the store and the model

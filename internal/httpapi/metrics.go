@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/metrics"
-	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/protocol"
 )
 
 // serverMetrics is what the handlers record, over the daemon's metrics
@@ -34,11 +34,11 @@ func (m *serverMetrics) handle(w http.ResponseWriter, r *http.Request) {
 
 // flushed records the frames of one flushed SSE write: how many, and for
 // those committed while the stream was open, the commit-to-flush latency.
-func (m *serverMetrics) flushed(frames []store.Frame, opened time.Time) {
+func (m *serverMetrics) flushed(frames []protocol.RawFrame, opened time.Time) {
 	now := time.Now()
 	for _, f := range frames {
-		if !f.CreatedAt.Before(opened) {
-			m.reg.CommitToFlush(now.Sub(f.CreatedAt))
+		if at := protocol.Time(f.CreatedAt); !at.Before(opened) {
+			m.reg.CommitToFlush(now.Sub(at))
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -15,23 +14,11 @@ import (
 	"github.com/studio/operator/internal/metrics"
 )
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines decodes the JSON log lines written to b.
+func logLines(t *testing.T, b *syncBuffer) []map[string]any {
+	t.Helper()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
@@ -88,7 +75,7 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 	get("/nowhere", "good", "")
 
 	var access, authFailures []map[string]any
-	for _, l := range logs.lines(t) {
+	for _, l := range logLines(t, &logs) {
 		switch l["msg"] {
 		case "http request":
 			access = append(access, l)
@@ -109,7 +96,7 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 	if len(authFailures) != 2 || authFailures[0]["suppressed_since_last"] != float64(0) || authFailures[1]["suppressed_since_last"] != float64(1) {
 		t.Fatalf("auth failure lines %v", authFailures)
 	}
-	all := logs.b.String()
+	all := logs.String()
 	for _, secret := range []string{"s3cret-ticket", "bad-token-value", "Bearer good"} {
 		if strings.Contains(all, secret) {
 			t.Fatalf("the log holds %q:\n%s", secret, all)

@@ -44,7 +44,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.coord.OpenStream(r.Context(), convID, after); err != nil {
+	if err := s.coord.OpenStream(r.Context(), convID, after); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -86,7 +86,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, f := range frames {
-			b, err := protocol.Marshal(f.Wire())
+			b, err := protocol.Marshal(f)
 			if err != nil {
 				s.log.Error("encode frame", "conversation", convID, "sequence", f.Sequence, "err", err)
 				return

@@ -100,9 +100,9 @@ func New(b Build) *Registry {
 	r.turnQueueDepth = f.gauge("studio_operator_turn_queue_depth", "Turns accepted and waiting for a worker.")
 	r.turnQueueWait = f.histogram("studio_operator_turn_queue_wait_seconds", "Time a turn waited queued before a worker started it.", longBuckets)
 	r.turnDuration = f.histogramVec("studio_operator_turn_duration_seconds", "Time from a turn's start to its done frame, by model provider and outcome; time awaiting confirmation included.", longBuckets, "provider", "outcome")
-	r.framesAppended = f.counterVec("studio_operator_frames_appended_total", "Frames committed to StateDB, by frame type.", "type")
+	r.framesAppended = f.counterVec("studio_operator_frames_appended_total", "Frames committed to StateDB for ended turns, by the turn's outcome.", "outcome")
 	r.proposals = f.counterVec("studio_operator_proposals_total", "Proposal transitions, by audit decision (confirmed, denied, expired, executed, failed, indeterminate).", "decision")
-	r.effectAcks = f.counterVec("studio_operator_effects_total", "UI effects, by acknowledgement status (applied, rejected, expired) and rejection code.", "status", "rejection_code")
+	r.effectAcks = f.counterVec("studio_operator_effects_total", "UI effects acknowledged, by status (applied, rejected, expired) and effect kind.", "status", "kind")
 
 	r.modelFirstToken = f.histogramVec("studio_model_time_to_first_token_seconds", "Time from a model call's start to its first text or tool call, by provider.", longBuckets, "provider")
 	r.modelDuration = f.histogramVec("studio_model_call_duration_seconds", "Duration of a model call (one provider stream), by provider and outcome (ok, error, cancelled).", longBuckets, "provider", "outcome")
@@ -241,12 +241,12 @@ func (r *Registry) TurnEnded(provider, outcome, code string, d time.Duration) {
 	r.turnDuration.WithLabelValues(provider, outcome).Observe(max(d, 0).Seconds())
 }
 
-// FramesAppended records committed frames of one type.
-func (r *Registry) FramesAppended(frameType string, n int) {
+// FramesAppended records the frames an ended turn committed.
+func (r *Registry) FramesAppended(outcome string, n int) {
 	if r == nil || n <= 0 {
 		return
 	}
-	r.framesAppended.WithLabelValues(frameType).Add(float64(n))
+	r.framesAppended.WithLabelValues(outcome).Add(float64(n))
 }
 
 // ProposalDecided records one proposal transition by its audit decision.
@@ -258,11 +258,11 @@ func (r *Registry) ProposalDecided(decision string) {
 }
 
 // EffectAcknowledged records an effect's acknowledgement (or expiry).
-func (r *Registry) EffectAcknowledged(status, rejectionCode string) {
+func (r *Registry) EffectAcknowledged(status, kind string) {
 	if r == nil {
 		return
 	}
-	r.effectAcks.WithLabelValues(status, rejectionCode).Inc()
+	r.effectAcks.WithLabelValues(status, kind).Inc()
 }
 
 // ModelRetried records a retry of a model call after a failure with code.

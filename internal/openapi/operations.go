@@ -82,7 +82,7 @@ func build() model {
 	expectedVersion := q("expectedVersion", "the resource's version as last read", qInt)
 	ops := []Operation{
 		{Method: "GET", Path: "/healthz", ID: "healthz", Tag: "daemon", Summary: "Liveness: 200 {status: ok}, or 503 with the reason StateDB is unavailable", Auth: "none", Status: 200,
-			Resp: object(req("status", enum("", "ok", "unavailable")), opt("reason", str("")))},
+			Resp: object(req("status", enum("", "ok", "degraded")), opt("reason", str("why, for a caller with the token")))},
 		{Method: "GET", Path: "/metrics", ID: "metrics", Tag: "daemon", Summary: "Prometheus text exposition (the token is required here; --metrics-addr serves it without)", Status: 200, Content: "text/plain"},
 		{Method: "GET", Path: "/api/openapi.json", ID: "openapi", Tag: "daemon", Summary: "This document", Auth: "none", Status: 200, Resp: &schema{Type: []string{"object"}, Open: true}},
 
@@ -215,8 +215,8 @@ func enums() map[string][]string {
 		"TextPayload.Format":               {"plain", "markdown"},
 		"TextPayload.Role":                 {protocol.RoleUser, protocol.RoleAssistant},
 		"ToolCallPayload.Mode":             {"read", "draft"},
-		"ConfirmationPayload.State":        {protocol.ConfirmationRequired, protocol.ConfirmationConfirmed, protocol.ConfirmationExpired, protocol.ConfirmationExecuted, protocol.ConfirmationDenied, protocol.ConfirmationFailed},
-		"DonePayload.Outcome":              {protocol.OutcomeCompleted, protocol.OutcomeFailed, protocol.OutcomeCancelled},
+		"ConfirmationPayload.State":        {"required", "confirmed", "expired", "executed", "denied", "failed"},
+		"DonePayload.Outcome":              {"completed", "failed", "cancelled"},
 		"CommandProposal.Risk":             {protocol.RiskMutate, protocol.RiskExecute, protocol.RiskAdmin},
 		"ProposalState.Status":             {"pending", "confirmed", "executing", "succeeded", "failed", "expired", "cancelled", "conflict"},
 		"ProposalResult.Status":            {"succeeded", "failed", "conflict", "expired", "cancelled", "executing"},

@@ -524,6 +524,7 @@ export interface Space {
   path: string;
   shortcut: string;
   description: string;
+  subtitle: string;
   params: Param[];
   effects: string[];
   selection?: string[];
