@@ -48,4 +48,6 @@ func (o coordObserver) ProposalDecided(p coordinator.ProposalDecided) {
 	o.log.Info("proposal decided", "command_type", p.CommandType, "risk", p.Risk, "decision", string(p.Decision))
 }
 
-func (o coordObserver) EffectAcked(e coordinator.EffectAcked) { o.reg.EffectAcknowledged(e.Status, e.Kind) }
+func (o coordObserver) EffectAcked(e coordinator.EffectAcked) {
+	o.reg.EffectAcknowledged(e.Status, e.Kind)
+}

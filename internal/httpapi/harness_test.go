@@ -172,7 +172,9 @@ func wantCode(t *testing.T, err error, code protocol.ErrorCode) *protocol.Error 
 	return protocol.ErrorOf(err)
 }
 
-func countDone(frames []protocol.Frame, requestID string) int { return coordtest.CountDone(frames, requestID) }
+func countDone(frames []protocol.Frame, requestID string) int {
+	return coordtest.CountDone(frames, requestID)
+}
 
 func ptr[T any](v T) *T { return &v }
 
