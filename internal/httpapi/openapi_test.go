@@ -1,17 +1,12 @@
 package httpapi_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -21,49 +16,9 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// registeredRoutes walks the router's registrations in this package's
-// source: every mux.HandleFunc("METHOD /path", ...) call.
-func registeredRoutes(t *testing.T) []string {
-	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routes []string
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "HandleFunc" && sel.Sel.Name != "Handle") {
-				return true
-			}
-			lit, ok := call.Args[0].(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				t.Errorf("%s: a route registered with a pattern that is not a literal", fset.Position(call.Pos()))
-				return true
-			}
-			pattern, _ := strconv.Unquote(lit.Value)
-			routes = append(routes, pattern)
-			return true
-		})
-	}
-	return routes
-}
-
 // TestOpenAPICoversTheRouter fails when a route is missing from the OpenAPI
-// document or documented but absent: the registrations in the source and
-// the document's operations must be the same set, and each documented
+// document or documented but absent: the patterns a real server registers
+// and the document's operations must be the same set, and each documented
 // operation must be the route the server matches for its path.
 func TestOpenAPICoversTheRouter(t *testing.T) {
 	t.Parallel()
@@ -71,8 +26,11 @@ func TestOpenAPICoversTheRouter(t *testing.T) {
 	for _, op := range openapi.Operations() {
 		documented[op.Method+" "+op.Path] = true
 	}
+	d := newAppDaemon(t)
+	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Token: testToken, App: d.svc})
+	defer srv.Close()
 	registered := map[string]bool{}
-	for _, r := range registeredRoutes(t) {
+	for _, r := range httpapi.Patterns(srv) {
 		if !strings.Contains(r, " ") {
 			continue // a method-less catch-all (the /api/ not_found answer)
 		}
@@ -81,9 +39,6 @@ func TestOpenAPICoversTheRouter(t *testing.T) {
 			t.Errorf("route %q is registered but not in the OpenAPI document (internal/openapi/operations.go)", r)
 		}
 	}
-	d := newAppDaemon(t)
-	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Token: testToken, App: d.svc})
-	defer srv.Close()
 	param := regexp.MustCompile(`\{[a-z]+\}`)
 	for route := range documented {
 		if !registered[route] {
