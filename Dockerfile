@@ -10,7 +10,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/studio ./cmd/studio \
- && mkdir -p /out/data
+ && mkdir -p -m 0700 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/studio /usr/local/bin/studio
