@@ -217,6 +217,18 @@ func quietLogger() *slog.Logger {
 type faultStore struct {
 	store.Store
 	failCreate, failConfirm, failFinish, failEmit atomic.Bool
+	// frameReads counts the reads a stream makes: frames and conversations.
+	frameReads atomic.Int64
+}
+
+func (f *faultStore) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
+	f.frameReads.Add(1)
+	return f.Store.ListFrames(ctx, p)
+}
+
+func (f *faultStore) GetConversation(ctx context.Context, id string) (store.Conversation, error) {
+	f.frameReads.Add(1)
+	return f.Store.GetConversation(ctx, id)
 }
 
 func (f *faultStore) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {

@@ -52,6 +52,9 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 
+	beatsOnce sync.Once
+	beats     *heartbeats // started by the first stream
+
 	closeOnce sync.Once
 	closing   chan struct{}
 }
@@ -77,7 +80,15 @@ func New(cfg Config) *Server {
 }
 
 // Close ends open streams cleanly; call it before http.Server.Shutdown.
-func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.beatsOnce.Do(func() {}) // no wheel starts after this
+		if s.beats != nil {
+			s.beats.close()
+		}
+	})
+}
 
 func (s *Server) routes() {
 	m := s.mux

@@ -101,6 +101,7 @@ type Store struct {
 	snapshot       *sql.TxOptions
 	signals        *store.Signals
 	group          *group // nil: each write transaction commits alone
+	feed           *store.Feed
 }
 
 var _ store.Store = (*Store)(nil)
@@ -123,6 +124,9 @@ func New(c Config) *Store {
 	if s.signals == nil {
 		s.signals = new(store.Signals)
 	}
+	s.feed = store.NewFeed(func(ctx context.Context, id string, after int64, limit int) ([]store.Frame, error) {
+		return s.ListFrames(ctx, store.ListFramesParams{ConversationID: id, AfterSequence: after, Limit: limit})
+	})
 	if c.GroupCommit {
 		s.group = newGroup(s, c.MaxBatch)
 	}
@@ -246,6 +250,7 @@ func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
 // committed tells this process's streams of a commit: the frames it
 // appended, and a wake-up for every conversation it touched.
 func (s *Store) committed(tx *writeTx) {
+	s.feed.Publish(tx.appended)
 	for _, id := range tx.touched {
 		s.signals.Notify(id)
 	}
@@ -301,12 +306,22 @@ func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
 	return s.signals.Wait(conversationID)
 }
 
+// Subscribe implements store.Store.
+func (s *Store) Subscribe(conversationID string) *store.Subscription {
+	return s.feed.Subscribe(conversationID)
+}
+
+// Feed is the store's feed: a backend whose database other processes
+// write refreshes it on their commits.
+func (s *Store) Feed() *store.Feed { return s.feed }
+
 // Close stops the writer loop, failing the transactions still waiting,
 // and closes both pools (once, when they are one).
 func (s *Store) Close() error {
 	if s.group != nil {
 		s.group.close()
 	}
+	s.feed.Close()
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 
