@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"io"
@@ -55,6 +56,14 @@ type Server struct {
 	beatsOnce sync.Once
 	beats     *heartbeats // started by the first stream
 
+	// Streams served on connections taken over: Close ends them (base)
+	// and waits for them.
+	base     context.Context
+	stop     context.CancelFunc
+	streamMu sync.Mutex
+	closed   bool
+	streams  sync.WaitGroup
+
 	closeOnce sync.Once
 	closing   chan struct{}
 }
@@ -72,6 +81,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: http.NewServeMux(),
 		metrics: newMetrics(), closing: make(chan struct{})}
+	s.base, s.stop = context.WithCancel(context.Background())
 	s.routes()
 	for _, register := range cfg.Extra {
 		register(s.mux)
@@ -79,10 +89,16 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Close ends open streams cleanly; call it before http.Server.Shutdown.
+// Close ends open streams cleanly and waits for those on connections it
+// took over; call it before http.Server.Shutdown.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		s.streamMu.Lock()
+		s.closed = true
+		s.streamMu.Unlock()
 		close(s.closing)
+		s.stop()
+		s.streams.Wait()
 		s.beatsOnce.Do(func() {}) // no wheel starts after this
 		if s.beats != nil {
 			s.beats.close()

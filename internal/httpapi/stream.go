@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -66,30 +69,101 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	st := &stream{s: s, convID: convID, after: after}
+	// HTTP/1.1: take the connection over and serve the stream from one
+	// goroutine of its own, letting the server's go (with its request
+	// buffers and its background reader). Where the server does not allow
+	// it (HTTP/2), the stream runs in the handler.
+	if conn, ok := s.hijack(w); ok {
+		st.out = connSink{conn}
+		st.ctx, st.cancel = context.WithCancel(s.base)
+		// The response head, then the stream: no chunking, the stream's
+		// end is the connection's.
+		h.Set("Connection", "close")
+		var head bytes.Buffer
+		head.WriteString("HTTP/1.1 200 OK\r\n")
+		_ = h.Write(&head)
+		head.WriteString("\r\n")
+		st.write(head.Bytes())
+		go func() {
+			defer s.streams.Done()
+			defer conn.Close()
+			defer st.cancel()
+			st.run()
+		}()
+		return
+	}
 	w.WriteHeader(http.StatusOK)
-	s.metrics.streamsOpen.Add(1)
-	defer s.metrics.streamsOpen.Add(-1)
-	// Subscribe before the first read of the store: whatever commits after
-	// the read is in the feed.
-	sub := s.coord.Subscribe(convID)
-	defer sub.Close()
-	st := stream{s: s, w: w, rc: http.NewResponseController(w), convID: convID, after: after}
-	st.run(r, sub)
+	st.out = responseSink{w, http.NewResponseController(w)}
+	st.ctx = r.Context()
+	st.run()
+}
+
+// hijack takes over w's connection for a stream, counted in s.streams;
+// false: the server does not allow it, or it is closing.
+func (s *Server) hijack(w http.ResponseWriter) (net.Conn, bool) {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, false
+	}
+	// brw holds the server's buffers; nothing more is read from a stream's
+	// request, and its writes go straight to conn.
+	_ = brw
+	_ = conn.SetDeadline(time.Time{})
+	s.streams.Add(1)
+	return conn, true
 }
 
 // stream is one SSE response.
 type stream struct {
 	s      *Server
-	w      http.ResponseWriter
-	rc     *http.ResponseController
+	out    sink
+	ctx    context.Context
+	cancel context.CancelFunc
 	convID string
-	after  int64 // the cursor: the last sequence written
+	after  int64   // the cursor: the last sequence written
+	buf    *[]byte // pooled, held from the first write to the flush
 }
 
-func (st *stream) run(r *http.Request, sub *store.Subscription) {
-	s, ctx := st.s, r.Context()
+// sink is where a stream's bytes go: the response, or the connection
+// taken over.
+type sink interface {
+	Write(b []byte) (int, error)
+	flush() error
+	setWriteDeadline(t time.Time)
+}
+
+type responseSink struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (r responseSink) Write(b []byte) (int, error)  { return r.w.Write(b) }
+func (r responseSink) flush() error                 { return r.rc.Flush() }
+func (r responseSink) setWriteDeadline(t time.Time) { _ = r.rc.SetWriteDeadline(t) }
+
+type connSink struct{ net.Conn }
+
+func (connSink) flush() error                   { return nil }
+func (c connSink) setWriteDeadline(t time.Time) { _ = c.SetWriteDeadline(t) }
+
+func (st *stream) run() {
+	s := st.s
+	s.metrics.streamsOpen.Add(1)
+	defer s.metrics.streamsOpen.Add(-1)
+	// Subscribe before the first read of the store: whatever commits after
+	// the read is in the feed.
+	sub := s.coord.Subscribe(st.convID)
+	defer sub.Close()
+	defer st.release()
 	// A retry hint and an opening comment let the client see the stream is live.
-	if !st.write([]byte("retry: 2000\n: connected\n\n")) || !st.flush() {
+	st.write([]byte("retry: 2000\n: connected\n\n"))
+	if !st.flush() {
 		return
 	}
 	beats := s.heartbeats()
@@ -97,7 +171,7 @@ func (st *stream) run(r *http.Request, sub *store.Subscription) {
 	replay := true // from the store: first, and whenever behind the feed
 	for {
 		if replay {
-			n, ok := st.replay(r)
+			n, ok := st.replay()
 			if !ok {
 				return
 			}
@@ -120,10 +194,12 @@ func (st *stream) run(r *http.Request, sub *store.Subscription) {
 		select {
 		case <-sub.Ready():
 		case <-beats.wait(slot):
-			if !st.write([]byte(": heartbeat\n\n")) || !st.flush() {
+			// A client that left is noticed here, when the write fails.
+			st.write([]byte(": heartbeat\n\n"))
+			if !st.flush() {
 				return
 			}
-		case <-ctx.Done():
+		case <-st.ctx.Done():
 			return
 		case <-s.closing:
 			return
@@ -132,8 +208,8 @@ func (st *stream) run(r *http.Request, sub *store.Subscription) {
 }
 
 // replay writes one page of frames from the store; n is how many.
-func (st *stream) replay(r *http.Request) (n int, ok bool) {
-	s, ctx := st.s, r.Context()
+func (st *stream) replay() (n int, ok bool) {
+	s, ctx := st.s, st.ctx
 	frames, err := s.coord.ReadFrames(ctx, st.convID, st.after, replayPage)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -145,24 +221,18 @@ func (st *stream) replay(r *http.Request) (n int, ok bool) {
 	if len(frames) == 0 {
 		return 0, true
 	}
-	bp := sseBuffers.Get().(*[]byte)
-	defer func() { sseBuffers.Put(bp) }()
-	buf := (*bp)[:0]
 	for _, f := range frames {
-		if buf, err = protocol.AppendSSE(buf, f.Wire()); err != nil {
+		b := st.buffer()
+		if *b, err = protocol.AppendSSE(*b, f.Wire()); err != nil {
 			s.log.Error("encode frame", "conversation", st.convID, "sequence", f.Sequence, "err", err)
 			return 0, false
 		}
 		st.after = f.Sequence
-		if len(buf) >= flushAt {
-			if !st.write(buf) {
-				return 0, false
-			}
-			buf = buf[:0]
+		if len(*b) >= flushAt && !st.push() {
+			return 0, false
 		}
 	}
-	*bp = buf[:0]
-	if !st.write(buf) || !st.flush() {
+	if !st.flush() {
 		return 0, false
 	}
 	s.metrics.framesSent.Add(int64(len(frames)))
@@ -183,10 +253,11 @@ func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
 		return 0, behind, true
 	}
 	for _, e := range events {
-		if !st.write(e.SSE) {
+		st.write(e.SSE)
+		st.after = e.Sequence
+		if len(*st.buf) >= flushAt && !st.push() {
 			return 0, false, false
 		}
-		st.after = e.Sequence
 	}
 	if !st.flush() {
 		return 0, false, false
@@ -195,17 +266,51 @@ func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
 	return len(events), false, true
 }
 
-// write writes b, bounded by the write timeout: a client that does not
-// read is cut off, never buffered for.
-func (st *stream) write(b []byte) bool {
-	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
-	_, err := st.w.Write(b)
+// buffer is the stream's write buffer, taken from the pool at the first
+// write after a flush.
+func (st *stream) buffer() *[]byte {
+	if st.buf == nil {
+		st.buf = sseBuffers.Get().(*[]byte)
+		*st.buf = (*st.buf)[:0]
+	}
+	return st.buf
+}
+
+func (st *stream) write(b []byte) {
+	p := st.buffer()
+	*p = append(*p, b...)
+}
+
+// push writes out what is buffered, bounded by the write timeout: a
+// client that does not read is cut off, never buffered for.
+func (st *stream) push() bool {
+	if st.buf == nil || len(*st.buf) == 0 {
+		return true
+	}
+	st.out.setWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
+	_, err := st.out.Write(*st.buf)
+	*st.buf = (*st.buf)[:0]
 	return err == nil
 }
 
+// flush pushes and flushes, and gives the buffer back to the pool.
 func (st *stream) flush() bool {
-	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
-	return st.rc.Flush() == nil
+	ok := st.push()
+	if ok {
+		st.out.setWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
+		ok = st.out.flush() == nil
+	}
+	st.release()
+	return ok
+}
+
+func (st *stream) release() {
+	if st.buf != nil {
+		if cap(*st.buf) <= 4*flushAt { // an outsized one goes to the GC
+			sseBuffers.Put(st.buf)
+		}
+		st.buf = nil
+	}
 }
 
 // writeError reports a failure after the stream started as an SSE comment
