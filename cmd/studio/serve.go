@@ -48,6 +48,8 @@ type appOptions struct {
 	recoveryWindow time.Duration
 	runWorkers     int
 	proposalTTL    time.Duration
+	textFlush      time.Duration
+	heartbeat      time.Duration
 }
 
 func newServeCmd(cfg *config) *cobra.Command {
@@ -72,6 +74,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
+	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	return cmd
 }
 
@@ -103,7 +107,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 		return err
 	}
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Logger: log, Workers: workers, ShutdownGrace: grace,
-		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
+		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush})
 	if _, err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
 	}
@@ -115,7 +119,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log, App: svc,
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log, App: svc, Heartbeat: ao.heartbeat,
 		Extra: []func(*http.ServeMux){page.Register}})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {

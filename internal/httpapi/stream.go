@@ -210,6 +210,7 @@ func (st *stream) run() {
 // replay writes one page of frames from the store; n is how many.
 func (st *stream) replay() (n int, ok bool) {
 	s, ctx := st.s, st.ctx
+	s.metrics.streamReads.Add(1)
 	frames, err := s.coord.ReadFrames(ctx, st.convID, st.after, replayPage)
 	if err != nil {
 		if ctx.Err() == nil {
