@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/storetest"
 )
 
 // rawStream is a stream opened on a bare TCP connection: it reads only
@@ -81,17 +80,8 @@ func (rs *rawStream) untilID(after, seq int64) error {
 // store (no model runs it): frames are appended by the test.
 func (h *harness) activeTurn() (convID, requestID string, last int64) {
 	h.t.Helper()
-	ctx := context.Background()
-	conv, err := h.store.CreateConversation(ctx, store.CreateConversationParams{ID: uuid.NewString(), Now: time.Now()})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	rid := uuid.NewString()
-	if _, _, err := h.store.SubmitTurn(ctx, store.SubmitTurnParams{ConversationID: conv.ID, RequestID: rid, Instruction: "x",
-		ContextJSON: []byte(`{}`), ContextHash: "h", Now: time.Now()}); err != nil {
-		h.t.Fatal(err)
-	}
-	return conv.ID, rid, 1
+	a := storetest.ActiveTurns(h.t, h.store, 1, time.Now())[0]
+	return a.ConversationID, a.RequestID, 1
 }
 
 func (h *harness) appendText(convID, rid string, n, size int) []store.Frame {

@@ -390,15 +390,8 @@ func TestFeedAcrossInstances(t *testing.T) {
 	url := newDatabase(t)
 	a, b := openAt(t, url), openAt(t, url)
 	ctx := t.Context()
-	conv, err := b.CreateConversation(ctx, store.CreateConversationParams{ID: uuid.NewString(), Now: storetest.Epoch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rid := uuid.NewString()
-	if _, _, err := b.SubmitTurn(ctx, store.SubmitTurnParams{ConversationID: conv.ID, RequestID: rid, Instruction: "go",
-		ContextJSON: []byte(`{}`), ContextHash: "h", Now: storetest.Epoch}); err != nil {
-		t.Fatal(err)
-	}
+	turn := storetest.ActiveTurns(t, b, 1, storetest.Epoch)[0]
+	conv, rid := store.Conversation{ID: turn.ConversationID}, turn.RequestID
 	sub := a.Subscribe(conv.ID)
 	defer sub.Close()
 	after := a.getConv(t, conv.ID).LastSequence()

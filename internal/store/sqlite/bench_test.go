@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
@@ -23,7 +21,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 	for _, n := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("appenders=%d", n), func(b *testing.B) {
 			s := mustOpen(b)
-			convs := activeTurns(b, s, n)
+			convs := storetest.ActiveTurns(b, s, n, storetest.Epoch)
 			frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: "assistant"}}}
 			var next atomic.Int64
 			cpu0 := cpuTime()
@@ -32,7 +30,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 			for _, c := range convs {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
-						if _, err := s.AppendFrames(b.Context(), store.AppendFramesParams{ConversationID: c[0], RequestID: c[1],
+						if _, err := s.AppendFrames(b.Context(), store.AppendFramesParams{ConversationID: c.ConversationID, RequestID: c.RequestID,
 							Frames: frame, Now: storetest.Epoch}); err != nil {
 							b.Error(err)
 							return
@@ -46,26 +44,6 @@ func BenchmarkGroupCommit(b *testing.B) {
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/append")
 		})
 	}
-}
-
-// activeTurns creates n conversations, each with a submitted turn that
-// may append: {conversation id, request id} each.
-func activeTurns(tb testing.TB, s store.Store, n int) [][2]string {
-	tb.Helper()
-	out := make([][2]string, n)
-	for i := range out {
-		c, err := s.CreateConversation(tb.Context(), store.CreateConversationParams{ID: uuid.NewString(), Now: storetest.Epoch})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rid := uuid.NewString()
-		if _, _, err := s.SubmitTurn(tb.Context(), store.SubmitTurnParams{ConversationID: c.ID, RequestID: rid, Instruction: "x",
-			ContextJSON: []byte(`{}`), ContextHash: "h", Now: storetest.Epoch}); err != nil {
-			tb.Fatal(err)
-		}
-		out[i] = [2]string{c.ID, rid}
-	}
-	return out
 }
 
 // cpuTime is the CPU time (user and system) this process has used.

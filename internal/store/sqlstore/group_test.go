@@ -31,27 +31,6 @@ func openSQLite(t *testing.T) *sqlite.Store {
 	return s
 }
 
-// turn is a conversation with an active turn, ready to append.
-type turn struct{ conv, req string }
-
-func activeTurns(t *testing.T, s store.Store, n int) []turn {
-	t.Helper()
-	out := make([]turn, n)
-	for i := range out {
-		c, err := s.CreateConversation(t.Context(), store.CreateConversationParams{ID: uuid.NewString(), Now: storetest.Epoch})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rid := uuid.NewString()
-		if _, _, err := s.SubmitTurn(t.Context(), store.SubmitTurnParams{ConversationID: c.ID, RequestID: rid, Instruction: "x",
-			ContextJSON: []byte(`{}`), ContextHash: "h", Now: storetest.Epoch}); err != nil {
-			t.Fatal(err)
-		}
-		out[i] = turn{c.ID, rid}
-	}
-	return out
-}
-
 // gatherAll makes the loop's next batch hold n transactions: when it has
 // taken the first, it waits until the other n-1 are waiting.
 func gatherAll(t *testing.T, s *sqlite.Store, n int) {
@@ -76,12 +55,12 @@ func text(s string) []store.NewFrame {
 
 // appendAll appends one frame to each turn at once and returns each
 // caller's answer.
-func appendAll(ctx context.Context, s store.Store, turns []turn, req func(i int) string, frames func(i int) []store.NewFrame) []error {
+func appendAll(ctx context.Context, s store.Store, turns []storetest.ActiveTurn, req func(i int) string, frames func(i int) []store.NewFrame) []error {
 	errs := make([]error, len(turns))
 	var wg sync.WaitGroup
 	for i, tn := range turns {
 		wg.Go(func() {
-			_, errs[i] = s.AppendFrames(ctx, store.AppendFramesParams{ConversationID: tn.conv, RequestID: req(i),
+			_, errs[i] = s.AppendFrames(ctx, store.AppendFramesParams{ConversationID: tn.ConversationID, RequestID: req(i),
 				Frames: frames(i), Now: storetest.Epoch})
 		})
 	}
@@ -96,10 +75,10 @@ func TestGroupCommitFailedCommitFailsEveryCaller(t *testing.T) {
 	t.Parallel()
 	s := openSQLite(t)
 	const n = 8
-	turns := activeTurns(t, s, n)
+	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
 	signals := make([]<-chan struct{}, n)
 	for i, tn := range turns {
-		signals[i] = s.FrameSignal(tn.conv)
+		signals[i] = s.FrameSignal(tn.ConversationID)
 	}
 	injected := errors.New("injected commit failure")
 	gatherAll(t, s, n)
@@ -111,7 +90,7 @@ func TestGroupCommitFailedCommitFailsEveryCaller(t *testing.T) {
 		}
 		return nil
 	})
-	errs := appendAll(t.Context(), s, turns, func(i int) string { return turns[i].req }, func(int) []store.NewFrame { return text("lost") })
+	errs := appendAll(t.Context(), s, turns, func(i int) string { return turns[i].RequestID }, func(int) []store.NewFrame { return text("lost") })
 	if batch != n {
 		t.Fatalf("the batch held %d transactions, want %d", batch, n)
 	}
@@ -121,13 +100,7 @@ func TestGroupCommitFailedCommitFailsEveryCaller(t *testing.T) {
 		}
 	}
 	for i, tn := range turns {
-		c, err := s.GetConversation(t.Context(), tn.conv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.LastSequence() != 1 {
-			t.Errorf("conversation %d is at sequence %d after a failed commit, want 1 (the instruction)", i, c.LastSequence())
-		}
+		wantStored(t, s, i, tn.ConversationID, 1) // the instruction alone
 		select {
 		case <-signals[i]:
 			t.Errorf("conversation %d: a stream was woken for a batch that did not commit", i)
@@ -135,20 +108,14 @@ func TestGroupCommitFailedCommitFailsEveryCaller(t *testing.T) {
 		}
 	}
 	// The store goes on: the next batch commits.
-	errs = appendAll(t.Context(), s, turns, func(i int) string { return turns[i].req }, func(int) []store.NewFrame { return text("kept") })
+	errs = appendAll(t.Context(), s, turns, func(i int) string { return turns[i].RequestID }, func(int) []store.NewFrame { return text("kept") })
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("caller %d after the failure: %v", i, err)
 		}
 	}
-	for _, tn := range turns {
-		fs, err := s.ListFrames(t.Context(), store.ListFramesParams{ConversationID: tn.conv})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(fs) != 2 || fs[1].Sequence != 2 {
-			t.Fatalf("frames after recovery = %+v, want the instruction and one append at sequence 2", fs)
-		}
+	for i, tn := range turns {
+		wantStored(t, s, i, tn.ConversationID, 2)
 	}
 }
 
@@ -158,7 +125,7 @@ func TestGroupCommitFailureRollsBackAlone(t *testing.T) {
 	t.Parallel()
 	s := openSQLite(t)
 	const n = 6
-	turns := activeTurns(t, s, n)
+	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
 	gatherAll(t, s, n)
 	var batch int
 	sqlstore.SetBeforeCommitHook(s.Store, func(ran int) error {
@@ -175,7 +142,7 @@ func TestGroupCommitFailureRollsBackAlone(t *testing.T) {
 			if i == 1 {
 				return uuid.NewString()
 			}
-			return turns[i].req
+			return turns[i].RequestID
 		},
 		func(i int) []store.NewFrame {
 			if i == 3 {
@@ -203,20 +170,27 @@ func TestGroupCommitFailureRollsBackAlone(t *testing.T) {
 		}
 	}
 	for i, tn := range turns {
-		fs, err := s.ListFrames(t.Context(), store.ListFramesParams{ConversationID: tn.conv})
-		if err != nil {
-			t.Fatal(err)
-		}
 		want := 2
 		if i == 1 || i == 3 {
 			want = 1
 		}
-		if len(fs) != want {
-			t.Errorf("conversation %d has %d frames, want %d", i, len(fs), want)
-		}
-		c, _ := s.GetConversation(t.Context(), tn.conv)
-		if c.LastSequence() != int64(want) {
-			t.Errorf("conversation %d: next sequence says %d frames, want %d", i, c.LastSequence(), want)
-		}
+		wantStored(t, s, i, tn.ConversationID, want)
+	}
+}
+
+// wantStored checks that conversation i holds n frames, sequences 1..n,
+// and that its next sequence agrees.
+func wantStored(t *testing.T, s store.Store, i int, convID string, n int) {
+	t.Helper()
+	fs, err := s.ListFrames(t.Context(), store.ListFramesParams{ConversationID: convID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.GetConversation(t.Context(), convID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != n || fs[n-1].Sequence != int64(n) || c.LastSequence() != int64(n) {
+		t.Errorf("conversation %d: %d frames stored, next sequence after %d; want %d", i, len(fs), c.LastSequence(), n)
 	}
 }
