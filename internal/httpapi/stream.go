@@ -94,7 +94,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	st.out = responseSink{w, http.NewResponseController(w)}
+	st.out = responseSink{w, http.NewResponseController(w), s.cfg.WriteTimeout}
 	st.ctx = r.Context()
 	st.run()
 }
@@ -139,12 +139,16 @@ type sink interface {
 }
 
 type responseSink struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
 }
 
-func (r responseSink) Write(b []byte) (int, error)  { return r.w.Write(b) }
-func (r responseSink) flush() error                 { return r.rc.Flush() }
+func (r responseSink) Write(b []byte) (int, error) { return r.w.Write(b) }
+func (r responseSink) flush() error {
+	_ = r.rc.SetWriteDeadline(time.Now().Add(r.timeout))
+	return r.rc.Flush()
+}
 func (r responseSink) setWriteDeadline(t time.Time) { _ = r.rc.SetWriteDeadline(t) }
 
 type connSink struct{ net.Conn }
@@ -296,11 +300,7 @@ func (st *stream) push() bool {
 
 // flush pushes and flushes, and gives the buffer back to the pool.
 func (st *stream) flush() bool {
-	ok := st.push()
-	if ok {
-		st.out.setWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
-		ok = st.out.flush() == nil
-	}
+	ok := st.push() && st.out.flush() == nil
 	st.release()
 	return ok
 }
