@@ -113,12 +113,12 @@ func TestAssetsTypesAndCaching(t *testing.T) {
 		checkSecurityHeaders(t, res)
 	}
 	// A module imported relatively resolves under the same hashed base.
-	res, _ := get(t, srv.URL+h.AssetBase()+"/js/protocol.js")
+	res, _ := get(t, srv.URL+h.AssetBase()+"/js/stream.js")
 	if res.StatusCode != 200 {
-		t.Fatalf("protocol.js: %d", res.StatusCode)
+		t.Fatalf("stream.js: %d", res.StatusCode)
 	}
 	// An older page's hash still gets the file, revalidated.
-	res, _ = get(t, srv.URL+"/assets/000000000000/js/protocol.js")
+	res, _ = get(t, srv.URL+"/assets/000000000000/js/stream.js")
 	if res.StatusCode != 200 || res.Header.Get("Cache-Control") != "no-cache" {
 		t.Fatalf("old hash: %d %q", res.StatusCode, res.Header.Get("Cache-Control"))
 	}

@@ -509,7 +509,7 @@ func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, text
 	}
 	defer logf.Close()
 	cmd := exec.Command(self, "serve", "--data-dir", dataDir, "--addr", "127.0.0.1:0", "--model", "script:"+scriptPath,
-		"--no-seed", "--workers", "20000", "--heartbeat", "1s", "--text-flush", textFlush.String())
+		"--no-seed", "--workers", "20000", "--heartbeat", "1s", "--text-flush", textFlush.String(), "--max-client-conns", "0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "STUDIO_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -622,7 +622,7 @@ func (d *benchDaemon) openStream(convID string, after int64) (net.Conn, *bufio.R
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprintf(conn, "GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: studio\r\nAuthorization: Bearer %s\r\n\r\n",
+	fmt.Fprintf(conn, "GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
 		convID, after, d.token)
 	r := bufio.NewReaderSize(conn, 512)
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -48,6 +49,20 @@ func usesPostgres(cfg *config) (bool, error) {
 	return false, errors.New("--database (STUDIO_DATABASE_URL) must be a postgres:// URL, or empty for the SQLite file in --data-dir")
 }
 
+// lockDataDir creates the data directory and, for SQLite, takes its lock:
+// one daemon (or migrate) per database file. A second one is refused with a
+// message naming the holder. PostgreSQL, which several daemons may share,
+// takes no lock (nil: a nil lock's methods do nothing).
+func lockDataDir(cfg *config) (*datadir.Lock, error) {
+	if err := datadir.Create(cfg.dataDir); err != nil {
+		return nil, err
+	}
+	if pg, err := usesPostgres(cfg); err != nil || pg {
+		return nil, err
+	}
+	return datadir.Acquire(cfg.dataDir)
+}
+
 // openDatabase opens StateDB without migrating. For SQLite the data
 // directory's file must exist unless create is set.
 func openDatabase(ctx context.Context, cfg *config, create bool) (database, error) {
@@ -64,8 +79,8 @@ func openDatabase(ctx context.Context, cfg *config, create bool) (database, erro
 	}
 	path := dbPath(cfg.dataDir)
 	if create {
-		if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-			return database{}, fmt.Errorf("create data dir: %w", err)
+		if err := datadir.Create(cfg.dataDir); err != nil {
+			return database{}, err
 		}
 	} else if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return database{}, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)

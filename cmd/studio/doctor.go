@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/datadir"
 )
 
 // newDoctorCmd is `studio doctor`. It asks the running daemon first, since
@@ -55,8 +56,24 @@ func newDoctorCmd(cfg *config) *cobra.Command {
 	return cmd
 }
 
-// doctorReport asks the daemon, or reads the database when no daemon answers.
+// doctorReport asks the daemon, or reads the database when no daemon
+// answers, and adds what in the data directory other users can read.
 func doctorReport(ctx context.Context, cfg *config, local bool) (app.DoctorReport, string, error) {
+	rep, source, err := healthReport(ctx, cfg, local)
+	if err != nil {
+		return rep, source, err
+	}
+	if exposed := datadir.Exposed(cfg.dataDir); len(exposed) > 0 {
+		rep.Problems = append(rep.Problems, exposed...)
+		if rep.Status == app.StatusOK {
+			rep.Status = app.StatusDegraded
+		}
+	}
+	return rep, source, nil
+}
+
+// healthReport asks the daemon, or reads the database when no daemon answers.
+func healthReport(ctx context.Context, cfg *config, local bool) (app.DoctorReport, string, error) {
 	if !local {
 		cl, err := operatorClient(cfg)
 		if err == nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -13,6 +14,9 @@ import (
 // database file directly and says so.
 func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil { // as studio creates it: doctor reports a data dir others can read
+		t.Fatal(err)
+	}
 	st, _, err := openStore(context.Background(), &config{dataDir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -412,6 +413,31 @@ func TestProcessBrokenStateDBAnswersServiceFailure(t *testing.T) {
 	_, err = cl.CreateConversation(testCtx(t), protocol.CreateConversationRequest{})
 	if !protocol.IsCode(err, protocol.ServiceFailure) {
 		t.Fatalf("create conversation without StateDB: %v", err)
+	}
+	// Nothing answered names the database's path (issue 11 item 5); the open
+	// health check says degraded, the token adds why.
+	if strings.Contains(err.Error(), dataDir) {
+		t.Errorf("the 503 names the data dir: %v", err)
+	}
+	for _, tok := range []string{"", strings.TrimSpace(string(token))} {
+		req, _ := http.NewRequestWithContext(testCtx(t), "GET", url+"/healthz", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode != 503 || strings.Contains(string(b), dataDir):
+			t.Errorf("healthz (token %v): %d %s", tok != "", resp.StatusCode, b)
+		case tok == "" && strings.TrimSpace(string(b)) != `{"status":"degraded"}`:
+			t.Errorf("open healthz: %s", b)
+		case tok != "" && !strings.Contains(string(b), "not a database"):
+			t.Errorf("healthz with the token: %s", b)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
@@ -31,6 +33,11 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 		Short: "Apply StateDB migrations and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			lock, err := lockDataDir(cfg)
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			st, v, err := openStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -52,10 +59,18 @@ type appOptions struct {
 	heartbeat      time.Duration
 }
 
+// httpOptions configure the daemon's HTTP edge.
+type httpOptions struct {
+	allowedHosts   []string
+	maxClientConns int
+	bodyTimeout    time.Duration
+}
+
 func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
 	var workers int
 	var ao appOptions
+	var ho httpOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
@@ -63,7 +78,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, grace, workers, ao)
+			return serve(ctx, cfg, grace, workers, ao, ho)
 		},
 	}
 	f := cmd.Flags()
@@ -76,15 +91,20 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
 	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
 	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
+	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
+	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
+	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, ao appOptions) error {
+func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, ao appOptions, ho httpOptions) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(log)
-	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
+	lock, err := lockDataDir(cfg)
+	if err != nil {
+		return err
 	}
+	defer lock.Release()
 	token, err := loadOrCreateToken(cfg.dataDir)
 	if err != nil {
 		return err
@@ -94,12 +114,16 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 		return err
 	}
 	st, version, err := openStore(ctx, cfg)
+	for _, p := range datadir.Exposed(cfg.dataDir) {
+		log.Warn("the data directory is open to other users", "problem", p)
+	}
+	edge := httpapi.Config{Token: token, Logger: log, AllowedHosts: allowedHosts(cfg.addr, ho.allowedHosts), BodyTimeout: ho.bodyTimeout}
 	if err != nil {
 		// No in-memory fallback under the same API (ADR D1): every call
 		// answers service_failure until the database is fixed and the
 		// daemon restarted.
 		log.Error("StateDB unavailable: serving service_failure for every API call", "err", err)
-		return serveUnavailable(ctx, cfg, log, httpapi.Unavailable(token, err.Error()))
+		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
 	svc, err := newApp(ctx, st, provider, log, grace, ao)
@@ -119,13 +143,13 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: token, Logger: log, App: svc, Heartbeat: ao.heartbeat,
-		Extra: []func(*http.ServeMux){page.Register}})
-	ln, err := net.Listen("tcp", cfg.addr)
+	edge.Coordinator, edge.App, edge.Extra, edge.Heartbeat = coord, svc, []func(*http.ServeMux){page.Register}, ao.heartbeat
+	api := httpapi.New(edge)
+	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := httpapi.NewHTTPServer(api, log)
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", databaseName(cfg), "schema_version", version, "model", provider.Name())
 	printSignInURL(os.Stdout, ln.Addr(), token)
@@ -149,18 +173,42 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 }
 
 // serveUnavailable serves h until ctx ends: the daemon without StateDB.
-func serveUnavailable(ctx context.Context, cfg *config, log *slog.Logger, h http.Handler) error {
-	ln, err := net.Listen("tcp", cfg.addr)
+func serveUnavailable(ctx context.Context, cfg *config, log *slog.Logger, ho httpOptions, lock *datadir.Lock, h http.Handler) error {
+	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := httpapi.NewHTTPServer(h, log)
 	log.Warn("studio serving without StateDB", "addr", "http://"+ln.Addr().String())
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// listen opens the daemon's listener, capped per client, and records its
+// address in the data directory's lock for a second daemon's message.
+func listen(cfg *config, ho httpOptions, lock *datadir.Lock) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := lock.SetAddr("http://" + ln.Addr().String()); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return httpapi.LimitPerClient(ln, ho.maxClientConns), nil
+}
+
+// allowedHosts are the Host names the daemon answers besides loopback and
+// IP addresses: the --addr host when it is a name, and --allowed-hosts.
+func allowedHosts(addr string, extra []string) []string {
+	hosts := slices.Clone(extra)
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		hosts = append(hosts, host)
+	}
+	return hosts
 }
 
 // newApp builds the application services over the store and the model

@@ -12,6 +12,7 @@ import (
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -138,7 +139,7 @@ func (s *Service) execute(run store.Run) {
 		if errors.As(err, &pe) {
 			fail(store.RunFailed, pe.Code, pe.Message)
 		} else {
-			fail(store.RunFailed, protocol.ModelFailure, "the model provider failed: "+redactPaths(err.Error()))
+			fail(store.RunFailed, protocol.ModelFailure, "the model provider failed: "+redact.Text(err.Error()))
 		}
 	}
 	// A fresh context: the run's own may be cancelled, its ending must not be.

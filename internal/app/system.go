@@ -3,10 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -115,7 +115,7 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 		Operator: OperatorReport{IndeterminateProposals: []IndeterminateProposal{}}}
 	failing, degraded := false, false
 	problem := func(fail bool, format string, args ...any) {
-		r.Problems = append(r.Problems, redactPaths(fmt.Sprintf(format, args...)))
+		r.Problems = append(r.Problems, redact.Text(fmt.Sprintf(format, args...)))
 		if fail {
 			failing = true
 		} else {
@@ -168,7 +168,7 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 		healthy := err == nil
 		r.Model.Healthy = &healthy
 		if err != nil {
-			r.Model.Error = redactPaths(err.Error())
+			r.Model.Error = redact.Text(err.Error())
 			problem(false, "the model provider %s is not answering: %v", r.Model.Provider, err)
 		}
 	}
@@ -203,14 +203,4 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 		r.Status = StatusOK
 	}
 	return r, nil
-}
-
-// absPath matches absolute host paths inside a message (after a start,
-// space, quote, parenthesis or '=').
-var absPath = regexp.MustCompile(`(^|[\s'"(=])(/[^\s'"),;]+|[A-Za-z]:\\[^\s'"),;]+)`)
-
-// redactPaths replaces absolute host paths in a message shown to clients:
-// projections never carry them (DESIGN.md §12).
-func redactPaths(msg string) string {
-	return absPath.ReplaceAllString(msg, "${1}<path>")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -102,7 +103,7 @@ func TestDoctorModelCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Status != app.StatusDegraded || r.Model.Healthy == nil || *r.Model.Healthy || strings.Contains(r.Model.Error, "/home") ||
-		!strings.Contains(r.Model.Error, "<path>") {
+		!strings.Contains(r.Model.Error, redact.Path) {
 		t.Fatalf("model = %+v", r.Model)
 	}
 }

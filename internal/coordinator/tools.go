@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
+	redactpkg "github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/tools"
 )
@@ -118,17 +118,9 @@ func toolError(c *Coordinator, err error) *protocol.Error {
 	return pe
 }
 
-// Secrets and absolute host paths never reach frames (ADR D3).
-var (
-	secretRE = regexp.MustCompile(`\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b`)
-	pathRE   = regexp.MustCompile(`(/home/|/Users/|/root/|/var/lib/|/tmp/|[A-Z]:\\\\Users\\\\)[^\s"'<>]*`)
-)
-
-// redact replaces secrets and absolute host paths in a JSON result.
-func redact(b []byte) []byte {
-	b = secretRE.ReplaceAll(b, []byte("[redacted secret]"))
-	return pathRE.ReplaceAll(b, []byte("[path]"))
-}
+// redact removes secrets and absolute host paths from a JSON result: they
+// never reach frames (ADR D3).
+func redact(b []byte) []byte { return redactpkg.JSON(b) }
 
 // boundResult keeps a result within maxToolResultBytes, saying so when cut.
 func boundResult(b []byte) jsontext.Value {

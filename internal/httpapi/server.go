@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -21,11 +20,13 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// Body size limits: a turn holds up to 32 768 characters of instruction (up to
-// four bytes each) plus its context; everything else is small.
+// Body size limits. A turn holds up to 32 768 characters of instruction,
+// each up to 12 bytes of JSON (a \uXXXX surrogate pair), plus its context;
+// everything else is small.
 const (
-	maxTurnBody  = 256 << 10
-	maxSmallBody = 64 << 10
+	maxSmallBody          = 64 << 10
+	worstJSONBytesPerChar = 12
+	maxTurnBody           = protocol.MaxInstructionChars*worstJSONBytesPerChar + maxSmallBody
 )
 
 // Config wires a Server.
@@ -40,6 +41,13 @@ type Config struct {
 	WriteTimeout time.Duration
 	// App serves the cockpit's application API (/api/app/...) when set.
 	App *app.Service
+	// AllowedHosts are the Host header names answered besides loopback names
+	// and IP addresses (DNS rebinding): exact names, "*.example.com" for
+	// subdomains, "*" for any.
+	AllowedHosts []string
+	// BodyTimeout is how long a request body may take to arrive (default
+	// DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// Extra registers more routes (the application API, the web page) on the
 	// same mux; /api routes are authenticated by the server.
 	Extra []func(mux *http.ServeMux)
@@ -50,7 +58,8 @@ type Server struct {
 	cfg     Config
 	coord   *coordinator.Coordinator
 	log     *slog.Logger
-	mux     *http.ServeMux
+	mux     *routeMux
+	handler http.Handler // the mux behind the edge
 	metrics *metrics
 
 	beatsOnce sync.Once
@@ -70,6 +79,17 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(cfg Config) *Server {
+	s := newServer(cfg)
+	s.routes()
+	for _, register := range cfg.Extra {
+		register(s.mux.ServeMux)
+	}
+	s.handler = s.edge(s.mux)
+	return s
+}
+
+// newServer applies the defaults of cfg; the caller registers routes.
+func newServer(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -79,13 +99,12 @@ func New(cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: http.NewServeMux(),
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
 		metrics: newMetrics(), closing: make(chan struct{})}
 	s.base, s.stop = context.WithCancel(context.Background())
-	s.routes()
-	for _, register := range cfg.Extra {
-		register(s.mux)
-	}
 	return s
 }
 
@@ -110,9 +129,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.handleHealthz)
 	m.HandleFunc("GET /metrics", s.authed(s.metrics.handle))
-	m.HandleFunc("/api/", s.authed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, protocol.Errorf(protocol.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
-	}))
+	m.HandleFunc("/api/", s.authed(s.notFound))
 	m.HandleFunc("POST /api/operator/conversations", s.authed(s.handleCreateConversation))
 	m.HandleFunc("GET /api/operator/conversations", s.authed(s.handleListConversations))
 	m.HandleFunc("GET /api/operator/conversations/{id}", s.authed(s.handleGetConversation))
@@ -136,10 +153,30 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/operator/tools", s.authed(s.handleTools))
 }
 
+// routeMux is the server's mux, remembering the patterns registered through
+// it so that tests can walk every route.
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
+
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	s.mux.ServeHTTP(w, r)
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// notFound answers an /api path no route serves.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, protocol.Errorf(protocol.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
 // authed requires the bearer token. A credential in the URL is refused even
@@ -188,8 +225,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := protocol.Marshal(v)
 	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"service_failure","message":"encode response","retryable":true}}`)
+		status, b = encodeFailure(w, status, v, err)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -197,15 +233,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// decodeBody strictly decodes a size-limited JSON body.
+// decodeBody strictly decodes a size-limited JSON body, read within the
+// edge's body deadline.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(w, r, limit)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return protocol.Errorf(protocol.Validation, "request body is larger than %d bytes", limit)
-		}
-		return protocol.Errorf(protocol.Validation, "read request body: %v", err)
+		return err
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return protocol.Errorf(protocol.Validation, "Content-Type must be application/json")
@@ -216,6 +249,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	return protocol.DecodeRequest(body, v)
 }
 
+// handleHealthz is the open health check: ok or degraded, nothing more
+// without the token (DESIGN.md §12).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, health{Status: "ok"})
+}
+
+// health is the answer of /healthz. Reason is only for a caller with the
+// token, and names no host path.
+type health struct {
+	Status string `json:"status"` // ok | degraded
+	Reason string `json:"reason,omitempty"`
 }

@@ -32,7 +32,7 @@ func (h *harness) openRaw(convID string, after int64) *rawStream {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: studio\r\nAuthorization: Bearer %s\r\n\r\n",
+	fmt.Fprintf(conn, "GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
 		convID, after, testToken)
 	rs := &rawStream{conn: conn, r: bufio.NewReaderSize(conn, 4096)}
 	if err := rs.until(": connected"); err != nil {

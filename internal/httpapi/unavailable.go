@@ -1,27 +1,32 @@
 package httpapi
 
 import (
-	"log/slog"
 	"net/http"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 )
 
 // Unavailable is the daemon's API when StateDB cannot be opened or migrated
 // (ADR D1): authenticated calls answer service_failure (503) — there is no
-// in-memory fallback under the same API — and /healthz says why.
-func Unavailable(token, reason string) http.Handler {
-	s := &Server{cfg: Config{Token: token}, metrics: newMetrics(), log: slog.New(slog.DiscardHandler)}
-	mux := http.NewServeMux()
+// in-memory fallback under the same API. The open /healthz says degraded
+// and nothing else; with the token it also says why. Neither names a host
+// path: the full reason is in the daemon's log. The edge (Host check,
+// security headers, header and body limits) is the Server's.
+func Unavailable(cfg Config, reason string) http.Handler {
+	s := newServer(Config{Token: cfg.Token, Logger: cfg.Logger, AllowedHosts: cfg.AllowedHosts, BodyTimeout: cfg.BodyTimeout})
+	reason = redact.Text(reason)
+	mux := s.mux
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": reason})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.checkBearer(r); err != nil {
-			s.writeError(w, r, err)
-			return
+		h := health{Status: "degraded"}
+		if s.checkBearer(r) == nil {
+			h.Reason = "StateDB is unavailable: " + reason
 		}
-		s.writeError(w, r, protocol.Errorf(protocol.ServiceFailure, "StateDB is unavailable: %s", reason))
+		writeJSON(w, http.StatusServiceUnavailable, h)
 	})
-	return mux
+	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, protocol.Errorf(protocol.ServiceFailure, "StateDB is unavailable: %s", reason))
+	}))
+	s.handler = s.edge(mux)
+	return s
 }

@@ -35,11 +35,15 @@ type Param struct {
 
 // Space is one of the six spaces.
 type Space struct {
-	ID          string   `json:"id"`
-	Title       string   `json:"title"`
-	Path        string   `json:"path"`
-	Shortcut    string   `json:"shortcut"` // Ctrl/Cmd + this key
+	ID       string `json:"id"`
+	Title    string `json:"title"`
+	Path     string `json:"path"`
+	Shortcut string `json:"shortcut"` // the key after "g" that opens the space (g then m: Mission)
+	// Description tells the model what the space is for; Subtitle tells a
+	// person, under the page's title. They are kept apart because they are
+	// written for different readers.
 	Description string   `json:"description"`
+	Subtitle    string   `json:"subtitle"`
 	Params      []Param  `json:"params"`
 	Effects     []string `json:"effects"`             // effect kinds this space accepts
 	Selection   []string `json:"selection,omitempty"` // keys a select effect may set
@@ -76,8 +80,9 @@ var Default = Registry{
 	Version: 1,
 	Themes:  protocol.Themes,
 	Spaces: []Space{
-		{ID: "mission", Title: "Mission", Path: "/", Shortcut: "1",
+		{ID: "mission", Title: "Mission", Path: "/", Shortcut: "m",
 			Description: "Overview of run activity; view=fleet shows the runs table.",
+			Subtitle:    "What ran, what failed and what is running now.",
 			Params: []Param{
 				{Name: "view", Type: TypeEnum, Values: []string{"overview", "fleet"}, Description: "overview or the fleet of runs"},
 				{Name: "status", Type: TypeEnum, Values: runStatuses, Description: "fleet: show runs with this status"},
@@ -87,22 +92,25 @@ var Default = Registry{
 				{Name: "run", Type: TypeString, Description: "the selected run id"},
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectTheme}, Selection: []string{"run"}},
-		{ID: "designer", Title: "Designer", Path: "/designer", Shortcut: "2",
+		{ID: "designer", Title: "Designer", Path: "/designer", Shortcut: "d",
 			Description: "Workflows: ordered steps of playbooks, with an editor.",
+			Subtitle:    "Chain playbooks into ordered workflows.",
 			Params: []Param{
 				{Name: "q", Type: TypeString, Description: "text search"},
 				{Name: "workflow", Type: TypeString, Description: "the selected workflow id"},
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectPrefill, protocol.EffectTheme}, Selection: []string{"workflow"}, Form: "workflow"},
-		{ID: "library", Title: "Library", Path: "/library", Shortcut: "3",
+		{ID: "library", Title: "Library", Path: "/library", Shortcut: "l",
 			Description: "Playbooks: search, detail, create and edit.",
+			Subtitle:    "The playbooks you can launch, edit or schedule.",
 			Params: []Param{
 				{Name: "q", Type: TypeString, Description: "text search"},
 				{Name: "playbook", Type: TypeString, Description: "the selected playbook id"},
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectPrefill, protocol.EffectTheme}, Selection: []string{"playbook"}, Form: "playbook"},
-		{ID: "history", Title: "History", Path: "/history", Shortcut: "4",
+		{ID: "history", Title: "History", Path: "/history", Shortcut: "h",
 			Description: "Finished runs and the audit trail.",
+			Subtitle:    "Finished runs and every recorded change.",
 			Params: []Param{
 				{Name: "tab", Type: TypeEnum, Values: []string{"runs", "audit"}, Description: "finished runs or the audit trail"},
 				{Name: "status", Type: TypeEnum, Values: []string{"succeeded", "failed", "cancelled"}, Description: "runs: show this outcome"},
@@ -111,16 +119,18 @@ var Default = Registry{
 				{Name: "event", Type: TypeString, Description: "the selected audit event id"},
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectTheme}, Selection: []string{"run", "event"}},
-		{ID: "schedules", Title: "Schedules", Path: "/schedules", Shortcut: "5",
+		{ID: "schedules", Title: "Schedules", Path: "/schedules", Shortcut: "s",
 			Description: "Cron schedules that launch playbooks.",
+			Subtitle:    "Playbooks that run on a timetable (times in UTC).",
 			Params: []Param{
 				{Name: "enabled", Type: TypeBool, Description: "show only enabled (true) or disabled (false) schedules"},
 				{Name: "q", Type: TypeString, Description: "text search"},
 				{Name: "schedule", Type: TypeString, Description: "the selected schedule id"},
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectPrefill, protocol.EffectTheme}, Selection: []string{"schedule"}, Form: "schedule"},
-		{ID: "system", Title: "System", Path: "/system", Shortcut: "6",
+		{ID: "system", Title: "System", Path: "/system", Shortcut: "y",
 			Description: "Health, maintenance and appearance.",
+			Subtitle:    "Health of the daemon, database upkeep and appearance.",
 			Params: []Param{
 				{Name: "tab", Type: TypeEnum, Values: []string{"health", "maintenance", "appearance"}, Description: "which panel"},
 			},

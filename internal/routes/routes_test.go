@@ -2,6 +2,7 @@ package routes
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/studio/operator/internal/protocol"
@@ -91,5 +92,28 @@ func TestMatchesRoute(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s %v on %q: err = %v, want ok %v", tc.e.Kind, tc.e.Params, tc.route, err, tc.ok)
 		}
+	}
+}
+
+// TestSpacesSpeakToPeople: each space has a subtitle for the page, apart
+// from the description written for the model, and a single-letter shortcut
+// (typed after "g") of its own.
+func TestSpacesSpeakToPeople(t *testing.T) {
+	t.Parallel()
+	keys := map[string]string{}
+	for _, sp := range Default.Spaces {
+		if sp.Subtitle == "" || sp.Subtitle == sp.Description {
+			t.Errorf("space %s: subtitle %q must be a sentence for people, not the model's description", sp.ID, sp.Subtitle)
+		}
+		if strings.ContainsAny(sp.Subtitle, "=;") {
+			t.Errorf("space %s: subtitle %q reads like a parameter list", sp.ID, sp.Subtitle)
+		}
+		if len(sp.Shortcut) != 1 || sp.Shortcut < "a" || sp.Shortcut > "z" {
+			t.Errorf("space %s: shortcut %q is not one lowercase letter", sp.ID, sp.Shortcut)
+		}
+		if other, dup := keys[sp.Shortcut]; dup {
+			t.Errorf("spaces %s and %s share the shortcut g %s", other, sp.ID, sp.Shortcut)
+		}
+		keys[sp.Shortcut] = sp.ID
 	}
 }

@@ -160,9 +160,9 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 		t.Fatal("the reloaded run detail does not name its playbook")
 	}
 
-	// Keyboard: Ctrl+2 opens the designer, Ctrl+4 history.
-	p.do(chromedp.KeyEvent("2", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
-	p.waitJS(`location.pathname === '/designer'`, "Ctrl+2 to open the designer")
+	// Keyboard: g then d opens the designer, g then h history.
+	p.keys("g", "d")
+	p.waitJS(`location.pathname === '/designer'`, "g then d to open the designer")
 	p.waitJS(`document.querySelector('.table, .empty') !== null`, "the workflows")
 	// Create a workflow with the editor form.
 	p.click(`.filters button.primary`)
@@ -174,8 +174,8 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 	p.waitJS(`[...document.querySelectorAll('.table tbody tr')].some(tr => tr.innerText.includes('nightly-review'))`, "the new workflow")
 	p.shot("space-2-designer")
 
-	p.do(chromedp.KeyEvent("4", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
-	p.waitJS(`location.pathname === '/history'`, "Ctrl+4 to open history")
+	p.keys("g", "h")
+	p.waitJS(`location.pathname === '/history'`, "g then h to open history")
 	p.waitJS(`[...document.querySelectorAll('.table tbody tr')].some(tr => tr.innerText.includes('failed'))`, "the failed run in history")
 	p.shot("space-4-history-runs")
 	p.click(`.tab:nth-child(2)`)
@@ -204,7 +204,7 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 	p.shot("space-5-schedules")
 
 	// System: health, a maintenance action behind its dialog, the theme.
-	p.do(chromedp.KeyEvent("6", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+	p.keys("g", "y")
 	p.waitJS(`location.pathname === '/system' && document.querySelector('.health-head .badge') !== null`, "the doctor report")
 	p.shot("space-6-system-health")
 	p.click(`.tab:nth-child(2)`)
@@ -237,14 +237,7 @@ func TestSignInForm(t *testing.T) {
 	t.Parallel()
 	requireBrowser(t)
 	d := startDaemon(t, failingModel)
-	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil { // the tab lives as long as ctx
-		t.Fatal(err)
-	}
-	p := &page{t: t, ctx: ctx, d: d}
-	p.do(chromedp.Navigate(d.URL + "/library"))
-	p.waitJS(`document.querySelector('form.signin input[type=password]') !== null`, "the sign-in form")
+	p := openSignedOut(t, d, "/library")
 	if label := eval[string](p, `document.querySelector('label[for="' + document.querySelector('form.signin input').id + '"]').innerText`); label != "Token" {
 		t.Fatalf("sign-in input label %q", label)
 	}
@@ -467,7 +460,7 @@ func TestEventSourceWithTicket(t *testing.T) {
 	p := openPage(t, d, "/")
 	eval[bool](p, fmt.Sprintf(`(async () => {
 		const base = document.querySelector('script[type=module]').src.replace(/main\.js$/, '');
-		const m = await import(base + 'protocol.js');
+		const m = await import(base + 'stream.js');
 		window.__es = { frames: [], states: [] };
 		window.__es.handle = m.followWithTicket({ client: window.studio.operator, conversationId: %q, after: 0 }, {
 			onFrame: (f) => window.__es.frames.push(f),

@@ -395,3 +395,28 @@ func (p *page) send(text string) {
 	p.waitJS(`!document.querySelector('.composer button[type=submit]').disabled`, "the composer to accept a message")
 	p.do(chromedp.SendKeys(chromedp.CSS(".composer textarea"), text+"\r"))
 }
+
+// keys types keys one after the other at the page (not into a field): what
+// a person does for a shortcut sequence such as g then d.
+func (p *page) keys(keys ...string) {
+	p.t.Helper()
+	eval[bool](p, `(document.activeElement && document.activeElement.blur && document.activeElement.blur(), true)`)
+	for _, k := range keys {
+		p.do(chromedp.KeyEvent(k))
+	}
+}
+
+// openSignedOut opens a tab in a fresh browser context without the token:
+// what a person sees who has not signed in.
+func openSignedOut(t *testing.T, d *daemon, path string) *page {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // the tab lives as long as ctx
+		t.Fatal(err)
+	}
+	p := &page{t: t, ctx: ctx, d: d}
+	p.do(chromedp.Navigate(d.URL + path))
+	p.waitJS(`document.querySelector('form.signin input[type=password]') !== null`, "the sign-in form")
+	return p
+}

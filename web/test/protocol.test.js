@@ -2,10 +2,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import {
-  SSEParser, parseFrame, FrameError, CursorStore, EffectLog, MemoryStorage, backoffDelay,
-  ConversationStream, OperatorClient,
-} from '../static/js/protocol.js';
+import { parseFrame, FrameError } from '../static/js/frames.js';
+import { SSEParser } from '../static/js/sse.js';
+import { CursorStore, EffectLog, MemoryStorage } from '../static/js/storage.js';
+import { backoffDelay, ConversationStream } from '../static/js/stream.js';
+import { OperatorClient } from '../static/js/operator-api.js';
 import { Api, ApiError } from '../static/js/api.js';
 
 const CONV = '11111111-1111-4111-8111-111111111111';

@@ -74,6 +74,13 @@ func parseChange(s string) intent {
 					return model.ToolCall{}, fmt.Sprintf("Several schedules match %q (%s); say which one.", word, joinNames(ss)), false
 				}
 				name := str(ss[0], "name")
+				// A command that would change nothing is answered, not
+				// proposed: confirming it would report a change that did
+				// not happen.
+				if on, known := ss[0]["enabled"].(bool); known && on == enable {
+					state := map[bool]string{true: "enabled", false: "paused"}[enable]
+					return model.ToolCall{}, fmt.Sprintf("%s is already %s, so there is nothing to %s.", name, state, verb), false
+				}
 				return call("set_schedule_enabled", map[string]any{"schedule": name, "enabled": enable}), verb + " the schedule " + name, true
 			}}
 	case reLaunch.MatchString(s) && !notPlaybookWords[reLaunch.FindStringSubmatch(s)[1]]:

@@ -77,7 +77,7 @@ func parse(instr string, view *protocol.ContextSnapshot) intent {
 		return single{"get_current_view", map[string]any{}, describeView}
 	case reTheme.MatchString(s) && reThemeVerb.MatchString(s):
 		theme := reTheme.FindStringSubmatch(s)[1]
-		return effect{call("set_theme", map[string]any{"theme": theme}), "switch the cockpit to the " + theme + " theme"}
+		return effect{call("set_theme", map[string]any{"theme": theme}), "switch to the " + theme + " theme"}
 	case reDraft.MatchString(s):
 		return parseDraftSchedule(s)
 	case reHealth.MatchString(s):
@@ -207,5 +207,7 @@ func (in effect) next(results []result) Step {
 	if r, bad := anyFailed(results); bad {
 		return failed(r)
 	}
-	return Step{Text: fmt.Sprintf("I asked the cockpit to %s. It takes effect once your browser applies it.", in.what)}
+	// The text stays true whatever the browser answers: the dock shows the
+	// request's outcome (applied or rejected) beside it.
+	return Step{Text: fmt.Sprintf("I asked the cockpit to %s; the request above shows whether your browser applied it.", in.what)}
 }

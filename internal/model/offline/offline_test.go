@@ -2,6 +2,7 @@ package offline
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -99,7 +100,7 @@ func TestAnswersFromResults(t *testing.T) {
 		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"effectId":"e","status":"requested"}`},
 	}
 	step = Plan(request("show failed runs", msgs...))
-	if !strings.Contains(step.Text, "asked the cockpit") || !strings.Contains(step.Text, "once your browser applies it") {
+	if !strings.Contains(step.Text, "asked the cockpit") || !strings.Contains(step.Text, "whether your browser applied it") {
 		t.Fatalf("navigate answer %q", step.Text)
 	}
 	// A tool error is reported, never papered over.
@@ -178,6 +179,7 @@ func TestChangePhrasingsBecomeProposals(t *testing.T) {
 	runs := `{"runs":[{"id":"3f2a9c1e-0000-4000-8000-000000000001","playbook":"audit-repo","status":"running"},{"id":"77aa0000-0000-4000-8000-000000000002","playbook":"p","status":"failed"}]}`
 	failedRuns := `{"runs":[{"id":"77aa0000-0000-4000-8000-000000000002","playbook":"p","status":"failed"}]}`
 	schedules := `{"schedules":[{"name":"nightly-audit","enabled":true}]}`
+	paused := `{"schedules":[{"name":"nightly-audit","enabled":false}]}`
 	for _, tc := range []struct {
 		instr, lookup, lookupResult, tool, args string
 	}{
@@ -186,7 +188,7 @@ func TestChangePhrasingsBecomeProposals(t *testing.T) {
 		{"cancel run 3f2a", "list_runs", runs, "cancel_run", `{"run":"3f2a9c1e-0000-4000-8000-000000000001"}`},
 		{"retry the last failed run", "list_runs", failedRuns, "retry_run", `{"run":"77aa0000-0000-4000-8000-000000000002"}`},
 		{"pause the nightly schedule", "list_schedules", schedules, "set_schedule_enabled", `{"enabled":false,"schedule":"nightly-audit"}`},
-		{"resume the nightly schedule", "list_schedules", schedules, "set_schedule_enabled", `{"enabled":true,"schedule":"nightly-audit"}`},
+		{"resume the nightly schedule", "list_schedules", paused, "set_schedule_enabled", `{"enabled":true,"schedule":"nightly-audit"}`},
 		{"delete schedule nightly-audit", "", "", "delete_schedule", `{"schedule":"nightly-audit"}`},
 		{"create a playbook named triage that sorts new issues by urgency", "", "", "create_playbook", `{"description":"Sorts new issues by urgency","name":"triage","prompt":"Sorts new issues by urgency.\n\nInput: {{input}}"}`},
 		{"vacuum the database", "", "", "run_maintenance", `{"action":"vacuum"}`},
@@ -222,5 +224,53 @@ func TestChangePhrasingsBecomeProposals(t *testing.T) {
 		if got := Plan(request(tc.instr, decided...)); !strings.Contains(got.Text, "declined") || len(got.Calls) != 0 {
 			t.Errorf("%q after deny: %+v", tc.instr, got)
 		}
+	}
+}
+
+// TestNoOpIsAnsweredNotProposed: pausing a paused schedule (or resuming a
+// running one) would change nothing, so it is answered in words; the
+// opposite command is still proposed.
+func TestNoOpIsAnsweredNotProposed(t *testing.T) {
+	t.Parallel()
+	lookup := func(enabled bool) []model.Message {
+		return []model.Message{
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "list_schedules"}}},
+			{Role: model.RoleTool, ToolCallID: "c1", Content: fmt.Sprintf(`{"schedules":[{"name":"nightly-audit","enabled":%t,"version":3}]}`, enabled)},
+		}
+	}
+	for _, tc := range []struct {
+		instr   string
+		enabled bool
+		want    string
+	}{
+		{"pause the nightly schedule", false, "nightly-audit is already paused"},
+		{"disable the nightly-audit schedule", false, "nightly-audit is already paused"},
+		{"resume the nightly schedule", true, "nightly-audit is already enabled"},
+	} {
+		step := Plan(request(tc.instr, lookup(tc.enabled)...))
+		if len(step.Calls) != 0 || !strings.Contains(step.Text, tc.want) {
+			t.Errorf("%q on a schedule with enabled=%t: %+v, want the words %q and no call", tc.instr, tc.enabled, step, tc.want)
+		}
+		step = Plan(request(tc.instr, lookup(!tc.enabled)...))
+		if len(step.Calls) != 1 || step.Calls[0].Name != "set_schedule_enabled" {
+			t.Errorf("%q on a schedule with enabled=%t: %+v, want a proposal", tc.instr, !tc.enabled, step)
+		}
+	}
+}
+
+// TestThemeAnswerSaysItOnce: the theme request names the cockpit once, and
+// its answer stays true whether the browser applied it or not.
+func TestThemeAnswerSaysItOnce(t *testing.T) {
+	t.Parallel()
+	msgs := []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "set_theme"}}},
+		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"effectId":"e","status":"requested"}`},
+	}
+	step := Plan(request("switch to dark mode", msgs...))
+	if strings.Count(step.Text, "cockpit") != 1 || !strings.Contains(step.Text, "switch to the dark theme") {
+		t.Fatalf("theme answer %q", step.Text)
+	}
+	if strings.Contains(step.Text, "takes effect once") {
+		t.Fatalf("theme answer %q promises a future the dock may already contradict", step.Text)
 	}
 }

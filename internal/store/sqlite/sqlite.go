@@ -10,8 +10,11 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -38,8 +41,12 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file at path. It does not
-// migrate; call Migrate.
+// migrate; call Migrate. A new file is created with mode 0600; SQLite gives
+// its -wal and -shm files the database file's mode.
 func Open(path string) (*Store, error) {
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	q := url.Values{}
 	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
@@ -71,6 +78,19 @@ func Open(path string) (*Store, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	return &Store{Store: sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, GroupCommit: true}), path: path, w: w, r: r}, nil
+}
+
+// createPrivate creates an empty file at path, readable by its owner only,
+// unless it exists. SQLite takes an empty file for a new database.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Migrate applies pending migrations and returns the schema version.

@@ -98,8 +98,6 @@ export class Api {
   /** @param {string} path @param {unknown} [body] */
   post(path, body) { return this.request('POST', path, body === undefined ? {} : body); }
   /** @param {string} path @param {unknown} body */
-  put(path, body) { return this.request('PUT', path, body); }
-  /** @param {string} path @param {unknown} body */
   patch(path, body) { return this.request('PATCH', path, body); }
   /** @param {string} path */
   del(path) { return this.request('DELETE', path); }
@@ -117,4 +115,18 @@ export function query(params) {
   }
   const s = q.toString();
   return s ? '?' + s : '';
+}
+
+/** A path segment, escaped. @param {string} s */
+export function enc(s) {
+  return encodeURIComponent(s);
+}
+
+/** An error in words, with its code and the field it concerns. @param {unknown} e */
+export function errorText(e) {
+  if (e instanceof ApiError) {
+    const field = e.details && e.details.field ? ` (${e.details.field})` : '';
+    return `${e.code}: ${e.message}${field}`;
+  }
+  return e instanceof Error ? e.message : String(e);
 }

@@ -1,7 +1,7 @@
 // The Studio application API (/api/app/...): what the cockpit uses without
 // the dock and without any model. One place names every path.
 
-import { query } from './api.js';
+import { query, enc } from './api.js';
 
 /**
  * @typedef {import('./api.js').Api} Api
@@ -13,9 +13,6 @@ import { query } from './api.js';
  * @typedef {{id: string, name: string, cron: string, playbookId: string, playbookName: string, input: string, args: Record<string, string>, enabled: boolean, nextRunAt: number|null, lastRunAt: number|null, lastRunId: string|null, skippedRuns: number, version: number, createdAt: number, updatedAt: number}} Schedule
  * @typedef {{id: number, createdAt: number, actor: string, action: string, targetId: string|null, details: any}} AuditEvent
  */
-
-/** @param {string} s */
-const enc = (s) => encodeURIComponent(s);
 
 export class AppApi {
   /** @param {Api} api */
@@ -46,7 +43,7 @@ export class AppApi {
   updateWorkflow(ref, body) { return this.api.patch(`/api/app/workflows/${enc(ref)}`, body); }
 
   // Runs
-  /** @param {{status?: string, playbook?: string, trigger?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{runs: Run[], nextCursor?: string}>} */
+  /** @param {{status?: string, playbook?: string, trigger?: string, since?: string, until?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{runs: Run[], nextCursor?: string}>} */
   listRuns(o = {}) { return this.api.get('/api/app/runs' + query(o)); }
   /** @param {string} id @returns {Promise<Run>} */
   getRun(id) { return this.api.get(`/api/app/runs/${enc(id)}`); }
@@ -82,6 +79,6 @@ export class AppApi {
   health() { return this.api.get('/api/app/system/health'); }
   /** @param {string} action @returns {Promise<any>} */
   maintenance(action) { return this.api.post('/api/app/system/maintenance', { action }); }
-  /** @param {{limit?: number, cursor?: string, action?: string}} [o] @returns {Promise<{events: AuditEvent[], nextCursor?: string}>} */
+  /** @param {{limit?: number, cursor?: string, action?: string, targetId?: string}} [o] @returns {Promise<{events: AuditEvent[], nextCursor?: string}>} */
   audit(o = {}) { return this.api.get('/api/app/audit' + query(o)); }
 }

@@ -7,7 +7,7 @@ import { checkParam, routeOf } from './router.js';
 
 /**
  * @typedef {import('./router.js').Registry} Registry
- * @typedef {import('./protocol.js').Effect} Effect
+ * @typedef {import('./frames.js').Effect} Effect
  * @typedef {'unsupported'|'invalid_params'|'stale_context'|'not_visible'|'client_error'} RejectionCode
  * @typedef {{code: RejectionCode, reason: string}} Refusal
  */

@@ -18,36 +18,59 @@
  * @returns {Block[]}
  */
 export function parse(text) {
-  const lines = text.replace(/\r\n?/g, '\n').split('\n');
+  return parseLines(text.replace(/\r\n?/g, '\n').split('\n')).blocks;
+}
+
+/**
+ * Parses lines into blocks; starts[i] is the line where blocks[i] begins.
+ * At each block's start the parser holds no state, which is what lets the
+ * streaming renderer re-parse only from the last block on.
+ * @param {string[]} lines
+ * @returns {{blocks: Block[], starts: number[]}}
+ */
+function parseLines(lines) {
   /** @type {Block[]} */
   const out = [];
+  /** @type {number[]} */
+  const starts = [];
   /** @type {string[]} */
   let para = [];
+  let paraStart = 0;
   const flush = () => {
-    if (para.length) out.push({ t: 'p', c: inline(para.join('\n')) });
+    if (para.length) {
+      out.push({ t: 'p', c: inline(para.join('\n')) });
+      starts.push(paraStart);
+    }
     para = [];
+  };
+  /** @param {Block} b @param {number} at */
+  const push = (b, at) => {
+    out.push(b);
+    starts.push(at);
   };
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
     const fence = line.match(/^\s*```\s*([\w+-]*)\s*$/);
     if (fence) {
       flush();
+      const at = i;
       const code = [];
       i++;
       while (i < lines.length && !/^\s*```\s*$/.test(lines[i])) code.push(lines[i++]);
-      out.push({ t: 'pre', v: code.join('\n'), lang: fence[1] || '' });
+      push({ t: 'pre', v: code.join('\n'), lang: fence[1] || '' }, at);
       continue;
     }
     const head = line.match(/^(#{1,6})\s+(.*)$/);
     if (head) {
       flush();
-      out.push({ t: 'h', level: Math.min(head[1].length, 3), c: inline(head[2].trim()) });
+      push({ t: 'h', level: Math.min(head[1].length, 3), c: inline(head[2].trim()) }, i);
       continue;
     }
     const ul = line.match(/^\s*[-*+]\s+(.*)$/);
     const ol = line.match(/^\s*\d{1,9}[.)]\s+(.*)$/);
     if (ul || ol) {
       flush();
+      const at = i;
       const kind = ul ? 'ul' : 'ol';
       const re = ul ? /^\s*[-*+]\s+(.*)$/ : /^\s*\d{1,9}[.)]\s+(.*)$/;
       /** @type {Inline[][]} */
@@ -62,25 +85,106 @@ export function parse(text) {
         i++;
       }
       i--;
-      out.push({ t: kind, items });
+      push({ t: kind, items }, at);
       continue;
     }
     const q = line.match(/^\s*>\s?(.*)$/);
     if (q) {
       flush();
+      const at = i;
       const body = [q[1]];
       while (i + 1 < lines.length && /^\s*>/.test(lines[i + 1])) body.push(lines[++i].replace(/^\s*>\s?/, ''));
-      out.push({ t: 'quote', c: inline(body.join('\n')) });
+      push({ t: 'quote', c: inline(body.join('\n')) }, at);
       continue;
     }
     if (line.trim() === '') {
       flush();
       continue;
     }
+    if (para.length === 0) paraStart = i;
     para.push(line);
   }
   flush();
-  return out;
+  return { blocks: out, starts };
+}
+
+/**
+ * Parses Markdown as it streams in, without re-parsing what is settled. A
+ * block is settled once a later block has begun on a complete line: nothing
+ * appended after that can change it. Each append re-parses only the text
+ * from the first unsettled block on, so a long answer costs about its
+ * length, not its length squared. The blocks so far (settled, then live)
+ * are always exactly parse() of the whole text.
+ */
+export class MarkdownStream {
+  constructor() {
+    /** The unsettled text, line ends normalised to LF. */
+    this.tail = '';
+    /** The previous chunk ended in CR: an LF starting the next one belongs to it. */
+    this.afterCR = false;
+    /** @type {Block[]} */
+    this.settled = [];
+  }
+
+  /**
+   * Adds a chunk. Returns the blocks it settled (to keep) and the live
+   * blocks (to replace the previous live ones).
+   * @param {string} chunk
+   * @returns {{settled: Block[], live: Block[]}}
+   */
+  append(chunk) {
+    if (this.afterCR && chunk.startsWith('\n')) chunk = chunk.slice(1);
+    if (chunk) this.afterCR = chunk.endsWith('\r');
+    this.tail += chunk.replace(/\r\n?/g, '\n');
+    const lines = this.tail.split('\n');
+    /** @type {Block[]} */
+    let settled = [];
+    // Only complete lines decide: the last line may still grow.
+    const complete = parseLines(lines.slice(0, -1));
+    if (complete.blocks.length > 1) {
+      const keep = complete.blocks.length - 1;
+      settled = complete.blocks.slice(0, keep);
+      const from = complete.starts[keep];
+      this.tail = lines.slice(from).join('\n');
+      lines.splice(0, from);
+      this.settled.push(...settled);
+    }
+    return { settled, live: parseLines(lines).blocks };
+  }
+}
+
+/**
+ * Renders a streamed Markdown answer into an element. Each block is one
+ * node; a node whose block did not change is kept (so a paragraph that
+ * settles is the node that showed it while live), and only the changed
+ * tail is built again.
+ */
+export class MarkdownView {
+  /** @param {Element} el @param {Document} [doc] */
+  constructor(el, doc = document) {
+    this.el = el;
+    this.doc = doc;
+    this.stream = new MarkdownStream();
+    /** The nodes of the live blocks, and what each showed. @type {Node[]} */
+    this.live = [];
+    /** @type {string[]} */
+    this.keys = [];
+  }
+
+  /** @param {string} chunk */
+  append(chunk) {
+    const { settled, live } = this.stream.append(chunk);
+    const blocks = [...settled, ...live];
+    const keys = blocks.map((b) => JSON.stringify(b));
+    let same = 0;
+    while (same < this.live.length && same < blocks.length && this.keys[same] === keys[same]) same++;
+    for (const n of this.live.slice(same)) this.el.removeChild(n);
+    const frag = render(blocks.slice(same), this.doc);
+    const nodes = [...this.live.slice(0, same), ...frag.childNodes];
+    this.el.appendChild(frag);
+    this.live = nodes.slice(settled.length);
+    this.keys = keys.slice(settled.length);
+  }
 }
 
 /** @param {string} href */

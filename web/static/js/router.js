@@ -4,7 +4,7 @@
 
 /**
  * @typedef {{name: string, type: string, values?: string[], description: string}} Param
- * @typedef {{id: string, title: string, path: string, shortcut: string, description: string, params: Param[], effects: string[], selection?: string[], form?: string}} Space
+ * @typedef {{id: string, title: string, path: string, shortcut: string, description: string, subtitle: string, params: Param[], effects: string[], selection?: string[], form?: string}} Space
  * @typedef {{name: string, type: string, maxLength?: number, description: string}} FormField
  * @typedef {{id: string, space: string, fields: FormField[]}} Form
  * @typedef {{version: number, spaces: Space[], forms: Form[], themes: string[]}} RegistryJSON

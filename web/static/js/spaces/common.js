@@ -1,8 +1,11 @@
 // Building blocks shared by the spaces: tabs, filters bound to URL params,
 // tables with keyboard-selectable rows, labelled form fields, run detail.
 
-import { h, replace, uid, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js';
-import { ApiError } from '../api.js';
+import { h, replace, uid, badge, fmtTime, fmtRelative } from '../dom.js';
+import { routeOf } from '../router.js';
+import { ApiError, errorText } from '../api.js';
+
+export { errorText };
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
@@ -47,23 +50,70 @@ export function paramValues(ctx, name) {
   return (p && p.values) || [];
 }
 
+/** @param {string} param @param {string} value */
+const tabId = (param, value) => `tab-${param}-${value}`;
+
 /**
- * Tabs bound to a URL param.
+ * Tabs bound to a URL param (the ARIA tabs pattern: arrow keys, Home and
+ * End move between tabs; the selected one is the only tab stop).
  * @param {SpaceContext} ctx @param {string} param @param {{value: string, label: string}[]} tabs @param {string} current
  * @param {(value: string) => Record<string, string | null | undefined>} [extra] params to reset when switching
  */
 export function tabs(ctx, param, tabs, current, extra) {
+  const pick = (/** @type {string} */ value, /** @type {boolean} */ focus) => {
+    ctx.setParams({ [param]: value, ...(extra ? extra(value) : {}) });
+    if (focus) document.getElementById(tabId(param, value))?.focus();
+  };
   return h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Views' }, tabs.map((t) => h('button', {
-    type: 'button', role: 'tab', class: 'tab', 'aria-selected': String(t.value === current), tabindex: t.value === current ? '0' : '-1',
+    type: 'button', role: 'tab', class: 'tab', id: tabId(param, t.value), 'aria-controls': `panel-${param}`,
+    'aria-selected': String(t.value === current), tabindex: t.value === current ? '0' : '-1',
     text: t.label,
-    onclick: () => ctx.setParams({ [param]: t.value, ...(extra ? extra(t.value) : {}) }),
+    onclick: () => pick(t.value, false),
     onkeydown: (/** @type {KeyboardEvent} */ ev) => {
-      if (ev.key !== 'ArrowRight' && ev.key !== 'ArrowLeft') return;
       const i = tabs.findIndex((x) => x.value === current);
-      const n = tabs[(i + (ev.key === 'ArrowRight' ? 1 : tabs.length - 1)) % tabs.length];
-      ctx.setParams({ [param]: n.value, ...(extra ? extra(n.value) : {}) });
+      const to = { ArrowRight: i + 1, ArrowLeft: i - 1 + tabs.length, Home: 0, End: tabs.length - 1 }[ev.key];
+      if (to === undefined) return;
+      ev.preventDefault();
+      pick(tabs[to % tabs.length].value, true);
     },
   })));
+}
+
+/** The panel the tabs of a param control. @param {string} param @param {string} current */
+export function tabPanel(param, current) {
+  return h('div', { role: 'tabpanel', id: `panel-${param}`, 'aria-labelledby': tabId(param, current) });
+}
+
+/**
+ * The route of the current space with some params changed: the href of a
+ * link that selects an item.
+ * @param {SpaceContext} ctx @param {Record<string, string | null>} patch
+ */
+export function selectHref(ctx, patch) {
+  /** @type {Record<string, string>} */
+  const params = { ...ctx.route.params };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete params[k];
+    else params[k] = v;
+  }
+  return routeOf(ctx.route.space, params);
+}
+
+/**
+ * A link inside the cockpit: a real href (open in a new tab, copy), and a
+ * plain click moves without a reload.
+ * @param {SpaceContext} ctx @param {string} href @param {...any} children
+ */
+export function linkTo(ctx, href, ...children) {
+  return h('a', {
+    href,
+    onclick: (/** @type {MouseEvent} */ ev) => {
+      if (ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+      ev.preventDefault();
+      ev.stopPropagation();
+      ctx.cockpit.go(href);
+    },
+  }, ...children);
 }
 
 /**
@@ -106,30 +156,45 @@ export function searchBox(ctx, label) {
 }
 
 /**
- * A table whose rows select an item (click, Enter or Space).
  * @template T
- * @param {{caption: string, columns: {label: string, cell: (row: T) => any, class?: string}[], rows: T[], key: (row: T) => string, selected?: string, onSelect?: (row: T) => void, empty?: string}} o
+ * @typedef {{label: string, cell: (row: T) => any, class?: string, link?: boolean}} Column
+ */
+
+/**
+ * A table whose rows select an item. The column marked link holds a real
+ * link to the selection (the keyboard's way in); a click anywhere on the
+ * row selects too.
+ * @template T
+ * @param {{caption: string, columns: Column<T>[], rows: T[], key: (row: T) => string, selected?: string, onSelect?: (row: T) => void, href?: (row: T) => string, empty?: string | Node}} o
  */
 export function table(o) {
-  if (o.rows.length === 0) return h('p', { class: 'empty muted', text: o.empty || 'Nothing here yet.' });
+  if (o.rows.length === 0) return h('div', { class: 'empty muted' }, o.empty || 'Nothing here yet.');
+  const linkCol = o.href ? Math.max(0, o.columns.findIndex((c) => c.link)) : -1;
   return h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
     h('caption', { class: 'visually-hidden', text: o.caption }),
     h('thead', null, h('tr', null, o.columns.map((c) => h('th', { scope: 'col', class: c.class, text: c.label })))),
     h('tbody', null, o.rows.map((row) => {
       const k = o.key(row);
       const sel = o.selected === k;
-      const tr = h('tr', {
-        class: sel ? 'selected' : '', 'data-key': k, 'aria-selected': o.onSelect ? String(sel) : undefined,
-        tabindex: o.onSelect ? '0' : undefined,
-        onclick: o.onSelect ? () => o.onSelect && o.onSelect(row) : undefined,
-        onkeydown: o.onSelect ? (/** @type {KeyboardEvent} */ ev) => {
-          if (ev.key === 'Enter' || ev.key === ' ') {
+      return h('tr', {
+        class: sel ? 'selected' : '', 'data-key': k,
+        onclick: o.onSelect ? (/** @type {MouseEvent} */ ev) => {
+          if (ev.target instanceof Element && ev.target.closest('a, button, input, label')) return;
+          o.onSelect && o.onSelect(row);
+        } : undefined,
+      }, o.columns.map((c, i) => {
+        const content = c.cell(row);
+        if (i !== linkCol || !o.href) return h('td', { class: c.class }, content);
+        const href = o.href(row);
+        return h('td', { class: c.class }, h('a', {
+          href, class: 'row-link', 'aria-current': sel ? 'true' : undefined,
+          onclick: (/** @type {MouseEvent} */ ev) => {
+            if (ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
             ev.preventDefault();
             o.onSelect && o.onSelect(row);
-          }
-        } : undefined,
-      }, o.columns.map((c) => h('td', { class: c.class }, c.cell(row))));
-      return tr;
+          },
+        }, content));
+      }));
     }))));
 }
 
@@ -159,86 +224,9 @@ export function trackDirty(form, ctx) {
   form.addEventListener('input', () => ctx.setFormDirty(true));
 }
 
-/** @param {unknown} e */
-export function errorText(e) {
-  if (e instanceof ApiError) {
-    const field = e.details && e.details.field ? ` (${e.details.field})` : '';
-    return `${e.code}: ${e.message}${field}`;
-  }
-  return e instanceof Error ? e.message : String(e);
-}
-
 /** @param {string} id */
 export function shortId(id) {
   return h('code', { class: 'id', title: id, text: id.slice(0, 8) });
-}
-
-/**
- * The detail panel of one run, with cancel and retry.
- * @param {SpaceContext} ctx @param {string} id @param {(selected: string | null) => void} [after]
- */
-export function runDetail(ctx, id, after) {
-  const el = h('section', { class: 'detail card', 'aria-label': 'Run detail' });
-  /** @type {any} */
-  let poll = null;
-  let first = true;
-  const load = async () => {
-    clearTimeout(poll);
-    if (first) replace(el, loading());
-    first = false;
-    /** @type {Run} */
-    let r;
-    try {
-      r = await ctx.app.getRun(id);
-    } catch (e) {
-      if (!ctx.isCurrent()) return;
-      replace(el, errorBox(e), h('button', { type: 'button', text: 'Close', onclick: () => ctx.setParams({ run: null }) }));
-      return;
-    }
-    if (!ctx.isCurrent()) return;
-    // A run in flight is watched until it ends.
-    if (r.status === 'queued' || r.status === 'running') poll = setTimeout(() => ctx.isCurrent() && load(), 1500);
-    const actions = h('div', { class: 'actions' });
-    const status = h('p', { class: 'form-error', role: 'alert' });
-    if (r.status === 'queued' || r.status === 'running') {
-      actions.appendChild(h('button', {
-        type: 'button', class: 'danger', text: 'Cancel run',
-        onclick: async () => {
-          if (!(await ctx.cockpit.confirmDialog({ title: 'Cancel this run?', body: `The run of ${r.playbookName} stops; its output so far is kept.`, confirm: 'Cancel run', danger: true }))) return;
-          try { await ctx.app.cancelRun(r.id); load(); } catch (e) { status.textContent = errorText(e); }
-        },
-      }));
-    }
-    if (r.status === 'failed' || r.status === 'cancelled') {
-      actions.appendChild(h('button', {
-        type: 'button', text: 'Retry run',
-        onclick: async () => {
-          try {
-            const nr = await ctx.app.retryRun(r.id);
-            const newId = (nr && (nr.id || (nr.run && nr.run.id))) || null;
-            if (after) after(newId);
-          } catch (e) { status.textContent = errorText(e); }
-        },
-      }));
-    }
-    actions.appendChild(h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => ctx.setParams({ run: null }) }));
-    replace(el,
-      h('header', { class: 'detail-head' }, h('h2', null, 'Run ', shortId(r.id)), badge(r.status)),
-      h('dl', { class: 'facts' },
-        h('dt', { text: 'Playbook' }), h('dd', null, h('a', { href: `/library?playbook=${encodeURIComponent(r.playbookId)}`, text: `${r.playbookName} (v${r.playbookVersion})`, onclick: (/** @type {MouseEvent} */ ev) => { ev.preventDefault(); ctx.cockpit.go(`/library?playbook=${encodeURIComponent(r.playbookId)}`); } })),
-        h('dt', { text: 'Trigger' }), h('dd', { text: r.trigger }),
-        h('dt', { text: 'Created' }), h('dd', { text: `${fmtTime(r.createdAt)} (${fmtRelative(r.createdAt)})` }),
-        h('dt', { text: 'Duration' }), h('dd', { text: fmtDuration(r.durationMs) }),
-        h('dt', { text: 'Input' }), h('dd', { text: r.input || '—' }),
-        Object.keys(r.args || {}).length ? [h('dt', { text: 'Arguments' }), h('dd', null, h('code', { text: JSON.stringify(r.args) }))] : null,
-        r.retryOf ? [h('dt', { text: 'Retry of' }), h('dd', null, shortId(r.retryOf))] : null),
-      r.error ? h('div', { class: 'error-box', role: 'note' }, h('strong', { class: 'code', text: r.error.code }), h('span', { text: ' ' + r.error.message })) : null,
-      h('h3', { text: 'Output' + (r.outputTruncated ? ' (truncated)' : '') }),
-      h('pre', { class: 'output', tabindex: '0', 'aria-label': 'Run output', text: r.output || (r.status === 'queued' || r.status === 'running' ? 'No output yet.' : 'No output.') }),
-      status, actions);
-  };
-  load();
-  return el;
 }
 
 /** A run status line for tables. @param {Run} r */

@@ -1,7 +1,7 @@
 // Designer: workflows (ordered playbook steps) with an editor form.
 
 import { h, replace, fmtTime } from '../dom.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox } from './common.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, selectHref } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Workflow} Workflow */
 
@@ -19,9 +19,10 @@ export function mount(el, ctx) {
     if (!ctx.isCurrent()) return;
     replace(list, table({
       caption: 'Workflows', rows: page.workflows, key: (w) => w.id, selected: p.workflow,
-      onSelect: (w) => ctx.setParams({ workflow: w.id }), empty: p.q ? 'No workflow matches.' : 'No workflows yet. Create one from playbooks in the Library.',
+      onSelect: (w) => ctx.setParams({ workflow: w.id }), href: (w) => selectHref(ctx, { workflow: w.id }),
+      empty: p.q ? 'No workflow matches.' : h('p', { text: 'No workflows yet. A workflow runs playbooks one after another: choose New workflow and list the playbooks in order.' }),
       columns: [
-        { label: 'Name', cell: (w) => h('strong', { text: w.name }) },
+        { label: 'Name', cell: (w) => h('strong', { text: w.name }), link: true, class: 'name' },
         { label: 'Steps', cell: (w) => w.steps.map((s) => s.playbookName).join(' → ') },
         { label: 'Version', cell: (w) => 'v' + w.version, class: 'num' },
       ],

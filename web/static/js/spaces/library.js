@@ -1,7 +1,8 @@
 // Library: playbooks with search, detail, create and edit forms, and launch.
 
+import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime } from '../dom.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId } from './common.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Playbook} Playbook @typedef {import('../appapi.js').PlaybookArg} PlaybookArg */
 
@@ -19,10 +20,11 @@ export function mount(el, ctx) {
     if (!ctx.isCurrent()) return;
     replace(list, table({
       caption: 'Playbooks', rows: page.playbooks, key: (b) => b.id, selected: p.playbook,
-      onSelect: (b) => ctx.setParams({ playbook: b.id }), empty: p.q ? 'No playbook matches.' : 'No playbooks yet.',
+      onSelect: (b) => ctx.setParams({ playbook: b.id }), href: (b) => selectHref(ctx, { playbook: b.id }),
+      empty: p.q ? 'No playbook matches.' : 'No playbooks yet. Choose New playbook to write one.',
       columns: [
-        { label: 'Name', cell: (b) => h('strong', { text: b.name }) },
-        { label: 'Description', cell: (b) => b.description },
+        { label: 'Name', cell: (b) => h('strong', { text: b.name }), link: true, class: 'name' },
+        { label: 'Description', cell: (b) => b.description, class: 'hide-narrow' },
         { label: 'Version', cell: (b) => 'v' + b.version, class: 'num' },
       ],
     }));
@@ -55,14 +57,11 @@ async function showDetail(ctx, ref, side) {
     status,
     h('div', { class: 'actions' },
       h('button', { type: 'button', text: 'Edit', onclick: () => replace(side, playbookForm(ctx, b, null, side)) }),
-      h('a', {
-        href: `/?view=fleet&playbook=${encodeURIComponent(b.name)}`, text: 'Runs of this playbook',
-        onclick: (/** @type {MouseEvent} */ ev) => { ev.preventDefault(); ctx.cockpit.go(`/?view=fleet&playbook=${encodeURIComponent(b.name)}`); },
-      }),
+      linkTo(ctx, `/?view=fleet&playbook=${encodeURIComponent(b.name)}`, 'Runs of this playbook'),
       h('button', {
         type: 'button', class: 'danger', text: 'Delete',
         onclick: async () => {
-          if (!(await ctx.cockpit.confirmDialog({ title: `Delete playbook ${b.name}?`, body: 'Its past runs stay. A playbook that a workflow or schedule uses cannot be deleted.', confirm: 'Delete', danger: true }))) return;
+          if (!(await confirmDialog({ title: `Delete playbook ${b.name}?`, body: 'Its past runs stay. A playbook that a workflow or schedule uses cannot be deleted.', confirm: 'Delete', danger: true }))) return;
           try {
             await ctx.app.deletePlaybook(b.id);
             ctx.cockpit.flash(`Deleted playbook ${b.name}.`);

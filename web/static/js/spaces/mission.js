@@ -3,17 +3,21 @@
 // run detail with output). Fleet is a view of mission, not a seventh space.
 
 import { h, replace, badge, fmtDuration } from '../dom.js';
-import { into, tabs, selectFilter, searchBox, table, runDetail, runCells, shortId, paramValues, loading, errorBox } from './common.js';
+import { into, tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo } from './common.js';
+import { runDetail } from './run-detail.js';
+import { barChart } from '../charts.js';
+import { activity, STATUSES } from '../insights.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Run} Run */
 
 /** @param {HTMLElement} el @param {SpaceContext} ctx */
 export function mount(el, ctx) {
   const view = ctx.route.params.view || 'overview';
-  el.appendChild(tabs(ctx, 'view', [{ value: 'overview', label: 'Overview' }, { value: 'fleet', label: 'Fleet' }], view,
-    (v) => (v === 'overview' ? { status: null, trigger: null, playbook: null, q: null, run: null } : {})));
-  if (view === 'fleet') return fleet(el, ctx);
-  return overview(el, ctx);
+  const panel = tabPanel('view', view);
+  el.append(tabs(ctx, 'view', [{ value: 'overview', label: 'Overview' }, { value: 'fleet', label: 'Fleet' }], view,
+    (v) => (v === 'overview' ? { status: null, trigger: null, playbook: null, q: null, run: null } : {})), panel);
+  if (view === 'fleet') return fleet(panel, ctx);
+  return overview(panel, ctx);
 }
 
 /** @param {HTMLElement} el @param {SpaceContext} ctx */
@@ -21,7 +25,9 @@ function overview(el, ctx) {
   const stats = h('section', { class: 'cards', 'aria-label': 'Run counts' });
   const failures = h('section', { class: 'card', 'aria-labelledby': 'failures-title' });
   const active = h('section', { class: 'card', 'aria-labelledby': 'active-title' });
-  el.append(stats, h('div', { class: 'columns' }, failures, active));
+  const charts = h('section', { class: 'card charts', 'aria-labelledby': 'charts-title' });
+  el.append(stats, charts, h('div', { class: 'columns' }, failures, active));
+  activityCharts(charts, ctx);
   into(stats, async () => Promise.all([ctx.app.runStats('24h'), ctx.app.runStats('7d')]), ([day, week]) => [
     statCard('Runs, last 24 hours', day.total, day.counts, day.medianDurationMs),
     statCard('Runs, last 7 days', week.total, week.counts, week.medianDurationMs),
@@ -31,18 +37,15 @@ function overview(el, ctx) {
     if (!ctx.isCurrent()) return;
     replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }),
       page.runs.length === 0 ? h('p', { class: 'muted', text: 'No failed runs. ' }) : h('ul', { class: 'list' }, page.runs.map((r) => h('li', null,
-        h('a', {
-          href: `/?view=fleet&status=failed&run=${encodeURIComponent(r.id)}`,
-          onclick: (/** @type {MouseEvent} */ ev) => { ev.preventDefault(); ctx.cockpit.go(`/?view=fleet&status=failed&run=${encodeURIComponent(r.id)}`); },
-        }, h('strong', { text: r.playbookName }), ' ', runCells(r).when),
+        linkTo(ctx, `/?view=fleet&status=failed&run=${encodeURIComponent(r.id)}`, h('strong', { class: 'name', text: r.playbookName }), ' ', runCells(r).when),
         r.error ? h('div', { class: 'muted small', text: `${r.error.code}: ${r.error.message}` } ) : null))),
-      h('a', { class: 'more', href: '/?view=fleet&status=failed', text: 'All failed runs →', onclick: (/** @type {MouseEvent} */ ev) => { ev.preventDefault(); ctx.cockpit.go('/?view=fleet&status=failed'); } }));
+      linkTo(ctx, '/?view=fleet&status=failed', 'All failed runs →'));
   }).catch((e) => ctx.isCurrent() && replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }), errorBox(e)));
   replace(active, h('h2', { id: 'active-title', text: 'Running now' }), loading());
   ctx.app.listRuns({ status: 'running', limit: 8 }).then((page) => {
     if (!ctx.isCurrent()) return;
     replace(active, h('h2', { id: 'active-title', text: 'Running now' }),
-      page.runs.length === 0 ? h('p', { class: 'muted', text: 'Nothing is running.' }) : h('ul', { class: 'list' }, page.runs.map((r) => h('li', null, badge(r.status), ' ', h('strong', { text: r.playbookName }), ' ', runCells(r).when))));
+      page.runs.length === 0 ? h('p', { class: 'muted', text: 'Nothing is running.' }) : h('ul', { class: 'list' }, page.runs.map((r) => h('li', null, badge(r.status), ' ', linkTo(ctx, `/?view=fleet&run=${encodeURIComponent(r.id)}`, h('strong', { class: 'name', text: r.playbookName })), ' ', runCells(r).when))));
   }).catch((e) => ctx.isCurrent() && replace(active, h('h2', { id: 'active-title', text: 'Running now' }), errorBox(e)));
 }
 
@@ -53,6 +56,47 @@ function statCard(title, total, counts, median) {
     h('p', { class: 'big', text: String(total) }),
     h('ul', { class: 'counts' }, ['succeeded', 'failed', 'running', 'queued', 'cancelled'].map((s) => h('li', null, badge(s), ' ', h('span', { text: String((counts && counts[s]) || 0) })))),
     h('p', { class: 'muted small', text: `median duration ${fmtDuration(median)}` }));
+}
+
+const STATUS_LABELS = { succeeded: 'succeeded', failed: 'failed', cancelled: 'cancelled', running: 'running', queued: 'queued' };
+
+/**
+ * Runs over time by status (24 h by hour, 7 d by day) and the spread of run
+ * durations, from insights.js.
+ * @param {HTMLElement} el @param {SpaceContext} ctx
+ */
+function activityCharts(el, ctx) {
+  const head = h('h2', { id: 'charts-title', text: 'Activity' });
+  replace(el, head, loading('Counting runs…'));
+  Promise.all([activity(ctx.app, '24h'), activity(ctx.app, '7d')]).then(([day, week]) => {
+    if (!ctx.isCurrent()) return;
+    const series = STATUSES.map((key) => ({ key, label: STATUS_LABELS[/** @type {keyof STATUS_LABELS} */ (key)] }));
+    const columns = (/** @type {typeof day} */ a) => a.buckets.map((b) => ({ label: b.label, values: b.counts }));
+    const words = (/** @type {typeof day} */ a, /** @type {string} */ span, /** @type {string} */ unit) => {
+      if (a.total === 0) return `No runs in the ${span}.`;
+      const busiest = a.buckets.reduce((m, b) => (sum(b.counts) > sum(m.counts) ? b : m));
+      const failed = a.buckets.reduce((n, b) => n + (b.counts.failed || 0), 0);
+      return `${a.total} run${a.total === 1 ? '' : 's'} in the ${span}, ${failed} failed; the busiest ${unit} was ${busiest.label} with ${sum(busiest.counts)}.` +
+        (a.partial ? ' Counted from the newest 1000 runs only.' : '');
+    };
+    const d = week.durations;
+    replace(el, head,
+      h('div', { class: 'chart-grid' },
+        barChart({ title: 'Runs per hour, last 24 hours', summary: words(day, 'last 24 hours', 'hour'), series, columns: columns(day), labelEvery: 3 }),
+        barChart({ title: 'Runs per day, last 7 days', summary: words(week, 'last 7 days', 'day'), series, columns: columns(week) }),
+        barChart({
+          title: 'How long runs took, last 7 days',
+          summary: d.count === 0 ? 'No finished runs in the last 7 days.'
+            : `${d.count} finished run${d.count === 1 ? '' : 's'}; half took ${fmtDuration(d.median)} or less, nine in ten ${fmtDuration(d.p90)} or less.`,
+          series: [{ key: 'duration', label: 'runs' }],
+          columns: d.bins.map((b) => ({ label: b.label, values: { duration: b.count } })),
+        })));
+  }).catch((e) => ctx.isCurrent() && replace(el, head, errorBox(e)));
+}
+
+/** @param {Record<string, number>} counts */
+function sum(counts) {
+  return Object.values(counts).reduce((a, b) => a + b, 0);
 }
 
 /** @param {HTMLElement} el @param {SpaceContext} ctx */
@@ -69,7 +113,7 @@ function fleet(el, ctx) {
   const list = h('div', { class: 'list-pane' });
   const detail = h('div', { class: 'detail-pane' });
   el.append(filters, h('div', { class: p.run ? 'split' : 'single' }, list, detail));
-  if (p.run) detail.appendChild(runDetail(ctx, p.run, (id) => ctx.setParams({ run: id, status: null })));
+  if (p.run) detail.appendChild(runDetail(ctx, p.run));
   /** @type {any} */
   let timer = null;
   const load = async () => {
@@ -81,15 +125,15 @@ function fleet(el, ctx) {
       replace(list, h('p', { class: 'muted small', role: 'status', text: `${rows.length} run${rows.length === 1 ? '' : 's'}${page.nextCursor ? ' (newest 100)' : ''}` }),
         table({
           caption: 'Runs', rows, key: (r) => r.id, selected: p.run,
-          onSelect: (r) => ctx.setParams({ run: r.id }),
+          onSelect: (r) => ctx.setParams({ run: r.id }), href: (r) => selectHref(ctx, { run: r.id }),
           empty: 'No runs match.',
           columns: [
             { label: 'Status', cell: (r) => badge(r.status) },
-            { label: 'Playbook', cell: (r) => r.playbookName },
-            { label: 'Trigger', cell: (r) => r.trigger },
-            { label: 'Created', cell: (r) => runCells(r).when },
+            { label: 'Playbook', cell: (r) => r.playbookName, link: true, class: 'name' },
+            { label: 'Trigger', cell: (r) => r.trigger, class: 'hide-narrow' },
+            { label: 'Created', cell: (r) => runCells(r).when, class: 'when' },
             { label: 'Duration', cell: (r) => fmtDuration(r.durationMs), class: 'num' },
-            { label: 'Id', cell: (r) => shortId(r.id) },
+            { label: 'Id', cell: (r) => shortId(r.id), class: 'hide-narrow' },
           ],
         }));
       if (page.runs.some((r) => r.status === 'queued' || r.status === 'running')) {

@@ -1,8 +1,9 @@
 // Schedules: list with enable/disable, detail, and a create form with a
 // live preview of the next run times of its cron expression.
 
+import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime, fmtRelative, uid } from '../dom.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId } from './common.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Schedule} Schedule */
 
@@ -26,14 +27,15 @@ export function mount(el, ctx) {
       if (!ctx.isCurrent()) return;
       replace(list, table({
         caption: 'Schedules', rows: page.schedules, key: (s) => s.id, selected: p.schedule, onSelect: (s) => ctx.setParams({ schedule: s.id }),
-        empty: 'No schedules match.',
+        href: (s) => selectHref(ctx, { schedule: s.id }),
+        empty: p.q || p.enabled ? 'No schedules match.' : 'No schedules yet. Choose New schedule to run a playbook on a timetable.',
         columns: [
           { label: 'Enabled', cell: (s) => toggle(ctx, s, load) },
-          { label: 'Name', cell: (s) => h('strong', { text: s.name }) },
-          { label: 'Cron (UTC)', cell: (s) => h('code', { text: s.cron }) },
-          { label: 'Playbook', cell: (s) => s.playbookName },
-          { label: 'Next run', cell: (s) => (s.enabled && s.nextRunAt ? fmtRelative(s.nextRunAt) : '—') },
-          { label: 'Last run', cell: (s) => (s.lastRunAt ? fmtRelative(s.lastRunAt) : 'never') },
+          { label: 'Name', cell: (s) => h('strong', { text: s.name }), link: true, class: 'name' },
+          { label: 'Cron (UTC)', cell: (s) => h('code', { text: s.cron }), class: 'name' },
+          { label: 'Playbook', cell: (s) => s.playbookName, class: 'name hide-narrow' },
+          { label: 'Next run', cell: (s) => (s.enabled && s.nextRunAt ? fmtRelative(s.nextRunAt) : '—'), class: 'when' },
+          { label: 'Last run', cell: (s) => (s.lastRunAt ? fmtRelative(s.lastRunAt) : 'never'), class: 'when hide-narrow' },
         ],
       }));
     }).catch((e) => ctx.isCurrent() && replace(list, errorBox(e)));
@@ -88,9 +90,9 @@ async function showDetail(ctx, ref, side, reload) {
     h('header', { class: 'detail-head' }, h('h2', { text: s.name }), h('span', { class: ['badge', s.enabled ? 'badge-succeeded' : 'badge-cancelled'], text: s.enabled ? 'enabled' : 'paused' })),
     h('dl', { class: 'facts' },
       h('dt', { text: 'Cron (UTC)' }), h('dd', null, h('code', { text: s.cron })),
-      h('dt', { text: 'Playbook' }), h('dd', { text: s.playbookName }),
+      h('dt', { text: 'Playbook' }), h('dd', null, linkTo(ctx, `/library?playbook=${encodeURIComponent(s.playbookId)}`, s.playbookName)),
       h('dt', { text: 'Input' }), h('dd', { text: s.input || '—' }),
-      h('dt', { text: 'Last run' }), h('dd', null, s.lastRunAt ? fmtTime(s.lastRunAt) : 'never', s.lastRunId ? [' ', shortId(s.lastRunId)] : null),
+      h('dt', { text: 'Last run' }), h('dd', null, s.lastRunAt ? fmtTime(s.lastRunAt) : 'never', s.lastRunId ? [' ', linkTo(ctx, `/?view=fleet&run=${encodeURIComponent(s.lastRunId)}`, shortId(s.lastRunId))] : null),
       h('dt', { text: 'Skipped' }), h('dd', { text: String(s.skippedRuns || 0) })),
     h('h3', { text: 'Next runs' }), next, status,
     h('div', { class: 'actions' },
@@ -103,7 +105,7 @@ async function showDetail(ctx, ref, side, reload) {
       h('button', {
         type: 'button', class: 'danger', text: 'Delete',
         onclick: async () => {
-          if (!(await ctx.cockpit.confirmDialog({ title: `Delete schedule ${s.name}?`, body: 'The runs it launched stay.', confirm: 'Delete', danger: true }))) return;
+          if (!(await confirmDialog({ title: `Delete schedule ${s.name}?`, body: 'The runs it launched stay.', confirm: 'Delete', danger: true }))) return;
           try { await ctx.app.deleteSchedule(s.id); ctx.setParams({ schedule: null }); } catch (e) { status.textContent = errorText(e); }
         },
       }),

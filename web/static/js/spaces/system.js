@@ -1,8 +1,9 @@
 // System: health (doctor), maintenance actions behind a confirmation
 // dialog, and the theme.
 
+import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime, badge, uid } from '../dom.js';
-import { tabs, errorText, loading, errorBox } from './common.js';
+import { tabs, tabPanel, errorText, loading, errorBox } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext */
 
@@ -16,9 +17,8 @@ const ACTIONS = [
 /** @param {HTMLElement} el @param {SpaceContext} ctx */
 export function mount(el, ctx) {
   const tab = ctx.route.params.tab || 'health';
-  el.appendChild(tabs(ctx, 'tab', [{ value: 'health', label: 'Health' }, { value: 'maintenance', label: 'Maintenance' }, { value: 'appearance', label: 'Appearance' }], tab));
-  const body = h('div');
-  el.appendChild(body);
+  const body = tabPanel('tab', tab);
+  el.append(tabs(ctx, 'tab', [{ value: 'health', label: 'Health' }, { value: 'maintenance', label: 'Maintenance' }, { value: 'appearance', label: 'Appearance' }], tab), body);
   if (tab === 'maintenance') return maintenance(body, ctx);
   if (tab === 'appearance') return appearance(body, ctx);
   return health(body, ctx);
@@ -51,9 +51,12 @@ function health(el, ctx) {
         h('div', { class: 'cards' },
           section('Database', [['File', r.database && r.database.file], ['Schema version', r.database && r.database.schemaVersion], ['Quick check', r.database && r.database.quickCheck],
             ['Size', bytes(r.database && r.database.sizeBytes)], ['WAL', bytes(r.database && r.database.walBytes)], ['Free space', bytes(r.database && r.database.freeBytes)]]),
-          section('Model', [['Provider', (r.model && r.model.provider) || 'none'], ['Configured', r.model && String(r.model.configured)], ['Healthy', r.model && r.model.healthy !== undefined ? String(r.model.healthy) : 'not checked'], ['Error', r.model && r.model.error]]),
+          section('Model', [['Provider', (r.model && r.model.provider) || 'none'],
+            ['Configured', r.model && yesNo(r.model.configured)],
+            ['Health', r.model ? (r.model.healthy === undefined || r.model.healthy === null ? 'not checked' : r.model.healthy ? state('healthy', 'succeeded') : state('unhealthy', 'failed')) : undefined],
+            ['Error', r.model && r.model.error]]),
           section('Runs', [['Queued', r.runs && r.runs.queued], ['Running', r.runs && r.runs.running], ['Workers', r.runs && r.runs.workers]]),
-          section('Schedules', [['Enabled', r.schedules && r.schedules.enabled], ['Scheduler running', r.schedules && String(r.schedules.schedulerRunning)]]),
+          section('Schedules', [['Enabled', r.schedules && r.schedules.enabled], ['Scheduler', r.schedules && (r.schedules.schedulerRunning ? state('running', 'succeeded') : state('stopped', 'failed'))]]),
           section('Operator', [['Turns queued', r.operator && r.operator.turnsQueued], ['Turns running', r.operator && r.operator.turnsRunning],
             ['Awaiting confirmation', r.operator && r.operator.turnsAwaitingConfirmation], ['Indeterminate proposals', r.operator && r.operator.indeterminateTotal]])));
     } catch (e) {
@@ -63,9 +66,28 @@ function health(el, ctx) {
   load();
 }
 
-/** @param {string} title @param {[string, any][]} rows */
+/**
+ * A yes/no fact in words: the report's booleans are never shown raw.
+ * @param {unknown} v
+ */
+function yesNo(v) {
+  if (v === true) return 'yes';
+  if (v === false) return 'no';
+  return undefined;
+}
+
+/** A state as a badge (its words, coloured by a status). @param {string} text @param {string} as */
+function state(text, as) {
+  return h('span', { class: ['badge', 'badge-' + as], text });
+}
+
+/**
+ * A card of facts. Values are text or a node; a boolean would be a bug.
+ * @param {string} title @param {[string, string | number | Node | null | undefined][]} rows
+ */
 function section(title, rows) {
-  return h('section', { class: 'card' }, h('h2', { text: title }), h('dl', { class: 'facts' }, rows.filter(([, v]) => v !== undefined && v !== null && v !== '').map(([k, v]) => [h('dt', { text: k }), h('dd', { text: String(v) })])));
+  return h('section', { class: 'card' }, h('h2', { text: title }), h('dl', { class: 'facts' }, rows.filter(([, v]) => v !== undefined && v !== null && v !== '')
+    .map(([k, v]) => [h('dt', { text: k }), h('dd', null, v instanceof Node ? v : String(v))])));
 }
 
 /** @param {HTMLElement} el @param {SpaceContext} ctx */
@@ -79,7 +101,7 @@ function maintenance(el, ctx) {
         type: 'button', class: a.danger ? 'danger' : '', 'data-action': a.action, text: `Run ${a.title.toLowerCase()}…`,
         onclick: async (/** @type {Event} */ ev) => {
           const btn = /** @type {HTMLButtonElement} */ (ev.currentTarget);
-          if (!(await ctx.cockpit.confirmDialog({ title: `${a.title}?`, body: a.body, confirm: a.title, danger: a.danger }))) return;
+          if (!(await confirmDialog({ title: `${a.title}?`, body: a.body, confirm: a.title, danger: a.danger }))) return;
           btn.disabled = true;
           replace(out, loading(`${a.title}…`));
           try {

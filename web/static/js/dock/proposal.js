@@ -4,12 +4,12 @@
 // countdown. Confirm sends the command hash and target version the card
 // shows; the result replaces the buttons. There is no auto-confirm.
 
-import { h, replace, icon } from './dom.js';
-import { ApiError } from './api.js';
+import { h, replace, icon } from '../dom.js';
+import { ApiError } from '../api.js';
 
 /**
- * @typedef {import('./protocol.js').CommandProposal} CommandProposal
- * @typedef {import('./protocol.js').OperatorClient} OperatorClient
+ * @typedef {import('../frames.js').CommandProposal} CommandProposal
+ * @typedef {import('../operator-api.js').OperatorClient} OperatorClient
  */
 
 const RISK = {
@@ -28,6 +28,18 @@ const FINAL = {
   cancelled: { text: 'Denied: nothing ran', cls: 'muted' },
   denied: { text: 'Denied: nothing ran', cls: 'muted' },
 };
+
+/**
+ * The target as a person reads it: its kind, its name when the command
+ * names it, the id (in full on hover) and the version confirmed against.
+ * @param {CommandProposal} p
+ */
+function targetText(p) {
+  const t = /** @type {{kind: string, id: string, version: string}} */ (p.target);
+  const named = p.command[t.kind];
+  const name = typeof named === 'string' && named !== t.id ? named : null;
+  return [name ? h('span', { class: 'name', text: `${t.kind} ${name} ` }) : `${t.kind} `, h('code', { class: 'id', title: t.id, text: t.id.slice(0, 8) }), ` at version ${t.version}`];
+}
 
 export class ProposalCard {
   /**
@@ -63,7 +75,7 @@ export class ProposalCard {
       h('h4', { id: titleId, class: 'proposal-summary', text: p.summary }),
       h('dl', { class: 'facts' },
         h('dt', { text: 'Command' }), h('dd', null, h('code', { text: p.commandType })),
-        h('dt', { text: 'Target' }), h('dd', { text: p.target ? `${p.target.kind} ${p.target.id} at version ${p.target.version}` : 'none (creates something new or acts on the system)' }),
+        h('dt', { text: 'Target' }), h('dd', null, p.target ? targetText(p) : 'none (creates something new or acts on the system)'),
         h('dt', { text: 'Hash' }), h('dd', null, h('code', { title: p.commandHash, text: p.commandHash.slice(0, 16) + '…' }))),
       h('details', { class: 'command', open: true }, h('summary', { text: 'Exact command' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(p.command, null, 2) })),
       this.actions,

@@ -1,0 +1,89 @@
+package redact
+
+import (
+	"bytes"
+	"errors"
+	"io"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// JSON redacts a JSON document: every string value goes through Text, and
+// the value of a member whose name is a SecretKey is replaced whole (a
+// string, number, object or array; null, booleans and empty strings say
+// nothing and stay). Names are kept: they come from the application's
+// schemas, and rewriting them could make two members collide. The result is
+// valid JSON whenever the input is; input that is not JSON is redacted as
+// text.
+func JSON(b []byte) []byte {
+	out, err := redactJSON(b)
+	if err != nil {
+		return []byte(Text(string(b)))
+	}
+	return out
+}
+
+func redactJSON(b []byte) ([]byte, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	var buf bytes.Buffer
+	buf.Grow(len(b))
+	enc := jsontext.NewEncoder(&buf)
+	secretNext := false
+	for {
+		kind := dec.PeekKind()
+		depth := dec.StackDepth()
+		inObject, n := dec.StackIndex(depth)
+		isName := inObject == '{' && n%2 == 0 && kind == '"'
+		switch {
+		case isName:
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			secretNext = SecretKey(tok.String())
+			if err := enc.WriteToken(tok); err != nil {
+				return nil, err
+			}
+		case secretNext && kind != 0 && kind != '}' && kind != ']':
+			secretNext = false
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, err
+			}
+			switch v.Kind() {
+			case 'n', 't', 'f':
+				err = enc.WriteValue(v)
+			case '"':
+				if string(v) == `""` {
+					err = enc.WriteValue(v)
+				} else {
+					err = enc.WriteToken(jsontext.String(Secret))
+				}
+			default:
+				err = enc.WriteToken(jsontext.String(Secret))
+			}
+			if err != nil {
+				return nil, err
+			}
+		case kind == '"':
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			if err := enc.WriteToken(jsontext.String(Text(tok.String()))); err != nil {
+				return nil, err
+			}
+		default:
+			tok, err := dec.ReadToken()
+			if errors.Is(err, io.EOF) {
+				return bytes.TrimRight(buf.Bytes(), "\n"), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if err := enc.WriteToken(tok); err != nil {
+				return nil, err
+			}
+		}
+	}
+}

@@ -1,0 +1,57 @@
+// The composer: the message box, the context it sends, Send and Cancel. It
+// submits a turn once with expectedLastSequence; a stale_context or
+// conflict is explained and the conversation refreshed, never resubmitted.
+
+import { h, uid } from '../dom.js';
+
+const PLACEHOLDER = 'Ask the operator… (Enter sends, Shift+Enter for a new line)';
+
+export class Composer {
+  /**
+   * @param {{onSend: (instruction: string) => void, onCancel: () => void}} o
+   */
+  constructor(o) {
+    const id = uid('composer');
+    this.input = h('textarea', {
+      id, rows: '3', placeholder: PLACEHOLDER, maxlength: '32768', 'aria-describedby': id + '-ctx',
+      onkeydown: (/** @type {KeyboardEvent} */ ev) => {
+        if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+          ev.preventDefault();
+          o.onSend(this.input.value.trim());
+        }
+      },
+    });
+    this.contextChip = h('p', { class: 'context-chip muted small', id: id + '-ctx' });
+    this.sendBtn = h('button', { type: 'submit', class: 'primary', text: 'Send' });
+    this.cancelBtn = h('button', { type: 'button', class: 'danger', hidden: true, text: 'Cancel turn', onclick: () => o.onCancel() });
+    this.status = h('p', { class: 'form-error', role: 'alert' });
+    this.el = h('form', { class: 'composer', 'aria-label': 'Message the operator', onsubmit: (/** @type {Event} */ ev) => { ev.preventDefault(); o.onSend(this.input.value.trim()); } },
+      h('label', { for: id, class: 'visually-hidden', text: 'Message to the operator' }),
+      this.input, this.contextChip, this.status,
+      h('div', { class: 'actions' }, this.cancelBtn, this.sendBtn));
+  }
+
+  /** @param {string} text */
+  setContext(text) { this.contextChip.textContent = text; }
+
+  /** @param {string} text */
+  say(text) { this.status.textContent = text; }
+
+  /** Whether a message may be sent now. */
+  get ready() { return !this.sendBtn.disabled; }
+
+  /** @param {boolean} busy */
+  setBusy(busy) { this.sendBtn.disabled = busy; }
+
+  /** @param {{running: boolean, archived: boolean}} s */
+  update(s) {
+    this.cancelBtn.hidden = !s.running;
+    this.sendBtn.disabled = s.running || s.archived;
+    this.input.disabled = s.archived;
+    if (s.archived) this.input.placeholder = 'This conversation is archived: read-only. Unarchive it to continue.';
+    else this.input.placeholder = s.running ? 'A turn is running… cancel it or wait.' : PLACEHOLDER;
+  }
+
+  clear() { this.input.value = ''; }
+  focus() { this.input.focus(); }
+}

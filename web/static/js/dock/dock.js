@@ -1,0 +1,369 @@
+// The operator dock: puts together the conversation list, the transcript,
+// the composer and the effect runner, opens a conversation (its history,
+// then its live stream) and shows the stream's state. The cockpit never
+// depends on it: the spaces work with the dock closed.
+
+import { h, replace, icon } from '../dom.js';
+import { ApiError, errorText } from '../api.js';
+import { FrameError, parseFrame } from '../frames.js';
+import { CursorStore, defaultStorage } from '../storage.js';
+import { ConversationStream } from '../stream.js';
+import { Transcript } from './transcript.js';
+import { EffectRunner } from './effect-runner.js';
+import { Composer } from './composer.js';
+import { ConversationList } from './conversations.js';
+
+/**
+ * @typedef {import('../frames.js').Frame} Frame
+ * @typedef {import('../frames.js').Conversation} Conversation
+ * @typedef {import('../app.js').Cockpit} Cockpit
+ * @typedef {import('../stream.js').StreamState} StreamState
+ * @typedef {import('./transcript.js').Mode} Mode
+ */
+
+const CONV_KEY = 'studio.conversation';
+
+export class Dock {
+  /** @param {HTMLElement} root @param {Cockpit} cockpit */
+  constructor(root, cockpit) {
+    this.root = root;
+    this.cockpit = cockpit;
+    this.client = cockpit.operator;
+    const storage = defaultStorage();
+    this.cursors = new CursorStore(storage);
+    this.started = false;
+    /** @type {Conversation | null} */
+    this.conv = null;
+    /** @type {ConversationStream | null} */
+    this.stream = null;
+    this.lastSeq = 0;
+    /** @type {string | null} */
+    this.activeRequestId = null;
+    this.openSeq = 0;
+    /** @type {Set<string>} requests whose done frame arrived */
+    this.finished = new Set();
+
+    this.statePill = h('span', { class: 'pill', 'data-state': 'idle', role: 'status', text: 'Not connected' });
+    this.banner = h('div', { class: 'dock-banners' });
+    // One polite live region for the transcript: finished pieces, not deltas.
+    this.announcer = h('div', { class: 'visually-hidden', role: 'status', 'aria-live': 'polite', 'data-announcer': '' });
+    this.transcript = new Transcript({
+      client: this.client, registry: () => cockpit.registry, announce: (t) => this.announce(t),
+      onDegraded: (err) => this.notice('degraded', 'warn', `Durability degraded (${err.code}): ${err.message}. Read-only answers may continue; changes are refused until it recovers.`),
+    });
+    this.effects = new EffectRunner({
+      client: this.client, storage, apply: (e) => cockpit.applyEffect(e),
+      show: (id, state, text, live) => this.transcript.showEffect(id, state, text, live),
+    });
+    this.composer = new Composer({ onSend: () => this.send(), onCancel: () => this.cancelTurn() });
+    this.list = new ConversationList({
+      client: this.client, current: () => this.conv, onSelect: (id) => this.select(id), onCreated: () => this.composer.focus(),
+      onChanged: (c) => { this.conv = c; this.updateComposer(); },
+      onDeleted: (id) => this.afterDelete(id),
+      notice: (t) => this.notice('conv', 'error', t),
+    });
+    replace(this.root,
+      h('header', { class: 'dock-head' },
+        h('h2', { text: 'Operator' }), this.statePill,
+        h('button', { type: 'button', class: 'icon-button', 'aria-label': 'Close the dock', title: 'Close (Ctrl+.)', onclick: () => this.cockpit.setDockOpen(false) }, icon('M6.4 5 5 6.4 10.6 12 5 17.6 6.4 19l5.6-5.6 5.6 5.6 1.4-1.4-5.6-5.6L19 6.4 17.6 5 12 10.6z'))),
+      this.list.el, this.banner, this.transcript.el, this.composer.el, this.announcer);
+    this.onContextChange();
+  }
+
+  /** Effects applied by this page since it loaded (tests read it). */
+  get appliedCount() { return this.effects.appliedCount; }
+
+  /** @param {string} text */
+  announce(text) {
+    // A new node per message: a rapid second message does not swallow the first.
+    this.announcer.appendChild(h('p', { text }));
+    while (this.announcer.childElementCount > 3) this.announcer.firstElementChild?.remove();
+  }
+
+  /** @param {string} state @param {string} text */
+  pill(state, text) {
+    this.statePill.dataset.state = state;
+    this.statePill.textContent = text;
+  }
+
+  /**
+   * A banner in the dock. Same-key banners replace each other.
+   * @param {string} key @param {'info'|'warn'|'error'} kind @param {string} text @param {{label: string, run: () => void}} [action]
+   */
+  notice(key, kind, text, action) {
+    this.clearNotice(key);
+    const el = h('div', { class: ['notice', 'notice-' + kind], 'data-notice': key, role: kind === 'error' ? 'alert' : 'status' },
+      h('span', { text }),
+      action ? h('button', { type: 'button', class: 'small', text: action.label, onclick: action.run }) : null,
+      h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss', text: '×', onclick: () => el.remove() }));
+    this.banner.appendChild(el);
+  }
+
+  /** @param {string} key */
+  clearNotice(key) {
+    this.banner.querySelectorAll(`[data-notice="${key}"]`).forEach((n) => n.remove());
+  }
+
+  onContextChange() {
+    if (!this.cockpit.route) return;
+    const c = this.cockpit.contextSnapshot();
+    this.composer.setContext(`Context sent with your message: ${this.cockpit.route.space.title} · ${c.route}`);
+  }
+
+  async open() {
+    if (this.started) return;
+    this.started = true;
+    await this.list.refresh();
+    let id = null;
+    try { id = localStorage.getItem(CONV_KEY); } catch { /* no storage */ }
+    const pick = this.list.items.find((c) => c.id === id) || this.list.items.find((c) => c.status === 'active');
+    if (pick) await this.select(pick.id);
+    else this.renderEmpty();
+  }
+
+  hide() {
+    // The stream keeps running while the dock is closed: a running turn's
+    // effects still apply and get acknowledged.
+  }
+
+  stop() {
+    if (this.stream) this.stream.stop();
+    this.stream = null;
+  }
+
+  renderEmpty() {
+    this.transcript.empty(h('span', { text: 'No conversation yet. Ask something below: for example “show the failed runs” or “switch to dark mode”. The operator can move the cockpit and propose changes; nothing changes until you confirm.' }));
+  }
+
+  /** @param {string} id */
+  async select(id) {
+    if (!id) return;
+    try { localStorage.setItem(CONV_KEY, id); } catch { /* no storage */ }
+    await this.load(id);
+  }
+
+  /** @param {string} id */
+  async afterDelete(id) {
+    if (this.conv && this.conv.id === id) {
+      this.stop();
+      this.conv = null;
+    }
+    try { localStorage.removeItem(CONV_KEY); } catch { /* no storage */ }
+    await this.list.refresh();
+    const next = this.list.items.find((x) => x.status === 'active');
+    if (next) await this.select(next.id);
+    else this.renderEmpty();
+  }
+
+  // --- loading and streaming ---------------------------------------------
+
+  /** Opens a conversation: renders its history, then follows it live. @param {string} id */
+  async load(id) {
+    const seq = ++this.openSeq;
+    this.stop();
+    this.transcript.reset();
+    this.finished = new Set();
+    this.banner.replaceChildren();
+    this.pill('connecting', 'Loading…');
+    const stored = this.cursors.get(id);
+    /** @type {Frame[]} */
+    const frames = [];
+    let after = 0;
+    /** @type {Conversation | null} */
+    let conv = null;
+    let tail = 0;
+    try {
+      for (;;) {
+        let page;
+        try {
+          page = await this.client.getConversation(id, after, 500);
+        } catch (e) {
+          if (e instanceof ApiError && e.code === 'replay_gap' && Number.isInteger(e.details.earliestAfterSequence) && e.details.earliestAfterSequence > after) {
+            this.notice('gap', 'warn', `Frames up to #${e.details.earliestAfterSequence} of this conversation were purged; showing what is retained.`);
+            after = e.details.earliestAfterSequence;
+            continue;
+          }
+          throw e;
+        }
+        conv = page.conversation;
+        tail = page.latestSequence;
+        for (const raw of page.frames) frames.push(parseFrame(raw));
+        if (!page.hasMore || page.frames.length === 0) break;
+        after = page.nextAfterSequence;
+      }
+    } catch (e) {
+      if (seq !== this.openSeq) return;
+      this.pill('failed', 'Not loaded');
+      if (e instanceof FrameError) this.protocolError(e);
+      else this.notice('load', 'error', `The conversation could not be loaded: ${errorText(e)}`, { label: 'Retry', run: () => this.load(id) });
+      return;
+    }
+    if (seq !== this.openSeq || !conv) return;
+    this.conv = conv;
+    this.list.sync();
+    this.activeRequestId = conv.activeRequestId;
+    this.lastSeq = 0;
+    const lastRequest = frames.length ? frames[frames.length - 1].requestId : null;
+    /** @type {Frame[]} */
+    const deferred = [];
+    for (const f of frames) {
+      /** @type {Mode} */
+      const mode = f.sequence <= stored ? 'history' : 'catchup';
+      if (f.type === 'ui_command' && mode === 'catchup') {
+        this.render(f, mode);
+        deferred.push(f);
+      } else {
+        await this.handleFrame(f, mode, false);
+      }
+    }
+    // Catch-up effects run after the whole history is known: only the
+    // newest turn's may still apply.
+    for (const f of deferred) {
+      if (seq !== this.openSeq) return;
+      await this.effects.handle(f, 'catchup', f.requestId !== lastRequest);
+    }
+    this.cursors.advance(id, tail);
+    this.lastSeq = Math.max(this.lastSeq, tail);
+    this.updateComposer();
+    this.refreshProposals(id);
+    this.transcript.scrollDown();
+    this.stream = new ConversationStream({ api: this.client.api, conversationId: id, cursors: this.cursors, after: tail }, {
+      onFrame: (f) => this.handleFrame(f, 'live', true),
+      onState: (s, info) => this.onStreamState(s, info),
+      onNotice: (n) => this.notice('gap', 'warn', `Frames #${n.from + 1}–#${n.to} were purged on the server; replay resumed from #${n.to}.`),
+      onError: (e) => {
+        if (e instanceof FrameError) this.protocolError(e);
+        else this.notice('stream', 'error', `The stream stopped: ${errorText(e)}`, { label: 'Reconnect', run: () => this.stream && this.stream.reconnectNow() });
+      },
+    }).start();
+  }
+
+  /** @param {FrameError} e */
+  protocolError(e) {
+    this.notice('protocol', 'error', `Protocol error (${e.code}): ${e.message}. Nothing from that frame was applied; the stream stopped.`,
+      { label: 'Reconnect', run: () => this.stream && this.stream.reconnectNow() });
+  }
+
+  /** @param {StreamState} s @param {{attempt?: number, delayMs?: number} | undefined} info */
+  onStreamState(s, info) {
+    switch (s) {
+      case 'open':
+        this.pill('open', 'Live');
+        this.clearNotice('reconnect');
+        break;
+      case 'connecting':
+        this.pill('connecting', 'Connecting…');
+        break;
+      case 'reconnecting': {
+        const secs = info && info.delayMs ? ` in ${Math.ceil(info.delayMs / 1000)} s` : '';
+        this.pill('reconnecting', 'Reconnecting…');
+        if (info && info.delayMs !== undefined) {
+          this.notice('reconnect', 'warn', `The stream dropped; reconnecting${secs} (attempt ${info.attempt}) and resuming after #${this.stream ? this.stream.cursor : this.lastSeq}. Nothing is resent.`,
+            { label: 'Reconnect now', run: () => this.stream && this.stream.reconnectNow() });
+        }
+        break;
+      }
+      case 'failed':
+        this.pill('failed', 'Stopped');
+        break;
+      case 'closed':
+        this.pill('idle', 'Offline');
+        break;
+    }
+  }
+
+  /** Brings proposal cards up to the server's record (a decision taken elsewhere). @param {string} id */
+  async refreshProposals(id) {
+    try {
+      const r = await this.client.listProposals(id);
+      if (!this.conv || this.conv.id !== id) return;
+      for (const p of r.proposals || []) {
+        const card = this.transcript.proposals.get(p.id);
+        if (!card || (card.final && !card.inferred)) continue;
+        if (p.status && p.status !== 'pending' && p.status !== 'confirmed' && p.status !== 'executing') {
+          card.setFinal(p.status, { result: p.result, error: p.errorCode ? { code: p.errorCode, message: 'recorded on the server' } : undefined });
+        } else if (p.status === 'confirmed' || p.status === 'executing') {
+          card.setState('confirmed');
+        }
+      }
+    } catch {
+      // The list is a refinement; the frames already tell the state.
+    }
+  }
+
+  /** @param {Frame} f @param {Mode} mode */
+  render(f, mode) {
+    this.transcript.render(f, mode);
+    if (f.type === 'text' && f.payload.role === 'user' && mode === 'live') this.activeRequestId = f.requestId;
+    if (f.type === 'done') {
+      this.finished.add(f.requestId);
+      if (this.activeRequestId === f.requestId) this.activeRequestId = null;
+      if (this.conv && this.conv.activeRequestId === f.requestId) this.conv.activeRequestId = null;
+    }
+  }
+
+  /**
+   * Handles one frame: renders it and, for a ui_command, decides about the effect.
+   * @param {Frame} f @param {Mode} mode @param {boolean} scroll
+   */
+  async handleFrame(f, mode, scroll) {
+    this.lastSeq = Math.max(this.lastSeq, f.sequence);
+    this.render(f, mode);
+    if (f.type === 'ui_command') await this.effects.handle(f, mode, false);
+    if (scroll) this.transcript.scrollDown();
+    if (mode === 'live') this.updateComposer();
+  }
+
+  // --- composer --------------------------------------------------------------
+
+  updateComposer() {
+    const archived = !!this.conv && this.conv.status === 'archived';
+    const running = !!this.activeRequestId;
+    this.composer.update({ running, archived });
+    this.list.sync();
+    this.root.classList.toggle('turn-running', running);
+  }
+
+  async send() {
+    const instruction = this.composer.input.value.trim();
+    if (!instruction || !this.composer.ready) return;
+    this.composer.say('');
+    this.composer.setBusy(true);
+    try {
+      if (!this.conv) {
+        await this.list.create({ title: instruction.slice(0, 60) });
+      } else if (!this.conv.title) {
+        this.client.updateConversation(this.conv.id, { title: instruction.slice(0, 60) }).then(() => this.list.refresh()).catch(() => {});
+      }
+      const conv = /** @type {Conversation} */ (this.conv);
+      const acc = await this.client.submitTurn(conv.id, instruction, this.cockpit.contextSnapshot(), this.lastSeq);
+      // The stream may have delivered the whole turn before this answer.
+      if (!this.finished.has(acc.requestId)) this.activeRequestId = acc.requestId;
+      this.composer.clear();
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'stale_context') {
+        this.composer.say('The conversation changed since you last saw it (another tab or turn added to it). It was refreshed below; your message was not sent. Review it and send again.');
+        if (this.conv) await this.load(this.conv.id);
+      } else if (e instanceof ApiError && e.code === 'conflict') {
+        this.composer.say(`A turn is still running in this conversation (${e.message}). Wait for it or cancel it; your message was not sent.`);
+        if (this.conv) await this.load(this.conv.id);
+      } else {
+        this.composer.say(`Not sent: ${errorText(e)}`);
+      }
+    } finally {
+      this.updateComposer();
+    }
+  }
+
+  async cancelTurn() {
+    if (!this.conv || !this.activeRequestId) return;
+    this.composer.cancelBtn.disabled = true;
+    try {
+      await this.client.cancel(this.conv.id, this.activeRequestId);
+    } catch (e) {
+      this.composer.say(`Cancel failed: ${errorText(e)}`);
+    } finally {
+      this.composer.cancelBtn.disabled = false;
+    }
+  }
+}

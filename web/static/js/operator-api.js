@@ -1,0 +1,61 @@
+// The typed operator API (DESIGN.md §5): one method per endpoint of
+// /api/operator. A failure is returned to the caller, never retried here.
+
+import { query, enc } from './api.js';
+
+/**
+ * @typedef {import('./api.js').Api} Api
+ * @typedef {import('./frames.js').Conversation} Conversation
+ * @typedef {import('./frames.js').ContextSnapshot} ContextSnapshot
+ * @typedef {import('./frames.js').CommandProposal} CommandProposal
+ */
+
+export class OperatorClient {
+  /** @param {Api} api */
+  constructor(api) {
+    this.api = api;
+  }
+  /** @param {{status?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{conversations: Conversation[], nextCursor?: string}>} */
+  listConversations(o = {}) { return this.api.get('/api/operator/conversations' + query(o)); }
+  /** @param {{title?: string, project?: string}} [body] @returns {Promise<Conversation>} */
+  createConversation(body = {}) { return this.api.post('/api/operator/conversations', body); }
+  /** @param {string} id @param {number} after @param {number} [limit] @returns {Promise<{conversation: Conversation, frames: any[], hasMore: boolean, nextAfterSequence: number, latestSequence: number}>} */
+  getConversation(id, after = 0, limit = 500) { return this.api.get(`/api/operator/conversations/${enc(id)}` + query({ after_sequence: after, limit })); }
+  /** @param {string} id @param {{title?: string, status?: 'active'|'archived'}} body @returns {Promise<Conversation>} */
+  updateConversation(id, body) { return this.api.patch(`/api/operator/conversations/${enc(id)}`, body); }
+  /** @param {string} id @returns {Promise<Conversation>} */
+  deleteConversation(id) { return this.api.del(`/api/operator/conversations/${enc(id)}`); }
+  /**
+   * Submits one turn, once. A failure is returned to the caller, never retried here.
+   * @param {string} id @param {string} instruction @param {ContextSnapshot} context @param {number} expectedLastSequence
+   * @returns {Promise<{conversationId: string, requestId: string, acceptedSequence: number}>}
+   */
+  submitTurn(id, instruction, context, expectedLastSequence) {
+    return this.api.post(`/api/operator/conversations/${enc(id)}/turns`, { instruction, context, expectedLastSequence });
+  }
+  /** @param {string} id @param {string} requestId */
+  cancel(id, requestId) { return this.api.post(`/api/operator/conversations/${enc(id)}/requests/${enc(requestId)}/cancel`); }
+  /**
+   * @param {string} id @param {string} effectId
+   * @param {{status: 'applied', clientRoute: string} | {status: 'rejected', rejectionCode: string}} body
+   */
+  ackEffect(id, effectId, body) { return this.api.post(`/api/operator/conversations/${enc(id)}/effects/${enc(effectId)}/ack`, body); }
+  /**
+   * Confirms a proposal with the hash and target version it was shown with.
+   * @param {string} id @param {CommandProposal} proposal
+   */
+  confirmProposal(id, proposal) {
+    /** @type {{expectedCommandHash: string, expectedTargetVersion?: string}} */
+    const body = { expectedCommandHash: proposal.commandHash };
+    if (proposal.target) body.expectedTargetVersion = proposal.target.version;
+    return this.api.post(`/api/operator/conversations/${enc(id)}/proposals/${enc(proposal.id)}/confirm`, body);
+  }
+  /** @param {string} id @param {string} proposalId */
+  denyProposal(id, proposalId) { return this.api.post(`/api/operator/conversations/${enc(id)}/proposals/${enc(proposalId)}/deny`); }
+  /** @param {string} id @returns {Promise<{proposals: any[]}>} */
+  listProposals(id) { return this.api.get(`/api/operator/conversations/${enc(id)}/proposals`); }
+  /** @param {string} conversationId @param {number} afterSequence @returns {Promise<{ticket: string, expiresAt: number}>} */
+  createTicket(conversationId, afterSequence) { return this.api.post('/api/operator/stream-tickets', { conversationId, afterSequence }); }
+  /** @returns {Promise<any>} */
+  routes() { return this.api.get('/api/operator/routes'); }
+}
