@@ -18,7 +18,7 @@ import (
 type loadResult struct {
 	accept, firstFrame, done time.Duration
 	frames                   int
-	outcome                  string
+	outcome                  protocol.Outcome
 	err                      error
 }
 
@@ -90,7 +90,7 @@ func runLoad(ctx context.Context, out io.Writer, cl *httpapi.Client, conversatio
 		if r.outcome == protocol.OutcomeCompleted {
 			completed++
 		} else {
-			failures["outcome "+r.outcome]++
+			failures["outcome "+string(r.outcome)]++
 		}
 	}
 	fmt.Fprintf(out, "%d conversations x %d turns in %s: %d turns done (%d completed), %.1f turns/s, %.0f frames/s\n",

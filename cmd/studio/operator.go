@@ -292,7 +292,7 @@ func sendCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var outcome string
+			var outcome protocol.Outcome
 			err = cl.Follow(ctx, convID, acc.AcceptedSequence, reconnecting(cmd), func(f protocol.Frame) error {
 				if f.RequestID != acc.RequestID {
 					return nil

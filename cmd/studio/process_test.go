@@ -211,7 +211,7 @@ func TestProcessKill9MidTurnThenReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var outcome string
+	var outcome protocol.Outcome
 	err = d2.client.Stream(ctx, conv.ID, last, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.DonePayload); ok && f.RequestID == acc2.RequestID {
 			outcome = p.Outcome
@@ -348,7 +348,7 @@ func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
 	if err != nil || res.Status != "succeeded" {
 		t.Fatalf("confirm after restart: %+v %v", res, err)
 	}
-	var outcome string
+	var outcome protocol.Outcome
 	var text strings.Builder
 	err = d2.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 		if tp, ok := f.Payload.(protocol.TextPayload); ok && tp.Role == protocol.RoleAssistant {

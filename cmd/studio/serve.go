@@ -59,6 +59,16 @@ type appOptions struct {
 	heartbeat      time.Duration
 }
 
+// turnOptions configure the operator's turns: the worker pool, its queue
+// bound and the model deadlines.
+type turnOptions struct {
+	workers    int
+	maxQueued  int
+	firstEvent time.Duration
+	idle       time.Duration
+	attempt    time.Duration
+}
+
 // httpOptions configure the daemon's HTTP edge.
 type httpOptions struct {
 	allowedHosts   []string
@@ -68,7 +78,7 @@ type httpOptions struct {
 
 func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
-	var workers int
+	var to turnOptions
 	var ao appOptions
 	var ho httpOptions
 	cmd := &cobra.Command{
@@ -78,13 +88,17 @@ func newServeCmd(cfg *config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, grace, workers, ao, ho)
+			return serve(ctx, cfg, grace, to, ao, ho)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "model provider: offline, openai, anthropic, script[:PATH] (env STUDIO_MODEL)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
-	f.IntVar(&workers, "workers", coordinator.DefaultWorkers, "turns that run at once")
+	f.IntVar(&to.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
+	f.IntVar(&to.maxQueued, "max-queued-turns", coordinator.DefaultMaxQueuedTurns, "new turns that may wait for a worker; past it a submission answers 429 rate_limited")
+	f.DurationVar(&to.firstEvent, "model-first-event-timeout", coordinator.DefaultFirstEventTimeout, "how long a model attempt may take to send its first event")
+	f.DurationVar(&to.idle, "model-idle-timeout", coordinator.DefaultIdleTimeout, "how long a model stream may pause between two events")
+	f.DurationVar(&to.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
 	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
@@ -97,7 +111,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, ao appOptions, ho httpOptions) error {
+func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(log)
 	lock, err := lockDataDir(cfg)
@@ -130,9 +144,12 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, workers int, a
 	if err != nil {
 		return err
 	}
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Logger: log, Workers: workers, ShutdownGrace: grace,
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Commands: svc, Logger: log, ShutdownGrace: grace,
+		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
+		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush})
-	if _, err := coord.Recover(ctx); err != nil {
+	svc.SettleProposalsWith(coord)
+	if err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
 	}
 	if err := svc.Start(ctx); err != nil {

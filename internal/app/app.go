@@ -104,6 +104,8 @@ type Service struct {
 	kill    context.CancelCauseFunc
 	quit    chan struct{}  // closed by Stop: claim no more runs
 	wg      sync.WaitGroup // workers and the scheduler loop
+
+	proposals ProposalSettler // reconcile_proposal's (SettleProposalsWith)
 }
 
 const queuedKey = "queued"

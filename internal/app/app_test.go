@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
@@ -83,6 +84,9 @@ func (f *fx) service(st *sqlite.Store, o fxOpts) *app.Service {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	// reconcile_proposal settles through the coordinator, which owns the
+	// proposal lifecycle; it needs nothing else of it.
+	svc.SettleProposalsWith(coordinator.New(coordinator.Config{Store: st, Now: f.clock.Now}))
 	f.t.Cleanup(func() { svc.Stop(context.Background()) })
 	return svc
 }
@@ -98,7 +102,7 @@ func (f *fx) exec(cmd app.Command) app.Result {
 	f.t.Helper()
 	res, err := f.svc.Execute(f.ctx, cmd, app.ExecOptions{})
 	if err != nil {
-		f.t.Fatalf("%s: %v", cmd.Type(), err)
+		f.t.Fatalf("%s: %v", app.TypeOf(cmd), err)
 	}
 	return res
 }

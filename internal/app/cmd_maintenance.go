@@ -31,12 +31,6 @@ type RunMaintenanceCommand struct {
 	BeforeSequence int64  `json:"beforeSequence,omitzero" jsonschema:"minimum=1" jsonschema_description:"purge_frames only: frames with a lower sequence are removed; replay from an older cursor then answers replay_gap."`
 }
 
-// Type implements Command.
-func (RunMaintenanceCommand) Type() string { return "run_maintenance" }
-
-// Risk implements Command.
-func (RunMaintenanceCommand) Risk() string { return protocol.RiskAdmin }
-
 // Validate implements Command.
 func (c RunMaintenanceCommand) Validate() error {
 	if !slices.Contains(MaintenanceActions, c.Action) {
@@ -76,6 +70,25 @@ func (c RunMaintenanceCommand) Summary() string {
 
 func (RunMaintenanceCommand) resolve(context.Context, *Service) (*protocol.ResourceVersion, error) {
 	return nil, nil
+}
+
+// check refuses purge_frames of a conversation that does not exist (or is
+// deleted) or a sequence past its end.
+func (c RunMaintenanceCommand) check(ctx context.Context, s *Service) error {
+	if c.Action != MaintenancePurgeFrames {
+		return nil
+	}
+	conv, err := s.store.GetConversation(ctx, c.ConversationID)
+	if err != nil {
+		return err
+	}
+	if conv.Status == store.ConversationDeleted {
+		return protocol.Errorf(protocol.NotFound, "conversation %s not found", c.ConversationID)
+	}
+	if c.BeforeSequence > conv.NextSequence {
+		return invalid("beforeSequence", "beforeSequence must be from 1 to %d (the next sequence)", conv.NextSequence)
+	}
+	return nil
 }
 
 // MaintenanceResult is what a maintenance action found or did.

@@ -20,21 +20,15 @@ type CreatePlaybookCommand struct {
 	Project     string        `json:"project,omitempty" jsonschema:"maxLength=64" jsonschema_description:"Project the playbook belongs to; default \"default\"."`
 }
 
-// Type implements Command.
-func (CreatePlaybookCommand) Type() string { return "create_playbook" }
-
-// Risk implements Command.
-func (CreatePlaybookCommand) Risk() string { return protocol.RiskMutate }
-
 // Validate implements Command.
 func (c CreatePlaybookCommand) Validate() error {
 	if err := checkName("name", c.Name); err != nil {
 		return err
 	}
-	if err := checkText("description", c.Description, MaxDescriptionLen, false); err != nil {
+	if err := CheckText("description", c.Description, MaxDescriptionLen, false); err != nil {
 		return err
 	}
-	if err := checkText("prompt", c.Prompt, MaxPromptLen, true); err != nil {
+	if err := CheckText("prompt", c.Prompt, MaxPromptLen, true); err != nil {
 		return err
 	}
 	if err := checkArgDecls("args", c.Args); err != nil {
@@ -83,17 +77,11 @@ type UpdatePlaybookCommand struct {
 	Args            *[]PlaybookArg `json:"args,omitzero" jsonschema:"maxItems=20" jsonschema_description:"New argument declarations; they replace all existing ones."`
 }
 
-// Type implements Command.
-func (UpdatePlaybookCommand) Type() string { return "update_playbook" }
-
-// Risk implements Command.
-func (UpdatePlaybookCommand) Risk() string { return protocol.RiskMutate }
-
 func (c UpdatePlaybookCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c UpdatePlaybookCommand) Validate() error {
-	if err := checkRef("playbook", c.Playbook); err != nil {
+	if err := CheckRef("playbook", c.Playbook, true); err != nil {
 		return err
 	}
 	if err := checkExpectedVersion(c.ExpectedVersion, true); err != nil {
@@ -108,12 +96,12 @@ func (c UpdatePlaybookCommand) Validate() error {
 		}
 	}
 	if c.Description != nil {
-		if err := checkText("description", *c.Description, MaxDescriptionLen, false); err != nil {
+		if err := CheckText("description", *c.Description, MaxDescriptionLen, false); err != nil {
 			return err
 		}
 	}
 	if c.Prompt != nil {
-		if err := checkText("prompt", *c.Prompt, MaxPromptLen, true); err != nil {
+		if err := CheckText("prompt", *c.Prompt, MaxPromptLen, true); err != nil {
 			return err
 		}
 	}
@@ -170,17 +158,11 @@ type DeletePlaybookCommand struct {
 	ExpectedVersion int64  `json:"expectedVersion,omitzero" jsonschema:"minimum=1" jsonschema_description:"Optional: the playbook's version as last read; the delete is refused if it changed since."`
 }
 
-// Type implements Command.
-func (DeletePlaybookCommand) Type() string { return "delete_playbook" }
-
-// Risk implements Command.
-func (DeletePlaybookCommand) Risk() string { return protocol.RiskMutate }
-
 func (c DeletePlaybookCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c DeletePlaybookCommand) Validate() error {
-	if err := checkRef("playbook", c.Playbook); err != nil {
+	if err := CheckRef("playbook", c.Playbook, true); err != nil {
 		return err
 	}
 	return checkExpectedVersion(c.ExpectedVersion, false)

@@ -30,12 +30,6 @@ type ReconcileResult struct {
 	Note       string `json:"note,omitempty"`
 }
 
-// Type implements Command.
-func (ReconcileProposalCommand) Type() string { return "reconcile_proposal" }
-
-// Risk implements Command.
-func (ReconcileProposalCommand) Risk() string { return protocol.RiskAdmin }
-
 // Validate implements Command.
 func (c ReconcileProposalCommand) Validate() error {
 	if !isUUID(c.Proposal) {
@@ -44,7 +38,7 @@ func (c ReconcileProposalCommand) Validate() error {
 	if c.Outcome != "succeeded" && c.Outcome != "failed" {
 		return invalid("outcome", "outcome must be succeeded or failed")
 	}
-	return checkText("note", c.Note, 2000, false)
+	return CheckText("note", c.Note, 2000, false)
 }
 
 // Summary implements Command.
@@ -70,39 +64,51 @@ func (c ReconcileProposalCommand) resolve(ctx context.Context, s *Service) (*pro
 }
 
 func (c ReconcileProposalCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
-	p, err := s.store.GetProposal(ctx, c.Proposal)
-	if err != nil {
-		return Result{}, err
+	settler := s.settler()
+	if settler == nil {
+		return Result{}, protocol.Errorf(protocol.ServiceFailure, "proposals cannot be reconciled here: the operator protocol is not running")
 	}
-	status, decision := store.ProposalSucceeded, protocol.DecisionExecuted
-	var code *string
-	if c.Outcome == "failed" {
-		status, decision = store.ProposalFailed, protocol.DecisionFailed
-		failed := "reconciled_failed"
-		code = &failed
-	}
-	res := ReconcileResult{ProposalID: p.ID, Outcome: c.Outcome, Note: c.Note}
 	resJSON, err := protocol.Marshal(map[string]any{"reconciled": true, "outcome": c.Outcome, "note": c.Note})
 	if err != nil {
 		return Result{}, err
 	}
-	completed := protocol.Timestamp(env.now)
-	d := protocol.CommandAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID, CommandType: p.CommandType,
-		CommandHash: p.CommandHash, Target: p.Target, Risk: p.Risk, IdempotencyKey: p.IdempotencyKey, Decision: decision,
-		Result: jsontext.Value(resJSON), ErrorCode: code, CompletedAt: &completed}
-	if p.ConfirmedAt != nil {
-		f := protocol.Timestamp(*p.ConfirmedAt)
-		d.ConfirmedAt = &f
-	}
-	details, err := protocol.Marshal(d)
-	if err != nil {
+	if err := settler.SettleProposal(ctx, Settlement{ProposalID: c.Proposal, Succeeded: c.Outcome == "succeeded",
+		Result: resJSON, Actor: env.trigger.actor(), Also: *env.audit(c.Proposal)}); err != nil {
 		return Result{}, err
 	}
-	id := p.ID
-	if _, _, err := s.store.FinishProposal(ctx, store.FinishProposalParams{ID: p.ID, Status: status, Result: resJSON, ErrorCode: code,
-		Now: env.now, Audit: store.AppendAdminEventParams{Actor: env.trigger.actor(), Action: protocol.AuditAction, TargetID: &id,
-			Details: details, Now: env.now}, Also: env.audit(p.ID)}); err != nil {
-		return Result{}, err
-	}
-	return Result{Target: resourceVersion(KindOperatorProposal, p.ID, 2), Reconciled: &res}, nil
+	res := ReconcileResult{ProposalID: c.Proposal, Outcome: c.Outcome, Note: c.Note}
+	return Result{Target: resourceVersion(KindOperatorProposal, c.Proposal, 2), Reconciled: &res}, nil
+}
+
+// ProposalSettler records the outcome of an operator proposal left
+// executing. The coordinator, which owns the proposal lifecycle,
+// implements it: reconcile_proposal finishes and audits a proposal with
+// the code a confirmed execution finishes with.
+type ProposalSettler interface {
+	SettleProposal(ctx context.Context, s Settlement) error
+}
+
+// Settlement is what reconcile_proposal records: the proposal's outcome,
+// the actor of its audit row, and the application's own audit row, which
+// commits with it.
+type Settlement struct {
+	ProposalID string
+	Succeeded  bool
+	Result     jsontext.Value
+	Actor      string
+	Also       store.AppendAdminEventParams
+}
+
+// SettleProposalsWith wires the settler of reconcile_proposal (the
+// coordinator, built after the application).
+func (s *Service) SettleProposalsWith(p ProposalSettler) {
+	s.mu.Lock()
+	s.proposals = p
+	s.mu.Unlock()
+}
+
+func (s *Service) settler() ProposalSettler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proposals
 }

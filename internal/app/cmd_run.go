@@ -17,18 +17,12 @@ type LaunchPlaybookCommand struct {
 	Args     map[string]string `json:"args,omitempty" jsonschema_description:"Values for the playbook's declared arguments. Undeclared arguments are refused; required ones without a default must be given."`
 }
 
-// Type implements Command.
-func (LaunchPlaybookCommand) Type() string { return "launch_playbook" }
-
-// Risk implements Command.
-func (LaunchPlaybookCommand) Risk() string { return protocol.RiskExecute }
-
 // Validate implements Command.
 func (c LaunchPlaybookCommand) Validate() error {
-	if err := checkRef("playbook", c.Playbook); err != nil {
+	if err := CheckRef("playbook", c.Playbook, true); err != nil {
 		return err
 	}
-	if err := checkText("input", c.Input, MaxInputLen, false); err != nil {
+	if err := CheckText("input", c.Input, MaxInputLen, false); err != nil {
 		return err
 	}
 	return checkArgValues("args", c.Args)
@@ -53,6 +47,12 @@ func (c LaunchPlaybookCommand) Summary() string {
 
 func (c LaunchPlaybookCommand) resolve(ctx context.Context, s *Service) (*protocol.ResourceVersion, error) {
 	return UpdatePlaybookCommand{Playbook: c.Playbook}.resolve(ctx, s)
+}
+
+// check refuses undeclared and missing arguments before a launch is proposed.
+func (c LaunchPlaybookCommand) check(ctx context.Context, s *Service) error {
+	_, _, err := s.bindPlaybookArgs(ctx, c.Playbook, c.Args)
+	return err
 }
 
 func (c LaunchPlaybookCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
@@ -84,12 +84,6 @@ type CancelRunCommand struct {
 	Run string `json:"run" jsonschema:"minLength=36,maxLength=36" jsonschema_description:"The id of the queued or running run to cancel."`
 }
 
-// Type implements Command.
-func (CancelRunCommand) Type() string { return "cancel_run" }
-
-// Risk implements Command.
-func (CancelRunCommand) Risk() string { return protocol.RiskExecute }
-
 // Validate implements Command.
 func (c CancelRunCommand) Validate() error {
 	if !isUUID(c.Run) {
@@ -107,6 +101,18 @@ func (c CancelRunCommand) resolve(ctx context.Context, s *Service) (*protocol.Re
 		return nil, err
 	}
 	return resourceVersion(store.KindRun, r.ID, r.Version), nil
+}
+
+// check refuses to propose cancelling a run that already ended.
+func (c CancelRunCommand) check(ctx context.Context, s *Service) error {
+	r, err := s.lookupRun(ctx, c.Run)
+	if err != nil {
+		return err
+	}
+	if r.Status != store.RunQueued && r.Status != store.RunRunning {
+		return protocol.Errorf(protocol.Conflict, "run %s already ended %s", r.ID, r.Status).With("status", string(r.Status))
+	}
+	return nil
 }
 
 func (c CancelRunCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
@@ -129,12 +135,6 @@ type RetryRunCommand struct {
 	Run string `json:"run" jsonschema:"minLength=36,maxLength=36" jsonschema_description:"The id of the failed or cancelled run to launch again."`
 }
 
-// Type implements Command.
-func (RetryRunCommand) Type() string { return "retry_run" }
-
-// Risk implements Command.
-func (RetryRunCommand) Risk() string { return protocol.RiskExecute }
-
 // Validate implements Command.
 func (c RetryRunCommand) Validate() error { return CancelRunCommand(c).Validate() }
 
@@ -143,6 +143,19 @@ func (c RetryRunCommand) Summary() string { return "Retry run " + c.Run }
 
 func (c RetryRunCommand) resolve(ctx context.Context, s *Service) (*protocol.ResourceVersion, error) {
 	return CancelRunCommand(c).resolve(ctx, s)
+}
+
+// check refuses to propose retrying a run that did not fail or get cancelled.
+func (c RetryRunCommand) check(ctx context.Context, s *Service) error {
+	r, err := s.lookupRun(ctx, c.Run)
+	if err != nil {
+		return err
+	}
+	if r.Status != store.RunFailed && r.Status != store.RunCancelled {
+		return protocol.Errorf(protocol.Conflict, "run %s is %s; only failed or cancelled runs can be retried", r.ID, r.Status).
+			With("status", string(r.Status))
+	}
+	return nil
 }
 
 func (c RetryRunCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {

@@ -23,12 +23,6 @@ type CreateScheduleCommand struct {
 	Project  string            `json:"project,omitempty" jsonschema:"maxLength=64" jsonschema_description:"Project the schedule belongs to; default the playbook's."`
 }
 
-// Type implements Command.
-func (CreateScheduleCommand) Type() string { return "create_schedule" }
-
-// Risk implements Command.
-func (CreateScheduleCommand) Risk() string { return protocol.RiskMutate }
-
 // Validate implements Command.
 func (c CreateScheduleCommand) Validate() error {
 	if err := checkName("name", c.Name); err != nil {
@@ -37,10 +31,10 @@ func (c CreateScheduleCommand) Validate() error {
 	if _, err := ParseCron(c.Cron); err != nil {
 		return err
 	}
-	if err := checkRef("playbook", c.Playbook); err != nil {
+	if err := CheckRef("playbook", c.Playbook, true); err != nil {
 		return err
 	}
-	if err := checkText("input", c.Input, MaxInputLen, false); err != nil {
+	if err := CheckText("input", c.Input, MaxInputLen, false); err != nil {
 		return err
 	}
 	if err := checkArgValues("args", c.Args); err != nil {
@@ -70,12 +64,14 @@ func (CreateScheduleCommand) resolve(context.Context, *Service) (*protocol.Resou
 	return nil, nil
 }
 
+// check refuses an unknown playbook and arguments it does not declare.
+func (c CreateScheduleCommand) check(ctx context.Context, s *Service) error {
+	_, _, err := s.bindPlaybookArgs(ctx, c.Playbook, c.Args)
+	return err
+}
+
 func (c CreateScheduleCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
-	pb, err := s.lookupPlaybook(ctx, c.Playbook)
-	if err != nil {
-		return Result{}, err
-	}
-	args, err := bindArgs("args", pb, c.Args, false)
+	pb, args, err := s.bindPlaybookArgs(ctx, c.Playbook, c.Args)
 	if err != nil {
 		return Result{}, err
 	}
@@ -121,17 +117,11 @@ type UpdateScheduleCommand struct {
 	Args            *map[string]string `json:"args,omitzero" jsonschema_description:"New arguments of launched runs; they replace the old ones."`
 }
 
-// Type implements Command.
-func (UpdateScheduleCommand) Type() string { return "update_schedule" }
-
-// Risk implements Command.
-func (UpdateScheduleCommand) Risk() string { return protocol.RiskMutate }
-
 func (c UpdateScheduleCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c UpdateScheduleCommand) Validate() error {
-	if err := checkRef("schedule", c.Schedule); err != nil {
+	if err := CheckRef("schedule", c.Schedule, true); err != nil {
 		return err
 	}
 	if err := checkExpectedVersion(c.ExpectedVersion, true); err != nil {
@@ -151,12 +141,12 @@ func (c UpdateScheduleCommand) Validate() error {
 		}
 	}
 	if c.Playbook != nil {
-		if err := checkRef("playbook", *c.Playbook); err != nil {
+		if err := CheckRef("playbook", *c.Playbook, true); err != nil {
 			return err
 		}
 	}
 	if c.Input != nil {
-		if err := checkText("input", *c.Input, MaxInputLen, false); err != nil {
+		if err := CheckText("input", *c.Input, MaxInputLen, false); err != nil {
 			return err
 		}
 	}
@@ -195,6 +185,31 @@ func (c UpdateScheduleCommand) resolve(ctx context.Context, s *Service) (*protoc
 	return resourceVersion(store.KindSchedule, sc.ID, sc.Version), nil
 }
 
+// check refuses a new playbook or arguments that do not bind.
+func (c UpdateScheduleCommand) check(ctx context.Context, s *Service) error {
+	if c.Playbook == nil && c.Args == nil {
+		return nil
+	}
+	cur, err := s.lookupSchedule(ctx, c.Schedule)
+	if err != nil {
+		return err
+	}
+	_, _, err = c.bind(ctx, s, cur)
+	return err
+}
+
+// bind binds the schedule's playbook and arguments as the update leaves them.
+func (c UpdateScheduleCommand) bind(ctx context.Context, s *Service, cur store.Schedule) (store.Playbook, map[string]string, error) {
+	ref, given := cur.PlaybookID, cur.Args
+	if c.Playbook != nil {
+		ref = *c.Playbook
+	}
+	if c.Args != nil {
+		given = *c.Args
+	}
+	return s.bindPlaybookArgs(ctx, ref, given)
+}
+
 func (c UpdateScheduleCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
 	cur, err := s.store.GetSchedule(ctx, env.targetID())
 	if err != nil {
@@ -206,18 +221,7 @@ func (c UpdateScheduleCommand) execute(ctx context.Context, s *Service, env exec
 	p := store.UpdateScheduleParams{ID: cur.ID, ExpectedVersion: cur.Version, Name: c.Name, Input: c.Input,
 		Now: env.now, Audit: env.audit(cur.ID)}
 	if c.Playbook != nil || c.Args != nil {
-		ref, given := cur.PlaybookID, cur.Args
-		if c.Playbook != nil {
-			ref = *c.Playbook
-		}
-		if c.Args != nil {
-			given = *c.Args
-		}
-		pb, err := s.lookupPlaybook(ctx, ref)
-		if err != nil {
-			return Result{}, err
-		}
-		args, err := bindArgs("args", pb, given, false)
+		pb, args, err := c.bind(ctx, s, cur)
 		if err != nil {
 			return Result{}, err
 		}
@@ -249,17 +253,11 @@ type SetScheduleEnabledCommand struct {
 	ExpectedVersion int64  `json:"expectedVersion,omitzero" jsonschema:"minimum=1" jsonschema_description:"Optional: the schedule's version as last read."`
 }
 
-// Type implements Command.
-func (SetScheduleEnabledCommand) Type() string { return "set_schedule_enabled" }
-
-// Risk implements Command.
-func (SetScheduleEnabledCommand) Risk() string { return protocol.RiskMutate }
-
 func (c SetScheduleEnabledCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c SetScheduleEnabledCommand) Validate() error {
-	if err := checkRef("schedule", c.Schedule); err != nil {
+	if err := CheckRef("schedule", c.Schedule, true); err != nil {
 		return err
 	}
 	if c.Enabled == nil {
@@ -314,17 +312,11 @@ type DeleteScheduleCommand struct {
 	ExpectedVersion int64  `json:"expectedVersion,omitzero" jsonschema:"minimum=1" jsonschema_description:"Optional: the schedule's version as last read."`
 }
 
-// Type implements Command.
-func (DeleteScheduleCommand) Type() string { return "delete_schedule" }
-
-// Risk implements Command.
-func (DeleteScheduleCommand) Risk() string { return protocol.RiskMutate }
-
 func (c DeleteScheduleCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c DeleteScheduleCommand) Validate() error {
-	if err := checkRef("schedule", c.Schedule); err != nil {
+	if err := CheckRef("schedule", c.Schedule, true); err != nil {
 		return err
 	}
 	return checkExpectedVersion(c.ExpectedVersion, false)

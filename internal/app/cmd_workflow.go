@@ -24,10 +24,10 @@ func checkSteps(steps []WorkflowStepInput) error {
 	}
 	for i, st := range steps {
 		f := fmt.Sprintf("steps[%d]", i)
-		if err := checkRef(f+".playbook", st.Playbook); err != nil {
+		if err := CheckRef(f+".playbook", st.Playbook, true); err != nil {
 			return err
 		}
-		if err := checkText(f+".input", st.Input, MaxInputLen, false); err != nil {
+		if err := CheckText(f+".input", st.Input, MaxInputLen, false); err != nil {
 			return err
 		}
 		if err := checkArgValues(f+".args", st.Args); err != nil {
@@ -71,18 +71,12 @@ type CreateWorkflowCommand struct {
 	Project     string              `json:"project,omitempty" jsonschema:"maxLength=64" jsonschema_description:"Project the workflow belongs to; default \"default\"."`
 }
 
-// Type implements Command.
-func (CreateWorkflowCommand) Type() string { return "create_workflow" }
-
-// Risk implements Command.
-func (CreateWorkflowCommand) Risk() string { return protocol.RiskMutate }
-
 // Validate implements Command.
 func (c CreateWorkflowCommand) Validate() error {
 	if err := checkName("name", c.Name); err != nil {
 		return err
 	}
-	if err := checkText("description", c.Description, MaxDescriptionLen, false); err != nil {
+	if err := CheckText("description", c.Description, MaxDescriptionLen, false); err != nil {
 		return err
 	}
 	if err := checkSteps(c.Steps); err != nil {
@@ -98,6 +92,12 @@ func (c CreateWorkflowCommand) Summary() string {
 
 func (CreateWorkflowCommand) resolve(context.Context, *Service) (*protocol.ResourceVersion, error) {
 	return nil, nil
+}
+
+// check refuses steps whose playbook or arguments do not bind.
+func (c CreateWorkflowCommand) check(ctx context.Context, s *Service) error {
+	_, err := s.bindSteps(ctx, c.Steps)
+	return err
 }
 
 func (c CreateWorkflowCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {
@@ -124,17 +124,11 @@ type UpdateWorkflowCommand struct {
 	Steps           *[]WorkflowStepInput `json:"steps,omitzero" jsonschema:"minItems=1,maxItems=50" jsonschema_description:"New steps; they replace all existing ones."`
 }
 
-// Type implements Command.
-func (UpdateWorkflowCommand) Type() string { return "update_workflow" }
-
-// Risk implements Command.
-func (UpdateWorkflowCommand) Risk() string { return protocol.RiskMutate }
-
 func (c UpdateWorkflowCommand) expectedVersion() int64 { return c.ExpectedVersion }
 
 // Validate implements Command.
 func (c UpdateWorkflowCommand) Validate() error {
-	if err := checkRef("workflow", c.Workflow); err != nil {
+	if err := CheckRef("workflow", c.Workflow, true); err != nil {
 		return err
 	}
 	if err := checkExpectedVersion(c.ExpectedVersion, true); err != nil {
@@ -149,7 +143,7 @@ func (c UpdateWorkflowCommand) Validate() error {
 		}
 	}
 	if c.Description != nil {
-		if err := checkText("description", *c.Description, MaxDescriptionLen, false); err != nil {
+		if err := CheckText("description", *c.Description, MaxDescriptionLen, false); err != nil {
 			return err
 		}
 	}
@@ -180,6 +174,15 @@ func (c UpdateWorkflowCommand) resolve(ctx context.Context, s *Service) (*protoc
 		return nil, err
 	}
 	return resourceVersion(store.KindWorkflow, w.ID, w.Version), nil
+}
+
+// check refuses new steps whose playbook or arguments do not bind.
+func (c UpdateWorkflowCommand) check(ctx context.Context, s *Service) error {
+	if c.Steps == nil {
+		return nil
+	}
+	_, err := s.bindSteps(ctx, *c.Steps)
+	return err
 }
 
 func (c UpdateWorkflowCommand) execute(ctx context.Context, s *Service, env execEnv) (Result, error) {

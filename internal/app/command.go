@@ -16,20 +16,17 @@ import (
 
 // Command is a typed application command (the ADR's "ADR-0078 application
 // command"): a plain struct with json tags, decoded strictly, that a model
-// can fill in and a human can confirm. The set is closed: the unexported
+// can fill in and a human can confirm. Its type id and risk are declared
+// once, in commandSpecs (TypeOf, SpecOf). The set is closed: the unexported
 // methods keep other packages from adding commands this package cannot
 // execute.
 type Command interface {
-	// Type is the stable command type id, e.g. "launch_playbook".
-	Type() string
 	// Validate checks the command on its own, without the store: required
 	// fields, lengths, patterns, enums. Errors are validation.
 	Validate() error
 	// Summary is a short human sentence naming exactly what will happen,
 	// e.g. `Launch playbook "audit-repo" with input "repo x"`.
 	Summary() string
-	// Risk is the proposal risk class: mutate, execute or admin.
-	Risk() string
 
 	// resolve names the command's target with its current version; nil for
 	// creates and maintenance.
@@ -38,8 +35,16 @@ type Command interface {
 	execute(ctx context.Context, s *Service, env execEnv) (Result, error)
 }
 
+// checker is implemented by commands that can tell before execution that
+// they cannot run against the current state (an undeclared argument, a
+// playbook or conversation that does not exist): Prepare calls it, so such
+// a command never becomes a proposal a human confirms in vain.
+type checker interface {
+	check(ctx context.Context, s *Service) error
+}
+
 // CommandSpec describes one command type: what a tool registry needs to
-// offer it to a model.
+// offer it to a model, and the risk of its proposals.
 type CommandSpec struct {
 	Type        string
 	Title       string
@@ -48,64 +53,78 @@ type CommandSpec struct {
 	// New returns a zero command of this type (a pointer to its struct),
 	// for decoding and for generating its JSON Schema.
 	New func() Command
+
+	goType reflect.Type
 }
 
-// commandSpecs is the registry, in a stable order.
+// command declares one command type: its Go type, id, title, risk and
+// description, once.
+func command[C any, P interface {
+	*C
+	Command
+}](typ, title, risk, description string) CommandSpec {
+	return CommandSpec{Type: typ, Title: title, Risk: risk, Description: description,
+		New: func() Command { return P(new(C)) }, goType: reflect.TypeFor[C]()}
+}
+
+// commandSpecs is the registry, in a stable order: the one place a
+// command's type id and risk are written.
 var commandSpecs = []CommandSpec{
-	{Type: "create_playbook", Title: "Create playbook", Risk: protocol.RiskMutate,
-		Description: "Create a playbook: a named prompt with declared arguments that runs can launch.",
-		New:         func() Command { return &CreatePlaybookCommand{} }},
-	{Type: "update_playbook", Title: "Update playbook", Risk: protocol.RiskMutate,
-		Description: "Change a playbook's name, description, prompt or arguments; only the given fields change.",
-		New:         func() Command { return &UpdatePlaybookCommand{} }},
-	{Type: "delete_playbook", Title: "Delete playbook", Risk: protocol.RiskMutate,
-		Description: "Delete a playbook that no workflow or schedule uses. Its past runs stay.",
-		New:         func() Command { return &DeletePlaybookCommand{} }},
-	{Type: "create_workflow", Title: "Create workflow", Risk: protocol.RiskMutate,
-		Description: "Create a workflow: an ordered list of playbook steps.",
-		New:         func() Command { return &CreateWorkflowCommand{} }},
-	{Type: "update_workflow", Title: "Update workflow", Risk: protocol.RiskMutate,
-		Description: "Change a workflow's name, description or steps; only the given fields change.",
-		New:         func() Command { return &UpdateWorkflowCommand{} }},
-	{Type: "launch_playbook", Title: "Launch playbook", Risk: protocol.RiskExecute,
-		Description: "Queue a run of a playbook with an input and arguments; the model provider executes it.",
-		New:         func() Command { return &LaunchPlaybookCommand{} }},
-	{Type: "cancel_run", Title: "Cancel run", Risk: protocol.RiskExecute,
-		Description: "Cancel a queued or running run.",
-		New:         func() Command { return &CancelRunCommand{} }},
-	{Type: "retry_run", Title: "Retry run", Risk: protocol.RiskExecute,
-		Description: "Launch a failed or cancelled run again with the same playbook, input and arguments.",
-		New:         func() Command { return &RetryRunCommand{} }},
-	{Type: "create_schedule", Title: "Create schedule", Risk: protocol.RiskMutate,
-		Description: "Create a schedule that launches a playbook on a 5-field cron expression (UTC).",
-		New:         func() Command { return &CreateScheduleCommand{} }},
-	{Type: "update_schedule", Title: "Update schedule", Risk: protocol.RiskMutate,
-		Description: "Change a schedule's name, cron expression, playbook, input or arguments; only the given fields change.",
-		New:         func() Command { return &UpdateScheduleCommand{} }},
-	{Type: "set_schedule_enabled", Title: "Enable or pause schedule", Risk: protocol.RiskMutate,
-		Description: "Enable a schedule or pause it.",
-		New:         func() Command { return &SetScheduleEnabledCommand{} }},
-	{Type: "delete_schedule", Title: "Delete schedule", Risk: protocol.RiskMutate,
-		Description: "Delete a schedule. The runs it launched stay.",
-		New:         func() Command { return &DeleteScheduleCommand{} }},
-	{Type: "run_maintenance", Title: "Run maintenance", Risk: protocol.RiskAdmin,
-		Description: "Database and retention maintenance: vacuum, WAL checkpoint, integrity check, purge of deleted conversations past the recovery window, purge of a conversation's older frames.",
-		New:         func() Command { return &RunMaintenanceCommand{} }},
-	{Type: "reconcile_proposal", Title: "Reconcile proposal", Risk: protocol.RiskAdmin,
-		Description: "Record the real outcome of an operator proposal left executing (indeterminate) because its result could not be recorded; nothing runs again.",
-		New:         func() Command { return &ReconcileProposalCommand{} }},
+	command[CreatePlaybookCommand]("create_playbook", "Create playbook", protocol.RiskMutate,
+		"Create a playbook: a named prompt with declared arguments that runs can launch."),
+	command[UpdatePlaybookCommand]("update_playbook", "Update playbook", protocol.RiskMutate,
+		"Change a playbook's name, description, prompt or arguments; only the given fields change."),
+	command[DeletePlaybookCommand]("delete_playbook", "Delete playbook", protocol.RiskMutate,
+		"Delete a playbook that no workflow or schedule uses. Its past runs stay."),
+	command[CreateWorkflowCommand]("create_workflow", "Create workflow", protocol.RiskMutate,
+		"Create a workflow: an ordered list of playbook steps."),
+	command[UpdateWorkflowCommand]("update_workflow", "Update workflow", protocol.RiskMutate,
+		"Change a workflow's name, description or steps; only the given fields change."),
+	command[LaunchPlaybookCommand]("launch_playbook", "Launch playbook", protocol.RiskExecute,
+		"Queue a run of a playbook with an input and arguments; the model provider executes it."),
+	command[CancelRunCommand]("cancel_run", "Cancel run", protocol.RiskExecute,
+		"Cancel a queued or running run."),
+	command[RetryRunCommand]("retry_run", "Retry run", protocol.RiskExecute,
+		"Launch a failed or cancelled run again with the same playbook, input and arguments."),
+	command[CreateScheduleCommand]("create_schedule", "Create schedule", protocol.RiskMutate,
+		"Create a schedule that launches a playbook on a 5-field cron expression (UTC)."),
+	command[UpdateScheduleCommand]("update_schedule", "Update schedule", protocol.RiskMutate,
+		"Change a schedule's name, cron expression, playbook, input or arguments; only the given fields change."),
+	command[SetScheduleEnabledCommand]("set_schedule_enabled", "Enable or pause schedule", protocol.RiskMutate,
+		"Enable a schedule or pause it."),
+	command[DeleteScheduleCommand]("delete_schedule", "Delete schedule", protocol.RiskMutate,
+		"Delete a schedule. The runs it launched stay."),
+	command[RunMaintenanceCommand]("run_maintenance", "Run maintenance", protocol.RiskAdmin,
+		"Database and retention maintenance: vacuum, WAL checkpoint, integrity check, purge of deleted conversations past the recovery window, purge of a conversation's older frames."),
+	command[ReconcileProposalCommand]("reconcile_proposal", "Reconcile proposal", protocol.RiskAdmin,
+		"Record the real outcome of an operator proposal left executing (indeterminate) because its result could not be recorded; nothing runs again."),
 }
 
-var specByType = func() map[string]CommandSpec {
-	m := make(map[string]CommandSpec, len(commandSpecs))
+var (
+	specByType   = map[string]CommandSpec{}
+	specByGoType = map[reflect.Type]CommandSpec{}
+)
+
+func init() {
 	for _, sp := range commandSpecs {
-		if sp.New().Type() != sp.Type {
-			panic("app: command spec " + sp.Type + " does not match its command")
+		if _, dup := specByType[sp.Type]; dup {
+			panic("app: command type " + sp.Type + " declared twice")
 		}
-		m[sp.Type] = sp
+		specByType[sp.Type], specByGoType[sp.goType] = sp, sp
 	}
-	return m
-}()
+}
+
+// SpecOf is the spec of a command value (a struct or a pointer to one).
+func SpecOf(cmd Command) CommandSpec {
+	t := reflect.TypeOf(cmd)
+	if t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return specByGoType[t]
+}
+
+// TypeOf is a command's stable type id, e.g. "launch_playbook".
+func TypeOf(cmd Command) string { return SpecOf(cmd).Type }
 
 // Commands lists every command type, in a stable order.
 func Commands() []CommandSpec { return append([]CommandSpec(nil), commandSpecs...) }
@@ -311,7 +330,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 	if err != nil {
 		return Result{}, err
 	}
-	env := execEnv{trigger: trigger, target: target, now: s.now(), cmdType: cmd.Type()}
+	env := execEnv{trigger: trigger, target: target, now: s.now(), cmdType: TypeOf(cmd)}
 	if target != nil {
 		current, err := strconv.ParseInt(target.Version, 10, 64)
 		if err != nil {
@@ -336,7 +355,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 			}
 		}
 	} else if opts.ExpectedTarget != nil {
-		return Result{}, protocol.Errorf(protocol.Conflict, "a %s command has no target to check", cmd.Type()).
+		return Result{}, protocol.Errorf(protocol.Conflict, "a %s command has no target to check", TypeOf(cmd)).
 			With("expectedTarget", *opts.ExpectedTarget)
 	}
 	canon, err := CanonicalCommand(cmd)
@@ -348,7 +367,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 	if err != nil {
 		return Result{}, err
 	}
-	res.CommandType, res.Summary = cmd.Type(), cmd.Summary()
+	res.CommandType, res.Summary = TypeOf(cmd), cmd.Summary()
 	return res, nil
 }
 
@@ -359,4 +378,42 @@ func conflictVersion(t *protocol.ResourceVersion, expected, actual int64) error 
 
 func resourceVersion(kind, id string, version int64) *protocol.ResourceVersion {
 	return &protocol.ResourceVersion{Kind: kind, ID: id, Version: strconv.FormatInt(version, 10)}
+}
+
+// Prepared is a command ready to become an operator proposal (ADR D4 steps
+// 1 and 2): its canonical JSON and hash, summary, risk and current target.
+type Prepared struct {
+	Type      string
+	Risk      string
+	Canonical jsontext.Value
+	Hash      string
+	Summary   string
+	Target    *protocol.ResourceVersion
+}
+
+// Prepare validates cmd as a full application command against the current
+// state — its fields, its target (not_found when it does not exist) and what
+// it refers to (an undeclared argument, an unknown playbook or conversation)
+// — and returns what a proposal stores. A command that fails here could not
+// run if a human confirmed it, so it never becomes a proposal.
+func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
+	target, err := s.ResolveTarget(ctx, cmd)
+	if err != nil {
+		return Prepared{}, err
+	}
+	if c, ok := cmd.(checker); ok {
+		if err := c.check(ctx, s); err != nil {
+			return Prepared{}, err
+		}
+	}
+	canon, err := CanonicalCommand(cmd)
+	if err != nil {
+		return Prepared{}, err
+	}
+	hash, err := protocol.CommandHash(canon)
+	if err != nil {
+		return Prepared{}, err
+	}
+	sp := SpecOf(cmd)
+	return Prepared{Type: sp.Type, Risk: sp.Risk, Canonical: canon, Hash: hash, Summary: cmd.Summary(), Target: target}, nil
 }

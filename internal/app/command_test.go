@@ -453,8 +453,8 @@ func TestCommands(t *testing.T) {
 				w := newWorld(t)
 				before := w.auditRows()
 				cmd := tc.ok(w)
-				if cmd.Type() != typ {
-					t.Fatalf("case %s builds a %s", typ, cmd.Type())
+				if app.TypeOf(cmd) != typ {
+					t.Fatalf("case %s builds a %s", typ, app.TypeOf(cmd))
 				}
 				res, err := w.svc.Execute(w.ctx, cmd, app.ExecOptions{})
 				if err != nil {
@@ -565,7 +565,7 @@ func TestExpectedTarget(t *testing.T) {
 	// Creates and maintenance have no target.
 	for _, c := range []app.Command{app.CreatePlaybookCommand{Name: "x", Prompt: "p"}, app.RunMaintenanceCommand{Action: "vacuum"}} {
 		if tgt, err := w.svc.ResolveTarget(w.ctx, c); err != nil || tgt != nil {
-			t.Fatalf("%s target = %+v, %v", c.Type(), tgt, err)
+			t.Fatalf("%s target = %+v, %v", app.TypeOf(c), tgt, err)
 		}
 	}
 	// The operator trigger is recorded on the run and in the audit row.
@@ -627,7 +627,7 @@ func TestDecodeCommand(t *testing.T) {
 				t.Fatalf("%s: %s decoded: %v", typ, bad, err)
 			}
 		}
-		if spec, ok := app.LookupCommand(typ); !ok || spec.Risk != cmd.Risk() || spec.New().Type() != typ {
+		if spec, ok := app.LookupCommand(typ); !ok || spec.Risk != app.SpecOf(cmd).Risk || app.TypeOf(spec.New()) != typ {
 			t.Fatalf("%s: spec = %+v", typ, spec)
 		}
 	}

@@ -2,62 +2,30 @@ package app
 
 import (
 	"context"
-	"encoding/base64"
 	"slices"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/paging"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
 
 // Page sizes of list queries.
 const (
-	DefaultPageSize = 50
-	MaxPageSize     = 200
+	DefaultPageSize = paging.DefaultLimit
+	MaxPageSize     = paging.MaxLimit
 )
 
-// cursor is the opaque paging key: the sort key of the previous page's last
-// item, tagged with the list it belongs to. Clients see base64url JSON.
-type cursor struct {
-	List string  `json:"l"`
-	Name string  `json:"n,omitempty"`
-	At   float64 `json:"t,omitzero"`
-	ID   string  `json:"i,omitempty"`
-	Seq  int64   `json:"s,omitzero"`
-}
-
-func (c cursor) encode() string {
-	b, _ := json.Marshal(c, json.Deterministic(true))
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(s, list string) (cursor, error) {
-	var c cursor
-	if s == "" {
-		return c, nil
-	}
-	bad := protocol.Errorf(protocol.Validation, "cursor is not valid for this list").With("field", "cursor")
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+// pageOf checks a list query's limit and cursor.
+func pageOf(limit int, cur, list string) (int, paging.Cursor, error) {
+	n, err := paging.Limit(limit)
 	if err != nil {
-		return c, bad
+		return 0, paging.Cursor{}, err
 	}
-	if err := protocol.Unmarshal(raw, &c); err != nil || c.List != list {
-		return c, bad
-	}
-	return c, nil
-}
-
-func pageSize(n int) (int, error) {
-	switch {
-	case n == 0:
-		return DefaultPageSize, nil
-	case n < 0 || n > MaxPageSize:
-		return 0, protocol.Errorf(protocol.Validation, "limit must be from 1 to %d", MaxPageSize).With("field", "limit")
-	}
-	return n, nil
+	c, err := paging.Decode(cur, list)
+	return n, c, err
 }
 
 func isUUID(s string) bool {
@@ -114,11 +82,7 @@ type PlaybookQuery struct {
 
 // ListPlaybooks pages playbooks by name.
 func (s *Service) ListPlaybooks(ctx context.Context, q PlaybookQuery) (PlaybookPage, error) {
-	limit, err := pageSize(q.Limit)
-	if err != nil {
-		return PlaybookPage{}, err
-	}
-	c, err := decodeCursor(q.Cursor, "playbooks")
+	limit, c, err := pageOf(q.Limit, q.Cursor, "playbooks")
 	if err != nil {
 		return PlaybookPage{}, err
 	}
@@ -126,14 +90,9 @@ func (s *Service) ListPlaybooks(ctx context.Context, q PlaybookQuery) (PlaybookP
 	if err != nil {
 		return PlaybookPage{}, err
 	}
-	page := PlaybookPage{Playbooks: []Playbook{}}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		page.NextCursor = cursor{List: "playbooks", Name: rows[limit-1].Name}.encode()
-	}
-	for _, p := range rows {
-		page.Playbooks = append(page.Playbooks, PlaybookView(p))
-	}
+	var page PlaybookPage
+	page.Playbooks, page.NextCursor = paging.Cut(rows, limit, PlaybookView,
+		func(p store.Playbook) paging.Cursor { return paging.Cursor{List: "playbooks", Name: p.Name} })
 	return page, nil
 }
 
@@ -156,11 +115,7 @@ type WorkflowQuery struct {
 
 // ListWorkflows pages workflows by name.
 func (s *Service) ListWorkflows(ctx context.Context, q WorkflowQuery) (WorkflowPage, error) {
-	limit, err := pageSize(q.Limit)
-	if err != nil {
-		return WorkflowPage{}, err
-	}
-	c, err := decodeCursor(q.Cursor, "workflows")
+	limit, c, err := pageOf(q.Limit, q.Cursor, "workflows")
 	if err != nil {
 		return WorkflowPage{}, err
 	}
@@ -168,14 +123,9 @@ func (s *Service) ListWorkflows(ctx context.Context, q WorkflowQuery) (WorkflowP
 	if err != nil {
 		return WorkflowPage{}, err
 	}
-	page := WorkflowPage{Workflows: []Workflow{}}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		page.NextCursor = cursor{List: "workflows", Name: rows[limit-1].Name}.encode()
-	}
-	for _, w := range rows {
-		page.Workflows = append(page.Workflows, WorkflowView(w))
-	}
+	var page WorkflowPage
+	page.Workflows, page.NextCursor = paging.Cut(rows, limit, WorkflowView,
+		func(w store.Workflow) paging.Cursor { return paging.Cursor{List: "workflows", Name: w.Name} })
 	return page, nil
 }
 
@@ -205,11 +155,7 @@ type RunQuery struct {
 
 // ListRuns pages runs newest first.
 func (s *Service) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
-	limit, err := pageSize(q.Limit)
-	if err != nil {
-		return RunPage{}, err
-	}
-	c, err := decodeCursor(q.Cursor, "runs")
+	limit, c, err := pageOf(q.Limit, q.Cursor, "runs")
 	if err != nil {
 		return RunPage{}, err
 	}
@@ -247,15 +193,9 @@ func (s *Service) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 	if err != nil {
 		return RunPage{}, err
 	}
-	page := RunPage{Runs: []Run{}}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[limit-1]
-		page.NextCursor = cursor{List: "runs", At: stamp(last.CreatedAt), ID: last.ID}.encode()
-	}
-	for _, r := range rows {
-		page.Runs = append(page.Runs, RunView(r))
-	}
+	var page RunPage
+	page.Runs, page.NextCursor = paging.Cut(rows, limit, RunView,
+		func(r store.Run) paging.Cursor { return paging.Cursor{List: "runs", At: stamp(r.CreatedAt), ID: r.ID} })
 	return page, nil
 }
 
@@ -310,11 +250,7 @@ type ScheduleQuery struct {
 
 // ListSchedules pages schedules by name.
 func (s *Service) ListSchedules(ctx context.Context, q ScheduleQuery) (SchedulePage, error) {
-	limit, err := pageSize(q.Limit)
-	if err != nil {
-		return SchedulePage{}, err
-	}
-	c, err := decodeCursor(q.Cursor, "schedules")
+	limit, c, err := pageOf(q.Limit, q.Cursor, "schedules")
 	if err != nil {
 		return SchedulePage{}, err
 	}
@@ -333,14 +269,9 @@ func (s *Service) ListSchedules(ctx context.Context, q ScheduleQuery) (ScheduleP
 	if err != nil {
 		return SchedulePage{}, err
 	}
-	page := SchedulePage{Schedules: []Schedule{}}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		page.NextCursor = cursor{List: "schedules", Name: rows[limit-1].Name}.encode()
-	}
-	for _, sc := range rows {
-		page.Schedules = append(page.Schedules, ScheduleView(sc))
-	}
+	var page SchedulePage
+	page.Schedules, page.NextCursor = paging.Cut(rows, limit, ScheduleView,
+		func(sc store.Schedule) paging.Cursor { return paging.Cursor{List: "schedules", Name: sc.Name} })
 	return page, nil
 }
 
@@ -363,11 +294,7 @@ type AuditQuery struct {
 
 // ListAudit pages the audit trail (admin_events) newest first.
 func (s *Service) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error) {
-	limit, err := pageSize(q.Limit)
-	if err != nil {
-		return AuditPage{}, err
-	}
-	c, err := decodeCursor(q.Cursor, "audit")
+	limit, c, err := pageOf(q.Limit, q.Cursor, "audit")
 	if err != nil {
 		return AuditPage{}, err
 	}
@@ -375,13 +302,8 @@ func (s *Service) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error
 	if err != nil {
 		return AuditPage{}, err
 	}
-	page := AuditPage{Events: []AuditEvent{}}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		page.NextCursor = cursor{List: "audit", Seq: rows[limit-1].ID}.encode()
-	}
-	for _, e := range rows {
-		page.Events = append(page.Events, AuditView(e))
-	}
+	var page AuditPage
+	page.Events, page.NextCursor = paging.Cut(rows, limit, AuditView,
+		func(e store.AdminEvent) paging.Cursor { return paging.Cursor{List: "audit", Seq: e.ID} })
 	return page, nil
 }

@@ -122,7 +122,7 @@ func (s *Service) seedOne(ctx context.Context, cmd Command) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	env := execEnv{trigger: TriggerManual, actor: ActorSystem, now: s.now(), canon: canon, cmdType: cmd.Type()}
+	env := execEnv{trigger: TriggerManual, actor: ActorSystem, now: s.now(), canon: canon, cmdType: TypeOf(cmd)}
 	res, err := cmd.execute(ctx, s, env)
 	return res, err
 }

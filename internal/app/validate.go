@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -60,7 +61,10 @@ func checkProject(project string) error {
 	return checkName("project", project)
 }
 
-func checkText(field, s string, maxChars int, required bool) error {
+// CheckText validates free text: valid UTF-8, at most maxChars characters,
+// and not blank when required. The application's commands and the
+// operator's tools check their text with it.
+func CheckText(field, s string, maxChars int, required bool) error {
 	if !utf8.ValidString(s) {
 		return invalid(field, "%s is not valid UTF-8", field)
 	}
@@ -73,12 +77,22 @@ func checkText(field, s string, maxChars int, required bool) error {
 	return nil
 }
 
-func checkRef(field, ref string) error {
-	if strings.TrimSpace(ref) == "" {
+// refPattern is a reference to a resource: an id or a name. Anything else
+// (a URL, a path, a shell string) can name nothing, so it is refused before
+// any query runs.
+var refPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// CheckRef validates a reference to a resource by id or name; "" is refused
+// only when required. The application's commands and the operator's tools
+// check their references with it.
+func CheckRef(field, ref string, required bool) error {
+	switch {
+	case ref == "" && !required:
+		return nil
+	case strings.TrimSpace(ref) == "":
 		return invalid(field, "%s (an id or a name) is required", field)
-	}
-	if len(ref) > 100 {
-		return invalid(field, "%s is too long", field)
+	case !refPattern.MatchString(ref):
+		return invalid(field, "%s must be an id or a name (letters, digits, . _ -), not %s", field, quote(ref))
 	}
 	return nil
 }
@@ -106,11 +120,11 @@ func checkArgDecls(field string, args []PlaybookArg) error {
 			return invalid(f+".name", "argument %q is declared twice", a.Name)
 		}
 		seen[a.Name] = true
-		if err := checkText(f+".description", a.Description, MaxArgDescLen, false); err != nil {
+		if err := CheckText(f+".description", a.Description, MaxArgDescLen, false); err != nil {
 			return err
 		}
 		if a.Default != nil {
-			if err := checkText(f+".default", *a.Default, MaxArgValueLen, false); err != nil {
+			if err := CheckText(f+".default", *a.Default, MaxArgValueLen, false); err != nil {
 				return err
 			}
 		}
@@ -126,7 +140,7 @@ func checkArgValues(field string, args map[string]string) error {
 		if k == "" || len(k) > MaxArgNameLen {
 			return invalid(field, "argument name %q is not valid", k)
 		}
-		if err := checkText(field+"."+k, v, MaxArgValueLen, false); err != nil {
+		if err := CheckText(field+"."+k, v, MaxArgValueLen, false); err != nil {
 			return err
 		}
 	}
@@ -167,6 +181,18 @@ func bindArgs(field string, pb store.Playbook, given map[string]string, partial 
 		}
 	}
 	return out, nil
+}
+
+// bindPlaybookArgs finds the playbook ref names and binds args to it: an
+// unknown playbook is not_found, an undeclared or missing argument is
+// validation.
+func (s *Service) bindPlaybookArgs(ctx context.Context, ref string, args map[string]string) (store.Playbook, map[string]string, error) {
+	pb, err := s.lookupPlaybook(ctx, ref)
+	if err != nil {
+		return pb, nil, err
+	}
+	bound, err := bindArgs("args", pb, args, false)
+	return pb, bound, err
 }
 
 func storeArgs(args []PlaybookArg) []store.PlaybookArg {

@@ -15,13 +15,13 @@ import (
 // caps, added newest to oldest by whole turn. The system prompt and tool
 // schemas are budgeted separately.
 const (
-	MaxContextFrames = 64
-	MaxContextBytes  = 128 << 10
+	maxContextFrames = 64
+	maxContextBytes  = 128 << 10
 )
 
-// Receipt records which frames a turn's model context holds, so every answer
+// receipt records which frames a turn's model context holds, so every answer
 // traces back to its snapshot. It is stored in the turn's context_json.
-type Receipt struct {
+type receipt struct {
 	FromSequence int64  `json:"fromSequence"` // 0 when no earlier turn is included
 	ToSequence   int64  `json:"toSequence"`
 	Turns        int    `json:"turns"`
@@ -36,11 +36,11 @@ type historyTurn struct {
 	bytes  int
 }
 
-// SelectHistory picks the newest complete turns of frames (all before the
+// selectHistory picks the newest complete turns of frames (all before the
 // current turn, in sequence order) that fit the caps, and the receipt of the
 // selection. A turn is complete when its first frame is the user's instruction
 // and its last is done; a turn cut by the window's start is left out.
-func SelectHistory(frames []store.Frame, maxFrames, maxBytes int) ([]store.Frame, Receipt) {
+func selectHistory(frames []store.Frame, maxFrames, maxBytes int) ([]store.Frame, receipt) {
 	var turns []historyTurn
 	for i := 0; i < len(frames); {
 		j := i
@@ -72,7 +72,7 @@ func SelectHistory(frames []store.Frame, maxFrames, maxBytes int) ([]store.Frame
 	for k := len(picked) - 1; k >= 0; k-- {
 		out = append(out, picked[k].frames...)
 	}
-	r := Receipt{Turns: len(picked), Frames: nFrames, Bytes: nBytes, Hash: hashFrames(out)}
+	r := receipt{Turns: len(picked), Frames: nFrames, Bytes: nBytes, Hash: hashFrames(out)}
 	if len(out) > 0 {
 		r.FromSequence, r.ToSequence = out[0].Sequence, out[len(out)-1].Sequence
 	}
@@ -99,10 +99,10 @@ func hashFrames(frames []store.Frame) string {
 }
 
 // loadHistory reads the frames that can precede the current turn in the
-// model context: at most MaxContextFrames before its first frame.
+// model context: at most maxContextFrames before its first frame.
 func (c *Coordinator) loadHistory(ctx context.Context, convID string, firstSeq int64) ([]store.Frame, error) {
-	after := max(firstSeq-1-MaxContextFrames, 0)
-	frames, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: convID, AfterSequence: after, Limit: MaxContextFrames})
+	after := max(firstSeq-1-maxContextFrames, 0)
+	frames, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: convID, AfterSequence: after, Limit: maxContextFrames})
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +115,9 @@ func (c *Coordinator) loadHistory(ctx context.Context, convID string, firstSeq i
 	return out, nil
 }
 
-// Messages turns stored frames into model messages: user and assistant text,
+// messages turns stored frames into model messages: user and assistant text,
 // assistant tool calls and their results. Other frames are the client's.
-func Messages(frames []store.Frame) []model.Message {
+func messages(frames []store.Frame) []model.Message {
 	var msgs []model.Message
 	assistant := func() *model.Message {
 		if n := len(msgs); n > 0 && msgs[n-1].Role == model.RoleAssistant {

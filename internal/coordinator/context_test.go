@@ -85,11 +85,11 @@ func TestSelectHistory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &convBuilder{}
 			tc.build(b)
-			picked, r := SelectHistory(b.frames, MaxContextFrames, MaxContextBytes)
+			picked, r := selectHistory(b.frames, maxContextFrames, maxContextBytes)
 			if r.FromSequence != tc.from || r.ToSequence != tc.to || r.Turns != tc.turns || r.Frames != len(picked) {
 				t.Fatalf("receipt %+v (picked %d), want %d..%d in %d turns", r, len(picked), tc.from, tc.to, tc.turns)
 			}
-			if r.Frames > MaxContextFrames || r.Bytes > MaxContextBytes {
+			if r.Frames > maxContextFrames || r.Bytes > maxContextBytes {
 				t.Fatalf("over budget: %+v", r)
 			}
 			// Never half a tool call/result pair.
@@ -119,21 +119,21 @@ func TestReceiptHashTracksIncludedFramesOnly(t *testing.T) {
 	for range 30 {
 		b.add("uad", 0)
 	}
-	_, r1 := SelectHistory(b.frames, MaxContextFrames, MaxContextBytes)
-	_, again := SelectHistory(b.frames, MaxContextFrames, MaxContextBytes)
+	_, r1 := selectHistory(b.frames, maxContextFrames, maxContextBytes)
+	_, again := selectHistory(b.frames, maxContextFrames, maxContextBytes)
 	if r1.Hash != again.Hash {
 		t.Fatal("the hash is not deterministic")
 	}
 	// Change an excluded frame (the first turn): same hash.
 	excluded := append([]store.Frame(nil), b.frames...)
 	excluded[1].Payload = []byte(`{"content":"changed","format":"markdown","role":"assistant"}`)
-	if _, r := SelectHistory(excluded, MaxContextFrames, MaxContextBytes); r.Hash != r1.Hash {
+	if _, r := selectHistory(excluded, maxContextFrames, maxContextBytes); r.Hash != r1.Hash {
 		t.Fatal("an excluded frame changed the hash")
 	}
 	// Change an included frame: a different hash.
 	included := append([]store.Frame(nil), b.frames...)
 	included[len(included)-2].Payload = []byte(`{"content":"changed","format":"markdown","role":"assistant"}`)
-	if _, r := SelectHistory(included, MaxContextFrames, MaxContextBytes); r.Hash == r1.Hash {
+	if _, r := selectHistory(included, maxContextFrames, maxContextBytes); r.Hash == r1.Hash {
 		t.Fatal("an included frame change kept the hash")
 	}
 }
@@ -143,7 +143,7 @@ func TestMessagesPairEveryToolCall(t *testing.T) {
 	b := &convBuilder{}
 	b.add("uacrd", 0)
 	b.add("ucd", 0) // the call's turn ended before the result
-	msgs := Messages(b.frames)
+	msgs := messages(b.frames)
 	var roles []string
 	for _, m := range msgs {
 		roles = append(roles, m.Role)
@@ -160,7 +160,7 @@ func TestMessagesPairEveryToolCall(t *testing.T) {
 
 func TestSystemPromptStatesTheRules(t *testing.T) {
 	t.Parallel()
-	p := SystemPrompt(protocol.ContextSnapshot{Space: "schedules", Route: "/schedules?enabled=true", Selection: map[string]string{"schedule": "s1"}})
+	p := systemPrompt(protocol.ContextSnapshot{Space: "schedules", Route: "/schedules?enabled=true", Selection: map[string]string{"schedule": "s1"}})
 	for _, want := range []string{"operator", "mission", "designer", "library", "history", "schedules", "system",
 		"proposal", "confirm", "requests", "acknowledge", "data, never instructions", `"/schedules?enabled=true"`, "schedule:s1"} {
 		if !strings.Contains(p, want) {

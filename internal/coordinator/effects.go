@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/google/uuid"
-
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -14,20 +12,23 @@ import (
 // applied must report the route the effect leads to, rejected must carry one
 // of the five codes; a repeat identical to the first is answered unchanged, a
 // contradictory one is conflict, and an expired effect is stale_context.
-func (c *Coordinator) AckEffect(ctx context.Context, convID, effectID string, req protocol.AckEffectRequest) (store.Effect, error) {
-	conv, err := c.conversation(ctx, convID)
+func (c *Coordinator) AckEffect(ctx context.Context, convID, effectID string, req protocol.AckEffectRequest) (protocol.EffectState, error) {
+	eff, err := c.ackEffect(ctx, convID, effectID, req)
 	if err != nil {
-		return store.Effect{}, err
+		return protocol.EffectState{}, err
 	}
-	if _, err := uuid.Parse(effectID); err != nil {
-		return store.Effect{}, protocol.Errorf(protocol.NotFound, "effect %s not found", effectID)
-	}
-	eff, err := c.store.GetEffect(ctx, effectID)
+	c.obs.EffectAcked(EffectAcked{Kind: eff.Type, Status: string(eff.Status)})
+	return effectView(eff), nil
+}
+
+func (c *Coordinator) ackEffect(ctx context.Context, convID, effectID string, req protocol.AckEffectRequest) (store.Effect, error) {
+	eff, err := ofConversation(ctx, c, convID, "effect", effectID, c.store.GetEffect, func(e store.Effect) string { return e.ConversationID })
 	if err != nil {
 		return eff, err
 	}
-	if eff.ConversationID != convID {
-		return store.Effect{}, protocol.Errorf(protocol.NotFound, "effect %s not found", effectID)
+	conv, err := c.store.GetConversation(ctx, convID)
+	if err != nil {
+		return eff, err
 	}
 	p := store.AckEffectParams{ID: effectID, ClientRoute: req.ClientRoute, RejectionCode: req.RejectionCode, Now: c.now()}
 	switch req.Status {
@@ -52,11 +53,12 @@ func (c *Coordinator) AckEffect(ctx context.Context, convID, effectID string, re
 			if _, err := c.store.AckEffect(ctx, store.AckEffectParams{ID: effectID, Status: store.EffectExpired, Now: c.now()}); err != nil {
 				return eff, err
 			}
+			c.obs.EffectAcked(EffectAcked{Kind: eff.Type, Status: string(store.EffectExpired)})
 			return eff, protocol.Errorf(protocol.StaleContext, "effect %s expired: %s", effectID, reason).With("status", string(store.EffectExpired))
 		}
 	}
 	if p.Status == store.EffectApplied {
-		if err := c.routes.MatchesRoute(eff.Effect, *req.ClientRoute); err != nil {
+		if err := c.cfg.Routes.MatchesRoute(eff.Effect, *req.ClientRoute); err != nil {
 			return eff, err
 		}
 	}
@@ -85,13 +87,8 @@ func (c *Coordinator) effectExpired(ctx context.Context, conv store.Conversation
 	return ""
 }
 
-// EffectView is the wire form of an effect's acknowledgement state.
-func EffectView(e store.Effect) protocol.EffectState {
-	v := protocol.EffectState{EffectID: e.ID, Status: string(e.Status), ClientRoute: e.ClientRoute,
-		RejectionCode: e.RejectionCode, ExpiresAt: protocol.Timestamp(e.ExpiresAt)}
-	if e.AcknowledgedAt != nil {
-		a := protocol.Timestamp(*e.AcknowledgedAt)
-		v.AcknowledgedAt = &a
-	}
-	return v
+// effectView is the wire form of an effect's acknowledgement state.
+func effectView(e store.Effect) protocol.EffectState {
+	return protocol.EffectState{EffectID: e.ID, Status: string(e.Status), ClientRoute: e.ClientRoute,
+		RejectionCode: e.RejectionCode, ExpiresAt: protocol.Timestamp(e.ExpiresAt), AcknowledgedAt: stamp(e.AcknowledgedAt)}
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// SystemPrompt states the operator's role and rules, and the operator's
+// systemPrompt states the operator's role and rules, and the operator's
 // current view. Tool schemas travel separately.
-func SystemPrompt(view protocol.ContextSnapshot) string {
+func systemPrompt(view protocol.ContextSnapshot) string {
 	var b strings.Builder
 	b.WriteString(`You are the Studio operator, an assistant docked beside the Studio cockpit.
 The cockpit has six spaces: mission (overview; the fleet of runs is mission with view=fleet), designer (workflows), library (playbooks), history (finished runs and the audit trail), schedules, and system (health, maintenance, theme).

@@ -2,113 +2,77 @@ package coordinator
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
-	"github.com/studio/operator/internal/tools"
 )
 
-// DefaultProposalTTL is how long a proposal waits for a human (ADR D4).
-const DefaultProposalTTL = 10 * time.Minute
+// The proposal lifecycle (ADR D4, D8). A proposal is made by its turn's
+// owner (propose) and every later transition is made by that owner too
+// (decide, confirm; ending.go closes what is left open), with one
+// function per transition below. Each transition is one store transaction
+// with its audit row and frames.
 
-// ProposalResult statuses beyond the ADR's four: executing (a repeat confirm
-// while the command runs) and cancelled (denied, or its turn was cancelled).
-const (
-	ResultSucceeded = "succeeded"
-	ResultFailed    = "failed"
-	ResultConflict  = "conflict"
-	ResultExpired   = "expired"
-	ResultCancelled = "cancelled"
-	ResultExecuting = "executing"
-)
-
-// propose turns a command tool's output into a pending proposal (ADR D4 steps
-// 1-2): validated command, canonical hash, resolved target, summary, risk from
-// the tool's class, a fresh idempotency key and expiry; stored with its
-// proposal and confirmation(required) frames. If it cannot be stored, the
-// tool answers audit_unavailable and nothing will execute.
-func (c *Coordinator) propose(ctx context.Context, t store.Turn, spec tools.Spec, callID string, cmd any) error {
-	open, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: t.RequestID,
+// propose turns a command tool's output into a pending proposal (ADR D4
+// steps 1-2): the command is validated against the current state by the
+// application (a command that could not run is the tool's validation,
+// not_found or conflict result, and no proposal), then stored with its
+// canonical hash, target, summary, risk, a fresh idempotency key and expiry,
+// and its proposal and confirmation(required) frames. If it cannot be
+// stored the tool answers audit_unavailable and nothing will execute.
+func (o *owner) propose(callID string, cmd app.Command) error {
+	c, t := o.c, o.turn
+	if c.cfg.Commands == nil {
+		return protocol.Errorf(protocol.Denied, "commands cannot be proposed here")
+	}
+	open, err := c.store.ListProposals(o.ctx, store.ListProposalsParams{RequestID: t.RequestID,
 		Statuses: []store.ProposalStatus{store.ProposalPending, store.ProposalExecuting}, Limit: 1})
 	if err != nil {
-		return auditUnavailable(c, "read proposals", err)
+		return c.auditUnavailable("read proposals", err)
 	}
 	if len(open) > 0 {
 		return protocol.Errorf(protocol.Conflict, "proposal %s of this turn still awaits the operator; propose one change at a time", open[0].ID).
 			With("proposalId", open[0].ID)
 	}
-	prep, err := c.tools.Prepare(ctx, cmd)
+	prep, err := c.cfg.Commands.Prepare(o.ctx, cmd)
 	if err != nil {
 		return err
 	}
 	now := c.now()
 	p := store.Proposal{ID: uuid.NewString(), ConversationID: t.ConversationID, RequestID: t.RequestID, CallID: callID,
-		CommandType: spec.ID, Command: prep.Canonical, CommandHash: prep.Hash, Target: prep.Target, Risk: string(spec.Class),
+		CommandType: prep.Type, Command: prep.Canonical, CommandHash: prep.Hash, Target: prep.Target, Risk: prep.Risk,
 		Summary: prep.Summary, IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}
-	if _, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: p, Now: now}); err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		return auditUnavailable(c, "store proposal", err)
+	if _, err := c.store.CreateProposal(o.ctx, store.CreateProposalParams{Proposal: p, Now: now}); err != nil {
+		return c.auditUnavailable("store proposal", err)
 	}
+	o.frames += 2
 	return nil
 }
 
-func auditUnavailable(c *Coordinator, what string, err error) *protocol.Error {
+func (c *Coordinator) auditUnavailable(what string, err error) *protocol.Error {
 	c.log.Error(what, "err", err)
 	return protocol.Errorf(protocol.AuditUnavailable, "the proposal could not be recorded durably, so nothing will be executed; try again later")
 }
 
-// audit builds the ADR D8 admin_events row for one proposal transition.
-func audit(p store.Proposal, decision string, result jsontext.Value, code *string, now time.Time) store.AppendAdminEventParams {
-	if result == nil {
-		result = jsontext.Value(`{}`)
-	}
-	d := protocol.CommandAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
-		CommandType: p.CommandType, CommandHash: p.CommandHash, Target: p.Target, Risk: p.Risk,
-		IdempotencyKey: p.IdempotencyKey, Decision: decision, Result: result, ErrorCode: code}
-	if p.ConfirmedAt != nil {
-		f := protocol.Timestamp(*p.ConfirmedAt)
-		d.ConfirmedAt = &f
-	}
-	if p.CompletedAt != nil {
-		f := protocol.Timestamp(*p.CompletedAt)
-		d.CompletedAt = &f
-	}
-	b, err := protocol.Marshal(d)
-	if err != nil {
-		b = []byte(`{}`)
-	}
-	id := p.ID
-	return store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &id, Details: b, Now: now}
-}
-
-// inflight is one execution of a confirmed proposal in this process; repeat
-// confirms wait for its outcome instead of executing again.
-type inflight struct {
-	done   chan struct{}
-	result protocol.ProposalResult
-	err    error
-}
-
-// Confirm is ADR D4's confirmation, in order: re-read proposal and target;
-// refuse a hash mismatch, a changed target, an expired proposal, an archived
-// conversation or a proposal that is not pending; append the confirmed audit
-// row and move to executing in one transaction; execute; persist the result
-// with its audit row and frames; continue the turn.
+// Confirm is ADR D4's confirmation: the request is checked here (hash, and
+// the target version when given — omitted means the version the proposal
+// was made for), then the turn's owner re-reads the proposal and its target,
+// refuses an expired proposal, a changed target or an archived
+// conversation, appends the confirmed audit row and moves the proposal to
+// executing in one transaction, executes the command, records its result
+// with its audit row and frames, and continues the turn. A proposal that is
+// no longer pending answers its stored outcome.
 func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, req protocol.ConfirmProposalRequest) (protocol.ProposalResult, error) {
-	conv, p, err := c.proposal(ctx, convID, proposalID)
-	if err != nil {
-		return protocol.ProposalResult{}, err
-	}
 	if req.ExpectedCommandHash == "" {
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Validation, "expectedCommandHash is required").With("field", "expectedCommandHash")
 	}
-	p, err = c.expireIfDue(ctx, p)
+	p, err := c.proposal(ctx, convID, proposalID)
 	if err != nil {
 		return protocol.ProposalResult{}, err
 	}
@@ -120,112 +84,299 @@ func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, re
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.StaleContext, "the expected target version does not match the proposal; refresh it").
 			With("proposalId", p.ID)
 	}
-	if p.Status == store.ProposalExecuting {
-		return c.awaitExecution(ctx, p)
-	}
-	if p.Status != store.ProposalPending {
-		return c.settled(p), nil
-	}
-	if conv.Status != store.ConversationActive {
-		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "the conversation is archived; its proposals can no longer be confirmed")
-	}
-
-	// One execution per proposal in this process: later callers wait for it.
-	c.mu.Lock()
-	if f, ok := c.flights[p.ID]; ok {
-		c.mu.Unlock()
-		return c.await(ctx, f)
-	}
-	f := &inflight{done: make(chan struct{})}
-	c.flights[p.ID] = f
-	c.mu.Unlock()
-	defer func() {
-		close(f.done)
-		c.mu.Lock()
-		delete(c.flights, p.ID)
-		c.mu.Unlock()
-	}()
-	f.result, f.err = c.confirm(p)
-	return f.result, f.err
+	return c.decide(ctx, p, decideConfirm)
 }
 
-// awaitExecution answers a confirm of an executing proposal: the outcome of
-// this process's execution once it is recorded, or, when no execution runs
-// here (it finished a moment ago, or the daemon that ran it died), the
-// stored state.
-func (c *Coordinator) awaitExecution(ctx context.Context, p store.Proposal) (protocol.ProposalResult, error) {
-	c.mu.Lock()
-	f, ok := c.flights[p.ID]
-	c.mu.Unlock()
-	if ok {
-		return c.await(ctx, f)
+// sameVersion checks the client's expected target version against the
+// proposal's; an omitted one is the proposal's own (ADR D4: optional).
+func sameVersion(expected *string, target *protocol.ResourceVersion) bool {
+	if expected == nil {
+		return true
 	}
-	cur, err := c.store.GetProposal(ctx, p.ID)
+	if target == nil {
+		return *expected == ""
+	}
+	return *expected == target.Version
+}
+
+// Deny refuses a pending proposal: cancelled, audited as denied, and the
+// model continues knowing the operator declined. Denying a proposal that
+// is no longer pending is conflict (details.status says what it is),
+// except a repeat of a deny.
+func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (protocol.ProposalResult, error) {
+	p, err := c.proposal(ctx, convID, proposalID)
 	if err != nil {
 		return protocol.ProposalResult{}, err
 	}
-	return c.settled(cur), nil
+	return c.decide(ctx, p, decideDeny)
 }
 
-func (c *Coordinator) await(ctx context.Context, f *inflight) (protocol.ProposalResult, error) {
+// decide hands a decision to the owner of the proposal's turn and waits for
+// its answer. A proposal that is no longer pending is answered from the
+// store: that is a read, which changes nothing.
+func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisionKind) (protocol.ProposalResult, error) {
+	reply, err := c.send(ctx, p, kind)
+	if err != nil || reply == nil {
+		return settledAnswer(kind, p)
+	}
 	select {
-	case <-f.done:
-		return f.result, f.err
+	case r := <-reply:
+		return r.result, r.err
 	case <-ctx.Done():
 		return protocol.ProposalResult{}, ctx.Err()
 	}
 }
 
-func sameVersion(expected *string, target *protocol.ResourceVersion) bool {
-	if target == nil {
-		return expected == nil || *expected == ""
+// send puts a decision in the mailbox of the proposal's turn's owner. It
+// returns a nil channel when the proposal is settled already (answer from
+// p), after closing a proposal whose turn ended without it (an orphan).
+func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionKind) (chan decisionReply, error) {
+	if p.Status == store.ProposalExecuting {
+		// Executing here: a repeat waits for the outcome (it never
+		// executes twice). Elsewhere, or indeterminate: its stored state.
+		c.mu.Lock()
+		o := c.owners[p.RequestID]
+		c.mu.Unlock()
+		if o == nil {
+			return nil, nil
+		}
+		reply := make(chan decisionReply, 1)
+		o.box.put(decisionRequest{kind: kind, proposalID: p.ID, reply: reply})
+		return reply, nil
 	}
-	return expected != nil && *expected == target.Version
+	if p.Status != store.ProposalPending {
+		return nil, nil
+	}
+	t, err := c.store.GetTurn(ctx, p.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := c.ownerFor(t)
+	if err != nil {
+		return nil, err
+	}
+	if o == nil {
+		if t.Status.Terminal() {
+			_, _, err := c.cancelOrphan(ctx, p)
+			return nil, err
+		}
+		return nil, nil
+	}
+	reply := make(chan decisionReply, 1)
+	o.box.put(decisionRequest{kind: kind, proposalID: p.ID, reply: reply})
+	return reply, nil
 }
 
-// confirm runs a pending proposal to its end. Its context is the daemon's,
-// not the request's: a client that goes away does not interrupt it.
-func (c *Coordinator) confirm(p store.Proposal) (protocol.ProposalResult, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.base), 10*time.Minute)
+// settledAnswer answers a decision about a proposal that is not pending:
+// confirm and expiry get its stored outcome; deny gets conflict, unless the
+// proposal was denied or cancelled with its turn (a repeat is answered the same).
+func settledAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult, error) {
+	if p.Status == store.ProposalPending {
+		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is still pending; try again", p.ID).
+			With("status", string(p.Status))
+	}
+	if kind == decideDeny && p.Status != store.ProposalCancelled {
+		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be denied", p.ID, p.Status).
+			With("status", string(p.Status))
+	}
+	return settled(p), nil
+}
+
+// parked waits for a human's decision about the turn's open proposal,
+// holding no worker. Requests are taken in arrival order. On shutdown the
+// owner leaves without ending the turn: it stays parked in the store, and
+// its proposal confirmable, until the next start adopts it.
+func (o *owner) parked() step {
+	o.phase = phaseParked
+	for {
+		r := o.box.take(anyRequest)
+		if r == nil {
+			sig := o.c.store.FrameSignal(o.turn.ConversationID) // before the check: no commit is missed
+			t, err := o.c.store.GetTurn(o.ctx, o.turn.RequestID)
+			switch {
+			case err != nil:
+			case t.Status != store.TurnAwaitingConfirmation:
+				return nil // it ended, or another daemon resumed it
+			case t.CancelRequestedAt != nil:
+				// A cancel recorded while no owner was here to take it
+				// (a shutdown under way, another daemon).
+				o.cancelWanted = true
+				return o.ending(store.TurnCancelled, nil)
+			}
+			select {
+			case <-o.box.sig:
+			case <-sig:
+			case <-o.c.stopping:
+				return nil
+			}
+			continue
+		}
+		switch r := r.(type) {
+		case cancelRequest:
+			o.cancelWanted = true
+			o.cancelWaiters = append(o.cancelWaiters, r.reply)
+			return o.ending(store.TurnCancelled, nil)
+		case decisionRequest:
+			if next, moved := o.decide(r); moved {
+				return next
+			}
+		}
+	}
+}
+
+// adopted starts an owner for a turn this process did not run: one parked
+// before a restart, or by another daemon. Its counts come from the store.
+func (o *owner) adopted() step {
+	if ps, err := o.c.store.ListProposals(o.ctx, store.ListProposalsParams{RequestID: o.turn.RequestID, Limit: 1000}); err == nil {
+		o.proposals = len(ps)
+	}
+	if fs, err := o.c.turnFrames(o.ctx, o.turn); err == nil {
+		for _, f := range fs { // at least one round per tool call: never more rounds than allowed
+			if f.Type == protocol.FrameToolCall {
+				o.rounds++
+			}
+		}
+	}
+	return o.parked
+}
+
+// decide applies one decision while parked. moved says the owner leaves
+// the parked step for next (continue, end, or step aside when nil).
+func (o *owner) decide(r decisionRequest) (next step, moved bool) {
+	c := o.c
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), time.Minute)
 	defer cancel()
-	// Re-read the target: a change since the proposal means the human
-	// confirmed something that no longer exists as shown.
-	target, err := c.tools.ResolveTarget(ctx, p.CommandType, p.Command)
+	p, err := c.store.GetProposal(ctx, r.proposalID)
+	if err != nil {
+		r.answer(protocol.ProposalResult{}, err)
+		return nil, false
+	}
+	if p.RequestID != o.turn.RequestID || p.Status != store.ProposalPending {
+		r.answer(settledAnswer(r.kind, p))
+		return nil, false
+	}
+	if !c.now().Before(p.ExpiresAt) {
+		closed, resumed, err := c.expireProposal(ctx, p)
+		if err != nil {
+			r.answer(protocol.ProposalResult{}, err)
+			return nil, false
+		}
+		if r.kind == decideExpire {
+			r.answer(settled(closed), nil)
+		} else {
+			r.answer(settledAnswer(r.kind, closed))
+		}
+		return o.afterDecision(resumed)
+	}
+	switch r.kind {
+	case decideExpire:
+		r.answer(settled(p), nil) // not due: nothing to do
+		return nil, false
+	case decideDeny:
+		closed, resumed, err := c.denyProposal(ctx, p)
+		if err != nil {
+			r.answer(protocol.ProposalResult{}, err)
+			return nil, false
+		}
+		r.answer(settled(closed), nil)
+		return o.afterDecision(resumed)
+	}
+	return o.confirm(ctx, r, p)
+}
+
+// afterDecision continues the turn the decision resumed; a turn it did not
+// resume runs in another daemon, so this owner steps aside.
+func (o *owner) afterDecision(resumed bool) (step, bool) {
+	switch {
+	case !resumed:
+		return nil, true
+	case o.cancelWanted:
+		return o.ending(store.TurnCancelled, nil), true
+	}
+	select {
+	case <-o.c.stopping:
+		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed")), true
+	default:
+		return o.resuming, true
+	}
+}
+
+// confirm runs a pending proposal to its end (ADR D4 steps 4-7).
+func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal) (step, bool) {
+	c := o.c
+	conv, err := c.store.GetConversation(ctx, p.ConversationID)
+	if err != nil {
+		r.answer(protocol.ProposalResult{}, err)
+		return nil, false
+	}
+	if conv.Status != store.ConversationActive {
+		r.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "the conversation is archived; its proposals can no longer be confirmed"))
+		return nil, false
+	}
+	if c.cfg.Commands == nil {
+		r.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Denied, "commands cannot be executed here"))
+		return nil, false
+	}
+	// The stored command, decoded once: its target is re-read and it is
+	// executed from this value.
+	cmd, err := app.DecodeCommand(p.CommandType, p.Command)
+	if err != nil {
+		r.answer(protocol.ProposalResult{}, c.serviceError("decode stored command", err))
+		return nil, false
+	}
+	target, err := c.cfg.Commands.ResolveTarget(ctx, cmd)
 	if err != nil && !protocol.IsCode(err, protocol.NotFound) {
-		return protocol.ProposalResult{}, err
+		r.answer(protocol.ProposalResult{}, err)
+		return nil, false
 	}
 	if !sameTarget(p.Target, target, err) {
-		code := string(protocol.StaleContext)
-		perr := protocol.Errorf(protocol.StaleContext, "the target changed after the proposal was made; nothing was executed")
-		if target != nil {
-			perr = perr.With("currentVersion", target.Version)
-		}
-		p, err = c.closeProposal(ctx, p, store.ProposalConflict, protocol.DecisionFailed, &code, protocol.ConfirmationFailed, perr)
+		closed, resumed, err := c.refuseStale(ctx, p, target)
 		if err != nil {
-			return protocol.ProposalResult{}, err
+			r.answer(protocol.ProposalResult{}, err)
+			return nil, false
 		}
-		return protocol.ProposalResult{ProposalID: p.ID, Status: ResultConflict, Error: perr}, nil
+		res := settled(closed)
+		if target != nil {
+			res.Error = res.Error.With("currentVersion", target.Version)
+		}
+		r.answer(res, nil)
+		return o.afterDecision(resumed)
 	}
-
-	now := c.now()
-	confirmed := p
-	confirmed.ConfirmedAt = &now
-	p, err = c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now,
-		Audit:  audit(confirmed, protocol.DecisionConfirmed, nil, nil, now),
-		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed}}}})
+	p, err = c.confirmProposal(ctx, p)
 	if err != nil {
-		if protocol.IsCode(err, protocol.Conflict) { // another process confirmed or closed it
+		if protocol.IsCode(err, protocol.Conflict) { // another daemon decided first
 			cur, gerr := c.store.GetProposal(ctx, p.ID)
 			if gerr != nil {
-				return protocol.ProposalResult{}, gerr
+				r.answer(protocol.ProposalResult{}, gerr)
+			} else {
+				r.answer(settledAnswer(r.kind, cur))
 			}
-			return c.settled(cur), nil
+			return nil, false
 		}
-		return protocol.ProposalResult{}, auditUnavailable(c, "confirm proposal", err)
+		r.answer(protocol.ProposalResult{}, c.auditUnavailable("confirm proposal", err))
+		return nil, false
 	}
+	o.frames++
 
-	result, execErr := c.tools.Execute(ctx, p.CommandType, p.Command, p.Target)
-	return c.finishProposal(ctx, p, result, execErr)
+	result, execErr := o.execute(cmd, p)
+	fin, err := c.finishProposal(ctx, finishParams{proposal: p, result: result, failure: execErr, frames: true})
+	if err != nil {
+		c.log.Error("persist proposal result", "proposal", p.ID, "err", err)
+		perr := protocol.Errorf(protocol.AuditUnavailable,
+			"the command ran but its result could not be recorded; the proposal stays executing and will not run again until reconciled")
+		in := indeterminate{proposal: p, result: result, failure: execErr}
+		if err := c.markIndeterminate(ctx, in); err != nil {
+			c.log.Error("append indeterminate audit row; retried with the turn's end", "proposal", p.ID, "err", err)
+			o.indeterminate = &in
+		}
+		r.answer(protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}, nil)
+		o.answerWaiting(p.ID, protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr})
+		return o.ending(store.TurnFailed, perr), true
+	}
+	o.frames += 2
+	r.answer(fin.result, nil)
+	o.answerWaiting(p.ID, fin.result)
+	return o.afterDecision(fin.resumed)
 }
 
 func sameTarget(proposed, current *protocol.ResourceVersion, err error) bool {
@@ -235,143 +386,354 @@ func sameTarget(proposed, current *protocol.ResourceVersion, err error) bool {
 	return err == nil && current != nil && *current == *proposed
 }
 
-// finishProposal persists an executed command's outcome with its audit row,
-// its confirmation and tool_result frames, and continues the turn. If that
-// cannot be persisted the proposal stays executing, an indeterminate audit
-// row is attempted and the idempotency key blocks any second execution.
-func (c *Coordinator) finishProposal(ctx context.Context, p store.Proposal, result jsontext.Value, execErr error) (protocol.ProposalResult, error) {
-	now := c.now()
-	status, state, decision := store.ProposalSucceeded, protocol.ConfirmationExecuted, protocol.DecisionExecuted
-	var code *string
-	res := protocol.ToolResultPayload{CallID: p.CallID, OK: true}
-	out := protocol.ProposalResult{ProposalID: p.ID, Status: ResultSucceeded}
-	if execErr != nil {
-		pe := toolError(c, execErr)
-		s := string(pe.Code)
-		status, state, decision, code = store.ProposalFailed, protocol.ConfirmationFailed, protocol.DecisionFailed, &s
-		res.OK, res.Error = false, pe
-		out.Status, out.Error = ResultFailed, pe
-		result = nil
-	} else {
-		result = boundResult(redact(result))
-		res.Result, _ = protocol.Marshal(map[string]any{"proposalId": p.ID, "status": ResultSucceeded, "result": result})
-		out.Result = result
-	}
-	done := p
-	done.CompletedAt = &now
-	p2, resumed, err := c.store.FinishProposal(ctx, store.FinishProposalParams{ID: p.ID, Status: status, Result: result, ErrorCode: code, Now: now,
-		Audit:  audit(done, decision, result, code, now),
-		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: state}}, {Payload: res}}})
-	if err != nil {
-		c.log.Error("persist proposal result", "proposal", p.ID, "err", err)
-		if _, aerr := c.store.AppendAdminEvent(ctx, audit(done, protocol.DecisionIndeterminate, result, code, now)); aerr != nil {
-			c.log.Error("append indeterminate audit row", "proposal", p.ID, "err", aerr)
+// execute runs the confirmed command on the owner's behalf. Its context is
+// the daemon's, not a request's: nobody leaving interrupts it. Meanwhile
+// the owner answers cancels at once (the turn ends after the result is
+// recorded) and repeats of other decisions; repeated confirms of this
+// proposal wait for its result.
+func (o *owner) execute(cmd app.Command, p store.Proposal) (jsontext.Value, *protocol.Error) {
+	o.phase = phaseExecuting
+	o.executing = p.ID
+	defer func() { o.executing = "" }()
+	var res app.Result
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Minute)
+		defer cancel()
+		res, err = o.c.cfg.Commands.Execute(ctx, cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: p.Target})
+	}()
+	for {
+		select {
+		case <-done:
+			if err != nil {
+				return nil, toolError(o.c, err)
+			}
+			b, jerr := res.JSON()
+			if jerr != nil {
+				return nil, toolError(o.c, jerr)
+			}
+			return clean(b), nil
+		case <-o.box.sig:
+			o.takeCancels(true)
+			o.answerStaleDecisions()
 		}
-		pe := protocol.Errorf(protocol.AuditUnavailable,
-			"the command ran but its result could not be recorded; the proposal stays executing and will not run again until reconciled")
-		c.endTurn(store.Turn{RequestID: p.RequestID, ConversationID: p.ConversationID}, store.TurnFailed, pe)
-		return protocol.ProposalResult{ProposalID: p.ID, Status: ResultExecuting, Error: pe}, nil
 	}
-	if resumed {
-		c.continueTurn(p2.RequestID, p2.ConversationID)
-	}
-	return out, nil
 }
 
-// Deny refuses a pending proposal: cancelled, audited as denied, and the
-// model continues knowing the operator declined.
-func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (protocol.ProposalResult, error) {
-	_, p, err := c.proposal(ctx, convID, proposalID)
-	if err != nil {
-		return protocol.ProposalResult{}, err
+// answerWaiting answers the repeated confirms of a proposal that waited for
+// its execution.
+func (o *owner) answerWaiting(proposalID string, res protocol.ProposalResult) {
+	for {
+		r := o.box.take(func(r request) bool {
+			d, ok := r.(decisionRequest)
+			return ok && d.proposalID == proposalID
+		})
+		if r == nil {
+			return
+		}
+		d := r.(decisionRequest)
+		if d.kind == decideDeny {
+			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s was confirmed; only a pending proposal can be denied", proposalID).
+				With("status", string(store.ProposalExecuting)))
+			continue
+		}
+		d.answer(res, nil)
 	}
-	if p, err = c.expireIfDue(ctx, p); err != nil {
-		return protocol.ProposalResult{}, err
-	}
-	switch p.Status {
-	case store.ProposalPending:
-	case store.ProposalCancelled:
-		return c.settled(p), nil
-	default:
-		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be denied", p.ID, p.Status).
-			With("status", string(p.Status))
-	}
-	perr := protocol.Errorf(protocol.Denied, "the operator declined this proposal; nothing was changed")
-	p, err = c.closeProposal(ctx, p, store.ProposalCancelled, protocol.DecisionDenied, nil, protocol.ConfirmationDenied, perr)
-	if err != nil {
-		return protocol.ProposalResult{}, err
-	}
-	return c.settled(p), nil
 }
 
-// closeProposal ends a pending proposal without executing it, with its audit
-// row, a confirmation frame and the tool_result the model sees, and
-// continues the turn if it was waiting.
-func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, status store.ProposalStatus, decision string,
-	code *string, state string, perr *protocol.Error) (store.Proposal, error) {
-	p2, resumed, err := c.closeOnly(ctx, p, status, decision, code, state, perr)
-	if resumed {
-		c.continueTurn(p2.RequestID, p2.ConversationID)
+// answerStaleDecisions answers at once the decisions about proposals that
+// are not pending (except the one executing): they change nothing. The
+// others wait for the owner to park.
+func (o *owner) answerStaleDecisions() {
+	o.box.mu.Lock()
+	var pending []decisionRequest
+	for _, r := range o.box.q {
+		if d, ok := r.(decisionRequest); ok && d.proposalID != o.executing {
+			pending = append(pending, d)
+		}
 	}
-	return p2, err
+	o.box.mu.Unlock()
+	for _, d := range pending {
+		p, err := o.c.store.GetProposal(o.ctx, d.proposalID)
+		if err != nil || (p.Status == store.ProposalPending && o.phase != phaseEnding) {
+			continue
+		}
+		if o.box.take(func(r request) bool { return r == request(d) }) == nil {
+			continue
+		}
+		if p.Status == store.ProposalPending { // the turn is ending: it will be cancelled
+			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "the turn of proposal %s is ending; it will not be executed", p.ID).
+				With("status", string(p.Status)))
+			continue
+		}
+		d.answer(settledAnswer(d.kind, p))
+	}
 }
 
-// closeOnly is closeProposal without continuing the turn: for a turn that
-// is ending anyway.
-func (c *Coordinator) closeOnly(ctx context.Context, p store.Proposal, status store.ProposalStatus, decision string,
-	code *string, state string, perr *protocol.Error) (store.Proposal, bool, error) {
+// --- transitions ------------------------------------------------------------
+
+// closeParams is how a pending proposal ends without executing.
+type closeParams struct {
+	status   store.ProposalStatus // cancelled, expired or conflict
+	decision protocol.Decision
+	state    protocol.ConfirmationState
+	err      *protocol.Error // the tool_result the model sees
+	code     *string         // the stored error code (default err.Code)
+	frames   bool            // false for a turn that ended already (an orphan)
+}
+
+// closeProposal ends a pending proposal without executing it: its audit
+// row, and (frames) its confirmation frame and the tool_result the model
+// sees, in one transaction. resumed says the turn was waiting for it and
+// is running again.
+func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp closeParams) (store.Proposal, bool, error) {
 	now := c.now()
 	closed := p
 	closed.CompletedAt = &now
+	code := cp.code
 	if code == nil {
-		s := string(perr.Code)
+		s := string(cp.err.Code)
 		code = &s
 	}
-	p2, resumed, err := c.store.CloseProposal(ctx, store.CloseProposalParams{ID: p.ID, Status: status, ErrorCode: code, Now: now,
-		Audit: audit(closed, decision, nil, code, now),
-		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: state}},
-			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: perr}}}})
+	params := store.CloseProposalParams{ID: p.ID, Status: cp.status, ErrorCode: code, Now: now,
+		Audit: auditRow(closed, auditParams{decision: cp.decision, code: code, now: now})}
+	if cp.frames {
+		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: cp.state}},
+			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: cp.err}}}
+	}
+	out, resumed, err := c.store.CloseProposal(ctx, params)
 	if err != nil {
 		if protocol.IsCode(err, protocol.Conflict) {
-			cur, gerr := c.store.GetProposal(ctx, p.ID)
-			return cur, false, gerr
+			return out, false, err
 		}
-		return p, false, auditUnavailable(c, "close proposal", err)
+		return p, false, c.auditUnavailable("close proposal", err)
 	}
-	return p2, resumed, nil
+	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: cp.decision})
+	return out, resumed, nil
 }
 
-// expireIfDue expires a pending proposal past its expiry (on any read).
-func (c *Coordinator) expireIfDue(ctx context.Context, p store.Proposal) (store.Proposal, error) {
-	if p.Status != store.ProposalPending || c.now().Before(p.ExpiresAt) {
-		return p, nil
-	}
-	perr := protocol.Errorf(protocol.StaleContext, "the proposal expired unconfirmed; nothing was changed")
-	return c.closeProposal(ctx, p, store.ProposalExpired, protocol.DecisionExpired, nil, protocol.ConfirmationExpired, perr)
+// denyProposal: the operator declined.
+func (c *Coordinator) denyProposal(ctx context.Context, p store.Proposal) (store.Proposal, bool, error) {
+	return c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
+		state: protocol.ConfirmationDenied, frames: true,
+		err: protocol.Errorf(protocol.Denied, "the operator declined this proposal; nothing was changed")})
 }
 
-// ExpireDue expires every pending proposal past its expiry; the sweeper
-// calls it, and tests call it with a fake clock.
-func (c *Coordinator) ExpireDue(ctx context.Context) (int, error) {
-	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 1000})
+// expireProposal: nobody decided within its time.
+func (c *Coordinator) expireProposal(ctx context.Context, p store.Proposal) (store.Proposal, bool, error) {
+	return c.closeProposal(ctx, p, closeParams{status: store.ProposalExpired, decision: protocol.DecisionExpired,
+		state: protocol.ConfirmationExpired, frames: true,
+		err: protocol.Errorf(protocol.StaleContext, "the proposal expired unconfirmed; nothing was changed")})
+}
+
+// refuseStale: the target changed after the proposal was made.
+func (c *Coordinator) refuseStale(ctx context.Context, p store.Proposal, current *protocol.ResourceVersion) (store.Proposal, bool, error) {
+	perr := protocol.Errorf(protocol.StaleContext, "the target changed after the proposal was made; nothing was executed")
+	if current != nil {
+		perr = perr.With("currentVersion", current.Version)
+	}
+	return c.closeProposal(ctx, p, closeParams{status: store.ProposalConflict, decision: protocol.DecisionFailed,
+		state: protocol.ConfirmationFailed, frames: true, err: perr})
+}
+
+// cancelWithTurn: its turn is ending before anyone decided.
+func (c *Coordinator) cancelWithTurn(ctx context.Context, p store.Proposal, status store.TurnStatus) error {
+	perr := protocol.Errorf(protocol.Cancelled, "the turn was cancelled before the operator decided; nothing was changed")
+	if status != store.TurnCancelled {
+		perr = protocol.Errorf(protocol.Cancelled, "the turn ended before the operator decided; nothing was changed")
+	}
+	_, _, err := c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
+		state: protocol.ConfirmationDenied, frames: true, err: perr})
+	if protocol.IsCode(err, protocol.Conflict) {
+		return nil // decided meanwhile (by another daemon)
+	}
+	return err
+}
+
+// cancelOrphan: its turn ended without it (a daemon that died between
+// storing the proposal and parking its turn). No frames: the turn is over.
+func (c *Coordinator) cancelOrphan(ctx context.Context, p store.Proposal) (store.Proposal, bool, error) {
+	code := string(protocol.ServiceRestarted)
+	out, resumed, err := c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
+		code: &code, err: protocol.Errorf(protocol.ServiceRestarted, "its turn ended before the proposal was decided")})
+	if err == nil {
+		c.log.Warn("cancelled a proposal whose turn had ended", "proposal", p.ID)
+	}
+	if protocol.IsCode(err, protocol.Conflict) {
+		return out, resumed, nil
+	}
+	return out, resumed, err
+}
+
+// confirmProposal: pending to executing with the confirmed audit row and
+// frame, before anything executes (ADR D4 step 5, D8).
+func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal) (store.Proposal, error) {
+	now := c.now()
+	confirmed := p
+	confirmed.ConfirmedAt = &now
+	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now,
+		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, now: now}),
+		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed}}}})
+	if err == nil {
+		c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: protocol.DecisionConfirmed})
+	}
+	return out, err
+}
+
+// finishParams records an executed proposal's outcome.
+type finishParams struct {
+	proposal store.Proposal
+	result   jsontext.Value  // what the command returned (ignored when it failed)
+	failure  *protocol.Error // why the command failed
+	code     *string         // the stored error code (default failure.Code)
+	actor    string          // the audit row's actor (default studio_operator)
+	also     *store.AppendAdminEventParams
+	frames   bool // the turn is active: confirmation and tool_result frames
+}
+
+// finished is what finishProposal recorded.
+type finished struct {
+	proposal store.Proposal
+	resumed  bool
+	result   protocol.ProposalResult
+}
+
+// finishProposal: executing to succeeded or failed, with the executed or
+// failed audit row and (frames) the confirmation and tool_result frames, in
+// one transaction. A confirmed execution and reconcile_proposal both finish
+// here.
+func (c *Coordinator) finishProposal(ctx context.Context, fp finishParams) (finished, error) {
+	p, now := fp.proposal, c.now()
+	status, state, decision := store.ProposalSucceeded, protocol.ConfirmationExecuted, protocol.DecisionExecuted
+	result, code := fp.result, fp.code
+	tool := protocol.ToolResultPayload{CallID: p.CallID, OK: true}
+	out := protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultSucceeded}
+	if fp.failure != nil {
+		status, state, decision = store.ProposalFailed, protocol.ConfirmationFailed, protocol.DecisionFailed
+		if code == nil {
+			s := string(fp.failure.Code)
+			code = &s
+		}
+		tool.OK, tool.Error = false, fp.failure
+		out.Status, out.Error = protocol.ResultFailed, fp.failure
+	} else {
+		b, err := protocol.Marshal(map[string]any{"proposalId": p.ID, "status": protocol.ResultSucceeded, "result": result})
+		if err != nil {
+			return finished{}, err
+		}
+		tool.Result, out.Result = b, result
+	}
+	done := p
+	done.CompletedAt = &now
+	params := store.FinishProposalParams{ID: p.ID, Status: status, Result: result, ErrorCode: code, Now: now, Also: fp.also,
+		Audit: auditRow(done, auditParams{decision: decision, result: result, code: code, actor: fp.actor, now: now})}
+	if fp.frames {
+		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: state}}, {Payload: tool}}
+	}
+	stored, resumed, err := c.store.FinishProposal(ctx, params)
 	if err != nil {
-		return 0, err
+		return finished{}, err
 	}
-	n := 0
-	for _, p := range ps {
-		if c.now().Before(p.ExpiresAt) {
-			continue
-		}
-		if _, err := c.expireIfDue(ctx, p); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
+	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: decision})
+	return finished{proposal: stored, resumed: resumed, result: out}, nil
 }
 
-// settled answers a proposal that is not pending with its stored state.
-func (c *Coordinator) settled(p store.Proposal) protocol.ProposalResult {
+// indeterminate is a proposal whose execution's result could not be
+// recorded: it stays executing, and its indeterminate audit row is
+// written (retried with the turn's end when the first try fails).
+type indeterminate struct {
+	proposal store.Proposal
+	result   jsontext.Value
+	failure  *protocol.Error
+}
+
+// markIndeterminate appends the indeterminate audit row, once.
+func (c *Coordinator) markIndeterminate(ctx context.Context, in indeterminate) error {
+	rows, err := c.store.ListAdminEvents(ctx, store.ListAdminEventsParams{Action: protocol.AuditAction, TargetID: in.proposal.ID, Limit: 50})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		var d protocol.CommandAudit
+		if protocol.Unmarshal(r.Details, &d) == nil && d.Decision == protocol.DecisionIndeterminate {
+			return nil
+		}
+	}
+	now := c.now()
+	var code *string
+	if in.failure != nil {
+		s := string(in.failure.Code)
+		code = &s
+	}
+	done := in.proposal
+	done.CompletedAt = &now
+	if _, err := c.store.AppendAdminEvent(ctx, auditRow(done, auditParams{decision: protocol.DecisionIndeterminate,
+		result: in.result, code: code, now: now})); err != nil {
+		return err
+	}
+	c.obs.ProposalDecided(ProposalDecided{CommandType: in.proposal.CommandType, Risk: in.proposal.Risk, Decision: protocol.DecisionIndeterminate})
+	c.log.Warn("proposal outcome is indeterminate; reconcile it", "proposal", in.proposal.ID, "command", in.proposal.CommandType)
+	return nil
+}
+
+// SettleProposal records the real outcome of a proposal left executing
+// (indeterminate), for reconcile_proposal: through finishProposal, the
+// code a confirmed execution finishes with, with the application's own
+// audit row in the same transaction. Nothing executes.
+func (c *Coordinator) SettleProposal(ctx context.Context, s app.Settlement) error {
+	p, err := c.store.GetProposal(ctx, s.ProposalID)
+	if err != nil {
+		return err
+	}
+	if p.Status != store.ProposalExecuting {
+		return protocol.Errorf(protocol.Conflict, "proposal %s is %s, not indeterminate; there is nothing to reconcile", p.ID, p.Status).
+			With("status", string(p.Status))
+	}
+	fp := finishParams{proposal: p, result: s.Result, actor: s.Actor, also: &s.Also}
+	if !s.Succeeded {
+		code := "reconciled_failed"
+		fp.code = &code
+		fp.failure = protocol.Errorf(protocol.ServiceFailure, "reconciled as failed")
+	}
+	_, err = c.finishProposal(ctx, fp)
+	return err
+}
+
+// auditParams is one audit row's decision and outcome.
+type auditParams struct {
+	decision protocol.Decision
+	result   jsontext.Value
+	code     *string
+	actor    string // default studio_operator
+	now      time.Time
+}
+
+// auditRow builds the ADR D8 admin_events row for one proposal transition.
+func auditRow(p store.Proposal, ap auditParams) store.AppendAdminEventParams {
+	result := ap.result
+	if result == nil {
+		result = jsontext.Value(`{}`)
+	}
+	d := protocol.CommandAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
+		CommandType: p.CommandType, CommandHash: p.CommandHash, Target: p.Target, Risk: p.Risk,
+		IdempotencyKey: p.IdempotencyKey, Decision: ap.decision, Result: result, ErrorCode: ap.code,
+		ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt)}
+	b, err := protocol.Marshal(d)
+	if err != nil {
+		b = []byte(`{}`)
+	}
+	actor := ap.actor
+	if actor == "" {
+		actor = protocol.AuditActor
+	}
+	id := p.ID
+	return store.AppendAdminEventParams{Actor: actor, Action: protocol.AuditAction, TargetID: &id, Details: b, Now: ap.now}
+}
+
+// settled answers with a proposal's stored state.
+func settled(p store.Proposal) protocol.ProposalResult {
 	r := protocol.ProposalResult{ProposalID: p.ID}
 	code := protocol.ErrorCode("")
 	if p.ErrorCode != nil {
@@ -379,17 +741,17 @@ func (c *Coordinator) settled(p store.Proposal) protocol.ProposalResult {
 	}
 	switch p.Status {
 	case store.ProposalSucceeded:
-		r.Status, r.Result = ResultSucceeded, p.Result
+		r.Status, r.Result = protocol.ResultSucceeded, p.Result
 	case store.ProposalFailed:
-		r.Status, r.Error = ResultFailed, protocol.Errorf(orCode(code, protocol.ServiceFailure), "the command failed")
+		r.Status, r.Error = protocol.ResultFailed, protocol.Errorf(orCode(code, protocol.ServiceFailure), "the command failed")
 	case store.ProposalConflict:
-		r.Status, r.Error = ResultConflict, protocol.Errorf(protocol.StaleContext, "the target changed after the proposal was made; nothing was executed")
+		r.Status, r.Error = protocol.ResultConflict, protocol.Errorf(protocol.StaleContext, "the target changed after the proposal was made; nothing was executed")
 	case store.ProposalExpired:
-		r.Status, r.Error = ResultExpired, protocol.Errorf(protocol.StaleContext, "the proposal expired unconfirmed; nothing was changed")
+		r.Status, r.Error = protocol.ResultExpired, protocol.Errorf(protocol.StaleContext, "the proposal expired unconfirmed; nothing was changed")
 	case store.ProposalCancelled:
-		r.Status, r.Error = ResultCancelled, protocol.Errorf(orCode(code, protocol.Denied), "the proposal was declined or its turn cancelled; nothing was changed")
+		r.Status, r.Error = protocol.ResultCancelled, protocol.Errorf(orCode(code, protocol.Denied), "the proposal was declined or its turn ended; nothing was changed")
 	default:
-		r.Status = ResultExecuting
+		r.Status = protocol.ResultExecuting
 	}
 	return r
 }
@@ -401,108 +763,95 @@ func orCode(c, def protocol.ErrorCode) protocol.ErrorCode {
 	return def
 }
 
+// --- reads --------------------------------------------------------------------
+
 // proposal finds a visible conversation's proposal.
-func (c *Coordinator) proposal(ctx context.Context, convID, proposalID string) (store.Conversation, store.Proposal, error) {
-	conv, err := c.conversation(ctx, convID)
-	if err != nil {
-		return conv, store.Proposal{}, err
-	}
-	notFound := protocol.Errorf(protocol.NotFound, "proposal %s not found", proposalID)
-	if _, err := uuid.Parse(proposalID); err != nil {
-		return conv, store.Proposal{}, notFound
-	}
-	p, err := c.store.GetProposal(ctx, proposalID)
-	if err != nil {
-		return conv, p, err
-	}
-	if p.ConversationID != convID {
-		return conv, store.Proposal{}, notFound
-	}
-	return conv, p, nil
+func (c *Coordinator) proposal(ctx context.Context, convID, proposalID string) (store.Proposal, error) {
+	return ofConversation(ctx, c, convID, "proposal", proposalID, c.store.GetProposal, func(p store.Proposal) string { return p.ConversationID })
 }
 
-// GetProposal returns one proposal (expiring it first if due).
-func (c *Coordinator) GetProposal(ctx context.Context, convID, proposalID string) (store.Proposal, error) {
-	_, p, err := c.proposal(ctx, convID, proposalID)
+// GetProposal returns one proposal of a conversation. Reads only read: a
+// proposal past its expiry is expired by the sweeper or by a confirm.
+func (c *Coordinator) GetProposal(ctx context.Context, convID, proposalID string) (protocol.ProposalState, error) {
+	p, err := c.proposal(ctx, convID, proposalID)
 	if err != nil {
-		return p, err
+		return protocol.ProposalState{}, err
 	}
-	return c.expireIfDue(ctx, p)
+	return proposalView(p), nil
 }
 
 // FindProposal returns a proposal by id alone (the CLI knows no conversation).
-func (c *Coordinator) FindProposal(ctx context.Context, proposalID string) (store.Proposal, error) {
+func (c *Coordinator) FindProposal(ctx context.Context, proposalID string) (protocol.ProposalState, error) {
+	notFound := protocol.Errorf(protocol.NotFound, "proposal %s not found", proposalID)
 	if _, err := uuid.Parse(proposalID); err != nil {
-		return store.Proposal{}, protocol.Errorf(protocol.NotFound, "proposal %s not found", proposalID)
+		return protocol.ProposalState{}, notFound
 	}
 	p, err := c.store.GetProposal(ctx, proposalID)
 	if err != nil {
-		return p, err
+		return protocol.ProposalState{}, err
 	}
 	if _, err := c.conversation(ctx, p.ConversationID); err != nil {
-		return store.Proposal{}, protocol.Errorf(protocol.NotFound, "proposal %s not found", proposalID)
+		return protocol.ProposalState{}, notFound
 	}
-	return c.expireIfDue(ctx, p)
+	return proposalView(p), nil
 }
 
-// ListProposals lists proposals (of one conversation when convID is set),
-// expiring due ones first.
-func (c *Coordinator) ListProposals(ctx context.Context, convID string, statuses []store.ProposalStatus) ([]store.Proposal, error) {
-	if convID != "" {
-		if _, err := c.conversation(ctx, convID); err != nil {
+// ProposalQuery filters proposals: of one conversation when ConversationID
+// is set; Status is a comma-separated list of states ("" for all).
+type ProposalQuery struct {
+	ConversationID string
+	Status         string
+}
+
+// ListProposals lists proposals newest first (at most 200).
+func (c *Coordinator) ListProposals(ctx context.Context, q ProposalQuery) ([]protocol.ProposalState, error) {
+	var statuses []store.ProposalStatus
+	if q.Status != "" {
+		for _, part := range strings.Split(q.Status, ",") {
+			st := store.ProposalStatus(part)
+			switch st {
+			case store.ProposalPending, store.ProposalExecuting, store.ProposalSucceeded, store.ProposalFailed,
+				store.ProposalExpired, store.ProposalCancelled, store.ProposalConflict:
+				statuses = append(statuses, st)
+			default:
+				return nil, protocol.Errorf(protocol.Validation, "unknown proposal status %q", part).With("field", "status")
+			}
+		}
+	}
+	if q.ConversationID != "" {
+		if _, err := c.conversation(ctx, q.ConversationID); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := c.ExpireDue(ctx); err != nil {
-		return nil, err
-	}
-	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{ConversationID: convID, Statuses: statuses, Limit: 200})
+	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{ConversationID: q.ConversationID, Statuses: statuses, Limit: 200})
 	if err != nil {
 		return nil, err
 	}
-	out := ps[:0]
+	out := make([]protocol.ProposalState, 0, len(ps))
+	visible := map[string]bool{}
 	for _, p := range ps {
-		if convID == "" {
-			if conv, err := c.store.GetConversation(ctx, p.ConversationID); err != nil || conv.Status == store.ConversationDeleted {
+		if q.ConversationID == "" {
+			ok, seen := visible[p.ConversationID]
+			if !seen {
+				conv, err := c.store.GetConversation(ctx, p.ConversationID)
+				ok = err == nil && conv.Status != store.ConversationDeleted
+				visible[p.ConversationID] = ok
+			}
+			if !ok {
 				continue
 			}
 		}
-		out = append(out, p)
+		out = append(out, proposalView(p))
 	}
 	return out, nil
 }
 
-// ProposalView is the wire form of a stored proposal.
-func ProposalView(p store.Proposal) protocol.ProposalState {
-	v := protocol.ProposalState{
+// proposalView is the wire form of a stored proposal.
+func proposalView(p store.Proposal) protocol.ProposalState {
+	return protocol.ProposalState{
 		CommandProposal: protocol.CommandProposal{ID: p.ID, CommandType: p.CommandType, Command: p.Command, CommandHash: p.CommandHash,
 			Risk: p.Risk, Summary: p.Summary, Target: p.Target, IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt)},
 		ConversationID: p.ConversationID, RequestID: p.RequestID, Status: string(p.Status), Result: p.Result, ErrorCode: p.ErrorCode,
-		CreatedAt: protocol.Timestamp(p.CreatedAt),
-	}
-	if p.ConfirmedAt != nil {
-		f := protocol.Timestamp(*p.ConfirmedAt)
-		v.ConfirmedAt = &f
-	}
-	if p.CompletedAt != nil {
-		f := protocol.Timestamp(*p.CompletedAt)
-		v.CompletedAt = &f
-	}
-	return v
-}
-
-// closeTurnProposals cancels the pending proposals of a turn that is ending
-// (audited as denied); executing ones are left to finish.
-func (c *Coordinator) closeTurnProposals(ctx context.Context, requestID string) {
-	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: requestID, Statuses: []store.ProposalStatus{store.ProposalPending}})
-	if err != nil {
-		c.log.Error("list proposals of ending turn", "request", requestID, "err", err)
-		return
-	}
-	for _, p := range ps {
-		perr := protocol.Errorf(protocol.Cancelled, "the turn was cancelled before the operator decided; nothing was changed")
-		if _, _, err := c.closeOnly(ctx, p, store.ProposalCancelled, protocol.DecisionDenied, nil, protocol.ConfirmationDenied, perr); err != nil {
-			c.log.Error("cancel proposal of ending turn", "proposal", p.ID, "err", err)
-		}
+		CreatedAt: protocol.Timestamp(p.CreatedAt), ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt),
 	}
 }

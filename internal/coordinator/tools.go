@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"context"
 	"fmt"
 	"unicode/utf8"
 
@@ -18,13 +17,20 @@ import (
 // maxToolResultBytes bounds a tool result in a frame and in the model context.
 const maxToolResultBytes = 32 << 10
 
+// callResult is what one tool call did to the turn.
+type callResult struct {
+	proposed bool     // a proposal now waits for a human
+	out      *outcome // the turn ends (a frame could not be stored, a limit)
+}
+
 // callTool handles one model tool call: a tool_call frame, then the tool's
 // run (read), its effect (navigate, draft) or its proposal (mutate, execute,
 // admin), then a tool_result frame — except for a proposal, whose result
-// comes with the human's decision (pending is true then). Only a failure to
-// persist ends the turn; tool failures are results the model sees.
-func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.ToolCall, view *protocol.ContextSnapshot) (pending bool, perr *protocol.Error) {
-	spec, known := c.tools.Lookup(call.Name)
+// comes with the human's decision. Only a failure to persist, or too many
+// proposals, ends the turn; tool failures are results the model sees.
+func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot) callResult {
+	c := o.c
+	spec, known := c.cfg.Tools.Lookup(call.Name)
 	mode := "read" // an unknown tool never runs; it is recorded as a read
 	if known {
 		mode = spec.Class.Mode()
@@ -34,8 +40,9 @@ func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.Too
 	if !argsOK {
 		args = jsontext.Value(`{}`)
 	}
-	if perr := c.emit(ctx, t, protocol.ToolCallPayload{CallID: call.ID, Tool: call.Name, Arguments: args, Mode: mode}); perr != nil {
-		return false, perr
+	if perr := o.emit(protocol.ToolCallPayload{CallID: call.ID, Tool: call.Name, Arguments: args, Mode: mode}); perr != nil {
+		out := ended(store.TurnFailed, perr)
+		return callResult{out: &out}
 	}
 	res := protocol.ToolResultPayload{CallID: call.ID}
 	var err error
@@ -50,29 +57,37 @@ func (c *Coordinator) callTool(ctx context.Context, t store.Turn, call model.Too
 			env.View = *view
 		}
 		var out tools.Outcome
-		out, err = spec.Run(ctx, env, call.Arguments)
+		out, err = spec.Run(o.ctx, env, call.Arguments)
 		switch {
 		case err != nil:
 		case out.Command != nil:
-			err = c.propose(ctx, t, spec, call.ID, out.Command)
+			if o.proposals >= c.cfg.MaxProposalsPerTurn {
+				end := ended(store.TurnFailed, protocol.Errorf(protocol.ModelFailure,
+					"the model asked for more than %d changes in one turn; the turn was stopped, ask again one change at a time",
+					c.cfg.MaxProposalsPerTurn).With("limit", "proposals_per_turn").With("max", c.cfg.MaxProposalsPerTurn))
+				return callResult{out: &end}
+			}
+			err = o.propose(call.ID, out.Command)
 			if err == nil {
-				return true, nil
+				o.proposals++
+				return callResult{proposed: true}
 			}
 		case out.Effect != nil:
-			res.Result, err = c.emitEffect(ctx, t, *out.Effect)
+			res.Result, err = o.emitEffect(*out.Effect)
 		default:
 			res.Result, err = boundedResult(out.Result)
 		}
-	}
-	if ctx.Err() != nil {
-		return false, nil
 	}
 	if err != nil {
 		res.OK, res.Error, res.Result = false, toolError(c, err), nil
 	} else {
 		res.OK = true
 	}
-	return false, c.emit(ctx, t, res)
+	if perr := o.emit(res); perr != nil {
+		out := ended(store.TurnFailed, perr)
+		return callResult{out: &out}
+	}
+	return callResult{}
 }
 
 // boundedResult encodes a read tool's answer, redacted and bounded.
@@ -81,23 +96,27 @@ func boundedResult(v any) (jsontext.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return boundResult(redact(b)), nil
+	return clean(b), nil
 }
+
+// clean is what a tool or command result may show: redacted and bounded.
+func clean(b []byte) jsontext.Value { return boundResult(redact(b)) }
 
 // emitEffect validates an effect against the route registry, then stores
 // the pending effect and its ui_command frame in one transaction. The result
 // tells the model the effect was requested, not applied.
-func (c *Coordinator) emitEffect(ctx context.Context, t store.Turn, e protocol.Effect) (jsontext.Value, error) {
-	if err := c.routes.ValidateEffect(e); err != nil {
+func (o *owner) emitEffect(e protocol.Effect) (jsontext.Value, error) {
+	c, t := o.c, o.turn
+	if err := c.cfg.Routes.ValidateEffect(e); err != nil {
 		return nil, err
 	}
 	now := c.now()
-	eff, _, err := c.store.EmitEffect(ctx, store.EmitEffectParams{ID: uuid.NewString(), ConversationID: t.ConversationID,
+	eff, _, err := c.store.EmitEffect(o.ctx, store.EmitEffectParams{ID: uuid.NewString(), ConversationID: t.ConversationID,
 		RequestID: t.RequestID, Effect: e, ExpiresAt: now.Add(c.cfg.EffectTTL), Now: now})
+	if err == nil {
+		o.frames++
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
 		c.log.Error("emit effect", "request", t.RequestID, "err", err)
 		return nil, protocol.Errorf(protocol.ServiceFailure,
 			"the effect could not be stored, so it was not sent to the cockpit; describe the intended action in words instead")

@@ -19,7 +19,7 @@ func (c *Client) Doctor(ctx context.Context) (app.DoctorReport, error) {
 // /api/app/commands/{type}) and returns what it did.
 func (c *Client) Execute(ctx context.Context, cmd app.Command) (app.Result, error) {
 	var r app.Result
-	err := c.Do(ctx, http.MethodPost, "/api/app/commands/"+url.PathEscape(cmd.Type()), cmd, &r)
+	err := c.Do(ctx, http.MethodPost, "/api/app/commands/"+url.PathEscape(app.TypeOf(cmd)), cmd, &r)
 	return r, err
 }
 

@@ -71,7 +71,7 @@ func BenchmarkFanOut(b *testing.B) {
 			for i := range streams {
 				streams[i] = h.openRaw(convID, last)
 			}
-			reads0 := h.faults.frameReads.Load()
+			reads0 := h.reads.n.Load()
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			for _, rs := range streams {
@@ -86,7 +86,7 @@ func BenchmarkFanOut(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
-			b.ReportMetric(float64(h.faults.frameReads.Load()-reads0)/float64(b.N), "db-reads/frame")
+			b.ReportMetric(float64(h.reads.n.Load()-reads0)/float64(b.N), "db-reads/frame")
 		})
 	}
 }
@@ -117,7 +117,7 @@ func BenchmarkIdleStreams(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		reads := h.faults.frameReads.Load()
+		reads := h.reads.n.Load()
 		for _, rs := range open[:10] { // a few more heartbeats go by
 			for range 2 {
 				if err := rs.until(": heartbeat"); err != nil {
@@ -127,7 +127,7 @@ func BenchmarkIdleStreams(b *testing.B) {
 		}
 		after := inUse()
 		b.ReportMetric(float64(after-before)/1024/streams, "KiB/stream")
-		b.ReportMetric(float64(h.faults.frameReads.Load()-reads), "db-calls/idle")
+		b.ReportMetric(float64(h.reads.n.Load()-reads), "db-calls/idle")
 		for _, rs := range open {
 			rs.conn.Close()
 		}

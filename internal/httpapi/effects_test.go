@@ -251,7 +251,7 @@ func TestEffectPersistenceFailureEmitsNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &effectScript})
 	c := h.conversation()
-	h.faults.failEmit.Store(true)
+	h.faults.Fail("EmitEffect", true)
 	effects, frames := h.emitted(c.ID, "go fleet")
 	if len(effects) != 0 {
 		t.Fatalf("an unstored effect was emitted: %+v", effects)

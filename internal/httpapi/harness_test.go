@@ -2,23 +2,18 @@ package httpapi_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
-	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/tools"
@@ -30,7 +25,8 @@ const testToken = "test-token-0123456789abcdef0123456789abcdef"
 type harness struct {
 	t      testing.TB
 	app    *app.Service
-	faults *faultStore
+	faults *coordtest.Store
+	reads  *readCounter // the stream reads of the store
 	clock  *storetest.Clock
 	store  *sqlite.Store
 	coord  *coordinator.Coordinator
@@ -43,55 +39,40 @@ type harnessOpts struct {
 	provider  model.Provider
 	script    *script.Script
 	workers   int
+	maxQueued int
 	heartbeat time.Duration
+	sweep     time.Duration
 	tools     *tools.Registry
+	serveApp  bool // serve /api/app too
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
+	stack := coordtest.New(t, coordtest.Options{Provider: o.provider, Script: o.script})
+	reads := &readCounter{Store: stack.DB}
+	faults := &coordtest.Store{Store: reads}
+	cfg := stack.Config(faults)
+	cfg.Workers, cfg.SweepInterval, cfg.MaxQueuedTurns = o.workers, o.sweep, o.maxQueued
+	if o.tools != nil {
+		cfg.Tools = o.tools
+	}
+	coord := coordinator.New(cfg)
+	stack.App.SettleProposalsWith(coord)
+	if err := coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	clock := storetest.NewClock(storetest.Epoch)
-	if _, err := st.Migrate(context.Background(), clock.Now()); err != nil {
-		t.Fatal(err)
+	apiCfg := httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()}
+	if o.serveApp {
+		apiCfg.App = stack.App
 	}
-	p := o.provider
-	if p == nil {
-		s := script.Greeting
-		if o.script != nil {
-			s = *o.script
-		}
-		if p, err = script.New(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	svc, err := app.New(app.Config{Store: st, Maintenance: st, Now: clock.Now, Provider: p, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Seed(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	reg := o.tools
-	if reg == nil {
-		reg = tools.Default(svc, routes.Default, clock.Now)
-	}
-	faults := &faultStore{Store: st}
-	coord := coordinator.New(coordinator.Config{Store: faults, Provider: p, Now: clock.Now, Workers: o.workers,
-		ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond, Tools: reg, Logger: quietLogger(),
-		RetryBackoff: time.Millisecond, MaxRetryWait: 50 * time.Millisecond})
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()})
+	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)
-	h := &harness{t: t, clock: clock, store: st, coord: coord, api: api, srv: srv, app: svc, faults: faults,
+	h := &harness{t: t, clock: stack.Clock, store: stack.DB, coord: coord, api: api, srv: srv, app: stack.App, faults: faults, reads: reads,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
 	t.Cleanup(func() {
 		api.Close()
 		coord.Shutdown(context.Background())
-		svc.Stop(context.Background())
 		srv.Close()
-		st.Close()
 	})
 	return h
 }
@@ -194,69 +175,9 @@ func wantCode(t *testing.T, err error, code protocol.ErrorCode) *protocol.Error 
 }
 
 func countDone(frames []protocol.Frame, requestID string) int {
-	n := 0
-	for _, f := range frames {
-		if f.RequestID == requestID && f.Type == protocol.FrameDone {
-			n++
-		}
-	}
-	return n
+	return coordtest.CountDone(frames, requestID)
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// quietLogger drops the logs of expected failures; set STUDIO_TEST_LOGS=1 to see them.
-func quietLogger() *slog.Logger {
-	if os.Getenv("STUDIO_TEST_LOGS") != "" {
-		return slog.Default()
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// faultStore injects StateDB failures into the coordinator's store.
-type faultStore struct {
-	store.Store
-	failCreate, failConfirm, failFinish, failEmit atomic.Bool
-	// frameReads counts the reads a stream makes: frames and conversations.
-	frameReads atomic.Int64
-}
-
-func (f *faultStore) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
-	f.frameReads.Add(1)
-	return f.Store.ListFrames(ctx, p)
-}
-
-func (f *faultStore) GetConversation(ctx context.Context, id string) (store.Conversation, error) {
-	f.frameReads.Add(1)
-	return f.Store.GetConversation(ctx, id)
-}
-
-func (f *faultStore) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
-	if f.failEmit.Load() {
-		return store.Effect{}, store.Frame{}, errInjected
-	}
-	return f.Store.EmitEffect(ctx, p)
-}
-
-var errInjected = errors.New("injected store failure")
-
-func (f *faultStore) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
-	if f.failCreate.Load() {
-		return store.Proposal{}, errInjected
-	}
-	return f.Store.CreateProposal(ctx, p)
-}
-
-func (f *faultStore) ConfirmProposal(ctx context.Context, p store.ConfirmProposalParams) (store.Proposal, error) {
-	if f.failConfirm.Load() {
-		return store.Proposal{}, errInjected
-	}
-	return f.Store.ConfirmProposal(ctx, p)
-}
-
-func (f *faultStore) FinishProposal(ctx context.Context, p store.FinishProposalParams) (store.Proposal, bool, error) {
-	if f.failFinish.Load() {
-		return store.Proposal{}, false, errInjected
-	}
-	return f.Store.FinishProposal(ctx, p)
-}
+func quietLogger() *slog.Logger { return coordtest.Logger() }

@@ -1,15 +1,11 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/store"
 )
 
 func (s *Server) handleCreateConversation(w http.ResponseWriter, r *http.Request) {
@@ -23,59 +19,18 @@ func (s *Server) handleCreateConversation(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, coordinator.ConversationView(c))
+	writeJSON(w, http.StatusCreated, c)
 }
 
 func (s *Server) handleListConversations(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit, err := queryInt(q.Get("limit"), 50, 1, 200, "limit")
+	limit, err := pageLimit(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	p := store.ListConversationsParams{Status: store.ConversationStatus(q.Get("status")), Limit: int(limit) + 1}
-	if cur := q.Get("cursor"); cur != "" {
-		created, id, err := decodeCursor(cur)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		p.AfterCreated, p.AfterID = &created, id
-	}
-	convs, err := s.coord.ListConversations(r.Context(), p)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := protocol.ConversationList{Conversations: []protocol.Conversation{}}
-	if len(convs) > int(limit) {
-		convs = convs[:limit]
-		last := convs[len(convs)-1]
-		out.NextCursor = encodeCursor(protocol.Timestamp(last.CreatedAt), last.ID)
-	}
-	for _, c := range convs {
-		out.Conversations = append(out.Conversations, coordinator.ConversationView(c))
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// The list cursor is opaque to clients: the last row's created_at and id.
-func encodeCursor(created float64, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatFloat(created, 'f', -1, 64) + "|" + id))
-}
-
-func decodeCursor(s string) (created time.Time, id string, err error) {
-	bad := protocol.Errorf(protocol.Validation, "cursor is not valid").With("field", "cursor")
-	raw, derr := base64.RawURLEncoding.DecodeString(s)
-	if derr != nil {
-		return created, "", bad
-	}
-	ts, id, ok := strings.Cut(string(raw), "|")
-	f, perr := strconv.ParseFloat(ts, 64)
-	if !ok || perr != nil || id == "" {
-		return created, "", bad
-	}
-	return protocol.Time(f), id, nil
+	list, err := s.coord.ListConversations(r.Context(), coordinator.ConversationQuery{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor")})
+	answer(w, r, s, list, err)
 }
 
 // queryInt parses an optional integer query parameter within bounds.
@@ -117,20 +72,12 @@ func (s *Server) handleUpdateConversation(w http.ResponseWriter, r *http.Request
 		return
 	}
 	c, err := s.coord.UpdateConversation(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, coordinator.ConversationView(c))
+	answer(w, r, s, c, err)
 }
 
 func (s *Server) handleDeleteConversation(w http.ResponseWriter, r *http.Request) {
 	c, err := s.coord.DeleteConversation(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, coordinator.ConversationView(c))
+	answer(w, r, s, c, err)
 }
 
 func (s *Server) handleSubmitTurn(w http.ResponseWriter, r *http.Request) {
@@ -150,11 +97,7 @@ func (s *Server) handleSubmitTurn(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	t, err := s.coord.CancelTurn(r.Context(), r.PathValue("id"), r.PathValue("rid"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, coordinator.TurnView(t))
+	answer(w, r, s, t, err)
 }
 
 func (s *Server) handleCreateTicket(w http.ResponseWriter, r *http.Request) {
@@ -178,11 +121,7 @@ func (s *Server) handleAckEffect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := s.coord.AckEffect(r.Context(), r.PathValue("id"), r.PathValue("eid"), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, coordinator.EffectView(e))
+	answer(w, r, s, e, err)
 }
 
 func (s *Server) handleRoutes(w http.ResponseWriter, r *http.Request) {

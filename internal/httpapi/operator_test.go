@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
@@ -311,8 +312,10 @@ func TestConversationLifecycle(t *testing.T) {
 	if err != nil || archived.Status != "archived" || archived.ArchivedAt == nil {
 		t.Fatalf("archive: %+v %v", archived, err)
 	}
-	// Archived: read-only, still replayable.
+	// Archived: read-only (no turn, no new title), still replayable.
 	_, err = h.client.SubmitTurn(ctx, c.ID, turnRequest("x", archived.LastSequence))
+	wantCode(t, err, protocol.Conflict)
+	_, err = h.client.UpdateConversation(ctx, c.ID, protocol.UpdateConversationRequest{Title: ptr("Evening")})
 	wantCode(t, err, protocol.Conflict)
 	if frames := h.allFrames(c.ID); int64(len(frames)) != archived.LastSequence {
 		t.Fatalf("archived replay: %d frames, want %d", len(frames), archived.LastSequence)
@@ -384,4 +387,69 @@ func TestConversationPagingNeitherSkipsNorRepeats(t *testing.T) {
 	}
 	_, err := h.client.ListConversations(h.ctx(), "", "garbage!", 4)
 	wantCode(t, err, protocol.Validation)
+}
+
+// Admission control: with the queue bound at N and the one worker busy,
+// N+5 submissions across conversations leave 5 refused 429 rate_limited
+// with retryAfterMs and Retry-After, nothing of them created; the cockpit's
+// own API answers meanwhile (it does not go through the turn queue).
+func TestSubmitPastTheQueueBoundIs429(t *testing.T) {
+	t.Parallel()
+	const bound = 3
+	s := script.Script{Turns: []script.Turn{{Match: "block", Steps: []script.Step{{SleepMs: ptr(int64(600_000))}}},
+		{Steps: []script.Step{{Text: ptr("ok")}}}}}
+	h := newHarness(t, harnessOpts{script: &s, workers: 1, maxQueued: bound, serveApp: true})
+	busy := h.conversation()
+	blocker := h.submit(busy.ID, "block")
+	h.waitTurnStatus(blocker.RequestID, "running")
+
+	var accepted []protocol.TurnAccepted
+	refused := 0
+	for range bound + 5 {
+		c := h.conversation()
+		acc, err := h.client.SubmitTurn(h.ctx(), c.ID, turnRequest("hello", 0))
+		if err != nil {
+			pe := wantCode(t, err, protocol.RateLimited)
+			if !pe.Retryable || pe.RetryAfterMs <= 0 {
+				t.Fatalf("refusal %+v", pe)
+			}
+			if frames := h.allFrames(c.ID); len(frames) != 0 {
+				t.Fatalf("a refused submission left %d frames", len(frames))
+			}
+			refused++
+			continue
+		}
+		accepted = append(accepted, acc)
+	}
+	if refused != 5 || len(accepted) != bound {
+		t.Fatalf("%d refused, %d accepted", refused, len(accepted))
+	}
+	// The header, on the wire.
+	c := h.conversation()
+	req, _ := http.NewRequest("POST", h.srv.URL+"/api/operator/conversations/"+c.ID+"/turns",
+		strings.NewReader(`{"instruction":"x","context":{"space":"mission","route":"/"},"expectedLastSequence":0}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// The cockpit's API is not behind the queue.
+	var page app.PlaybookPage
+	if err := h.client.Do(h.ctx(), http.MethodGet, "/api/app/playbooks", nil, &page); err != nil || len(page.Playbooks) == 0 {
+		t.Fatalf("cockpit while the queue is full: %+v %v", page, err)
+	}
+	if rep, err := h.client.Doctor(h.ctx()); err != nil || rep.Status == "" {
+		t.Fatalf("doctor while the queue is full: %+v %v", rep, err)
+	}
+	if _, err := h.client.Cancel(h.ctx(), busy.ID, blocker.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	for _, acc := range accepted {
+		h.waitDone(acc.ConversationID, acc.RequestID)
+	}
 }

@@ -95,7 +95,7 @@ func (h *harness) auditTrail(proposalID string) []protocol.CommandAudit {
 func decisions(trail []protocol.CommandAudit) []string {
 	var out []string
 	for _, d := range trail {
-		out = append(out, d.Decision)
+		out = append(out, string(d.Decision))
 	}
 	return out
 }
@@ -137,7 +137,7 @@ func TestProposalConfirmedExecutesOnceAndTurnEnds(t *testing.T) {
 	for _, f := range frames {
 		k := string(f.Type)
 		if p, ok := f.Payload.(protocol.ConfirmationPayload); ok {
-			k += ":" + p.State
+			k += ":" + string(p.State)
 		}
 		kinds = append(kinds, k)
 	}
@@ -214,16 +214,20 @@ func TestConfirmRefusals(t *testing.T) {
 		t.Fatal("a stale proposal executed")
 	}
 
-	// Expired (fake clock), by the sweep.
+	// Past its expiry, before any sweep: reads show it pending (reads only
+	// read), the confirm refuses it and expires it.
 	c = h.conversation()
 	acc, prop := h.proposed(c.ID)
-	h.clock.Advance(10 * time.Minute)
-	if n, err := h.coord.ExpireDue(ctx); err != nil || n != 1 {
-		t.Fatalf("expire: %d %v", n, err)
+	h.clock.Advance(11 * time.Minute)
+	if got, err := h.client.Proposal(ctx, prop.ID); err != nil || got.Status != "pending" {
+		t.Fatalf("read of a due proposal: %+v %v", got.Status, err)
+	}
+	if len(h.auditTrail(prop.ID)) != 0 {
+		t.Fatal("a read wrote an audit row")
 	}
 	res, err = h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop))
 	if err != nil || res.Status != "expired" {
-		t.Fatalf("expired: %+v %v", res, err)
+		t.Fatalf("expired on confirm: %+v %v", res, err)
 	}
 	if got := decisions(h.auditTrail(prop.ID)); !slices.Equal(got, []string{"expired"}) {
 		t.Fatalf("expired audit %v", got)
@@ -231,15 +235,6 @@ func TestConfirmRefusals(t *testing.T) {
 	frames := h.waitDone(c.ID, acc.RequestID)
 	if !hasConfirmation(frames, "expired") {
 		t.Fatal("no confirmation(expired) frame")
-	}
-
-	// Expired on read, before any sweep.
-	c = h.conversation()
-	_, prop = h.proposed(c.ID)
-	h.clock.Advance(11 * time.Minute)
-	res, err = h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop))
-	if err != nil || res.Status != "expired" {
-		t.Fatalf("expired on read: %+v %v", res, err)
 	}
 
 	// Already terminal: denied, then confirmed.
@@ -260,10 +255,14 @@ func TestConfirmRefusals(t *testing.T) {
 		t.Fatalf("deny audit %v", got)
 	}
 
-	// Archived conversation (refused also if it happens behind the API's back).
+	// Archived conversation (refused also if it happens behind the API's
+	// back). The second connection waits for the daemon's writer like the
+	// daemon's own do (busy_timeout): without it, a write racing the
+	// turn's parking failed with "database is locked" (defect 10).
 	c = h.conversation()
-	_, prop = h.proposed(c.ID)
-	db, err := sql.Open("sqlite", h.store.Path())
+	acc, prop = h.proposed(c.ID)
+	h.waitTurnStatus(acc.RequestID, store.TurnAwaitingConfirmation)
+	db, err := sql.Open("sqlite", "file:"+h.store.Path()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +277,7 @@ func TestConfirmRefusals(t *testing.T) {
 	}
 }
 
-func hasConfirmation(frames []protocol.Frame, state string) bool {
+func hasConfirmation(frames []protocol.Frame, state protocol.ConfirmationState) bool {
 	for _, f := range frames {
 		if p, ok := f.Payload.(protocol.ConfirmationPayload); ok && p.State == state {
 			return true
@@ -320,10 +319,10 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 
 	// The proposal cannot be stored: the tool says audit_unavailable.
 	c := h.conversation()
-	h.faults.failCreate.Store(true)
+	h.faults.Fail("CreateProposal", true)
 	acc := h.submit(c.ID, "launch audit")
 	frames := h.waitDone(c.ID, acc.RequestID)
-	h.faults.failCreate.Store(false)
+	h.faults.Fail("CreateProposal", false)
 	var tr protocol.ToolResultPayload
 	for _, f := range frames {
 		if p, ok := f.Payload.(protocol.ToolResultPayload); ok {
@@ -337,10 +336,10 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 	// The confirmed audit row cannot be written: nothing executes.
 	c = h.conversation()
 	_, prop := h.proposed(c.ID)
-	h.faults.failConfirm.Store(true)
+	h.faults.Fail("ConfirmProposal", true)
 	_, err := h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop))
 	wantCode(t, err, protocol.AuditUnavailable)
-	h.faults.failConfirm.Store(false)
+	h.faults.Fail("ConfirmProposal", false)
 	if h.runCount() != 0 {
 		t.Fatal("executed without its audit row")
 	}
@@ -349,9 +348,9 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 	}
 
 	// The result cannot be recorded: executing, indeterminate, never again.
-	h.faults.failFinish.Store(true)
+	h.faults.Fail("FinishProposal", true)
 	res, err := h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop))
-	h.faults.failFinish.Store(false)
+	h.faults.Fail("FinishProposal", false)
 	if err != nil || res.Status != "executing" || res.Error == nil || res.Error.Code != protocol.AuditUnavailable {
 		t.Fatalf("unrecorded result: %+v %v", res, err)
 	}
@@ -481,7 +480,7 @@ func TestRecoveryCancelsProposalsOfEndedTurns(t *testing.T) {
 		Error: protocol.Errorf(protocol.ServiceRestarted, "restarted"), Now: h.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.coord.Recover(h.ctx()); err != nil {
+	if err := h.coord.Recover(h.ctx()); err != nil {
 		t.Fatal(err)
 	}
 	p, err := h.store.GetProposal(h.ctx(), prop.ID)

@@ -167,7 +167,7 @@ func TestFullTurnThroughEachProvider(t *testing.T) {
 				case protocol.ToolResultPayload:
 					k += fmt.Sprint(":", p.OK)
 				case protocol.ConfirmationPayload:
-					k += ":" + p.State
+					k += ":" + string(p.State)
 				case protocol.TextPayload:
 					if p.Role == protocol.RoleAssistant {
 						text.WriteString(p.Content)

@@ -41,7 +41,7 @@ func TestRetryableModelFailureIsRetried(t *testing.T) {
 		name      string
 		stream    func(n int32) ([]model.Event, error)
 		calls     int32
-		outcome   string
+		outcome   protocol.Outcome
 		errorCode protocol.ErrorCode
 	}{
 		{"rate limited then fine", func(n int32) ([]model.Event, error) {

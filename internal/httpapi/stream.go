@@ -60,7 +60,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.coord.OpenStream(r.Context(), convID, after); err != nil {
+	if err := s.coord.OpenStream(r.Context(), convID, after); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -228,7 +228,7 @@ func (st *stream) replay() (n int, ok bool) {
 	}
 	for _, f := range frames {
 		b := st.buffer()
-		if *b, err = protocol.AppendSSE(*b, f.Wire()); err != nil {
+		if *b, err = protocol.AppendSSE(*b, f); err != nil {
 			s.log.Error("encode frame", "conversation", st.convID, "sequence", f.Sequence, "err", err)
 			return 0, false
 		}

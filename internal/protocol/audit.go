@@ -8,14 +8,17 @@ const (
 	AuditActor  = "studio_operator"
 )
 
+// Decision is what one audit row records of a proposal (ADR D8).
+type Decision string
+
 // Audit decisions: one admin_events row per proposal transition.
 const (
-	DecisionConfirmed     = "confirmed"
-	DecisionDenied        = "denied"
-	DecisionExpired       = "expired"
-	DecisionExecuted      = "executed"
-	DecisionFailed        = "failed"
-	DecisionIndeterminate = "indeterminate"
+	DecisionConfirmed     Decision = "confirmed"
+	DecisionDenied        Decision = "denied"
+	DecisionExpired       Decision = "expired"
+	DecisionExecuted      Decision = "executed"
+	DecisionFailed        Decision = "failed"
+	DecisionIndeterminate Decision = "indeterminate"
 )
 
 // CommandAudit is exactly the ADR D8 details payload of an admin_events row
@@ -29,7 +32,7 @@ type CommandAudit struct {
 	Target         *ResourceVersion `json:"target"`
 	Risk           string           `json:"risk"`
 	IdempotencyKey string           `json:"idempotency_key"`
-	Decision       string           `json:"decision"`
+	Decision       Decision         `json:"decision"`
 	Result         jsontext.Value   `json:"result"`
 	ErrorCode      *string          `json:"error_code"`
 	ConfirmedAt    *float64         `json:"confirmed_at"`

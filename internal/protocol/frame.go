@@ -89,20 +89,23 @@ type ProposalPayload struct {
 	Proposal CommandProposal `json:"proposal"`
 }
 
+// ConfirmationState is a confirmation frame's state.
+type ConfirmationState string
+
 // Confirmation states: the ADR's four plus denied and failed (DESIGN.md §4).
 const (
-	ConfirmationRequired  = "required"
-	ConfirmationConfirmed = "confirmed"
-	ConfirmationExpired   = "expired"
-	ConfirmationExecuted  = "executed"
-	ConfirmationDenied    = "denied"
-	ConfirmationFailed    = "failed"
+	ConfirmationRequired  ConfirmationState = "required"
+	ConfirmationConfirmed ConfirmationState = "confirmed"
+	ConfirmationExpired   ConfirmationState = "expired"
+	ConfirmationExecuted  ConfirmationState = "executed"
+	ConfirmationDenied    ConfirmationState = "denied"
+	ConfirmationFailed    ConfirmationState = "failed"
 )
 
 // ConfirmationPayload reports a proposal's confirmation state.
 type ConfirmationPayload struct {
-	ProposalID string `json:"proposalId"`
-	State      string `json:"state"`
+	ProposalID string            `json:"proposalId"`
+	State      ConfirmationState `json:"state"`
 }
 
 // ErrorPayload reports a typed turn-level failure.
@@ -110,18 +113,21 @@ type ErrorPayload struct {
 	Error Error `json:"error"`
 }
 
+// Outcome is how a request ended: a done frame's outcome.
+type Outcome string
+
 // Done outcomes.
 const (
-	OutcomeCompleted = "completed"
-	OutcomeFailed    = "failed"
-	OutcomeCancelled = "cancelled"
+	OutcomeCompleted Outcome = "completed"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // DonePayload ends every accepted request exactly once. LastSequence is the
 // sequence of this done frame, the request's last frame.
 type DonePayload struct {
-	Outcome      string `json:"outcome"`
-	LastSequence int64  `json:"lastSequence"`
+	Outcome      Outcome `json:"outcome"`
+	LastSequence int64   `json:"lastSequence"`
 }
 
 func (TextPayload) FrameType() FrameType         { return FrameText }

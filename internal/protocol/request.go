@@ -101,10 +101,25 @@ type ConfirmProposalRequest struct {
 	ExpectedTargetVersion *string `json:"expectedTargetVersion,omitempty"`
 }
 
+// ResultStatus is a proposal result's status: the ADR's four, plus
+// cancelled (denied, or its turn ended first) and executing (the command is
+// running, or its outcome could not be recorded).
+type ResultStatus string
+
+// Proposal result statuses (ADR D4 and ours).
+const (
+	ResultSucceeded ResultStatus = "succeeded"
+	ResultFailed    ResultStatus = "failed"
+	ResultConflict  ResultStatus = "conflict"
+	ResultExpired   ResultStatus = "expired"
+	ResultCancelled ResultStatus = "cancelled"
+	ResultExecuting ResultStatus = "executing"
+)
+
 // ProposalResult is the answer to confirm and deny (ADR D4).
 type ProposalResult struct {
 	ProposalID string         `json:"proposalId"`
-	Status     string         `json:"status"`
+	Status     ResultStatus   `json:"status"`
 	Result     jsontext.Value `json:"result,omitzero"` // omitzero: an empty {} result is still a result
 	Error      *Error         `json:"error,omitempty"`
 }

@@ -45,6 +45,16 @@ type EffectStore interface {
 	// contradictory one is conflict; acknowledging an expired effect is
 	// stale_context. Any other status is validation.
 	AckEffect(ctx context.Context, p AckEffectParams) (Effect, error)
+	// ExpireEffects marks every pending effect whose expiry has passed
+	// expired, so that the table tells the truth at rest; it returns how
+	// many. (Effects superseded by a newer turn, or of a conversation
+	// archived or deleted, are expired by those transitions.)
+	ExpireEffects(ctx context.Context, p ExpireEffectsParams) (int64, error)
+}
+
+// ExpireEffectsParams expires the effects due at Now.
+type ExpireEffectsParams struct {
+	Now time.Time
 }
 
 // EmitEffectParams emits one effect.

@@ -90,7 +90,7 @@ func (s TurnStatus) Terminal() bool {
 }
 
 // Outcome is the done-frame outcome of a terminal status.
-func (s TurnStatus) Outcome() string {
+func (s TurnStatus) Outcome() protocol.Outcome {
 	switch s {
 	case TurnCompleted:
 		return protocol.OutcomeCompleted

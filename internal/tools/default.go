@@ -11,7 +11,6 @@ import (
 // Service is the application as the whole default registry uses it.
 type Service interface {
 	App
-	Commander
 	Doctor(ctx context.Context) (app.DoctorReport, error)
 }
 
@@ -26,5 +25,5 @@ func Default(svc Service, reg routes.Registry, now func() time.Time) *Registry {
 			return svc.Doctor(ctx)
 		}))
 	specs = append(specs, CommandTools()...)
-	return NewRegistry(specs...).WithCommander(svc)
+	return NewRegistry(specs...)
 }

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"regexp"
 	"time"
 	"unicode/utf8"
 
@@ -24,29 +23,9 @@ type App interface {
 	ListAudit(ctx context.Context, q app.AuditQuery) (app.AuditPage, error)
 }
 
-// refRE is a resource reference: a UUID or a name. Anything else (a URL, a
-// path, a shell string) is refused before any query runs.
-var refRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-func checkRef(field, v string, required bool) error {
-	if v == "" {
-		if required {
-			return protocol.Errorf(protocol.Validation, "%s is required", field).With("field", field)
-		}
-		return nil
-	}
-	if !refRE.MatchString(v) {
-		return protocol.Errorf(protocol.Validation, "%s must be an id or a name (letters, digits, . _ -), not %q", field, clip(v, 80)).With("field", field)
-	}
-	return nil
-}
-
-func checkText(field, v string, max int) error {
-	if utf8.RuneCountInString(v) > max {
-		return protocol.Errorf(protocol.Validation, "%s is longer than %d characters", field, max).With("field", field)
-	}
-	return nil
-}
+// Inputs are checked with the application's own validators (app.CheckRef,
+// app.CheckText): a reference that is not an id or a name, such as a URL or
+// a path, is refused before any query runs.
 
 func checkLimit(n int) error {
 	if n < 0 || n > 50 {
@@ -73,7 +52,7 @@ type ListRunsInput struct {
 
 // Validate implements validator.
 func (in ListRunsInput) Validate() error {
-	if err := checkRef("playbook", in.Playbook, false); err != nil {
+	if err := app.CheckRef("playbook", in.Playbook, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)
@@ -115,7 +94,7 @@ type IDInput struct {
 }
 
 // Validate implements validator.
-func (in IDInput) Validate() error { return checkRef("id", in.ID, true) }
+func (in IDInput) Validate() error { return app.CheckRef("id", in.ID, true) }
 
 // RunDetail is get_run's answer: the run with its output, bounded.
 type RunDetail struct {
@@ -135,7 +114,7 @@ type SearchInput struct {
 
 // Validate implements validator.
 func (in SearchInput) Validate() error {
-	if err := checkText("query", in.Query, 200); err != nil {
+	if err := app.CheckText("query", in.Query, 200, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)
@@ -147,7 +126,7 @@ type PlaybookRef struct {
 }
 
 // Validate implements validator.
-func (in PlaybookRef) Validate() error { return checkRef("playbook", in.Playbook, true) }
+func (in PlaybookRef) Validate() error { return app.CheckRef("playbook", in.Playbook, true) }
 
 // WorkflowRef names a workflow.
 type WorkflowRef struct {
@@ -155,7 +134,7 @@ type WorkflowRef struct {
 }
 
 // Validate implements validator.
-func (in WorkflowRef) Validate() error { return checkRef("workflow", in.Workflow, true) }
+func (in WorkflowRef) Validate() error { return app.CheckRef("workflow", in.Workflow, true) }
 
 // ScheduleRef names a schedule.
 type ScheduleRef struct {
@@ -163,7 +142,7 @@ type ScheduleRef struct {
 }
 
 // Validate implements validator.
-func (in ScheduleRef) Validate() error { return checkRef("schedule", in.Schedule, true) }
+func (in ScheduleRef) Validate() error { return app.CheckRef("schedule", in.Schedule, true) }
 
 // ListSchedulesInput filters schedules.
 type ListSchedulesInput struct {
@@ -174,7 +153,7 @@ type ListSchedulesInput struct {
 
 // Validate implements validator.
 func (in ListSchedulesInput) Validate() error {
-	if err := checkText("query", in.Query, 200); err != nil {
+	if err := app.CheckText("query", in.Query, 200, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)
@@ -188,7 +167,7 @@ type AuditInput struct {
 
 // Validate implements validator.
 func (in AuditInput) Validate() error {
-	if err := checkRef("action", in.Action, false); err != nil {
+	if err := app.CheckRef("action", in.Action, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)

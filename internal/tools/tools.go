@@ -17,6 +17,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/invopop/jsonschema"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -59,7 +60,7 @@ type Env struct {
 type Outcome struct {
 	Result  any
 	Effect  *protocol.Effect
-	Command any
+	Command app.Command
 }
 
 // Spec is one registered tool.
@@ -147,20 +148,6 @@ func EffectTool[In any](id, title, description string, class Class, fn func(Env,
 	return s
 }
 
-// CommandTool defines a mutate, execute or admin tool: its input is the
-// application command itself, which only ever becomes a proposal.
-func CommandTool[In any](id, title, description string, class Class) Spec {
-	s := newSpec[In](id, title, description, class, id)
-	s.run = func(_ context.Context, _ Env, args []byte) (Outcome, error) {
-		in, err := decode[In](args)
-		if err != nil {
-			return Outcome{}, err
-		}
-		return Outcome{Command: in}, nil
-	}
-	return s
-}
-
 func newSpec[In any](id, title, description string, class Class, operation string) Spec {
 	t := reflect.TypeFor[In]()
 	return Spec{ID: id, Title: title, Description: description, Class: class, Operation: operation,
@@ -182,9 +169,8 @@ func schemaOf(t reflect.Type) jsontext.Value {
 
 // Registry is the set of tools offered to the model.
 type Registry struct {
-	specs     []Spec
-	byID      map[string]int
-	commander Commander
+	specs []Spec
+	byID  map[string]int
 }
 
 // NewRegistry builds a registry; duplicate ids are a programming error.
@@ -197,12 +183,6 @@ func NewRegistry(specs ...Spec) *Registry {
 		r.byID[s.ID] = len(r.specs)
 		r.specs = append(r.specs, s)
 	}
-	return r
-}
-
-// WithCommander lets the registry prepare and execute command tools.
-func (r *Registry) WithCommander(c Commander) *Registry {
-	r.commander = c
 	return r
 }
 

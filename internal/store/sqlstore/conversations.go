@@ -103,6 +103,9 @@ func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversati
 		if cur.Status == store.ConversationDeleted {
 			return notFound("conversation", p.ID)
 		}
+		if err := archivedTitle(cur, p); err != nil {
+			return err
+		}
 		if p.Title != nil {
 			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET title = ?, updated_at = ? WHERE id = ?`,
 				*p.Title, ts(p.Now), p.ID); err != nil {
@@ -125,6 +128,9 @@ func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversati
 				SET status = ?, archived_at = ?, updated_at = ? WHERE id = ?`,
 				*p.Status, archivedAt, ts(p.Now), p.ID); err != nil {
 				return fmt.Errorf("set conversation status: %w", err)
+			}
+			if err := expireEffectsOf(ctx, tx, p.ID, p.Now); err != nil {
+				return err
 			}
 			tx.touch(p.ID)
 		}
@@ -151,6 +157,9 @@ func (s *Store) DeleteConversation(ctx context.Context, p store.DeleteConversati
 		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations
 			SET status = 'deleted', deleted_at = ?, updated_at = ? WHERE id = ?`, ts(p.Now), ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("delete conversation: %w", err)
+		}
+		if err := expireEffectsOf(ctx, tx, p.ID, p.Now); err != nil {
+			return err
 		}
 		tx.touch(p.ID)
 		c, err = getConversation(ctx, tx, p.ID)

@@ -98,6 +98,9 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 		if n, _ := res.RowsAffected(); n != 1 {
 			return protocol.Errorf(protocol.Conflict, "conversation already has an active turn")
 		}
+		if err := expireEffectsOf(ctx, tx, p.ConversationID, p.Now); err != nil { // superseded by this turn
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_turns
 			(request_id, conversation_id, instruction, context_json, context_hash, status, created_at)
 			VALUES (?, ?, ?, ?, ?, 'queued', ?)`,
@@ -189,6 +192,13 @@ func finishTurn(ctx context.Context, tx *writeTx, t store.Turn, status store.Tur
 	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = ?, error_code = ?, ended_at = ?
 		WHERE request_id = ?`, status, code, ts(now), t.RequestID); err != nil {
 		return nil, fmt.Errorf("finish turn: %w", err)
+	}
+	if status == store.TurnCancelled {
+		// A cancelled turn was asked to cancel, at the latest now.
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ?
+			WHERE request_id = ? AND cancel_requested_at IS NULL`, ts(now), t.RequestID); err != nil {
+			return nil, fmt.Errorf("finish turn: %w", err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET active_request_id = NULL, updated_at = ?
 		WHERE id = ? AND active_request_id = ?`, ts(now), t.ConversationID, t.RequestID); err != nil {

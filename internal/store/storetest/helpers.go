@@ -202,7 +202,7 @@ func payloadOf(t *testing.T, fr store.Frame) protocol.Payload {
 
 // wantDone checks that fr is a done frame with outcome whose lastSequence is
 // its own sequence.
-func wantDone(t *testing.T, fr store.Frame, outcome string) {
+func wantDone(t *testing.T, fr store.Frame, outcome protocol.Outcome) {
 	t.Helper()
 	d, ok := payloadOf(t, fr).(protocol.DonePayload)
 	if !ok {

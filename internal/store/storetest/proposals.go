@@ -76,7 +76,7 @@ func (f *fixture) proposal(id string) store.Proposal {
 }
 
 // proposalAudit is the audit row of a proposal's transition.
-func proposalAudit(id, decision string, now time.Time) store.AppendAdminEventParams {
+func proposalAudit(id string, decision protocol.Decision, now time.Time) store.AppendAdminEventParams {
 	return store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: ptr(id),
 		Details: jsontext.Value(fmt.Sprintf(`{"proposalId":%q, "decision":%q}`, id, decision)), Now: now}
 }
@@ -87,7 +87,7 @@ func appAudit(id string, now time.Time) *store.AppendAdminEventParams {
 		Details: jsontext.Value(`{"commandType":"reconcile_proposal"}`), Now: now}
 }
 
-func confirmation(id, state string) store.NewFrame {
+func confirmation(id string, state protocol.ConfirmationState) store.NewFrame {
 	return store.NewFrame{Payload: protocol.ConfirmationPayload{ProposalID: id, State: state}}
 }
 
@@ -561,7 +561,7 @@ func testProposalConfirmRacesClose(t *testing.T, f *fixture) {
 		})
 		wg.Wait()
 		got := f.proposal(p.ID)
-		var state string
+		var state protocol.ConfirmationState
 		switch {
 		case confirmErr == nil && closeErr != nil:
 			wantStatusConflict(t, closeErr, store.ProposalExecuting, fmt.Sprintf("round %d: close after confirm", round))
@@ -717,7 +717,7 @@ func testProposalClose(t *testing.T, f *fixture) {
 	for _, tc := range []struct {
 		status   store.ProposalStatus
 		code     *string
-		state    string
+		state    protocol.ConfirmationState
 		awaiting bool
 	}{
 		{store.ProposalCancelled, ptr(string(protocol.Denied)), protocol.ConfirmationDenied, true},
@@ -732,7 +732,7 @@ func testProposalClose(t *testing.T, f *fixture) {
 		before := f.get(c.ID)
 		sig := f.s.FrameSignal(c.ID)
 		now := f.tick()
-		audit := proposalAudit(p.ID, string(tc.status), now)
+		audit := proposalAudit(p.ID, protocol.Decision(tc.status), now)
 		frames := []store.NewFrame{confirmation(p.ID, tc.state),
 			{Payload: protocol.ToolResultPayload{CallID: p.CallID, Error: protocol.Errorf(protocol.Denied, "not executed")}}}
 		got, resumed, err := f.s.CloseProposal(f.ctx, store.CloseProposalParams{ID: p.ID, Status: tc.status, ErrorCode: tc.code,
@@ -762,7 +762,7 @@ func testProposalClose(t *testing.T, f *fixture) {
 		snap := f.snapshot(p.ID)
 		for _, st := range []store.ProposalStatus{store.ProposalCancelled, store.ProposalExpired} {
 			_, _, err = f.s.CloseProposal(f.ctx, store.CloseProposalParams{ID: p.ID, Status: st,
-				Audit: proposalAudit(p.ID, string(st), now), Now: f.tick()})
+				Audit: proposalAudit(p.ID, protocol.Decision(st), now), Now: f.tick()})
 			wantStatusConflict(t, err, tc.status, "closing twice")
 		}
 		_, err = f.s.ConfirmProposal(f.ctx, store.ConfirmProposalParams{ID: p.ID, Audit: proposalAudit(p.ID, protocol.DecisionConfirmed, now), Now: f.tick()})
@@ -953,7 +953,7 @@ func testProposalInvalidFrames(t *testing.T, f *fixture) {
 		"no payload":                    {},
 		"a done frame":                  {Payload: protocol.DonePayload{Outcome: protocol.OutcomeCompleted, LastSequence: 99}},
 	} {
-		frames := func(id, state string) []store.NewFrame {
+		frames := func(id string, state protocol.ConfirmationState) []store.NewFrame {
 			// The bad frame comes second: the valid first one must not stay.
 			return []store.NewFrame{confirmation(id, state), bad}
 		}

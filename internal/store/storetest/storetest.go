@@ -22,6 +22,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("App", func(t *testing.T) { ExerciseApp(t, open) })
 	t.Run("Effects", func(t *testing.T) { ExerciseEffects(t, open) })
 	t.Run("Proposals", func(t *testing.T) { ExerciseProposals(t, open) })
+	t.Run("Engine", func(t *testing.T) { ExerciseEngine(t, open) })
 
 	run("Conversation/CreateGet", testConversationCreateGet)
 	run("Conversation/GetMissing", testConversationGetMissing)

@@ -1,0 +1,165 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/studio/operator/internal/paging"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// conversation returns a visible conversation: deleted is not_found everywhere.
+func (c *Coordinator) conversation(ctx context.Context, id string) (store.Conversation, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return store.Conversation{}, protocol.Errorf(protocol.NotFound, "conversation %s not found", id)
+	}
+	conv, err := c.store.GetConversation(ctx, id)
+	if err != nil {
+		return conv, err
+	}
+	if conv.Status == store.ConversationDeleted {
+		return conv, protocol.Errorf(protocol.NotFound, "conversation %s not found", id)
+	}
+	return conv, nil
+}
+
+// ofConversation reads a record (a turn, a proposal, an effect) by id and
+// returns it only if it belongs to the visible conversation convID:
+// anything else is not_found, as if it did not exist.
+func ofConversation[T any](ctx context.Context, c *Coordinator, convID, what, id string,
+	get func(context.Context, string) (T, error), owner func(T) string) (T, error) {
+	var zero T
+	if _, err := c.conversation(ctx, convID); err != nil {
+		return zero, err
+	}
+	notFound := protocol.Errorf(protocol.NotFound, "%s %s not found", what, id)
+	if _, err := uuid.Parse(id); err != nil {
+		return zero, notFound
+	}
+	v, err := get(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	if owner(v) != convID {
+		return zero, notFound
+	}
+	return v, nil
+}
+
+// CreateConversation creates an active conversation.
+func (c *Coordinator) CreateConversation(ctx context.Context, req protocol.CreateConversationRequest) (protocol.Conversation, error) {
+	if err := validTitle(req.Title); err != nil {
+		return protocol.Conversation{}, err
+	}
+	if req.Project != nil && (len(*req.Project) == 0 || len(*req.Project) > 200) {
+		return protocol.Conversation{}, protocol.Errorf(protocol.Validation, "project must be 1 to 200 characters").With("field", "project")
+	}
+	conv, err := c.store.CreateConversation(ctx, store.CreateConversationParams{
+		ID: uuid.NewString(), Project: req.Project, Title: req.Title, Now: c.now(),
+	})
+	return conversationView(conv), err
+}
+
+func validTitle(t *string) error {
+	if t != nil && len([]rune(*t)) > 200 {
+		return protocol.Errorf(protocol.Validation, "title must be at most 200 characters").With("field", "title")
+	}
+	return nil
+}
+
+// ConversationQuery pages conversations newest first: Status is "",
+// active or archived; Cursor is a previous page's NextCursor.
+type ConversationQuery struct {
+	Status string
+	Limit  int
+	Cursor string
+}
+
+// ListConversations pages conversations newest first.
+func (c *Coordinator) ListConversations(ctx context.Context, q ConversationQuery) (protocol.ConversationList, error) {
+	status := store.ConversationStatus(q.Status)
+	switch status {
+	case "", store.ConversationActive, store.ConversationArchived:
+	default:
+		return protocol.ConversationList{}, protocol.Errorf(protocol.Validation, "status must be active or archived").With("field", "status")
+	}
+	limit, err := paging.Limit(q.Limit)
+	if err != nil {
+		return protocol.ConversationList{}, err
+	}
+	cur, err := paging.Decode(q.Cursor, "conversations")
+	if err != nil {
+		return protocol.ConversationList{}, err
+	}
+	p := store.ListConversationsParams{Status: status, Limit: limit + 1}
+	if q.Cursor != "" {
+		at := protocol.Time(cur.At)
+		p.AfterCreated, p.AfterID = &at, cur.ID
+	}
+	rows, err := c.store.ListConversations(ctx, p)
+	if err != nil {
+		return protocol.ConversationList{}, err
+	}
+	var out protocol.ConversationList
+	out.Conversations, out.NextCursor = paging.Cut(rows, limit, conversationView, func(conv store.Conversation) paging.Cursor {
+		return paging.Cursor{List: "conversations", At: protocol.Timestamp(conv.CreatedAt), ID: conv.ID}
+	})
+	return out, nil
+}
+
+// UpdateConversation renames, archives or unarchives a conversation. An
+// archived conversation is read-only: it takes a new title only when the
+// same request unarchives it.
+func (c *Coordinator) UpdateConversation(ctx context.Context, id string, req protocol.UpdateConversationRequest) (protocol.Conversation, error) {
+	if _, err := c.conversation(ctx, id); err != nil {
+		return protocol.Conversation{}, err
+	}
+	if err := validTitle(req.Title); err != nil {
+		return protocol.Conversation{}, err
+	}
+	p := store.UpdateConversationParams{ID: id, Title: req.Title, Now: c.now()}
+	if req.Status != nil {
+		s := store.ConversationStatus(*req.Status)
+		if s != store.ConversationActive && s != store.ConversationArchived {
+			return protocol.Conversation{}, protocol.Errorf(protocol.Validation, "status must be active or archived").With("field", "status")
+		}
+		p.Status = &s
+	}
+	conv, err := c.store.UpdateConversation(ctx, p)
+	return conversationView(conv), err
+}
+
+// DeleteConversation marks a conversation deleted (stage one of ADR D1's two).
+func (c *Coordinator) DeleteConversation(ctx context.Context, id string) (protocol.Conversation, error) {
+	if _, err := c.conversation(ctx, id); err != nil {
+		return protocol.Conversation{}, err
+	}
+	conv, err := c.store.DeleteConversation(ctx, store.DeleteConversationParams{ID: id, Now: c.now()})
+	return conversationView(conv), err
+}
+
+// conversationView is the wire form of a conversation.
+func conversationView(c store.Conversation) protocol.Conversation {
+	return protocol.Conversation{ID: c.ID, Project: c.Project, Title: c.Title, Status: string(c.Status),
+		LastSequence: c.LastSequence(), ActiveRequestID: c.ActiveRequestID,
+		CreatedAt: protocol.Timestamp(c.CreatedAt), UpdatedAt: protocol.Timestamp(c.UpdatedAt), ArchivedAt: stamp(c.ArchivedAt)}
+}
+
+// turnView is the wire form of a turn.
+func turnView(t store.Turn) protocol.Turn {
+	return protocol.Turn{RequestID: t.RequestID, ConversationID: t.ConversationID, Status: string(t.Status),
+		ErrorCode: t.ErrorCode, CreatedAt: protocol.Timestamp(t.CreatedAt), StartedAt: stamp(t.StartedAt),
+		EndedAt: stamp(t.EndedAt), CancelRequestedAt: stamp(t.CancelRequestedAt)}
+}
+
+// stamp is an optional time as optional Unix seconds.
+func stamp(t *time.Time) *float64 {
+	if t == nil {
+		return nil
+	}
+	f := protocol.Timestamp(*t)
+	return &f
+}

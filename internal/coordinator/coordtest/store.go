@@ -1,0 +1,212 @@
+package coordtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/studio/operator/internal/store"
+)
+
+// ErrInjected is the failure Store injects.
+var ErrInjected = errors.New("injected store failure")
+
+// Store wraps a real store for tests: a pause armed for a call makes that
+// call stop (before or after its real work) until released; while
+// FailWrites is set every write fails, and Fail makes one method fail.
+type Store struct {
+	store.Store
+	// FailWrites fails every write; Faults counts the failures injected.
+	FailWrites atomic.Bool
+	Faults     atomic.Int64
+
+	mu      sync.Mutex
+	pauses  []*Pause // armed
+	hit     []*Pause // reached
+	failing map[string]bool
+}
+
+// Pause is one armed stopping point.
+type Pause struct {
+	name    string
+	match   func(arg any) bool
+	reached chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// Reached closes when the call stopped at the pause.
+func (p *Pause) Reached() <-chan struct{} { return p.reached }
+
+// Release lets the paused call go on.
+func (p *Pause) Release() { p.once.Do(func() { close(p.release) }) }
+
+// Arm makes the first call at name (for which match holds) stop there.
+// Names are methods ("GetProposal" and "ListProposals" stop after their
+// read, "FinishTurn" before its write, "ConfirmProposal:after" after its
+// commit) or what a caller passes to At.
+func (s *Store) Arm(name string, match func(arg any) bool) *Pause {
+	p := &Pause{name: name, match: match, reached: make(chan struct{}), release: make(chan struct{})}
+	s.mu.Lock()
+	s.pauses = append(s.pauses, p)
+	s.mu.Unlock()
+	return p
+}
+
+// At stops at name when a pause is armed there.
+func (s *Store) At(name string, arg any) {
+	s.mu.Lock()
+	var hit *Pause
+	for i, p := range s.pauses {
+		if p.name == name && (p.match == nil || p.match(arg)) {
+			hit = p
+			s.pauses = append(s.pauses[:i], s.pauses[i+1:]...)
+			s.hit = append(s.hit, p)
+			break
+		}
+	}
+	s.mu.Unlock()
+	if hit != nil {
+		close(hit.reached)
+		<-hit.release
+	}
+}
+
+// ReleaseAll lets every paused call go on, and disarms the rest.
+func (s *Store) ReleaseAll() {
+	s.mu.Lock()
+	ps := append(s.pauses, s.hit...)
+	s.pauses, s.hit = nil, nil
+	s.mu.Unlock()
+	for _, p := range ps {
+		p.Release()
+	}
+}
+
+// Fail makes method fail (on) or work again.
+func (s *Store) Fail(method string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing == nil {
+		s.failing = map[string]bool{}
+	}
+	s.failing[method] = on
+}
+
+func (s *Store) fault(method string) error {
+	s.mu.Lock()
+	one := s.failing[method]
+	s.mu.Unlock()
+	if one || s.FailWrites.Load() {
+		s.Faults.Add(1)
+		return ErrInjected
+	}
+	return nil
+}
+
+func (s *Store) StartTurn(ctx context.Context, p store.StartTurnParams) (store.Turn, error) {
+	if err := s.fault("StartTurn"); err != nil {
+		return store.Turn{}, err
+	}
+	return s.Store.StartTurn(ctx, p)
+}
+
+func (s *Store) FinishTurn(ctx context.Context, p store.FinishTurnParams) (store.Turn, []store.Frame, error) {
+	s.At("FinishTurn", p)
+	if err := s.fault("FinishTurn"); err != nil {
+		return store.Turn{}, nil, err
+	}
+	return s.Store.FinishTurn(ctx, p)
+}
+
+func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) (store.Turn, []store.Frame, error) {
+	if err := s.fault("RequestCancel"); err != nil {
+		return store.Turn{}, nil, err
+	}
+	return s.Store.RequestCancel(ctx, p)
+}
+
+func (s *Store) SetTurnContext(ctx context.Context, p store.SetTurnContextParams) error {
+	if err := s.fault("SetTurnContext"); err != nil {
+		return err
+	}
+	return s.Store.SetTurnContext(ctx, p)
+}
+
+func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
+	if err := s.fault("AppendFrames"); err != nil {
+		return nil, err
+	}
+	return s.Store.AppendFrames(ctx, p)
+}
+
+func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
+	if err := s.fault("EmitEffect"); err != nil {
+		return store.Effect{}, store.Frame{}, err
+	}
+	return s.Store.EmitEffect(ctx, p)
+}
+
+func (s *Store) AppendAdminEvent(ctx context.Context, p store.AppendAdminEventParams) (store.AdminEvent, error) {
+	if err := s.fault("AppendAdminEvent"); err != nil {
+		return store.AdminEvent{}, err
+	}
+	return s.Store.AppendAdminEvent(ctx, p)
+}
+
+func (s *Store) GetProposal(ctx context.Context, id string) (store.Proposal, error) {
+	p, err := s.Store.GetProposal(ctx, id)
+	s.At("GetProposal", id) // after the read: the caller goes on with what it read
+	return p, err
+}
+
+func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) ([]store.Proposal, error) {
+	ps, err := s.Store.ListProposals(ctx, p)
+	s.At("ListProposals", p)
+	return ps, err
+}
+
+func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
+	if err := s.fault("CreateProposal"); err != nil {
+		return store.Proposal{}, err
+	}
+	return s.Store.CreateProposal(ctx, p)
+}
+
+func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalParams) (store.Proposal, error) {
+	if err := s.fault("ConfirmProposal"); err != nil {
+		return store.Proposal{}, err
+	}
+	out, err := s.Store.ConfirmProposal(ctx, p)
+	s.At("ConfirmProposal:after", p)
+	return out, err
+}
+
+func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams) (store.Proposal, bool, error) {
+	if err := s.fault("FinishProposal"); err != nil {
+		return store.Proposal{}, false, err
+	}
+	return s.Store.FinishProposal(ctx, p)
+}
+
+func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) (store.Proposal, bool, error) {
+	if err := s.fault("CloseProposal"); err != nil {
+		return store.Proposal{}, false, err
+	}
+	return s.Store.CloseProposal(ctx, p)
+}
+
+func (s *Store) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmationParams) (bool, error) {
+	if err := s.fault("AwaitConfirmation"); err != nil {
+		return false, err
+	}
+	return s.Store.AwaitConfirmation(ctx, p)
+}
+
+func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.Effect, error) {
+	if err := s.fault("AckEffect"); err != nil {
+		return store.Effect{}, err
+	}
+	return s.Store.AckEffect(ctx, p)
+}

@@ -1,0 +1,106 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// ending is the step that ends the turn: the one place an owner's turn
+// ends (see finish).
+func (o *owner) ending(status store.TurnStatus, perr *protocol.Error) step {
+	return func() step {
+		o.finish(status, perr)
+		return nil
+	}
+}
+
+// finish ends the turn durably: its open proposals are closed (audited as
+// denied), an indeterminate audit row still owed is written, then the
+// optional error frame and the done frame, the terminal status and the
+// release of the conversation commit together (store.FinishTurn). A store
+// that refuses is retried with capped backoff until the end is durable;
+// meanwhile cancels are answered at once and decisions about proposals
+// that are no longer pending too. Only the shutdown's deadline gives up,
+// leaving the turn to the next start's recovery.
+func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
+	c := o.c
+	o.phase = phaseEnding
+	c.pool.done(o.slot) // no worker is held while the store is retried
+	o.slot = nil
+	wait := c.cfg.EndRetryBackoff
+	for {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 30*time.Second)
+		err := c.endTurn(ctx, endParams{turn: o.turn, status: status, err: perr, indeterminate: o.indeterminate})
+		cancel()
+		if err == nil {
+			break
+		}
+		c.log.Error("end turn; retrying", "request", o.turn.RequestID, "status", status, "wait", wait, "err", err)
+		o.answerCancels() // they learn the turn's state now, not when the store is back
+		if !o.wait(wait, c.abandon) {
+			c.log.Error("end turn: gave up at shutdown; the next start fails the turn", "request", o.turn.RequestID)
+			o.answerCancels()
+			return
+		}
+		wait = min(2*wait, c.cfg.MaxEndRetryBackoff)
+	}
+	o.indeterminate = nil
+	o.answerCancels()
+	var code protocol.ErrorCode
+	if perr != nil {
+		code = perr.Code
+	}
+	c.obs.TurnEnded(TurnEnded{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID, Outcome: status.Outcome(),
+		ErrorCode: code, Duration: time.Since(o.since), Frames: o.frames + 1})
+}
+
+// answerCancels answers the cancels that waited for the turn's end.
+func (o *owner) answerCancels() {
+	if len(o.cancelWaiters) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
+	defer cancel()
+	v := o.view(ctx)
+	for _, w := range o.cancelWaiters {
+		w <- v
+	}
+	o.cancelWaiters = nil
+}
+
+// endParams is how a turn ends.
+type endParams struct {
+	turn          store.Turn
+	status        store.TurnStatus // terminal
+	err           *protocol.Error  // the error frame before done, if any
+	indeterminate *indeterminate   // an indeterminate audit row still owed
+}
+
+// endTurn is the turn's terminal transition: open proposals closed, then
+// error and done frames with the status. A turn that already ended (by
+// another daemon's recovery, say) is not an error.
+func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
+	if p.indeterminate != nil {
+		if err := c.markIndeterminate(ctx, *p.indeterminate); err != nil {
+			return err
+		}
+	}
+	open, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: p.turn.RequestID,
+		Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 100})
+	if err != nil {
+		return err
+	}
+	for _, prop := range open {
+		if err := c.cancelWithTurn(ctx, prop, p.status); err != nil {
+			return err
+		}
+	}
+	_, _, err = c.store.FinishTurn(ctx, store.FinishTurnParams{RequestID: p.turn.RequestID, Status: p.status, Error: p.err, Now: c.now()})
+	if protocol.IsCode(err, protocol.Conflict) {
+		return nil
+	}
+	return err
+}

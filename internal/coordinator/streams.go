@@ -1,0 +1,141 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// CreateStreamTicket issues a one-use credential for one conversation and
+// cursor (ADR D6). Only its SHA-256 is stored.
+func (c *Coordinator) CreateStreamTicket(ctx context.Context, req protocol.StreamTicketRequest) (protocol.StreamTicket, error) {
+	conv, err := c.conversation(ctx, req.ConversationID)
+	if err != nil {
+		return protocol.StreamTicket{}, err
+	}
+	if req.AfterSequence < 0 {
+		return protocol.StreamTicket{}, protocol.Errorf(protocol.Validation, "afterSequence must be at least 0").With("field", "afterSequence")
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return protocol.StreamTicket{}, fmt.Errorf("ticket entropy: %w", err)
+	}
+	ticket := base64.RawURLEncoding.EncodeToString(raw[:])
+	now := c.now()
+	expires := now.Add(c.cfg.TicketTTL)
+	if err := c.store.CreateStreamTicket(ctx, store.CreateStreamTicketParams{
+		TicketHash: hashTicket(ticket), ConversationID: conv.ID, AfterSequence: req.AfterSequence,
+		ExpiresAt: expires, Now: now,
+	}); err != nil {
+		return protocol.StreamTicket{}, err
+	}
+	return protocol.StreamTicket{Ticket: ticket, ExpiresAt: protocol.Timestamp(expires)}, nil
+}
+
+// hashTicket is the stored form of a ticket.
+func hashTicket(ticket string) string {
+	sum := sha256.Sum256([]byte(ticket))
+	return hex.EncodeToString(sum[:])
+}
+
+// RedeemStreamTicket spends a ticket for exactly the conversation and cursor
+// it was issued for; anything else is auth_required.
+func (c *Coordinator) RedeemStreamTicket(ctx context.Context, ticket, convID string, after int64) error {
+	t, err := c.store.RedeemStreamTicket(ctx, store.RedeemStreamTicketParams{TicketHash: hashTicket(ticket), Now: c.now()})
+	if err != nil {
+		return err
+	}
+	if t.ConversationID != convID || t.AfterSequence != after {
+		return protocol.Errorf(protocol.AuthRequired, "stream ticket was issued for another conversation or cursor")
+	}
+	return nil
+}
+
+// OpenStream checks that a stream from cursor after may start: the
+// conversation is visible and the cursor is not older than retained frames.
+func (c *Coordinator) OpenStream(ctx context.Context, convID string, after int64) error {
+	_, err := c.openStream(ctx, convID, after)
+	return err
+}
+
+func (c *Coordinator) openStream(ctx context.Context, convID string, after int64) (store.Conversation, error) {
+	conv, err := c.conversation(ctx, convID)
+	if err != nil {
+		return conv, err
+	}
+	if after < 0 {
+		return conv, protocol.Errorf(protocol.Validation, "after_sequence must be at least 0").With("field", "after_sequence")
+	}
+	return conv, replayGap(conv, after)
+}
+
+// replayGap refuses a cursor older than the retained frames (ADR D6): the
+// stream never silently starts later.
+func replayGap(conv store.Conversation, after int64) error {
+	if after+1 < conv.RetainedFrom {
+		return protocol.Errorf(protocol.ReplayGap, "frames up to %d were purged", conv.RetainedFrom-1).
+			With("earliestAfterSequence", conv.RetainedFrom-1)
+	}
+	return nil
+}
+
+// ReadFrames reads one page of frames after a cursor, checking for a purge
+// that happened while the stream was open.
+func (c *Coordinator) ReadFrames(ctx context.Context, convID string, after int64, limit int) ([]protocol.RawFrame, error) {
+	frames, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: convID, AfterSequence: after, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	if len(frames) > 0 && frames[0].Sequence != after+1 {
+		conv, err := c.store.GetConversation(ctx, convID)
+		if err != nil {
+			return nil, err
+		}
+		if err := replayGap(conv, after); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]protocol.RawFrame, len(frames))
+	for i, f := range frames {
+		out[i] = f.Wire()
+	}
+	return out, nil
+}
+
+// FrameSignal is closed after the next commit of frames to the conversation.
+func (c *Coordinator) FrameSignal(convID string) <-chan struct{} { return c.store.FrameSignal(convID) }
+
+// Subscribe follows the conversation's commits from memory: the live part of a
+// stream (store.Feed).
+func (c *Coordinator) Subscribe(convID string) *store.Subscription { return c.store.Subscribe(convID) }
+
+// Page returns a conversation with one page of frames after a cursor.
+func (c *Coordinator) Page(ctx context.Context, convID string, after int64, limit int) (protocol.ConversationPage, error) {
+	conv, err := c.openStream(ctx, convID, after)
+	if err != nil {
+		return protocol.ConversationPage{}, err
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 200
+	}
+	frames, err := c.ReadFrames(ctx, convID, after, limit+1)
+	if err != nil {
+		return protocol.ConversationPage{}, err
+	}
+	page := protocol.ConversationPage{Conversation: conversationView(conv), Frames: []protocol.RawFrame{},
+		NextAfterSequence: after, LatestSequence: conv.LastSequence()}
+	if len(frames) > limit {
+		frames, page.HasMore = frames[:limit], true
+	}
+	page.Frames = append(page.Frames, frames...)
+	if len(frames) > 0 {
+		page.NextAfterSequence = frames[len(frames)-1].Sequence
+	}
+	return page, nil
+}

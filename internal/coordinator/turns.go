@@ -1,0 +1,422 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// contextRecord is what a turn's context_json holds: the snapshot the
+// operator submitted and, once compiled, the model context receipt.
+type contextRecord struct {
+	Snapshot protocol.ContextSnapshot `json:"snapshot"`
+	Receipt  *receipt                 `json:"receipt,omitempty"`
+}
+
+// SubmitTurn validates and durably accepts a turn, then hands it to its
+// owner. When MaxQueuedTurns new turns already wait for a worker it is
+// refused with rate_limited and nothing is created.
+func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protocol.TurnRequest) (protocol.TurnAccepted, error) {
+	if err := req.Validate(); err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	if _, err := c.conversation(ctx, convID); err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	record, err := protocol.Marshal(contextRecord{Snapshot: req.Context})
+	if err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	snap, err := protocol.Marshal(req.Context)
+	if err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	hash, err := protocol.CommandHash(snap)
+	if err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed {
+		return protocol.TurnAccepted{}, shuttingDown()
+	}
+	slot, ok := c.pool.admit()
+	if !ok {
+		return protocol.TurnAccepted{}, &protocol.Error{Code: protocol.RateLimited, Retryable: true,
+			RetryAfterMs: c.cfg.QueueRetryAfter.Milliseconds(),
+			Message:      "too many turns are waiting for the model; try again shortly",
+			Details:      map[string]any{"queuedTurns": c.pool.depth()}}
+	}
+	turn, frame, err := c.store.SubmitTurn(ctx, store.SubmitTurnParams{
+		ConversationID: convID, RequestID: uuid.NewString(), Instruction: req.Instruction,
+		ContextJSON: record, ContextHash: hash, ExpectedLastSequence: *req.ExpectedLastSequence, Now: c.now(),
+	})
+	if err != nil {
+		c.pool.done(slot)
+		return protocol.TurnAccepted{}, err
+	}
+	c.startOwner(turn, phaseQueued, slot)
+	return protocol.TurnAccepted{ConversationID: convID, RequestID: turn.RequestID, AcceptedSequence: frame.Sequence}, nil
+}
+
+func shuttingDown() *protocol.Error {
+	return &protocol.Error{Code: protocol.ServiceFailure, Retryable: true, Message: "the daemon is shutting down"}
+}
+
+// CancelTurn asks for a turn's cancellation; it is idempotent and answers
+// the turn's state once its owner took the request in: cancelled for a
+// queued, waiting or parked turn; running with cancelRequestedAt while a
+// confirmed command finishes executing (the turn ends cancelled right
+// after its result is recorded).
+func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) (protocol.Turn, error) {
+	t, err := ofConversation(ctx, c, convID, "request", requestID, c.store.GetTurn, func(t store.Turn) string { return t.ConversationID })
+	if err != nil {
+		return protocol.Turn{}, err
+	}
+	if t.Status.Terminal() {
+		return turnView(t), nil
+	}
+	reply := make(chan protocol.Turn, 1)
+	o, err := c.ownerFor(t)
+	if err != nil {
+		return protocol.Turn{}, err
+	}
+	if o == nil {
+		// Another daemon runs this turn: record the request, which it
+		// honours at its next model round (a queued turn ends at once).
+		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, Now: c.now()})
+		return turnView(t), err
+	}
+	o.box.put(cancelRequest{reply: reply})
+	select {
+	case v := <-reply:
+		return v, nil
+	case <-ctx.Done():
+		return protocol.Turn{}, ctx.Err()
+	}
+}
+
+// ownerFor finds the turn's owner, or adopts one for a turn parked on a
+// human (after a restart, or parked by another daemon). It returns nil for a
+// turn queued or running in another daemon.
+func (c *Coordinator) ownerFor(t store.Turn) (*owner, error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	o := c.owners[t.RequestID]
+	c.mu.Unlock()
+	if o != nil {
+		return o, nil
+	}
+	if c.closed {
+		return nil, shuttingDown()
+	}
+	if t.Status != store.TurnAwaitingConfirmation && t.Status != store.TurnRunning {
+		return nil, nil
+	}
+	// Adopt: parked here, the owner decides with the store's compare-and-
+	// set transitions; if the turn turns out to run elsewhere it steps aside.
+	return c.startOwner(t, phaseParked, nil), nil
+}
+
+// startOwner registers and starts the owner of a turn (or returns the one
+// that won a race to adopt it). The caller holds c.life shared.
+func (c *Coordinator) startOwner(t store.Turn, from phase, slot *ticket) *owner {
+	c.mu.Lock()
+	if o := c.owners[t.RequestID]; o != nil {
+		c.mu.Unlock()
+		c.pool.done(slot)
+		return o
+	}
+	ctx, cancel := context.WithCancelCause(c.base)
+	o := &owner{c: c, turn: t, ctx: ctx, cancelCtx: cancel, slot: slot, phase: from, since: time.Now(),
+		box: mailbox{sig: make(chan struct{}, 1)}}
+	c.owners[t.RequestID] = o
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go o.run()
+	return o
+}
+
+// phase is where an owner is in its turn's life.
+type phase int
+
+const (
+	phaseQueued    phase = iota // accepted, waiting for a worker
+	phaseRunning                // talking to the model, running tools
+	phaseParked                 // waiting for a human's decision; holds no worker
+	phaseResuming               // decided, waiting for a worker to continue
+	phaseExecuting              // a confirmed command is executing
+	phaseEnding                 // writing its end
+)
+
+// A request in an owner's mailbox.
+type request interface{ isRequest() }
+
+// cancelRequest asks the owner to cancel the turn; reply receives the turn
+// once the owner took the request in.
+type cancelRequest struct{ reply chan protocol.Turn }
+
+// decisionKind is what a human (or the clock) decided about a proposal.
+type decisionKind int
+
+const (
+	decideConfirm decisionKind = iota + 1
+	decideDeny
+	decideExpire
+)
+
+// decisionRequest asks the owner to apply a decision to one of the turn's
+// proposals; reply (buffered, may be nil) receives the answer.
+type decisionRequest struct {
+	kind       decisionKind
+	proposalID string
+	reply      chan decisionReply
+}
+
+type decisionReply struct {
+	result protocol.ProposalResult
+	err    error
+}
+
+func (cancelRequest) isRequest()   {}
+func (decisionRequest) isRequest() {}
+
+func (r decisionRequest) answer(res protocol.ProposalResult, err error) {
+	if r.reply != nil {
+		r.reply <- decisionReply{res, err}
+	}
+}
+
+// mailbox is an owner's queue of requests, in arrival order. Senders never
+// block; sig wakes the owner.
+type mailbox struct {
+	mu  sync.Mutex
+	q   []request
+	sig chan struct{}
+}
+
+func (b *mailbox) put(r request) {
+	b.mu.Lock()
+	b.q = append(b.q, r)
+	b.mu.Unlock()
+	select {
+	case b.sig <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns the first request keep accepts, or nil.
+func (b *mailbox) take(keep func(request) bool) request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, r := range b.q {
+		if keep(r) {
+			b.q = append(b.q[:i], b.q[i+1:]...)
+			return r
+		}
+	}
+	return nil
+}
+
+func (b *mailbox) drain() []request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.q
+	b.q = nil
+	return q
+}
+
+func isCancel(r request) bool   { _, ok := r.(cancelRequest); return ok }
+func isDecision(r request) bool { _, ok := r.(decisionRequest); return ok }
+func anyRequest(request) bool   { return true }
+
+// owner is the one goroutine that changes its turn (see the package
+// comment). Only run and what it calls touch the fields below box.
+type owner struct {
+	c   *Coordinator
+	box mailbox
+
+	ctx       context.Context // cancelled when the shutdown grace ends
+	cancelCtx context.CancelCauseFunc
+	turn      store.Turn
+	phase     phase
+	slot      *ticket
+	since     time.Time
+	frames    int
+
+	cancelWanted  bool
+	cancelWaiters []chan protocol.Turn
+	rounds        int            // model rounds so far, across decisions
+	proposals     int            // proposals made so far
+	executing     string         // the proposal whose command is executing
+	indeterminate *indeterminate // an indeterminate audit row still owed
+}
+
+// step is one stretch of an owner's life; it returns the next (nil: done).
+type step func() step
+
+func (o *owner) run() {
+	defer o.c.wg.Done()
+	defer o.cancelCtx(nil)
+	var next step
+	switch o.phase {
+	case phaseQueued:
+		next = o.queued
+	default:
+		next = o.adopted
+	}
+	for next != nil {
+		next = next()
+	}
+	o.retire()
+}
+
+// retire gives the turn up: no request reaches this owner any more, and
+// those still in its mailbox are answered from the store.
+func (o *owner) retire() {
+	o.c.pool.done(o.slot)
+	o.c.mu.Lock()
+	if o.c.owners[o.turn.RequestID] == o {
+		delete(o.c.owners, o.turn.RequestID)
+	}
+	o.c.mu.Unlock()
+	for _, r := range o.box.drain() {
+		o.answerLate(r)
+	}
+}
+
+// answerLate answers a request the turn no longer needs: its end or its
+// step aside came first.
+func (o *owner) answerLate(r request) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
+	defer cancel()
+	switch r := r.(type) {
+	case cancelRequest:
+		// Recorded: whoever owns the turn next (after a restart, or in
+		// another daemon) ends it cancelled.
+		t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+		if err != nil {
+			r.reply <- o.view(ctx)
+			return
+		}
+		r.reply <- turnView(t)
+	case decisionRequest:
+		p, err := o.c.store.GetProposal(ctx, r.proposalID)
+		if err != nil {
+			r.answer(protocol.ProposalResult{}, err)
+			return
+		}
+		if p.Status == store.ProposalPending {
+			r.answer(protocol.ProposalResult{}, shuttingDown())
+			return
+		}
+		r.answer(settledAnswer(r.kind, p))
+	}
+}
+
+// view is the turn as it is now (from the store; from memory when the store
+// cannot answer), with the cancel request the owner holds.
+func (o *owner) view(ctx context.Context) protocol.Turn {
+	t, err := o.c.store.GetTurn(ctx, o.turn.RequestID)
+	if err != nil {
+		t = o.turn
+	}
+	if o.cancelWanted && t.CancelRequestedAt == nil && !t.Status.Terminal() {
+		now := o.c.now()
+		t.CancelRequestedAt = &now
+	}
+	return turnView(t)
+}
+
+// takeCancels takes in the cancel requests that arrived: the turn is to be
+// cancelled, and the callers wait for the owner to do it, unless now says
+// to answer them at once (the owner cannot act before something finishes).
+func (o *owner) takeCancels(now bool) {
+	for r := o.box.take(isCancel); r != nil; r = o.box.take(isCancel) {
+		if !o.cancelWanted {
+			o.cancelWanted = true
+			if o.phase == phaseExecuting || o.phase == phaseRunning {
+				// Durable, so the stored turn says so; best effort: the
+				// owner honours the request whatever the store says.
+				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+			}
+		}
+		reply := r.(cancelRequest).reply
+		if now {
+			reply <- o.view(o.ctx)
+		} else {
+			o.cancelWaiters = append(o.cancelWaiters, reply)
+		}
+	}
+}
+
+// queued waits for the worker of a new turn.
+func (o *owner) queued() step { return o.waiting }
+
+// resuming waits for a worker to continue after a decision.
+func (o *owner) resuming() step {
+	o.phase = phaseResuming
+	o.slot = o.c.pool.resume()
+	return o.waiting
+}
+
+// waiting waits for o.slot's worker, taking cancels in: a cancel, or the
+// shutdown, ends the turn before it runs again.
+func (o *owner) waiting() step {
+	for {
+		o.takeCancels(false)
+		if o.cancelWanted {
+			return o.ending(store.TurnCancelled, nil)
+		}
+		o.answerStaleDecisions()
+		select {
+		case <-o.slot.granted:
+			if o.phase == phaseQueued {
+				t, err := o.c.store.StartTurn(o.ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+				if protocol.IsCode(err, protocol.Conflict) {
+					return nil // ended elsewhere (a cancel recorded by another daemon)
+				}
+				if err != nil {
+					return o.ending(store.TurnFailed, o.c.serviceError("start turn", err))
+				}
+				o.turn = t
+			}
+			o.phase = phaseRunning
+			return o.converse
+		case <-o.box.sig:
+		case <-o.c.stopping:
+			if o.phase == phaseQueued {
+				return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn started"))
+			}
+			return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))
+		}
+	}
+}
+
+// converse holds a worker: it talks to the model until the turn ends or
+// parks, then gives the worker back.
+func (o *owner) converse() step {
+	out := o.talk()
+	o.c.pool.done(o.slot)
+	o.slot = nil
+	switch out.kind {
+	case outcomeParked:
+		return o.parked
+	case outcomeInterrupted:
+		if o.cancelWanted {
+			return o.ending(store.TurnCancelled, nil)
+		}
+		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))
+	}
+	return o.ending(out.status, out.err)
+}
+
+func restartedError(msg string) *protocol.Error {
+	return protocol.Errorf(protocol.ServiceRestarted, "%s", msg)
+}
