@@ -1,5 +1,7 @@
 package sqlstore
 
+import "context"
+
 // Hooks of the group-commit writer loop for the tests of package
 // sqlstore_test. Set them while the loop is idle (no write in flight): the
 // next write's hand-over to the loop orders them before the loop reads them.
@@ -14,3 +16,8 @@ func SetBeforeCommitHook(s *Store, fn func(n int) error) { s.group.beforeCommit 
 
 // Waiting is the number of write transactions waiting for the loop.
 func Waiting(s *Store) int { return len(s.group.queue) }
+
+// Txn runs fn as one write transaction of s.
+func Txn(s *Store, ctx context.Context, fn func() error) error {
+	return s.txn(ctx, func(*writeTx) error { return fn() })
+}

@@ -73,6 +73,18 @@ type job struct {
 	done chan struct{}
 }
 
+// run runs the logical transaction. A panic in it fails it alone, as an
+// error: it must not take the writer loop, and every other caller's
+// transaction, down with it.
+func (j *job) run() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("write transaction panicked: %v", r)
+		}
+	}()
+	return j.fn(&j.tx)
+}
+
 func (j *job) finish(err error) {
 	j.err = err
 	close(j.done)
@@ -193,7 +205,7 @@ func (g *group) run(batch []*job) (rest []*job) {
 			return g.abort(sqlTx, batch[i+1:], err)
 		}
 		j.tx = writeTx{conn: conn{tx: sqlTx, d: g.s.d, batch: bc}, locks: &g.s.locks}
-		if err := j.fn(&j.tx); err != nil {
+		if err := j.run(); err != nil {
 			j.finish(err)
 			if _, rerr := sqlTx.ExecContext(ctx, `ROLLBACK TO logical`); rerr != nil {
 				return g.abort(sqlTx, batch[i+1:], rerr)

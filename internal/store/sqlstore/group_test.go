@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,5 +193,34 @@ func wantStored(t *testing.T, s store.Store, i int, convID string, n int) {
 	}
 	if len(fs) != n || fs[n-1].Sequence != int64(n) || c.LastSequence() != int64(n) {
 		t.Errorf("conversation %d: %d frames stored, next sequence after %d; want %d", i, len(fs), c.LastSequence(), n)
+	}
+}
+
+// TestGroupCommitPanicFailsAlone: a write transaction that panics fails
+// with an error, alone; the writer loop and the other transactions of its
+// batch go on.
+func TestGroupCommitPanicFailsAlone(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	turns := storetest.ActiveTurns(t, s, 2, storetest.Epoch)
+	gatherAll(t, s, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = sqlstore.Txn(s.Store, t.Context(), func() error { panic("boom") }) })
+	for i, tn := range turns {
+		wg.Go(func() {
+			_, errs[i+1] = s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: tn.ConversationID,
+				RequestID: tn.RequestID, Frames: text("after the panic"), Now: storetest.Epoch})
+		})
+	}
+	wg.Wait()
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "panicked") {
+		t.Fatalf("the panicking transaction answered %v", errs[0])
+	}
+	for i, tn := range turns {
+		if errs[i+1] != nil {
+			t.Fatalf("append %d beside the panic: %v", i, errs[i+1])
+		}
+		wantStored(t, s, i, tn.ConversationID, 2)
 	}
 }
