@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,6 +72,7 @@ type Server struct {
 	stop     context.CancelFunc
 	streamMu sync.Mutex
 	closed   bool
+	conns    map[net.Conn]struct{} // the connections taken over
 	streams  sync.WaitGroup
 
 	closeOnce sync.Once
@@ -114,8 +116,13 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.streamMu.Lock()
 		s.closed = true
+		close(s.closing) // a stream writes nothing more (push)
+		for c := range s.conns {
+			// A stream blocked writing to a client that does not read
+			// returns now, not at its write timeout.
+			_ = c.SetWriteDeadline(time.Now())
+		}
 		s.streamMu.Unlock()
-		close(s.closing)
 		s.stop()
 		s.streams.Wait()
 		s.beatsOnce.Do(func() {}) // no wheel starts after this

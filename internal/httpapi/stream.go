@@ -87,7 +87,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		st.write(head.Bytes())
 		go func() {
 			defer s.streams.Done()
-			defer conn.Close()
+			defer s.dropConn(conn)
 			defer st.cancel()
 			st.run()
 		}()
@@ -116,7 +116,19 @@ func (s *Server) hijack(w http.ResponseWriter) (net.Conn, bool) {
 	_ = brw
 	_ = conn.SetDeadline(time.Time{})
 	s.streams.Add(1)
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]struct{})
+	}
+	s.conns[conn] = struct{}{}
 	return conn, true
+}
+
+// dropConn closes a stream's connection and forgets it.
+func (s *Server) dropConn(conn net.Conn) {
+	s.streamMu.Lock()
+	delete(s.conns, conn)
+	s.streamMu.Unlock()
+	conn.Close()
 }
 
 // stream is one SSE response.
@@ -291,6 +303,11 @@ func (st *stream) write(b []byte) {
 func (st *stream) push() bool {
 	if st.buf == nil || len(*st.buf) == 0 {
 		return true
+	}
+	select {
+	case <-st.s.closing:
+		return false // the server is closing: its streams end
+	default:
 	}
 	st.out.setWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
 	_, err := st.out.Write(*st.buf)
