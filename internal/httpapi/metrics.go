@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 )
 
 // serverMetrics is what the handlers record, over the daemon's metrics
@@ -15,6 +18,7 @@ type serverMetrics struct {
 	turns       turnCounter
 	streamsOpen streamGauge
 	framesSent  frameCounter
+	streamReads readCounter // store reads by streams: replay, and catching up with the feed
 	errors      errorCounter
 }
 
@@ -24,7 +28,8 @@ func newMetrics(reg *metrics.Registry) *serverMetrics {
 	if reg == nil {
 		reg = metrics.New(metrics.Build{Version: "dev"})
 	}
-	return &serverMetrics{reg: reg, turns: turnCounter{reg}, streamsOpen: streamGauge{reg}, framesSent: frameCounter{reg}, errors: errorCounter{reg}}
+	return &serverMetrics{reg: reg, turns: turnCounter{reg}, streamsOpen: streamGauge{reg}, framesSent: frameCounter{reg},
+		streamReads: readCounter{reg}, errors: errorCounter{reg}}
 }
 
 // handle serves the Prometheus exposition.
@@ -32,15 +37,37 @@ func (m *serverMetrics) handle(w http.ResponseWriter, r *http.Request) {
 	m.reg.Handler().ServeHTTP(w, r)
 }
 
-// flushed records the frames of one flushed SSE write: how many, and for
-// those committed while the stream was open, the commit-to-flush latency.
-func (m *serverMetrics) flushed(frames []protocol.RawFrame, opened time.Time) {
+// liveFlushed records, for the live frames of one flushed write, the time
+// from each frame's commit (its createdAt, read from the encoded frame) to
+// the flush.
+func (m *serverMetrics) liveFlushed(events []store.Event) {
 	now := time.Now()
-	for _, f := range frames {
-		if at := protocol.Time(f.CreatedAt); !at.Before(opened) {
+	for _, e := range events {
+		if at, ok := createdAt(e.SSE); ok {
 			m.reg.CommitToFlush(now.Sub(at))
 		}
 	}
+}
+
+var createdAtKey = []byte(`"createdAt":`)
+
+// createdAt reads the createdAt member of an encoded frame (the envelope's
+// is the last one: the payload comes before it in the deterministic form).
+func createdAt(sse []byte) (time.Time, bool) {
+	i := bytes.LastIndex(sse, createdAtKey)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := sse[i+len(createdAtKey):]
+	end := bytes.IndexAny(rest, ",}\n")
+	if end < 0 {
+		return time.Time{}, false
+	}
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(rest[:end])), 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return protocol.Time(f), true
 }
 
 type turnCounter struct{ reg *metrics.Registry }
@@ -54,6 +81,10 @@ func (g streamGauge) Add(delta int64) { g.reg.StreamsOpen(int(delta)) }
 type frameCounter struct{ reg *metrics.Registry }
 
 func (c frameCounter) Add(n int64) { c.reg.FramesStreamed(int(n)) }
+
+type readCounter struct{ reg *metrics.Registry }
+
+func (c readCounter) Add(n int64) { c.reg.StreamStoreReads(int(n)) }
 
 type errorCounter struct{ reg *metrics.Registry }
 

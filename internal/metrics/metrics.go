@@ -46,6 +46,7 @@ type Registry struct {
 
 	streamsOpen    prometheus.Gauge
 	framesStreamed prometheus.Counter
+	streamReads    prometheus.Counter
 	commitToFlush  prometheus.Histogram
 
 	turnsSubmitted prometheus.Counter
@@ -93,6 +94,7 @@ func New(b Build) *Registry {
 
 	r.streamsOpen = f.gauge("studio_operator_streams_open", "Open SSE streams.")
 	r.framesStreamed = f.counter("studio_operator_frames_streamed_total", "Frames written to SSE streams (replayed and live).")
+	r.streamReads = f.counter("studio_operator_stream_store_reads_total", "Store reads by SSE streams (replay and catching up; live frames come from memory).")
 	r.commitToFlush = f.histogram("studio_operator_commit_to_flush_seconds", "Time from a frame's commit (its createdAt) to the flush of the SSE write that carried it, for frames committed while the stream was open.", shortBuckets)
 
 	r.turnsSubmitted = f.counter("studio_operator_turns_submitted_total", "Turns accepted (202).")
@@ -120,6 +122,15 @@ func New(b Build) *Registry {
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		// Two summaries studio bench reads, kept under their names.
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_go_heap_stack_inuse_bytes", Help: "Go heap and goroutine stacks in use."},
+			func() float64 {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				return float64(ms.HeapInuse + ms.StackInuse)
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_go_goroutines", Help: "Goroutines."},
+			func() float64 { return float64(runtime.NumGoroutine()) }),
 	)
 	return r
 }
@@ -195,6 +206,14 @@ func (r *Registry) FramesStreamed(n int) {
 		return
 	}
 	r.framesStreamed.Add(float64(n))
+}
+
+// StreamStoreReads records store reads by streams.
+func (r *Registry) StreamStoreReads(n int) {
+	if r == nil || n <= 0 {
+		return
+	}
+	r.streamReads.Add(float64(n))
 }
 
 // CommitToFlush records the time from a frame's commit to its flush.
