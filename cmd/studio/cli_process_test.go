@@ -277,7 +277,7 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 			`studio_http_request_duration_seconds_bucket{method="GET",route="GET /api/app/runs/{id}",`,
 			`studio_http_errors_total{code="not_found"}`, "studio_auth_failures_total 1",
 			"studio_operator_turns_submitted_total 1", "studio_operator_frames_streamed_total ",
-			"studio_operator_commit_to_flush_seconds_count ", "studio_operator_streams_open 0",
+			"studio_operator_commit_to_flush_seconds_count ", "studio_operator_streams_open ", "studio_operator_stream_store_reads_total ",
 			`studio_model_time_to_first_token_seconds_count{provider="offline"}`,
 			`studio_model_call_duration_seconds_count{outcome="ok",provider="offline"}`,
 			`studio_model_calls_total{outcome="ok",provider="offline"}`,
