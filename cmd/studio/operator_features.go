@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -10,20 +11,25 @@ import (
 )
 
 // The CLI of issue 15: fork, restore, pin, the model choice, search and
-// the model list.
+// the model list, with the -o table|json convention of every command.
 
 func forkCmd(cfg *config) *cobra.Command {
 	var upTo int64
 	var title string
-	var jsonOut bool
+	var o *output
 	c := &cobra.Command{
 		Use:   "fork CONVERSATION_ID",
 		Short: "Fork a conversation: a new one whose history is the source's up to a turn's done frame",
 		Long: "Fork a conversation. The new conversation's history is a copy of the source's frames up to --up-to " +
 			"(the sequence of a done frame; default: after the newest complete turn), re-sequenced from 1. " +
 			"Proposals and effects in the copy are history: nothing in the fork can be confirmed or applied again.",
+		Example: `  studio operator fork 3f2a... --up-to 7 --title "what if"
+  studio operator fork 3f2a... -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := o.isJSON(); err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
@@ -39,37 +45,39 @@ func forkCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if jsonOut {
-				return printJSON(cmd.OutOrStdout(), page)
-			}
-			c := page.Conversation
-			f := c.ForkedFrom
-			fmt.Fprintf(cmd.OutOrStdout(), "forked %s up to #%d into %s (%d frames copied)\n", f.ConversationID, f.Sequence, c.ID, f.CopiedThrough)
-			return nil
+			return o.emit(cmd.OutOrStdout(), page, func(w io.Writer) {
+				c, f := page.Conversation, page.Conversation.ForkedFrom
+				fmt.Fprintf(w, "forked %s up to #%d into %s (%d frames copied)\n", f.ConversationID, f.Sequence, c.ID, f.CopiedThrough)
+			})
 		},
 	}
+	o = addOutput(c)
 	c.Flags().Int64Var(&upTo, "up-to", 0, "the sequence of the done frame the copy ends with (0: an empty fork)")
 	c.Flags().StringVar(&title, "title", "", "the fork's title (default: the source's)")
-	c.Flags().BoolVar(&jsonOut, "json", false, "print the fork and its first page of frames as JSON")
 	return c
 }
 
 func convRestoreCmd(cfg *config) *cobra.Command {
-	return &cobra.Command{
+	var o *output
+	c := &cobra.Command{
 		Use: "restore ID", Short: "Restore a conversation deleted within the recovery window (audited)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := o.isJSON(); err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
 			}
-			c, err := cl.RestoreConversation(cmd.Context(), args[0])
+			conv, err := cl.RestoreConversation(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "restored", c.ID, "as", c.Status)
-			return nil
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { fmt.Fprintln(w, "restored", conv.ID, "as", conv.Status) })
 		},
 	}
+	o = addOutput(c)
+	return c
 }
 
 func convPinCmd(cfg *config, pin bool) *cobra.Command {
@@ -91,9 +99,15 @@ func convModelCmd(cfg *config) *cobra.Command {
 
 func convSearchCmd(cfg *config) *cobra.Command {
 	var status string
+	var o *output
 	c := &cobra.Command{
 		Use: "search WORDS", Short: "Conversations whose title or turn text has every word (prefixes match)", Args: cobra.ExactArgs(1),
+		Example: `  studio operator conversations search "nightly audit"
+  studio operator conversations search release --status deleted -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := o.isJSON(); err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
@@ -102,39 +116,35 @@ func convSearchCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, c := range list.Conversations {
-				printConversationLine(cmd.OutOrStdout(), c)
-			}
-			return nil
+			return o.emit(cmd.OutOrStdout(), list, func(w io.Writer) { conversationTable(w, list.Conversations) })
 		},
 	}
+	o = addOutput(c)
 	c.Flags().StringVar(&status, "status", "", "active, archived or deleted (default active and archived)")
 	return c
 }
 
-// printConversationLine is one conversation for a human.
-func printConversationLine(w io.Writer, c protocol.Conversation) {
-	title := "(untitled)"
-	if c.Title != nil {
-		title = *c.Title
+// conversationTable is the table form of a list of conversations.
+func conversationTable(w io.Writer, cs []protocol.Conversation) {
+	t := newTable(w, "ID", "STATUS", "PINNED", "MODEL", "LAST SEQ", "ACTIVE TURN", "UPDATED", "TITLE")
+	for _, c := range cs {
+		pinned := "-"
+		if c.Pinned {
+			pinned = "pinned"
+		}
+		t.row(c.ID, c.Status, pinned, orDash(c.Model), fmt.Sprint(c.LastSequence), orDash(c.ActiveRequestID), ago(c.UpdatedAt), orDash(c.Title))
 	}
-	extra := ""
-	if c.Pinned {
-		extra += " [pinned]"
-	}
-	if c.Model != nil {
-		extra += " model " + *c.Model
-	}
-	if c.ActiveRequestID != nil {
-		extra += " turn " + *c.ActiveRequestID + " active"
-	}
-	fmt.Fprintf(w, "%s  %-8s  seq %-5d  %s%s\n", c.ID, c.Status, c.LastSequence, title, extra)
+	t.flush()
 }
 
 func modelsCmd(cfg *config) *cobra.Command {
-	return &cobra.Command{
+	var o *output
+	c := &cobra.Command{
 		Use: "models", Short: "The configured models: name, provider, reachable, context limits", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := o.isJSON(); err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
@@ -143,19 +153,25 @@ func modelsCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			for _, m := range list.Models {
-				state := "reachable"
-				if !m.Reachable {
-					state = "unreachable: " + m.Problem
+			return o.emit(cmd.OutOrStdout(), list, func(w io.Writer) {
+				t := newTable(w, "NAME", "PROVIDER", "MODEL", "DEFAULT", "REACHABLE", "CONTEXT TOKENS")
+				for _, m := range list.Models {
+					def, state, tokens := "-", "yes", "-"
+					if m.Default {
+						def = "default"
+					}
+					if !m.Reachable {
+						state = "unreachable: " + m.Problem
+					}
+					if m.ContextLimits.ContextTokens > 0 {
+						tokens = strconv.Itoa(m.ContextLimits.ContextTokens)
+					}
+					t.row(m.Name, m.Provider, orDash(&m.Model), def, state, tokens)
 				}
-				def := ""
-				if m.Default {
-					def = " (default)"
-				}
-				fmt.Fprintf(out, "%-16s %-10s %-24s %s%s\n", m.Name, m.Provider, m.Model, state, def)
-			}
-			return nil
+				t.flush()
+			})
 		},
 	}
+	o = addOutput(c)
+	return c
 }

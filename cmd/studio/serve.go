@@ -22,6 +22,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/tools"
@@ -57,6 +58,15 @@ type appOptions struct {
 	recoveryWindow time.Duration
 	runWorkers     int
 	proposalTTL    time.Duration
+	textFlush      time.Duration
+	heartbeat      time.Duration
+}
+
+// obsOptions configure logs and metrics of `studio serve`.
+type obsOptions struct {
+	logFormat   string
+	logLevel    string
+	metricsAddr string
 }
 
 // turnOptions configure the operator's turns: the worker pool, its queue
@@ -80,18 +90,30 @@ func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
 	var to turnOptions
 	var ao appOptions
+	var oo obsOptions
 	var ho httpOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
-		Args:  cobra.NoArgs,
+		Example: `  studio serve
+  studio serve --model openai --log-format json --metrics-addr 127.0.0.1:9090
+  STUDIO_DATABASE_URL=postgres://studio@db/studio studio serve --addr 0.0.0.0:8765`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(os.Stderr, oo.logFormat, oo.logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, grace, to, ao, ho)
+			return serve(ctx, cfg, log, grace, to, ao, ho, oo)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
+	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
 	f.StringArrayVar(&ao.providers, "provider", splitNonEmpty(os.Getenv("STUDIO_PROVIDERS"), ";"),
 		"one more model conversations may choose: NAME=KIND[,model=M][,base-url=U][,api-key-env=VAR][,context-tokens=N]; repeatable (env STUDIO_PROVIDERS, ;-separated)")
@@ -105,15 +127,15 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
+	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	slog.SetDefault(log)
+func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions) error {
 	lock, err := lockDataDir(cfg)
 	if err != nil {
 		return err
@@ -126,6 +148,15 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	models, err := configuredModels(cfg.model, ao.providers)
 	if err != nil {
 		return err
+	}
+	build := buildInfo()
+	reg := metrics.New(build)
+	for i, m := range models {
+		if problem := providerProblem(m.Provider); problem != "" {
+			log.Warn("a configured model provider cannot work: its turns (and, for the default, playbook runs) will fail until it is fixed",
+				"model", m.Name, "problem", problem)
+		}
+		models[i].Provider = metrics.InstrumentProvider(m.Provider, reg)
 	}
 	provider := models[0].Provider
 	st, version, err := openStore(ctx, cfg)
@@ -141,7 +172,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
-	svc, err := newApp(ctx, st, provider, log, grace, ao)
+	svc, err := newApp(ctx, st, provider, log, reg, grace, ao)
 	if err != nil {
 		return err
 	}
@@ -149,7 +180,8 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 		Commands: svc, Logger: log, ShutdownGrace: grace,
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
-		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
+		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
+		Observer: coordObserver{reg: reg, log: log, provider: provider.Name()}})
 	svc.SettleProposalsWith(coord)
 	if err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
@@ -162,17 +194,26 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	edge.Coordinator, edge.App, edge.Extra = coord, svc, []func(*http.ServeMux){page.Register}
+	edge.Coordinator, edge.App, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
 	api := httpapi.New(edge)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
-	srv := httpapi.NewHTTPServer(api, log)
+	srv := httpapi.NewHTTPServer(api.Observed(), log)
+	errc := make(chan error, 2)
+	if oo.metricsAddr != "" {
+		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, errc)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer msrv.Close()
+		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics")
+	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
-		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models))
+		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version)
 	printSignInURL(os.Stdout, ln.Addr(), token)
-	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
@@ -244,9 +285,9 @@ func allowedHosts(addr string, extra []string) []string {
 // newApp builds the application services over the store and the model
 // provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
+func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions) (*app.Service, error) {
 	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint, Provider: provider, Logger: log, Workers: ao.runWorkers,
-		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace})
+		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace, Observer: obs})
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +301,41 @@ func newApp(ctx context.Context, st database, provider model.Provider, log *slog
 		}
 	}
 	return svc, nil
+}
+
+// serveMetrics serves GET /metrics on its own listener, without auth: for a
+// scraper on a network the operator chooses (a loopback or cluster-internal
+// address); the main listener keeps requiring the token.
+func serveMetrics(addr string, reg *metrics.Registry, errc chan<- error) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics listener: %w", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// newLogger builds the daemon's structured logger on w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // printSignInURL prints the cockpit's sign-in URL on stdout, the token in the

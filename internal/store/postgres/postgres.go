@@ -167,6 +167,7 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 			instance, convID, ok := strings.Cut(n.Payload, " ")
 			if ok && instance != s.instance {
 				s.signals.Notify(convID)
+				s.Feed().Refresh(convID)
 			}
 			continue
 		}
@@ -188,6 +189,7 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 			}
 		}
 		s.signals.NotifyAll()
+		s.Feed().RefreshAll()
 	}
 }
 
