@@ -31,12 +31,12 @@ func TestProcessConversationFeatures(t *testing.T) {
 		return string(out)
 	}
 	out := run(true, "operator", "models")
-	for _, want := range []string{"offline", "(default)", "local", "llama3.1", "unreachable", "scripted"} {
+	for _, want := range []string{"offline", "default", "local", "llama3.1", "unreachable", "scripted"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("models lacks %q:\n%s", want, out)
 		}
 	}
-	out = run(true, "operator", "conversations", "create", "--title", "nightly triage")
+	out = run(true, "operator", "conversations", "create", "--title", "nightly triage", "-o", "json")
 	conv := regexp.MustCompile(`"id": "([0-9a-f-]{36})"`).FindStringSubmatch(out)[1]
 	run(true, "operator", "send", "--conversation", conv, "show failed runs")
 	// Fork after the turn; an inner sequence is refused naming the boundaries.
@@ -66,7 +66,7 @@ func TestProcessConversationFeatures(t *testing.T) {
 	if out := run(true, "operator", "conversations", "search", "scripted"); !strings.Contains(out, fork) || strings.Contains(out, conv) {
 		t.Fatalf("search turn text: %s", out)
 	}
-	if out := run(true, "operator", "conversations", "list"); strings.Index(out, fork) > strings.Index(out, conv) || !strings.Contains(out, "[pinned]") {
+	if out := run(true, "operator", "conversations", "list"); strings.Index(out, fork) > strings.Index(out, conv) || !strings.Contains(out, " pinned ") {
 		t.Fatalf("list: %s", out)
 	}
 	// Delete and restore.
