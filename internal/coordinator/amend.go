@@ -14,10 +14,11 @@ import (
 // pending proposal's command. The edit is a decision like confirm and deny,
 // made by the turn's owner (one owner per turn): the amended command is
 // validated against the current state exactly like a model's (Prepare),
-// then the original is cancelled with reason amended and the amended
-// command becomes a new proposal — its own hash, idempotency key, expiry
-// and audit trail, linked to the original (amends / amended_from) — in one
-// transaction. It answers the model's same tool call, so whatever happens
+// then the original is cancelled with reason amended (its D8 audit row:
+// decision denied, error_code amended) and the amended command becomes a
+// new proposal — its own hash, idempotency key, expiry and audit trail,
+// linked to the original (amends / amended_from, and an AmendAction audit
+// row) — in one transaction. It answers the model's same tool call, so whatever happens
 // to it (executed, failed, denied, expired) is what the model is told, with
 // the command that ran. The turn keeps waiting for a human: the operator
 // confirms the amended proposal with its new hash.
@@ -107,8 +108,15 @@ func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) 
 	closed := p
 	closed.CompletedAt = &now
 	reason := protocol.ReasonAmended
+	link, err := protocol.Marshal(protocol.AmendAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
+		AmendedBy: np.ID, CommandType: p.CommandType, CommandHashBefore: p.CommandHash, CommandHashAfter: np.CommandHash})
+	if err != nil {
+		fail(err)
+		return
+	}
 	out, err := c.store.AmendProposal(ctx, store.AmendProposalParams{ID: p.ID, Proposal: np, Now: now,
-		Audit: auditRow(closed, auditParams{decision: protocol.DecisionAmended, code: &reason, amendedBy: &np.ID, now: now})})
+		Audit: auditRow(closed, auditParams{decision: protocol.DecisionDenied, code: &reason, now: now}),
+		Link:  store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AmendAction, TargetID: &p.ID, Details: link, Now: now}})
 	if err != nil {
 		if protocol.IsCode(err, protocol.Conflict) || protocol.IsCode(err, protocol.Validation) {
 			fail(err)
@@ -118,7 +126,7 @@ func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) 
 		return
 	}
 	o.frames += 3
-	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: protocol.DecisionAmended})
+	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: protocol.DecisionDenied})
 	r.reply <- decisionReply{amended: &out}
 }
 

@@ -721,7 +721,6 @@ func (c *Coordinator) SettleProposal(ctx context.Context, s app.Settlement) erro
 
 // auditParams is one audit row's decision and outcome.
 type auditParams struct {
-	amendedBy *string // the proposal that replaced this one
 	decision  protocol.Decision
 	result    jsontext.Value
 	code      *string
@@ -738,7 +737,7 @@ func auditRow(p store.Proposal, ap auditParams) store.AppendAdminEventParams {
 	d := protocol.CommandAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
 		CommandType: p.CommandType, CommandHash: p.CommandHash, Target: p.Target, Risk: p.Risk,
 		IdempotencyKey: p.IdempotencyKey, Decision: ap.decision, Result: result, ErrorCode: ap.code,
-		ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt), AmendedFrom: p.AmendedFrom, AmendedBy: ap.amendedBy}
+		ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt)}
 	b, err := protocol.Marshal(d)
 	if err != nil {
 		b = []byte(`{}`)

@@ -448,9 +448,19 @@ func TestAmendThroughAPI(t *testing.T) {
 	if told["amendedFrom"] != prop.ID || told["executedCommand"].(map[string]any)["input"] != "repo y" {
 		t.Fatalf("the model was told %v", told)
 	}
-	// Audit: the original amended (linked forward), the new one confirmed and executed (linked back).
-	if d := h.auditDecisions(prop.ID); !slices.Equal(d, []string{"amended"}) {
+	// Audit: the original's D8 row (denied, error_code amended) and the
+	// row linking it to its replacement; the new one confirmed and executed.
+	if d := h.auditDecisions(prop.ID); !slices.Equal(d, []string{"denied"}) {
 		t.Fatalf("original's audit = %v", d)
+	}
+	h.auditTrail(prop.ID) // the exact D8 key set
+	links, err := h.store.ListAdminEvents(h.ctx(), store.ListAdminEventsParams{Action: protocol.AmendAction, TargetID: prop.ID})
+	if err != nil || len(links) != 1 {
+		t.Fatalf("amend link rows: %v %v", links, err)
+	}
+	var link protocol.AmendAudit
+	if err := protocol.Unmarshal(links[0].Details, &link); err != nil || link.AmendedBy != np.ID || link.CommandHashAfter != np.CommandHash {
+		t.Fatalf("amend link = %+v %v", link, err)
 	}
 	if d := h.auditDecisions(np.ID); !slices.Equal(d, []string{"confirmed", "executed"}) {
 		t.Fatalf("amended's audit = %v", d)
@@ -474,9 +484,6 @@ func (h *harness) auditDecisions(proposalID string) []string {
 		var d protocol.CommandAudit
 		if err := protocol.Unmarshal(rows[i].Details, &d); err != nil {
 			h.t.Fatal(err)
-		}
-		if d.Decision == protocol.DecisionAmended && d.AmendedBy == nil {
-			h.t.Fatalf("an amended row without amended_by: %s", rows[i].Details)
 		}
 		out = append(out, string(d.Decision))
 	}

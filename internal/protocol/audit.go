@@ -19,10 +19,24 @@ const (
 	DecisionExecuted      Decision = "executed"
 	DecisionFailed        Decision = "failed"
 	DecisionIndeterminate Decision = "indeterminate"
-	// DecisionAmended: the operator replaced the proposal with an amended
-	// one (the row's amended_by names it); nothing of it ran.
-	DecisionAmended Decision = "amended"
 )
+
+// AmendAction is the audit action of the row that links an amended
+// proposal to the one that replaced it (issue 15). The D8 rows keep their
+// exact payload: the original's close is decision denied with error_code
+// amended, and this second row, in the same transaction, records the link.
+const AmendAction = "studio.operator.proposal_amended"
+
+// AmendAudit is the details payload of an AmendAction row.
+type AmendAudit struct {
+	ConversationID    string `json:"conversation_id"`
+	RequestID         string `json:"request_id"`
+	ProposalID        string `json:"proposal_id"` // the original
+	AmendedBy         string `json:"amended_by"`  // the new proposal
+	CommandType       string `json:"command_type"`
+	CommandHashBefore string `json:"command_hash_before"`
+	CommandHashAfter  string `json:"command_hash_after"`
+}
 
 // CommandAudit is exactly the ADR D8 details payload of an admin_events row
 // with action studio.operator.command.
@@ -40,8 +54,4 @@ type CommandAudit struct {
 	ErrorCode      *string          `json:"error_code"`
 	ConfirmedAt    *float64         `json:"confirmed_at"`
 	CompletedAt    *float64         `json:"completed_at"`
-	// AmendedFrom and AmendedBy link an amended proposal's rows to the
-	// proposal it replaced and the one that replaced it (issue 15).
-	AmendedFrom *string `json:"amended_from,omitempty"`
-	AmendedBy   *string `json:"amended_by,omitempty"`
 }

@@ -86,7 +86,8 @@ type ProposalStore interface {
 	// command: the original moves to cancelled with error code amended and
 	// its audit row, the new one (AmendedFrom set, same request and call)
 	// is inserted pending, with the confirmation(amended), proposal and
-	// confirmation(required) frames, in one transaction. The turn stays
+	// confirmation(required) frames and the Link audit row, in one
+	// transaction. The turn stays
 	// waiting for a human. A proposal that is not pending is conflict.
 	AmendProposal(ctx context.Context, p AmendProposalParams) (Proposal, error)
 	// AwaitConfirmation parks a running turn while one of its proposals is
@@ -144,8 +145,11 @@ type CloseProposalParams struct {
 type AmendProposalParams struct {
 	ID       string   // the original
 	Proposal Proposal // the amended one
-	Audit    AppendAdminEventParams
-	Now      time.Time
+	// Audit is the original's close (its D8 row); Link the row that
+	// records which proposal replaced it.
+	Audit AppendAdminEventParams
+	Link  AppendAdminEventParams
+	Now   time.Time
 }
 
 // AwaitConfirmationParams parks a turn.

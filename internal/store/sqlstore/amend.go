@@ -23,6 +23,11 @@ func (s *Store) AmendProposal(ctx context.Context, p store.AmendProposalParams) 
 		if err := requireActive(ctx, tx, orig.ConversationID, orig.RequestID); err != nil {
 			return err
 		}
+		link := p.Link
+		link.Now = p.Now
+		if _, err := appendAdminEvent(ctx, tx, link); err != nil {
+			return err
+		}
 		pr := p.Proposal
 		if pr.ConversationID != orig.ConversationID || pr.RequestID != orig.RequestID || pr.CallID != orig.CallID {
 			return protocol.Errorf(protocol.Validation, "an amended proposal answers the same turn and tool call as the one it amends")

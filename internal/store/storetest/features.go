@@ -517,7 +517,9 @@ func amendParams(f *fixture, orig store.Proposal) store.AmendProposalParams {
 	np.Command = []byte(`{"args":{"a":"9","b":"2"},"playbook":"audit-repo"}`)
 	np.CommandHash = "amended-hash"
 	now := f.tick()
-	return store.AmendProposalParams{ID: orig.ID, Proposal: np, Audit: proposalAudit(orig.ID, protocol.DecisionAmended, now), Now: now}
+	return store.AmendProposalParams{ID: orig.ID, Proposal: np, Audit: proposalAudit(orig.ID, protocol.DecisionDenied, now), Now: now,
+		Link: store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AmendAction, TargetID: ptr(orig.ID),
+			Details: []byte(`{"proposal_id":"` + orig.ID + `","amended_by":"` + np.ID + `"}`), Now: now}}
 }
 
 func testAmend(t *testing.T, f *fixture) {
@@ -539,8 +541,8 @@ func testAmend(t *testing.T, f *fixture) {
 	if was.Status != store.ProposalCancelled || was.ErrorCode == nil || *was.ErrorCode != protocol.ReasonAmended || was.CompletedAt == nil {
 		t.Fatalf("original = %+v", was)
 	}
-	if f.auditCount() != before+1 || len(f.audits(orig.ID)) != 1 {
-		t.Fatal("amend wrote no audit row, or more than one")
+	if f.auditCount() != before+2 || len(f.audits(orig.ID)) != 2 {
+		t.Fatal("amend did not write its two audit rows (the close and the link)")
 	}
 	if f.turn(tr.RequestID).Status != store.TurnAwaitingConfirmation {
 		t.Fatal("the turn stopped waiting for the human")
