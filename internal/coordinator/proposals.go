@@ -721,11 +721,11 @@ func (c *Coordinator) SettleProposal(ctx context.Context, s app.Settlement) erro
 
 // auditParams is one audit row's decision and outcome.
 type auditParams struct {
-	decision  protocol.Decision
-	result    jsontext.Value
-	code      *string
-	actor     string // default studio_operator
-	now       time.Time
+	decision protocol.Decision
+	result   jsontext.Value
+	code     *string
+	actor    string // default studio_operator
+	now      time.Time
 }
 
 // auditRow builds the ADR D8 admin_events row for one proposal transition.
