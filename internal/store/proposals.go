@@ -54,6 +54,9 @@ type Proposal struct {
 	Result         jsontext.Value
 	ErrorCode      *string
 	CreatedAt      time.Time
+	// Owner is the instance that executes it once confirmed ("" before,
+	// and once its outcome became unknown with its executor).
+	Owner string
 }
 
 // ProposalStore keeps proposals. Every transition that the ADR audits
@@ -80,7 +83,9 @@ type ProposalStore interface {
 	// audit row and frames, and resumes an awaiting turn.
 	CloseProposal(ctx context.Context, p CloseProposalParams) (Proposal, bool, error)
 	// AwaitConfirmation parks a running turn while one of its proposals is
-	// pending or executing; it reports whether the turn parked.
+	// pending or executing; it reports whether the turn parked. A parked
+	// turn has no owner (any daemon may continue it), unless its proposal
+	// executes: then the proposal's executor owns it.
 	AwaitConfirmation(ctx context.Context, p AwaitConfirmationParams) (bool, error)
 }
 
@@ -104,6 +109,9 @@ type ConfirmProposalParams struct {
 	Audit  AppendAdminEventParams
 	Frames []NewFrame
 	Now    time.Time
+	// Instance executes it: it owns the proposal, and the turn while the
+	// turn awaits confirmation.
+	Instance string
 }
 
 // FinishProposalParams records an executed proposal's outcome.
@@ -118,6 +126,8 @@ type FinishProposalParams struct {
 	Also   *AppendAdminEventParams
 	Frames []NewFrame
 	Now    time.Time
+	// Instance owns the turn it resumes.
+	Instance string
 }
 
 // CloseProposalParams ends a pending proposal without executing it.
@@ -128,6 +138,8 @@ type CloseProposalParams struct {
 	Audit     AppendAdminEventParams
 	Frames    []NewFrame
 	Now       time.Time
+	// Instance owns the turn it resumes.
+	Instance string
 }
 
 // AwaitConfirmationParams parks a turn.

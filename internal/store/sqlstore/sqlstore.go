@@ -47,11 +47,21 @@ type Dialect interface {
 	// several processes tells the others (PostgreSQL's pg_notify). This
 	// process's streams are woken after the commit, whatever Notify does.
 	Notify(ctx context.Context, tx *sql.Tx, conversationID string) error
+	// Control tells the other processes sharing the database about a
+	// control key (store.ControlSignal): inside a write transaction before
+	// its commit (q is the *sql.Tx), or at once (q is the *sql.DB). This
+	// process's waiters are woken by the Store, whatever Control does.
+	Control(ctx context.Context, q Execer, key string) error
 	// Retryable reports an error of a write transaction that a fresh
 	// transaction may not meet again (a deadlock, a serialization failure,
 	// a unique violation by a concurrent insert): fn then runs again and
 	// its checks see what the other writer committed.
 	Retryable(err error) bool
+}
+
+// Execer runs a statement: a *sql.Tx or a *sql.DB.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // LockMode is the strength of a row lock (Dialect.Lock).
@@ -81,6 +91,11 @@ type Config struct {
 	// A backend passes one when something else wakes streams too (a
 	// listener for other processes' commits).
 	Signals *store.Signals
+	// Control wakes this process's control waiters
+	// (store.InstanceStore.ControlSignal); nil gives the Store its own. A
+	// backend passes one when a listener for other processes' commits
+	// wakes them too.
+	Control *store.Signals
 }
 
 // Store is store.Store on database/sql.
@@ -91,6 +106,7 @@ type Store struct {
 	locks          locks
 	snapshot       *sql.TxOptions
 	signals        *store.Signals
+	control        *store.Signals
 }
 
 var _ store.Store = (*Store)(nil)
@@ -109,9 +125,13 @@ func New(c Config) *Store {
 		},
 		snapshot: c.Dialect.Snapshot(),
 		signals:  c.Signals,
+		control:  c.Control,
 	}
 	if s.signals == nil {
 		s.signals = new(store.Signals)
+	}
+	if s.control == nil {
+		s.control = new(store.Signals)
 	}
 	return s
 }
@@ -170,6 +190,8 @@ type writeTx struct {
 	conn
 	locks   *locks
 	touched []string
+	// controls are the control keys the commit notifies (store.ControlSignal).
+	controls []string
 }
 
 // touch records a conversation whose frames the transaction changes: its
@@ -177,6 +199,14 @@ type writeTx struct {
 func (tx *writeTx) touch(conversationID string) {
 	if !slices.Contains(tx.touched, conversationID) {
 		tx.touched = append(tx.touched, conversationID)
+	}
+}
+
+// control records a control key the commit notifies: a cancel, a claim,
+// queued work.
+func (tx *writeTx) control(key string) {
+	if !slices.Contains(tx.controls, key) {
+		tx.controls = append(tx.controls, key)
 	}
 }
 
@@ -188,11 +218,14 @@ func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
 	const attempts = 3
 	var err error
 	for range attempts {
-		var touched []string
-		touched, err = s.txnOnce(ctx, fn)
+		var tx *writeTx
+		tx, err = s.txnOnce(ctx, fn)
 		if err == nil {
-			for _, id := range touched {
+			for _, id := range tx.touched {
 				s.signals.Notify(id)
+			}
+			for _, key := range tx.controls {
+				s.control.Notify(key)
 			}
 			return nil
 		}
@@ -203,7 +236,7 @@ func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
 	return err
 }
 
-func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) ([]string, error) {
+func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*writeTx, error) {
 	sqlTx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -219,10 +252,16 @@ func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) ([]stri
 			return nil, fmt.Errorf("notify: %w", err)
 		}
 	}
+	for _, key := range tx.controls {
+		if err := s.d.Control(ctx, sqlTx, key); err != nil {
+			_ = sqlTx.Rollback()
+			return nil, fmt.Errorf("notify: %w", err)
+		}
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
-	return tx.touched, nil
+	return tx, nil
 }
 
 // readTx is a read-only snapshot for reads that span several queries.
