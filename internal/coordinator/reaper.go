@@ -25,11 +25,7 @@ import (
 //
 // Turns parked on a human belong to no process and are left alone: any
 // daemon continues them when the decision comes.
-func (c *Coordinator) ReapOrphans(ctx context.Context) error {
-	w, err := c.store.OrphanedWork(ctx, store.OrphanedWorkParams{Limit: 100})
-	if err != nil {
-		return err
-	}
+func (c *Coordinator) ReapOrphans(ctx context.Context, w store.OrphanedWork) error {
 	var errs []error
 	for _, t := range w.Turns {
 		errs = append(errs, c.reapTurn(ctx, t))
