@@ -61,7 +61,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&cfg.addr, "addr", envOr("STUDIO_ADDR", "127.0.0.1:8765"), "listen address (env STUDIO_ADDR)")
 	pf.StringVar(&cfg.dataDir, "data-dir", envOr("STUDIO_DATA_DIR", defaultDataDir()), "data directory: database and token (env STUDIO_DATA_DIR)")
 	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
-	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg))
+	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg), newBenchCmd())
 	return root
 }
 

@@ -55,6 +55,8 @@ type appOptions struct {
 	recoveryWindow time.Duration
 	runWorkers     int
 	proposalTTL    time.Duration
+	textFlush      time.Duration
+	heartbeat      time.Duration
 }
 
 // turnOptions configure the operator's turns: the worker pool, its queue
@@ -101,6 +103,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
+	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
@@ -143,7 +147,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Commands: svc, Logger: log, ShutdownGrace: grace,
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
-		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
+		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush})
 	svc.SettleProposalsWith(coord)
 	if err := coord.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
@@ -156,7 +160,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return fmt.Errorf("cockpit assets: %w", err)
 	}
-	edge.Coordinator, edge.App, edge.Extra = coord, svc, []func(*http.ServeMux){page.Register}
+	edge.Coordinator, edge.App, edge.Extra, edge.Heartbeat = coord, svc, []func(*http.ServeMux){page.Register}, ao.heartbeat
 	api := httpapi.New(edge)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {

@@ -218,7 +218,9 @@ func confirmReq(p protocol.CommandProposal) protocol.ConfirmProposalRequest {
 	return r
 }
 
-func countDone(frames []protocol.Frame, requestID string) int { return coordtest.CountDone(frames, requestID) }
+func countDone(frames []protocol.Frame, requestID string) int {
+	return coordtest.CountDone(frames, requestID)
+}
 
 func ofRequest(frames []protocol.Frame, requestID string) []protocol.Frame {
 	var out []protocol.Frame

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ type metrics struct {
 	turns       atomic.Int64
 	streamsOpen atomic.Int64
 	framesSent  atomic.Int64
+	streamReads atomic.Int64 // store reads by streams: replay, and catching up with the feed
 	errors      labelled
 }
 
@@ -38,6 +40,11 @@ func (m *metrics) handle(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "# HELP studio_operator_turns_submitted_total Turns accepted since start.\n# TYPE studio_operator_turns_submitted_total counter\nstudio_operator_turns_submitted_total %d\n", m.turns.Load())
 	fmt.Fprintf(w, "# HELP studio_operator_streams_open Open SSE streams.\n# TYPE studio_operator_streams_open gauge\nstudio_operator_streams_open %d\n", m.streamsOpen.Load())
 	fmt.Fprintf(w, "# HELP studio_operator_frames_streamed_total Frames written to SSE streams.\n# TYPE studio_operator_frames_streamed_total counter\nstudio_operator_frames_streamed_total %d\n", m.framesSent.Load())
+	fmt.Fprintf(w, "# HELP studio_operator_stream_store_reads_total Store reads by SSE streams (replay and catching up; live frames come from memory).\n# TYPE studio_operator_stream_store_reads_total counter\nstudio_operator_stream_store_reads_total %d\n", m.streamReads.Load())
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(w, "# HELP studio_go_heap_stack_inuse_bytes Go heap and goroutine stacks in use.\n# TYPE studio_go_heap_stack_inuse_bytes gauge\nstudio_go_heap_stack_inuse_bytes %d\n", ms.HeapInuse+ms.StackInuse)
+	fmt.Fprintf(w, "# HELP studio_go_goroutines Goroutines.\n# TYPE studio_go_goroutines gauge\nstudio_go_goroutines %d\n", runtime.NumGoroutine())
 	fmt.Fprintf(w, "# HELP studio_http_errors_total Error responses by code.\n# TYPE studio_http_errors_total counter\n")
 	m.errors.mu.Lock()
 	codes := make([]string, 0, len(m.errors.n))

@@ -5,9 +5,11 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,6 +63,18 @@ type Server struct {
 	handler http.Handler // the mux behind the edge
 	metrics *metrics
 
+	beatsOnce sync.Once
+	beats     *heartbeats // started by the first stream
+
+	// Streams served on connections taken over: Close ends them (base)
+	// and waits for them.
+	base     context.Context
+	stop     context.CancelFunc
+	streamMu sync.Mutex
+	closed   bool
+	conns    map[net.Conn]struct{} // the connections taken over
+	streams  sync.WaitGroup
+
 	closeOnce sync.Once
 	closing   chan struct{}
 }
@@ -90,12 +104,33 @@ func newServer(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	return &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
+	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
 		metrics: newMetrics(), closing: make(chan struct{})}
+	s.base, s.stop = context.WithCancel(context.Background())
+	return s
 }
 
-// Close ends open streams cleanly; call it before http.Server.Shutdown.
-func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
+// Close ends open streams cleanly and waits for those on connections it
+// took over; call it before http.Server.Shutdown.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.streamMu.Lock()
+		s.closed = true
+		close(s.closing) // a stream writes nothing more (push)
+		for c := range s.conns {
+			// A stream blocked writing to a client that does not read
+			// returns now, not at its write timeout.
+			_ = c.SetWriteDeadline(time.Now())
+		}
+		s.streamMu.Unlock()
+		s.stop()
+		s.streams.Wait()
+		s.beatsOnce.Do(func() {}) // no wheel starts after this
+		if s.beats != nil {
+			s.beats.close()
+		}
+	})
+}
 
 func (s *Server) routes() {
 	m := s.mux

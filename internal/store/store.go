@@ -32,6 +32,10 @@ type Store interface {
 	// before reading frames, then wait on it: no commit is missed.
 	FrameSignal(conversationID string) <-chan struct{}
 
+	// Subscribe follows a conversation's commits from memory (Feed): the
+	// live part of a stream. Close the subscription when done.
+	Subscribe(conversationID string) *Subscription
+
 	// SchemaVersion is the highest applied migration.
 	SchemaVersion(ctx context.Context) (int, error)
 

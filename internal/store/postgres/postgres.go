@@ -202,6 +202,7 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 				s.control.Notify(key)
 			default:
 				s.signals.Notify(key)
+				s.Feed().Refresh(key)
 			}
 			continue
 		}
@@ -224,6 +225,7 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 		}
 		s.signals.NotifyAll()
 		s.control.NotifyAll()
+		s.Feed().RefreshAll()
 	}
 }
 

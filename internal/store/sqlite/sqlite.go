@@ -77,7 +77,7 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &Store{Store: sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}}), path: path, w: w, r: r}, nil
+	return &Store{Store: sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, GroupCommit: true}), path: path, w: w, r: r}, nil
 }
 
 // createPrivate creates an empty file at path, readable by its owner only,

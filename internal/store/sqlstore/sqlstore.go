@@ -96,6 +96,15 @@ type Config struct {
 	// backend passes one when a listener for other processes' commits
 	// wakes them too.
 	Control *store.Signals
+	// GroupCommit sends every write transaction through one writer loop
+	// that commits all those waiting together: one commit, and so one
+	// fsync, per batch (group.go). It suits an engine that runs writes one
+	// at a time anyway (SQLite's one writer connection); an engine that
+	// runs them concurrently (PostgreSQL) groups its commits itself.
+	GroupCommit bool
+	// MaxBatch bounds the logical transactions of one batch; 0 is
+	// DefaultMaxBatch.
+	MaxBatch int
 }
 
 // Store is store.Store on database/sql.
@@ -107,6 +116,8 @@ type Store struct {
 	snapshot       *sql.TxOptions
 	signals        *store.Signals
 	control        *store.Signals
+	group          *group // nil: each write transaction commits alone
+	feed           *store.Feed
 }
 
 var _ store.Store = (*Store)(nil)
@@ -132,6 +143,12 @@ func New(c Config) *Store {
 	}
 	if s.control == nil {
 		s.control = new(store.Signals)
+	}
+	s.feed = store.NewFeed(func(ctx context.Context, id string, after int64, limit int) ([]store.Frame, error) {
+		return s.ListFrames(ctx, store.ListFramesParams{ConversationID: id, AfterSequence: after, Limit: limit})
+	})
+	if c.GroupCommit {
+		s.group = newGroup(s, c.MaxBatch)
 	}
 	return s
 }
@@ -162,9 +179,19 @@ type conn struct {
 	db *sql.DB
 	tx *sql.Tx
 	d  Dialect
+	// batch is set in a transaction of the group-commit writer loop: its
+	// statements run prepared, and under the batch's context rather than
+	// the caller's (group.go).
+	batch *batchConn
 }
 
 func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if c.batch != nil {
+		if st := c.batch.stmt(c.tx, query); st != nil {
+			return st.QueryRowContext(c.batch.ctx, args...)
+		}
+		ctx = c.batch.ctx
+	}
 	if c.tx != nil {
 		return c.tx.QueryRowContext(ctx, c.d.Rebind(query), args...)
 	}
@@ -172,6 +199,12 @@ func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *s
 }
 
 func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if c.batch != nil {
+		if st := c.batch.stmt(c.tx, query); st != nil {
+			return st.QueryContext(c.batch.ctx, args...)
+		}
+		ctx = c.batch.ctx
+	}
 	if c.tx != nil {
 		return c.tx.QueryContext(ctx, c.d.Rebind(query), args...)
 	}
@@ -179,19 +212,29 @@ func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql
 }
 
 func (c conn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if c.batch != nil {
+		if st := c.batch.stmt(c.tx, query); st != nil {
+			return st.ExecContext(c.batch.ctx, args...)
+		}
+		ctx = c.batch.ctx
+	}
 	if c.tx != nil {
 		return c.tx.ExecContext(ctx, c.d.Rebind(query), args...)
 	}
 	return c.db.ExecContext(ctx, c.d.Rebind(query), args...)
 }
 
-// writeTx is one attempt at a write transaction.
+// writeTx is one attempt at a write transaction (in group commit: one
+// logical transaction of a batch).
 type writeTx struct {
 	conn
 	locks   *locks
 	touched []string
 	// controls are the control keys the commit notifies (store.ControlSignal).
 	controls []string
+	// appended are the frames the transaction appended, in order: after
+	// the commit they go to this process's live streams.
+	appended []store.Frame
 }
 
 // touch records a conversation whose frames the transaction changes: its
@@ -215,18 +258,16 @@ func (tx *writeTx) control(key string) {
 // dialect calls retryable runs fn again on a fresh transaction, so the
 // checks it makes see the row that a concurrent writer just committed.
 func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
+	if s.group != nil {
+		return s.group.do(ctx, fn)
+	}
 	const attempts = 3
 	var err error
 	for range attempts {
 		var tx *writeTx
 		tx, err = s.txnOnce(ctx, fn)
 		if err == nil {
-			for _, id := range tx.touched {
-				s.signals.Notify(id)
-			}
-			for _, key := range tx.controls {
-				s.control.Notify(key)
-			}
+			s.committed(tx)
 			return nil
 		}
 		if !s.d.Retryable(err) || ctx.Err() != nil {
@@ -234,6 +275,19 @@ func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
 		}
 	}
 	return err
+}
+
+// committed tells this process's streams of a commit: the frames it
+// appended, and a wake-up for every conversation it touched; and this
+// process's control waiters of the keys it notified.
+func (s *Store) committed(tx *writeTx) {
+	s.feed.Publish(tx.appended)
+	for _, id := range tx.touched {
+		s.signals.Notify(id)
+	}
+	for _, key := range tx.controls {
+		s.control.Notify(key)
+	}
 }
 
 func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*writeTx, error) {
@@ -292,8 +346,22 @@ func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
 	return s.signals.Wait(conversationID)
 }
 
-// Close closes both pools (once, when they are one).
+// Subscribe implements store.Store.
+func (s *Store) Subscribe(conversationID string) *store.Subscription {
+	return s.feed.Subscribe(conversationID)
+}
+
+// Feed is the store's feed: a backend whose database other processes
+// write refreshes it on their commits.
+func (s *Store) Feed() *store.Feed { return s.feed }
+
+// Close stops the writer loop, failing the transactions still waiting,
+// and closes both pools (once, when they are one).
 func (s *Store) Close() error {
+	if s.group != nil {
+		s.group.close()
+	}
+	s.feed.Close()
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 

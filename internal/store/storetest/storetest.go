@@ -70,6 +70,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 
 	run("FrameSignal/AppendWakesOnlyItsConversation", testSignalAppend)
 	run("FrameSignal/TurnTransitions", testSignalTurn)
+	run("Subscribe/CommittedFramesFromMemory", testSubscribe)
 
 	run("StreamTicket/RedeemOnce", testTicketRedeemOnce)
 	run("StreamTicket/Expired", testTicketExpired)
