@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/studio/operator/internal/lease"
 )
 
 // metrics is a handful of counters in the Prometheus text format; the daemon
@@ -17,6 +20,7 @@ type metrics struct {
 	framesSent  atomic.Int64
 	streamReads atomic.Int64 // store reads by streams: replay, and catching up with the feed
 	errors      labelled
+	leases      func() lease.Stats // nil: no lease kept
 }
 
 type labelled struct {
@@ -56,4 +60,18 @@ func (m *metrics) handle(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "studio_http_errors_total{code=%q} %d\n", c, m.errors.n[c])
 	}
 	m.errors.mu.Unlock()
+	if m.leases != nil {
+		writeLease(w, m.leases())
+	}
+}
+
+// writeLease writes the lease keeper's counters (issue 13).
+func writeLease(w io.Writer, st lease.Stats) {
+	family := func(name, kind, help string, v int64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", name, help, name, kind, name, v)
+	}
+	family("studio_instances", "gauge", "Live daemon instances sharing the database, as this daemon last saw them.", int64(st.Instances))
+	family("studio_lease_renewals_total", "counter", "Lease renewals of this daemon.", st.Renewals)
+	family("studio_lease_renewal_failures_total", "counter", "Lease renewals the database refused or did not answer.", st.RenewFailures)
+	family("studio_lease_reaped_instances_total", "counter", "Instances whose lease expired that this daemon's reaper took over.", st.Reaped)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/lease"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -49,6 +50,8 @@ type Config struct {
 	// BodyTimeout is how long a request body may take to arrive (default
 	// DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// Leases reports this daemon's lease keeping for /metrics (nil: none).
+	Leases func() lease.Stats
 	// Extra registers more routes (the application API, the web page) on the
 	// same mux; /api routes are authenticated by the server.
 	Extra []func(mux *http.ServeMux)
@@ -106,6 +109,7 @@ func newServer(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
 		metrics: newMetrics(), closing: make(chan struct{})}
+	s.metrics.leases = cfg.Leases
 	s.base, s.stop = context.WithCancel(context.Background())
 	return s
 }
