@@ -174,7 +174,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	}
 	keeper, err := lease.Start(ctx, lease.Config{Store: st, Renew: lo.renew, Expiry: lo.expiry, Logger: log,
 		Instance: store.Instance{ID: instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: version},
-		Reap: shared, Reapers: []lease.Reaper{coord, svc}})
+		Reap:     shared, Reapers: []lease.Reaper{coord, svc}})
 	if err != nil {
 		ln.Close()
 		return err
