@@ -83,9 +83,9 @@ func (c *Coordinator) claimOne(slot *ticket) bool {
 // recorded by another daemon, a claim — into a recheck in its mailbox,
 // until the owner retires. The first recheck comes at once: a notification
 // sent before the watch began is not lost.
-func (o *owner) watch() {
+func (o *owner) watch(requestID string) {
 	defer o.c.wg.Done()
-	key := store.TurnKey(o.turn.RequestID)
+	key := store.TurnKey(requestID)
 	for {
 		sig := o.c.store.ControlSignal(key)
 		o.box.putOnce(recheckRequest{}, isRecheck)

@@ -153,7 +153,7 @@ func (c *Coordinator) startOwnerWith(t store.Turn, from phase, slot *ticket, set
 	c.wg.Add(1)
 	if c.cfg.Shared {
 		c.wg.Add(1)
-		go o.watch()
+		go o.watch(t.RequestID)
 	}
 	c.mu.Unlock()
 	go o.run()
