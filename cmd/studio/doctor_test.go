@@ -24,9 +24,12 @@ func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 	st.Close()
 	t.Setenv("STUDIO_TOKEN", "")
 	cfg := &config{dataDir: dir, addr: "127.0.0.1:1"} // nothing listens on port 1
-	rep, source, err := doctorReport(t.Context(), cfg, false)
+	rep, source, down, err := doctorReport(t.Context(), cfg, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if down == nil || exitCode(exitError{exitUnreachable, down}) != exitUnreachable {
+		t.Fatalf("doctor did not report the daemon down: %v", down)
 	}
 	if rep.Status != app.StatusOK || rep.Database.QuickCheck != "ok" || rep.Model.Configured || !strings.Contains(source, "directly") {
 		t.Fatalf("report = %+v from %s", rep, source)
@@ -38,7 +41,7 @@ func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true); err == nil {
+	if _, _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true); err == nil {
 		t.Fatal("doctor of an empty data dir found a database")
 	}
 }

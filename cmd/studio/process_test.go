@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/openapi/openapitest"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -52,7 +53,7 @@ type daemon struct {
 	dir    string
 }
 
-var addrRE = regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`)
+var addrRE = regexp.MustCompile(`[ \t]addr=(http://127\.0\.0\.1:\d+)`)
 
 // startDaemon starts the built binary on a free loopback port.
 func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
@@ -116,7 +117,8 @@ func (d *daemon) ready(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), nil)
+	// Every JSON answer the tests read is validated against the OpenAPI document.
+	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(t).Transport(nil)})
 }
 
 func (d *daemon) Logs() string {
@@ -473,7 +475,7 @@ func TestProcessCLI(t *testing.T) {
 		}
 		return string(out)
 	}
-	out := run("operator", "conversations", "create", "--title", "cli")
+	out := run("operator", "conversations", "create", "--title", "cli", "-o", "json")
 	id := regexp.MustCompile(`"id": "([0-9a-f-]{36})"`).FindStringSubmatch(out)
 	if id == nil {
 		t.Fatalf("create: %s", out)
@@ -490,7 +492,7 @@ func TestProcessCLI(t *testing.T) {
 	if out := run("operator", "proposals"); !strings.Contains(out, pid[1]) || !strings.Contains(out, "admin") || !strings.Contains(out, "left") {
 		t.Fatalf("proposals: %s", out)
 	}
-	if out := run("operator", "confirm", "--yes", pid[1]); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
+	if out := run("operator", "confirm", "--yes", pid[1], "-o", "json"); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
 		t.Fatalf("confirm: %s", out)
 	}
 	if out := run("operator", "conversations", "show", conv); !strings.Contains(out, "executed") || !strings.Contains(out, "done: completed") {
@@ -499,11 +501,11 @@ func TestProcessCLI(t *testing.T) {
 	if out := run("operator", "conversations", "list"); !strings.Contains(out, conv) || !strings.Contains(out, "cli") {
 		t.Fatalf("list: %s", out)
 	}
-	if out := run("operator", "ticket", "--conversation", conv); !strings.Contains(out, `"ticket"`) {
+	if out := run("operator", "ticket", "--conversation", conv, "--json"); !strings.Contains(out, `"ticket"`) {
 		t.Fatalf("ticket: %s", out)
 	}
 	run("operator", "conversations", "rename", conv, "renamed")
-	if out := run("operator", "conversations", "archive", conv); !strings.Contains(out, `"archived"`) {
+	if out := run("operator", "conversations", "archive", conv); !strings.Contains(out, "archived") {
 		t.Fatalf("archive: %s", out)
 	}
 	run("operator", "conversations", "unarchive", conv)

@@ -23,6 +23,7 @@ import (
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
@@ -62,6 +63,13 @@ type appOptions struct {
 	heartbeat      time.Duration
 }
 
+// obsOptions configure logs and metrics of `studio serve`.
+type obsOptions struct {
+	logFormat   string
+	logLevel    string
+	metricsAddr string
+}
+
 // turnOptions configure the operator's turns: the worker pool, its queue
 // bound and the model deadlines.
 type turnOptions struct {
@@ -90,19 +98,31 @@ func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
 	var to turnOptions
 	var ao appOptions
+	var oo obsOptions
 	var ho httpOptions
 	var lo leaseOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
-		Args:  cobra.NoArgs,
+		Example: `  studio serve
+  studio serve --model openai --log-format json --metrics-addr 127.0.0.1:9090
+  STUDIO_DATABASE_URL=postgres://studio@db/studio studio serve --addr 0.0.0.0:8765`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(os.Stderr, oo.logFormat, oo.logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, grace, to, ao, ho, lo)
+			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
+	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "model provider: offline, openai, anthropic, script[:PATH] (env STUDIO_MODEL)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
 	f.IntVar(&to.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
@@ -124,9 +144,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, lo leaseOptions) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	slog.SetDefault(log)
+func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions, lo leaseOptions) error {
 	lock, err := lockDataDir(cfg)
 	if err != nil {
 		return err
@@ -140,7 +158,14 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return err
 	}
-	st, schemaVersion, err := openStore(ctx, cfg)
+	if problem := providerProblem(provider); problem != "" {
+		log.Warn("the configured model provider cannot work: turns and playbook runs will fail until it is fixed",
+			"model", provider.Name(), "problem", problem)
+	}
+	build := buildInfo()
+	reg := metrics.New(build)
+	provider = metrics.InstrumentProvider(provider, reg)
+	st, version, err := openStore(ctx, cfg)
 	for _, p := range datadir.Exposed(cfg.dataDir) {
 		log.Warn("the data directory is open to other users", "problem", p)
 	}
@@ -158,7 +183,7 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	shared, _ := usesPostgres(cfg)
 	instance := uuid.NewString()
 	leases := app.LeaseSettings{Renew: lo.renew, Expiry: lo.expiry}
-	svc, err := newApp(ctx, st, provider, log, grace, ao, app.Config{Instance: instance, Shared: shared, Lease: leases})
+	svc, err := newApp(ctx, st, provider, log, reg, grace, ao, app.Config{Instance: instance, Shared: shared, Lease: leases})
 	if err != nil {
 		return err
 	}
@@ -166,19 +191,24 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
-		Instance: instance, Shared: shared})
+		Observer: coordObserver{reg: reg, log: log, provider: provider.Name()}, Instance: instance, Shared: shared})
 	svc.SettleProposalsWith(coord)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
-	keeper, err := lease.Start(ctx, lease.Config{Store: st, Renew: lo.renew, Expiry: lo.expiry, Logger: log,
-		Instance: store.Instance{ID: instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: version},
-		Reap:     shared, Reapers: []lease.Reaper{coord, svc}})
+	keeper, err := lease.Start(ctx, lease.Config{
+		Store: st, Renew: lo.renew, Expiry: lo.expiry, Logger: log, Reap: shared, Reapers: []lease.Reaper{coord, svc},
+		Instance: store.Instance{ID: instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: build.Version},
+	})
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	reg.ObserveLeases(func() metrics.LeaseStats {
+		s := keeper.Stats()
+		return metrics.LeaseStats{Instances: s.Instances, Renewals: s.Renewals, RenewFailures: s.RenewFailures, Reaped: s.Reaped}
+	})
 	// Until the loop below: a failed start ends the lease at once.
 	abort := func(err error) error {
 		ln.Close()
@@ -199,22 +229,29 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return abort(fmt.Errorf("cockpit assets: %w", err))
 	}
-	edge.Coordinator, edge.App, edge.Extra, edge.Heartbeat = coord, svc, []func(*http.ServeMux){page.Register}, ao.heartbeat
-	edge.Leases = keeper.Stats
+	edge.Coordinator, edge.App, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
 	api := httpapi.New(edge)
-	srv := httpapi.NewHTTPServer(api, log)
+	srv := httpapi.NewHTTPServer(api.Observed(), log)
+	errc := make(chan error, 2)
+	if oo.metricsAddr != "" {
+		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, errc)
+		if err != nil {
+			return abort(err)
+		}
+		defer msrv.Close()
+		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics")
+	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
-		"db", databaseName(cfg), "schema_version", schemaVersion, "model", provider.Name(), "instance", instance)
+		"db", databaseName(cfg), "schema_version", version, "model", provider.Name(), "version", build.Version, "instance", instance)
 	printSignInURL(os.Stdout, ln.Addr(), token)
-	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	var failure error
 	select {
 	case failure = <-errc:
 	case <-ctx.Done():
 	case <-keeper.Lost():
-		// Another daemon ended this one's work: stop, for a supervisor to
-		// start a fresh instance.
+		// Another daemon took this one's work over: stop, for a
+		// supervisor to start a fresh instance.
 		failure = keeper.Err()
 	}
 	log.Info("shutting down")
@@ -274,8 +311,8 @@ func allowedHosts(addr string, extra []string) []string {
 // newApp builds the application services over the store and the model
 // provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions, ac app.Config) (*app.Service, error) {
-	ac.Store, ac.Maintenance, ac.Provider, ac.Logger, ac.Workers = st, st.maint, provider, log, ao.runWorkers
+func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions, ac app.Config) (*app.Service, error) {
+	ac.Store, ac.Maintenance, ac.Provider, ac.Logger, ac.Workers, ac.Observer = st, st.maint, provider, log, ao.runWorkers, obs
 	ac.RecoveryWindow, ac.SchedulerInterval, ac.ShutdownGrace = ao.recoveryWindow, app.DefaultSchedulerInterval, grace
 	svc, err := app.New(ac)
 	if err != nil {
@@ -298,6 +335,41 @@ func newApp(ctx context.Context, st database, provider model.Provider, log *slog
 		}
 	}
 	return svc, nil
+}
+
+// serveMetrics serves GET /metrics on its own listener, without auth: for a
+// scraper on a network the operator chooses (a loopback or cluster-internal
+// address); the main listener keeps requiring the token.
+func serveMetrics(addr string, reg *metrics.Registry, errc chan<- error) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics listener: %w", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// newLogger builds the daemon's structured logger on w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // printSignInURL prints the cockpit's sign-in URL on stdout, the token in the

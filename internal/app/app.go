@@ -84,6 +84,9 @@ type Config struct {
 	RecoveryWindow time.Duration
 	// ShutdownGrace is how long Stop lets running runs finish.
 	ShutdownGrace time.Duration
+	// Observer is told about runs and scheduler passes (metrics); nil
+	// observes nothing.
+	Observer Observer
 	// Instance names this daemon in the store: it owns the runs it
 	// executes. Default: a fresh id that no lease covers.
 	Instance string
@@ -106,6 +109,26 @@ type LeaseSettings struct {
 	Renew  time.Duration
 	Expiry time.Duration
 }
+
+// Observer is what the executor and the scheduler report as they work.
+// Its methods must return quickly and never fail the work.
+type Observer interface {
+	// RunStarted is called when a run begins executing; ended is called
+	// when it stops executing, before RunFinished.
+	RunStarted() (ended func())
+	// RunFinished reports a run's final status and how long it executed.
+	RunFinished(status string, d time.Duration)
+	// ScheduleFired reports a schedule pass that launched a slot lag after
+	// its due time (negative: no launch) and skipped slots that were missed.
+	ScheduleFired(lag time.Duration, skipped int64)
+}
+
+// noObserver observes nothing.
+type noObserver struct{}
+
+func (noObserver) RunStarted() func()                 { return func() {} }
+func (noObserver) RunFinished(string, time.Duration)  {}
+func (noObserver) ScheduleFired(time.Duration, int64) {}
 
 // Service is the application. Queries and commands are safe for concurrent
 // use; Start and Stop run the executor and the scheduler.
@@ -179,6 +202,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = uuid.NewString()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
 	}
 	base, kill := context.WithCancelCause(context.Background())
 	return &Service{

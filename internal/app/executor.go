@@ -116,6 +116,9 @@ func (s *Service) worker() {
 func (s *Service) execute(run store.Run) {
 	ctx, cancel := context.WithCancelCause(s.base)
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.RunTimeout, errRunTimeout)
+	started := time.Now()
+	ended := s.cfg.Observer.RunStarted()
+	defer ended()
 	s.mu.Lock()
 	s.active[run.ID] = cancel
 	s.mu.Unlock()
@@ -164,6 +167,8 @@ func (s *Service) execute(run store.Run) {
 		if !protocol.IsCode(err, protocol.Conflict) { // ended elsewhere (recovered by another process)
 			s.log.Error("finish run", "run", run.ID, "err", err)
 		}
+	} else {
+		s.runEnded(run, p, time.Since(started))
 	}
 	s.runChanged(run.ID)
 }
@@ -208,6 +213,22 @@ func (s *Service) ReapOrphans(ctx context.Context, w store.OrphanedWork) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// runEnded logs and observes a run's end: one line per run, with its error
+// code (the message may quote the model and stays in the run's record).
+func (s *Service) runEnded(run store.Run, p store.FinishRunParams, d time.Duration) {
+	s.cfg.Observer.RunFinished(string(p.Status), d)
+	attrs := []any{"run", run.ID, "playbook", run.PlaybookName, "trigger", string(run.Trigger),
+		"status", string(p.Status), "duration", d.Round(time.Millisecond)}
+	if p.ErrorCode != nil {
+		attrs = append(attrs, "error_code", *p.ErrorCode)
+	}
+	if p.Status == store.RunSucceeded {
+		s.log.Info("run ended", attrs...)
+	} else {
+		s.log.Warn("run ended", attrs...)
+	}
 }
 
 // complete runs the playbook's prompt as a one-shot completion.

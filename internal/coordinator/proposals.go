@@ -117,6 +117,12 @@ func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (prot
 func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisionKind) (protocol.ProposalResult, error) {
 	reply, err := c.send(ctx, p, kind)
 	if err != nil || reply == nil {
+		// p was read before send looked for an owner: a decision that won
+		// the race meanwhile (and an owner that finished the turn since)
+		// is in the store, not in p. Answer from what is stored now.
+		if cur, gerr := c.store.GetProposal(ctx, p.ID); gerr == nil {
+			p = cur
+		}
 		return settledAnswer(kind, p)
 	}
 	select {

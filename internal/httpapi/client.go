@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -53,7 +54,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return c.transportError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -70,6 +71,31 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("decode %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// UnreachableError is a request that never reached the daemon: nothing
+// listens at the address, or the name does not resolve.
+type UnreachableError struct {
+	BaseURL string
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the daemon at %s: is `studio serve` running? (%v)", e.BaseURL, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// transportError names a failure to connect as an UnreachableError; other
+// failures (the context ended, the connection broke mid-answer) stay as
+// they are.
+func (c *Client) transportError(err error) error {
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &dns) || (errors.As(err, &op) && op.Op == "dial") {
+		return &UnreachableError{BaseURL: c.BaseURL, Err: errors.Unwrap(err)}
+	}
+	return err
 }
 
 func responseError(status int, data []byte) error {
@@ -173,7 +199,7 @@ func (c *Client) StreamWithTicket(ctx context.Context, id string, after int64, t
 func (c *Client) follow(req *http.Request, fn func(protocol.Frame) error) error {
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return c.transportError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

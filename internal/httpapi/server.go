@@ -18,7 +18,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
-	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -50,11 +50,12 @@ type Config struct {
 	// BodyTimeout is how long a request body may take to arrive (default
 	// DefaultBodyTimeout).
 	BodyTimeout time.Duration
-	// Leases reports this daemon's lease keeping for /metrics (nil: none).
-	Leases func() lease.Stats
 	// Extra registers more routes (the application API, the web page) on the
 	// same mux; /api routes are authenticated by the server.
 	Extra []func(mux *http.ServeMux)
+	// Metrics records the HTTP, stream and error families; nil gets a
+	// registry of the server's own.
+	Metrics *metrics.Registry
 }
 
 // Server serves the HTTP API.
@@ -64,7 +65,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *routeMux
 	handler http.Handler // the mux behind the edge
-	metrics *metrics
+	metrics *serverMetrics
 
 	beatsOnce sync.Once
 	beats     *heartbeats // started by the first stream
@@ -108,8 +109,7 @@ func newServer(cfg Config) *Server {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
-		metrics: newMetrics(), closing: make(chan struct{})}
-	s.metrics.leases = cfg.Leases
+		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
 	s.base, s.stop = context.WithCancel(context.Background())
 	return s
 }
@@ -140,6 +140,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.handleHealthz)
 	m.HandleFunc("GET /metrics", s.authed(s.metrics.handle))
+	m.HandleFunc("GET /api/openapi.json", s.handleOpenAPI) // open, like /healthz
 	m.HandleFunc("/api/", s.authed(s.notFound))
 	m.HandleFunc("POST /api/operator/conversations", s.authed(s.handleCreateConversation))
 	m.HandleFunc("GET /api/operator/conversations", s.authed(s.handleListConversations))

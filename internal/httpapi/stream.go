@@ -280,6 +280,7 @@ func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
 		return 0, false, false
 	}
 	st.s.metrics.framesSent.Add(int64(len(events)))
+	st.s.metrics.liveFlushed(events)
 	return len(events), false, true
 }
 

@@ -96,9 +96,50 @@ type AckEffectRequest struct {
 var RejectionCodes = []string{"unsupported", "invalid_params", "stale_context", "not_visible", "client_error"}
 
 // ConfirmProposalRequest is the body of POST .../proposals/{id}/confirm.
+// ExpectedTargetVersion is the target's version as shown, in text form; on
+// the wire it is an integer like every version, and the ADR's string form
+// is accepted too.
 type ConfirmProposalRequest struct {
-	ExpectedCommandHash   string  `json:"expectedCommandHash"`
-	ExpectedTargetVersion *string `json:"expectedTargetVersion,omitempty"`
+	ExpectedCommandHash   string
+	ExpectedTargetVersion *string
+}
+
+type confirmProposalWire struct {
+	ExpectedCommandHash   string         `json:"expectedCommandHash"`
+	ExpectedTargetVersion jsontext.Value `json:"expectedTargetVersion,omitzero"`
+}
+
+// MarshalJSON writes the expected version as an integer when it is one.
+func (r ConfirmProposalRequest) MarshalJSON() ([]byte, error) {
+	w := confirmProposalWire{ExpectedCommandHash: r.ExpectedCommandHash}
+	if v := r.ExpectedTargetVersion; v != nil {
+		b, err := json.Marshal(*v)
+		if err != nil {
+			return nil, err
+		}
+		if VersionNumber(*v) {
+			b = []byte(*v)
+		}
+		w.ExpectedTargetVersion = b
+	}
+	return json.Marshal(w, json.Deterministic(true))
+}
+
+// UnmarshalJSON strictly decodes the body; null means no expected version.
+func (r *ConfirmProposalRequest) UnmarshalJSON(data []byte) error {
+	var w confirmProposalWire
+	if err := Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*r = ConfirmProposalRequest{ExpectedCommandHash: w.ExpectedCommandHash}
+	if len(w.ExpectedTargetVersion) > 0 && w.ExpectedTargetVersion.Kind() != 'n' {
+		v, err := VersionText(w.ExpectedTargetVersion)
+		if err != nil {
+			return Errorf(Validation, "expectedTargetVersion %v", err).With("field", "expectedTargetVersion")
+		}
+		r.ExpectedTargetVersion = &v
+	}
+	return nil
 }
 
 // ResultStatus is a proposal result's status: the ADR's four, plus

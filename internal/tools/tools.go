@@ -68,8 +68,8 @@ type Spec struct {
 	ID           string         `json:"id"`
 	Title        string         `json:"title"`
 	Description  string         `json:"description"`
-	Class        Class          `json:"class"`
-	Operation    string         `json:"operation"` // the application operation or command type
+	Class        Class          `json:"executionClass"`
+	Operation    string         `json:"applicationOperation"` // the application operation or command type
 	InputSchema  jsontext.Value `json:"inputSchema"`
 	OutputSchema jsontext.Value `json:"outputSchema,omitempty"`
 

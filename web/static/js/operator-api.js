@@ -45,7 +45,7 @@ export class OperatorClient {
    * @param {string} id @param {CommandProposal} proposal
    */
   confirmProposal(id, proposal) {
-    /** @type {{expectedCommandHash: string, expectedTargetVersion?: string}} */
+    /** @type {{expectedCommandHash: string, expectedTargetVersion?: number | string}} */
     const body = { expectedCommandHash: proposal.commandHash };
     if (proposal.target) body.expectedTargetVersion = proposal.target.version;
     return this.api.post(`/api/operator/conversations/${enc(id)}/proposals/${enc(proposal.id)}/confirm`, body);

@@ -35,7 +35,7 @@ const FINAL = {
  * @param {CommandProposal} p
  */
 function targetText(p) {
-  const t = /** @type {{kind: string, id: string, version: string}} */ (p.target);
+  const t = /** @type {{kind: string, id: string, version: number | string}} */ (p.target);
   const named = p.command[t.kind];
   const name = typeof named === 'string' && named !== t.id ? named : null;
   return [name ? h('span', { class: 'name', text: `${t.kind} ${name} ` }) : `${t.kind} `, h('code', { class: 'id', title: t.id, text: t.id.slice(0, 8) }), ` at version ${t.version}`];
