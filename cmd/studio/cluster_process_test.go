@@ -87,7 +87,7 @@ func newCluster(tb testing.TB, n int, args ...string) *cluster {
 		c.ds = append(c.ds, c.spawn())
 	}
 	for _, d := range c.ds {
-		d.ready(tb.(*testing.T))
+		d.ready(tb)
 	}
 	conn, err := pgx.Connect(context.Background(), c.url)
 	if err != nil {
@@ -98,12 +98,12 @@ func newCluster(tb testing.TB, n int, args ...string) *cluster {
 	return c
 }
 
-func (c *cluster) spawn() *daemon { return spawnDaemon(c.tb.(*testing.T), c.dir, c.args...) }
+func (c *cluster) spawn() *daemon { return spawnDaemon(c.tb, c.dir, c.args...) }
 
 // start starts one more daemon on the cluster's database.
 func (c *cluster) start() *daemon {
 	d := c.spawn()
-	d.ready(c.tb.(*testing.T))
+	d.ready(c.tb)
 	c.ds = append(c.ds, d)
 	return d
 }

@@ -65,7 +65,7 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 
 // spawnDaemon starts the built binary on a free loopback port without
 // waiting for it to serve (ready waits).
-func spawnDaemon(t *testing.T, dataDir string, args ...string) *daemon {
+func spawnDaemon(t testing.TB, dataDir string, args ...string) *daemon {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
@@ -104,7 +104,7 @@ func spawnDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 }
 
 // ready waits until the daemon serves and gives it a client.
-func (d *daemon) ready(t *testing.T) {
+func (d *daemon) ready(t testing.TB) {
 	t.Helper()
 	select {
 	case d.URL = <-d.addr:
@@ -129,13 +129,13 @@ func (d *daemon) Logs() string {
 
 func (d *daemon) kill() { _ = d.cmd.Process.Signal(syscall.SIGKILL) }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func writeScript(t *testing.T, body string) string {
+func writeScript(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "script.json")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
