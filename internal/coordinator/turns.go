@@ -92,8 +92,9 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 		return protocol.Turn{}, err
 	}
 	if o == nil {
-		// Another daemon runs this turn: record the request, which it
-		// honours at its next model round (a queued turn ends at once).
+		// A queued turn with no owner here: the store cancels it at once
+		// (or records the cancel for whoever claimed it meanwhile, whom
+		// the record notifies).
 		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, Now: c.now()})
 		return turnView(t), err
 	}
