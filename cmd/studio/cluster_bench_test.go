@@ -34,10 +34,7 @@ func BenchmarkClusterFailover(b *testing.B) {
 				c := newCluster(b, 2, "--model", "script:"+script, "--lease-renew", lease.renew, "--lease-expiry", lease.expiry)
 				a, other := c.ds[0], c.ds[1]
 				ctx := testCtx(b)
-				conv := newConversation(b, ctx, a)
-				onOther := follow(b, other, conv.ID, 0)
-				acc := submit(b, ctx, a, conv.ID, "slow")
-				onOther.waitFor(b, ctx, "the turn running", textIs("thinking"))
+				_, acc, onOther := slowTurn(b, ctx, a, other)
 				killed := time.Now()
 				a.kill()
 				done := onOther.waitFor(b, ctx, "the turn ended", doneOf(acc.RequestID))

@@ -270,6 +270,18 @@ func newConversation(tb testing.TB, ctx context.Context, d *daemon) protocol.Con
 	return conv
 }
 
+// slowTurn submits the slow script's turn on d in a new conversation,
+// follows it on watcher, and waits until it runs (the model pauses ten
+// minutes after "thinking").
+func slowTurn(tb testing.TB, ctx context.Context, d, watcher *daemon) (protocol.Conversation, protocol.TurnAccepted, *frameLog) {
+	tb.Helper()
+	conv := newConversation(tb, ctx, d)
+	l := follow(tb, watcher, conv.ID, 0)
+	acc := submit(tb, ctx, d, conv.ID, "slow")
+	l.waitFor(tb, ctx, "the turn running", textIs("thinking"))
+	return conv, acc, l
+}
+
 // ownerOf is the owner of an active turn as a daemon's health report says.
 func ownerOf(tb testing.TB, ctx context.Context, d *daemon, requestID string) string {
 	tb.Helper()
@@ -335,12 +347,8 @@ func TestProcessClusterKill9Failover(t *testing.T) {
 	c := newCluster(t, 3, "--model", "script:"+writeScript(t, slowScript))
 	a, b, cc := c.ds[0], c.ds[1], c.ds[2]
 	ctx := testCtx(t)
-	convA, convB := newConversation(t, ctx, a), newConversation(t, ctx, b)
-	onA, onB := follow(t, cc, convA.ID, 0), follow(t, cc, convB.ID, 0)
-	accA := submit(t, ctx, a, convA.ID, "slow on A")
-	accB := submit(t, ctx, b, convB.ID, "slow on B")
-	onA.waitFor(t, ctx, "A's turn running", textIs("thinking"))
-	onB.waitFor(t, ctx, "B's turn running", textIs("thinking"))
+	convA, accA, onA := slowTurn(t, ctx, a, cc)
+	_, accB, onB := slowTurn(t, ctx, b, cc)
 	deadInstance := a.instance(t)
 
 	killed := time.Now()
@@ -409,12 +417,8 @@ func TestProcessClusterRestartLeavesOthersAlone(t *testing.T) {
 	c := newCluster(t, 3, "--model", "script:"+writeScript(t, slowScript))
 	a, b, cc := c.ds[0], c.ds[1], c.ds[2]
 	ctx := testCtx(t)
-	convB, convC := newConversation(t, ctx, b), newConversation(t, ctx, cc)
-	onB, onC := follow(t, b, convB.ID, 0), follow(t, cc, convC.ID, 0)
-	accB := submit(t, ctx, b, convB.ID, "slow on B")
-	accC := submit(t, ctx, cc, convC.ID, "slow on C")
-	onB.waitFor(t, ctx, "B's turn running", textIs("thinking"))
-	onC.waitFor(t, ctx, "C's turn running", textIs("thinking"))
+	convB, accB, onB := slowTurn(t, ctx, b, b)
+	convC, accC, onC := slowTurn(t, ctx, cc, cc)
 
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -65,16 +65,23 @@ func (e *engine) submitOn(c *coordinator.Coordinator, convID, instruction string
 	return acc
 }
 
+// busyAndQueued fills the one worker of e's daemon with a turn that runs
+// until cancelled, then submits a turn that must wait for it.
+func (e *engine) busyAndQueued() (busy protocol.TurnAccepted, queuedConv string, queued protocol.TurnAccepted) {
+	e.t.Helper()
+	busyConv, queuedConv := e.conversation(), e.conversation()
+	busy = e.submit(busyConv, "block")
+	e.waitTurn(busy.RequestID, func(t store.Turn) bool { return t.Status == store.TurnRunning })
+	return busy, queuedConv, e.submit(queuedConv, "hello")
+}
+
 // TestSharedIdleDaemonClaimsQueuedTurn: a daemon whose one worker is busy
 // does not hold its queued turn hostage: an idle daemon claims it, runs
 // it to its end, and the submitter stops waiting for it.
 func TestSharedIdleDaemonClaimsQueuedTurn(t *testing.T) {
 	t.Parallel()
 	e := sharedEngine(t, 1, 20*time.Millisecond)
-	busyConv, queuedConv := e.conversation(), e.conversation()
-	busy := e.submit(busyConv, "block")
-	e.waitTurn(busy.RequestID, func(t store.Turn) bool { return t.Status == store.TurnRunning })
-	queued := e.submit(queuedConv, "hello")
+	busy, queuedConv, queued := e.busyAndQueued()
 	if got := e.waitTurn(queued.RequestID, func(store.Turn) bool { return true }); got.Status != store.TurnQueued || got.Owner != "a" {
 		t.Fatalf("second turn = %s owned by %q, want queued on a", got.Status, got.Owner)
 	}
@@ -280,10 +287,7 @@ func TestSharedConfirmAdoptsParkedTurn(t *testing.T) {
 func TestSharedShutdownHandsQueuedTurnsOver(t *testing.T) {
 	t.Parallel()
 	e := sharedEngine(t, 1, 20*time.Millisecond)
-	busyConv, queuedConv := e.conversation(), e.conversation()
-	busy := e.submit(busyConv, "block")
-	e.waitTurn(busy.RequestID, func(t store.Turn) bool { return t.Status == store.TurnRunning })
-	queued := e.submit(queuedConv, "hello")
+	busy, queuedConv, queued := e.busyAndQueued()
 	e.coord.Shutdown(e.ctx())
 	if got := e.waitTurn(queued.RequestID, func(store.Turn) bool { return true }); got.Status != store.TurnQueued || got.Owner != "" {
 		t.Fatalf("after shutdown the queued turn is %s owned by %q, want queued, no one's", got.Status, got.Owner)
@@ -292,7 +296,7 @@ func TestSharedShutdownHandsQueuedTurnsOver(t *testing.T) {
 	if k := kinds(e.waitDone(queuedConv, queued.RequestID)); k[len(k)-1] != "done:completed" {
 		t.Fatalf("handed-over turn: %v", k)
 	}
-	if k := kinds(e.waitDone(busyConv, busy.RequestID)); k[len(k)-1] != "done:failed" {
+	if k := kinds(e.waitDone(busy.ConversationID, busy.RequestID)); k[len(k)-1] != "done:failed" {
 		t.Fatalf("the running turn of the daemon that stopped: %v", k)
 	}
 }

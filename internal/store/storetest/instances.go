@@ -77,18 +77,12 @@ func (f *fixture) reap(except string) []string {
 // runningOn returns a new conversation with a turn running on instance.
 func (f *fixture) runningOn(instance string) (store.Conversation, store.Turn) {
 	f.t.Helper()
-	c := f.conversation()
-	p := f.submitParams(c.ID, 0)
-	p.Instance = instance
-	tr, _, err := f.s.SubmitTurn(f.ctx, p)
+	tr := f.queuedOn(instance)
+	tr, err := f.s.StartTurn(f.ctx, store.StartTurnParams{RequestID: tr.RequestID, Now: f.tick(), Instance: instance})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	tr, err = f.s.StartTurn(f.ctx, store.StartTurnParams{RequestID: tr.RequestID, Now: f.tick(), Instance: instance})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return c, tr
+	return f.get(tr.ConversationID), tr
 }
 
 // queuedOn submits a turn owned (queued) by instance.
