@@ -85,7 +85,7 @@ type Keeper struct {
 	renewals, failures, reaped atomic.Int64
 	live                       atomic.Int64
 
-	looks int // reaper looks so far: old instances are purged now and then
+	looks int // renewals so far: old instances are purged now and then
 
 	lostOnce sync.Once
 	lost     chan struct{}
@@ -182,6 +182,9 @@ func (k *Keeper) run() {
 		if err == nil && k.cfg.Reap {
 			k.reap(ctx)
 		}
+		if err == nil {
+			k.purge(ctx)
+		}
 		cancel()
 		if errors.Is(err, errLost) {
 			return
@@ -214,6 +217,19 @@ func (k *Keeper) renew(ctx context.Context) error {
 	return err
 }
 
+// purge deletes, about once a minute, the instances that stopped or were
+// reaped longer than PurgeAfter ago and own nothing: doctor lists recent
+// ones, and a daemon alone with its SQLite file adds one at every start.
+func (k *Keeper) purge(ctx context.Context) {
+	k.looks++
+	if k.looks%max(1, int(time.Minute/k.cfg.Renew)) != 1 {
+		return
+	}
+	if _, err := k.st.PurgeInstances(ctx, store.PurgeInstancesParams{Before: k.now().Add(-k.cfg.PurgeAfter)}); err != nil {
+		k.log.Warn("purge old instances", "err", err)
+	}
+}
+
 // reap marks expired instances reaped and hands the orphaned work to the
 // reapers; failures are logged and the next look tries again.
 func (k *Keeper) reap(ctx context.Context) {
@@ -238,12 +254,6 @@ func (k *Keeper) reap(ctx context.Context) {
 			if err := r.ReapOrphans(ctx, w); err != nil {
 				k.log.Warn("end orphaned work", "err", err)
 			}
-		}
-	}
-	k.looks++
-	if k.looks%max(1, int(time.Minute/k.cfg.Renew)) == 1 { // about once a minute
-		if _, err := k.st.PurgeInstances(ctx, store.PurgeInstancesParams{Before: now.Add(-k.cfg.PurgeAfter)}); err != nil {
-			k.log.Warn("purge old instances", "err", err)
 		}
 	}
 	if all, err := k.st.ListInstances(ctx, store.ListInstancesParams{Limit: 1000}); err == nil {
