@@ -26,8 +26,7 @@ func (c *Coordinator) announceWaiting(ctx context.Context, slot *ticket) {
 
 // claimLoop claims queued turns of other daemons while a worker here is
 // free and no turn here waits for one: when told a turn waits, and every
-// ClaimInterval (a notification may be lost; a dead daemon's queue is
-// never announced).
+// ClaimInterval (a notification may be lost).
 func (c *Coordinator) claimLoop() {
 	defer c.wg.Done()
 	timer := time.NewTimer(c.cfg.ClaimInterval)
