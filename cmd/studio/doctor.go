@@ -188,11 +188,44 @@ func printDoctor(w io.Writer, r app.DoctorReport, source string) {
 			fmt.Fprintf(w, "  %s  %s  %q  (conversation %s)\n", p.ID, p.CommandType, p.Summary, p.ConversationID)
 		}
 	}
+	printCluster(w, r.Cluster)
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(w, "problems:\n")
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "  - %s\n", p)
 		}
+	}
+}
+
+// printCluster prints the daemons on the database, their leases and who
+// owns the work in flight.
+func printCluster(w io.Writer, c app.ClusterReport) {
+	fmt.Fprintf(w, "instances:  %d live, %d expired", c.Live, c.Expired)
+	if c.Lease.RenewSeconds > 0 {
+		fmt.Fprintf(w, " (lease renewed every %gs, expires after %gs)", c.Lease.RenewSeconds, c.Lease.ExpirySeconds)
+	}
+	fmt.Fprintln(w)
+	for _, in := range c.Instances {
+		self := ""
+		if in.ID == c.Self {
+			self = "  (this daemon)"
+		}
+		fmt.Fprintf(w, "  %s  %-7s  %s  pid %d  %s  heartbeat %s%s\n", in.ID, in.State, in.Address, in.PID, in.Version,
+			time.Unix(0, int64(in.HeartbeatAt*1e9)).UTC().Format(time.RFC3339), self)
+	}
+	owners := func(kind string, ws []app.OwnedReport) {
+		for _, o := range ws {
+			owner := "no owner"
+			if o.Owner != "" {
+				owner = "owned by " + o.Owner + " (" + o.OwnerState + ")"
+			}
+			fmt.Fprintf(w, "  %s %s  %s  %s\n", kind, o.ID, o.Status, owner)
+		}
+	}
+	if len(c.Turns)+len(c.Runs) > 0 {
+		fmt.Fprintf(w, "work in flight:\n")
+		owners("turn", c.Turns)
+		owners("run ", c.Runs)
 	}
 }
 

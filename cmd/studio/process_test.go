@@ -49,12 +49,23 @@ type daemon struct {
 	logs   *strings.Builder
 	mu     *sync.Mutex
 	exited chan struct{}
+	addr   chan string // the address it serves, once it does
+	dir    string
 }
 
 var addrRE = regexp.MustCompile(`[ \t]addr=(http://127\.0\.0\.1:\d+)`)
 
 // startDaemon starts the built binary on a free loopback port.
 func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
+	t.Helper()
+	d := spawnDaemon(t, dataDir, args...)
+	d.ready(t)
+	return d
+}
+
+// spawnDaemon starts the built binary on a free loopback port without
+// waiting for it to serve (ready waits).
+func spawnDaemon(t testing.TB, dataDir string, args ...string) *daemon {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
@@ -70,8 +81,8 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, logs: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan struct{})}
-	addr := make(chan string, 1)
+	d := &daemon{cmd: cmd, logs: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan struct{}), addr: make(chan string, 1), dir: dataDir}
+	addr := d.addr
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -89,20 +100,25 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	}()
 	go func() { _ = cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() { d.kill(); <-d.exited })
+	return d
+}
+
+// ready waits until the daemon serves and gives it a client.
+func (d *daemon) ready(t testing.TB) {
+	t.Helper()
 	select {
-	case d.URL = <-addr:
+	case d.URL = <-d.addr:
 	case <-d.exited:
 		t.Fatalf("daemon exited at start:\n%s", d.Logs())
-	case <-time.After(60 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatalf("daemon did not start:\n%s", d.Logs())
 	}
-	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	token, err := os.ReadFile(filepath.Join(d.dir, "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every JSON answer the tests read is validated against the OpenAPI document.
 	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(t).Transport(nil)})
-	return d
 }
 
 func (d *daemon) Logs() string {
@@ -113,13 +129,13 @@ func (d *daemon) Logs() string {
 
 func (d *daemon) kill() { _ = d.cmd.Process.Signal(syscall.SIGKILL) }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func writeScript(t *testing.T, body string) string {
+func writeScript(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "script.json")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -287,6 +303,7 @@ func TestProcessGracefulShutdownEndsTurnsHonestly(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopPostgres()
 	if bin, err := buildBinary(); err == nil {
 		os.RemoveAll(filepath.Dir(bin))
 	}

@@ -16,15 +16,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/lease"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
@@ -79,6 +82,13 @@ type turnOptions struct {
 	attempt    time.Duration
 }
 
+// leaseOptions configure the daemon's instance lease: how daemons that
+// share one database learn that one of them died.
+type leaseOptions struct {
+	renew  time.Duration
+	expiry time.Duration
+}
+
 // httpOptions configure the daemon's HTTP edge.
 type httpOptions struct {
 	allowedHosts   []string
@@ -92,6 +102,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	var ao appOptions
 	var oo obsOptions
 	var ho httpOptions
+	var lo leaseOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
@@ -107,7 +118,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, log, grace, to, ao, ho, oo)
+			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo)
 		},
 	}
 	f := cmd.Flags()
@@ -132,10 +143,12 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
+	f.DurationVar(&lo.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
+	f.DurationVar(&lo.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions) error {
+func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions, lo leaseOptions) error {
 	lock, err := lockDataDir(cfg)
 	if err != nil {
 		return err
@@ -172,7 +185,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
-	svc, err := newApp(ctx, st, provider, log, reg, grace, ao)
+	// Several daemons share a PostgreSQL database; a SQLite file has one
+	// (the data directory's lock).
+	shared, _ := usesPostgres(cfg)
+	instance := uuid.NewString()
+	leases := app.LeaseSettings{Renew: lo.renew, Expiry: lo.expiry}
+	svc, err := newApp(ctx, st, provider, log, reg, grace, ao, app.Config{Instance: instance, Shared: shared, Lease: leases})
 	if err != nil {
 		return err
 	}
@@ -181,44 +199,68 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
-		Observer: coordObserver{reg: reg, log: log, provider: provider.Name()}})
+		Observer: coordObserver{reg: reg, log: log, provider: provider.Name()}, Instance: instance, Shared: shared})
 	svc.SettleProposalsWith(coord)
-	if err := coord.Recover(ctx); err != nil {
-		return fmt.Errorf("recover turns: %w", err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		return fmt.Errorf("start application services: %w", err)
-	}
-	defer svc.Stop(context.Background()) // before the store closes
-	page, err := web.New(*coord.Routes())
-	if err != nil {
-		return fmt.Errorf("cockpit assets: %w", err)
-	}
-	edge.Coordinator, edge.App, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
-	api := httpapi.New(edge)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
+	keeper, err := lease.Start(ctx, lease.Config{
+		Store: st, Renew: lo.renew, Expiry: lo.expiry, Logger: log, Reap: shared, Reapers: []lease.Reaper{coord, svc},
+		Instance: store.Instance{ID: instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: build.Version},
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	reg.ObserveLeases(func() metrics.LeaseStats {
+		s := keeper.Stats()
+		return metrics.LeaseStats{Instances: s.Instances, Renewals: s.Renewals, RenewFailures: s.RenewFailures, Reaped: s.Reaped}
+	})
+	// Until the loop below: a failed start ends the lease at once.
+	abort := func(err error) error {
+		ln.Close()
+		coord.Shutdown(context.Background())
+		svc.Stop(context.Background())
+		if serr := keeper.Stop(context.Background()); serr != nil {
+			log.Warn("end the lease", "err", serr)
+		}
+		return err
+	}
+	if err := coord.Recover(ctx); err != nil {
+		return abort(fmt.Errorf("recover turns: %w", err))
+	}
+	if err := svc.Start(ctx); err != nil {
+		return abort(fmt.Errorf("start application services: %w", err))
+	}
+	page, err := web.New(*coord.Routes())
+	if err != nil {
+		return abort(fmt.Errorf("cockpit assets: %w", err))
+	}
+	edge.Coordinator, edge.App, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
+	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
 	if oo.metricsAddr != "" {
 		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, errc)
 		if err != nil {
-			ln.Close()
-			return err
+			return abort(err)
 		}
 		defer msrv.Close()
 		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics")
 	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
-		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version)
+		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version, "instance", instance)
 	printSignInURL(os.Stdout, ln.Addr(), token)
 	go func() { errc <- srv.Serve(ln) }()
+	var failure error
 	select {
-	case err := <-errc:
-		return err
+	case failure = <-errc:
 	case <-ctx.Done():
+	case <-keeper.Lost():
+		// Another daemon took this one's work over: stop, for a
+		// supervisor to start a fresh instance.
+		failure = keeper.Err()
 	}
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
@@ -229,7 +271,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("http shutdown", "err", err)
 	}
-	return nil
+	if err := keeper.Stop(shutdownCtx); err != nil { // after the work stopped, before the store closes
+		log.Warn("end the lease", "err", err)
+	}
+	return failure
 }
 
 // splitNonEmpty splits s on sep, dropping empty parts.
@@ -285,14 +330,22 @@ func allowedHosts(addr string, extra []string) []string {
 // newApp builds the application services over the store and the model
 // provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions) (*app.Service, error) {
-	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint, Provider: provider, Logger: log, Workers: ao.runWorkers,
-		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace, Observer: obs})
+func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions, ac app.Config) (*app.Service, error) {
+	ac.Store, ac.Maintenance, ac.Provider, ac.Logger, ac.Workers, ac.Observer = st, st.maint, provider, log, ao.runWorkers, obs
+	ac.RecoveryWindow, ac.SchedulerInterval, ac.ShutdownGrace = ao.recoveryWindow, app.DefaultSchedulerInterval, grace
+	svc, err := app.New(ac)
 	if err != nil {
 		return nil, err
 	}
 	if !ao.noSeed {
-		created, err := svc.Seed(ctx)
+		// Daemons that start together on a new database seed one at a
+		// time: the second finds the first one's rows.
+		var created bool
+		err := st.Exclusive(ctx, func(ctx context.Context) error {
+			var err error
+			created, err = svc.Seed(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("create starter content: %w", err)
 		}

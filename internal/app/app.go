@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -32,6 +34,7 @@ const (
 	DefaultRecoveryWindow    = 7 * 24 * time.Hour
 	DefaultShutdownGrace     = 5 * time.Second
 	DefaultSchedulerInterval = 15 * time.Second
+	DefaultClaimInterval     = 2 * time.Second
 )
 
 // Audit actors: who a command was executed for. Nothing from model output
@@ -84,6 +87,27 @@ type Config struct {
 	// Observer is told about runs and scheduler passes (metrics); nil
 	// observes nothing.
 	Observer Observer
+	// Instance names this daemon in the store: it owns the runs it
+	// executes. Default: a fresh id that no lease covers.
+	Instance string
+	// Shared says other daemons share the database: every daemon's idle
+	// workers claim queued runs, a cancel recorded by any daemon reaches
+	// the one executing the run, and Start leaves the runs of other
+	// daemons alone (a dead daemon's are failed by the lease reaper,
+	// ReapOrphans). Unset, Start fails every run an earlier process left
+	// queued or running, as before.
+	Shared bool
+	// ClaimInterval is how often idle workers look for queued runs besides
+	// when told of one (Shared only).
+	ClaimInterval time.Duration
+	// Lease describes this daemon's lease, for doctor.
+	Lease LeaseSettings
+}
+
+// LeaseSettings are the lease flags of a daemon (zero: no lease kept).
+type LeaseSettings struct {
+	Renew  time.Duration
+	Expiry time.Duration
 }
 
 // Observer is what the executor and the scheduler report as they work.
@@ -173,6 +197,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
+	if cfg.ClaimInterval <= 0 {
+		cfg.ClaimInterval = DefaultClaimInterval
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = uuid.NewString()
+	}
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
@@ -193,8 +223,9 @@ func (s *Service) ProviderName() string {
 }
 
 // Start fails the runs a previous process left queued or running (their
-// error says the daemon restarted), then starts the run workers and, when
-// an interval is configured, the scheduler loop.
+// error says the daemon restarted) unless the database is Shared, then
+// starts the run workers and, when an interval is configured, the
+// scheduler loop.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started || s.stopped {
@@ -203,16 +234,18 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.started = true
 	s.mu.Unlock()
-	recovered, err := s.store.RecoverRuns(ctx, store.RecoverRunsParams{
-		ErrorCode:    string(protocol.ServiceRestarted),
-		ErrorMessage: "the daemon restarted before this run finished; it did not complete",
-		Now:          s.now(),
-	})
-	if err != nil {
-		return fmt.Errorf("recover runs: %w", err)
-	}
-	for _, r := range recovered {
-		s.log.Warn("failed run interrupted by restart", "run", r.ID, "playbook", r.PlaybookName)
+	if !s.cfg.Shared {
+		recovered, err := s.store.RecoverRuns(ctx, store.RecoverRunsParams{
+			ErrorCode:    string(protocol.ServiceRestarted),
+			ErrorMessage: "the daemon restarted before this run finished; it did not complete",
+			Now:          s.now(),
+		})
+		if err != nil {
+			return fmt.Errorf("recover runs: %w", err)
+		}
+		for _, r := range recovered {
+			s.log.Warn("failed run interrupted by restart", "run", r.ID, "playbook", r.PlaybookName)
+		}
 	}
 	for range s.cfg.Workers {
 		s.wg.Add(1)

@@ -231,6 +231,9 @@ func (o *owner) parked() step {
 			o.cancelWanted = true
 			o.cancelWaiters = append(o.cancelWaiters, r.reply)
 			return o.ending(store.TurnCancelled, nil)
+		case recheckRequest: // the loop reads the turn again
+		case reapRequest:
+			return o.ending(store.TurnFailed, r.err)
 		case decisionRequest:
 			if next, moved := o.decide(r); moved {
 				return next
@@ -515,7 +518,7 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 		s := string(cp.err.Code)
 		code = &s
 	}
-	params := store.CloseProposalParams{ID: p.ID, Status: cp.status, ErrorCode: code, Now: now,
+	params := store.CloseProposalParams{ID: p.ID, Status: cp.status, ErrorCode: code, Now: now, Instance: c.cfg.Instance,
 		Audit: auditRow(closed, auditParams{decision: cp.decision, code: code, now: now})}
 	if cp.frames {
 		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: cp.state}},
@@ -591,7 +594,7 @@ func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal) (st
 	now := c.now()
 	confirmed := p
 	confirmed.ConfirmedAt = &now
-	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now,
+	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now, Instance: c.cfg.Instance,
 		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, now: now}),
 		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed}}}})
 	if err == nil {
@@ -645,7 +648,7 @@ func (c *Coordinator) finishProposal(ctx context.Context, fp finishParams) (fini
 	}
 	done := p
 	done.CompletedAt = &now
-	params := store.FinishProposalParams{ID: p.ID, Status: status, Result: result, ErrorCode: code, Now: now, Also: fp.also,
+	params := store.FinishProposalParams{ID: p.ID, Status: status, Result: result, ErrorCode: code, Now: now, Also: fp.also, Instance: c.cfg.Instance,
 		Audit: auditRow(done, auditParams{decision: decision, result: result, code: code, actor: fp.actor, now: now})}
 	if fp.frames {
 		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: state}}, {Payload: tool}}

@@ -57,6 +57,9 @@ type Proposal struct {
 	// AmendedFrom is the proposal this one amends (the operator edited its
 	// command); it answers the same tool call.
 	AmendedFrom *string
+	// Owner is the instance that executes it once confirmed ("" before,
+	// and once its outcome became unknown with its executor).
+	Owner string
 }
 
 // ProposalStore keeps proposals. Every transition that the ADR audits
@@ -91,7 +94,9 @@ type ProposalStore interface {
 	// waiting for a human. A proposal that is not pending is conflict.
 	AmendProposal(ctx context.Context, p AmendProposalParams) (Proposal, error)
 	// AwaitConfirmation parks a running turn while one of its proposals is
-	// pending or executing; it reports whether the turn parked.
+	// pending or executing; it reports whether the turn parked. A parked
+	// turn has no owner (any daemon may continue it), unless its proposal
+	// executes: then the proposal's executor owns it.
 	AwaitConfirmation(ctx context.Context, p AwaitConfirmationParams) (bool, error)
 }
 
@@ -115,6 +120,9 @@ type ConfirmProposalParams struct {
 	Audit  AppendAdminEventParams
 	Frames []NewFrame
 	Now    time.Time
+	// Instance executes it: it owns the proposal, and the turn while the
+	// turn awaits confirmation.
+	Instance string
 }
 
 // FinishProposalParams records an executed proposal's outcome.
@@ -129,6 +137,8 @@ type FinishProposalParams struct {
 	Also   *AppendAdminEventParams
 	Frames []NewFrame
 	Now    time.Time
+	// Instance owns the turn it resumes.
+	Instance string
 }
 
 // CloseProposalParams ends a pending proposal without executing it.
@@ -139,6 +149,8 @@ type CloseProposalParams struct {
 	Audit     AppendAdminEventParams
 	Frames    []NewFrame
 	Now       time.Time
+	// Instance owns the turn it resumes.
+	Instance string
 }
 
 // AmendProposalParams amends a pending proposal.

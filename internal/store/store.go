@@ -25,6 +25,7 @@ type Store interface {
 	EffectStore
 	ProposalStore
 	AppStore
+	InstanceStore
 
 	// FrameSignal returns a channel that is closed after the next commit that
 	// appends frames to the conversation (or purges it). Take the channel
@@ -129,6 +130,9 @@ type Turn struct {
 	StartedAt         *time.Time
 	EndedAt           *time.Time
 	CancelRequestedAt *time.Time
+	// Owner is the instance that owns the turn ("" for none; see
+	// InstanceStore).
+	Owner string
 }
 
 // Frame is a row of studio_operator_frames. Payload is the stored JSON,
@@ -233,10 +237,12 @@ type TurnStore interface {
 	FinishTurn(ctx context.Context, p FinishTurnParams) (Turn, []Frame, error)
 	// RequestCancel is idempotent: a queued turn is cancelled at once (done
 	// frame included), a running one gets cancel_requested_at, a finished one
-	// is returned unchanged.
+	// is returned unchanged. Its commit notifies the turn's control key.
 	RequestCancel(ctx context.Context, p RequestCancelParams) (Turn, []Frame, error)
 	// RecoverTurns fails every queued or running turn with service_restarted
-	// (error and done frames), one transaction per turn.
+	// (error and done frames), one transaction per turn: the start of a
+	// daemon that holds the database alone (SQLite). Daemons that share one
+	// end each other's work by lease instead (InstanceStore).
 	RecoverTurns(ctx context.Context, p RecoverTurnsParams) ([]Turn, error)
 	// SetTurnContext records the compiled context receipt of a turn.
 	SetTurnContext(ctx context.Context, p SetTurnContextParams) error
@@ -251,12 +257,16 @@ type SubmitTurnParams struct {
 	ContextHash          string
 	ExpectedLastSequence int64
 	Now                  time.Time
+	// Instance owns the queued turn (it starts it unless another instance
+	// claims it first).
+	Instance string
 }
 
-// StartTurnParams starts a queued turn.
+// StartTurnParams starts a queued turn; Instance owns it from then on.
 type StartTurnParams struct {
 	RequestID string
 	Now       time.Time
+	Instance  string
 }
 
 // FinishTurnParams ends a turn. Status must be terminal; Error, when set, is
@@ -266,6 +276,10 @@ type FinishTurnParams struct {
 	Status    TurnStatus
 	Error     *protocol.Error
 	Now       time.Time
+	// Instance, when set, must own the turn, or the turn must have no
+	// owner (conflict otherwise): an instance never ends a turn that
+	// another one took over.
+	Instance string
 }
 
 // RequestCancelParams asks for a turn's cancellation.

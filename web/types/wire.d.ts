@@ -33,6 +33,16 @@ export interface CancelRunCommand {
   run: string;
 }
 
+export interface ClusterReport {
+  self?: string;
+  lease: LeaseReport;
+  live: number;
+  expired: number;
+  instances: InstanceReport[];
+  turns: OwnedReport[];
+  runs: OwnedReport[];
+}
+
 export interface CommandProposal {
   id: string;
   commandType: string;
@@ -175,6 +185,7 @@ export interface DoctorReport {
   runs: RunsReport;
   schedules: SchedulesReport;
   operator: OperatorReport;
+  cluster: ClusterReport;
   problems: string[];
 }
 
@@ -262,10 +273,27 @@ export interface IndeterminateProposal {
   confirmedAt: number | null;
 }
 
+export interface InstanceReport {
+  id: string;
+  address: string;
+  pid: number;
+  version: string;
+  state: string;
+  startedAt: number;
+  heartbeatAt: number;
+  leaseExpiresAt: number;
+  endedAt: number | null;
+}
+
 export interface LaunchPlaybookCommand {
   playbook: string;
   input?: string;
   args?: Record<string, string>;
+}
+
+export interface LeaseReport {
+  renewSeconds: number;
+  expirySeconds: number;
 }
 
 export interface MaintenanceResult {
@@ -316,6 +344,14 @@ export interface OperatorReport {
   turnsAwaitingConfirmation: number;
   indeterminateProposals: IndeterminateProposal[];
   indeterminateTotal: number;
+}
+
+export interface OwnedReport {
+  id: string;
+  conversationId?: string;
+  status: string;
+  owner: string;
+  ownerState?: string;
 }
 
 export interface Param {

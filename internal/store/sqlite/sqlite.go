@@ -103,6 +103,10 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 	return sqlstore.Migrate(ctx, s.w, dialect{}, ms, now)
 }
 
+// Exclusive runs fn: one daemon holds a SQLite file (the data directory's
+// lock), so nothing else runs beside it.
+func (s *Store) Exclusive(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -115,12 +119,13 @@ type dialect struct{}
 
 var _ sqlstore.Dialect = dialect{}
 
-func (dialect) Rebind(query string) string                    { return query }
-func (dialect) Lock(sqlstore.LockMode, ...string) string      { return "" }
-func (dialect) Snapshot() *sql.TxOptions                      { return &sql.TxOptions{ReadOnly: true} }
-func (dialect) Notify(context.Context, *sql.Tx, string) error { return nil }
-func (dialect) Retryable(error) bool                          { return false }
-func (dialect) JSON(expr string) string                       { return expr }
+func (dialect) Rebind(query string) string                             { return query }
+func (dialect) Lock(sqlstore.LockMode, ...string) string               { return "" }
+func (dialect) Snapshot() *sql.TxOptions                               { return &sql.TxOptions{ReadOnly: true} }
+func (dialect) Notify(context.Context, *sql.Tx, string) error          { return nil }
+func (dialect) Control(context.Context, sqlstore.Execer, string) error { return nil }
+func (dialect) Retryable(error) bool                                   { return false }
+func (dialect) JSON(expr string) string                                { return expr }
 
 // SearchMatch: the FTS5 index over the search documents.
 func (dialect) SearchMatch() string {

@@ -227,6 +227,11 @@ func (g *group) run(batch []*job) (rest []*job) {
 				return g.abort(sqlTx, nil, fmt.Errorf("notify: %w", err))
 			}
 		}
+		for _, key := range j.tx.controls {
+			if err := g.s.d.Control(ctx, sqlTx, key); err != nil {
+				return g.abort(sqlTx, nil, fmt.Errorf("notify: %w", err))
+			}
+		}
 	}
 	if g.beforeCommit != nil {
 		if err := g.beforeCommit(len(g.ran)); err != nil {

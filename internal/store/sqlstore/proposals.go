@@ -17,19 +17,20 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at, amended_from`
+	confirmed_at, completed_at, result_json, error_code, created_at, amended_from, owner_instance`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
 	var command string
-	var kind, id, version, result, code, amended sql.NullString
+	var kind, id, version, result, code, amended, owner sql.NullString
 	var expires, created float64
 	var confirmed, completed sql.NullFloat64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created, &amended); err != nil {
+		&confirmed, &completed, &result, &code, &created, &amended, &owner); err != nil {
 		return p, err
 	}
+	p.Owner = owner.String
 	p.Command = jsontext.Value(command)
 	if kind.Valid {
 		p.Target = &protocol.ResourceVersion{Kind: kind.String, ID: id.String, Version: version.String}
@@ -191,10 +192,11 @@ func transition(ctx context.Context, tx *writeTx, id string, from []store.Propos
 }
 
 // resumeTurn moves the proposal's turn from awaiting_confirmation back to
-// running; it reports whether it did (and so who continues the turn).
-func resumeTurn(ctx context.Context, tx *writeTx, requestID string) (bool, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running'
-		WHERE request_id = ? AND status = 'awaiting_confirmation'`, requestID)
+// running, owned by instance; it reports whether it did (and so who
+// continues the turn).
+func resumeTurn(ctx context.Context, tx *writeTx, requestID, instance string) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', owner_instance = ?
+		WHERE request_id = ? AND status = 'awaiting_confirmation'`, nullIfEmpty(instance), requestID)
 	if err != nil {
 		return false, fmt.Errorf("resume turn: %w", err)
 	}
@@ -208,11 +210,18 @@ func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalPara
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
 		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
-			`status = 'executing', confirmed_at = ?`, []any{ts(p.Now)}, p.Audit, p.Frames, p.Now)
-		if err == nil {
-			tx.touch(out.ConversationID)
+			`status = 'executing', confirmed_at = ?, owner_instance = ?`, []any{ts(p.Now), nullIfEmpty(p.Instance)}, p.Audit, p.Frames, p.Now)
+		if err != nil {
+			return err
 		}
-		return err
+		tx.touch(out.ConversationID)
+		// A parked turn is its executor's while the command runs: if that
+		// daemon dies, a reaper knows whose work to end.
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ?
+			WHERE request_id = ? AND status = 'awaiting_confirmation'`, nullIfEmpty(p.Instance), out.RequestID); err != nil {
+			return fmt.Errorf("confirm proposal: %w", err)
+		}
+		return nil
 	})
 	return out, err
 }
@@ -244,7 +253,7 @@ func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams
 			}
 		}
 		tx.touch(out.ConversationID)
-		resumed, err = resumeTurn(ctx, tx, out.RequestID)
+		resumed, err = resumeTurn(ctx, tx, out.RequestID, p.Instance)
 		return err
 	})
 	return out, resumed, err
@@ -268,7 +277,7 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 			return err
 		}
 		tx.touch(out.ConversationID)
-		resumed, err = resumeTurn(ctx, tx, out.RequestID)
+		resumed, err = resumeTurn(ctx, tx, out.RequestID, p.Instance)
 		return err
 	})
 	return out, resumed, err
@@ -292,10 +301,14 @@ func (s *Store) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmation
 				return err
 			}
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation'
+		// Parked on a human, the turn is no one's; parked on a proposal
+		// another daemon executes, it is that daemon's.
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation',
+			owner_instance = (SELECT MAX(owner_instance) FROM studio_operator_proposals
+				WHERE request_id = ? AND status = 'executing')
 			WHERE request_id = ? AND status = 'running' AND EXISTS (
 				SELECT 1 FROM studio_operator_proposals
-				WHERE request_id = ? AND status IN ('pending', 'executing'))`, p.RequestID, p.RequestID)
+				WHERE request_id = ? AND status IN ('pending', 'executing'))`, p.RequestID, p.RequestID, p.RequestID)
 		if err != nil {
 			return fmt.Errorf("await confirmation: %w", err)
 		}

@@ -47,6 +47,11 @@ type Dialect interface {
 	// several processes tells the others (PostgreSQL's pg_notify). This
 	// process's streams are woken after the commit, whatever Notify does.
 	Notify(ctx context.Context, tx *sql.Tx, conversationID string) error
+	// Control tells the other processes sharing the database about a
+	// control key (store.ControlSignal): inside a write transaction before
+	// its commit (q is the *sql.Tx), or at once (q is the *sql.DB). This
+	// process's waiters are woken by the Store, whatever Control does.
+	Control(ctx context.Context, q Execer, key string) error
 	// Retryable reports an error of a write transaction that a fresh
 	// transaction may not meet again (a deadlock, a serialization failure,
 	// a unique violation by a concurrent insert): fn then runs again and
@@ -61,6 +66,11 @@ type Dialect interface {
 	// JSON is the expression expr, text holding JSON, as a value for a
 	// JSON column.
 	JSON(expr string) string
+}
+
+// Execer runs a statement: a *sql.Tx or a *sql.DB.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // LockMode is the strength of a row lock (Dialect.Lock).
@@ -90,6 +100,11 @@ type Config struct {
 	// A backend passes one when something else wakes streams too (a
 	// listener for other processes' commits).
 	Signals *store.Signals
+	// Control wakes this process's control waiters
+	// (store.InstanceStore.ControlSignal); nil gives the Store its own. A
+	// backend passes one when a listener for other processes' commits
+	// wakes them too.
+	Control *store.Signals
 	// GroupCommit sends every write transaction through one writer loop
 	// that commits all those waiting together: one commit, and so one
 	// fsync, per batch (group.go). It suits an engine that runs writes one
@@ -109,6 +124,7 @@ type Store struct {
 	locks          locks
 	snapshot       *sql.TxOptions
 	signals        *store.Signals
+	control        *store.Signals
 	group          *group // nil: each write transaction commits alone
 	feed           *store.Feed
 }
@@ -129,9 +145,13 @@ func New(c Config) *Store {
 		},
 		snapshot: c.Dialect.Snapshot(),
 		signals:  c.Signals,
+		control:  c.Control,
 	}
 	if s.signals == nil {
 		s.signals = new(store.Signals)
+	}
+	if s.control == nil {
+		s.control = new(store.Signals)
 	}
 	s.feed = store.NewFeed(func(ctx context.Context, id string, after int64, limit int) ([]store.Frame, error) {
 		return s.ListFrames(ctx, store.ListFramesParams{ConversationID: id, AfterSequence: after, Limit: limit})
@@ -219,6 +239,8 @@ type writeTx struct {
 	conn
 	locks   *locks
 	touched []string
+	// controls are the control keys the commit notifies (store.ControlSignal).
+	controls []string
 	// appended are the frames the transaction appended, in order: after
 	// the commit they go to this process's live streams.
 	appended []store.Frame
@@ -229,6 +251,14 @@ type writeTx struct {
 func (tx *writeTx) touch(conversationID string) {
 	if !slices.Contains(tx.touched, conversationID) {
 		tx.touched = append(tx.touched, conversationID)
+	}
+}
+
+// control records a control key the commit notifies: a cancel, a claim,
+// queued work.
+func (tx *writeTx) control(key string) {
+	if !slices.Contains(tx.controls, key) {
+		tx.controls = append(tx.controls, key)
 	}
 }
 
@@ -257,11 +287,15 @@ func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
 }
 
 // committed tells this process's streams of a commit: the frames it
-// appended, and a wake-up for every conversation it touched.
+// appended, and a wake-up for every conversation it touched; and this
+// process's control waiters of the keys it notified.
 func (s *Store) committed(tx *writeTx) {
 	s.feed.Publish(tx.appended)
 	for _, id := range tx.touched {
 		s.signals.Notify(id)
+	}
+	for _, key := range tx.controls {
+		s.control.Notify(key)
 	}
 }
 
@@ -277,6 +311,12 @@ func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*write
 	}
 	for _, id := range tx.touched {
 		if err := s.d.Notify(ctx, sqlTx, id); err != nil {
+			_ = sqlTx.Rollback()
+			return nil, fmt.Errorf("notify: %w", err)
+		}
+	}
+	for _, key := range tx.controls {
+		if err := s.d.Control(ctx, sqlTx, key); err != nil {
 			_ = sqlTx.Rollback()
 			return nil, fmt.Errorf("notify: %w", err)
 		}

@@ -24,6 +24,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Proposals", func(t *testing.T) { ExerciseProposals(t, open) })
 	t.Run("Engine", func(t *testing.T) { ExerciseEngine(t, open) })
 	t.Run("ConversationFeatures", func(t *testing.T) { ExerciseConversationFeatures(t, open) })
+	t.Run("Instances", func(t *testing.T) { ExerciseInstances(t, open) })
 
 	run("Conversation/CreateGet", testConversationCreateGet)
 	run("Conversation/GetMissing", testConversationGetMissing)

@@ -1,7 +1,6 @@
 -- Issue 15: conversations beyond the peers (fork, pin, search, recover, a
 -- model per conversation, amended proposals). The PostgreSQL twin of the
--- SQLite backend's 0003 (see there for the columns and tables); numbered
--- 0003 until the lead renumbers it (planned as 0004).
+-- SQLite backend's 0004 (see there for the columns and tables).
 --
 -- Search is PostgreSQL full-text search: studio_operator_search_docs keeps
 -- one document per complete turn and per title with a generated tsvector

@@ -1,6 +1,5 @@
 -- Issue 15: conversations beyond the peers (fork, pin, search, recover, a
--- model per conversation, amended proposals). Numbered 0003 until the lead
--- renumbers it (planned as 0004: issue 13 takes 0003, issue 16 0005).
+-- model per conversation, amended proposals).
 --
 -- Added columns:
 --   studio_operator_conversations.pinned: 0/1, pinned conversations list first.
