@@ -28,6 +28,8 @@ func dbPath(dataDir string) string { return filepath.Join(dataDir, "studio.db") 
 type stateDB interface {
 	store.Store
 	Migrate(ctx context.Context, now time.Time) (int, error)
+	// Exclusive runs fn alone among the daemons on the database (seeding).
+	Exclusive(ctx context.Context, fn func(context.Context) error) error
 }
 
 // database is an opened backend and its file upkeep, nil where the engine

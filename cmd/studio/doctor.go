@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/datadir"
+	"github.com/studio/operator/internal/httpapi"
 )
 
 // newDoctorCmd is `studio doctor`. It asks the running daemon first, since
@@ -22,46 +24,58 @@ import (
 // nothing migrated or changed — because doctor is most needed when the
 // daemon is down.
 func newDoctorCmd(cfg *config) *cobra.Command {
-	var asJSON, local bool
+	var local bool
+	var o *output
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check the installation: database, model provider, runs, schedules, operator work",
-		Long: "Ask the running daemon for its health report (GET /api/app/system/health). When no daemon\n" +
-			"answers at --server, open the database in --data-dir directly and check what can be checked\n" +
-			"without it. Exits 1 when the report's status is failing.",
+		Short: "Check the installation: daemon, database, model provider, runs, schedules, operator work",
+		Long: `Ask the running daemon for its health report (GET /api/app/system/health). When no daemon
+answers at --server, open the database in --data-dir directly, print what can be checked without
+the daemon, and exit 5: the daemon is down. Exit 1 when the report's status is failing (the daemon
+is unhealthy); a degraded report lists its problems and exits 0.`,
+		Example: `  studio doctor
+  studio doctor -o json | jq .problems
+  studio doctor --local          # only the database file, never the daemon`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := cmd.OutOrStdout()
-			rep, source, err := doctorReport(cmd.Context(), cfg, local)
-			if err != nil {
+			if _, err := o.isJSON(); err != nil {
 				return err
 			}
-			if asJSON {
-				if err := printJSON(out, rep); err != nil {
-					return err
+			out := cmd.OutOrStdout()
+			rep, source, down, err := doctorReport(cmd.Context(), cfg, local)
+			if err != nil {
+				if down != nil {
+					return exitError{exitUnreachable, fmt.Errorf("%w; reading the database directly failed too: %v", down, err)}
 				}
-			} else {
-				printDoctor(out, rep, source)
+				return err
 			}
-			if rep.Status == app.StatusFailing {
-				return errors.New("doctor found failing checks")
+			if err := o.emit(out, rep, func(w io.Writer) { printDoctor(w, rep, source) }); err != nil {
+				return err
+			}
+			switch {
+			case down != nil:
+				return exitError{exitUnreachable, fmt.Errorf("the daemon is down: %w", down)}
+			case rep.Status == app.StatusFailing && local:
+				return errors.New("the database check is failing: " + strings.Join(rep.Problems, "; "))
+			case rep.Status == app.StatusFailing:
+				return errors.New("the daemon is unhealthy: " + strings.Join(rep.Problems, "; "))
 			}
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "daemon URL (env STUDIO_URL; default http://<addr>)")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	f.BoolVar(&local, "local", false, "do not ask the daemon: read the database file directly")
+	o = addOutput(cmd)
+	cmd.Flags().BoolVar(&local, "local", false, "do not ask the daemon: read the database file directly")
 	return cmd
 }
 
 // doctorReport asks the daemon, or reads the database when no daemon
-// answers, and adds what in the data directory other users can read.
-func doctorReport(ctx context.Context, cfg *config, local bool) (app.DoctorReport, string, error) {
-	rep, source, err := healthReport(ctx, cfg, local)
+// answers, and adds what in the data directory other users can read; down
+// is why the daemon could not be asked (nil when it answered or was not
+// asked).
+func doctorReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorReport, source string, down, err error) {
+	rep, source, down, err = healthReport(ctx, cfg, local)
 	if err != nil {
-		return rep, source, err
+		return rep, source, down, err
 	}
 	if exposed := datadir.Exposed(cfg.dataDir); len(exposed) > 0 {
 		rep.Problems = append(rep.Problems, exposed...)
@@ -69,29 +83,37 @@ func doctorReport(ctx context.Context, cfg *config, local bool) (app.DoctorRepor
 			rep.Status = app.StatusDegraded
 		}
 	}
-	return rep, source, nil
+	return rep, source, down, nil
 }
 
 // healthReport asks the daemon, or reads the database when no daemon answers.
-func healthReport(ctx context.Context, cfg *config, local bool) (app.DoctorReport, string, error) {
+func healthReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorReport, source string, down, err error) {
 	if !local {
 		cl, err := operatorClient(cfg)
-		if err == nil {
-			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			rep, err := cl.Doctor(cctx)
-			cancel()
-			if err == nil {
-				return rep, "asked the daemon at " + cl.BaseURL, nil
-			}
-			var nerr net.Error
-			var oerr *net.OpError
-			if !errors.As(err, &oerr) && !errors.As(err, &nerr) {
-				return app.DoctorReport{}, "", fmt.Errorf("the daemon at %s answered: %w", cl.BaseURL, err)
-			}
+		if err != nil {
+			down = fmt.Errorf("cannot ask the daemon: %w", err)
+			rep, err = localDoctor(ctx, cfg)
+			return rep, "read " + databaseName(cfg) + " directly: no token to ask the daemon", down, err
 		}
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		rep, err := cl.Doctor(cctx)
+		cancel()
+		if err == nil {
+			return rep, "asked the daemon at " + cl.BaseURL, nil, nil
+		}
+		var unreachable *httpapi.UnreachableError
+		if !errors.As(err, &unreachable) {
+			return rep, "", nil, fmt.Errorf("the daemon at %s answered: %w", cl.BaseURL, err)
+		}
+		down = unreachable
 	}
-	rep, err := localDoctor(ctx, cfg)
-	return rep, "read " + databaseName(cfg) + " directly: no daemon answered", err
+	rep, err = localDoctor(ctx, cfg)
+	if down != nil {
+		source = "read " + databaseName(cfg) + " directly: no daemon answered"
+	} else {
+		source = "read " + databaseName(cfg) + " directly"
+	}
+	return rep, source, down, err
 }
 
 // localDoctor checks the database without a daemon. PostgreSQL offers no
@@ -166,10 +188,80 @@ func printDoctor(w io.Writer, r app.DoctorReport, source string) {
 			fmt.Fprintf(w, "  %s  %s  %q  (conversation %s)\n", p.ID, p.CommandType, p.Summary, p.ConversationID)
 		}
 	}
+	printCluster(w, r.Cluster)
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(w, "problems:\n")
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "  - %s\n", p)
 		}
+	}
+}
+
+// printCluster prints the daemons on the database, their leases and who
+// owns the work in flight.
+func printCluster(w io.Writer, c app.ClusterReport) {
+	fmt.Fprintf(w, "instances:  %d live, %d expired", c.Live, c.Expired)
+	if c.Lease.RenewSeconds > 0 {
+		fmt.Fprintf(w, " (lease renewed every %gs, expires after %gs)", c.Lease.RenewSeconds, c.Lease.ExpirySeconds)
+	}
+	fmt.Fprintln(w)
+	for _, in := range c.Instances {
+		self := ""
+		if in.ID == c.Self {
+			self = "  (this daemon)"
+		}
+		fmt.Fprintf(w, "  %s  %-7s  %s  pid %d  %s  heartbeat %s%s\n", in.ID, in.State, in.Address, in.PID, in.Version,
+			time.Unix(0, int64(in.HeartbeatAt*1e9)).UTC().Format(time.RFC3339), self)
+	}
+	owners := func(kind string, ws []app.OwnedReport) {
+		for _, o := range ws {
+			owner := "no owner"
+			if o.Owner != "" {
+				owner = "owned by " + o.Owner + " (" + o.OwnerState + ")"
+			}
+			fmt.Fprintf(w, "  %s %s  %s  %s\n", kind, o.ID, o.Status, owner)
+		}
+	}
+	if len(c.Turns)+len(c.Runs) > 0 {
+		fmt.Fprintf(w, "work in flight:\n")
+		owners("turn", c.Turns)
+		owners("run ", c.Runs)
+	}
+}
+
+// newHealthzCmd is `studio healthz`: the container health check. It asks
+// GET /healthz (no token needed) at --server or --addr and exits 0 when the
+// daemon answers ok, 1 when it answers otherwise, 5 when nothing answers.
+func newHealthzCmd(cfg *config) *cobra.Command {
+	return &cobra.Command{
+		Use:     "healthz",
+		Short:   "Exit 0 when the daemon's /healthz answers ok (for container and service health checks)",
+		Example: `  studio healthz && echo up`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			base := cfg.server
+			if base == "" {
+				host, port, err := net.SplitHostPort(cfg.addr)
+				if err != nil {
+					return usageError{fmt.Errorf("--addr %q: %w", cfg.addr, err)}
+				}
+				if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+					host = "127.0.0.1"
+				}
+				base = "http://" + net.JoinHostPort(host, port)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+			defer cancel()
+			cl := httpapi.NewClient(base, "", nil)
+			var h struct {
+				Status string `json:"status"`
+				Reason string `json:"reason"`
+			}
+			if err := cl.Do(ctx, http.MethodGet, "/healthz", nil, &h); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), h.Status)
+			return nil
+		},
 	}
 }

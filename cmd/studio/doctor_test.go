@@ -6,8 +6,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/store"
 )
 
 // TestDoctorWithoutDaemon: with no daemon at --server, doctor reads the
@@ -21,24 +23,47 @@ func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A daemon's instance with a turn it runs, and one that stopped.
+	now := time.Now()
+	for _, id := range []string{"live-instance", "stopped-instance"} {
+		if _, err := st.RegisterInstance(t.Context(), store.RegisterInstanceParams{Instance: store.Instance{ID: id, Address: "http://127.0.0.1:8765",
+			PID: 42, Version: "v1", StartedAt: now, HeartbeatAt: now, LeaseExpiresAt: now.Add(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.StopInstance(t.Context(), store.StopInstanceParams{ID: "stopped-instance", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := st.CreateConversation(t.Context(), store.CreateConversationParams{ID: "c1", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.SubmitTurn(t.Context(), store.SubmitTurnParams{ConversationID: conv.ID, RequestID: "r1", Instruction: "x",
+		ContextJSON: []byte(`{}`), ContextHash: "h", Now: now, Instance: "live-instance"}); err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
 	t.Setenv("STUDIO_TOKEN", "")
 	cfg := &config{dataDir: dir, addr: "127.0.0.1:1"} // nothing listens on port 1
-	rep, source, err := doctorReport(t.Context(), cfg, false)
+	rep, source, down, err := doctorReport(t.Context(), cfg, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if down == nil || exitCode(exitError{exitUnreachable, down}) != exitUnreachable {
+		t.Fatalf("doctor did not report the daemon down: %v", down)
 	}
 	if rep.Status != app.StatusOK || rep.Database.QuickCheck != "ok" || rep.Model.Configured || !strings.Contains(source, "directly") {
 		t.Fatalf("report = %+v from %s", rep, source)
 	}
 	var out bytes.Buffer
 	printDoctor(&out, rep, source)
-	for _, want := range []string{"status:     ok", "studio.db, schema version", "not checked: the daemon is not running", "indeterminate proposals: none"} {
+	for _, want := range []string{"status:     ok", "studio.db, schema version", "not checked: the daemon is not running", "indeterminate proposals: none",
+		"instances:  1 live, 0 expired\n", "live-instance  live", "stopped-instance  stopped", "turn r1  queued  owned by live-instance (live)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true); err == nil {
+	if _, _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true); err == nil {
 		t.Fatal("doctor of an empty data dir found a database")
 	}
 }

@@ -12,9 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // config is the daemon's configuration: flags with environment equivalents.
 type config struct {
 	addr     string
@@ -44,34 +41,50 @@ func defaultDataDir() string {
 }
 
 func main() {
-	if err := newRoot().Execute(); err != nil {
-		os.Exit(1)
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes the command line and returns the exit code; errors go to
+// stderr, once, with a pointer to --help for usage mistakes.
+func run(args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
 	}
+	fmt.Fprintf(os.Stderr, "studio: %v\n", err)
+	code := exitCode(err)
+	if code == exitUsage && cmd != nil {
+		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return code
 }
 
 func newRoot() *cobra.Command {
 	cfg := &config{}
 	root := &cobra.Command{
-		Use:           "studio",
-		Short:         "Studio cockpit daemon with a durable, safe AI operator dock",
+		Use:   "studio",
+		Short: "Studio cockpit daemon with a durable, safe AI operator dock",
+		Long: "studio runs the Studio cockpit daemon (studio serve) and talks to a running one: the operator\n" +
+			"protocol (studio operator), the application's runs, playbooks and schedules, and health (studio doctor).\n\n" +
+			exitCodesHelp,
+		Example: `  studio serve                                 # the daemon on 127.0.0.1:8765
+  studio operator send "show the failed runs"  # talk to the operator
+  studio runs list --status failed -o json     # scriptable output
+  studio doctor || echo "daemon down or unhealthy: exit $?"`,
+		Version:       buildInfo().Version,
 		SilenceUsage:  true,
-		SilenceErrors: false,
+		SilenceErrors: true,
 	}
+	root.SetVersionTemplate(versionLine() + "\n")
 	pf := root.PersistentFlags()
-	pf.StringVar(&cfg.addr, "addr", envOr("STUDIO_ADDR", "127.0.0.1:8765"), "listen address (env STUDIO_ADDR)")
+	pf.StringVar(&cfg.addr, "addr", envOr("STUDIO_ADDR", "127.0.0.1:8765"), "listen address; clients: where the daemon is (env STUDIO_ADDR)")
 	pf.StringVar(&cfg.dataDir, "data-dir", envOr("STUDIO_DATA_DIR", defaultDataDir()), "data directory: database and token (env STUDIO_DATA_DIR)")
 	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
-	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg))
+	pf.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "clients: daemon URL (env STUDIO_URL; default http://<addr>)")
+	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
+		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd())
+	markUsage(root)
 	return root
-}
-
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "studio %s (operator protocol version 1)\n", version)
-		},
-	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
 	"time"
 
@@ -33,13 +35,17 @@ func newOperatorCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "operator",
 		Short: "Talk to a running daemon's operator: conversations, turns, streams",
+		Example: `  studio operator send "show the failed runs"
+  studio operator conversations list -o json
+  studio operator proposals
+  studio operator confirm PROPOSAL_ID`,
 	}
-	cmd.PersistentFlags().StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "daemon URL (env STUDIO_URL; default http://<addr>)")
 	convs := &cobra.Command{Use: "conversations", Aliases: []string{"conv"}, Short: "Create, list, show, archive and delete conversations"}
 	convs.AddCommand(convCreateCmd(cfg), convListCmd(cfg), convShowCmd(cfg), convArchiveCmd(cfg, true), convArchiveCmd(cfg, false),
-		convRenameCmd(cfg), convDeleteCmd(cfg))
+		convRenameCmd(cfg), convDeleteCmd(cfg), convRestoreCmd(cfg), convPinCmd(cfg, true), convPinCmd(cfg, false),
+		convModelCmd(cfg), convSearchCmd(cfg))
 	cmd.AddCommand(convs, sendCmd(cfg), streamCmd(cfg), cancelCmd(cfg), ticketCmd(cfg), newLoadCmd(cfg),
-		proposalsCmd(cfg), confirmCmd(cfg), denyCmd(cfg))
+		proposalsCmd(cfg), confirmCmd(cfg), denyCmd(cfg), forkCmd(cfg), modelsCmd(cfg))
 	return cmd
 }
 
@@ -56,8 +62,11 @@ func printJSON(w io.Writer, v any) error {
 
 func convCreateCmd(cfg *config) *cobra.Command {
 	var title, project string
+	var o *output
 	c := &cobra.Command{
 		Use: "create", Short: "Create a conversation", Args: cobra.NoArgs,
+		Example: `  studio operator conversations create --title "nightly triage"
+  id=$(studio operator conversations create -o json | jq -r .id)`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
@@ -74,9 +83,10 @@ func convCreateCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), conv)
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { conversationFields(w, conv) })
 		},
 	}
+	o = addOutput(c)
 	c.Flags().StringVar(&title, "title", "", "title")
 	c.Flags().StringVar(&project, "project", "", "project")
 	return c
@@ -84,53 +94,83 @@ func convCreateCmd(cfg *config) *cobra.Command {
 
 func convListCmd(cfg *config) *cobra.Command {
 	var status string
+	var o *output
 	c := &cobra.Command{
-		Use: "list", Short: "List conversations, newest first", Args: cobra.NoArgs,
+		Use: "list", Short: "List conversations, pinned first, then newest first", Args: cobra.NoArgs,
+		Example: `  studio operator conversations list
+  studio operator conversations list --status archived -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := o.isJSON(); err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
+			all := protocol.ConversationList{Conversations: []protocol.Conversation{}}
 			cursor := ""
 			for {
 				page, err := cl.ListConversations(cmd.Context(), status, cursor, 100)
 				if err != nil {
 					return err
 				}
-				for _, c := range page.Conversations {
-					title := "(untitled)"
-					if c.Title != nil {
-						title = *c.Title
-					}
-					active := ""
-					if c.ActiveRequestID != nil {
-						active = " turn " + *c.ActiveRequestID + " active"
-					}
-					fmt.Fprintf(out, "%s  %-8s  seq %-5d  %s%s\n", c.ID, c.Status, c.LastSequence, title, active)
-				}
+				all.Conversations = append(all.Conversations, page.Conversations...)
 				if page.NextCursor == "" {
-					return nil
+					break
 				}
 				cursor = page.NextCursor
 			}
+			return o.emit(cmd.OutOrStdout(), all, func(w io.Writer) { conversationTable(w, all.Conversations) })
 		},
 	}
-	c.Flags().StringVar(&status, "status", "", "active or archived (default both)")
+	o = addOutput(c)
+	c.Flags().StringVar(&status, "status", "", "active, archived, or deleted (those still recoverable); default active and archived")
 	return c
+}
+
+// conversationFields is the table form of one conversation.
+func conversationFields(w io.Writer, c protocol.Conversation) {
+	fields(w, "id", c.ID, "title", orDash(c.Title), "project", orDash(c.Project), "status", c.Status,
+		"last sequence", fmt.Sprint(c.LastSequence), "active turn", orDash(c.ActiveRequestID), "created", when(c.CreatedAt))
+}
+
+// when formats a wire timestamp (Unix seconds) for people, in UTC.
+func when(ts float64) string {
+	if ts == 0 {
+		return "-"
+	}
+	return protocol.Time(ts).Format(time.RFC3339)
+}
+
+// ago formats a wire timestamp as the time since then.
+func ago(ts float64) string {
+	if ts == 0 {
+		return "-"
+	}
+	return time.Since(protocol.Time(ts)).Truncate(time.Second).String() + " ago"
 }
 
 func convShowCmd(cfg *config) *cobra.Command {
 	var after int64
-	var raw bool
+	var o *output
 	c := &cobra.Command{
 		Use: "show ID", Short: "Show a conversation and its frames", Args: cobra.ExactArgs(1),
+		Example: `  studio operator conversations show 3f2a...    # the transcript
+  studio operator conversations show 3f2a... -o json --after 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := o.isJSON()
+			if err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			doc := struct {
+				Conversation protocol.Conversation `json:"conversation"`
+				Frames       []protocol.RawFrame   `json:"frames"`
+			}{Frames: []protocol.RawFrame{}}
 			first := true
 			for {
 				page, err := cl.GetConversation(cmd.Context(), args[0], after, 500)
@@ -139,27 +179,37 @@ func convShowCmd(cfg *config) *cobra.Command {
 				}
 				if first {
 					first = false
-					if err := printJSON(out, page.Conversation); err != nil {
-						return err
+					doc.Conversation = page.Conversation
+					if !asJSON {
+						conversationFields(out, page.Conversation)
 					}
 				}
 				for _, rf := range page.Frames {
+					if asJSON {
+						doc.Frames = append(doc.Frames, rf)
+						continue
+					}
 					b, _ := protocol.Marshal(rf)
 					f, err := protocol.DecodeFrame(b)
 					if err != nil {
 						return err
 					}
-					printFrame(out, f, raw)
+					printFrame(out, f, false)
 				}
 				if !page.HasMore {
-					return nil
+					break
 				}
 				after = page.NextAfterSequence
 			}
+			if asJSON {
+				return printJSON(out, doc)
+			}
+			fmt.Fprintln(out)
+			return nil
 		},
 	}
+	o = addOutput(c)
 	c.Flags().Int64Var(&after, "after", 0, "start after this sequence")
-	c.Flags().BoolVar(&raw, "json", false, "print frames as JSON lines")
 	return c
 }
 
@@ -181,7 +231,8 @@ func convRenameCmd(cfg *config) *cobra.Command {
 
 // convUpdateCmd PATCHes the conversation named by the first argument.
 func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []string) protocol.UpdateConversationRequest) *cobra.Command {
-	return &cobra.Command{
+	var o *output
+	c := &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(nargs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := operatorClient(cfg)
@@ -192,26 +243,31 @@ func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []st
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), conv)
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { conversationFields(w, conv) })
 		},
 	}
+	o = addOutput(c)
+	return c
 }
 
 func convDeleteCmd(cfg *config) *cobra.Command {
-	return &cobra.Command{
+	var o *output
+	c := &cobra.Command{
 		Use: "delete ID", Short: "Delete a conversation (purged later by maintenance)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
 			}
-			if _, err := cl.DeleteConversation(cmd.Context(), args[0]); err != nil {
+			conv, err := cl.DeleteConversation(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "deleted", args[0])
-			return nil
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { fmt.Fprintln(w, "deleted", conv.ID) })
 		},
 	}
+	o = addOutput(c)
+	return c
 }
 
 // printFrame writes one frame for a human, or as a JSON line.
@@ -259,18 +315,28 @@ func truncate(s string, n int) string {
 
 func sendCmd(cfg *config) *cobra.Command {
 	var convID, space, route, project string
-	var wait bool
+	var wait, cancelOnInterrupt bool
 	c := &cobra.Command{
 		Use:   `send "INSTRUCTION"`,
 		Short: "Submit a turn and print the reply as it streams",
-		Args:  cobra.ExactArgs(1),
+		Long: `send submits a turn and prints the reply as it streams. On a terminal a status line shows what
+the turn is doing (queued, working, calling a tool, waiting for your confirmation). A turn runs on the
+server: Ctrl-C stops following it and says how to cancel it, or cancels it with --cancel-on-interrupt.`,
+		Example: `  studio operator send "how many runs failed today?"
+  studio operator send --conversation 3f2a... "pause the nightly schedule"
+  studio operator send --cancel-on-interrupt "summarize the audit log"`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			out := cmd.OutOrStdout()
+			sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			ctx := sigCtx
+			status := newSpinner(cmd.ErrOrStderr())
+			defer status.stop()
+			out := status.output(cmd.OutOrStdout())
 			if convID == "" {
 				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{})
 				if err != nil {
@@ -292,27 +358,35 @@ func sendCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			status.set(turnQueued)
 			var outcome protocol.Outcome
-			err = cl.Follow(ctx, convID, acc.AcceptedSequence, reconnecting(cmd), func(f protocol.Frame) error {
+			err = cl.Follow(ctx, convID, acc.AcceptedSequence, status.reconnecting, func(f protocol.Frame) error {
 				if f.RequestID != acc.RequestID {
 					return nil
 				}
-				printFrame(out, f, false)
+				status.set(turnStateOf(f))
+				status.print(func() { printFrame(out, f, false) })
 				if d, ok := f.Payload.(protocol.DonePayload); ok {
 					outcome = d.Outcome
 					return httpapi.ErrStopStream
 				}
 				if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !wait {
 					// The turn waits for a human; do not hold the terminal.
-					fmt.Fprintf(out, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
-						c.ProposalID, convID, f.Sequence)
+					status.print(func() {
+						fmt.Fprintf(out, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
+							c.ProposalID, convID, f.Sequence)
+					})
 					outcome = protocol.OutcomeCompleted
 					return httpapi.ErrStopStream
 				}
 				return nil
 			})
+			status.stop()
 			if err != nil {
 				return err
+			}
+			if outcome == "" && sigCtx.Err() != nil && cmd.Context().Err() == nil {
+				return interrupted(cmd, cl, convID, acc.RequestID, cancelOnInterrupt)
 			}
 			if outcome != protocol.OutcomeCompleted {
 				return fmt.Errorf("turn %s ended %s", acc.RequestID, outcome)
@@ -322,10 +396,30 @@ func sendCmd(cfg *config) *cobra.Command {
 	}
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id (default: a new one)")
 	c.Flags().BoolVar(&wait, "wait", false, "keep streaming while a proposal awaits confirmation")
+	c.Flags().BoolVar(&cancelOnInterrupt, "cancel-on-interrupt", false, "on Ctrl-C, cancel the turn instead of leaving it running on the server")
 	c.Flags().StringVar(&space, "space", "mission", "the cockpit space you are looking at")
 	c.Flags().StringVar(&route, "route", "/", "the cockpit route you are looking at")
 	c.Flags().StringVar(&project, "project", "", "project")
 	return c
+}
+
+// interrupted handles Ctrl-C during send: the turn goes on unless asked to
+// cancel it; either way the user learns what happened and what to do.
+func interrupted(cmd *cobra.Command, cl *httpapi.Client, convID, requestID string, cancel bool) error {
+	errw := cmd.ErrOrStderr()
+	if !cancel {
+		fmt.Fprintf(errw, "\ninterrupted: the turn continues on the server.\n  follow it: studio operator stream --conversation %s\n  cancel it: studio operator cancel --conversation %s %s\n",
+			convID, convID, requestID)
+		return exitError{exitInterrupted, errors.New("interrupted")}
+	}
+	ctx, done := context.WithTimeout(context.Background(), 15*time.Second)
+	defer done()
+	t, err := cl.Cancel(ctx, convID, requestID)
+	if err != nil {
+		return fmt.Errorf("interrupted; cancelling turn %s failed: %w", requestID, err)
+	}
+	fmt.Fprintf(errw, "\ninterrupted: cancelled turn %s (now %s)\n", requestID, t.Status)
+	return exitError{exitInterrupted, errors.New("interrupted")}
 }
 
 func streamCmd(cfg *config) *cobra.Command {
@@ -334,6 +428,8 @@ func streamCmd(cfg *config) *cobra.Command {
 	var raw bool
 	c := &cobra.Command{
 		Use: "stream", Short: "Follow a conversation's frames from a cursor", Args: cobra.NoArgs,
+		Example: `  studio operator stream --conversation 3f2a... --after 12
+  studio operator stream --conversation 3f2a... --json | jq .type`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
@@ -366,8 +462,10 @@ func reconnecting(cmd *cobra.Command) func(error, time.Duration) {
 
 func cancelCmd(cfg *config) *cobra.Command {
 	var convID string
+	var o *output
 	c := &cobra.Command{
 		Use: "cancel REQUEST_ID", Short: "Cancel a turn (idempotent)", Args: cobra.ExactArgs(1),
+		Example: `  studio operator cancel --conversation 3f2a... 9b1c...`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
@@ -377,9 +475,12 @@ func cancelCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), t)
+			return o.emit(cmd.OutOrStdout(), t, func(w io.Writer) {
+				fields(w, "turn", t.RequestID, "conversation", t.ConversationID, "status", t.Status, "error code", orDash(t.ErrorCode))
+			})
 		},
 	}
+	o = addOutput(c)
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
 	_ = c.MarkFlagRequired("conversation")
 	return c
@@ -388,8 +489,10 @@ func cancelCmd(cfg *config) *cobra.Command {
 func ticketCmd(cfg *config) *cobra.Command {
 	var convID string
 	var after int64
+	var o *output
 	c := &cobra.Command{
 		Use: "ticket", Short: "Issue a one-use 60-second stream ticket", Args: cobra.NoArgs,
+		Example: `  studio operator ticket --conversation 3f2a... --after 0 -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
@@ -399,9 +502,10 @@ func ticketCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), t)
+			return o.emit(cmd.OutOrStdout(), t, func(w io.Writer) { fields(w, "ticket", t.Ticket, "expires", when(t.ExpiresAt)) })
 		},
 	}
+	o = addOutput(c)
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
 	c.Flags().Int64Var(&after, "after", 0, "the cursor the ticket is for")
 	_ = c.MarkFlagRequired("conversation")
@@ -410,9 +514,15 @@ func ticketCmd(cfg *config) *cobra.Command {
 
 func proposalsCmd(cfg *config) *cobra.Command {
 	var status string
+	var o *output
 	c := &cobra.Command{
 		Use: "proposals", Short: "List proposals awaiting confirmation (summary, risk, target, time left)", Args: cobra.NoArgs,
+		Example: `  studio operator proposals
+  studio operator proposals --status succeeded,failed -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := o.isJSON(); err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
@@ -421,24 +531,31 @@ func proposalsCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if len(ps) == 0 {
-				fmt.Fprintln(out, "no proposals")
-				return nil
-			}
-			now := float64(time.Now().UnixMicro()) / 1e6
-			for _, p := range ps {
-				left := "expired"
-				if d := time.Duration((p.ExpiresAt - now) * float64(time.Second)); d > 0 && p.Status == "pending" {
-					left = d.Truncate(time.Second).String() + " left"
-				} else if p.Status != "pending" {
-					left = p.Status
+			doc := struct {
+				Proposals []protocol.ProposalState `json:"proposals"`
+			}{append([]protocol.ProposalState{}, ps...)}
+			return o.emit(cmd.OutOrStdout(), doc, func(w io.Writer) {
+				if len(ps) == 0 {
+					fmt.Fprintln(w, "no proposals")
+					return
 				}
-				fmt.Fprintf(out, "%s  %-7s  %-12s  %s\n    target %s  conversation %s\n", p.ID, p.Risk, left, p.Summary, targetString(p.Target), p.ConversationID)
-			}
-			return nil
+				now := float64(time.Now().UnixMicro()) / 1e6
+				t := newTable(w, "ID", "RISK", "STATUS", "SUMMARY", "TARGET", "CONVERSATION")
+				for _, p := range ps {
+					left := p.Status
+					if d := time.Duration((p.ExpiresAt - now) * float64(time.Second)); p.Status == "pending" {
+						left = "expired"
+						if d > 0 {
+							left = d.Truncate(time.Second).String() + " left"
+						}
+					}
+					t.row(p.ID, p.Risk, left, p.Summary, targetString(p.Target), p.ConversationID)
+				}
+				t.flush()
+			})
 		},
 	}
+	o = addOutput(c)
 	c.Flags().StringVar(&status, "status", "pending", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)")
 	return c
 }
@@ -450,11 +567,30 @@ func targetString(t *protocol.ResourceVersion) string {
 	return fmt.Sprintf("%s %s version %s", t.Kind, t.ID, t.Version)
 }
 
+// proposalResultFields is the table form of a confirm or deny answer.
+func proposalResultFields(w io.Writer, res protocol.ProposalResult) {
+	kv := []string{"proposal", res.ProposalID, "status", string(res.Status)}
+	if len(res.Result) > 0 {
+		kv = append(kv, "result", truncate(string(res.Result), 300))
+	}
+	if res.Error != nil {
+		kv = append(kv, "error", string(res.Error.Code)+": "+res.Error.Message)
+	}
+	fields(w, kv...)
+}
+
 func confirmCmd(cfg *config) *cobra.Command {
 	var yes bool
+	var o *output
 	c := &cobra.Command{
 		Use: "confirm PROPOSAL_ID", Short: "Confirm a proposal: shows the exact command, hash and target, asks unless --yes", Args: cobra.ExactArgs(1),
+		Example: `  studio operator confirm 7d3e...
+  studio operator confirm --yes 7d3e... -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := o.isJSON()
+			if err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
@@ -465,15 +601,21 @@ func confirmCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The command is always shown to a person about to confirm; with
+			// -o json it goes to stderr so stdout stays one JSON document.
+			show := out
+			if asJSON {
+				show = cmd.ErrOrStderr()
+			}
 			cmdJSON := jsontext.Value(append([]byte(nil), p.Command...))
 			_ = cmdJSON.Indent()
-			fmt.Fprintf(out, "%s (%s)\ncommand %s:\n%s\nhash    %s\ntarget  %s\nstatus  %s\n", p.Summary, p.Risk, p.CommandType,
+			fmt.Fprintf(show, "%s (%s)\ncommand %s:\n%s\nhash    %s\ntarget  %s\nstatus  %s\n", p.Summary, p.Risk, p.CommandType,
 				cmdJSON, p.CommandHash, targetString(p.Target), p.Status)
 			if p.Status != "pending" {
-				return fmt.Errorf("proposal %s is %s, not pending", p.ID, p.Status)
+				return exitError{exitConflict, fmt.Errorf("proposal %s is %s, not pending", p.ID, p.Status)}
 			}
 			if !yes {
-				fmt.Fprint(out, "Confirm and execute? [y/N] ")
+				fmt.Fprint(show, "Confirm and execute? [y/N] ")
 				line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
 				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 					return errors.New("not confirmed")
@@ -487,22 +629,28 @@ func confirmCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := printJSON(out, res); err != nil {
+			if err := o.emit(out, res, func(w io.Writer) { proposalResultFields(w, res) }); err != nil {
 				return err
 			}
-			if res.Status != "succeeded" {
-				return fmt.Errorf("proposal %s", res.Status)
+			switch res.Status {
+			case "succeeded":
+				return nil
+			case "conflict", "expired", "cancelled", "executing":
+				return exitError{exitConflict, fmt.Errorf("proposal %s", res.Status)}
 			}
-			return nil
+			return fmt.Errorf("proposal %s", res.Status)
 		},
 	}
+	o = addOutput(c)
 	c.Flags().BoolVar(&yes, "yes", false, "confirm without asking")
 	return c
 }
 
 func denyCmd(cfg *config) *cobra.Command {
-	return &cobra.Command{
+	var o *output
+	c := &cobra.Command{
 		Use: "deny PROPOSAL_ID", Short: "Deny a pending proposal", Args: cobra.ExactArgs(1),
+		Example: `  studio operator deny 7d3e...`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {
@@ -516,7 +664,9 @@ func denyCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), res)
+			return o.emit(cmd.OutOrStdout(), res, func(w io.Writer) { proposalResultFields(w, res) })
 		},
 	}
+	o = addOutput(c)
+	return c
 }

@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/openapi/openapitest"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -48,12 +49,23 @@ type daemon struct {
 	logs   *strings.Builder
 	mu     *sync.Mutex
 	exited chan struct{}
+	addr   chan string // the address it serves, once it does
+	dir    string
 }
 
-var addrRE = regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`)
+var addrRE = regexp.MustCompile(`[ \t]addr=(http://127\.0\.0\.1:\d+)`)
 
 // startDaemon starts the built binary on a free loopback port.
 func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
+	t.Helper()
+	d := spawnDaemon(t, dataDir, args...)
+	d.ready(t)
+	return d
+}
+
+// spawnDaemon starts the built binary on a free loopback port without
+// waiting for it to serve (ready waits).
+func spawnDaemon(t testing.TB, dataDir string, args ...string) *daemon {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
@@ -69,8 +81,8 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, logs: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan struct{})}
-	addr := make(chan string, 1)
+	d := &daemon{cmd: cmd, logs: &strings.Builder{}, mu: &sync.Mutex{}, exited: make(chan struct{}), addr: make(chan string, 1), dir: dataDir}
+	addr := d.addr
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -88,19 +100,25 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	}()
 	go func() { _ = cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() { d.kill(); <-d.exited })
+	return d
+}
+
+// ready waits until the daemon serves and gives it a client.
+func (d *daemon) ready(t testing.TB) {
+	t.Helper()
 	select {
-	case d.URL = <-addr:
+	case d.URL = <-d.addr:
 	case <-d.exited:
 		t.Fatalf("daemon exited at start:\n%s", d.Logs())
-	case <-time.After(60 * time.Second):
+	case <-time.After(90 * time.Second):
 		t.Fatalf("daemon did not start:\n%s", d.Logs())
 	}
-	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	token, err := os.ReadFile(filepath.Join(d.dir, "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), nil)
-	return d
+	// Every JSON answer the tests read is validated against the OpenAPI document.
+	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(t).Transport(nil)})
 }
 
 func (d *daemon) Logs() string {
@@ -111,13 +129,13 @@ func (d *daemon) Logs() string {
 
 func (d *daemon) kill() { _ = d.cmd.Process.Signal(syscall.SIGKILL) }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func writeScript(t *testing.T, body string) string {
+func writeScript(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "script.json")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -285,6 +303,7 @@ func TestProcessGracefulShutdownEndsTurnsHonestly(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopPostgres()
 	if bin, err := buildBinary(); err == nil {
 		os.RemoveAll(filepath.Dir(bin))
 	}
@@ -456,7 +475,7 @@ func TestProcessCLI(t *testing.T) {
 		}
 		return string(out)
 	}
-	out := run("operator", "conversations", "create", "--title", "cli")
+	out := run("operator", "conversations", "create", "--title", "cli", "-o", "json")
 	id := regexp.MustCompile(`"id": "([0-9a-f-]{36})"`).FindStringSubmatch(out)
 	if id == nil {
 		t.Fatalf("create: %s", out)
@@ -473,7 +492,7 @@ func TestProcessCLI(t *testing.T) {
 	if out := run("operator", "proposals"); !strings.Contains(out, pid[1]) || !strings.Contains(out, "admin") || !strings.Contains(out, "left") {
 		t.Fatalf("proposals: %s", out)
 	}
-	if out := run("operator", "confirm", "--yes", pid[1]); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
+	if out := run("operator", "confirm", "--yes", pid[1], "-o", "json"); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
 		t.Fatalf("confirm: %s", out)
 	}
 	if out := run("operator", "conversations", "show", conv); !strings.Contains(out, "executed") || !strings.Contains(out, "done: completed") {
@@ -482,11 +501,11 @@ func TestProcessCLI(t *testing.T) {
 	if out := run("operator", "conversations", "list"); !strings.Contains(out, conv) || !strings.Contains(out, "cli") {
 		t.Fatalf("list: %s", out)
 	}
-	if out := run("operator", "ticket", "--conversation", conv); !strings.Contains(out, `"ticket"`) {
+	if out := run("operator", "ticket", "--conversation", conv, "--json"); !strings.Contains(out, `"ticket"`) {
 		t.Fatalf("ticket: %s", out)
 	}
 	run("operator", "conversations", "rename", conv, "renamed")
-	if out := run("operator", "conversations", "archive", conv); !strings.Contains(out, `"archived"`) {
+	if out := run("operator", "conversations", "archive", conv); !strings.Contains(out, "archived") {
 		t.Fatalf("archive: %s", out)
 	}
 	run("operator", "conversations", "unarchive", conv)

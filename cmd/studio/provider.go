@@ -57,6 +57,22 @@ func newProvider(spec string) (model.Provider, error) {
 	return p, nil
 }
 
+// providerProblem says why the configured provider cannot work, "" when
+// nothing says it cannot: its configuration is incomplete, or it would call
+// the public OpenAI API without a key.
+func providerProblem(p model.Provider) string {
+	if u, ok := p.(unavailable); ok {
+		return u.err.Message
+	}
+	if p.Name() == "openai" && os.Getenv(openai.EnvAPIKey) == "" && os.Getenv(openai.EnvAPIKeyFallback) == "" {
+		if base := os.Getenv(openai.EnvBaseURL); base == "" || strings.Contains(base, "api.openai.com") {
+			return fmt.Sprintf("no API key for %s: set %s (or %s), or point %s at a local server", openai.DefaultBaseURL,
+				openai.EnvAPIKey, openai.EnvAPIKeyFallback, openai.EnvBaseURL)
+		}
+	}
+	return ""
+}
+
 // unavailable is a provider whose configuration is incomplete.
 type unavailable struct {
 	name string

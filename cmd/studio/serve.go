@@ -12,17 +12,22 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
@@ -51,10 +56,20 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 
 // appOptions configure the application services of `studio serve`.
 type appOptions struct {
+	providers      []string // --provider entries: more models to choose from
 	noSeed         bool
 	recoveryWindow time.Duration
 	runWorkers     int
 	proposalTTL    time.Duration
+	textFlush      time.Duration
+	heartbeat      time.Duration
+}
+
+// obsOptions configure logs and metrics of `studio serve`.
+type obsOptions struct {
+	logFormat   string
+	logLevel    string
+	metricsAddr string
 }
 
 // turnOptions configure the operator's turns: the worker pool, its queue
@@ -65,6 +80,13 @@ type turnOptions struct {
 	firstEvent time.Duration
 	idle       time.Duration
 	attempt    time.Duration
+}
+
+// leaseOptions configure the daemon's instance lease: how daemons that
+// share one database learn that one of them died.
+type leaseOptions struct {
+	renew  time.Duration
+	expiry time.Duration
 }
 
 // httpOptions configure the daemon's HTTP edge.
@@ -78,19 +100,34 @@ func newServeCmd(cfg *config) *cobra.Command {
 	var grace time.Duration
 	var to turnOptions
 	var ao appOptions
+	var oo obsOptions
 	var ho httpOptions
+	var lo leaseOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
-		Args:  cobra.NoArgs,
+		Example: `  studio serve
+  studio serve --model openai --log-format json --metrics-addr 127.0.0.1:9090
+  STUDIO_DATABASE_URL=postgres://studio@db/studio studio serve --addr 0.0.0.0:8765`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(os.Stderr, oo.logFormat, oo.logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, grace, to, ao, ho)
+			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "model provider: offline, openai, anthropic, script[:PATH] (env STUDIO_MODEL)")
+	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
+	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
+	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
+	f.StringArrayVar(&ao.providers, "provider", splitNonEmpty(os.Getenv("STUDIO_PROVIDERS"), ";"),
+		"one more model conversations may choose: NAME=KIND[,model=M][,base-url=U][,api-key-env=VAR][,context-tokens=N]; repeatable (env STUDIO_PROVIDERS, ;-separated)")
 	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
 	f.IntVar(&to.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
 	f.IntVar(&to.maxQueued, "max-queued-turns", coordinator.DefaultMaxQueuedTurns, "new turns that may wait for a worker; past it a submission answers 429 rate_limited")
@@ -101,15 +138,17 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
+	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
+	f.DurationVar(&lo.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
+	f.DurationVar(&lo.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	slog.SetDefault(log)
+func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions, lo leaseOptions) error {
 	lock, err := lockDataDir(cfg)
 	if err != nil {
 		return err
@@ -119,10 +158,20 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err != nil {
 		return err
 	}
-	provider, err := newProvider(cfg.model)
+	models, err := configuredModels(cfg.model, ao.providers)
 	if err != nil {
 		return err
 	}
+	build := buildInfo()
+	reg := metrics.New(build)
+	for i, m := range models {
+		if problem := providerProblem(m.Provider); problem != "" {
+			log.Warn("a configured model provider cannot work: its turns (and, for the default, playbook runs) will fail until it is fixed",
+				"model", m.Name, "problem", problem)
+		}
+		models[i].Provider = metrics.InstrumentProvider(m.Provider, reg)
+	}
+	provider := models[0].Provider
 	st, version, err := openStore(ctx, cfg)
 	for _, p := range datadir.Exposed(cfg.dataDir) {
 		log.Warn("the data directory is open to other users", "problem", p)
@@ -136,46 +185,85 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
-	svc, err := newApp(ctx, st, provider, log, grace, ao)
+	// Several daemons share a PostgreSQL database; a SQLite file has one
+	// (the data directory's lock).
+	shared, _ := usesPostgres(cfg)
+	instance := uuid.NewString()
+	leases := app.LeaseSettings{Renew: lo.renew, Expiry: lo.expiry}
+	svc, err := newApp(ctx, st, provider, log, reg, grace, ao, app.Config{Instance: instance, Shared: shared, Lease: leases})
 	if err != nil {
 		return err
 	}
-	// The System space's charts of recent turns and model failures; metrics
-	// observers join it with coordinator.Observers.
+	// The System space's charts of recent turns and model failures, beside
+	// the metrics and logs observer.
 	recent := coordinator.NewRecent(1024, nil)
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Commands: svc, Logger: log, ShutdownGrace: grace,
-		Observer: recent,
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models, RecoveryWindow: ao.recoveryWindow,
+		Commands: svc, Logger: log, ShutdownGrace: grace,
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
-		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second})
+		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
+		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log, provider: provider.Name()}), Instance: instance, Shared: shared})
 	svc.SettleProposalsWith(coord)
-	if err := coord.Recover(ctx); err != nil {
-		return fmt.Errorf("recover turns: %w", err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		return fmt.Errorf("start application services: %w", err)
-	}
-	defer svc.Stop(context.Background()) // before the store closes
-	page, err := web.New(*coord.Routes())
-	if err != nil {
-		return fmt.Errorf("cockpit assets: %w", err)
-	}
-	edge.Coordinator, edge.App, edge.Recent, edge.Extra = coord, svc, recent, []func(*http.ServeMux){page.Register}
-	api := httpapi.New(edge)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {
 		return err
 	}
-	srv := httpapi.NewHTTPServer(api, log)
-	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
-		"db", databaseName(cfg), "schema_version", version, "model", provider.Name())
-	printSignInURL(os.Stdout, ln.Addr(), token)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
+	keeper, err := lease.Start(ctx, lease.Config{
+		Store: st, Renew: lo.renew, Expiry: lo.expiry, Logger: log, Reap: shared, Reapers: []lease.Reaper{coord, svc},
+		Instance: store.Instance{ID: instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: build.Version},
+	})
+	if err != nil {
+		ln.Close()
 		return err
+	}
+	reg.ObserveLeases(func() metrics.LeaseStats {
+		s := keeper.Stats()
+		return metrics.LeaseStats{Instances: s.Instances, Renewals: s.Renewals, RenewFailures: s.RenewFailures, Reaped: s.Reaped}
+	})
+	// Until the loop below: a failed start ends the lease at once.
+	abort := func(err error) error {
+		ln.Close()
+		coord.Shutdown(context.Background())
+		svc.Stop(context.Background())
+		if serr := keeper.Stop(context.Background()); serr != nil {
+			log.Warn("end the lease", "err", serr)
+		}
+		return err
+	}
+	if err := coord.Recover(ctx); err != nil {
+		return abort(fmt.Errorf("recover turns: %w", err))
+	}
+	if err := svc.Start(ctx); err != nil {
+		return abort(fmt.Errorf("start application services: %w", err))
+	}
+	page, err := web.New(*coord.Routes())
+	if err != nil {
+		return abort(fmt.Errorf("cockpit assets: %w", err))
+	}
+	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, recent, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
+	api := httpapi.New(edge)
+	srv := httpapi.NewHTTPServer(api.Observed(), log)
+	errc := make(chan error, 2)
+	if oo.metricsAddr != "" {
+		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, errc)
+		if err != nil {
+			return abort(err)
+		}
+		defer msrv.Close()
+		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics")
+	}
+	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
+		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version, "instance", instance)
+	printSignInURL(os.Stdout, ln.Addr(), token)
+	go func() { errc <- srv.Serve(ln) }()
+	var failure error
+	select {
+	case failure = <-errc:
 	case <-ctx.Done():
+	case <-keeper.Lost():
+		// Another daemon took this one's work over: stop, for a
+		// supervisor to start a fresh instance.
+		failure = keeper.Err()
 	}
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
@@ -186,7 +274,21 @@ func serve(ctx context.Context, cfg *config, grace time.Duration, to turnOptions
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("http shutdown", "err", err)
 	}
-	return nil
+	if err := keeper.Stop(shutdownCtx); err != nil { // after the work stopped, before the store closes
+		log.Warn("end the lease", "err", err)
+	}
+	return failure
+}
+
+// splitNonEmpty splits s on sep, dropping empty parts.
+func splitNonEmpty(s, sep string) []string {
+	var out []string
+	for _, p := range strings.Split(s, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // serveUnavailable serves h until ctx ends: the daemon without StateDB.
@@ -231,14 +333,22 @@ func allowedHosts(addr string, extra []string) []string {
 // newApp builds the application services over the store and the model
 // provider and seeds a new database; Start runs the executor and the
 // scheduler (failing runs a previous process left behind).
-func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, grace time.Duration, ao appOptions) (*app.Service, error) {
-	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint, Provider: provider, Logger: log, Workers: ao.runWorkers,
-		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: grace})
+func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions, ac app.Config) (*app.Service, error) {
+	ac.Store, ac.Maintenance, ac.Provider, ac.Logger, ac.Workers, ac.Observer = st, st.maint, provider, log, ao.runWorkers, obs
+	ac.RecoveryWindow, ac.SchedulerInterval, ac.ShutdownGrace = ao.recoveryWindow, app.DefaultSchedulerInterval, grace
+	svc, err := app.New(ac)
 	if err != nil {
 		return nil, err
 	}
 	if !ao.noSeed {
-		created, err := svc.Seed(ctx)
+		// Daemons that start together on a new database seed one at a
+		// time: the second finds the first one's rows.
+		var created bool
+		err := st.Exclusive(ctx, func(ctx context.Context) error {
+			var err error
+			created, err = svc.Seed(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("create starter content: %w", err)
 		}
@@ -247,6 +357,41 @@ func newApp(ctx context.Context, st database, provider model.Provider, log *slog
 		}
 	}
 	return svc, nil
+}
+
+// serveMetrics serves GET /metrics on its own listener, without auth: for a
+// scraper on a network the operator chooses (a loopback or cluster-internal
+// address); the main listener keeps requiring the token.
+func serveMetrics(addr string, reg *metrics.Registry, errc chan<- error) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", reg.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics listener: %w", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// newLogger builds the daemon's structured logger on w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // printSignInURL prints the cockpit's sign-in URL on stdout, the token in the

@@ -17,7 +17,9 @@ import (
 func tokenPath(dataDir string) string { return filepath.Join(dataDir, "token") }
 
 // loadOrCreateToken reads the token file, creating it (32 random bytes, mode
-// 0600) on first start.
+// 0600) on first start. The file appears whole or not at all (written
+// aside, then linked into place): daemons that share a data directory and
+// start together read one token.
 func loadOrCreateToken(dataDir string) (string, error) {
 	path := tokenPath(dataDir)
 	if b, err := os.ReadFile(path); err == nil {
@@ -34,18 +36,25 @@ func loadOrCreateToken(dataDir string) (string, error) {
 		return "", err
 	}
 	t := base64.RawURLEncoding.EncodeToString(raw[:])
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.CreateTemp(dataDir, ".token-*")
 	if err != nil {
+		return "", fmt.Errorf("create token: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(t + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	if err := os.Link(f.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) { // another process won the race
 			return loadOrCreateToken(dataDir)
 		}
 		return "", fmt.Errorf("create token: %w", err)
 	}
-	if _, err := f.WriteString(t + "\n"); err != nil {
-		f.Close()
-		return "", fmt.Errorf("write token: %w", err)
-	}
-	return t, f.Close()
+	return t, nil
 }
 
 // clientToken is the token a client uses: STUDIO_TOKEN, else the data dir's file.

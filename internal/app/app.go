@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -32,6 +34,7 @@ const (
 	DefaultRecoveryWindow    = 7 * 24 * time.Hour
 	DefaultShutdownGrace     = 5 * time.Second
 	DefaultSchedulerInterval = 15 * time.Second
+	DefaultClaimInterval     = 2 * time.Second
 )
 
 // Audit actors: who a command was executed for. Nothing from model output
@@ -85,7 +88,51 @@ type Config struct {
 	RecoveryWindow time.Duration
 	// ShutdownGrace is how long Stop lets running runs finish.
 	ShutdownGrace time.Duration
+	// Observer is told about runs and scheduler passes (metrics); nil
+	// observes nothing.
+	Observer Observer
+	// Instance names this daemon in the store: it owns the runs it
+	// executes. Default: a fresh id that no lease covers.
+	Instance string
+	// Shared says other daemons share the database: every daemon's idle
+	// workers claim queued runs, a cancel recorded by any daemon reaches
+	// the one executing the run, and Start leaves the runs of other
+	// daemons alone (a dead daemon's are failed by the lease reaper,
+	// ReapOrphans). Unset, Start fails every run an earlier process left
+	// queued or running, as before.
+	Shared bool
+	// ClaimInterval is how often idle workers look for queued runs besides
+	// when told of one (Shared only).
+	ClaimInterval time.Duration
+	// Lease describes this daemon's lease, for doctor.
+	Lease LeaseSettings
 }
+
+// LeaseSettings are the lease flags of a daemon (zero: no lease kept).
+type LeaseSettings struct {
+	Renew  time.Duration
+	Expiry time.Duration
+}
+
+// Observer is what the executor and the scheduler report as they work.
+// Its methods must return quickly and never fail the work.
+type Observer interface {
+	// RunStarted is called when a run begins executing; ended is called
+	// when it stops executing, before RunFinished.
+	RunStarted() (ended func())
+	// RunFinished reports a run's final status and how long it executed.
+	RunFinished(status string, d time.Duration)
+	// ScheduleFired reports a schedule pass that launched a slot lag after
+	// its due time (negative: no launch) and skipped slots that were missed.
+	ScheduleFired(lag time.Duration, skipped int64)
+}
+
+// noObserver observes nothing.
+type noObserver struct{}
+
+func (noObserver) RunStarted() func()                 { return func() {} }
+func (noObserver) RunFinished(string, time.Duration)  {}
+func (noObserver) ScheduleFired(time.Duration, int64) {}
 
 // Service is the application. Queries and commands are safe for concurrent
 // use; Start and Stop run the executor and the scheduler.
@@ -160,6 +207,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
+	if cfg.ClaimInterval <= 0 {
+		cfg.ClaimInterval = DefaultClaimInterval
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = uuid.NewString()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
+	}
 	base, kill := context.WithCancelCause(context.Background())
 	return &Service{
 		cfg: cfg, store: cfg.Store, provider: cfg.Provider, maint: cfg.Maintenance,
@@ -177,8 +233,9 @@ func (s *Service) ProviderName() string {
 }
 
 // Start fails the runs a previous process left queued or running (their
-// error says the daemon restarted), then starts the run workers and, when
-// an interval is configured, the scheduler loop.
+// error says the daemon restarted) unless the database is Shared, then
+// starts the run workers and, when an interval is configured, the
+// scheduler loop.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started || s.stopped {
@@ -187,16 +244,18 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.started = true
 	s.mu.Unlock()
-	recovered, err := s.store.RecoverRuns(ctx, store.RecoverRunsParams{
-		ErrorCode:    string(protocol.ServiceRestarted),
-		ErrorMessage: "the daemon restarted before this run finished; it did not complete",
-		Now:          s.now(),
-	})
-	if err != nil {
-		return fmt.Errorf("recover runs: %w", err)
-	}
-	for _, r := range recovered {
-		s.log.Warn("failed run interrupted by restart", "run", r.ID, "playbook", r.PlaybookName)
+	if !s.cfg.Shared {
+		recovered, err := s.store.RecoverRuns(ctx, store.RecoverRunsParams{
+			ErrorCode:    string(protocol.ServiceRestarted),
+			ErrorMessage: "the daemon restarted before this run finished; it did not complete",
+			Now:          s.now(),
+		})
+		if err != nil {
+			return fmt.Errorf("recover runs: %w", err)
+		}
+		for _, r := range recovered {
+			s.log.Warn("failed run interrupted by restart", "run", r.ID, "playbook", r.PlaybookName)
+		}
 	}
 	for range s.cfg.Workers {
 		s.wg.Add(1)

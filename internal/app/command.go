@@ -277,7 +277,8 @@ type execEnv struct {
 
 // audit is the admin_events row that commits with the command's change.
 func (e execEnv) audit(targetID string) *store.AppendAdminEventParams {
-	details := map[string]any{"commandType": e.cmdType, "command": e.canon, "trigger": string(e.trigger), "target": e.target}
+	// snake_case like the operator's ADR D8 details: one spelling in the audit trail.
+	details := map[string]any{"command_type": e.cmdType, "command": e.canon, "trigger": string(e.trigger), "target": e.target}
 	b, err := protocol.Marshal(details)
 	if err != nil {
 		b = []byte(`{}`)

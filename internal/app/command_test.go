@@ -506,7 +506,7 @@ func TestCommands(t *testing.T) {
 				page, err := w.svc.ListAudit(w.ctx, app.AuditQuery{Limit: 1, Action: app.ActionCommand})
 				check(t, err)
 				ev := page.Events[0]
-				if ev.Actor != app.ActorCockpit || !bytes.Contains(ev.Details, []byte(`"commandType":"`+typ+`"`)) {
+				if ev.Actor != app.ActorCockpit || !bytes.Contains(ev.Details, []byte(`"command_type":"`+typ+`"`)) {
 					t.Fatalf("audit row = %+v %s", ev, ev.Details)
 				}
 			})

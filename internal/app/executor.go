@@ -17,9 +17,12 @@ import (
 )
 
 // The run executor: Workers goroutines claim queued runs from the store
-// (oldest first; a claim is a compare-and-set, so two executors never run
-// the same run) and execute each as a one-shot completion of the configured
-// model provider. A launch wakes them; nothing polls.
+// (oldest first; a claim is a compare-and-set that passes over rows another
+// claimer holds, so two executors never run the same run) and execute each
+// as a one-shot completion of the configured model provider. A launch wakes
+// them — in every daemon sharing the database, through the store's control
+// notifications; there, idle workers also look again every ClaimInterval,
+// since a notification may be lost.
 
 // runQueued wakes the workers after a run was queued.
 func (s *Service) runQueued(id string) {
@@ -65,12 +68,19 @@ func RunEnded(r Run) bool { return store.RunStatus(r.Status).Terminal() }
 
 func (s *Service) worker() {
 	defer s.wg.Done()
+	var poll <-chan time.Time
+	if s.cfg.Shared {
+		t := time.NewTicker(s.cfg.ClaimInterval)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		wake := s.queued.Wait(queuedKey) // before claiming: no launch is missed
+		remote := s.store.ControlSignal(store.RunsQueued)
 		if s.stopping() {
 			return
 		}
-		run, ok, err := s.store.ClaimRun(s.base, store.ClaimRunParams{Now: s.now()})
+		run, ok, err := s.store.ClaimRun(s.base, store.ClaimRunParams{Now: s.now(), Instance: s.cfg.Instance})
 		if err != nil {
 			if s.stopping() {
 				return
@@ -89,6 +99,8 @@ func (s *Service) worker() {
 		if !ok {
 			select {
 			case <-wake:
+			case <-remote:
+			case <-poll:
 			case <-s.quit:
 				return
 			}
@@ -104,6 +116,9 @@ func (s *Service) worker() {
 func (s *Service) execute(run store.Run) {
 	ctx, cancel := context.WithCancelCause(s.base)
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.RunTimeout, errRunTimeout)
+	started := time.Now()
+	ended := s.cfg.Observer.RunStarted()
+	defer ended()
 	s.mu.Lock()
 	s.active[run.ID] = cancel
 	s.mu.Unlock()
@@ -115,10 +130,11 @@ func (s *Service) execute(run store.Run) {
 		cancel(nil)
 	}()
 	s.runChanged(run.ID)
-	// A cancel that came between the claim and the registration above.
-	if cur, err := s.store.GetRun(ctx, run.ID); err == nil && cur.CancelRequestedAt != nil {
-		cancel(errCancelRequested)
-	}
+	// A cancel recorded by any daemon, from the claim on.
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.watchCancel(wctx, run.ID, cancel) }()
+	defer func() { stopWatch(); <-watched }()
 
 	output, err := s.complete(ctx, run)
 	p := store.FinishRunParams{ID: run.ID, Status: store.RunSucceeded}
@@ -146,12 +162,73 @@ func (s *Service) execute(run store.Run) {
 	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer fcancel()
 	if _, err := s.store.FinishRun(fctx, store.FinishRunParams{ID: p.ID, Status: p.Status, Output: p.Output,
-		OutputTruncated: p.OutputTruncated, ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, Now: s.now()}); err != nil {
+		OutputTruncated: p.OutputTruncated, ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, Now: s.now(),
+		Instance: s.cfg.Instance}); err != nil {
 		if !protocol.IsCode(err, protocol.Conflict) { // ended elsewhere (recovered by another process)
 			s.log.Error("finish run", "run", run.ID, "err", err)
 		}
+	} else {
+		s.runEnded(run, p, time.Since(started))
 	}
 	s.runChanged(run.ID)
+}
+
+// watchCancel cancels a run's model call once its row says a cancel was
+// requested — through this daemon or another — until ctx ends. The
+// signal is taken before each read: no cancel is missed.
+func (s *Service) watchCancel(ctx context.Context, id string, cancel context.CancelCauseFunc) {
+	for {
+		sig := s.store.ControlSignal(store.RunKey(id))
+		if cur, err := s.store.GetRun(ctx, id); err == nil && cur.CancelRequestedAt != nil {
+			cancel(errCancelRequested)
+			return
+		}
+		select {
+		case <-sig:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// ReapOrphans fails the runs that reaped instances — daemons whose lease
+// expired — left running, each with the reason recorded: the
+// application's part of recovery by lease. Each run is failed by one
+// compare-and-set on its owner, so it ends once whichever daemons reap.
+func (s *Service) ReapOrphans(ctx context.Context, w store.OrphanedWork) error {
+	var errs []error
+	for _, r := range w.Runs {
+		msg := "the daemon running this run stopped (its lease expired); it did not complete"
+		if r.Owner == "" {
+			msg = "no daemon owns this run any more; it did not complete"
+		}
+		_, err := s.store.ReapRun(ctx, store.ReapRunParams{ID: r.ID, From: r.Owner, ErrorCode: string(protocol.ServiceRestarted),
+			ErrorMessage: msg, Now: s.now()})
+		switch {
+		case err == nil:
+			s.log.Warn("failed a run whose daemon stopped", "run", r.ID, "playbook", r.PlaybookName, "instance", r.Owner)
+			s.runChanged(r.ID)
+		case !protocol.IsCode(err, protocol.Conflict): // another reaper failed it first
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runEnded logs and observes a run's end: one line per run, with its error
+// code (the message may quote the model and stays in the run's record).
+func (s *Service) runEnded(run store.Run, p store.FinishRunParams, d time.Duration) {
+	s.cfg.Observer.RunFinished(string(p.Status), d)
+	attrs := []any{"run", run.ID, "playbook", run.PlaybookName, "trigger", string(run.Trigger),
+		"status", string(p.Status), "duration", d.Round(time.Millisecond)}
+	if p.ErrorCode != nil {
+		attrs = append(attrs, "error_code", *p.ErrorCode)
+	}
+	if p.Status == store.RunSucceeded {
+		s.log.Info("run ended", attrs...)
+	} else {
+		s.log.Warn("run ended", attrs...)
+	}
 }
 
 // complete runs the playbook's prompt as a one-shot completion.

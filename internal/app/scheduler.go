@@ -165,7 +165,7 @@ func (s *Service) fire(ctx context.Context, sc store.Schedule, now time.Time) (*
 	}
 	if p.Skipped > 0 {
 		details, err := protocol.Marshal(map[string]any{
-			"scheduleId": sc.ID, "schedule": sc.Name, "skipped": p.Skipped, "countIsFloor": capped,
+			"schedule_id": sc.ID, "schedule": sc.Name, "skipped": p.Skipped, "count_is_floor": capped,
 			"from": stamp(p.SkippedFrom), "to": stamp(p.SkippedTo), "reason": reason,
 		})
 		if err != nil {
@@ -182,9 +182,12 @@ func (s *Service) fire(ctx context.Context, sc store.Schedule, now time.Time) (*
 	if p.Skipped > 0 {
 		s.log.Warn("schedule slots skipped", "schedule", sc.Name, "skipped", p.Skipped, "reason", reason)
 	}
+	lag := time.Duration(-1) // no launch
 	if fired.Run != nil {
 		s.runQueued(fired.Run.ID)
+		lag = now.Sub(last)
 	}
+	s.cfg.Observer.ScheduleFired(lag, p.Skipped)
 	return fired.Run, p.Skipped, nil
 }
 

@@ -51,6 +51,7 @@ type DoctorReport struct {
 	Runs      RunsReport      `json:"runs"`
 	Schedules SchedulesReport `json:"schedules"`
 	Operator  OperatorReport  `json:"operator"`
+	Cluster   ClusterReport   `json:"cluster"`
 	Problems  []string        `json:"problems"`
 }
 
@@ -190,6 +191,7 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 			problem(false, "%d operator proposals are indeterminate (left executing); reconcile them", d.ExecutingProposalsTotal)
 		}
 	}
+	r.Cluster = s.cluster(ctx, problem)
 	s.mu.Lock()
 	r.Schedules.SchedulerRunning = s.started && !s.stopped && s.cfg.SchedulerInterval > 0
 	s.mu.Unlock()

@@ -28,6 +28,10 @@ type receipt struct {
 	Frames       int    `json:"frames"`
 	Bytes        int    `json:"bytes"`
 	Hash         string `json:"hash"`
+	// Model and Provider name the configured model the turn talks to
+	// (issue 15): the conversation's choice when the turn started.
+	Model    string `json:"model,omitempty"`
+	Provider string `json:"provider,omitempty"`
 }
 
 // historyTurn is one earlier turn's frames, oldest first.

@@ -70,21 +70,27 @@ func validTitle(t *string) error {
 	return nil
 }
 
-// ConversationQuery pages conversations newest first: Status is "",
-// active or archived; Cursor is a previous page's NextCursor.
+// ConversationQuery pages conversations, pinned first, then newest first:
+// Status is "", active, archived or deleted (those still recoverable); Q
+// searches titles and turn text; Cursor is a previous page's NextCursor.
 type ConversationQuery struct {
 	Status string
 	Limit  int
 	Cursor string
+	Q      string
 }
 
 // ListConversations pages conversations newest first.
 func (c *Coordinator) ListConversations(ctx context.Context, q ConversationQuery) (protocol.ConversationList, error) {
 	status := store.ConversationStatus(q.Status)
 	switch status {
-	case "", store.ConversationActive, store.ConversationArchived:
+	case "", store.ConversationActive, store.ConversationArchived, store.ConversationDeleted:
 	default:
-		return protocol.ConversationList{}, protocol.Errorf(protocol.Validation, "status must be active or archived").With("field", "status")
+		return protocol.ConversationList{}, protocol.Errorf(protocol.Validation, "status must be active, archived or deleted").With("field", "status")
+	}
+	terms, err := searchTerms(q.Q)
+	if err != nil {
+		return protocol.ConversationList{}, err
 	}
 	limit, err := paging.Limit(q.Limit)
 	if err != nil {
@@ -94,10 +100,17 @@ func (c *Coordinator) ListConversations(ctx context.Context, q ConversationQuery
 	if err != nil {
 		return protocol.ConversationList{}, err
 	}
-	p := store.ListConversationsParams{Status: status, Limit: limit + 1}
+	p := store.ListConversationsParams{Status: status, Limit: limit + 1, Terms: terms}
+	if status == store.ConversationDeleted {
+		since := c.now().Add(-c.cfg.RecoveryWindow)
+		p.DeletedAfter = &since
+	}
+	if q.Q != "" && len(terms) == 0 { // nothing searchable: nothing matches
+		return protocol.ConversationList{Conversations: []protocol.Conversation{}}, nil
+	}
 	if q.Cursor != "" {
 		at := protocol.Time(cur.At)
-		p.AfterCreated, p.AfterID = &at, cur.ID
+		p.AfterPinned, p.AfterCreated, p.AfterID = cur.Seq == 1, &at, cur.ID
 	}
 	rows, err := c.store.ListConversations(ctx, p)
 	if err != nil {
@@ -105,7 +118,11 @@ func (c *Coordinator) ListConversations(ctx context.Context, q ConversationQuery
 	}
 	var out protocol.ConversationList
 	out.Conversations, out.NextCursor = paging.Cut(rows, limit, conversationView, func(conv store.Conversation) paging.Cursor {
-		return paging.Cursor{List: "conversations", At: protocol.Timestamp(conv.CreatedAt), ID: conv.ID}
+		cur := paging.Cursor{List: "conversations", At: protocol.Timestamp(conv.CreatedAt), ID: conv.ID}
+		if conv.Pinned {
+			cur.Seq = 1
+		}
+		return cur
 	})
 	return out, nil
 }
@@ -120,7 +137,11 @@ func (c *Coordinator) UpdateConversation(ctx context.Context, id string, req pro
 	if err := validTitle(req.Title); err != nil {
 		return protocol.Conversation{}, err
 	}
-	p := store.UpdateConversationParams{ID: id, Title: req.Title, Now: c.now()}
+	if req.Model != nil && *req.Model != "" && c.models.get(*req.Model) == nil {
+		return protocol.Conversation{}, protocol.Errorf(protocol.Validation, "model %q is not configured on this daemon; choose one of %s", *req.Model, c.models.names()).
+			With("field", "model")
+	}
+	p := store.UpdateConversationParams{ID: id, Title: req.Title, Pinned: req.Pinned, Model: req.Model, Now: c.now()}
 	if req.Status != nil {
 		s := store.ConversationStatus(*req.Status)
 		if s != store.ConversationActive && s != store.ConversationArchived {
@@ -145,7 +166,8 @@ func (c *Coordinator) DeleteConversation(ctx context.Context, id string) (protoc
 func conversationView(c store.Conversation) protocol.Conversation {
 	return protocol.Conversation{ID: c.ID, Project: c.Project, Title: c.Title, Status: string(c.Status),
 		LastSequence: c.LastSequence(), ActiveRequestID: c.ActiveRequestID,
-		CreatedAt: protocol.Timestamp(c.CreatedAt), UpdatedAt: protocol.Timestamp(c.UpdatedAt), ArchivedAt: stamp(c.ArchivedAt)}
+		CreatedAt: protocol.Timestamp(c.CreatedAt), UpdatedAt: protocol.Timestamp(c.UpdatedAt), ArchivedAt: stamp(c.ArchivedAt),
+		Pinned: c.Pinned, Model: c.Model, ForkedFrom: forkView(c.ForkedFrom), DeletedAt: stamp(c.DeletedAt)}
 }
 
 // turnView is the wire form of a turn.

@@ -38,11 +38,21 @@
 // provider ends its attempt with a retryable model_failure and frees the
 // worker.
 //
-// Several daemons may share one PostgreSQL database: the store's
-// compare-and-set transitions still decide between them. A decision about
-// a turn that has no owner here adopts one from the stored state, and a
-// parked owner steps aside when its conversation's frames show that
-// another process moved its turn on.
+// # Several daemons on one database
+//
+// Several daemons may share one PostgreSQL database (Config.Shared): the
+// store's compare-and-set transitions still decide between them, and each
+// unfinished turn names its owner instance in the store (claims.go,
+// reaper.go). A daemon with a free worker claims queued turns that wait in
+// another daemon, so a busy daemon holds no work hostage; cancels recorded
+// by another daemon reach the owner through the store's control
+// notifications, interrupting its model stream at once; a decision about a
+// turn that has no owner here adopts one from the stored state — a turn
+// parked on a human belongs to no process — and a parked owner steps aside
+// when its conversation's frames show that another process moved its turn
+// on. When a daemon dies, its lease expires and a reaper on any other
+// daemon ends its work (ReapOrphans): exactly once, because each turn is
+// taken over by one compare-and-set on its owner.
 package coordinator
 
 import (
@@ -51,6 +61,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/model"
@@ -75,6 +87,8 @@ const (
 	DefaultIdleTimeout         = 60 * time.Second
 	DefaultAttemptTimeout      = 10 * time.Minute
 	DefaultQueueRetryAfter     = time.Second
+	DefaultClaimInterval       = 2 * time.Second
+	DefaultRemoteCancelWait    = 5 * time.Second
 )
 
 // Commands is what the proposal lifecycle needs of the application:
@@ -86,14 +100,22 @@ type Commands interface {
 	Execute(ctx context.Context, cmd app.Command, opts app.ExecOptions) (app.Result, error)
 }
 
-// Config wires a Coordinator. Store and Provider are required; Commands is
-// required for command tools to become proposals.
+// Config wires a Coordinator. Store and Provider (or Models) are required;
+// Commands is required for command tools to become proposals.
 type Config struct {
-	Store    store.Store
-	Provider model.Provider
-	Commands Commands
-	Now      func() time.Time
-	Logger   *slog.Logger
+	Store store.Store
+	// Provider is the default model's provider. Models, when set, are the
+	// models a conversation may choose (issue 15); DefaultModel names the
+	// default (else the first), and Provider defaults to its provider.
+	Provider     model.Provider
+	Models       []Model
+	DefaultModel string
+	// RecoveryWindow is how long a deleted conversation stays recoverable
+	// (default DefaultRecoveryWindow).
+	RecoveryWindow time.Duration
+	Commands       Commands
+	Now            func() time.Time
+	Logger         *slog.Logger
 	// Observer is told about turns, the queue, model attempts, proposal
 	// decisions and effect acknowledgements (default: nothing).
 	Observer Observer
@@ -145,6 +167,20 @@ type Config struct {
 	// SweepInterval is how often due proposals and effects are expired;
 	// zero disables the sweeper.
 	SweepInterval time.Duration
+	// Instance names this daemon in the store: it owns the turns it runs.
+	// Default: a fresh id that no lease covers.
+	Instance string
+	// Shared says other daemons share the database (PostgreSQL; see the
+	// package comment). Unset, the daemon holds it alone (SQLite): its
+	// start ends every earlier process's unfinished work, as before.
+	Shared bool
+	// ClaimInterval is how often an idle daemon looks for queued turns to
+	// claim besides when it is told of one (Shared only).
+	ClaimInterval time.Duration
+	// RemoteCancelWait bounds how long a cancel of a turn that another
+	// daemon runs waits for that daemon to end it before answering the
+	// turn as it is (running, cancelRequestedAt set).
+	RemoteCancelWait time.Duration
 }
 
 func (cfg *Config) defaults() {
@@ -158,6 +194,7 @@ func (cfg *Config) defaults() {
 		cfg.Observer = NopObserver{}
 	}
 	setDefault(&cfg.Workers, DefaultWorkers)
+	setDefault(&cfg.RecoveryWindow, DefaultRecoveryWindow)
 	setDefault(&cfg.MaxQueuedTurns, DefaultMaxQueuedTurns)
 	setDefault(&cfg.MaxToolRounds, DefaultMaxToolRounds)
 	setDefault(&cfg.MaxProposalsPerTurn, DefaultMaxProposalsPerTurn)
@@ -175,6 +212,11 @@ func (cfg *Config) defaults() {
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&cfg.EndRetryBackoff, 100*time.Millisecond)
 	setDefault(&cfg.MaxEndRetryBackoff, 5*time.Second)
+	setDefault(&cfg.ClaimInterval, DefaultClaimInterval)
+	setDefault(&cfg.RemoteCancelWait, DefaultRemoteCancelWait)
+	if cfg.Instance == "" {
+		cfg.Instance = uuid.NewString()
+	}
 	switch {
 	case cfg.ModelRetries == 0:
 		cfg.ModelRetries = 3
@@ -226,6 +268,9 @@ type Coordinator struct {
 	mu     sync.Mutex
 	owners map[string]*owner // request id -> its owner
 	onces
+
+	models models
+	views  views // the cockpit's live view reports
 }
 
 // Causes of an owner's context cancellation.
@@ -234,10 +279,11 @@ var errShutdown = errors.New("daemon shutting down")
 // New returns a Coordinator; call Recover before serving.
 func New(cfg Config) *Coordinator {
 	cfg.defaults()
+	ms := newModels(&cfg)
 	base, stop := context.WithCancelCause(context.Background())
 	c := &Coordinator{cfg: cfg, store: cfg.Store, log: cfg.Logger, obs: cfg.Observer, now: cfg.Now,
 		base: base, stop: stop, stopping: make(chan struct{}), abandon: make(chan struct{}),
-		owners: make(map[string]*owner)}
+		owners: make(map[string]*owner), models: ms, views: newViews()}
 	c.pool = newPool(cfg.Workers, cfg.MaxQueuedTurns, cfg.Observer)
 	c.pool.moved = c.progressed.NotifyAll // queue positions changed
 	return c
@@ -245,6 +291,9 @@ func New(cfg Config) *Coordinator {
 
 // Routes is the route registry effects are validated against.
 func (c *Coordinator) Routes() *routes.Registry { return c.cfg.Routes }
+
+// Instance is the id this daemon's work carries in the store.
+func (c *Coordinator) Instance() string { return c.cfg.Instance }
 
 // Tools is the tool registry offered to the model.
 func (c *Coordinator) Tools() *tools.Registry { return c.cfg.Tools }

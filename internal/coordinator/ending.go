@@ -98,7 +98,8 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 			return err
 		}
 	}
-	_, _, err = c.store.FinishTurn(ctx, store.FinishTurnParams{RequestID: p.turn.RequestID, Status: p.status, Error: p.err, Now: c.now()})
+	_, _, err = c.store.FinishTurn(ctx, store.FinishTurnParams{RequestID: p.turn.RequestID, Status: p.status, Error: p.err, Now: c.now(),
+		Instance: c.cfg.Instance})
 	if protocol.IsCode(err, protocol.Conflict) {
 		return nil
 	}

@@ -3,6 +3,9 @@ package coordinator
 import (
 	"context"
 	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 )
 
 // ExpireDue expires every due proposal and waits until it is, for tests
@@ -25,4 +28,10 @@ func (c *Coordinator) WaitOwnersGone(timeout time.Duration) int {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// ConfirmAsRead is a confirm whose caller read the proposal as stale (before
+// another decision settled it): the step after the read, for a test of that race.
+func (c *Coordinator) ConfirmAsRead(ctx context.Context, stale store.Proposal) (protocol.ProposalResult, error) {
+	return c.decide(ctx, stale, decideConfirm)
 }

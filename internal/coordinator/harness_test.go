@@ -34,6 +34,8 @@ type engineOpts struct {
 	script   *script.Script
 	workers  int
 	tweak    func(*coordinator.Config)
+	// before runs on the engine before its coordinator starts.
+	before func(*engine)
 }
 
 func newEngine(t testing.TB, o engineOpts) *engine {
@@ -46,6 +48,9 @@ func newEngine(t testing.TB, o engineOpts) *engine {
 		o.tweak(&cfg)
 	}
 	e := &engine{t: t, db: stack.DB, store: ts, app: stack.App, clock: stack.Clock, cfg: cfg}
+	if o.before != nil {
+		o.before(e)
+	}
 	e.coord = coordinator.New(cfg)
 	stack.App.SettleProposalsWith(e.coord)
 	if err := e.coord.Recover(context.Background()); err != nil {

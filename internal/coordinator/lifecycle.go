@@ -10,24 +10,24 @@ import (
 )
 
 // Recover makes the store true after a previous process stopped, then
-// starts the sweeper (ADR D1, DESIGN.md §7):
+// starts the sweeper (ADR D1, DESIGN.md §7). A daemon alone with its
+// database (not Shared) knows every earlier process is gone:
 //   - turns left queued or running are failed with service_restarted;
 //   - a proposal left executing is indeterminate — its outcome is unknown,
 //     so it never runs again: its audit trail says so, its turn fails,
 //     doctor lists it and reconcile_proposal records what really happened;
-//   - a pending proposal whose turn ended is cancelled;
 //   - a turn awaiting confirmation keeps its proposal confirmable (the
 //     stored frames are its resume handle): it gets an owner, parked.
+//
+// A daemon that shares its database touches none of that: the work of
+// other daemons, live or dead, is theirs until their lease expires, and
+// then the reaper's (ReapOrphans); it starts claiming queued turns. Both
+// cancel a pending proposal whose turn ended.
 func (c *Coordinator) Recover(ctx context.Context) error {
-	turns, err := c.store.RecoverTurns(ctx, store.RecoverTurnsParams{Now: c.now()})
-	for _, t := range turns {
-		c.log.Warn("failed turn interrupted by restart", "conversation", t.ConversationID, "request", t.RequestID)
-	}
-	if err != nil {
-		return err
-	}
-	if err := c.recoverExecuting(ctx); err != nil {
-		return err
+	if !c.cfg.Shared {
+		if err := c.recoverAlone(ctx); err != nil {
+			return err
+		}
 	}
 	pending, err := c.store.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 1000})
 	if err != nil {
@@ -43,7 +43,7 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 			if _, _, err := c.cancelOrphan(ctx, p); err != nil {
 				return err
 			}
-		case t.Status == store.TurnAwaitingConfirmation:
+		case t.Status == store.TurnAwaitingConfirmation && !c.cfg.Shared:
 			if _, err := c.ownerFor(t); err != nil {
 				return err
 			}
@@ -52,15 +52,35 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 	if err := c.expireDue(ctx, true); err != nil {
 		return err
 	}
-	if c.cfg.SweepInterval > 0 {
-		c.life.RLock()
-		if !c.closed {
+	c.life.RLock()
+	if !c.closed {
+		if c.cfg.SweepInterval > 0 {
 			c.wg.Add(1)
 			go c.sweep()
 		}
-		c.life.RUnlock()
+		if c.cfg.Shared {
+			c.wg.Add(1)
+			go c.claimLoop()
+		}
 	}
+	c.life.RUnlock()
 	return nil
+}
+
+// recoverAlone ends what earlier processes left unfinished in a database
+// this daemon holds alone, and marks their instances reaped.
+func (c *Coordinator) recoverAlone(ctx context.Context) error {
+	if _, err := c.store.ReapInstances(ctx, store.ReapInstancesParams{Now: c.now(), Except: c.cfg.Instance, All: true}); err != nil {
+		return err
+	}
+	turns, err := c.store.RecoverTurns(ctx, store.RecoverTurnsParams{Now: c.now()})
+	for _, t := range turns {
+		c.log.Warn("failed turn interrupted by restart", "conversation", t.ConversationID, "request", t.RequestID)
+	}
+	if err != nil {
+		return err
+	}
+	return c.recoverExecuting(ctx)
 }
 
 // recoverExecuting marks the proposals a previous process left executing
@@ -81,17 +101,32 @@ func (c *Coordinator) recoverExecuting(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		in := indeterminate{proposal: p}
-		if t.Status.Terminal() {
-			if err := c.markIndeterminate(ctx, in); err != nil {
+		var in *indeterminate
+		if p.Owner != "" {
+			// Its executor is gone: the proposal is taken from it with its
+			// indeterminate audit row.
+			if _, err := c.store.DisownProposal(ctx, store.DisownProposalParams{ID: p.ID, From: p.Owner, Audit: c.indeterminateRow(p)}); err != nil {
 				return err
 			}
+			c.indeterminateDone(p)
+		} else {
+			in = &indeterminate{proposal: p}
+		}
+		if t.Status.Terminal() {
+			if in != nil {
+				if err := c.markIndeterminate(ctx, *in); err != nil {
+					return err
+				}
+			}
 			continue
+		}
+		if t, err = c.store.AdoptTurn(ctx, store.AdoptTurnParams{RequestID: t.RequestID, From: t.Owner, To: c.cfg.Instance}); err != nil {
+			return err
 		}
 		perr := protocol.Errorf(protocol.ServiceRestarted,
 			"the daemon stopped while the confirmed command was executing; its outcome is unknown and it will not run again until reconciled").
 			With("proposalId", p.ID)
-		if err := c.endTurn(ctx, endParams{turn: t, status: store.TurnFailed, err: perr, indeterminate: &in}); err != nil {
+		if err := c.endTurn(ctx, endParams{turn: t, status: store.TurnFailed, err: perr, indeterminate: in}); err != nil {
 			return err
 		}
 	}

@@ -69,6 +69,9 @@ func (o *owner) talk() outcome {
 			if o.ctx.Err() != nil {
 				return interrupted
 			}
+			if protocol.IsCode(err, protocol.ModelFailure) {
+				return ended(store.TurnFailed, protocol.ErrorOf(err))
+			}
 			return ended(store.TurnFailed, c.serviceError("compile context", err))
 		}
 		o.rounds++
@@ -128,7 +131,17 @@ func (o *owner) compile() (model.Request, error) {
 	if err != nil {
 		return model.Request{}, err
 	}
+	if o.model == nil {
+		conv, err := c.store.GetConversation(o.ctx, t.ConversationID)
+		if err != nil {
+			return model.Request{}, err
+		}
+		if o.model, err = c.modelFor(conv, rec); err != nil {
+			return model.Request{}, err
+		}
+	}
 	picked, rcpt := selectHistory(history, maxContextFrames, maxContextBytes)
+	rcpt.Model, rcpt.Provider = o.model.Name, o.model.Kind
 	if rec.Receipt == nil || *rec.Receipt != rcpt {
 		rec.Receipt = &rcpt
 		record, err := protocol.Marshal(rec)
@@ -173,7 +186,7 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 		a := o.attempt(req)
 		retry := a.err != nil && a.err.Retryable && a.text == "" && attempt < c.cfg.ModelRetries &&
 			(a.err.Code == protocol.ModelFailure || a.err.Code == protocol.RateLimited)
-		obs := ModelAttempt{Provider: c.cfg.Provider.Name(), Attempt: attempt, TimeToFirstEvent: a.firstEvent,
+		obs := ModelAttempt{Provider: o.model.Provider.Name(), Attempt: attempt, TimeToFirstEvent: a.firstEvent,
 			Duration: a.duration, Retried: retry}
 		if a.err != nil {
 			obs.ErrorCode = a.err.Code
@@ -263,7 +276,7 @@ func (o *owner) attempt(req model.Request) (res attemptResult) {
 	actx, stopAttempt := context.WithCancelCause(o.ctx)
 	defer stopAttempt(nil)
 	events, stop := pump(actx, func(ctx context.Context) iter.Seq2[model.Event, error] {
-		return c.cfg.Provider.Stream(ctx, req)
+		return o.model.Provider.Stream(ctx, req)
 	})
 	defer stop()
 

@@ -19,6 +19,8 @@ type pool struct {
 	fresh     []*ticket
 	obs       Observer
 	moved     func() // the waiters' positions changed (may be nil)
+	// freeSig closes the next time a worker is free (freed).
+	freeSig chan struct{}
 }
 
 // ticket is one turn's claim on a worker.
@@ -103,6 +105,42 @@ func (p *pool) done(t *ticket) {
 		return
 	}
 	p.free++
+	if p.freeSig != nil {
+		close(p.freeSig)
+		p.freeSig = nil
+	}
+}
+
+// idle takes a free worker when no turn here waits for one, for a turn
+// claimed from another daemon's queue: such a claim never delays a turn
+// accepted here. nil when none is free.
+func (p *pool) idle() *ticket {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.free == 0 || len(p.resumed)+len(p.fresh) > 0 {
+		return nil
+	}
+	p.free--
+	t := &ticket{granted: make(chan struct{}), since: time.Now()}
+	p.grantLocked(t)
+	return t
+}
+
+// freed returns a channel that closes the next time a worker is free.
+func (p *pool) freed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.freeSig == nil {
+		p.freeSig = make(chan struct{})
+	}
+	return p.freeSig
+}
+
+// granted reports whether t no longer waits for a worker.
+func (p *pool) granted(t *ticket) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return t.state != ticketWaiting
 }
 
 func (p *pool) nextLocked() *ticket {

@@ -45,9 +45,7 @@ func (o *owner) propose(callID string, cmd app.Command) error {
 		return err
 	}
 	now := c.now()
-	p := store.Proposal{ID: uuid.NewString(), ConversationID: t.ConversationID, RequestID: t.RequestID, CallID: callID,
-		CommandType: prep.Type, Command: prep.Canonical, CommandHash: prep.Hash, Target: prep.Target, Risk: prep.Risk,
-		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary, IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}
+	p := c.newProposal(prep, t.ConversationID, t.RequestID, callID, now)
 	if _, err := c.store.CreateProposal(o.ctx, store.CreateProposalParams{Proposal: p, Now: now}); err != nil {
 		return c.auditUnavailable("store proposal", err)
 	}
@@ -117,6 +115,12 @@ func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (prot
 func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisionKind) (protocol.ProposalResult, error) {
 	reply, err := c.send(ctx, p, kind)
 	if err != nil || reply == nil {
+		// p was read before send looked for an owner: a decision that won
+		// the race meanwhile (and an owner that finished the turn since)
+		// is in the store, not in p. Answer from what is stored now.
+		if cur, gerr := c.store.GetProposal(ctx, p.ID); gerr == nil {
+			p = cur
+		}
 		return settledAnswer(kind, p)
 	}
 	select {
@@ -131,6 +135,13 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 // returns a nil channel when the proposal is settled already (answer from
 // p), after closing a proposal whose turn ended without it (an orphan).
 func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionKind) (chan decisionReply, error) {
+	return c.sendRequest(ctx, p, decisionRequest{kind: kind, proposalID: p.ID})
+}
+
+// sendRequest is send for a request that carries more than its kind (an
+// amendment's command).
+func (c *Coordinator) sendRequest(ctx context.Context, p store.Proposal, r decisionRequest) (chan decisionReply, error) {
+	r.reply = make(chan decisionReply, 1)
 	if p.Status == store.ProposalExecuting {
 		// Executing here: a repeat waits for the outcome (it never
 		// executes twice). Elsewhere, or indeterminate: its stored state.
@@ -140,9 +151,8 @@ func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionK
 		if o == nil {
 			return nil, nil
 		}
-		reply := make(chan decisionReply, 1)
-		o.box.put(decisionRequest{kind: kind, proposalID: p.ID, reply: reply})
-		return reply, nil
+		o.box.put(r)
+		return r.reply, nil
 	}
 	if p.Status != store.ProposalPending {
 		return nil, nil
@@ -162,9 +172,8 @@ func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionK
 		}
 		return nil, nil
 	}
-	reply := make(chan decisionReply, 1)
-	o.box.put(decisionRequest{kind: kind, proposalID: p.ID, reply: reply})
-	return reply, nil
+	o.box.put(r)
+	return r.reply, nil
 }
 
 // settledAnswer answers a decision about a proposal that is not pending:
@@ -173,6 +182,10 @@ func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionK
 func settledAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult, error) {
 	if p.Status == store.ProposalPending {
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is still pending; try again", p.ID).
+			With("status", string(p.Status))
+	}
+	if kind == decideAmend {
+		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be amended", p.ID, p.Status).
 			With("status", string(p.Status))
 	}
 	if kind == decideDeny && p.Status != store.ProposalCancelled {
@@ -217,6 +230,9 @@ func (o *owner) parked() step {
 			o.cancelWanted = true
 			o.cancelWaiters = append(o.cancelWaiters, r.reply)
 			return o.ending(store.TurnCancelled, nil)
+		case recheckRequest: // the loop reads the turn again
+		case reapRequest:
+			return o.ending(store.TurnFailed, r.err)
 		case decisionRequest:
 			if next, moved := o.decide(r); moved {
 				return next
@@ -272,6 +288,9 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 	switch r.kind {
 	case decideExpire:
 		r.answer(settled(p), nil) // not due: nothing to do
+		return nil, false
+	case decideAmend:
+		o.amend(ctx, r, p)
 		return nil, false
 	case decideDeny:
 		closed, resumed, err := c.denyProposal(ctx, p)
@@ -436,8 +455,8 @@ func (o *owner) answerWaiting(proposalID string, res protocol.ProposalResult) {
 			return
 		}
 		d := r.(decisionRequest)
-		if d.kind == decideDeny {
-			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s was confirmed; only a pending proposal can be denied", proposalID).
+		if d.kind == decideDeny || d.kind == decideAmend {
+			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s was confirmed; only a pending proposal can be denied or amended", proposalID).
 				With("status", string(store.ProposalExecuting)))
 			continue
 		}
@@ -499,11 +518,11 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 		s := string(cp.err.Code)
 		code = &s
 	}
-	params := store.CloseProposalParams{ID: p.ID, Status: cp.status, ErrorCode: code, Now: now,
+	params := store.CloseProposalParams{ID: p.ID, Status: cp.status, ErrorCode: code, Now: now, Instance: c.cfg.Instance,
 		Audit: auditRow(closed, auditParams{decision: cp.decision, code: code, now: now})}
 	if cp.frames {
 		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: cp.state}},
-			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: cp.err}}}
+			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: amendedError(p, cp.err)}}}
 	}
 	out, resumed, err := c.store.CloseProposal(ctx, params)
 	if err != nil {
@@ -575,7 +594,7 @@ func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal) (st
 	now := c.now()
 	confirmed := p
 	confirmed.ConfirmedAt = &now
-	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now,
+	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now, Instance: c.cfg.Instance,
 		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, now: now}),
 		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed}}}})
 	if err == nil {
@@ -618,10 +637,10 @@ func (c *Coordinator) finishProposal(ctx context.Context, fp finishParams) (fini
 			s := string(fp.failure.Code)
 			code = &s
 		}
-		tool.OK, tool.Error = false, fp.failure
+		tool.OK, tool.Error = false, amendedError(p, fp.failure)
 		out.Status, out.Error = protocol.ResultFailed, fp.failure
 	} else {
-		b, err := protocol.Marshal(map[string]any{"proposalId": p.ID, "status": protocol.ResultSucceeded, "result": result})
+		b, err := protocol.Marshal(amendedNote(p, map[string]any{"proposalId": p.ID, "status": protocol.ResultSucceeded, "result": result}))
 		if err != nil {
 			return finished{}, err
 		}
@@ -629,7 +648,7 @@ func (c *Coordinator) finishProposal(ctx context.Context, fp finishParams) (fini
 	}
 	done := p
 	done.CompletedAt = &now
-	params := store.FinishProposalParams{ID: p.ID, Status: status, Result: result, ErrorCode: code, Now: now, Also: fp.also,
+	params := store.FinishProposalParams{ID: p.ID, Status: status, Result: result, ErrorCode: code, Now: now, Also: fp.also, Instance: c.cfg.Instance,
 		Audit: auditRow(done, auditParams{decision: decision, result: result, code: code, actor: fp.actor, now: now})}
 	if fp.frames {
 		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: state}}, {Payload: tool}}
@@ -853,8 +872,17 @@ func proposalView(p store.Proposal) protocol.ProposalState {
 	return protocol.ProposalState{
 		CommandProposal: protocol.CommandProposal{ID: p.ID, CommandType: p.CommandType, Command: p.Command, CommandHash: p.CommandHash,
 			Risk: p.Risk, Impact: p.Impact, Summary: p.Summary, Target: p.Target, TargetName: p.TargetName,
-			IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt)},
+			IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt), Amends: p.AmendedFrom},
 		ConversationID: p.ConversationID, RequestID: p.RequestID, Status: string(p.Status), Result: p.Result, ErrorCode: p.ErrorCode,
 		CreatedAt: protocol.Timestamp(p.CreatedAt), ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt),
 	}
+}
+
+// newProposal is a pending proposal of a prepared command, answering the
+// tool call callID of a turn: a new id, idempotency key and expiry.
+func (c *Coordinator) newProposal(prep app.Prepared, convID, requestID, callID string, now time.Time) store.Proposal {
+	return store.Proposal{ID: uuid.NewString(), ConversationID: convID, RequestID: requestID, CallID: callID,
+		CommandType: prep.Type, Command: prep.Canonical, CommandHash: prep.Hash, Target: prep.Target, Risk: prep.Risk,
+		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary,
+		IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}
 }

@@ -198,3 +198,27 @@ func TestDenyLosingToConfirmIsConflict(t *testing.T) {
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
 }
+
+// A confirm that read the proposal pending, then lost the race to another
+// confirm that executed it and let the owner finish the turn, answers the
+// stored outcome — not "still pending; try again" from what it read (the
+// flake of TestTwentyConcurrentConfirmsExecuteOnce under load).
+func TestConfirmThatReadPendingBeforeAnotherWon(t *testing.T) {
+	t.Parallel()
+	e, conv, acc, prop := newToggled(t, engineOpts{})
+	stale := e.proposal(prop.ID)
+	if stale.Status != store.ProposalPending {
+		t.Fatalf("proposal is %s before any decision", stale.Status)
+	}
+	if res, err := e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop)); err != nil || res.Status != protocol.ResultSucceeded {
+		t.Fatalf("first confirm: %+v %v", res, err)
+	}
+	e.checkOneEnding(conv, acc.RequestID, prop)
+	if n := e.coord.WaitOwnersGone(30 * time.Second); n != 0 {
+		t.Fatalf("%d owners left", n)
+	}
+	res, err := e.coord.ConfirmAsRead(e.ctx(), stale)
+	if err != nil || res.Status != protocol.ResultSucceeded {
+		t.Fatalf("confirm that read the proposal pending: %+v %v", res, err)
+	}
+}

@@ -111,6 +111,10 @@ func (c *Coordinator) ReadFrames(ctx context.Context, convID string, after int64
 // FrameSignal is closed after the next commit of frames to the conversation.
 func (c *Coordinator) FrameSignal(convID string) <-chan struct{} { return c.store.FrameSignal(convID) }
 
+// Subscribe follows the conversation's commits from memory: the live part of a
+// stream (store.Feed).
+func (c *Coordinator) Subscribe(convID string) *store.Subscription { return c.store.Subscribe(convID) }
+
 // Page returns a conversation with one page of frames after a cursor.
 func (c *Coordinator) Page(ctx context.Context, convID string, after int64, limit int) (protocol.ConversationPage, error) {
 	conv, err := c.openStream(ctx, convID, after)

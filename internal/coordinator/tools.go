@@ -55,6 +55,8 @@ func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot) ca
 		env := tools.Env{}
 		if view != nil {
 			env.View = *view
+			t := o.turn
+			env.Live = func() tools.LiveView { return c.liveView(t.ConversationID, t.CreatedAt, *view) }
 		}
 		var out tools.Outcome
 		out, err = spec.Run(o.ctx, env, call.Arguments)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -55,12 +56,14 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 	turn, frame, err := c.store.SubmitTurn(ctx, store.SubmitTurnParams{
 		ConversationID: convID, RequestID: uuid.NewString(), Instruction: req.Instruction,
 		ContextJSON: record, ContextHash: hash, ExpectedLastSequence: *req.ExpectedLastSequence, Now: c.now(),
+		Instance: c.cfg.Instance,
 	})
 	if err != nil {
 		c.pool.done(slot)
 		return protocol.TurnAccepted{}, err
 	}
 	c.startOwner(turn, phaseQueued, slot)
+	c.announceWaiting(ctx, slot)
 	return protocol.TurnAccepted{ConversationID: convID, RequestID: turn.RequestID, AcceptedSequence: frame.Sequence}, nil
 }
 
@@ -81,14 +84,18 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 	if t.Status.Terminal() {
 		return turnView(t), nil
 	}
+	if c.elsewhere(t) {
+		return c.cancelElsewhere(ctx, t)
+	}
 	reply := make(chan protocol.Turn, 1)
 	o, err := c.ownerFor(t)
 	if err != nil {
 		return protocol.Turn{}, err
 	}
 	if o == nil {
-		// Another daemon runs this turn: record the request, which it
-		// honours at its next model round (a queued turn ends at once).
+		// A queued turn with no owner here: the store cancels it at once
+		// (or records the cancel for whoever claimed it meanwhile, whom
+		// the record notifies).
 		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, Now: c.now()})
 		return turnView(t), err
 	}
@@ -127,6 +134,11 @@ func (c *Coordinator) ownerFor(t store.Turn) (*owner, error) {
 // startOwner registers and starts the owner of a turn (or returns the one
 // that won a race to adopt it). The caller holds c.life shared.
 func (c *Coordinator) startOwner(t store.Turn, from phase, slot *ticket) *owner {
+	return c.startOwnerWith(t, from, slot, nil)
+}
+
+// startOwnerWith is startOwner; set prepares a new owner before it runs.
+func (c *Coordinator) startOwnerWith(t store.Turn, from phase, slot *ticket, set func(*owner)) *owner {
 	c.mu.Lock()
 	if o := c.owners[t.RequestID]; o != nil {
 		c.mu.Unlock()
@@ -135,9 +147,16 @@ func (c *Coordinator) startOwner(t store.Turn, from phase, slot *ticket) *owner 
 	}
 	ctx, cancel := context.WithCancelCause(c.base)
 	o := &owner{c: c, turn: t, convID: t.ConversationID, ctx: ctx, cancelCtx: cancel, slot: slot, phase: from, since: time.Now(),
-		box: mailbox{sig: make(chan struct{}, 1)}}
+		box: mailbox{sig: make(chan struct{}, 1)}, retired: make(chan struct{})}
+	if set != nil {
+		set(o)
+	}
 	c.owners[t.RequestID] = o
 	c.wg.Add(1)
+	if c.cfg.Shared {
+		c.wg.Add(1)
+		go o.watch(t.RequestID)
+	}
 	c.mu.Unlock()
 	if from == phaseQueued {
 		o.report(protocol.ProgressQueued, nil)
@@ -156,6 +175,7 @@ const (
 	phaseResuming               // decided, waiting for a worker to continue
 	phaseExecuting              // a confirmed command is executing
 	phaseEnding                 // writing its end
+	phaseReaped                 // taken over from a dead daemon: to end at once
 )
 
 // A request in an owner's mailbox.
@@ -172,6 +192,7 @@ const (
 	decideConfirm decisionKind = iota + 1
 	decideDeny
 	decideExpire
+	decideAmend
 )
 
 // decisionRequest asks the owner to apply a decision to one of the turn's
@@ -179,20 +200,32 @@ const (
 type decisionRequest struct {
 	kind       decisionKind
 	proposalID string
+	amended    app.Command // decideAmend: the operator's edited command
 	reply      chan decisionReply
 }
 
 type decisionReply struct {
-	result protocol.ProposalResult
-	err    error
+	result  protocol.ProposalResult
+	amended *store.Proposal // decideAmend: the new proposal
+	err     error
 }
+
+// recheckRequest asks the owner to read its turn again: another daemon
+// recorded a cancel, or claimed the turn (claims.go).
+type recheckRequest struct{}
+
+// reapRequest asks a parked owner to end its turn: the daemon that
+// executed its proposal died (reaper.go).
+type reapRequest struct{ err *protocol.Error }
 
 func (cancelRequest) isRequest()   {}
 func (decisionRequest) isRequest() {}
+func (recheckRequest) isRequest()  {}
+func (reapRequest) isRequest()     {}
 
 func (r decisionRequest) answer(res protocol.ProposalResult, err error) {
 	if r.reply != nil {
-		r.reply <- decisionReply{res, err}
+		r.reply <- decisionReply{result: res, err: err}
 	}
 }
 
@@ -212,6 +245,19 @@ func (b *mailbox) put(r request) {
 	case b.sig <- struct{}{}:
 	default:
 	}
+}
+
+// putOnce puts r unless a request like it (same) is queued already.
+func (b *mailbox) putOnce(r request, same func(request) bool) {
+	b.mu.Lock()
+	for _, q := range b.q {
+		if same(q) {
+			b.mu.Unlock()
+			return
+		}
+	}
+	b.mu.Unlock()
+	b.put(r)
 }
 
 // take removes and returns the first request keep accepts, or nil.
@@ -236,6 +282,7 @@ func (b *mailbox) drain() []request {
 }
 
 func isCancel(r request) bool   { _, ok := r.(cancelRequest); return ok }
+func isRecheck(r request) bool  { _, ok := r.(recheckRequest); return ok }
 func isDecision(r request) bool { _, ok := r.(decisionRequest); return ok }
 func anyRequest(request) bool   { return true }
 
@@ -244,6 +291,8 @@ func anyRequest(request) bool   { return true }
 type owner struct {
 	c   *Coordinator
 	box mailbox
+	// retired closes when the owner gave its turn up (its watcher stops).
+	retired chan struct{}
 
 	ctx       context.Context // cancelled when the shutdown grace ends
 	cancelCtx context.CancelCauseFunc
@@ -255,6 +304,7 @@ type owner struct {
 
 	cancelWanted  bool
 	cancelWaiters []chan protocol.Turn
+	model         *Model         // the model the turn talks to, chosen at its first round
 	rounds        int            // model rounds so far, across decisions
 	proposals     int            // proposals made so far
 	executing     string         // the proposal whose command is executing
@@ -262,6 +312,10 @@ type owner struct {
 
 	prog   progress // what the turn is doing now, for readers (progress.go)
 	convID string   // the turn's conversation: read by other goroutines, never written after start
+	reaped *protocol.Error
+	// moved says a recheck found the queued turn claimed or ended by
+	// another daemon: its owner steps aside.
+	moved bool
 }
 
 // step is one stretch of an owner's life; it returns the next (nil: done).
@@ -274,6 +328,10 @@ func (o *owner) run() {
 	switch o.phase {
 	case phaseQueued:
 		next = o.queued
+	case phaseRunning: // claimed from the queue of another daemon
+		next = o.converse
+	case phaseReaped:
+		next = o.ending(store.TurnFailed, o.reaped)
 	default:
 		next = o.adopted
 	}
@@ -286,6 +344,7 @@ func (o *owner) run() {
 // retire gives the turn up: no request reaches this owner any more, and
 // those still in its mailbox are answered from the store.
 func (o *owner) retire() {
+	close(o.retired)
 	o.c.pool.done(o.slot)
 	o.c.mu.Lock()
 	if o.c.owners[o.turn.RequestID] == o {
@@ -345,6 +404,7 @@ func (o *owner) view(ctx context.Context) protocol.Turn {
 // cancelled, and the callers wait for the owner to do it, unless now says
 // to answer them at once (the owner cannot act before something finishes).
 func (o *owner) takeCancels(now bool) {
+	o.recheck()
 	for r := o.box.take(isCancel); r != nil; r = o.box.take(isCancel) {
 		if !o.cancelWanted {
 			o.cancelWanted = true
@@ -379,14 +439,22 @@ func (o *owner) resuming() step {
 func (o *owner) waiting() step {
 	for {
 		o.takeCancels(false)
+		if o.moved {
+			return nil // another daemon claimed or ended it: it is that daemon's now
+		}
 		if o.cancelWanted {
+			if o.phase == phaseQueued && o.c.cfg.Shared {
+				if next, done := o.cancelQueued(); done {
+					return next
+				}
+			}
 			return o.ending(store.TurnCancelled, nil)
 		}
 		o.answerStaleDecisions()
 		select {
 		case <-o.slot.granted:
 			if o.phase == phaseQueued {
-				t, err := o.c.store.StartTurn(o.ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+				t, err := o.c.store.StartTurn(o.ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now(), Instance: o.c.cfg.Instance})
 				if protocol.IsCode(err, protocol.Conflict) {
 					return nil // ended elsewhere (a cancel recorded by another daemon)
 				}
@@ -401,6 +469,9 @@ func (o *owner) waiting() step {
 		case <-o.box.sig:
 		case <-o.c.stopping:
 			if o.phase == phaseQueued {
+				if o.c.cfg.Shared && o.handOver() {
+					return nil
+				}
 				return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn started"))
 			}
 			return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))

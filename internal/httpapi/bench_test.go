@@ -2,6 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,4 +57,88 @@ func BenchmarkStreamReplay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(last.LastSequence())*float64(b.N)/b.Elapsed().Seconds(), "frames/s")
+}
+
+// BenchmarkFanOut measures live delivery over real HTTP/SSE: one
+// conversation, 1, 100 or 1 000 streams reading, b.N frames appended one
+// per commit; a frame counts once every stream has it.
+func BenchmarkFanOut(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			h := newHarness(b, harnessOpts{})
+			convID, rid, last := h.activeTurn()
+			streams := make([]*rawStream, n)
+			for i := range streams {
+				streams[i] = h.openRaw(convID, last)
+			}
+			reads0 := h.reads.n.Load()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for _, rs := range streams {
+				wg.Go(func() {
+					if err := rs.untilID(last, last+int64(b.N)); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			for range b.N {
+				h.appendText(convID, rid, 1, 200)
+			}
+			wg.Wait()
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
+			b.ReportMetric(float64(h.reads.n.Load()-reads0)/float64(b.N), "db-reads/frame")
+		})
+	}
+}
+
+// BenchmarkIdleStreams measures what an idle stream costs the server:
+// 2 000 streams (of 200 conversations) opened and left idle through
+// heartbeats. KiB/stream is the growth of the Go heap and stacks in use
+// after a GC, per stream (client sockets included, so it errs high);
+// db-calls/idle is the reads they made while idle.
+func BenchmarkIdleStreams(b *testing.B) {
+	const streams, convs = 2000, 200
+	for b.Loop() {
+		b.StopTimer()
+		h := newHarness(b, harnessOpts{heartbeat: 50 * time.Millisecond})
+		ids := make([]string, convs)
+		for i := range ids {
+			ids[i], _, _ = h.activeTurn()
+		}
+		before := inUse()
+		b.StartTimer()
+		open := make([]*rawStream, streams)
+		for i := range open {
+			open[i] = h.openRaw(ids[i%convs], 1)
+		}
+		b.StopTimer()
+		for _, rs := range open { // each has replayed and waits
+			if err := rs.until(": heartbeat"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reads := h.reads.n.Load()
+		for _, rs := range open[:10] { // a few more heartbeats go by
+			for range 2 {
+				if err := rs.until(": heartbeat"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		after := inUse()
+		b.ReportMetric(float64(after-before)/1024/streams, "KiB/stream")
+		b.ReportMetric(float64(h.reads.n.Load()-reads), "db-calls/idle")
+		for _, rs := range open {
+			rs.conn.Close()
+		}
+		b.StartTimer()
+	}
+}
+
+// inUse is the heap and the goroutine stacks in use, after a GC.
+func inUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -53,7 +54,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return c.transportError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -70,6 +71,31 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("decode %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// UnreachableError is a request that never reached the daemon: nothing
+// listens at the address, or the name does not resolve.
+type UnreachableError struct {
+	BaseURL string
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the daemon at %s: is `studio serve` running? (%v)", e.BaseURL, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// transportError names a failure to connect as an UnreachableError; other
+// failures (the context ended, the connection broke mid-answer) stay as
+// they are.
+func (c *Client) transportError(err error) error {
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &dns) || (errors.As(err, &op) && op.Op == "dial") {
+		return &UnreachableError{BaseURL: c.BaseURL, Err: errors.Unwrap(err)}
+	}
+	return err
 }
 
 func responseError(status int, data []byte) error {
@@ -173,7 +199,7 @@ func (c *Client) StreamWithTicket(ctx context.Context, id string, after int64, t
 func (c *Client) follow(req *http.Request, fn func(protocol.Frame) error) error {
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return c.transportError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -319,4 +345,45 @@ func (c *Client) Follow(ctx context.Context, id string, after int64, onRetry fun
 		}
 		wait = min(wait*2, 5*time.Second)
 	}
+}
+
+// SearchConversations lists the conversations whose title or turn text has
+// every word of q (status "" for active and archived, or deleted).
+func (c *Client) SearchConversations(ctx context.Context, q, status string) (protocol.ConversationList, error) {
+	v := url.Values{"q": {q}}
+	if status != "" {
+		v.Set("status", status)
+	}
+	var out protocol.ConversationList
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/conversations?"+v.Encode(), nil, &out)
+}
+
+// ForkConversation forks a conversation up to a turn boundary.
+func (c *Client) ForkConversation(ctx context.Context, id string, req protocol.ForkRequest) (protocol.ConversationPage, error) {
+	var out protocol.ConversationPage
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/fork", req, &out)
+}
+
+// RestoreConversation restores a conversation deleted within the recovery window.
+func (c *Client) RestoreConversation(ctx context.Context, id string) (protocol.Conversation, error) {
+	var out protocol.Conversation
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/restore", struct{}{}, &out)
+}
+
+// ReportView reports what the operator looks at in a conversation's cockpit.
+func (c *Client) ReportView(ctx context.Context, id string, req protocol.ViewReport) (protocol.ViewAccepted, error) {
+	var out protocol.ViewAccepted
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(id)+"/view", req, &out)
+}
+
+// AmendProposal replaces a pending proposal with an edited command.
+func (c *Client) AmendProposal(ctx context.Context, convID, proposalID string, req protocol.AmendProposalRequest) (protocol.ProposalState, error) {
+	var out protocol.ProposalState
+	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(convID)+"/proposals/"+url.PathEscape(proposalID)+"/amend", req, &out)
+}
+
+// Models lists the configured models.
+func (c *Client) Models(ctx context.Context) (protocol.ModelList, error) {
+	var out protocol.ModelList
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/models", nil, &out)
 }

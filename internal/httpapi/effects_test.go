@@ -234,7 +234,7 @@ func TestRoutesAndToolsCatalog(t *testing.T) {
 	classes := map[string]string{}
 	for _, tl := range cat.Tools {
 		id, _ := tl["id"].(string)
-		classes[id], _ = tl["class"].(string)
+		classes[id], _ = tl["executionClass"].(string)
 		if schema, _ := tl["inputSchema"].(map[string]any); schema["type"] != "object" {
 			t.Fatalf("tool %s schema %v", id, tl["inputSchema"])
 		}

@@ -26,6 +26,7 @@ type harness struct {
 	t      testing.TB
 	app    *app.Service
 	faults *coordtest.Store
+	reads  *readCounter // the stream reads of the store
 	clock  *storetest.Clock
 	store  *sqlite.Store
 	coord  *coordinator.Coordinator
@@ -44,12 +45,14 @@ type harnessOpts struct {
 	tools     *tools.Registry
 	serveApp  bool          // serve /api/app too
 	retryWait time.Duration // when set: every model retry waits this long
+	models    []coordinator.Model
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	stack := coordtest.New(t, coordtest.Options{Provider: o.provider, Script: o.script})
-	faults := &coordtest.Store{Store: stack.DB}
+	reads := &readCounter{Store: stack.DB}
+	faults := &coordtest.Store{Store: reads}
 	cfg := stack.Config(faults)
 	cfg.Workers, cfg.SweepInterval, cfg.MaxQueuedTurns = o.workers, o.sweep, o.maxQueued
 	if o.retryWait > 0 {
@@ -57,6 +60,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}
 	if o.tools != nil {
 		cfg.Tools = o.tools
+	}
+	if o.models != nil {
+		cfg.Models, cfg.Provider = o.models, nil
 	}
 	coord := coordinator.New(cfg)
 	stack.App.SettleProposalsWith(coord)
@@ -69,7 +75,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}
 	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)
-	h := &harness{t: t, clock: stack.Clock, store: stack.DB, coord: coord, api: api, srv: srv, app: stack.App, faults: faults,
+	h := &harness{t: t, clock: stack.Clock, store: stack.DB, coord: coord, api: api, srv: srv, app: stack.App, faults: faults, reads: reads,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
 	t.Cleanup(func() {
 		api.Close()
@@ -176,7 +182,9 @@ func wantCode(t *testing.T, err error, code protocol.ErrorCode) *protocol.Error 
 	return protocol.ErrorOf(err)
 }
 
-func countDone(frames []protocol.Frame, requestID string) int { return coordtest.CountDone(frames, requestID) }
+func countDone(frames []protocol.Frame, requestID string) int {
+	return coordtest.CountDone(frames, requestID)
+}
 
 func ptr[T any](v T) *T { return &v }
 

@@ -1,52 +1,91 @@
 package httpapi
 
 import (
-	"fmt"
+	"bytes"
 	"net/http"
-	"sort"
-	"sync"
-	"sync/atomic"
+	"strconv"
+	"time"
+
+	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 )
 
-// metrics is a handful of counters in the Prometheus text format; the daemon
-// needs no more than this, so no client library.
-type metrics struct {
-	turns       atomic.Int64
-	streamsOpen atomic.Int64
-	framesSent  atomic.Int64
-	errors      labelled
+// serverMetrics is what the handlers record, over the daemon's metrics
+// registry (package metrics owns the families and their names).
+type serverMetrics struct {
+	reg         *metrics.Registry
+	turns       turnCounter
+	streamsOpen streamGauge
+	framesSent  frameCounter
+	streamReads readCounter // store reads by streams: replay, and catching up with the feed
+	errors      errorCounter
 }
 
-type labelled struct {
-	mu sync.Mutex
-	n  map[string]int64
-}
-
-func (l *labelled) inc(label string) {
-	l.mu.Lock()
-	if l.n == nil {
-		l.n = make(map[string]int64)
+// newMetrics records into reg; nil gets a registry of its own, so a server
+// built without one (tests) still serves /metrics.
+func newMetrics(reg *metrics.Registry) *serverMetrics {
+	if reg == nil {
+		reg = metrics.New(metrics.Build{Version: "dev"})
 	}
-	l.n[label]++
-	l.mu.Unlock()
+	return &serverMetrics{reg: reg, turns: turnCounter{reg}, streamsOpen: streamGauge{reg}, framesSent: frameCounter{reg},
+		streamReads: readCounter{reg}, errors: errorCounter{reg}}
 }
 
-func newMetrics() *metrics { return &metrics{} }
-
-func (m *metrics) handle(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP studio_operator_turns_submitted_total Turns accepted since start.\n# TYPE studio_operator_turns_submitted_total counter\nstudio_operator_turns_submitted_total %d\n", m.turns.Load())
-	fmt.Fprintf(w, "# HELP studio_operator_streams_open Open SSE streams.\n# TYPE studio_operator_streams_open gauge\nstudio_operator_streams_open %d\n", m.streamsOpen.Load())
-	fmt.Fprintf(w, "# HELP studio_operator_frames_streamed_total Frames written to SSE streams.\n# TYPE studio_operator_frames_streamed_total counter\nstudio_operator_frames_streamed_total %d\n", m.framesSent.Load())
-	fmt.Fprintf(w, "# HELP studio_http_errors_total Error responses by code.\n# TYPE studio_http_errors_total counter\n")
-	m.errors.mu.Lock()
-	codes := make([]string, 0, len(m.errors.n))
-	for c := range m.errors.n {
-		codes = append(codes, c)
-	}
-	sort.Strings(codes)
-	for _, c := range codes {
-		fmt.Fprintf(w, "studio_http_errors_total{code=%q} %d\n", c, m.errors.n[c])
-	}
-	m.errors.mu.Unlock()
+// handle serves the Prometheus exposition.
+func (m *serverMetrics) handle(w http.ResponseWriter, r *http.Request) {
+	m.reg.Handler().ServeHTTP(w, r)
 }
+
+// liveFlushed records, for the live frames of one flushed write, the time
+// from each frame's commit (its createdAt, read from the encoded frame) to
+// the flush.
+func (m *serverMetrics) liveFlushed(events []store.Event) {
+	now := time.Now()
+	for _, e := range events {
+		if at, ok := createdAt(e.SSE); ok {
+			m.reg.CommitToFlush(now.Sub(at))
+		}
+	}
+}
+
+var createdAtKey = []byte(`"createdAt":`)
+
+// createdAt reads the createdAt member of an encoded frame (the envelope's
+// is the last one: the payload comes before it in the deterministic form).
+func createdAt(sse []byte) (time.Time, bool) {
+	i := bytes.LastIndex(sse, createdAtKey)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := sse[i+len(createdAtKey):]
+	end := bytes.IndexAny(rest, ",}\n")
+	if end < 0 {
+		return time.Time{}, false
+	}
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(rest[:end])), 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return protocol.Time(f), true
+}
+
+type turnCounter struct{ reg *metrics.Registry }
+
+func (c turnCounter) Add(int64) { c.reg.TurnSubmitted() }
+
+type streamGauge struct{ reg *metrics.Registry }
+
+func (g streamGauge) Add(delta int64) { g.reg.StreamsOpen(int(delta)) }
+
+type frameCounter struct{ reg *metrics.Registry }
+
+func (c frameCounter) Add(n int64) { c.reg.FramesStreamed(int(n)) }
+
+type readCounter struct{ reg *metrics.Registry }
+
+func (c readCounter) Add(n int64) { c.reg.StreamStoreReads(int(n)) }
+
+type errorCounter struct{ reg *metrics.Registry }
+
+func (c errorCounter) inc(code string) { c.reg.HTTPError(code) }

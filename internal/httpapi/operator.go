@@ -29,7 +29,7 @@ func (s *Server) handleListConversations(w http.ResponseWriter, r *http.Request)
 		s.writeError(w, r, err)
 		return
 	}
-	list, err := s.coord.ListConversations(r.Context(), coordinator.ConversationQuery{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor")})
+	list, err := s.coord.ListConversations(r.Context(), coordinator.ConversationQuery{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor"), Q: q.Get("q")})
 	answer(w, r, s, list, err)
 }
 

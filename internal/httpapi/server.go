@@ -5,9 +5,11 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -53,6 +56,9 @@ type Config struct {
 	// Extra registers more routes (the application API, the web page) on the
 	// same mux; /api routes are authenticated by the server.
 	Extra []func(mux *http.ServeMux)
+	// Metrics records the HTTP, stream and error families; nil gets a
+	// registry of the server's own.
+	Metrics *metrics.Registry
 }
 
 // Server serves the HTTP API.
@@ -62,7 +68,19 @@ type Server struct {
 	log     *slog.Logger
 	mux     *routeMux
 	handler http.Handler // the mux behind the edge
-	metrics *metrics
+	metrics *serverMetrics
+
+	beatsOnce sync.Once
+	beats     *heartbeats // started by the first stream
+
+	// Streams served on connections taken over: Close ends them (base)
+	// and waits for them.
+	base     context.Context
+	stop     context.CancelFunc
+	streamMu sync.Mutex
+	closed   bool
+	conns    map[net.Conn]struct{} // the connections taken over
+	streams  sync.WaitGroup
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -93,17 +111,39 @@ func newServer(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	return &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
-		metrics: newMetrics(), closing: make(chan struct{})}
+	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
+		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
+	s.base, s.stop = context.WithCancel(context.Background())
+	return s
 }
 
-// Close ends open streams cleanly; call it before http.Server.Shutdown.
-func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
+// Close ends open streams cleanly and waits for those on connections it
+// took over; call it before http.Server.Shutdown.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.streamMu.Lock()
+		s.closed = true
+		close(s.closing) // a stream writes nothing more (push)
+		for c := range s.conns {
+			// A stream blocked writing to a client that does not read
+			// returns now, not at its write timeout.
+			_ = c.SetWriteDeadline(time.Now())
+		}
+		s.streamMu.Unlock()
+		s.stop()
+		s.streams.Wait()
+		s.beatsOnce.Do(func() {}) // no wheel starts after this
+		if s.beats != nil {
+			s.beats.close()
+		}
+	})
+}
 
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.handleHealthz)
 	m.HandleFunc("GET /metrics", s.authed(s.metrics.handle))
+	m.HandleFunc("GET /api/openapi.json", s.handleOpenAPI) // open, like /healthz
 	m.HandleFunc("/api/", s.authed(s.notFound))
 	m.HandleFunc("POST /api/operator/conversations", s.authed(s.handleCreateConversation))
 	m.HandleFunc("GET /api/operator/conversations", s.authed(s.handleListConversations))
@@ -126,6 +166,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/operator/proposals/{pid}", s.authed(s.handleGetProposal))
 	m.HandleFunc("GET /api/operator/routes", s.authed(s.handleRoutes))
 	m.HandleFunc("GET /api/operator/tools", s.authed(s.handleTools))
+	s.featureRoutes()
 }
 
 // routeMux is the server's mux, remembering the patterns registered through

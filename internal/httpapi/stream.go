@@ -1,22 +1,38 @@
 package httpapi
 
 import (
-	"bufio"
+	"bytes"
+	"context"
+	"net"
 	"net/http"
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 )
 
 // replayPage is how many frames one store read fetches; replay of a long
 // conversation is paged, never loaded whole.
 const replayPage = 500
 
+// liveBatch is how many events of the conversation's window one write
+// takes.
+const liveBatch = 256
+
+// flushAt is how many bytes of replay a stream encodes before it writes.
+const flushAt = 16 << 10
+
 // handleStream serves GET .../stream?after_sequence=N as Server-Sent Events
 // (ADR D6, DESIGN.md §6): committed frames after the cursor, in order, then
 // live frames as they commit, with comment heartbeats, until the client
 // leaves or the server closes.
+//
+// Replay reads the store, a page at a time. Live frames come from memory
+// (store.Feed): each is encoded once for all the conversation's streams,
+// and a stream that falls behind the feed's window reads the store again
+// from its cursor. An idle stream costs no database work: it waits for
+// the feed's wake-up or its heartbeat, and holds no buffer between writes.
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	convID := r.PathValue("id")
 	q := r.URL.Query()
@@ -53,78 +69,162 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	bw := bufio.NewWriterSize(w, 32<<10)
-	s.metrics.streamsOpen.Add(1)
-	defer s.metrics.streamsOpen.Add(-1)
-
-	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if err := bw.Flush(); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	// A retry hint and an opening comment let the client see the stream is live.
-	bw.WriteString("retry: 2000\n: connected\n\n")
-	var status statusState // the active turn's progress (stream_status.go)
-	progressed := s.coord.ProgressSignal(convID)
-	status.write(r.Context(), s, bw, convID)
-	if !flush() {
+	st := &stream{s: s, convID: convID, after: after}
+	// HTTP/1.1: take the connection over and serve the stream from one
+	// goroutine of its own, letting the server's go (with its request
+	// buffers and its background reader). Where the server does not allow
+	// it (HTTP/2), the stream runs in the handler.
+	if conn, ok := s.hijack(w); ok {
+		st.out = connSink{conn}
+		st.ctx, st.cancel = context.WithCancel(s.base)
+		// The response head, then the stream: no chunking, the stream's
+		// end is the connection's.
+		h.Set("Connection", "close")
+		var head bytes.Buffer
+		head.WriteString("HTTP/1.1 200 OK\r\n")
+		_ = h.Write(&head)
+		head.WriteString("\r\n")
+		st.write(head.Bytes())
+		go func() {
+			defer s.streams.Done()
+			defer s.dropConn(conn)
+			defer st.cancel()
+			st.run()
+		}()
 		return
 	}
-	heartbeat := time.NewTicker(s.cfg.Heartbeat)
-	defer heartbeat.Stop()
-	ctx := r.Context()
+	w.WriteHeader(http.StatusOK)
+	st.out = responseSink{w, http.NewResponseController(w), s.cfg.WriteTimeout}
+	st.ctx = r.Context()
+	st.run()
+}
+
+// hijack takes over w's connection for a stream, counted in s.streams;
+// false: the server does not allow it, or it is closing.
+func (s *Server) hijack(w http.ResponseWriter) (net.Conn, bool) {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, false
+	}
+	// brw holds the server's buffers; nothing more is read from a stream's
+	// request, and its writes go straight to conn.
+	_ = brw
+	_ = conn.SetDeadline(time.Time{})
+	s.streams.Add(1)
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]struct{})
+	}
+	s.conns[conn] = struct{}{}
+	return conn, true
+}
+
+// dropConn closes a stream's connection and forgets it.
+func (s *Server) dropConn(conn net.Conn) {
+	s.streamMu.Lock()
+	delete(s.conns, conn)
+	s.streamMu.Unlock()
+	conn.Close()
+}
+
+// stream is one SSE response.
+type stream struct {
+	s      *Server
+	out    sink
+	ctx    context.Context
+	cancel context.CancelFunc
+	convID string
+	after  int64   // the cursor: the last sequence written
+	buf    *[]byte // pooled, held from the first write to the flush
+}
+
+// sink is where a stream's bytes go: the response, or the connection
+// taken over.
+type sink interface {
+	Write(b []byte) (int, error)
+	flush() error
+	setWriteDeadline(t time.Time)
+}
+
+type responseSink struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (r responseSink) Write(b []byte) (int, error) { return r.w.Write(b) }
+func (r responseSink) flush() error {
+	_ = r.rc.SetWriteDeadline(time.Now().Add(r.timeout))
+	return r.rc.Flush()
+}
+func (r responseSink) setWriteDeadline(t time.Time) { _ = r.rc.SetWriteDeadline(t) }
+
+type connSink struct{ net.Conn }
+
+func (connSink) flush() error                   { return nil }
+func (c connSink) setWriteDeadline(t time.Time) { _ = c.SetWriteDeadline(t) }
+
+func (st *stream) run() {
+	s := st.s
+	s.metrics.streamsOpen.Add(1)
+	defer s.metrics.streamsOpen.Add(-1)
+	// Subscribe before the first read of the store: whatever commits after
+	// the read is in the feed.
+	sub := s.coord.Subscribe(st.convID)
+	defer sub.Close()
+	defer st.release()
+	// A retry hint and an opening comment let the client see the stream is
+	// live; then the active turn's progress (stream_status.go).
+	st.write([]byte("retry: 2000\n: connected\n\n"))
+	var status statusState
+	progressed := s.coord.ProgressSignal(st.convID) // before reading: no change is missed
+	status.write(st)
+	if !st.flush() {
+		return
+	}
+	beats := s.heartbeats()
+	slot := beats.slot()
+	replay := true // from the store: first, and whenever behind the feed
 	for {
-		signal := s.coord.FrameSignal(convID) // before reading: no commit is missed
-		frames, err := s.coord.ReadFrames(ctx, convID, after, replayPage)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.writeStreamError(bw, err)
-				flush()
-			}
-			return
-		}
-		for _, f := range frames {
-			b, err := protocol.Marshal(f)
-			if err != nil {
-				s.log.Error("encode frame", "conversation", convID, "sequence", f.Sequence, "err", err)
+		if replay {
+			n, ok := st.replay()
+			if !ok {
 				return
 			}
-			bw.WriteString("id: ")
-			bw.WriteString(strconv.FormatInt(f.Sequence, 10))
-			bw.WriteString("\ndata: ")
-			bw.Write(b)
-			bw.WriteString("\n\n")
-			after = f.Sequence
-			if bw.Buffered() > 16<<10 && !flush() {
-				return
-			}
-		}
-		if len(frames) > 0 {
-			if !flush() {
-				return
-			}
-			s.metrics.framesSent.Add(int64(len(frames)))
-			if len(frames) == replayPage {
+			if n == replayPage {
 				continue // more to replay
 			}
+			replay = false
+		}
+		n, behind, ok := st.live(sub)
+		if !ok {
+			return
+		}
+		if behind {
+			replay = true
+			continue
+		}
+		if n > 0 {
+			continue
 		}
 		select {
-		case <-signal:
+		case <-sub.Ready():
 		case <-progressed:
-			progressed = s.coord.ProgressSignal(convID) // before reading: no change is missed
-			if status.write(ctx, s, bw, convID) && !flush() {
+			progressed = s.coord.ProgressSignal(st.convID)
+			if status.write(st) && !st.flush() {
 				return
 			}
-		case <-heartbeat.C:
-			bw.WriteString(": heartbeat\n\n")
-			if !flush() {
+		case <-beats.wait(slot):
+			// A client that left is noticed here, when the write fails.
+			st.write([]byte(": heartbeat\n\n"))
+			if !st.flush() {
 				return
 			}
-		case <-ctx.Done():
+		case <-st.ctx.Done():
 			return
 		case <-s.closing:
 			return
@@ -132,13 +232,141 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeStreamError reports a failure after the stream started as an SSE
-// comment naming the code; the client reconnects from its cursor and gets
-// the typed HTTP error (for example replay_gap) before any frame.
-func (s *Server) writeStreamError(bw *bufio.Writer, err error) {
+// replay writes one page of frames from the store; n is how many.
+func (st *stream) replay() (n int, ok bool) {
+	s, ctx := st.s, st.ctx
+	s.metrics.streamReads.Add(1)
+	frames, err := s.coord.ReadFrames(ctx, st.convID, st.after, replayPage)
+	if err != nil {
+		if ctx.Err() == nil {
+			st.writeError(err)
+			st.flush()
+		}
+		return 0, false
+	}
+	if len(frames) == 0 {
+		return 0, true
+	}
+	for _, f := range frames {
+		b := st.buffer()
+		if *b, err = protocol.AppendSSE(*b, f); err != nil {
+			s.log.Error("encode frame", "conversation", st.convID, "sequence", f.Sequence, "err", err)
+			return 0, false
+		}
+		st.after = f.Sequence
+		if len(*b) >= flushAt && !st.push() {
+			return 0, false
+		}
+	}
+	if !st.flush() {
+		return 0, false
+	}
+	s.metrics.framesSent.Add(int64(len(frames)))
+	return len(frames), true
+}
+
+// live writes what the feed holds after the cursor; behind: the feed no
+// longer reaches back to it.
+func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
+	ep := eventBuffers.Get().(*[]store.Event)
+	defer func() {
+		clear(*ep) // hold no event past the write
+		eventBuffers.Put(ep)
+	}()
+	events, behind := sub.Next(st.after, (*ep)[:0], liveBatch)
+	*ep = events
+	if behind || len(events) == 0 {
+		return 0, behind, true
+	}
+	for _, e := range events {
+		st.write(e.SSE)
+		st.after = e.Sequence
+		if len(*st.buf) >= flushAt && !st.push() {
+			return 0, false, false
+		}
+	}
+	if !st.flush() {
+		return 0, false, false
+	}
+	st.s.metrics.framesSent.Add(int64(len(events)))
+	st.s.metrics.liveFlushed(events)
+	return len(events), false, true
+}
+
+// buffer is the stream's write buffer, taken from the pool at the first
+// write after a flush.
+func (st *stream) buffer() *[]byte {
+	if st.buf == nil {
+		st.buf = sseBuffers.Get().(*[]byte)
+		*st.buf = (*st.buf)[:0]
+	}
+	return st.buf
+}
+
+func (st *stream) write(b []byte) {
+	p := st.buffer()
+	*p = append(*p, b...)
+}
+
+// push writes out what is buffered, bounded by the write timeout: a
+// client that does not read is cut off, never buffered for.
+func (st *stream) push() bool {
+	if st.buf == nil || len(*st.buf) == 0 {
+		return true
+	}
+	select {
+	case <-st.s.closing:
+		return false // the server is closing: its streams end
+	default:
+	}
+	st.out.setWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
+	_, err := st.out.Write(*st.buf)
+	*st.buf = (*st.buf)[:0]
+	return err == nil
+}
+
+// flush pushes and flushes, and gives the buffer back to the pool.
+func (st *stream) flush() bool {
+	ok := st.push() && st.out.flush() == nil
+	st.release()
+	return ok
+}
+
+func (st *stream) release() {
+	if st.buf != nil {
+		if cap(*st.buf) <= 4*flushAt { // an outsized one goes to the GC
+			sseBuffers.Put(st.buf)
+		}
+		st.buf = nil
+	}
+}
+
+// writeError reports a failure after the stream started as an SSE comment
+// naming the code; the client reconnects from its cursor and gets the
+// typed HTTP error (for example replay_gap) before any frame.
+func (st *stream) writeError(err error) {
 	pe := protocol.ErrorOf(err)
 	if pe.Code == protocol.ServiceFailure {
-		s.log.Error("stream read", "err", err)
+		st.s.log.Error("stream read", "err", err)
 	}
-	bw.WriteString(": error " + string(pe.Code) + "\n\n")
+	st.write([]byte(": error " + string(pe.Code) + "\n\n"))
 }
+
+// Buffers a stream holds only while it writes.
+var (
+	sseBuffers   = sync.Pool{New: func() any { b := make([]byte, 0, flushAt+4<<10); return &b }}
+	eventBuffers = sync.Pool{New: func() any { e := make([]store.Event, 0, liveBatch); return &e }}
+)
+
+// heartbeats is the server's heartbeat wheel, started by the first stream.
+func (s *Server) heartbeats() *heartbeats {
+	s.beatsOnce.Do(func() { s.beats = newHeartbeats(s.cfg.Heartbeat) })
+	if s.beats == nil { // closed before any stream
+		return closedHeartbeats
+	}
+	return s.beats
+}
+
+// closedHeartbeats serves a stream that starts after Close: it ends at
+// once on s.closing, and this wheel never turns.
+var closedHeartbeats = &heartbeats{}

@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
-	"context"
-
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -26,20 +23,20 @@ type statusState struct {
 
 // write sends the status comment when it differs from the last one sent;
 // it reports whether it wrote anything.
-func (st *statusState) write(ctx context.Context, s *Server, bw *bufio.Writer, convID string) bool {
-	p, err := s.coord.ActiveTurn(ctx, convID)
+func (ss *statusState) write(st *stream) bool {
+	p, err := st.s.coord.ActiveTurn(st.ctx, st.convID)
 	if err != nil {
 		return false // progress is a courtesy: frames and errors go their own way
 	}
 	b, err := protocol.Marshal(struct {
 		ActiveTurn *protocol.TurnProgress `json:"activeTurn"`
 	}{p})
-	if err != nil || string(b) == st.last {
+	if err != nil || string(b) == ss.last {
 		return false
 	}
-	st.last = string(b)
-	bw.WriteString(": status ")
-	bw.Write(b)
-	bw.WriteString("\n\n")
+	ss.last = string(b)
+	st.write([]byte(": status "))
+	st.write(b)
+	st.write([]byte("\n\n"))
 	return true
 }

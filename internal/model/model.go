@@ -62,6 +62,7 @@ type EventKind int
 const (
 	EventText     EventKind = iota + 1 // a text delta
 	EventToolCall                      // one complete tool call
+	EventUsage                         // the tokens the provider counted for this call
 )
 
 // Event is one item of a model stream.
@@ -69,6 +70,15 @@ type Event struct {
 	Kind     EventKind
 	Text     string
 	ToolCall ToolCall
+	Usage    Usage
+}
+
+// Usage is what a provider reports a call cost, when it reports it. A
+// provider sends at most one EventUsage per call, usually last; consumers
+// that do not count tokens ignore it.
+type Usage struct {
+	InputTokens  int64
+	OutputTokens int64
 }
 
 // Provider streams a model's answer. Errors are *protocol.Error with code

@@ -21,6 +21,23 @@ const (
 	DecisionIndeterminate Decision = "indeterminate"
 )
 
+// AmendAction is the audit action of the row that links an amended
+// proposal to the one that replaced it (issue 15). The D8 rows keep their
+// exact payload: the original's close is decision denied with error_code
+// amended, and this second row, in the same transaction, records the link.
+const AmendAction = "studio.operator.proposal_amended"
+
+// AmendAudit is the details payload of an AmendAction row.
+type AmendAudit struct {
+	ConversationID    string `json:"conversation_id"`
+	RequestID         string `json:"request_id"`
+	ProposalID        string `json:"proposal_id"` // the original
+	AmendedBy         string `json:"amended_by"`  // the new proposal
+	CommandType       string `json:"command_type"`
+	CommandHashBefore string `json:"command_hash_before"`
+	CommandHashAfter  string `json:"command_hash_after"`
+}
+
 // CommandAudit is exactly the ADR D8 details payload of an admin_events row
 // with action studio.operator.command.
 type CommandAudit struct {

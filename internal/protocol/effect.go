@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -194,12 +195,75 @@ func validParamValue(v any) bool {
 	return false
 }
 
-// ResourceVersion names a proposal's target: {kind, id, version}, the version
-// an opaque string.
+// ResourceVersion names a proposal's target: {kind, id, version}. The ADR
+// calls the version opaque and StateDB keeps it as text; every Studio
+// resource counts its versions in integers, so on the wire it is a JSON
+// integer like every resource's own version. A decimal string (the ADR's
+// spelling, and frames written before this rule) is accepted on input.
 type ResourceVersion struct {
-	Kind    string `json:"kind"`
-	ID      string `json:"id"`
-	Version string `json:"version"`
+	Kind    string
+	ID      string
+	Version string
+}
+
+type resourceVersionWire struct {
+	Kind    string         `json:"kind"`
+	ID      string         `json:"id"`
+	Version jsontext.Value `json:"version"`
+}
+
+// MarshalJSON writes the version as a JSON integer (a string if it is not one).
+func (r ResourceVersion) MarshalJSON() ([]byte, error) {
+	v, err := json.Marshal(r.Version)
+	if err != nil {
+		return nil, err
+	}
+	if VersionNumber(r.Version) {
+		v = jsontext.Value(r.Version)
+	}
+	return json.Marshal(resourceVersionWire{r.Kind, r.ID, v}, json.Deterministic(true))
+}
+
+// UnmarshalJSON strictly reads {kind, id, version}, the version an integer
+// or a string.
+func (r *ResourceVersion) UnmarshalJSON(data []byte) error {
+	var w resourceVersionWire
+	if err := Unmarshal(data, &w); err != nil {
+		return err
+	}
+	v, err := VersionText(w.Version)
+	if err != nil {
+		return Errorf(Validation, "target version: %v", err)
+	}
+	*r = ResourceVersion{Kind: w.Kind, ID: w.ID, Version: v}
+	return nil
+}
+
+// VersionNumber reports whether s is a version in canonical integer form
+// (what the wire writes as a JSON number).
+func VersionNumber(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == s && n >= 0
+}
+
+// VersionText reads a version given as a JSON integer or string into its
+// stored text form.
+func VersionText(v jsontext.Value) (string, error) {
+	switch v.Kind() {
+	case '0':
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("%s is not a non-negative integer", v)
+		}
+		return strconv.FormatInt(n, 10), nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", err
+		}
+		return s, nil
+	}
+	return "", fmt.Errorf("must be an integer or a string")
 }
 
 // Proposal risks, from the tool's execution class.
@@ -227,6 +291,9 @@ type CommandProposal struct {
 	Impact string `json:"impact,omitzero"`
 	// TargetName (optional) is the target's human name when proposed.
 	TargetName string `json:"targetName,omitzero"`
+	// Amends is the proposal this one replaces: the operator amended its
+	// command (issue 15).
+	Amends *string `json:"amends,omitempty"`
 }
 
 // Proposal impacts.

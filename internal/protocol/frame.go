@@ -100,7 +100,14 @@ const (
 	ConfirmationExecuted  ConfirmationState = "executed"
 	ConfirmationDenied    ConfirmationState = "denied"
 	ConfirmationFailed    ConfirmationState = "failed"
+	// ConfirmationAmended: the operator replaced the proposal with an
+	// amended one (issue 15); nothing of it ran.
+	ConfirmationAmended ConfirmationState = "amended"
 )
+
+// ReasonAmended is the error code stored with a proposal cancelled because
+// the operator amended it.
+const ReasonAmended = "amended"
 
 // ConfirmationPayload reports a proposal's confirmation state.
 type ConfirmationPayload struct {
@@ -187,7 +194,7 @@ func (p ProposalPayload) validate() error { return p.Proposal.validate() }
 func (p ConfirmationPayload) validate() error {
 	switch p.State {
 	case ConfirmationRequired, ConfirmationConfirmed, ConfirmationExpired,
-		ConfirmationExecuted, ConfirmationDenied, ConfirmationFailed:
+		ConfirmationExecuted, ConfirmationDenied, ConfirmationFailed, ConfirmationAmended:
 	default:
 		return fmt.Errorf("confirmation state %q is unknown", p.State)
 	}

@@ -82,6 +82,11 @@ type CreateConversationRequest struct {
 type UpdateConversationRequest struct {
 	Title  *string `json:"title,omitempty"`
 	Status *string `json:"status,omitempty"` // active | archived
+	// Pinned pins or unpins; Model chooses the configured model the
+	// conversation's next turns use ("" for the daemon's default).
+	Pinned *bool   `json:"pinned,omitzero"`
+	Model  *string `json:"model,omitzero"` // omitzero: "" is a value
+
 }
 
 // AckEffectRequest is the body of POST .../effects/{id}/ack (ADR D5).
@@ -96,9 +101,50 @@ type AckEffectRequest struct {
 var RejectionCodes = []string{"unsupported", "invalid_params", "stale_context", "not_visible", "client_error"}
 
 // ConfirmProposalRequest is the body of POST .../proposals/{id}/confirm.
+// ExpectedTargetVersion is the target's version as shown, in text form; on
+// the wire it is an integer like every version, and the ADR's string form
+// is accepted too.
 type ConfirmProposalRequest struct {
-	ExpectedCommandHash   string  `json:"expectedCommandHash"`
-	ExpectedTargetVersion *string `json:"expectedTargetVersion,omitempty"`
+	ExpectedCommandHash   string
+	ExpectedTargetVersion *string
+}
+
+type confirmProposalWire struct {
+	ExpectedCommandHash   string         `json:"expectedCommandHash"`
+	ExpectedTargetVersion jsontext.Value `json:"expectedTargetVersion,omitzero"`
+}
+
+// MarshalJSON writes the expected version as an integer when it is one.
+func (r ConfirmProposalRequest) MarshalJSON() ([]byte, error) {
+	w := confirmProposalWire{ExpectedCommandHash: r.ExpectedCommandHash}
+	if v := r.ExpectedTargetVersion; v != nil {
+		b, err := json.Marshal(*v)
+		if err != nil {
+			return nil, err
+		}
+		if VersionNumber(*v) {
+			b = []byte(*v)
+		}
+		w.ExpectedTargetVersion = b
+	}
+	return json.Marshal(w, json.Deterministic(true))
+}
+
+// UnmarshalJSON strictly decodes the body; null means no expected version.
+func (r *ConfirmProposalRequest) UnmarshalJSON(data []byte) error {
+	var w confirmProposalWire
+	if err := Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*r = ConfirmProposalRequest{ExpectedCommandHash: w.ExpectedCommandHash}
+	if len(w.ExpectedTargetVersion) > 0 && w.ExpectedTargetVersion.Kind() != 'n' {
+		v, err := VersionText(w.ExpectedTargetVersion)
+		if err != nil {
+			return Errorf(Validation, "expectedTargetVersion %v", err).With("field", "expectedTargetVersion")
+		}
+		r.ExpectedTargetVersion = &v
+	}
+	return nil
 }
 
 // ResultStatus is a proposal result's status: the ADR's four, plus
@@ -259,6 +305,13 @@ type Conversation struct {
 	CreatedAt       float64  `json:"createdAt"`
 	UpdatedAt       float64  `json:"updatedAt"`
 	ArchivedAt      *float64 `json:"archivedAt"`
+	Pinned          bool     `json:"pinned"`
+	// Model is the conversation's model choice (null: the daemon's default).
+	Model *string `json:"model"`
+	// ForkedFrom is the source of a fork (null for any other conversation).
+	ForkedFrom *ForkOrigin `json:"forkedFrom"`
+	// DeletedAt is set on a deleted conversation (listed with status=deleted).
+	DeletedAt *float64 `json:"deletedAt,omitempty"`
 }
 
 // ConversationPage is GET /operator/conversations/{id}: the conversation and

@@ -246,13 +246,15 @@ type Run struct {
 	StartedAt         *time.Time
 	EndedAt           *time.Time
 	CancelRequestedAt *time.Time
+	// Owner is the instance executing a running run ("" otherwise).
+	Owner string
 }
 
 // RunStore keeps runs and their transitions. Each transition bumps the
 // run's version.
 type RunStore interface {
 	// CreateRun queues a run of a playbook, copying its name, version and
-	// prompt. ExpectedPlaybookVersion (when not 0) pins the playbook version
+	// prompt; its commit notifies RunsQueued. ExpectedPlaybookVersion (when not 0) pins the playbook version
 	// the caller validated the args against. RetryOf names a failed or
 	// cancelled run this one retries (conflict otherwise).
 	CreateRun(ctx context.Context, p CreateRunParams) (Run, error)
@@ -266,7 +268,7 @@ type RunStore interface {
 	FinishRun(ctx context.Context, p FinishRunParams) (Run, error)
 	// CancelRun cancels a queued run at once and marks a running one
 	// cancel-requested (repeating that changes nothing); a finished run is
-	// conflict.
+	// conflict. Its commit notifies the run's control key.
 	CancelRun(ctx context.Context, p CancelRunParams) (Run, error)
 	// RecoverRuns fails every queued or running run with the given error:
 	// what a restart does to work a previous process left behind.
@@ -321,9 +323,10 @@ type ListRunsParams struct {
 	Limit         int
 }
 
-// ClaimRunParams starts the oldest queued run.
+// ClaimRunParams starts the oldest queued run, owned by Instance.
 type ClaimRunParams struct {
-	Now time.Time
+	Now      time.Time
+	Instance string
 }
 
 // FinishRunParams ends a running run. Status must be terminal.
@@ -335,6 +338,8 @@ type FinishRunParams struct {
 	ErrorCode       *string
 	ErrorMessage    *string
 	Now             time.Time
+	// Instance, when set, must own the run (conflict otherwise).
+	Instance string
 }
 
 // CancelRunParams asks for a run's cancellation.

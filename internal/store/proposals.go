@@ -56,6 +56,12 @@ type Proposal struct {
 	Result         jsontext.Value
 	ErrorCode      *string
 	CreatedAt      time.Time
+	// AmendedFrom is the proposal this one amends (the operator edited its
+	// command); it answers the same tool call.
+	AmendedFrom *string
+	// Owner is the instance that executes it once confirmed ("" before,
+	// and once its outcome became unknown with its executor).
+	Owner string
 }
 
 // ProposalStore keeps proposals. Every transition that the ADR audits
@@ -81,8 +87,18 @@ type ProposalStore interface {
 	// CloseProposal moves pending to cancelled, expired or conflict with the
 	// audit row and frames, and resumes an awaiting turn.
 	CloseProposal(ctx context.Context, p CloseProposalParams) (Proposal, bool, error)
+	// AmendProposal replaces a pending proposal with the operator's amended
+	// command: the original moves to cancelled with error code amended and
+	// its audit row, the new one (AmendedFrom set, same request and call)
+	// is inserted pending, with the confirmation(amended), proposal and
+	// confirmation(required) frames and the Link audit row, in one
+	// transaction. The turn stays
+	// waiting for a human. A proposal that is not pending is conflict.
+	AmendProposal(ctx context.Context, p AmendProposalParams) (Proposal, error)
 	// AwaitConfirmation parks a running turn while one of its proposals is
-	// pending or executing; it reports whether the turn parked.
+	// pending or executing; it reports whether the turn parked. A parked
+	// turn has no owner (any daemon may continue it), unless its proposal
+	// executes: then the proposal's executor owns it.
 	AwaitConfirmation(ctx context.Context, p AwaitConfirmationParams) (bool, error)
 }
 
@@ -106,6 +122,9 @@ type ConfirmProposalParams struct {
 	Audit  AppendAdminEventParams
 	Frames []NewFrame
 	Now    time.Time
+	// Instance executes it: it owns the proposal, and the turn while the
+	// turn awaits confirmation.
+	Instance string
 }
 
 // FinishProposalParams records an executed proposal's outcome.
@@ -120,6 +139,8 @@ type FinishProposalParams struct {
 	Also   *AppendAdminEventParams
 	Frames []NewFrame
 	Now    time.Time
+	// Instance owns the turn it resumes.
+	Instance string
 }
 
 // CloseProposalParams ends a pending proposal without executing it.
@@ -130,6 +151,19 @@ type CloseProposalParams struct {
 	Audit     AppendAdminEventParams
 	Frames    []NewFrame
 	Now       time.Time
+	// Instance owns the turn it resumes.
+	Instance string
+}
+
+// AmendProposalParams amends a pending proposal.
+type AmendProposalParams struct {
+	ID       string   // the original
+	Proposal Proposal // the amended one
+	// Audit is the original's close (its D8 row); Link the row that
+	// records which proposal replaced it.
+	Audit AppendAdminEventParams
+	Link  AppendAdminEventParams
+	Now   time.Time
 }
 
 // AwaitConfirmationParams parks a turn.

@@ -25,11 +25,16 @@ type Store interface {
 	EffectStore
 	ProposalStore
 	AppStore
+	InstanceStore
 
 	// FrameSignal returns a channel that is closed after the next commit that
 	// appends frames to the conversation (or purges it). Take the channel
 	// before reading frames, then wait on it: no commit is missed.
 	FrameSignal(conversationID string) <-chan struct{}
+
+	// Subscribe follows a conversation's commits from memory (Feed): the
+	// live part of a stream. Close the subscription when done.
+	Subscribe(conversationID string) *Subscription
 
 	// SchemaVersion is the highest applied migration.
 	SchemaVersion(ctx context.Context) (int, error)
@@ -62,6 +67,22 @@ type Conversation struct {
 	// RetainedFrom is the lowest sequence still stored; frames below it were
 	// purged and replay from an older cursor is a replay_gap.
 	RetainedFrom int64
+	// Pinned conversations list first.
+	Pinned bool
+	// Model is the configured model its turns use; nil is the daemon's default.
+	Model *string
+	// ForkedFrom is the source of a fork, nil for any other conversation.
+	ForkedFrom *ForkOrigin
+}
+
+// ForkOrigin is where a fork's history came from: the source conversation
+// and the sequence of the done frame its copied history ends with.
+type ForkOrigin struct {
+	ConversationID string
+	Sequence       int64
+	// CopiedThrough is the fork's last copied frame: its frames
+	// 1..CopiedThrough are the source's history.
+	CopiedThrough int64
 }
 
 // LastSequence is the sequence of the conversation's newest frame (0: none).
@@ -109,6 +130,9 @@ type Turn struct {
 	StartedAt         *time.Time
 	EndedAt           *time.Time
 	CancelRequestedAt *time.Time
+	// Owner is the instance that owns the turn ("" for none; see
+	// InstanceStore).
+	Owner string
 }
 
 // Frame is a row of studio_operator_frames. Payload is the stored JSON,
@@ -146,6 +170,15 @@ type ConversationStore interface {
 	UpdateConversation(ctx context.Context, p UpdateConversationParams) (Conversation, error)
 	// DeleteConversation marks a conversation deleted (stage one of two).
 	DeleteConversation(ctx context.Context, p DeleteConversationParams) (Conversation, error)
+	// RestoreConversation brings a conversation deleted at or after
+	// DeletedAfter back to the status it had (active, or archived), with
+	// its audit row in the same transaction. Any other conversation is
+	// not_found.
+	RestoreConversation(ctx context.Context, p RestoreConversationParams) (Conversation, error)
+	// ForkConversation creates a conversation whose history is a copy of
+	// the source's frames up to a turn boundary, in one transaction (see
+	// ForkConversationParams).
+	ForkConversation(ctx context.Context, p ForkConversationParams) (Conversation, error)
 }
 
 // CreateConversationParams creates an active conversation.
@@ -159,10 +192,19 @@ type CreateConversationParams struct {
 // ListConversationsParams pages conversations newest first. The cursor is the
 // (CreatedAt, ID) of the last row of the previous page.
 type ListConversationsParams struct {
-	Status       ConversationStatus // "" lists active and archived
-	Limit        int
+	Status ConversationStatus // "" lists active and archived
+	Limit  int
+	// The cursor: pinned conversations come first, then by (CreatedAt, ID)
+	// descending; AfterPinned is the pinned state of the previous page's
+	// last row.
+	AfterPinned  bool
 	AfterCreated *time.Time
 	AfterID      string
+	// Terms, when set, keep the conversations whose title or turn text has
+	// every term (a term matches words it begins).
+	Terms []string
+	// DeletedAfter, when set, keeps the conversations deleted after it.
+	DeletedAfter *time.Time
 }
 
 // UpdateConversationParams changes a title and/or moves between active and archived.
@@ -170,7 +212,10 @@ type UpdateConversationParams struct {
 	ID     string
 	Title  *string
 	Status *ConversationStatus
-	Now    time.Time
+	Pinned *bool
+	// Model sets the conversation's model; "" clears it (the daemon's default).
+	Model *string
+	Now   time.Time
 }
 
 // DeleteConversationParams marks a conversation deleted.
@@ -192,10 +237,12 @@ type TurnStore interface {
 	FinishTurn(ctx context.Context, p FinishTurnParams) (Turn, []Frame, error)
 	// RequestCancel is idempotent: a queued turn is cancelled at once (done
 	// frame included), a running one gets cancel_requested_at, a finished one
-	// is returned unchanged.
+	// is returned unchanged. Its commit notifies the turn's control key.
 	RequestCancel(ctx context.Context, p RequestCancelParams) (Turn, []Frame, error)
 	// RecoverTurns fails every queued or running turn with service_restarted
-	// (error and done frames), one transaction per turn.
+	// (error and done frames), one transaction per turn: the start of a
+	// daemon that holds the database alone (SQLite). Daemons that share one
+	// end each other's work by lease instead (InstanceStore).
 	RecoverTurns(ctx context.Context, p RecoverTurnsParams) ([]Turn, error)
 	// SetTurnContext records the compiled context receipt of a turn.
 	SetTurnContext(ctx context.Context, p SetTurnContextParams) error
@@ -210,12 +257,16 @@ type SubmitTurnParams struct {
 	ContextHash          string
 	ExpectedLastSequence int64
 	Now                  time.Time
+	// Instance owns the queued turn (it starts it unless another instance
+	// claims it first).
+	Instance string
 }
 
-// StartTurnParams starts a queued turn.
+// StartTurnParams starts a queued turn; Instance owns it from then on.
 type StartTurnParams struct {
 	RequestID string
 	Now       time.Time
+	Instance  string
 }
 
 // FinishTurnParams ends a turn. Status must be terminal; Error, when set, is
@@ -225,6 +276,10 @@ type FinishTurnParams struct {
 	Status    TurnStatus
 	Error     *protocol.Error
 	Now       time.Time
+	// Instance, when set, must own the turn, or the turn must have no
+	// owner (conflict otherwise): an instance never ends a turn that
+	// another one took over.
+	Instance string
 }
 
 // RequestCancelParams asks for a turn's cancellation.

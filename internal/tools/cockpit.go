@@ -123,22 +123,32 @@ func (PrefillInput) JSONSchemaExtend(s *jsonschema.Schema) {
 // NoInput is the input of tools that take none.
 type NoInput struct{}
 
-// CurrentView is what get_current_view answers: the turn's context snapshot.
+// CurrentView is what get_current_view answers: the freshest view the
+// cockpit reported during the turn, else the turn's context snapshot;
+// Source says which.
 type CurrentView struct {
-	Space     string            `json:"space"`
-	Route     string            `json:"route"`
-	Project   *string           `json:"project,omitempty"`
-	Selection map[string]string `json:"selection,omitempty"`
-	Filters   map[string]any    `json:"filters,omitempty"`
+	Space      string            `json:"space"`
+	Route      string            `json:"route"`
+	Project    *string           `json:"project,omitempty"`
+	Selection  map[string]string `json:"selection,omitempty"`
+	Filters    map[string]any    `json:"filters,omitempty"`
+	Source     string            `json:"source" jsonschema:"enum=snapshot,enum=report" jsonschema_description:"snapshot: what was shown when the operator asked; report: what the cockpit reported since."`
+	ObservedAt *float64          `json:"observedAt,omitempty" jsonschema_description:"When the cockpit observed a reported view (Unix seconds)."`
 }
 
 // CockpitTools are the tools that read or move the cockpit itself.
 func CockpitTools(reg routes.Registry) []Spec {
 	return []Spec{
-		Read("get_current_view", "Current view", "What the operator was looking at when they asked: space, route, selection and filters.",
+		Read("get_current_view", "Current view",
+			"What the operator is looking at: space, route, selection and filters. The freshest view the cockpit reported during this turn (source report), else what they looked at when they asked (source snapshot).",
 			"cockpit.current_view", func(_ context.Context, env Env, _ NoInput) (CurrentView, error) {
-				v := env.View
-				return CurrentView{Space: v.Space, Route: v.Route, Project: v.Project, Selection: v.Selection, Filters: v.Filters}, nil
+				lv := LiveView{View: env.View, Source: ViewFromSnapshot}
+				if env.Live != nil {
+					lv = env.Live()
+				}
+				v := lv.View
+				return CurrentView{Space: v.Space, Route: v.Route, Project: v.Project, Selection: v.Selection, Filters: v.Filters,
+					Source: lv.Source, ObservedAt: lv.ObservedAt}, nil
 			}),
 		EffectTool("navigate", "Navigate the cockpit",
 			"Ask the operator's cockpit to open a space with route params. The browser applies it and acknowledges; until then it is only requested.",

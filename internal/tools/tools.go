@@ -53,6 +53,23 @@ func (c Class) Mode() string {
 type Env struct {
 	// View is the turn's context snapshot: what the operator was looking at.
 	View protocol.ContextSnapshot
+	// Live, when set, is the freshest view the cockpit reported while the
+	// turn runs (or the snapshot when none came after it): what
+	// get_current_view answers with.
+	Live func() LiveView
+}
+
+// Where a LiveView came from.
+const (
+	ViewFromSnapshot = "snapshot" // the context submitted with the turn
+	ViewFromReport   = "report"   // a later report of the cockpit
+)
+
+// LiveView is a view and where it came from.
+type LiveView struct {
+	View       protocol.ContextSnapshot
+	Source     string
+	ObservedAt *float64 // of a report
 }
 
 // Outcome is what running a tool produced: exactly one of Result (read),
@@ -68,8 +85,8 @@ type Spec struct {
 	ID           string         `json:"id"`
 	Title        string         `json:"title"`
 	Description  string         `json:"description"`
-	Class        Class          `json:"class"`
-	Operation    string         `json:"operation"` // the application operation or command type
+	Class        Class          `json:"executionClass"`
+	Operation    string         `json:"applicationOperation"` // the application operation or command type
 	InputSchema  jsontext.Value `json:"inputSchema"`
 	OutputSchema jsontext.Value `json:"outputSchema,omitempty"`
 

@@ -116,8 +116,8 @@ func (p *Provider) Name() string { return providerName }
 // Check retrieves the configured model: it proves the API is reachable, the
 // key accepted and the model name known.
 func (p *Provider) Check(ctx context.Context) error {
-	var c capture
-	if _, err := p.client.Models.Get(ctx, p.cfg.Model, sdk.ModelGetParams{}, option.WithMiddleware(c.middleware)); err != nil {
+	var c model.Capture
+	if _, err := p.client.Models.Get(ctx, p.cfg.Model, sdk.ModelGetParams{}, option.WithMiddleware(c.Middleware)); err != nil {
 		return p.mapError(ctx, err, &c)
 	}
 	return nil
@@ -138,15 +138,20 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 			yield(model.Event{}, err)
 			return
 		}
-		var c capture
-		stream := p.client.Messages.NewStreaming(ctx, params, option.WithMiddleware(c.middleware))
+		var c model.Capture
+		stream := p.client.Messages.NewStreaming(ctx, params, option.WithMiddleware(c.Middleware))
 		defer stream.Close()
 
 		blocks := map[int64]*toolBlock{}
 		stopped := false
+		var usage model.Usage // message_start has the input, message_delta the cumulative output
 		for stream.Next() {
 			ev := stream.Current()
 			switch ev.Type {
+			case "message_start":
+				usage.InputTokens, usage.OutputTokens = ev.Message.Usage.InputTokens, ev.Message.Usage.OutputTokens
+			case "message_delta":
+				usage.OutputTokens = max(usage.OutputTokens, ev.Usage.OutputTokens)
 			case "content_block_start":
 				cb := ev.ContentBlock
 				switch cb.Type {
@@ -200,6 +205,10 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 		}
 		if len(blocks) > 0 {
 			yield(model.Event{}, p.failure(true, "anthropic: the stream stopped inside a tool_use block"))
+			return
+		}
+		if usage != (model.Usage{}) {
+			yield(model.Event{Kind: model.EventUsage, Usage: usage}, nil)
 		}
 	}
 }

@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/model/modeltest"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -28,42 +28,19 @@ const (
 	testModel = "claude-sonnet-4-5"
 )
 
-// fake is a Messages API server that records what it receives.
-type fake struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	req []recorded
-}
-
-type recorded struct {
-	method, path string
-	header       http.Header
-	body         []byte
-}
+// fake is the shared fake streaming server (package modeltest).
+type fake struct{ *modeltest.Fake }
 
 func newFake(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *fake {
 	t.Helper()
-	f := &fake{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.req = append(f.req, recorded{r.Method, r.URL.Path, r.Header.Clone(), body})
-		f.mu.Unlock()
-		h(w, r)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
+	return &fake{modeltest.New(t, h)}
 }
 
-func (f *fake) requests() []recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]recorded(nil), f.req...)
-}
+func (f *fake) requests() []modeltest.Request { return f.Requests() }
 
 func (f *fake) provider(t *testing.T) *Provider {
 	t.Helper()
-	p, err := New(Config{BaseURL: f.srv.URL, APIKey: testKey, Model: testModel, HTTPClient: f.srv.Client()})
+	p, err := New(Config{BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: f.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,20 +52,7 @@ func sse(event, data string) string { return "event: " + event + "\ndata: " + da
 
 // sseHandler replays events, flushing after each.
 func sseHandler(events ...string) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/messages" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("Request-Id", "req_011CZtestA1b2C3d4E5f6G7h8")
-		fl := w.(http.Flusher)
-		for _, e := range events {
-			io.WriteString(w, e)
-			fl.Flush()
-		}
-	}
+	return modeltest.Stream("/v1/messages", http.Header{"Request-Id": {"req_011CZtestA1b2C3d4E5f6G7h8"}}, events...)
 }
 
 var (
@@ -128,14 +92,11 @@ func userRequest() model.Request {
 }
 
 func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
-	var evs []model.Event
-	for ev, err := range p.Stream(ctx, req) {
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
+	return modeltest.Collect(ctx, p, req)
+}
+
+func usageOf(t *testing.T, p model.Provider) model.Usage {
+	return modeltest.LastUsage(t, p, userRequest())
 }
 
 func text(evs []model.Event) string {
@@ -299,14 +260,14 @@ func TestRequestBody(t *testing.T) {
 		t.Fatalf("%d requests", len(reqs))
 	}
 	r := reqs[0]
-	if r.method != http.MethodPost || r.path != "/v1/messages" {
-		t.Fatalf("%s %s", r.method, r.path)
+	if r.Method != http.MethodPost || r.Path != "/v1/messages" {
+		t.Fatalf("%s %s", r.Method, r.Path)
 	}
-	if r.header.Get("Anthropic-Version") == "" {
-		t.Fatalf("no anthropic-version header: %v", r.header)
+	if r.Header.Get("Anthropic-Version") == "" {
+		t.Fatalf("no anthropic-version header: %v", r.Header)
 	}
-	if !strings.Contains(r.header.Get("Authorization")+r.header.Get("X-Api-Key"), testKey) {
-		t.Fatalf("the key was not sent: %v", r.header)
+	if !strings.Contains(r.Header.Get("Authorization")+r.Header.Get("X-Api-Key"), testKey) {
+		t.Fatalf("the key was not sent: %v", r.Header)
 	}
 	var body struct {
 		Model     string `json:"model"`
@@ -338,18 +299,18 @@ func TestRequestBody(t *testing.T) {
 			InputSchema json.RawMessage `json:"input_schema"`
 		} `json:"tools"`
 	}
-	if err := json.Unmarshal(r.body, &body); err != nil {
-		t.Fatalf("%v: %s", err, r.body)
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("%v: %s", err, r.Body)
 	}
 	if body.Model != testModel || body.MaxTokens != DefaultMaxTokens || !body.Stream {
 		t.Fatalf("model=%q max_tokens=%d stream=%v", body.Model, body.MaxTokens, body.Stream)
 	}
 	if len(body.System) != 1 || body.System[0].Type != "text" || body.System[0].Text != req.System {
-		t.Fatalf("system: %s", r.body)
+		t.Fatalf("system: %s", r.Body)
 	}
 	m := body.Messages
 	if len(m) != 5 {
-		t.Fatalf("want user, assistant, user(tool results), assistant, user; got %s", r.body)
+		t.Fatalf("want user, assistant, user(tool results), assistant, user; got %s", r.Body)
 	}
 	if m[0].Role != "user" || len(m[0].Content) != 1 || m[0].Content[0].Type != "text" || m[0].Content[0].Text != "show failed runs and switch to dark mode" {
 		t.Fatalf("user message: %+v", m[0])
@@ -375,7 +336,7 @@ func TestRequestBody(t *testing.T) {
 		t.Fatalf("tail: %+v", m[3:])
 	}
 	if len(body.Tools) != 2 || body.Tools[0].Name != "query_runs" || body.Tools[0].Description != "Query workflow runs." {
-		t.Fatalf("tools: %s", r.body)
+		t.Fatalf("tools: %s", r.Body)
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(body.Tools[0].InputSchema, &schema); err != nil {
@@ -722,5 +683,13 @@ func TestBadRequestInputs(t *testing.T) {
 	wantError(t, err, protocol.ModelFailure, false)
 	if n := len(f.requests()); n != 0 {
 		t.Fatalf("bad inputs reached the server: %d requests", n)
+	}
+}
+
+func TestUsageReported(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn"), messageStop))
+	if u := usageOf(t, f.provider(t)); u.InputTokens != 472 || u.OutputTokens != 89 {
+		t.Fatalf("usage = %+v, want 472 in, 89 out", u)
 	}
 }

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,33 +16,6 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 )
-
-// capture records the status, headers and (for errors, bounded) body of the
-// last HTTP response of one request, so an error keeps its status even when
-// the SDK could not decode the body. The middleware runs synchronously
-// inside the SDK call, before the call returns, so no lock is needed.
-type capture struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-const maxErrorBody = 64 << 10
-
-func (c *capture) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	res, err := next(req)
-	if res != nil {
-		c.status = res.StatusCode
-		c.header = res.Header.Clone()
-		if res.StatusCode >= 400 && res.Body != nil {
-			body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-			_ = res.Body.Close()
-			c.body = body
-			res.Body = io.NopCloser(bytes.NewReader(body))
-		}
-	}
-	return res, err
-}
 
 // serverError reads {"type":"error","error":{"type":...,"message":...}}.
 func serverError(body []byte) (typ, msg string) {
@@ -77,7 +49,7 @@ var statusOfType = map[string]int{
 // mapError turns anything the SDK returns into the provider contract: the
 // context's own error when ctx is done, otherwise a *protocol.Error whose
 // message never contains the API key.
-func (p *Provider) mapError(ctx context.Context, err error, c *capture) error {
+func (p *Provider) mapError(ctx context.Context, err error, c *model.Capture) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
@@ -88,7 +60,7 @@ func (p *Provider) mapError(ctx context.Context, err error, c *capture) error {
 			typ, msg = serverError([]byte(apiErr.RawJSON()))
 		}
 		if typ == "" && msg == "" && c != nil {
-			typ, msg = serverError(c.body)
+			typ, msg = serverError(c.Body)
 		}
 		status := apiErr.StatusCode
 		var h http.Header
@@ -104,9 +76,9 @@ func (p *Provider) mapError(ctx context.Context, err error, c *capture) error {
 		}
 		return p.statusError(status, midStream, h, typ, msg)
 	}
-	if c != nil && c.status >= 400 {
-		typ, msg := serverError(c.body)
-		return p.statusError(c.status, false, c.header, typ, msg)
+	if c != nil && c.Status >= 400 {
+		typ, msg := serverError(c.Body)
+		return p.statusError(c.Status, false, c.Header, typ, msg)
 	}
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError

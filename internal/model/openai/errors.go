@@ -1,52 +1,18 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 )
-
-// capture records the status and headers of the last HTTP response of one
-// request. The SDK turns some error bodies (plain text, {"error":"..."} as
-// Ollama sends) into decoding errors that lose the status; the capture keeps
-// it. The middleware runs synchronously inside the SDK call, before the call
-// returns, so no lock is needed.
-type capture struct {
-	status int
-	header http.Header
-	body   []byte // error responses only, bounded
-}
-
-// maxErrorBody bounds how much of an error response is kept.
-const maxErrorBody = 64 << 10
-
-func (c *capture) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	res, err := next(req)
-	if res != nil {
-		c.status = res.StatusCode
-		c.header = res.Header.Clone()
-		if res.StatusCode >= 400 && res.Body != nil {
-			body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-			_ = res.Body.Close()
-			c.body = body
-			res.Body = io.NopCloser(bytes.NewReader(body))
-		}
-	}
-	return res, err
-}
 
 // serverError digs the error code and message out of an error body in the
 // shapes OpenAI ({"error":{...}}), Ollama ({"error":"..."}) and vLLM
@@ -78,42 +44,17 @@ func serverError(body []byte) (code, typ, msg string) {
 	return "", top.Type, top.Message
 }
 
-// mapError turns anything the SDK returns into the provider contract: the
+// mapError turns a failed request into the provider contract: the
 // context's own error when ctx is done, otherwise a *protocol.Error whose
-// message never contains the API key.
-func (p *Provider) mapError(ctx context.Context, err error, c *capture) error {
+// message never contains the API key. c holds the response of an error
+// status.
+func (p *Provider) mapError(ctx context.Context, err error, c *model.Capture) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	var apiErr *oai.Error
-	if errors.As(err, &apiErr) && apiErr.StatusCode >= 400 {
-		var h http.Header
-		if apiErr.Response != nil {
-			h = apiErr.Response.Header
-		}
-		code, typ, msg := apiErr.Code, apiErr.Type, apiErr.Message
-		if msg == "" && c != nil {
-			code, typ, msg = serverError(c.body)
-		}
-		return p.statusError(apiErr.StatusCode, h, code, typ, msg)
-	}
-	if c != nil && c.status >= 400 {
-		code, typ, msg := serverError(c.body)
-		return p.statusError(c.status, c.header, code, typ, msg)
-	}
-	var streamErr *ssestream.StreamError
-	if errors.As(err, &streamErr) {
-		return p.inStreamError(streamErr.Event.Data)
-	}
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
-		return p.failure(true, "openai: the server sent a malformed stream chunk: %s", err.Error()).
-			With("provider", providerName)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return p.failure(true, "openai: the stream from %s broke off mid-answer", p.host).
-			With("provider", providerName)
+	if c != nil && c.Status >= 400 {
+		code, typ, msg := serverError(c.Body)
+		return p.statusError(c.Status, c.Header, code, typ, msg)
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {

@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/model/modeltest"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -25,42 +25,19 @@ func TestMain(m *testing.M) {
 
 const testKey = "sk-test-4f9c2b7e1d8a6053c0ffee1234"
 
-// fake is an OpenAI-compatible server that records what it receives.
-type fake struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	req []recorded
-}
-
-type recorded struct {
-	method, path string
-	header       http.Header
-	body         []byte
-}
+// fake is the shared fake streaming server (package modeltest).
+type fake struct{ *modeltest.Fake }
 
 func newFake(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *fake {
 	t.Helper()
-	f := &fake{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.req = append(f.req, recorded{r.Method, r.URL.Path, r.Header.Clone(), body})
-		f.mu.Unlock()
-		h(w, r)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
+	return &fake{modeltest.New(t, h)}
 }
 
-func (f *fake) requests() []recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]recorded(nil), f.req...)
-}
+func (f *fake) requests() []modeltest.Request { return f.Requests() }
 
 func (f *fake) provider(t *testing.T, key string) *Provider {
 	t.Helper()
-	p, err := New(Config{BaseURL: f.srv.URL + "/v1", APIKey: key, Model: "gpt-4.1-mini", HTTPClient: f.srv.Client()})
+	p, err := New(Config{BaseURL: f.URL() + "/v1", APIKey: key, Model: "gpt-4.1-mini", HTTPClient: f.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +46,11 @@ func (f *fake) provider(t *testing.T, key string) *Provider {
 
 // sseHandler replays data lines as a chat-completions stream, flushing each.
 func sseHandler(lines ...string) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-cache")
-		fl := w.(http.Flusher)
-		for _, l := range lines {
-			fmt.Fprintf(w, "data: %s\n\n", l)
-			fl.Flush()
-		}
+	events := make([]string, len(lines))
+	for i, l := range lines {
+		events[i] = "data: " + l + "\n\n"
 	}
+	return modeltest.Stream("/v1/chat/completions", nil, events...)
 }
 
 // chunk builds one realistic chat.completion.chunk with the given choice body.
@@ -114,14 +83,11 @@ func userRequest() model.Request {
 }
 
 func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
-	var evs []model.Event
-	for ev, err := range p.Stream(ctx, req) {
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
+	return modeltest.Collect(ctx, p, req)
+}
+
+func usageOf(t *testing.T, p model.Provider) model.Usage {
+	return modeltest.LastUsage(t, p, userRequest())
 }
 
 func text(evs []model.Event) string {
@@ -310,10 +276,10 @@ func TestRequestBody(t *testing.T) {
 		t.Fatalf("%d requests", len(reqs))
 	}
 	r := reqs[0]
-	if r.method != http.MethodPost || r.path != "/v1/chat/completions" {
-		t.Fatalf("%s %s", r.method, r.path)
+	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" {
+		t.Fatalf("%s %s", r.Method, r.Path)
 	}
-	if got := r.header.Get("Authorization"); got != "Bearer "+testKey {
+	if got := r.Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Fatalf("Authorization = %q", got)
 	}
 	var body struct {
@@ -341,14 +307,14 @@ func TestRequestBody(t *testing.T) {
 			} `json:"function"`
 		} `json:"tools"`
 	}
-	if err := json.Unmarshal(r.body, &body); err != nil {
-		t.Fatalf("%v: %s", err, r.body)
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("%v: %s", err, r.Body)
 	}
 	if body.Model != "gpt-4.1-mini" || !body.Stream {
 		t.Fatalf("model=%q stream=%v", body.Model, body.Stream)
 	}
 	if len(body.Messages) != 5 {
-		t.Fatalf("messages: %s", r.body)
+		t.Fatalf("messages: %s", r.Body)
 	}
 	m := body.Messages
 	if m[0].Role != "system" || string(m[0].Content) != `"You are the Studio operator. Current view: mission."` {
@@ -371,7 +337,7 @@ func TestRequestBody(t *testing.T) {
 		t.Fatalf("tool error message: %+v", m[4])
 	}
 	if len(body.Tools) != 2 || body.Tools[0].Type != "function" || body.Tools[0].Function.Name != "query_runs" || body.Tools[0].Function.Description != "Query workflow runs." {
-		t.Fatalf("tools: %s", r.body)
+		t.Fatalf("tools: %s", r.Body)
 	}
 	params := body.Tools[0].Function.Parameters
 	if params["type"] != "object" || params["additionalProperties"] != false || fmt.Sprint(params["required"]) != "[status]" {
@@ -388,7 +354,7 @@ func TestNoKeyNoAuthorization(t *testing.T) {
 	if _, err := collect(context.Background(), f.provider(t, ""), userRequest()); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.requests()[0].header.Get("Authorization"); got != "" {
+	if got := f.requests()[0].Header.Get("Authorization"); got != "" {
 		t.Fatalf("Authorization = %q, want none", got)
 	}
 }
@@ -721,7 +687,7 @@ func TestCheck(t *testing.T) {
 	if err := p.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.requests()[0].header.Get("Authorization"); got != "Bearer "+testKey {
+	if got := f.requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Fatalf("Authorization = %q", got)
 	}
 	if p.Name() != "openai" {
@@ -753,5 +719,24 @@ func TestBadRequestInputs(t *testing.T) {
 	wantError(t, err, protocol.ModelFailure, false)
 	if n := len(f.requests()); n != 0 {
 		t.Fatalf("bad inputs reached the server: %d requests", n)
+	}
+}
+
+// The provider asks for usage (stream_options.include_usage) and reports
+// the final usage chunk as the stream's last event.
+func TestUsageReported(t *testing.T) {
+	t.Parallel()
+	usage := `{"id":"chatcmpl-BRxJ3kq8mT0pZ2vYhL7cW9nE4aFgD","object":"chat.completion.chunk","created":1745834101,"model":"gpt-4.1-mini-2025-04-14","choices":[],"usage":{"prompt_tokens":812,"completion_tokens":37,"total_tokens":849}}`
+	f := newFake(t, sseHandler(roleChunk, textChunk("ok"), stopChunk, usage, "[DONE]"))
+	if u := usageOf(t, f.provider(t, testKey)); u.InputTokens != 812 || u.OutputTokens != 37 {
+		t.Fatalf("usage = %+v, want 812 in, 37 out", u)
+	}
+	var body struct {
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if err := json.Unmarshal(f.requests()[0].Body, &body); err != nil || !body.StreamOptions.IncludeUsage {
+		t.Fatalf("request does not ask for usage: %s (%v)", f.requests()[0].Body, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,10 @@ type Step struct {
 	Tool      *string         `json:"tool,omitempty"`
 	Arguments jsontext.Value  `json:"arguments,omitempty"`
 }
+
+// EmittedAt in a text step is replaced, as the step is played, by the time
+// in Unix nanoseconds: `studio bench` times each token to the screen.
+const EmittedAt = "{{emittedAt}}"
 
 // Greeting is the built-in script of the default model until the offline
 // intent model exists.
@@ -129,7 +134,11 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 			}
 			switch {
 			case st.Text != nil:
-				if !yield(model.Event{Kind: model.EventText, Text: *st.Text}, nil) {
+				text := *st.Text
+				if strings.Contains(text, EmittedAt) { // a benchmark's timestamp of the token
+					text = strings.ReplaceAll(text, EmittedAt, strconv.FormatInt(time.Now().UnixNano(), 10))
+				}
+				if !yield(model.Event{Kind: model.EventText, Text: text}, nil) {
 					return
 				}
 			case st.SleepMs != nil:

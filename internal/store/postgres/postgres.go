@@ -44,6 +44,11 @@ func Migrations() ([]store.Migration, error) { return store.LoadMigrations(migra
 // a signal closes exactly once per commit.
 const channel = "studio_operator_frames"
 
+// controlChannel is the NOTIFY channel of control keys
+// (store.InstanceStore.ControlSignal): a cancel recorded for a turn or run,
+// a turn claimed, work queued. The payload is "<store instance> <key>".
+const controlChannel = "studio_operator_control"
+
 // DefaultMaxConns bounds each Store's connection pool unless the URL sets
 // pool_max_conns (as pgxpool's URLs do).
 const DefaultMaxConns = 10
@@ -52,6 +57,11 @@ const DefaultMaxConns = 10
 // daemons starting together ("studio" in ASCII).
 const migrateLock = 0x73747564696f
 
+// exclusiveLock is the advisory lock key of Exclusive ("studio-x" in
+// ASCII): a different key from migrateLock, since Migrate takes its lock
+// on a connection of its own.
+const exclusiveLock = 0x73747564696f2d78
+
 // Store is StateDB on one PostgreSQL database.
 type Store struct {
 	*sqlstore.Store
@@ -59,6 +69,7 @@ type Store struct {
 	cfg      *pgx.ConnConfig
 	instance string
 	signals  store.Signals
+	control  store.Signals
 	log      *slog.Logger
 
 	cancel   context.CancelFunc
@@ -92,7 +103,8 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{db: db, cfg: cfg, instance: uuid.NewString(), log: slog.Default(), listened: make(chan struct{})}
-	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance}, Signals: &s.signals})
+	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance},
+		Signals: &s.signals, Control: &s.control})
 	// LISTEN before Open returns: no commit after it can be missed.
 	conn, err := s.connectListener(ctx)
 	if err != nil {
@@ -132,6 +144,23 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 	return sqlstore.Migrate(ctx, s.db, dialect{instance: s.instance}, ms, now)
 }
 
+// Exclusive runs fn while this process holds a database-wide advisory
+// lock: daemons that start together seed a new database one at a time, so
+// the second finds the first one's rows. The lock is the session's, so it
+// is released when fn returns or when the connection drops.
+func (s *Store) Exclusive(ctx context.Context, fn func(context.Context) error) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("exclusive: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(exclusiveLock)); err != nil {
+		return fmt.Errorf("exclusive: lock: %w", err)
+	}
+	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(exclusiveLock)) //nolint:errcheck // the session ends with the connection anyway
+	return fn(ctx)
+}
+
 // Close stops the listener and closes the pool.
 func (s *Store) Close() error {
 	var err error
@@ -148,9 +177,11 @@ func (s *Store) connectListener(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
-		conn.Close(context.Background())
-		return nil, fmt.Errorf("listen: %w", err)
+	for _, ch := range []string{channel, controlChannel} {
+		if _, err := conn.Exec(ctx, `LISTEN `+ch); err != nil {
+			conn.Close(context.Background())
+			return nil, fmt.Errorf("listen: %w", err)
+		}
 	}
 	return conn, nil
 }
@@ -164,9 +195,14 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err == nil {
-			instance, convID, ok := strings.Cut(n.Payload, " ")
-			if ok && instance != s.instance {
-				s.signals.Notify(convID)
+			instance, key, ok := strings.Cut(n.Payload, " ")
+			switch {
+			case !ok || instance == s.instance:
+			case n.Channel == controlChannel:
+				s.control.Notify(key)
+			default:
+				s.signals.Notify(key)
+				s.Feed().Refresh(key)
 			}
 			continue
 		}
@@ -188,6 +224,8 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 			}
 		}
 		s.signals.NotifyAll()
+		s.control.NotifyAll()
+		s.Feed().RefreshAll()
 	}
 }
 
@@ -225,6 +263,29 @@ func (dialect) Snapshot() *sql.TxOptions {
 // notification only if its transaction commits).
 func (d dialect) Notify(ctx context.Context, tx *sql.Tx, conversationID string) error {
 	_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, d.instance+" "+conversationID)
+	return err
+}
+
+// JSON: text is cast to json explicitly.
+func (dialect) JSON(expr string) string { return "CAST(" + expr + " AS JSON)" }
+
+// SearchMatch: full-text search over the search documents' tsvectors.
+func (dialect) SearchMatch() string {
+	return `SELECT conversation_id FROM studio_operator_search_docs WHERE tsv @@ to_tsquery('simple', ?)`
+}
+
+// SearchQuery: every term as a prefix, all required.
+func (dialect) SearchQuery(terms []string) string {
+	q := make([]string, len(terms))
+	for i, t := range terms {
+		q[i] = t + ":*"
+	}
+	return strings.Join(q, " & ")
+}
+
+// Control tells the other processes' listeners about a control key.
+func (d dialect) Control(ctx context.Context, q sqlstore.Execer, key string) error {
+	_, err := q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, controlChannel, d.instance+" "+key)
 	return err
 }
 

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -77,7 +78,7 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &Store{Store: sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}}), path: path, w: w, r: r}, nil
+	return &Store{Store: sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, GroupCommit: true}), path: path, w: w, r: r}, nil
 }
 
 // createPrivate creates an empty file at path, readable by its owner only,
@@ -102,6 +103,10 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 	return sqlstore.Migrate(ctx, s.w, dialect{}, ms, now)
 }
 
+// Exclusive runs fn: one daemon holds a SQLite file (the data directory's
+// lock), so nothing else runs beside it.
+func (s *Store) Exclusive(ctx context.Context, fn func(context.Context) error) error { return fn(ctx) }
+
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -114,8 +119,25 @@ type dialect struct{}
 
 var _ sqlstore.Dialect = dialect{}
 
-func (dialect) Rebind(query string) string                    { return query }
-func (dialect) Lock(sqlstore.LockMode, ...string) string      { return "" }
-func (dialect) Snapshot() *sql.TxOptions                      { return &sql.TxOptions{ReadOnly: true} }
-func (dialect) Notify(context.Context, *sql.Tx, string) error { return nil }
-func (dialect) Retryable(error) bool                          { return false }
+func (dialect) Rebind(query string) string                             { return query }
+func (dialect) Lock(sqlstore.LockMode, ...string) string               { return "" }
+func (dialect) Snapshot() *sql.TxOptions                               { return &sql.TxOptions{ReadOnly: true} }
+func (dialect) Notify(context.Context, *sql.Tx, string) error          { return nil }
+func (dialect) Control(context.Context, sqlstore.Execer, string) error { return nil }
+func (dialect) Retryable(error) bool                                   { return false }
+func (dialect) JSON(expr string) string                                { return expr }
+
+// SearchMatch: the FTS5 index over the search documents.
+func (dialect) SearchMatch() string {
+	return `SELECT d.conversation_id FROM studio_operator_search s
+		JOIN studio_operator_search_docs d ON d.id = s.rowid WHERE studio_operator_search MATCH ?`
+}
+
+// SearchQuery: every term as a quoted prefix, all required.
+func (dialect) SearchQuery(terms []string) string {
+	q := make([]string, len(terms))
+	for i, t := range terms {
+		q[i] = `"` + t + `"*`
+	}
+	return strings.Join(q, " ")
+}

@@ -11,19 +11,27 @@ import (
 )
 
 const conversationCols = `id, project, title, status, next_sequence, active_request_id,
-	created_at, updated_at, archived_at, deleted_at, retained_from_sequence`
+	created_at, updated_at, archived_at, deleted_at, retained_from_sequence,
+	pinned, model, forked_from_id, forked_from_sequence, forked_through`
 
 func scanConversation(row scanner) (store.Conversation, error) {
 	var c store.Conversation
-	var project, title, active sql.NullString
+	var project, title, active, model, forkedFrom sql.NullString
 	var created, updated float64
 	var archived, deleted sql.NullFloat64
+	var forkedSeq, forkedThrough sql.NullInt64
+	var pinned int
 	err := row.Scan(&c.ID, &project, &title, &c.Status, &c.NextSequence, &active,
-		&created, &updated, &archived, &deleted, &c.RetainedFrom)
+		&created, &updated, &archived, &deleted, &c.RetainedFrom,
+		&pinned, &model, &forkedFrom, &forkedSeq, &forkedThrough)
 	if err != nil {
 		return c, err
 	}
 	c.Project, c.Title, c.ActiveRequestID = nullString(project), nullString(title), nullString(active)
+	c.Pinned, c.Model = pinned == 1, nullString(model)
+	if forkedFrom.Valid {
+		c.ForkedFrom = &store.ForkOrigin{ConversationID: forkedFrom.String, Sequence: forkedSeq.Int64, CopiedThrough: forkedThrough.Int64}
+	}
 	c.CreatedAt, c.UpdatedAt = fromTS(created), fromTS(updated)
 	c.ArchivedAt, c.DeletedAt = nullTS(archived), nullTS(deleted)
 	return c, nil
@@ -73,7 +81,8 @@ func (s *Store) GetConversation(ctx context.Context, id string) (store.Conversat
 	return getConversation(ctx, s.r, id)
 }
 
-// ListConversations implements store.ConversationStore.
+// ListConversations implements store.ConversationStore: pinned first,
+// then newest first.
 func (s *Store) ListConversations(ctx context.Context, p store.ListConversationsParams) ([]store.Conversation, error) {
 	query := `SELECT ` + conversationCols + ` FROM studio_operator_conversations WHERE `
 	var args []any
@@ -83,11 +92,20 @@ func (s *Store) ListConversations(ctx context.Context, p store.ListConversations
 		query += `status = ?`
 		args = append(args, p.Status)
 	}
-	if p.AfterCreated != nil {
-		query += ` AND (created_at < ? OR (created_at = ? AND id < ?))`
-		args = append(args, ts(*p.AfterCreated), ts(*p.AfterCreated), p.AfterID)
+	if p.DeletedAfter != nil {
+		query += ` AND deleted_at >= ?`
+		args = append(args, ts(*p.DeletedAfter))
 	}
-	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	if len(p.Terms) > 0 {
+		query += ` AND id IN (` + s.d.SearchMatch() + `)`
+		args = append(args, s.d.SearchQuery(p.Terms))
+	}
+	if p.AfterCreated != nil {
+		pinned := boolInt(p.AfterPinned)
+		query += ` AND (pinned < ? OR (pinned = ? AND (created_at < ? OR (created_at = ? AND id < ?))))`
+		args = append(args, pinned, pinned, ts(*p.AfterCreated), ts(*p.AfterCreated), p.AfterID)
+	}
+	query += ` ORDER BY pinned DESC, created_at DESC, id DESC LIMIT ?`
 	args = append(args, limitOr(p.Limit, 50))
 	return collect(ctx, s.r, "list conversations", scanConversation, query, args...)
 }
@@ -111,6 +129,9 @@ func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversati
 				*p.Title, ts(p.Now), p.ID); err != nil {
 				return fmt.Errorf("rename conversation: %w", err)
 			}
+		}
+		if err := updateSettings(ctx, tx, cur, p); err != nil {
+			return err
 		}
 		if p.Status != nil && *p.Status != cur.Status {
 			if cur.ActiveRequestID != nil {

@@ -24,6 +24,13 @@ func appendFrames(ctx context.Context, tx *writeTx, convID, reqID string, now ti
 		}
 		return nil, fmt.Errorf("append frames: %w", err)
 	}
+	return insertFrames(ctx, tx, convID, reqID, next, now, payloads)
+}
+
+// insertFrames writes payloads as the frames from sequence next on and
+// advances next_sequence past them: next must be the conversation's
+// next_sequence, read under the transaction's lock.
+func insertFrames(ctx context.Context, tx *writeTx, convID, reqID string, next int64, now time.Time, payloads []protocol.Payload) ([]store.Frame, error) {
 	out := make([]store.Frame, 0, len(payloads))
 	for i, p := range payloads {
 		raw, err := protocol.EncodePayload(p)
@@ -43,6 +50,7 @@ func appendFrames(ctx context.Context, tx *writeTx, convID, reqID string, now ti
 		next+int64(len(payloads)), ts(now), convID); err != nil {
 		return nil, fmt.Errorf("advance sequence: %w", err)
 	}
+	tx.appended = append(tx.appended, out...)
 	return out, nil
 }
 
@@ -68,18 +76,26 @@ func callerPayloads(frames []store.NewFrame) ([]protocol.Payload, error) {
 func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
 	var frames []store.Frame
 	err := s.txn(ctx, func(tx *writeTx) error {
-		c, err := lockConversation(ctx, tx, p.ConversationID)
-		if err != nil {
-			return err
+		// The hot path: one read, locked, of what the append checks and
+		// needs (lockConversation reads the whole row).
+		var active sql.NullString
+		var next int64
+		err := tx.QueryRowContext(ctx, `SELECT active_request_id, next_sequence FROM studio_operator_conversations WHERE id = ?`+tx.locks.update,
+			p.ConversationID).Scan(&active, &next)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("conversation", p.ConversationID)
 		}
-		if c.ActiveRequestID == nil || *c.ActiveRequestID != p.RequestID {
+		if err != nil {
+			return fmt.Errorf("append frames: %w", err)
+		}
+		if active.String != p.RequestID || !active.Valid {
 			return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", p.RequestID)
 		}
 		payloads, err := callerPayloads(p.Frames)
 		if err != nil {
 			return err
 		}
-		frames, err = appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now, payloads...)
+		frames, err = insertFrames(ctx, tx, p.ConversationID, p.RequestID, next, p.Now, payloads)
 		tx.touch(p.ConversationID)
 		return err
 	})

@@ -17,20 +17,21 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name`
+	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
 	var command string
-	var kind, id, version, result, code, impact, targetName sql.NullString
+	var kind, id, version, result, code, impact, targetName, amended, owner sql.NullString
 	var expires, created float64
 	var confirmed, completed sql.NullFloat64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created, &impact, &targetName); err != nil {
+		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner); err != nil {
 		return p, err
 	}
 	p.Impact, p.TargetName = impact.String, targetName.String
+	p.Owner = owner.String
 	p.Command = jsontext.Value(command)
 	if kind.Valid {
 		p.Target = &protocol.ResourceVersion{Kind: kind.String, ID: id.String, Version: version.String}
@@ -38,7 +39,7 @@ func scanProposal(row scanner) (store.Proposal, error) {
 	if result.Valid {
 		p.Result = jsontext.Value(result.String)
 	}
-	p.ErrorCode = nullString(code)
+	p.ErrorCode, p.AmendedFrom = nullString(code), nullString(amended)
 	p.ExpiresAt, p.CreatedAt = fromTS(expires), fromTS(created)
 	p.ConfirmedAt, p.CompletedAt = nullTS(confirmed), nullTS(completed)
 	return p, nil
@@ -80,35 +81,42 @@ func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams
 		if err := requireActive(ctx, tx, pr.ConversationID, pr.RequestID); err != nil {
 			return err
 		}
-		// The frames first: encoding them validates the proposal, so an
-		// invalid one is the caller's validation error, not a constraint's.
-		cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
-			Risk: pr.Risk, Impact: pr.Impact, Summary: pr.Summary, Target: pr.Target, TargetName: pr.TargetName,
-			IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt)}
-		if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, p.Now,
-			protocol.ProposalPayload{Proposal: cp},
-			protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired}); err != nil {
-			return err
-		}
-		var kind, id, version any
-		if pr.Target != nil {
-			kind, id, version = pr.Target.Kind, pr.Target.ID, pr.Target.Version
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
-			(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
-			 target_version, risk, summary, idempotency_key, status, expires_at, created_at, impact, target_name)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
-			pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
-			kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(p.Now),
-			emptyNull(pr.Impact), emptyNull(pr.TargetName)); err != nil {
-			return fmt.Errorf("insert proposal: %w", err)
-		}
-		tx.touch(pr.ConversationID)
 		var err error
-		out, err = getProposal(ctx, tx, pr.ID)
+		out, err = insertProposal(ctx, tx, pr, p.Now)
 		return err
 	})
 	return out, err
+}
+
+// insertProposal appends the proposal's proposal and confirmation(required)
+// frames after any frames given, then inserts it pending, in the caller's
+// transaction; the caller checked that its request is the active turn.
+func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now time.Time, before ...protocol.Payload) (store.Proposal, error) {
+	// The frames first: encoding them validates the proposal, so an
+	// invalid one is the caller's validation error, not a constraint's.
+	cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
+		Risk: pr.Risk, Impact: pr.Impact, Summary: pr.Summary, Target: pr.Target, TargetName: pr.TargetName,
+		IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt), Amends: pr.AmendedFrom}
+	payloads := append(before, protocol.ProposalPayload{Proposal: cp},
+		protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired})
+	if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, now, payloads...); err != nil {
+		return store.Proposal{}, err
+	}
+	var kind, id, version any
+	if pr.Target != nil {
+		kind, id, version = pr.Target.Kind, pr.Target.ID, pr.Target.Version
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
+		(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
+		 target_version, risk, summary, idempotency_key, status, expires_at, created_at, amended_from, impact, target_name)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`,
+		pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
+		kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(now), pr.AmendedFrom,
+		emptyNull(pr.Impact), emptyNull(pr.TargetName)); err != nil {
+		return store.Proposal{}, fmt.Errorf("insert proposal: %w", err)
+	}
+	tx.touch(pr.ConversationID)
+	return getProposal(ctx, tx, pr.ID)
 }
 
 // GetProposal implements store.ProposalStore.
@@ -186,10 +194,11 @@ func transition(ctx context.Context, tx *writeTx, id string, from []store.Propos
 }
 
 // resumeTurn moves the proposal's turn from awaiting_confirmation back to
-// running; it reports whether it did (and so who continues the turn).
-func resumeTurn(ctx context.Context, tx *writeTx, requestID string) (bool, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running'
-		WHERE request_id = ? AND status = 'awaiting_confirmation'`, requestID)
+// running, owned by instance; it reports whether it did (and so who
+// continues the turn).
+func resumeTurn(ctx context.Context, tx *writeTx, requestID, instance string) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', owner_instance = ?
+		WHERE request_id = ? AND status = 'awaiting_confirmation'`, nullIfEmpty(instance), requestID)
 	if err != nil {
 		return false, fmt.Errorf("resume turn: %w", err)
 	}
@@ -203,11 +212,18 @@ func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalPara
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
 		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
-			`status = 'executing', confirmed_at = ?`, []any{ts(p.Now)}, p.Audit, p.Frames, p.Now)
-		if err == nil {
-			tx.touch(out.ConversationID)
+			`status = 'executing', confirmed_at = ?, owner_instance = ?`, []any{ts(p.Now), nullIfEmpty(p.Instance)}, p.Audit, p.Frames, p.Now)
+		if err != nil {
+			return err
 		}
-		return err
+		tx.touch(out.ConversationID)
+		// A parked turn is its executor's while the command runs: if that
+		// daemon dies, a reaper knows whose work to end.
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ?
+			WHERE request_id = ? AND status = 'awaiting_confirmation'`, nullIfEmpty(p.Instance), out.RequestID); err != nil {
+			return fmt.Errorf("confirm proposal: %w", err)
+		}
+		return nil
 	})
 	return out, err
 }
@@ -239,7 +255,7 @@ func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams
 			}
 		}
 		tx.touch(out.ConversationID)
-		resumed, err = resumeTurn(ctx, tx, out.RequestID)
+		resumed, err = resumeTurn(ctx, tx, out.RequestID, p.Instance)
 		return err
 	})
 	return out, resumed, err
@@ -263,7 +279,7 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 			return err
 		}
 		tx.touch(out.ConversationID)
-		resumed, err = resumeTurn(ctx, tx, out.RequestID)
+		resumed, err = resumeTurn(ctx, tx, out.RequestID, p.Instance)
 		return err
 	})
 	return out, resumed, err
@@ -287,10 +303,14 @@ func (s *Store) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmation
 				return err
 			}
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation'
+		// Parked on a human, the turn is no one's; parked on a proposal
+		// another daemon executes, it is that daemon's.
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation',
+			owner_instance = (SELECT MAX(owner_instance) FROM studio_operator_proposals
+				WHERE request_id = ? AND status = 'executing')
 			WHERE request_id = ? AND status = 'running' AND EXISTS (
 				SELECT 1 FROM studio_operator_proposals
-				WHERE request_id = ? AND status IN ('pending', 'executing'))`, p.RequestID, p.RequestID)
+				WHERE request_id = ? AND status IN ('pending', 'executing'))`, p.RequestID, p.RequestID, p.RequestID)
 		if err != nil {
 			return fmt.Errorf("await confirmation: %w", err)
 		}

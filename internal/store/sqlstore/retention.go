@@ -64,6 +64,7 @@ func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDele
 			{"studio_operator_proposals", &out.Proposals},
 			{"studio_operator_frames", &out.Frames},
 			{"studio_operator_stream_tickets", &out.Tickets},
+			{"studio_operator_fork_turns", new(int64)},
 			{"studio_operator_turns", &out.Turns},
 		} {
 			res, err := tx.ExecContext(ctx, `DELETE FROM `+step.table+` WHERE conversation_id IN `+doomed, cutoff)

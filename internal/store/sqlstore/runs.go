@@ -13,19 +13,19 @@ import (
 
 const runCols = `id, project, playbook_id, playbook_name, playbook_version, prompt, input, args_json, status,
 	run_trigger, schedule_id, retry_of, output, output_truncated, error_code, error_message, version,
-	created_at, updated_at, started_at, ended_at, cancel_requested_at, workflow_id, workflow_step`
+	created_at, updated_at, started_at, ended_at, cancel_requested_at, workflow_id, workflow_step, owner_instance`
 
 func scanRun(row scanner) (store.Run, error) {
 	var r store.Run
 	var args string
-	var schedule, retryOf, code, msg, workflow sql.NullString
+	var schedule, retryOf, code, msg, workflow, owner sql.NullString
 	var step sql.NullInt64
 	var truncated int
 	var created, updated float64
 	var started, ended, cancelReq sql.NullFloat64
 	err := row.Scan(&r.ID, &r.Project, &r.PlaybookID, &r.PlaybookName, &r.PlaybookVersion, &r.Prompt, &r.Input, &args,
 		&r.Status, &r.Trigger, &schedule, &retryOf, &r.Output, &truncated, &code, &msg, &r.Version,
-		&created, &updated, &started, &ended, &cancelReq, &workflow, &step)
+		&created, &updated, &started, &ended, &cancelReq, &workflow, &step, &owner)
 	if err != nil {
 		return r, err
 	}
@@ -34,6 +34,7 @@ func scanRun(row scanner) (store.Run, error) {
 		n := int(step.Int64)
 		r.WorkflowStep = &n
 	}
+	r.Owner = owner.String
 	if r.Args, err = decodeArgs(args); err != nil {
 		return r, err
 	}
@@ -105,6 +106,7 @@ func createRun(ctx context.Context, tx *writeTx, p store.CreateRunParams) (store
 	if err := audit(ctx, tx, p.Audit); err != nil {
 		return store.Run{}, err
 	}
+	tx.control(store.RunsQueued) // every daemon's idle workers may claim it
 	return getRun(ctx, tx, p.ID)
 }
 
@@ -184,8 +186,8 @@ func (s *Store) ClaimRun(ctx context.Context, p store.ClaimRunParams) (store.Run
 		if err != nil {
 			return fmt.Errorf("claim run: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'running', started_at = ?, updated_at = ?, version = version + 1
-			WHERE id = ? AND status = 'queued'`, ts(p.Now), ts(p.Now), id)
+		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'running', started_at = ?, updated_at = ?, version = version + 1,
+			owner_instance = ? WHERE id = ? AND status = 'queued'`, ts(p.Now), ts(p.Now), nullIfEmpty(p.Instance), id)
 		if err != nil {
 			return fmt.Errorf("claim run: %w", err)
 		}
@@ -213,8 +215,11 @@ func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.R
 		if cur.Status != store.RunRunning {
 			return protocol.Errorf(protocol.Conflict, "run %s is %s, not running", p.ID, cur.Status).With("status", string(cur.Status))
 		}
+		if p.Instance != "" && cur.Owner != p.Instance {
+			return protocol.Errorf(protocol.Conflict, "run %s is owned by instance %q", p.ID, cur.Owner).With("status", string(cur.Status))
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = ?, output = ?, output_truncated = ?,
-			error_code = ?, error_message = ?, ended_at = ?, updated_at = ?, version = version + 1
+			error_code = ?, error_message = ?, ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL
 			WHERE id = ? AND status = 'running'`,
 			p.Status, p.Output, boolInt(p.OutputTruncated), p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("finish run: %w", err)
@@ -236,6 +241,7 @@ func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.R
 		if err := checkVersion(store.KindRun, p.ID, p.ExpectedVersion, cur.Version); err != nil {
 			return err
 		}
+		tx.control(store.RunKey(p.ID)) // its executor, wherever it runs, stops it
 		switch cur.Status {
 		case store.RunQueued:
 			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'cancelled', error_code = ?, error_message = ?,
@@ -273,7 +279,7 @@ func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]s
 		}
 		for _, id := range ids {
 			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'failed', error_code = ?, error_message = ?,
-				ended_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status IN ('queued', 'running')`,
+				ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL WHERE id = ? AND status IN ('queued', 'running')`,
 				p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), id); err != nil {
 				return fmt.Errorf("recover run: %w", err)
 			}

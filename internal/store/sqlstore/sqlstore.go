@@ -47,11 +47,30 @@ type Dialect interface {
 	// several processes tells the others (PostgreSQL's pg_notify). This
 	// process's streams are woken after the commit, whatever Notify does.
 	Notify(ctx context.Context, tx *sql.Tx, conversationID string) error
+	// Control tells the other processes sharing the database about a
+	// control key (store.ControlSignal): inside a write transaction before
+	// its commit (q is the *sql.Tx), or at once (q is the *sql.DB). This
+	// process's waiters are woken by the Store, whatever Control does.
+	Control(ctx context.Context, q Execer, key string) error
 	// Retryable reports an error of a write transaction that a fresh
 	// transaction may not meet again (a deadlock, a serialization failure,
 	// a unique violation by a concurrent insert): fn then runs again and
 	// its checks see what the other writer committed.
 	Retryable(err error) bool
+	// SearchMatch is a subquery of the ids of conversations whose title or
+	// turn text matches its one ? placeholder, which SearchQuery builds
+	// from search terms (letters and digits only); each term matches the
+	// words it begins.
+	SearchMatch() string
+	SearchQuery(terms []string) string
+	// JSON is the expression expr, text holding JSON, as a value for a
+	// JSON column.
+	JSON(expr string) string
+}
+
+// Execer runs a statement: a *sql.Tx or a *sql.DB.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // LockMode is the strength of a row lock (Dialect.Lock).
@@ -81,6 +100,20 @@ type Config struct {
 	// A backend passes one when something else wakes streams too (a
 	// listener for other processes' commits).
 	Signals *store.Signals
+	// Control wakes this process's control waiters
+	// (store.InstanceStore.ControlSignal); nil gives the Store its own. A
+	// backend passes one when a listener for other processes' commits
+	// wakes them too.
+	Control *store.Signals
+	// GroupCommit sends every write transaction through one writer loop
+	// that commits all those waiting together: one commit, and so one
+	// fsync, per batch (group.go). It suits an engine that runs writes one
+	// at a time anyway (SQLite's one writer connection); an engine that
+	// runs them concurrently (PostgreSQL) groups its commits itself.
+	GroupCommit bool
+	// MaxBatch bounds the logical transactions of one batch; 0 is
+	// DefaultMaxBatch.
+	MaxBatch int
 }
 
 // Store is store.Store on database/sql.
@@ -91,6 +124,9 @@ type Store struct {
 	locks          locks
 	snapshot       *sql.TxOptions
 	signals        *store.Signals
+	control        *store.Signals
+	group          *group // nil: each write transaction commits alone
+	feed           *store.Feed
 }
 
 var _ store.Store = (*Store)(nil)
@@ -109,9 +145,19 @@ func New(c Config) *Store {
 		},
 		snapshot: c.Dialect.Snapshot(),
 		signals:  c.Signals,
+		control:  c.Control,
 	}
 	if s.signals == nil {
 		s.signals = new(store.Signals)
+	}
+	if s.control == nil {
+		s.control = new(store.Signals)
+	}
+	s.feed = store.NewFeed(func(ctx context.Context, id string, after int64, limit int) ([]store.Frame, error) {
+		return s.ListFrames(ctx, store.ListFramesParams{ConversationID: id, AfterSequence: after, Limit: limit})
+	})
+	if c.GroupCommit {
+		s.group = newGroup(s, c.MaxBatch)
 	}
 	return s
 }
@@ -142,9 +188,19 @@ type conn struct {
 	db *sql.DB
 	tx *sql.Tx
 	d  Dialect
+	// batch is set in a transaction of the group-commit writer loop: its
+	// statements run prepared, and under the batch's context rather than
+	// the caller's (group.go).
+	batch *batchConn
 }
 
 func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if c.batch != nil {
+		if st := c.batch.stmt(c.tx, query); st != nil {
+			return st.QueryRowContext(c.batch.ctx, args...)
+		}
+		ctx = c.batch.ctx
+	}
 	if c.tx != nil {
 		return c.tx.QueryRowContext(ctx, c.d.Rebind(query), args...)
 	}
@@ -152,6 +208,12 @@ func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *s
 }
 
 func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if c.batch != nil {
+		if st := c.batch.stmt(c.tx, query); st != nil {
+			return st.QueryContext(c.batch.ctx, args...)
+		}
+		ctx = c.batch.ctx
+	}
 	if c.tx != nil {
 		return c.tx.QueryContext(ctx, c.d.Rebind(query), args...)
 	}
@@ -159,17 +221,29 @@ func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql
 }
 
 func (c conn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if c.batch != nil {
+		if st := c.batch.stmt(c.tx, query); st != nil {
+			return st.ExecContext(c.batch.ctx, args...)
+		}
+		ctx = c.batch.ctx
+	}
 	if c.tx != nil {
 		return c.tx.ExecContext(ctx, c.d.Rebind(query), args...)
 	}
 	return c.db.ExecContext(ctx, c.d.Rebind(query), args...)
 }
 
-// writeTx is one attempt at a write transaction.
+// writeTx is one attempt at a write transaction (in group commit: one
+// logical transaction of a batch).
 type writeTx struct {
 	conn
 	locks   *locks
 	touched []string
+	// controls are the control keys the commit notifies (store.ControlSignal).
+	controls []string
+	// appended are the frames the transaction appended, in order: after
+	// the commit they go to this process's live streams.
+	appended []store.Frame
 }
 
 // touch records a conversation whose frames the transaction changes: its
@@ -180,20 +254,29 @@ func (tx *writeTx) touch(conversationID string) {
 	}
 }
 
+// control records a control key the commit notifies: a cancel, a claim,
+// queued work.
+func (tx *writeTx) control(key string) {
+	if !slices.Contains(tx.controls, key) {
+		tx.controls = append(tx.controls, key)
+	}
+}
+
 // txn runs fn in one write transaction and, after commit, wakes this
 // process's streams of the conversations fn touched. An error that the
 // dialect calls retryable runs fn again on a fresh transaction, so the
 // checks it makes see the row that a concurrent writer just committed.
 func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
+	if s.group != nil {
+		return s.group.do(ctx, fn)
+	}
 	const attempts = 3
 	var err error
 	for range attempts {
-		var touched []string
-		touched, err = s.txnOnce(ctx, fn)
+		var tx *writeTx
+		tx, err = s.txnOnce(ctx, fn)
 		if err == nil {
-			for _, id := range touched {
-				s.signals.Notify(id)
-			}
+			s.committed(tx)
 			return nil
 		}
 		if !s.d.Retryable(err) || ctx.Err() != nil {
@@ -203,7 +286,20 @@ func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
 	return err
 }
 
-func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) ([]string, error) {
+// committed tells this process's streams of a commit: the frames it
+// appended, and a wake-up for every conversation it touched; and this
+// process's control waiters of the keys it notified.
+func (s *Store) committed(tx *writeTx) {
+	s.feed.Publish(tx.appended)
+	for _, id := range tx.touched {
+		s.signals.Notify(id)
+	}
+	for _, key := range tx.controls {
+		s.control.Notify(key)
+	}
+}
+
+func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*writeTx, error) {
 	sqlTx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -219,10 +315,16 @@ func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) ([]stri
 			return nil, fmt.Errorf("notify: %w", err)
 		}
 	}
+	for _, key := range tx.controls {
+		if err := s.d.Control(ctx, sqlTx, key); err != nil {
+			_ = sqlTx.Rollback()
+			return nil, fmt.Errorf("notify: %w", err)
+		}
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
-	return tx.touched, nil
+	return tx, nil
 }
 
 // readTx is a read-only snapshot for reads that span several queries.
@@ -253,8 +355,22 @@ func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
 	return s.signals.Wait(conversationID)
 }
 
-// Close closes both pools (once, when they are one).
+// Subscribe implements store.Store.
+func (s *Store) Subscribe(conversationID string) *store.Subscription {
+	return s.feed.Subscribe(conversationID)
+}
+
+// Feed is the store's feed: a backend whose database other processes
+// write refreshes it on their commits.
+func (s *Store) Feed() *store.Feed { return s.feed }
+
+// Close stops the writer loop, failing the transactions still waiting,
+// and closes both pools (once, when they are one).
 func (s *Store) Close() error {
+	if s.group != nil {
+		s.group.close()
+	}
+	s.feed.Close()
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 

@@ -14,19 +14,20 @@ import (
 )
 
 const turnCols = `request_id, conversation_id, instruction, context_json, context_hash, status,
-	error_code, created_at, started_at, ended_at, cancel_requested_at`
+	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance`
 
 func scanTurn(row scanner) (store.Turn, error) {
 	var t store.Turn
 	var ctxJSON string
-	var errCode sql.NullString
+	var errCode, owner sql.NullString
 	var created float64
 	var started, ended, cancelReq sql.NullFloat64
 	err := row.Scan(&t.RequestID, &t.ConversationID, &t.Instruction, &ctxJSON, &t.ContextHash, &t.Status,
-		&errCode, &created, &started, &ended, &cancelReq)
+		&errCode, &created, &started, &ended, &cancelReq, &owner)
 	if err != nil {
 		return t, err
 	}
+	t.Owner = owner.String
 	t.ContextJSON = jsontext.Value(ctxJSON)
 	t.ErrorCode = nullString(errCode)
 	t.CreatedAt = fromTS(created)
@@ -102,9 +103,9 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_turns
-			(request_id, conversation_id, instruction, context_json, context_hash, status, created_at)
-			VALUES (?, ?, ?, ?, ?, 'queued', ?)`,
-			p.RequestID, p.ConversationID, p.Instruction, string(p.ContextJSON), p.ContextHash, ts(p.Now)); err != nil {
+			(request_id, conversation_id, instruction, context_json, context_hash, status, created_at, owner_instance)
+			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)`,
+			p.RequestID, p.ConversationID, p.Instruction, string(p.ContextJSON), p.ContextHash, ts(p.Now), nullIfEmpty(p.Instance)); err != nil {
 			return fmt.Errorf("insert turn: %w", err)
 		}
 		frames, err := appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now,
@@ -124,8 +125,8 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 func (s *Store) StartTurn(ctx context.Context, p store.StartTurnParams) (store.Turn, error) {
 	var t store.Turn
 	err := s.txn(ctx, func(tx *writeTx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?
-			WHERE request_id = ? AND status = 'queued'`, ts(p.Now), p.RequestID)
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?
+			WHERE request_id = ? AND status = 'queued'`, ts(p.Now), nullIfEmpty(p.Instance), p.RequestID)
 		if err != nil {
 			return fmt.Errorf("start turn: %w", err)
 		}
@@ -153,6 +154,9 @@ func (s *Store) FinishTurn(ctx context.Context, p store.FinishTurnParams) (store
 		if cur.Status.Terminal() {
 			return protocol.Errorf(protocol.Conflict, "turn already ended %s", cur.Status).With("status", string(cur.Status))
 		}
+		if err := owns(p.Instance, cur); err != nil {
+			return err
+		}
 		frames, err = finishTurn(ctx, tx, cur, p.Status, p.Error, p.Now)
 		if err != nil {
 			return err
@@ -162,6 +166,17 @@ func (s *Store) FinishTurn(ctx context.Context, p store.FinishTurnParams) (store
 		return err
 	})
 	return t, frames, err
+}
+
+// owns refuses to let instance end a turn another instance owns: one
+// whose work it took over. An empty instance, or a turn with no owner
+// (parked: any daemon may continue it), passes.
+func owns(instance string, t store.Turn) error {
+	if instance == "" || t.Owner == "" || t.Owner == instance {
+		return nil
+	}
+	return protocol.Errorf(protocol.Conflict, "turn %s is owned by instance %s", t.RequestID, t.Owner).
+		With("status", string(t.Status)).With("owner", t.Owner)
 }
 
 // finishTurn appends the optional error frame and the done frame, sets the
@@ -189,7 +204,7 @@ func finishTurn(ctx context.Context, tx *writeTx, t store.Turn, status store.Tur
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = ?, error_code = ?, ended_at = ?
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = ?, error_code = ?, ended_at = ?, owner_instance = NULL
 		WHERE request_id = ?`, status, code, ts(now), t.RequestID); err != nil {
 		return nil, fmt.Errorf("finish turn: %w", err)
 	}
@@ -216,6 +231,7 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 		if err != nil {
 			return err
 		}
+		tx.control(store.TurnKey(p.RequestID)) // its owner, wherever it runs, takes the cancel in
 		switch cur.Status {
 		case store.TurnQueued:
 			if frames, err = finishTurn(ctx, tx, cur, store.TurnCancelled, nil, p.Now); err != nil {

@@ -285,3 +285,52 @@ func testSignalTurn(t *testing.T, f *fixture) {
 		t.Fatalf("recovered turn is %s", g.Status)
 	}
 }
+
+// testSubscribe: a subscription gets each committed frame, after its
+// commit, as its SSE event (the same bytes a replay writes); a write that
+// fails publishes nothing; the done frame of a finished turn comes too.
+func testSubscribe(t *testing.T, f *fixture) {
+	c, tr := f.running()
+	other := f.conversation()
+	sub := f.s.Subscribe(c.ID)
+	defer sub.Close()
+	otherSub := f.s.Subscribe(other.ID)
+	defer otherSub.Close()
+
+	want := f.append(c.ID, tr.RequestID, text("one"), text("two"))
+	waitClosed(t, sub.Ready(), "append")
+	if _, err := f.s.AppendFrames(f.ctx, appendParams(c.ID, newID(), f.tick(), text("not active"))); err == nil {
+		t.Fatal("an append by a request that is not active succeeded")
+	}
+	want = append(want, f.finish(tr.RequestID, store.TurnFailed, protocol.Errorf(protocol.ModelFailure, "boom"))...)
+	var got []store.Event
+	after := c.LastSequence()
+	for len(got) < len(want) {
+		evs, behind := sub.Next(after, nil, 100)
+		if behind {
+			t.Fatalf("a subscriber that kept up is behind at %d", after)
+		}
+		if len(evs) == 0 {
+			waitClosed(t, sub.Ready(), "finish")
+			continue
+		}
+		got = append(got, evs...)
+		after = evs[len(evs)-1].Sequence
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for i, e := range got {
+		sse, err := protocol.AppendSSE(nil, want[i].Wire())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Sequence != want[i].Sequence || string(e.SSE) != string(sse) {
+			t.Fatalf("event %d = %d %q, want %d %q", i, e.Sequence, e.SSE, want[i].Sequence, sse)
+		}
+	}
+	wantDone(t, want[len(want)-1], protocol.OutcomeFailed)
+	if evs, behind := otherSub.Next(0, nil, 10); len(evs) != 0 || behind {
+		t.Fatalf("another conversation's subscriber got %d events", len(evs))
+	}
+}

@@ -275,3 +275,26 @@ func subtests(t *testing.T, open func(t *testing.T) store.Store) func(name strin
 		})
 	}
 }
+
+// ActiveTurn is a conversation with a submitted turn that may append.
+type ActiveTurn struct{ ConversationID, RequestID string }
+
+// ActiveTurns creates n conversations, each with a submitted turn, for
+// tests and benchmarks that append frames without running a model.
+func ActiveTurns(tb testing.TB, s store.Store, n int, now time.Time) []ActiveTurn {
+	tb.Helper()
+	out := make([]ActiveTurn, n)
+	for i := range out {
+		c, err := s.CreateConversation(tb.Context(), store.CreateConversationParams{ID: newID(), Now: now})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rid := newID()
+		if _, _, err := s.SubmitTurn(tb.Context(), store.SubmitTurnParams{ConversationID: c.ID, RequestID: rid, Instruction: "x",
+			ContextJSON: []byte(`{}`), ContextHash: "h", Now: now}); err != nil {
+			tb.Fatal(err)
+		}
+		out[i] = ActiveTurn{c.ID, rid}
+	}
+	return out
+}

@@ -23,6 +23,8 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Effects", func(t *testing.T) { ExerciseEffects(t, open) })
 	t.Run("Proposals", func(t *testing.T) { ExerciseProposals(t, open) })
 	t.Run("Engine", func(t *testing.T) { ExerciseEngine(t, open) })
+	t.Run("ConversationFeatures", func(t *testing.T) { ExerciseConversationFeatures(t, open) })
+	t.Run("Instances", func(t *testing.T) { ExerciseInstances(t, open) })
 
 	run("Conversation/CreateGet", testConversationCreateGet)
 	run("Conversation/GetMissing", testConversationGetMissing)
@@ -69,6 +71,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 
 	run("FrameSignal/AppendWakesOnlyItsConversation", testSignalAppend)
 	run("FrameSignal/TurnTransitions", testSignalTurn)
+	run("Subscribe/CommittedFramesFromMemory", testSubscribe)
 
 	run("StreamTicket/RedeemOnce", testTicketRedeemOnce)
 	run("StreamTicket/Expired", testTicketExpired)

@@ -8,7 +8,7 @@ import { h, uid } from './dom.js';
  * @param {HTMLDialogElement} dlg @param {HTMLElement | null} focus
  * @returns {Promise<string>}
  */
-function show(dlg, focus) {
+export function showDialog(dlg, focus) {
   const before = /** @type {HTMLElement | null} */ (document.activeElement);
   return new Promise((resolve) => {
     dlg.addEventListener('close', () => {
@@ -36,7 +36,7 @@ export async function confirmDialog(o) {
       h('p', { id: titleId + '-body', text: o.body }),
       h('div', { class: 'actions' }, cancel,
         h('button', { value: 'ok', type: 'submit', class: o.danger ? 'danger' : 'primary', text: o.confirm }))));
-  return (await show(dlg, cancel)) === 'ok';
+  return (await showDialog(dlg, cancel)) === 'ok';
 }
 
 /**
@@ -50,6 +50,6 @@ export async function promptDialog(title, label, value) {
   const dlg = h('dialog', { class: 'dialog', 'aria-labelledby': id + '-title' },
     h('form', { method: 'dialog' }, h('h2', { id: id + '-title', text: title }), h('div', { class: 'field' }, h('label', { for: id, text: label }), input),
       h('div', { class: 'actions' }, h('button', { type: 'button', value: 'cancel', text: 'Cancel', onclick: () => dlg.close('cancel') }), h('button', { value: 'ok', class: 'primary', text: 'Save' }))));
-  const v = await show(dlg, input);
+  const v = await showDialog(dlg, input);
   return v === 'ok' ? input.value : null;
 }

@@ -98,7 +98,7 @@ export async function runRelations(app, run) {
   const near = (/** @type {AuditEvent} */ e) => Math.abs(e.createdAt - run.createdAt) < 2;
   const events = [
     ...own.events,
-    ...launches.events.filter((e) => near(e) && ['launch_playbook', 'retry_run'].includes(e.details && e.details.commandType)),
+    ...launches.events.filter((e) => near(e) && ['launch_playbook', 'retry_run'].includes(e.details && (e.details.command_type || e.details.commandType))),
     ...operator.events.filter((e) => mentionsRun(e, run.id)),
   ];
   const seen = new Set();

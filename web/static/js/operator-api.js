@@ -15,13 +15,13 @@ export class OperatorClient {
   constructor(api) {
     this.api = api;
   }
-  /** @param {{status?: string, limit?: number, cursor?: string}} [o] @returns {Promise<{conversations: Conversation[], nextCursor?: string}>} */
+  /** @param {{status?: string, limit?: number, cursor?: string, q?: string}} [o] @returns {Promise<{conversations: Conversation[], nextCursor?: string}>} */
   listConversations(o = {}) { return this.api.get('/api/operator/conversations' + query(o)); }
   /** @param {{title?: string, project?: string}} [body] @returns {Promise<Conversation>} */
   createConversation(body = {}) { return this.api.post('/api/operator/conversations', body); }
   /** @param {string} id @param {number} after @param {number} [limit] @returns {Promise<{conversation: Conversation, frames: any[], hasMore: boolean, nextAfterSequence: number, latestSequence: number, activeTurn?: import("./dock/progress.js").TurnProgress}>} */
   getConversation(id, after = 0, limit = 500) { return this.api.get(`/api/operator/conversations/${enc(id)}` + query({ after_sequence: after, limit })); }
-  /** @param {string} id @param {{title?: string, status?: 'active'|'archived'}} body @returns {Promise<Conversation>} */
+  /** @param {string} id @param {{title?: string, status?: 'active'|'archived', pinned?: boolean, model?: string}} body @returns {Promise<Conversation>} */
   updateConversation(id, body) { return this.api.patch(`/api/operator/conversations/${enc(id)}`, body); }
   /** @param {string} id @returns {Promise<Conversation>} */
   deleteConversation(id) { return this.api.del(`/api/operator/conversations/${enc(id)}`); }
@@ -45,7 +45,7 @@ export class OperatorClient {
    * @param {string} id @param {CommandProposal} proposal
    */
   confirmProposal(id, proposal) {
-    /** @type {{expectedCommandHash: string, expectedTargetVersion?: string}} */
+    /** @type {{expectedCommandHash: string, expectedTargetVersion?: number | string}} */
     const body = { expectedCommandHash: proposal.commandHash };
     if (proposal.target) body.expectedTargetVersion = proposal.target.version;
     return this.api.post(`/api/operator/conversations/${enc(id)}/proposals/${enc(proposal.id)}/confirm`, body);
@@ -58,4 +58,29 @@ export class OperatorClient {
   createTicket(conversationId, afterSequence) { return this.api.post('/api/operator/stream-tickets', { conversationId, afterSequence }); }
   /** @returns {Promise<any>} */
   routes() { return this.api.get('/api/operator/routes'); }
+  /** @returns {Promise<{tools: {id: string, class: string, inputSchema: any}[]}>} */
+  tools() { return this.api.get('/api/operator/tools'); }
+  /**
+   * Forks a conversation after the done frame upToSequence (omitted: the newest).
+   * @param {string} id @param {{upToSequence?: number, title?: string}} body
+   * @returns {Promise<{conversation: Conversation, frames: any[], hasMore: boolean, nextAfterSequence: number, latestSequence: number}>}
+   */
+  forkConversation(id, body) { return this.api.post(`/api/operator/conversations/${enc(id)}/fork`, body); }
+  /** @param {string} id @returns {Promise<Conversation>} */
+  restoreConversation(id) { return this.api.post(`/api/operator/conversations/${enc(id)}/restore`); }
+  /** @returns {Promise<{models: {name: string, provider: string, model?: string, default: boolean, reachable: boolean, problem?: string}[], default: string}>} */
+  models() { return this.api.get('/api/operator/models'); }
+  /**
+   * Reports what the operator looks at while a turn runs (best effort).
+   * @param {string} id @param {ContextSnapshot} view @param {number} observedAt Unix seconds
+   */
+  reportView(id, view, observedAt) { return this.api.post(`/api/operator/conversations/${enc(id)}/view`, { ...view, observedAt }); }
+  /**
+   * Replaces a pending proposal with an edited command; answers the new proposal.
+   * @param {string} id @param {CommandProposal} proposal @param {Record<string, any>} command
+   * @returns {Promise<CommandProposal & {status: string}>}
+   */
+  amendProposal(id, proposal, command) {
+    return this.api.post(`/api/operator/conversations/${enc(id)}/proposals/${enc(proposal.id)}/amend`, { expectedCommandHash: proposal.commandHash, command });
+  }
 }

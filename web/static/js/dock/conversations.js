@@ -1,6 +1,9 @@
 // The conversation picker and its actions: new, rename, archive (read-only,
-// replayable) or unarchive, delete. It lists and changes conversations; the
-// dock decides what opening one means.
+// replayable) or unarchive, delete, pin, restore (a deleted one, within the
+// recovery window), and the model a conversation's next turns use. The list
+// is searchable (titles and turn text, on the server) and lists pinned
+// conversations first. It lists and changes conversations; the dock
+// decides what opening one means.
 
 import { h, replace, fmtTime } from '../dom.js';
 import { errorText } from '../api.js';
@@ -19,39 +22,147 @@ export class ConversationList {
     this.o = o;
     /** @type {Conversation[]} */
     this.items = [];
-    this.select = h('select', { id: 'dock-conv', onchange: () => this.o.onSelect(this.select.value) });
+    /** @type {{name: string, provider: string, model?: string, default: boolean, reachable: boolean, problem?: string}[]} */
+    this.models = [];
+    this.deleted = false;
+    this.searchSeq = 0;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.searchTimer = undefined;
+    this.search = h('input', {
+      type: 'search', id: 'dock-conv-search', placeholder: 'Search conversations', autocomplete: 'off',
+      'aria-controls': 'dock-conv', oninput: () => this.searchSoon(),
+    });
+    this.deletedBox = h('input', { type: 'checkbox', id: 'dock-conv-deleted', onchange: () => { this.deleted = this.deletedBox.checked; this.refresh(); } });
+    this.select = h('select', { id: 'dock-conv', size: '5', onchange: () => this.pick() });
     this.archiveBtn = h('button', { type: 'button', class: 'small', text: 'Archive', onclick: () => this.archive() });
+    this.pinBtn = h('button', { type: 'button', class: 'small', 'data-action': 'pin', text: 'Pin', onclick: () => this.pin() });
+    this.restoreBtn = h('button', { type: 'button', class: 'small', 'data-action': 'restore', text: 'Restore', hidden: true, onclick: () => this.restore() });
+    this.modelSelect = h('select', { id: 'dock-model', onchange: () => this.chooseModel() });
+    this.modelNote = h('span', { class: 'muted small', 'data-model-note': '' });
     this.el = h('div', { class: 'dock-convs' },
+      h('div', { class: 'conv-search' },
+        h('label', { for: 'dock-conv-search', class: 'visually-hidden', text: 'Search conversations by title or text' }), this.search,
+        h('label', { class: 'small' }, this.deletedBox, ' Deleted')),
       h('label', { for: 'dock-conv', class: 'visually-hidden', text: 'Conversation' }), this.select,
       h('div', { class: 'conv-actions', role: 'group', 'aria-label': 'Conversation actions' },
         h('button', { type: 'button', class: 'small', text: 'New', onclick: async () => { if (await this.create()) this.o.onCreated(); } }),
         h('button', { type: 'button', class: 'small', text: 'Rename', onclick: () => this.rename() }),
         this.archiveBtn,
-        h('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => this.remove() })));
+        h('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => this.remove() }),
+        this.pinBtn, this.restoreBtn),
+      h('div', { class: 'conv-model' },
+        h('label', { for: 'dock-model', class: 'small', text: 'Model' }), this.modelSelect, this.modelNote));
+  }
+
+  searchSoon() {
+    clearTimeout(this.searchTimer);
+    this.searchTimer = setTimeout(() => this.refresh(), 200);
+  }
+
+  /** The conversation picked in the list: opened, unless the list shows deleted ones. */
+  pick() {
+    this.sync();
+    if (!this.deleted) this.o.onSelect(this.select.value);
   }
 
   async refresh() {
+    const seq = ++this.searchSeq;
+    /** @type {{limit: number, q?: string, status?: string}} */
+    const q = { limit: 100 };
+    const text = this.search.value.trim();
+    if (text) q.q = text;
+    if (this.deleted) q.status = 'deleted';
+    let items;
     try {
-      const r = await this.o.client.listConversations({ limit: 100 });
-      this.items = r.conversations;
+      items = (await this.o.client.listConversations(q)).conversations;
     } catch (e) {
       this.o.notice(`Conversations could not be loaded: ${errorText(e)}`);
       return;
     }
+    if (seq !== this.searchSeq) return; // a newer search answered, or will
+    // The deleted and the searched are a view; the dock opens from the full list.
+    if (!text && !this.deleted) this.items = items;
     const cur = this.o.current();
+    const empty = text ? 'No conversation matches' : this.deleted ? 'No deleted conversation is recoverable' : 'No conversations';
     replace(this.select,
-      this.items.length === 0 ? h('option', { value: '', text: 'No conversations' }) : null,
-      this.items.map((c) => h('option', {
-        value: c.id, selected: cur ? c.id === cur.id : false,
-        text: `${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''} · ${fmtTime(c.updatedAt)}`,
+      items.length === 0 ? h('option', { value: '', disabled: true, text: empty }) : null,
+      items.map((c) => h('option', {
+        value: c.id, selected: cur && !this.deleted ? c.id === cur.id : false, 'data-pinned': c.pinned ? 'true' : 'false',
+        text: `${c.pinned ? '★ ' : ''}${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''}${c.forkedFrom ? ' (fork)' : ''} · ${fmtTime(c.deletedAt || c.updatedAt)}`,
       })));
     this.sync();
   }
 
-  /** Matches the archive button to the current conversation. */
+  /** Matches the buttons and the model picker to the current conversation. */
   sync() {
     const cur = this.o.current();
     this.archiveBtn.textContent = cur && cur.status === 'archived' ? 'Unarchive' : 'Archive';
+    this.pinBtn.textContent = cur && cur.pinned ? 'Unpin' : 'Pin';
+    this.pinBtn.setAttribute('aria-pressed', cur && cur.pinned ? 'true' : 'false');
+    this.restoreBtn.hidden = !this.deleted;
+    this.restoreBtn.disabled = !this.select.value;
+    this.syncModel();
+  }
+
+  /** Loads the configured models once. */
+  async loadModels() {
+    try {
+      this.models = (await this.o.client.models()).models;
+    } catch {
+      this.models = [];
+    }
+    this.syncModel();
+  }
+
+  syncModel() {
+    const cur = this.o.current();
+    const chosen = (cur && cur.model) || '';
+    const def = this.models.find((m) => m.default);
+    replace(this.modelSelect,
+      h('option', { value: '', selected: chosen === '', text: `Default${def ? ` (${def.name})` : ''}` }),
+      this.models.map((m) => h('option', {
+        value: m.name, selected: m.name === chosen,
+        text: `${m.name}${m.model ? ` · ${m.model}` : ''}${m.reachable ? '' : ' (unreachable)'}`,
+      })));
+    this.modelSelect.disabled = !cur || cur.status !== 'active';
+  }
+
+  async chooseModel() {
+    const cur = this.o.current();
+    if (!cur) return;
+    const model = this.modelSelect.value;
+    try {
+      const c = await this.o.client.updateConversation(cur.id, { model });
+      this.o.onChanged(c);
+      this.modelNote.textContent = cur.activeRequestId ? 'Applies from the next turn.' : `Next turns use ${model || 'the default model'}.`;
+    } catch (e) {
+      this.o.notice(`The model could not be changed: ${errorText(e)}`);
+      this.syncModel();
+    }
+  }
+
+  async pin() {
+    const cur = this.o.current();
+    if (!cur) return;
+    try {
+      this.o.onChanged(await this.o.client.updateConversation(cur.id, { pinned: !cur.pinned }));
+      await this.refresh();
+    } catch (e) {
+      this.o.notice(`${cur.pinned ? 'Unpin' : 'Pin'} failed: ${errorText(e)}`);
+    }
+  }
+
+  async restore() {
+    const id = this.select.value;
+    if (!id) return;
+    try {
+      const c = await this.o.client.restoreConversation(id);
+      this.deleted = this.deletedBox.checked = false;
+      await this.refresh();
+      await this.o.onSelect(c.id);
+    } catch (e) {
+      this.o.notice(`Restore failed: ${errorText(e)}`);
+    }
   }
 
   /** @param {{title?: string}} [body] @returns {Promise<Conversation | null>} */

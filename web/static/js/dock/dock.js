@@ -13,6 +13,7 @@ import { Transcript } from './transcript.js';
 import { EffectRunner } from './effect-runner.js';
 import { Composer } from './composer.js';
 import { ConversationList } from './conversations.js';
+import { openAmend } from './amend.js';
 
 /**
  * @typedef {import('../frames.js').Frame} Frame
@@ -53,7 +54,12 @@ export class Dock {
     this.transcript = new Transcript({
       client: this.client, registry: () => cockpit.registry, announce: (t) => this.announce(t),
       onDegraded: (err) => this.notice('degraded', 'warn', `Durability degraded (${err.code}): ${err.message}. Read-only answers may continue; changes are refused until it recovers.`),
+      onFork: (seq) => this.fork(seq),
+      copiedThrough: () => (this.conv && this.conv.forkedFrom ? this.conv.forkedFrom.copiedThrough : 0),
+      onAmend: (card) => this.conv && openAmend({ client: this.client, conversationId: this.conv.id, schemaOf: (t) => this.schemaOf(t) }, card),
     });
+    /** @type {Promise<Map<string, any>> | null} the tool catalog's input schemas, by command type */
+    this.schemas = null;
     this.effects = new EffectRunner({
       client: this.client, storage, apply: (e) => cockpit.applyEffect(e),
       show: (id, state, text, live) => this.transcript.showEffect(id, state, text, live),
@@ -112,6 +118,32 @@ export class Dock {
     if (!this.cockpit.route) return;
     const c = this.cockpit.contextSnapshot();
     this.composer.setContext(`Context sent with your message: ${this.cockpit.route.space.title} · ${c.route}`);
+    // While a turn runs, the operator's view is reported so get_current_view
+    // sees where they are now. Best effort: a lost report costs freshness only.
+    if (this.conv && this.activeRequestId) this.client.reportView(this.conv.id, c, Date.now() / 1000).catch(() => {});
+  }
+
+  /** The input schema of a command type, from the tool catalog (read once). @param {string} commandType */
+  async schemaOf(commandType) {
+    if (!this.schemas) {
+      this.schemas = this.client.tools().then((r) => new Map(r.tools.map((t) => [t.id, t.inputSchema])));
+      this.schemas.catch(() => { this.schemas = null; });
+    }
+    return (await this.schemas).get(commandType) || null;
+  }
+
+  /** Forks the current conversation after the turn that ends at sequence. @param {number} sequence */
+  async fork(sequence) {
+    const src = this.conv;
+    if (!src) return;
+    try {
+      const page = await this.client.forkConversation(src.id, { upToSequence: sequence });
+      await this.list.refresh();
+      await this.select(page.conversation.id);
+      this.notice('fork', 'info', `Forked “${src.title || 'Untitled'}” after #${sequence}. Its copied proposals and effects are history: decide or apply them in the original.`);
+    } catch (e) {
+      this.notice('fork', 'error', `Fork failed: ${errorText(e)}`);
+    }
   }
 
   /** Starts the dock once: the remembered conversation, else the newest active one. */
@@ -119,7 +151,7 @@ export class Dock {
     if (!this.opening) {
       this.started = true;
       this.opening = (async () => {
-        await this.list.refresh();
+        await Promise.all([this.list.refresh(), this.list.loadModels()]);
         let id = null;
         try { id = localStorage.getItem(CONV_KEY); } catch { /* no storage */ }
         const pick = this.list.items.find((c) => c.id === id) || this.list.items.find((c) => c.status === 'active');
@@ -235,9 +267,11 @@ export class Dock {
     const lastRequest = frames.length ? frames[frames.length - 1].requestId : null;
     /** @type {Frame[]} */
     const deferred = [];
+    // A fork's copied frames are history: their effects never apply again.
+    const copied = conv.forkedFrom ? conv.forkedFrom.copiedThrough : 0;
     for (const f of frames) {
       /** @type {Mode} */
-      const mode = f.sequence <= stored ? 'history' : 'catchup';
+      const mode = f.sequence <= Math.max(stored, copied) ? 'history' : 'catchup';
       if (f.type === 'ui_command' && mode === 'catchup') {
         this.render(f, mode);
         deferred.push(f);

@@ -37,6 +37,7 @@ const FINAL = {
   expired: { text: 'Expired: nothing ran; ask again for a new proposal', cls: 'muted' },
   cancelled: { text: 'Denied: nothing ran', cls: 'muted' },
   denied: { text: 'Denied: nothing ran', cls: 'muted' },
+  amended: { text: 'Amended: replaced by your edited command; this one did not run', cls: 'muted' },
 };
 
 /**
@@ -45,7 +46,7 @@ const FINAL = {
  * @param {CommandProposal} p
  */
 function targetText(p) {
-  const t = /** @type {{kind: string, id: string, version: string}} */ (p.target);
+  const t = /** @type {{kind: string, id: string, version: number | string}} */ (p.target);
   const named = p.targetName || p.command[t.kind];
   const name = typeof named === 'string' && named !== t.id ? named : null;
   return [name ? h('span', { class: 'name', text: `${t.kind} ${name} ` }) : `${t.kind} `, h('code', { class: 'id', title: t.id, text: t.id.slice(0, 8) }), ` at version ${t.version}`];
@@ -53,7 +54,8 @@ function targetText(p) {
 
 export class ProposalCard {
   /**
-   * @param {{client: OperatorClient, conversationId: string, proposal: CommandProposal, onResult?: (status: string) => void}} o
+   * @param {{client: OperatorClient, conversationId: string, proposal: CommandProposal, onResult?: (status: string) => void, onAmend?: (card: ProposalCard) => void, historical?: string}} o
+   * onAmend adds "Edit arguments" (dock/amend.js); historical, a reason, shows the card without actions (a fork's copy).
    */
   constructor(o) {
     this.o = o;
@@ -77,7 +79,8 @@ export class ProposalCard {
       onclick: () => this.confirm(),
     });
     this.denyBtn = h('button', { type: 'button', 'data-action': 'deny', text: 'Deny', onclick: () => this.deny() });
-    this.actions = h('div', { class: 'actions' }, this.confirmBtn, this.denyBtn);
+    this.amendBtn = o.onAmend ? h('button', { type: 'button', 'data-action': 'amend', text: 'Edit arguments', onclick: () => o.onAmend && o.onAmend(this) }) : null;
+    this.actions = h('div', { class: 'actions' }, this.confirmBtn, this.amendBtn, this.denyBtn);
     // Irreversible: Confirm waits for the target's name, typed.
     this.mustType = p.impact === 'irreversible' ? (p.targetName || p.commandType) : '';
     /** @type {HTMLInputElement | null} */ this.typed = null;
@@ -96,6 +99,7 @@ export class ProposalCard {
         this.countdown),
       impact ? h('p', { class: 'impact-badge', 'data-impact': p.impact, text: impact }) : null,
       h('h4', { id: titleId, class: 'proposal-summary', text: p.summary }),
+      p.amends ? h('p', { class: 'muted small', 'data-amends': p.amends, text: 'Your amendment of an earlier proposal: confirm it to run this command.' }) : null,
       h('dl', { class: 'facts' },
         h('dt', { text: 'Command' }), h('dd', null, h('code', { text: p.commandType })),
         h('dt', { text: 'Target' }), h('dd', null, p.target ? targetText(p) : 'none (creates something new or acts on the system)'),
@@ -103,6 +107,16 @@ export class ProposalCard {
       h('details', { class: 'command', open: true }, h('summary', { text: 'Exact command' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(p.command, null, 2) })),
       this.actions,
       this.status);
+    if (o.historical) {
+      // History: the copied frames may still tell its outcome (inferred
+      // lets them), but nothing here can decide it.
+      this.final = this.inferred = true;
+      this.actions.remove();
+      this.el.dataset.historical = 'true';
+      this.status.before(h('p', { class: 'muted small historical-note', text: o.historical }));
+      replace(this.status, h('p', { class: 'muted', 'data-result': 'historical', text: 'Not actionable here.' }));
+      return;
+    }
     this.tick();
     this.timer = setInterval(() => this.tick(), 1000);
   }

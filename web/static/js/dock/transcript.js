@@ -49,7 +49,9 @@ function describeEffect(e, reg) {
 
 export class Transcript {
   /**
-   * @param {{client: OperatorClient, registry: () => Registry | null, announce: (text: string) => void, onDegraded: (err: {code: string, message: string}) => void}} o
+   * @param {{client: OperatorClient, registry: () => Registry | null, announce: (text: string) => void, onDegraded: (err: {code: string, message: string}) => void,
+   *   onFork?: (sequence: number) => void, copiedThrough?: () => number, onAmend?: (card: ProposalCard) => void}} o
+   * onFork adds "Fork from here" to each turn's end; frames up to copiedThrough are a fork's copied history.
    */
   constructor(o) {
     this.o = o;
@@ -180,7 +182,12 @@ export class Transcript {
         return;
       }
       case 'proposal': {
-        const card = new ProposalCard({ client: this.o.client, conversationId: f.conversationId, proposal: p.proposal });
+        const copied = this.o.copiedThrough ? f.sequence <= this.o.copiedThrough() : false;
+        const card = new ProposalCard({
+          client: this.o.client, conversationId: f.conversationId, proposal: p.proposal,
+          historical: copied ? 'Copied from the conversation this one was forked from: it can be decided only there.' : undefined,
+          onAmend: copied ? undefined : this.o.onAmend,
+        });
         this.proposals.set(p.proposal.id, card);
         if (this.lastCall) this.cardByCall.set(this.lastCall, card);
         this.row(f, 'proposal-frame', card.el);
@@ -198,7 +205,9 @@ export class Transcript {
         if (DEGRADED_CODES.includes(p.error.code)) this.o.onDegraded(p.error);
         return;
       case 'done': {
-        this.row(f, 'done muted small', `— ${p.outcome}`);
+        const onFork = this.o.onFork;
+        this.row(f, 'done muted small', `— ${p.outcome}`,
+          onFork ? h('button', { type: 'button', class: 'link small', 'data-action': 'fork', 'data-seq': String(f.sequence), text: 'Fork from here', onclick: () => onFork(f.sequence) }) : null);
         if (live) this.o.announce(`The operator's turn ${p.outcome === 'completed' ? 'is complete' : 'ended: ' + p.outcome}.`);
         for (const c of this.proposals.values()) if (!c.final && c.state === 'required' && !live) c.tick();
       }

@@ -1,5 +1,4 @@
--- Cockpit depth (issue 16). Numbered 0003 on its branch; 0005 once the
--- migrations of issues 13 and 15 are merged before it.
+-- Cockpit depth (issue 16).
 --   studio_operator_proposals.impact: destructive or irreversible (the
 --     application's command table says which), NULL for neither.
 --   studio_operator_proposals.target_name: the target's human name when the

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Exit codes: what a script can tell apart without reading the message.
+const (
+	exitOK          = 0
+	exitFailure     = 1 // anything else: a failing check, a refused or failed command
+	exitUsage       = 2 // a wrong flag, argument or command
+	exitNotFound    = 3 // the conversation, proposal, run, playbook or schedule does not exist
+	exitConflict    = 4 // conflict or stale_context: refresh and try again
+	exitUnreachable = 5 // no daemon answered at the address
+	exitInterrupted = 130
+)
+
+// exitCodesHelp is the exit code section of `studio --help`.
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  error (a failing check, a refused or failed command)
+  2  usage: a wrong command, flag or argument
+  3  not found: the conversation, proposal, run, playbook or schedule does not exist
+  4  conflict or stale: the resource changed or is busy; refresh and try again
+  5  the daemon cannot be reached: is ` + "`studio serve`" + ` running?`
+
+// usageError is a mistake in how the command was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitError carries an explicit exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// exitCode maps an error to the process's exit code.
+func exitCode(err error) int {
+	var ee exitError
+	var ue usageError
+	var unreachable *httpapi.UnreachableError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue), isCobraUsage(err):
+		return exitUsage
+	case errors.As(err, &unreachable):
+		return exitUnreachable
+	}
+	switch protocol.CodeOf(err) {
+	case protocol.NotFound:
+		return exitNotFound
+	case protocol.Conflict, protocol.StaleContext:
+		return exitConflict
+	}
+	return exitFailure
+}
+
+// isCobraUsage recognises the errors cobra returns for an unknown command
+// or a missing required flag (it has no types for them).
+func isCobraUsage(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "unknown command") || strings.HasPrefix(s, "required flag") ||
+		strings.HasPrefix(s, "unknown flag") || strings.HasPrefix(s, "unknown shorthand flag")
+}
+
+// markUsage makes every argument check and flag parse error of the tree a
+// usageError (exit code 2).
+func markUsage(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, c := range cmd.Commands() {
+		markUsage(c)
+	}
+}
+
+// Output formats of -o.
+const (
+	formatTable = "table"
+	formatJSON  = "json"
+)
+
+// output is the -o/--output flag with --json as its alias.
+type output struct {
+	format string
+	json   bool
+}
+
+// addOutput registers -o table|json and --json on a command.
+func addOutput(cmd *cobra.Command) *output {
+	o := &output{}
+	cmd.Flags().StringVarP(&o.format, "output", "o", formatTable, "output format: table or json")
+	cmd.Flags().BoolVar(&o.json, "json", false, "same as -o json")
+	return o
+}
+
+// isJSON resolves the flags; an unknown format is a usage error.
+func (o *output) isJSON() (bool, error) {
+	switch {
+	case o.json:
+		return true, nil
+	case o.format == formatJSON:
+		return true, nil
+	case o.format == formatTable || o.format == "":
+		return false, nil
+	}
+	return false, usageError{fmt.Errorf("unknown output format %q: use table or json", o.format)}
+}
+
+// emit prints v as indented JSON when -o json, else calls table.
+func (o *output) emit(w io.Writer, v any, table func(w io.Writer)) error {
+	asJSON, err := o.isJSON()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(w, v)
+	}
+	table(w)
+	return nil
+}
+
+// table writes headed, aligned columns.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, headers ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(headers...)
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() { _ = t.tw.Flush() }
+
+// fields writes "name: value" lines, aligned: the table form of one object.
+func fields(w io.Writer, kv ...string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], strings.ReplaceAll(kv[i+1], "\n", " "))
+	}
+	_ = tw.Flush()
+}
+
+func orDash(p *string) string {
+	if p == nil || *p == "" {
+		return "-"
+	}
+	return *p
+}

@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Amending a proposal (issue 15): the operator edits the arguments of a
+// pending proposal's command. The edit is a decision like confirm and deny,
+// made by the turn's owner (one owner per turn): the amended command is
+// validated against the current state exactly like a model's (Prepare),
+// then the original is cancelled with reason amended (its D8 audit row:
+// decision denied, error_code amended) and the amended command becomes a
+// new proposal — its own hash, idempotency key, expiry and audit trail,
+// linked to the original (amends / amended_from, and an AmendAction audit
+// row) — in one transaction. It answers the model's same tool call, so whatever happens
+// to it (executed, failed, denied, expired) is what the model is told, with
+// the command that ran. The turn keeps waiting for a human: the operator
+// confirms the amended proposal with its new hash.
+
+// AmendProposal replaces a pending proposal with the operator's edited
+// command and answers the new, pending proposal.
+func (c *Coordinator) AmendProposal(ctx context.Context, convID, proposalID string, req protocol.AmendProposalRequest) (protocol.ProposalState, error) {
+	if req.ExpectedCommandHash == "" {
+		return protocol.ProposalState{}, protocol.Errorf(protocol.Validation, "expectedCommandHash is required").With("field", "expectedCommandHash")
+	}
+	if !req.Command.IsValid() || req.Command.Kind() != '{' {
+		return protocol.ProposalState{}, protocol.Errorf(protocol.Validation, "command must be a JSON object of the proposal's command type").With("field", "command")
+	}
+	p, err := c.proposal(ctx, convID, proposalID)
+	if err != nil {
+		return protocol.ProposalState{}, err
+	}
+	if req.ExpectedCommandHash != p.CommandHash {
+		return protocol.ProposalState{}, protocol.Errorf(protocol.Conflict, "the command hash does not match the proposal; refresh it").
+			With("proposalId", p.ID)
+	}
+	cmd, err := app.DecodeCommand(p.CommandType, req.Command)
+	if err != nil {
+		if protocol.CodeOf(err) == "" {
+			err = protocol.Errorf(protocol.Validation, "%v", err).With("field", "command")
+		}
+		return protocol.ProposalState{}, err
+	}
+	reply, err := c.sendRequest(ctx, p, decisionRequest{kind: decideAmend, proposalID: p.ID, amended: cmd})
+	if err != nil {
+		return protocol.ProposalState{}, err
+	}
+	if reply == nil {
+		_, err := settledAnswer(decideAmend, p)
+		return protocol.ProposalState{}, err
+	}
+	select {
+	case r := <-reply:
+		if r.err != nil {
+			return protocol.ProposalState{}, r.err
+		}
+		if r.amended == nil {
+			return protocol.ProposalState{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be amended", p.ID, r.result.Status).
+				With("status", string(r.result.Status))
+		}
+		return proposalView(*r.amended), nil
+	case <-ctx.Done():
+		return protocol.ProposalState{}, ctx.Err()
+	}
+}
+
+// amend is the owner's transition for an amendment of pending proposal p
+// (parked, not expired): the owner stays parked, now for the new proposal.
+func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) {
+	c := o.c
+	fail := func(err error) { r.reply <- decisionReply{err: err} }
+	conv, err := c.store.GetConversation(ctx, p.ConversationID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if conv.Status != store.ConversationActive {
+		fail(protocol.Errorf(protocol.Conflict, "the conversation is archived; its proposals can no longer be amended"))
+		return
+	}
+	if c.cfg.Commands == nil {
+		fail(protocol.Errorf(protocol.Denied, "commands cannot be proposed here"))
+		return
+	}
+	prep, err := c.cfg.Commands.Prepare(ctx, r.amended)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if prep.Type != p.CommandType {
+		fail(protocol.Errorf(protocol.Validation, "an amended command keeps the proposal's command type %s", p.CommandType).With("field", "command"))
+		return
+	}
+	if prep.Hash == p.CommandHash {
+		fail(protocol.Errorf(protocol.Validation, "the amended command is the proposal's own; confirm the proposal instead").With("field", "command"))
+		return
+	}
+	now := c.now()
+	np := c.newProposal(prep, p.ConversationID, p.RequestID, p.CallID, now)
+	closed := p
+	closed.CompletedAt = &now
+	reason := protocol.ReasonAmended
+	link, err := protocol.Marshal(protocol.AmendAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
+		AmendedBy: np.ID, CommandType: p.CommandType, CommandHashBefore: p.CommandHash, CommandHashAfter: np.CommandHash})
+	if err != nil {
+		fail(err)
+		return
+	}
+	out, err := c.store.AmendProposal(ctx, store.AmendProposalParams{ID: p.ID, Proposal: np, Now: now,
+		Audit: auditRow(closed, auditParams{decision: protocol.DecisionDenied, code: &reason, now: now}),
+		Link:  store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AmendAction, TargetID: &p.ID, Details: link, Now: now}})
+	if err != nil {
+		if protocol.IsCode(err, protocol.Conflict) || protocol.IsCode(err, protocol.Validation) {
+			fail(err)
+			return
+		}
+		fail(c.auditUnavailable("amend proposal", err))
+		return
+	}
+	o.frames += 3
+	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: protocol.DecisionDenied})
+	r.reply <- decisionReply{amended: &out}
+}
+
+// amendedNote adds to an amended proposal's tool result what the model
+// must know: the operator changed its command, and this one ran.
+func amendedNote(p store.Proposal, result map[string]any) map[string]any {
+	if p.AmendedFrom == nil {
+		return result
+	}
+	result["amendedFrom"] = *p.AmendedFrom
+	result["executedCommand"] = p.Command
+	result["note"] = "The operator amended your proposed command before confirming it; executedCommand is what ran, not what you proposed."
+	return result
+}
+
+// amendedError adds the same to a failed or refused amended proposal's
+// tool error.
+func amendedError(p store.Proposal, err *protocol.Error) *protocol.Error {
+	if p.AmendedFrom == nil || err == nil {
+		return err
+	}
+	return err.With("amendedFrom", *p.AmendedFrom).With("amendedCommand", p.Command)
+}

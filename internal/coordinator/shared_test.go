@@ -1,0 +1,302 @@
+package coordinator_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Several daemons on one database (Config.Shared), in one process: two or
+// three coordinators on one store, as daemons on one PostgreSQL share
+// theirs. The store's control notifications are in-process here; the
+// PostgreSQL tests and the process tests (cmd/studio) check them across
+// processes.
+
+// sharedEngine is an engine that shares its store; its coordinator is
+// instance "a". Idle, it looks for queued turns every claimInterval
+// besides when told of one.
+func sharedEngine(t *testing.T, workers int, claimInterval time.Duration) *engine {
+	t.Helper()
+	return sharedEngineAfter(t, workers, claimInterval, nil)
+}
+
+// sharedEngineAfter is sharedEngine; before runs first, while no daemon
+// runs yet.
+func sharedEngineAfter(t *testing.T, workers int, claimInterval time.Duration, before func(*engine)) *engine {
+	t.Helper()
+	return newEngine(t, engineOpts{script: &toggleScript, workers: workers, before: before, tweak: func(c *coordinator.Config) {
+		c.Shared, c.Instance, c.ClaimInterval = true, "a", claimInterval
+	}})
+}
+
+// peer starts another daemon's coordinator on e's store.
+func (e *engine) peer(instance string, workers int) *coordinator.Coordinator {
+	e.t.Helper()
+	cfg := e.cfg
+	cfg.Instance, cfg.Workers = instance, workers
+	c := coordinator.New(cfg)
+	if err := c.Recover(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Shutdown(context.Background()) })
+	return c
+}
+
+func (e *engine) submitOn(c *coordinator.Coordinator, convID, instruction string) protocol.TurnAccepted {
+	e.t.Helper()
+	conv, err := e.db.GetConversation(e.ctx(), convID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	last := conv.LastSequence()
+	acc, err := c.SubmitTurn(e.ctx(), convID, protocol.TurnRequest{Instruction: instruction,
+		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &last})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return acc
+}
+
+// busyAndQueued fills the one worker of e's daemon with a turn that runs
+// until cancelled, then submits a turn that must wait for it.
+func (e *engine) busyAndQueued() (busy protocol.TurnAccepted, queuedConv string, queued protocol.TurnAccepted) {
+	e.t.Helper()
+	busyConv, queuedConv := e.conversation(), e.conversation()
+	busy = e.submit(busyConv, "block")
+	e.waitTurn(busy.RequestID, func(t store.Turn) bool { return t.Status == store.TurnRunning })
+	return busy, queuedConv, e.submit(queuedConv, "hello")
+}
+
+// TestSharedIdleDaemonClaimsQueuedTurn: a daemon whose one worker is busy
+// does not hold its queued turn hostage: an idle daemon claims it, runs
+// it to its end, and the submitter stops waiting for it.
+func TestSharedIdleDaemonClaimsQueuedTurn(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t, 1, 20*time.Millisecond)
+	busy, queuedConv, queued := e.busyAndQueued()
+	if got := e.waitTurn(queued.RequestID, func(store.Turn) bool { return true }); got.Status != store.TurnQueued || got.Owner != "a" {
+		t.Fatalf("second turn = %s owned by %q, want queued on a", got.Status, got.Owner)
+	}
+	e.peer("b", 2)
+	frames := e.waitDone(queuedConv, queued.RequestID)
+	if k := kinds(frames); k[len(k)-1] != "done:completed" || countDone(e.frames(queuedConv), queued.RequestID) != 1 {
+		t.Fatalf("claimed turn: %v", k)
+	}
+	// The submitter no longer queues it, and its own turn runs on.
+	deadline := time.Now().Add(20 * time.Second)
+	for e.coord.QueueDepth() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a still queues %d turns", e.coord.QueueDepth())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := e.waitTurn(busy.RequestID, func(store.Turn) bool { return true }); got.Status != store.TurnRunning || got.Owner != "a" {
+		t.Fatalf("a's running turn = %s owned by %q", got.Status, got.Owner)
+	}
+}
+
+// TestSharedCancelReachesOwner: a cancel sent to one daemon interrupts the
+// model stream of the daemon that runs the turn (a ten-minute pause) and
+// is answered cancelled.
+func TestSharedCancelReachesOwner(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t, 2, 20*time.Millisecond)
+	b := e.peer("b", 2)
+	conv := e.conversation()
+	acc := e.submit(conv, "block")
+	e.waitTurn(acc.RequestID, func(t store.Turn) bool { return t.Status == store.TurnRunning })
+	got, err := b.CancelTurn(e.ctx(), conv, acc.RequestID)
+	if err != nil || got.Status != "cancelled" {
+		t.Fatalf("cancel on b = %+v, %v", got, err)
+	}
+	if k := kinds(e.waitDone(conv, acc.RequestID)); k[len(k)-1] != "done:cancelled" {
+		t.Fatalf("frames %v", k)
+	}
+	// A queued turn of another daemon is cancelled at once.
+	e2 := sharedEngine(t, 1, 20*time.Millisecond)
+	b2 := e2.peer("b", 1)
+	c1, c2, c3 := e2.conversation(), e2.conversation(), e2.conversation()
+	busyA := e2.submit(c1, "block")
+	busyB := e2.submitOn(b2, c3, "block") // b's one worker: it claims nothing
+	for _, r := range []string{busyA.RequestID, busyB.RequestID} {
+		e2.waitTurn(r, func(t store.Turn) bool { return t.Status == store.TurnRunning })
+	}
+	q := e2.submit(c2, "hello")
+	e2.waitTurn(q.RequestID, func(t store.Turn) bool { return t.Status == store.TurnQueued })
+	if got, err := b2.CancelTurn(e2.ctx(), c2, q.RequestID); err != nil || got.Status != "cancelled" {
+		t.Fatalf("cancel of a queued turn on b = %+v, %v", got, err)
+	}
+	if n := countDone(e2.frames(c2), q.RequestID); n != 1 {
+		t.Fatalf("%d done frames", n)
+	}
+}
+
+// deadInstance registers an instance whose lease expired, and reaps it.
+func (e *engine) deadInstance(id string, work func()) {
+	e.t.Helper()
+	now := e.clock.Now()
+	if _, err := e.db.RegisterInstance(e.ctx(), store.RegisterInstanceParams{Instance: store.Instance{ID: id, Address: "x", PID: 1, Version: "t",
+		StartedAt: now, HeartbeatAt: now, LeaseExpiresAt: now.Add(time.Second)}}); err != nil {
+		e.t.Fatal(err)
+	}
+	work()
+	if _, err := e.db.ReapInstances(e.ctx(), store.ReapInstancesParams{Now: now.Add(time.Minute), Except: "a"}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestSharedReapDeadDaemon: the work of a daemon whose lease expired ends
+// exactly once however many daemons reap at the same time: its running
+// turn with error(service_restarted) and done(failed); its turn waiting
+// on a proposal that it was executing failed too, the proposal
+// indeterminate with one audit row; its queued turn runs elsewhere.
+func TestSharedReapDeadDaemon(t *testing.T) {
+	t.Parallel()
+	var running, awaiting, queued string
+	var runTurn, awaitTurn, queuedTurn store.Turn
+	var prop store.Proposal
+	// The dead daemon's work is in the store before any daemon runs.
+	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
+		ctx := e.ctx()
+		conversation := func() string {
+			c, err := e.db.CreateConversation(ctx, store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.ID
+		}
+		running, awaiting, queued = conversation(), conversation(), conversation()
+		e.deadInstance("dead", func() {
+			turn := func(conv, instruction string, start bool) store.Turn {
+				tr, _, err := e.db.SubmitTurn(ctx, store.SubmitTurnParams{ConversationID: conv, RequestID: conv + "-r", Instruction: instruction,
+					ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "dead"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if start {
+					if tr, err = e.db.StartTurn(ctx, store.StartTurnParams{RequestID: tr.RequestID, Now: e.clock.Now(), Instance: "dead"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return tr
+			}
+			runTurn = turn(running, "block", true)
+			awaitTurn = turn(awaiting, "toggle", true)
+			queuedTurn = turn(queued, "hello", false)
+			p, err := e.db.CreateProposal(ctx, store.CreateProposalParams{Now: e.clock.Now(), Proposal: store.Proposal{ID: "p-" + awaiting,
+				ConversationID: awaiting, RequestID: awaitTurn.RequestID, CallID: "call_1", CommandType: "set_schedule_enabled",
+				Command: []byte(`{"enabled":true,"schedule":"nightly-audit"}`), CommandHash: "h", Risk: protocol.RiskMutate,
+				Summary: "Enable nightly-audit", IdempotencyKey: "k", ExpiresAt: e.clock.Now().Add(time.Hour)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.db.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: awaitTurn.RequestID}); err != nil {
+				t.Fatal(err)
+			}
+			if prop, err = e.db.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: e.clock.Now(), Instance: "dead",
+				Audit: store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &p.ID,
+					Details: []byte(`{"decision":"confirmed"}`), Now: e.clock.Now()}}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	ctx := e.ctx()
+	b, c := e.peer("b", 2), e.peer("c", 2)
+	reapers := []*coordinator.Coordinator{e.coord, b, c}
+	w, err := e.db.OrphanedWork(ctx, store.OrphanedWorkParams{})
+	var ids []string
+	for _, t := range w.Turns {
+		ids = append(ids, t.RequestID)
+	}
+	// (The queued turn is there too unless an idle daemon claimed it
+	// already: a busy or dead daemon holds no queued work hostage.)
+	if err != nil || !slices.Contains(ids, runTurn.RequestID) || !slices.Contains(ids, awaitTurn.RequestID) {
+		t.Fatalf("orphaned work = %+v, %v", w, err)
+	}
+	var wg sync.WaitGroup
+	for _, r := range reapers {
+		wg.Go(func() {
+			if err := r.ReapOrphans(ctx, w); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	k := kinds(e.waitDone(running, runTurn.RequestID))
+	if !slices.Equal(k[len(k)-2:], []string{"error:service_restarted", "done:failed"}) {
+		t.Fatalf("dead daemon's running turn: %v", k)
+	}
+	k = kinds(e.waitDone(awaiting, awaitTurn.RequestID))
+	if !slices.Equal(k[len(k)-2:], []string{"error:service_restarted", "done:failed"}) {
+		t.Fatalf("dead daemon's awaiting turn: %v", k)
+	}
+	if got := e.decisions(prop.ID); !slices.Equal(got, []string{"confirmed", "indeterminate"}) {
+		t.Fatalf("proposal audit %v, want one indeterminate row after its confirmation", got)
+	}
+	if p := e.proposal(prop.ID); p.Status != store.ProposalExecuting || p.Owner != "" {
+		t.Fatalf("proposal = %s owned by %q, want left executing (indeterminate) with no owner", p.Status, p.Owner)
+	}
+	if k := kinds(e.waitDone(queued, queuedTurn.RequestID)); k[len(k)-1] != "done:completed" {
+		t.Fatalf("dead daemon's queued turn: %v", k)
+	}
+	for _, conv := range []string{running, awaiting, queued} {
+		if n := countDone(e.frames(conv), conv+"-r"); n != 1 {
+			t.Fatalf("%s: %d done frames", conv, n)
+		}
+	}
+	// Nothing is left to reap.
+	if w, _ := e.db.OrphanedWork(ctx, store.OrphanedWorkParams{}); len(w.Turns)+len(w.Proposals) != 0 {
+		t.Fatalf("orphaned work after reaping: %+v", w)
+	}
+}
+
+// TestSharedConfirmAdoptsParkedTurn: a turn parked on a human belongs to no
+// daemon: a confirm sent to another daemon executes it there, once, and
+// that daemon continues the turn; the first daemon's parked owner steps
+// aside.
+func TestSharedConfirmAdoptsParkedTurn(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t, 2, 20*time.Millisecond)
+	b := e.peer("b", 2)
+	conv := e.conversation()
+	acc, prop := e.toggle(conv)
+	if got := e.waitTurn(acc.RequestID, func(store.Turn) bool { return true }); got.Owner != "" {
+		t.Fatalf("parked turn owned by %q", got.Owner)
+	}
+	res, err := b.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+	if err != nil || res.Status != protocol.ResultSucceeded {
+		t.Fatalf("confirm on b = %+v, %v", res, err)
+	}
+	e.checkOneEnding(conv, acc.RequestID, prop)
+	if left := e.coord.WaitOwnersGone(20 * time.Second); left != 0 {
+		t.Fatalf("a keeps %d owners", left)
+	}
+}
+
+// TestSharedShutdownHandsQueuedTurnsOver: a daemon that shuts down gives
+// its queued turns back to the shared queue instead of failing them; a
+// daemon that stays runs them.
+func TestSharedShutdownHandsQueuedTurnsOver(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t, 1, 20*time.Millisecond)
+	busy, queuedConv, queued := e.busyAndQueued()
+	e.coord.Shutdown(e.ctx())
+	if got := e.waitTurn(queued.RequestID, func(store.Turn) bool { return true }); got.Status != store.TurnQueued || got.Owner != "" {
+		t.Fatalf("after shutdown the queued turn is %s owned by %q, want queued, no one's", got.Status, got.Owner)
+	}
+	e.peer("b", 1)
+	if k := kinds(e.waitDone(queuedConv, queued.RequestID)); k[len(k)-1] != "done:completed" {
+		t.Fatalf("handed-over turn: %v", k)
+	}
+	if k := kinds(e.waitDone(busy.ConversationID, busy.RequestID)); k[len(k)-1] != "done:failed" {
+		t.Fatalf("the running turn of the daemon that stopped: %v", k)
+	}
+}

@@ -1,0 +1,190 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/storetest"
+)
+
+// readCounter counts the reads a stream makes of the store: frames and
+// conversations.
+type readCounter struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (r *readCounter) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
+	r.n.Add(1)
+	return r.Store.ListFrames(ctx, p)
+}
+
+func (r *readCounter) GetConversation(ctx context.Context, id string) (store.Conversation, error) {
+	r.n.Add(1)
+	return r.Store.GetConversation(ctx, id)
+}
+
+// rawStream is a stream opened on a bare TCP connection: it reads only
+// when told to, as a client that stopped reading would.
+type rawStream struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// openRaw opens a stream and reads up to its opening comment.
+func (h *harness) openRaw(convID string, after int64) *rawStream {
+	h.t.Helper()
+	conn, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
+		convID, after, testToken)
+	rs := &rawStream{conn: conn, r: bufio.NewReaderSize(conn, 4096)}
+	if err := rs.until(": connected"); err != nil {
+		h.t.Fatalf("open stream: %v", err)
+	}
+	return rs
+}
+
+// until reads lines until one that starts with prefix.
+func (rs *rawStream) until(prefix string) error {
+	_ = rs.conn.SetReadDeadline(time.Now().Add(60 * time.Second)) // a safety net only
+	for {
+		line, err := rs.r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(line, prefix) {
+			return nil
+		}
+	}
+}
+
+// untilID reads events until the one with sequence seq, checking order.
+func (rs *rawStream) untilID(after, seq int64) error {
+	_ = rs.conn.SetReadDeadline(time.Now().Add(5 * time.Minute)) // a safety net only (benchmarks read long)
+	for after < seq {
+		line, err := rs.r.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		id, ok := bytes.CutPrefix(line, []byte("id: "))
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(id)), 10, 64)
+		if err != nil || n != after+1 {
+			return fmt.Errorf("event %q after %d", id, after)
+		}
+		after = n
+	}
+	return nil
+}
+
+// activeTurn makes a conversation with a submitted turn straight in the
+// store (no model runs it): frames are appended by the test.
+func (h *harness) activeTurn() (convID, requestID string, last int64) {
+	h.t.Helper()
+	a := storetest.ActiveTurns(h.t, h.store, 1, time.Now())[0]
+	return a.ConversationID, a.RequestID, 1
+}
+
+func (h *harness) appendText(convID, rid string, n, size int) []store.Frame {
+	h.t.Helper()
+	batch := make([]store.NewFrame, n)
+	for i := range batch {
+		batch[i] = store.NewFrame{Payload: protocol.TextPayload{Content: strings.Repeat("x", size), Format: "plain", Role: protocol.RoleAssistant}}
+	}
+	fs, err := h.store.AppendFrames(context.Background(), store.AppendFramesParams{ConversationID: convID, RequestID: rid, Frames: batch, Now: time.Now()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return fs
+}
+
+// TestStreamSlowSubscriber: a client that stops reading holds up neither
+// the commits nor the conversation's other streams, and nothing grows for
+// it: the feed's window stays within its bounds and the slow stream keeps
+// no queue of its own (when it reads again it replays from the store).
+func TestStreamSlowSubscriber(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	convID, rid, last := h.activeTurn()
+	slow := h.openRaw(convID, last)
+	fast := h.openRaw(convID, last)
+	const batches, perBatch, size = 40, 50, 2 << 10 // 4 MB: more than the window holds
+	done := make(chan error, 1)
+	go func() { done <- fast.untilID(last, last+batches*perBatch) }()
+	for range batches {
+		h.appendText(convID, rid, perBatch, size)
+		n, b := h.store.Feed().Held(convID)
+		if n > store.FeedWindow || b > store.FeedWindowBytes {
+			t.Fatalf("the feed holds %d events, %d bytes for the conversation: over its bounds", n, b)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the reading stream: %v", err)
+	}
+	if n := h.store.Feed().Streams(convID); n != 2 {
+		t.Fatalf("%d streams follow the conversation, want 2 (the slow one is waiting, not dropped)", n)
+	}
+	// The slow client reads again: everything, in order, through store
+	// replay where the window no longer reaches.
+	if err := slow.untilID(last, last+batches*perBatch); err != nil {
+		t.Fatalf("the slow stream: %v", err)
+	}
+}
+
+// TestStreamIdleAndLiveReadNoDatabase: open streams make no database call
+// while idle (heartbeats included), and a live frame reaches all of them
+// from memory: no stream reads the store for it.
+func TestStreamIdleAndLiveReadNoDatabase(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{heartbeat: 20 * time.Millisecond})
+	convID, rid, last := h.activeTurn()
+	streams := make([]*rawStream, 20)
+	for i := range streams {
+		streams[i] = h.openRaw(convID, last)
+	}
+	// A heartbeat comes only from a stream that has replayed and waits:
+	// from here on no read may happen.
+	for _, rs := range streams {
+		if err := rs.until(": heartbeat"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := h.reads.n.Load()
+	for _, rs := range streams[:3] {
+		for range 3 {
+			if err := rs.until(": heartbeat"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.appendText(convID, rid, 2, 100)
+	var wg sync.WaitGroup
+	for _, rs := range streams {
+		wg.Go(func() {
+			if err := rs.untilID(last, last+2); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.reads.n.Load() - before; n != 0 {
+		t.Fatalf("%d database reads by idle streams and a live frame to 20 streams, want 0", n)
+	}
+}

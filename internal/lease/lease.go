@@ -1,0 +1,268 @@
+// Package lease keeps a daemon's instance in StateDB (issue 13): it
+// registers the instance, renews its lease every Renew, and — when several
+// daemons share the database — runs the reaper on every daemon. A reaper
+// marks the instances whose lease expired as reaped (a compare-and-set
+// against their renewal, so an instance is never both renewed and reaped)
+// and hands what they still own to the Reapers of the turn engine and the
+// application, which end it exactly once across daemons.
+//
+// A daemon whose renewal finds itself reaped has lost its lease: another
+// daemon ended or took over its work. Lost closes, and the daemon must
+// stop working (studio serve exits, for its supervisor to restart it).
+//
+// How long a dead daemon's work waits: its last renewal gave it a lease
+// until at most Expiry after its death, and the other daemons' reapers
+// look every Renew, so its turns end within Expiry + Renew (plus the time
+// to write their ends). The daemons' clocks must agree to well within
+// Expiry (NTP), since each compares its own clock with the lease another
+// wrote.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Defaults of the lease flags.
+const (
+	DefaultRenew  = 2 * time.Second
+	DefaultExpiry = 10 * time.Second
+	// DefaultPurgeAfter is how long a stopped or reaped instance stays
+	// listed (doctor shows recent deaths).
+	DefaultPurgeAfter = 24 * time.Hour
+)
+
+// Reaper ends the work of reaped instances that its package owns.
+type Reaper interface {
+	ReapOrphans(ctx context.Context, w store.OrphanedWork) error
+}
+
+// Config configures a Keeper.
+type Config struct {
+	Store store.InstanceStore
+	// Instance is this daemon: ID, Address, PID and Version; Start sets
+	// the times.
+	Instance store.Instance
+	Renew    time.Duration
+	Expiry   time.Duration
+	// Reap runs the reaper: set when several daemons share the database.
+	// Unset, the lease is only renewed (doctor shows it) and the daemon's
+	// start-up recovery ended earlier processes' work.
+	Reap bool
+	// Reapers end the orphaned work (the coordinator's turns, the
+	// application's runs).
+	Reapers    []Reaper
+	PurgeAfter time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+// Stats are the keeper's counters, for /metrics.
+type Stats struct {
+	Renewals      int64 // leases renewed
+	RenewFailures int64 // renewals the store refused or could not answer
+	Reaped        int64 // instances this daemon's reaper reaped
+	Instances     int   // live instances at the last look (this one included)
+}
+
+// Keeper keeps one instance's lease.
+type Keeper struct {
+	cfg  Config
+	st   store.InstanceStore
+	log  *slog.Logger
+	now  func() time.Time
+	stop chan struct{}
+	done chan struct{}
+
+	renewals, failures, reaped atomic.Int64
+	live                       atomic.Int64
+
+	looks int // renewals so far: old instances are purged now and then
+
+	lostOnce sync.Once
+	lost     chan struct{}
+	lostErr  error
+	stopOnce sync.Once
+}
+
+// Start registers the instance with a fresh lease, reaps once (a daemon
+// restarted after a crash finds its own previous instance), and renews the
+// lease until Stop.
+func Start(ctx context.Context, cfg Config) (*Keeper, error) {
+	if cfg.Renew <= 0 {
+		cfg.Renew = DefaultRenew
+	}
+	if cfg.Expiry <= 0 {
+		cfg.Expiry = DefaultExpiry
+	}
+	if cfg.Expiry <= cfg.Renew {
+		return nil, fmt.Errorf("the lease expiry (%s) must be longer than its renewal interval (%s)", cfg.Expiry, cfg.Renew)
+	}
+	if cfg.PurgeAfter <= 0 {
+		cfg.PurgeAfter = DefaultPurgeAfter
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	k := &Keeper{cfg: cfg, st: cfg.Store, log: cfg.Logger, now: cfg.Now,
+		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+	now := k.now()
+	in := cfg.Instance
+	in.StartedAt, in.HeartbeatAt, in.LeaseExpiresAt = now, now, now.Add(cfg.Expiry)
+	if _, err := k.st.RegisterInstance(ctx, store.RegisterInstanceParams{Instance: in}); err != nil {
+		return nil, fmt.Errorf("register instance: %w", err)
+	}
+	k.live.Store(1)
+	k.log.Info("instance registered", "instance", in.ID, "lease_renew", cfg.Renew, "lease_expiry", cfg.Expiry)
+	if cfg.Reap {
+		k.reap(ctx)
+	}
+	go k.run()
+	return k, nil
+}
+
+// ID is this daemon's instance.
+func (k *Keeper) ID() string { return k.cfg.Instance.ID }
+
+// Lost closes when the lease was lost: the daemon must stop working.
+func (k *Keeper) Lost() <-chan struct{} { return k.lost }
+
+// Err says why the lease was lost (nil while it holds).
+func (k *Keeper) Err() error {
+	select {
+	case <-k.lost:
+		return k.lostErr
+	default:
+		return nil
+	}
+}
+
+// Stats returns the counters.
+func (k *Keeper) Stats() Stats {
+	return Stats{Renewals: k.renewals.Load(), RenewFailures: k.failures.Load(), Reaped: k.reaped.Load(),
+		Instances: int(k.live.Load())}
+}
+
+// Stop stops renewing and ends the lease at once (a clean shutdown): the
+// other daemons' reapers take over anything this daemon still owns on
+// their next look. Call it after the turn engine and the application
+// stopped.
+func (k *Keeper) Stop(ctx context.Context) error {
+	k.stopOnce.Do(func() { close(k.stop) })
+	<-k.done
+	if k.Err() != nil {
+		return nil // reaped: nothing of ours is left to stop
+	}
+	return k.st.StopInstance(ctx, store.StopInstanceParams{ID: k.ID(), Now: k.now()})
+}
+
+func (k *Keeper) run() {
+	defer close(k.done)
+	t := time.NewTicker(k.cfg.Renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), k.cfg.Renew)
+		err := k.renew(ctx)
+		if err == nil && k.cfg.Reap {
+			k.reap(ctx)
+		}
+		if err == nil {
+			k.purge(ctx)
+		}
+		cancel()
+		if errors.Is(err, errLost) {
+			return
+		}
+	}
+}
+
+var errLost = errors.New("lease lost")
+
+// renew extends the lease; a refusal because the instance was reaped
+// closes Lost.
+func (k *Keeper) renew(ctx context.Context) error {
+	now := k.now()
+	_, err := k.st.RenewLease(ctx, store.RenewLeaseParams{ID: k.ID(), Now: now, ExpiresAt: now.Add(k.cfg.Expiry)})
+	switch {
+	case err == nil:
+		k.renewals.Add(1)
+		return nil
+	case protocol.IsCode(err, protocol.Conflict):
+		k.failures.Add(1)
+		k.lostOnce.Do(func() {
+			k.lostErr = fmt.Errorf("%w: %v", errLost, err)
+			k.log.Error("lease lost: another daemon took this daemon's work over; stopping", "instance", k.ID(), "err", err)
+			close(k.lost)
+		})
+		return errLost
+	}
+	n := k.failures.Add(1)
+	k.log.Warn("lease renewal failed; retrying", "instance", k.ID(), "failures", n, "err", err)
+	return err
+}
+
+// purge deletes, about once a minute, the instances that stopped or were
+// reaped longer than PurgeAfter ago and own nothing: doctor lists recent
+// ones, and a daemon alone with its SQLite file adds one at every start.
+func (k *Keeper) purge(ctx context.Context) {
+	k.looks++
+	if k.looks%max(1, int(time.Minute/k.cfg.Renew)) != 1 {
+		return
+	}
+	if _, err := k.st.PurgeInstances(ctx, store.PurgeInstancesParams{Before: k.now().Add(-k.cfg.PurgeAfter)}); err != nil {
+		k.log.Warn("purge old instances", "err", err)
+	}
+}
+
+// reap marks expired instances reaped and hands the orphaned work to the
+// reapers; failures are logged and the next look tries again.
+func (k *Keeper) reap(ctx context.Context) {
+	now := k.now()
+	gone, err := k.st.ReapInstances(ctx, store.ReapInstancesParams{Now: now, Except: k.ID()})
+	if err != nil {
+		k.log.Warn("reap expired instances", "err", err)
+		return
+	}
+	for _, in := range gone {
+		k.reaped.Add(1)
+		k.log.Warn("a daemon's lease expired: taking its work over", "instance", in.ID, "address", in.Address, "pid", in.PID,
+			"heartbeat_at", in.HeartbeatAt, "lease_expired_at", in.LeaseExpiresAt)
+	}
+	w, err := k.st.OrphanedWork(ctx, store.OrphanedWorkParams{Limit: 100})
+	if err != nil {
+		k.log.Warn("list orphaned work", "err", err)
+		return
+	}
+	if len(w.Turns)+len(w.Proposals)+len(w.Runs) > 0 {
+		for _, r := range k.cfg.Reapers {
+			if err := r.ReapOrphans(ctx, w); err != nil {
+				k.log.Warn("end orphaned work", "err", err)
+			}
+		}
+	}
+	if all, err := k.st.ListInstances(ctx, store.ListInstancesParams{Limit: 1000}); err == nil {
+		live := 0
+		for _, in := range all {
+			if in.State(now) == store.InstanceLive {
+				live++
+			}
+		}
+		k.live.Store(int64(live))
+	}
+}

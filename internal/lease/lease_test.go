@@ -1,0 +1,159 @@
+package lease_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/goleak"
+
+	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(t.Context(), storetest.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// reaperFunc is a Reaper from a function.
+type reaperFunc func(ctx context.Context, w store.OrphanedWork) error
+
+func (f reaperFunc) ReapOrphans(ctx context.Context, w store.OrphanedWork) error { return f(ctx, w) }
+
+func start(t *testing.T, s store.Store, clock *storetest.Clock, reapers ...lease.Reaper) *lease.Keeper {
+	t.Helper()
+	k, err := lease.Start(t.Context(), lease.Config{Store: s, Instance: store.Instance{ID: uuid.NewString(), Address: "http://x", PID: 1, Version: "t"},
+		Renew: 5 * time.Millisecond, Expiry: time.Second, Reap: true, Reapers: reapers, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Stop(context.Background()) })
+	return k
+}
+
+// eventually waits for cond; the deadline only stops a hung test.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never happened", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func instance(t *testing.T, s store.Store, id string) store.Instance {
+	t.Helper()
+	all, err := s.ListInstances(t.Context(), store.ListInstancesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range all {
+		if in.ID == id {
+			return in
+		}
+	}
+	t.Fatalf("instance %s not found", id)
+	return store.Instance{}
+}
+
+func TestRenewAndStop(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	clock := storetest.NewClock(storetest.Epoch)
+	k := start(t, s, clock)
+	clock.Advance(500 * time.Millisecond)
+	eventually(t, "a renewal", func() bool { return k.Stats().Renewals >= 2 })
+	in := instance(t, s, k.ID())
+	if in.State(clock.Now()) != store.InstanceLive || !in.LeaseExpiresAt.Equal(clock.Now().Add(time.Second)) {
+		t.Fatalf("renewed instance %+v", in)
+	}
+	if err := k.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := instance(t, s, k.ID()).State(clock.Now()); st != store.InstanceStopped {
+		t.Fatalf("stopped instance is %s", st)
+	}
+	if k.Stats().Instances != 1 {
+		t.Fatalf("live instances = %d", k.Stats().Instances)
+	}
+}
+
+func TestExpiryMustExceedRenew(t *testing.T) {
+	t.Parallel()
+	_, err := lease.Start(t.Context(), lease.Config{Store: open(t), Instance: store.Instance{ID: "x"}, Renew: time.Second, Expiry: time.Second})
+	if err == nil {
+		t.Fatal("a lease that expires before it is renewed was accepted")
+	}
+}
+
+// TestDeadDaemonReapedAndLeaseLost: a daemon whose clock stopped (as if
+// it hung) lets its lease expire; another daemon's reaper reaps it and
+// hands its running turn to the reapers, once; the hung daemon's next
+// renewal finds out and Lost closes.
+func TestDeadDaemonReapedAndLeaseLost(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	frozen := storetest.NewClock(storetest.Epoch)
+	hung := start(t, s, frozen)
+	// The hung daemon owns a running turn.
+	ctx := t.Context()
+	conv, _ := s.CreateConversation(ctx, store.CreateConversationParams{ID: uuid.NewString(), Now: storetest.Epoch})
+	tr, _, err := s.SubmitTurn(ctx, store.SubmitTurnParams{ConversationID: conv.ID, RequestID: uuid.NewString(), Instruction: "go",
+		ContextJSON: []byte(`{}`), ContextHash: "h", Now: storetest.Epoch, Instance: hung.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartTurn(ctx, store.StartTurnParams{RequestID: tr.RequestID, Now: storetest.Epoch, Instance: hung.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var handed []string
+	reaper := reaperFunc(func(ctx context.Context, w store.OrphanedWork) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, t := range w.Turns {
+			handed = append(handed, t.RequestID)
+		}
+		return nil
+	})
+	live := storetest.NewClock(storetest.Epoch.Add(time.Minute))
+	other := start(t, s, live, reaper)
+	select {
+	case <-hung.Lost():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hung daemon never learned it lost its lease")
+	}
+	if hung.Err() == nil || other.Err() != nil {
+		t.Fatalf("Err: hung %v, other %v", hung.Err(), other.Err())
+	}
+	if st := instance(t, s, hung.ID()).State(live.Now()); st != store.InstanceReaped {
+		t.Fatalf("hung instance is %s", st)
+	}
+	mu.Lock()
+	got := append([]string(nil), handed...)
+	mu.Unlock()
+	if len(got) == 0 || got[0] != tr.RequestID {
+		t.Fatalf("reapers were handed %v, want the hung daemon's turn", got)
+	}
+	if other.Stats().Reaped != 1 {
+		t.Fatalf("reaped %d instances", other.Stats().Reaped)
+	}
+}

@@ -1,0 +1,105 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"iter"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// fakeProvider plays events, then an optional error.
+type fakeProvider struct {
+	events []model.Event
+	err    error
+}
+
+func (fakeProvider) Name() string { return "fake" }
+
+func (f fakeProvider) Stream(context.Context, model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		for _, ev := range f.events {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		if f.err != nil {
+			yield(model.Event{}, f.err)
+		}
+	}
+}
+
+type checkedFake struct{ fakeProvider }
+
+func (checkedFake) Check(context.Context) error {
+	return protocol.Errorf(protocol.ModelFailure, "down")
+}
+
+func scrape(t *testing.T, r *metrics.Registry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+// TestInstrumentProvider: calls, first tokens, failures by code and tokens
+// are recorded; usage events are consumed; a health check survives the wrap.
+func TestInstrumentProvider(t *testing.T) {
+	t.Parallel()
+	r := metrics.New(metrics.Build{Version: "test"})
+	ok := metrics.InstrumentProvider(fakeProvider{events: []model.Event{
+		{Kind: model.EventText, Text: "hi"}, {Kind: model.EventUsage, Usage: model.Usage{InputTokens: 10, OutputTokens: 3}}}}, r)
+	text, err := model.Complete(context.Background(), ok, model.Request{})
+	if err != nil || text != "hi" {
+		t.Fatalf("complete: %q %v", text, err)
+	}
+	for ev, err := range ok.Stream(context.Background(), model.Request{}) {
+		if err != nil || ev.Kind == model.EventUsage {
+			t.Fatalf("the decorator passed on %+v, %v", ev, err)
+		}
+	}
+	failing := metrics.InstrumentProvider(fakeProvider{err: protocol.Errorf(protocol.RateLimited, "slow down")}, r)
+	if _, err := model.Complete(context.Background(), failing, model.Request{}); !protocol.IsCode(err, protocol.RateLimited) {
+		t.Fatalf("error %v", err)
+	}
+	if _, isChecker := ok.(model.Checker); isChecker {
+		t.Fatal("a provider without a health check gained one")
+	}
+	c, isChecker := metrics.InstrumentProvider(checkedFake{}, r).(model.Checker)
+	if !isChecker || c.Check(context.Background()) == nil {
+		t.Fatal("the health check was lost")
+	}
+	body := scrape(t, r)
+	for _, want := range []string{
+		`studio_model_calls_total{outcome="ok",provider="fake"} 2`,
+		`studio_model_calls_total{outcome="error",provider="fake"} 1`,
+		`studio_model_failures_total{code="rate_limited",provider="fake"} 1`,
+		`studio_model_time_to_first_token_seconds_count{provider="fake"} 2`,
+		`studio_model_tokens_total{direction="input",provider="fake"} 20`,
+		`studio_model_tokens_total{direction="output",provider="fake"} 6`,
+		`studio_build_info{goversion="go`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the exposition lacks %s", want)
+		}
+	}
+}
+
+// A nil registry records nothing and does not panic: callers need not check.
+func TestNilRegistry(t *testing.T) {
+	t.Parallel()
+	var r *metrics.Registry
+	r.HTTPRequest("GET", "/", 200, 0, false)
+	r.TurnEnded("p", "completed", "", 0)
+	r.RunStarted()()
+	r.ScheduleFired(0, 1)
+	if p := metrics.InstrumentProvider(fakeProvider{}, nil); p.Name() != "fake" {
+		t.Fatal("a nil registry changed the provider")
+	}
+}

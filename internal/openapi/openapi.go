@@ -1,0 +1,253 @@
+// Package openapi describes the daemon's HTTP API as an OpenAPI 3.1 document
+// and its wire types as TypeScript declarations, both generated from one
+// source: the Go types of packages protocol, app and routes, reflected into
+// JSON Schema (hand-written where a type writes its own JSON: frames,
+// effects, versions), and the table of operations in this package. The
+// repository keeps both outputs (docs/openapi.json, web/types/wire.d.ts);
+// a test fails when they are stale (go test ./internal/openapi -update
+// rewrites them).
+package openapi
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v, json.Deterministic(true)) }
+
+// JSON is the OpenAPI document, indented.
+var JSON = sync.OnceValues(func() ([]byte, error) {
+	m := build()
+	var b strings.Builder
+	w := func(s string) { b.WriteString(s) }
+	quote := func(v any) string {
+		out, err := jsonMarshal(v)
+		if err != nil {
+			panic(err)
+		}
+		return string(out)
+	}
+	w(`{"openapi":"3.1.0","info":{"title":"Studio operator API","version":"1",`)
+	w(`"description":` + quote("The Studio daemon's HTTP API: the operator protocol (ADR-0083) under /api/operator and the cockpit's application API under /api/app. "+
+		"Every /api call needs Authorization: Bearer <token> unless an operation says otherwise. Errors are {error: ProtocolError} with one HTTP status per code. "+
+		"Times are Unix seconds (numbers). See docs/protocol.md.") + `},`)
+	w(`"servers":[{"url":"http://127.0.0.1:8765"}],"security":[{"bearer":[]}],`)
+	w(`"tags":[{"name":"daemon","description":"health, metrics and this document"},{"name":"operator","description":"the operator protocol (ADR-0083)"},{"name":"app","description":"the cockpit's application API"}],`)
+	w(`"paths":{`)
+	var paths []string
+	byPath := map[string][]Operation{}
+	for _, op := range m.ops {
+		if _, ok := byPath[op.Path]; !ok {
+			paths = append(paths, op.Path)
+		}
+		byPath[op.Path] = append(byPath[op.Path], op)
+	}
+	for i, p := range paths {
+		if i > 0 {
+			w(",")
+		}
+		w(quote(p) + ":{")
+		for j, op := range byPath[p] {
+			if j > 0 {
+				w(",")
+			}
+			js, err := operationJSON(op)
+			if err != nil {
+				return nil, err
+			}
+			w(quote(strings.ToLower(op.Method)) + ":" + js)
+		}
+		w("}")
+	}
+	w(`},"components":{"securitySchemes":{"bearer":{"type":"http","scheme":"bearer","description":"the daemon's token (studio token)"},`)
+	w(`"ticket":{"type":"apiKey","in":"query","name":"ticket","description":"a one-use stream ticket (POST /api/operator/stream-tickets); only on the stream"}},"schemas":{`)
+	for i, name := range sortedNames(m.components) {
+		if i > 0 {
+			w(",")
+		}
+		js, err := m.components[name].json()
+		if err != nil {
+			return nil, err
+		}
+		w(quote(name) + ":" + string(js))
+	}
+	w("}}}")
+	v := jsontext.Value(b.String())
+	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	return append([]byte(v), '\n'), nil
+})
+
+var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
+
+func operationJSON(op Operation) (string, error) {
+	var parts []string
+	add := func(k, v string) { parts = append(parts, strconv.Quote(k)+":"+v) }
+	quote := func(v any) string { b, _ := jsonMarshal(v); return string(b) }
+	add("operationId", quote(op.ID))
+	add("tags", quote([]string{op.Tag}))
+	add("summary", quote(op.Summary))
+	switch op.Auth {
+	case "none":
+		add("security", "[]")
+	case "bearer-or-ticket":
+		add("security", `[{"bearer":[]},{"ticket":[]}]`)
+	}
+	var params []string
+	for _, m := range pathParam.FindAllStringSubmatch(op.Path, -1) {
+		params = append(params, `{"name":`+quote(m[1])+`,"in":"path","required":true,"schema":{"type":"string"}}`)
+	}
+	for _, p := range op.Query {
+		if op.Auth == "bearer-or-ticket" && p.name == "ticket" {
+			continue // the ticket security scheme
+		}
+		js, err := p.s.json()
+		if err != nil {
+			return "", err
+		}
+		params = append(params, `{"name":`+quote(p.name)+`,"in":"query","description":`+quote(p.desc)+`,"schema":`+string(js)+`}`)
+	}
+	if len(params) > 0 {
+		add("parameters", "["+strings.Join(params, ",")+"]")
+	}
+	if op.Body != nil {
+		js, err := op.Body.json()
+		if err != nil {
+			return "", err
+		}
+		add("requestBody", `{"required":false,"content":{"application/json":{"schema":`+string(js)+`}}}`)
+	}
+	var resp []string
+	success := `{"description":"success"}`
+	switch {
+	case op.Content != "":
+		success = `{"description":"success","content":{` + quote(op.Content) + `:{"schema":{"type":"string"}}}}`
+	case op.Resp != nil:
+		js, err := op.Resp.json()
+		if err != nil {
+			return "", err
+		}
+		success = `{"description":"success","content":{"application/json":{"schema":` + string(js) + `}}}`
+	}
+	resp = append(resp, quote(strconv.Itoa(op.Status))+":"+success)
+	if op.Path == "/healthz" {
+		resp = append(resp, `"503":{"description":"StateDB is unavailable","content":{"application/json":{"schema":{"type":"object","properties":{"status":{"type":"string"},"reason":{"type":"string"}},"required":["status"]}}}}`)
+	} else {
+		resp = append(resp, `"default":{"description":"an error: the status follows the code (docs/protocol.md)","content":{"application/json":{"schema":{"$ref":"#/components/schemas/ErrorBody"}}}}`)
+	}
+	add("responses", "{"+strings.Join(resp, ",")+"}")
+	return "{" + strings.Join(parts, ",") + "}", nil
+}
+
+// TypeScript is the wire types as TypeScript declarations.
+var TypeScript = sync.OnceValue(func() []byte {
+	m := build()
+	var b strings.Builder
+	b.WriteString("// Code generated by go test ./internal/openapi -update; DO NOT EDIT.\n")
+	b.WriteString("// The wire types of the Studio daemon's API (docs/openapi.json, docs/protocol.md),\n")
+	b.WriteString("// generated from the same Go types as the OpenAPI document. Times are Unix seconds.\n")
+	b.WriteString("// From JSDoc: /** @typedef {import('../../types/wire').Frame} Frame */\n\n")
+	for _, name := range sortedNames(m.components) {
+		s := m.components[name]
+		if s.Description != "" {
+			b.WriteString("/** " + strings.ReplaceAll(s.Description, "*/", "* /") + " */\n")
+		}
+		if len(s.Properties) > 0 && s.Ref == "" && !s.Nullable && len(s.OneOf) == 0 {
+			b.WriteString("export interface " + name + " " + tsObject(s, "") + "\n\n")
+			continue
+		}
+		b.WriteString("export type " + name + " = " + tsType(s, "") + ";\n\n")
+	}
+	return []byte(strings.TrimRight(b.String(), "\n") + "\n")
+})
+
+func tsType(s *schema, indent string) string {
+	t := tsBase(s, indent)
+	if s.Nullable && t != "unknown" {
+		t += " | null"
+	}
+	return t
+}
+
+func tsBase(s *schema, indent string) string {
+	switch {
+	case s.Ref != "":
+		return s.Ref
+	case s.Any:
+		return "unknown"
+	case s.Const != nil:
+		b, _ := jsonMarshal(s.Const)
+		return string(b)
+	case len(s.OneOf) > 0:
+		var alts []string
+		for _, o := range s.OneOf {
+			alts = append(alts, tsType(o, indent))
+		}
+		return strings.Join(alts, " | ")
+	case len(s.Enum) > 0:
+		var alts []string
+		for _, v := range s.Enum {
+			alts = append(alts, strconv.Quote(v))
+		}
+		return strings.Join(alts, " | ")
+	}
+	var alts []string
+	for _, t := range s.Type {
+		switch t {
+		case "string":
+			alts = append(alts, "string")
+		case "integer", "number":
+			alts = append(alts, "number")
+		case "boolean":
+			alts = append(alts, "boolean")
+		case "array":
+			it := tsType(s.Items, indent)
+			if strings.Contains(it, " ") {
+				it = "(" + it + ")"
+			}
+			alts = append(alts, it+"[]")
+		case "object":
+			switch {
+			case len(s.Properties) > 0:
+				alts = append(alts, tsObject(s, indent))
+			case s.Additional != nil:
+				alts = append(alts, "Record<string, "+tsType(s.Additional, indent)+">")
+			case s.Open:
+				alts = append(alts, "Record<string, unknown>")
+			default:
+				alts = append(alts, "Record<string, never>")
+			}
+		}
+	}
+	if len(alts) == 0 {
+		return "unknown"
+	}
+	return strings.Join(slices.Compact(alts), " | ")
+}
+
+func tsObject(s *schema, indent string) string {
+	var b strings.Builder
+	b.WriteString("{\n")
+	for _, p := range s.Properties {
+		if p.Schema.Description != "" && p.Schema.Ref == "" {
+			b.WriteString(indent + "  /** " + strings.ReplaceAll(p.Schema.Description, "*/", "* /") + " */\n")
+		}
+		q := "?"
+		if p.Required {
+			q = ""
+		}
+		b.WriteString(indent + "  " + p.Name + q + ": " + tsType(p.Schema, indent+"  ") + ";\n")
+	}
+	b.WriteString(indent + "}")
+	return b.String()
+}
+
+var refPattern = regexp.MustCompile(`"#/components/schemas/([A-Za-z0-9_]+)"`)

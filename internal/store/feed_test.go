@@ -1,0 +1,173 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+func frames(conv string, from, n int64, size int) []store.Frame {
+	out := make([]store.Frame, n)
+	for i := range out {
+		p, _ := protocol.EncodePayload(protocol.TextPayload{Content: string(bytes.Repeat([]byte{'x'}, size)), Format: "plain", Role: protocol.RoleAssistant})
+		out[i] = store.Frame{ConversationID: conv, Sequence: from + int64(i), RequestID: "r", Type: protocol.FrameText,
+			Payload: p, CreatedAt: time.Unix(1_700_000_000, 0)}
+	}
+	return out
+}
+
+// drain takes everything the window holds after the cursor.
+func drain(t *testing.T, sub *store.Subscription, after int64) (int64, bool) {
+	t.Helper()
+	for {
+		evs, behind := sub.Next(after, nil, 100)
+		if behind {
+			return after, true
+		}
+		if len(evs) == 0 {
+			return after, false
+		}
+		for _, e := range evs {
+			if e.Sequence != after+1 {
+				t.Fatalf("event %d after cursor %d", e.Sequence, after)
+			}
+			want := fmt.Sprintf("id: %d\ndata: {", e.Sequence)
+			if !bytes.HasPrefix(e.SSE, []byte(want)) || !bytes.HasSuffix(e.SSE, []byte("}\n\n")) {
+				t.Fatalf("event %d is not one SSE event: %q", e.Sequence, e.SSE)
+			}
+			after = e.Sequence
+		}
+	}
+}
+
+// TestFeedSlowSubscriber: a subscription that never reads holds nothing of
+// its own, the window stays within its bounds whatever is published, the
+// subscription that reads gets every frame, and the slow one is told it
+// fell behind (to read the store) rather than given a gap.
+func TestFeedSlowSubscriber(t *testing.T) {
+	t.Parallel()
+	f := store.NewFeed(nil)
+	defer f.Close()
+	slow, fast := f.Subscribe("c"), f.Subscribe("c")
+	defer slow.Close()
+	defer fast.Close()
+	var cursor int64
+	for seq := int64(1); seq <= 20*store.FeedWindow; seq += 10 {
+		f.Publish(frames("c", seq, 10, 100))
+		n, bytes := f.Held("c")
+		if n > store.FeedWindow || bytes > store.FeedWindowBytes {
+			t.Fatalf("window holds %d events, %d bytes: over its bounds", n, bytes)
+		}
+		var behind bool
+		if cursor, behind = drain(t, fast, cursor); behind {
+			t.Fatalf("a subscriber that keeps up fell behind at %d", cursor)
+		}
+	}
+	if cursor != 20*store.FeedWindow {
+		t.Fatalf("fast subscriber reached %d", cursor)
+	}
+	select {
+	case <-slow.Ready():
+	default:
+		t.Fatal("the slow subscriber was not woken")
+	}
+	if _, behind := slow.Next(0, nil, 100); !behind {
+		t.Fatal("a subscriber far behind the window was not told to read the store")
+	}
+	// Big frames: the byte bound holds too.
+	f.Publish(frames("c", cursor+1, 64, 64<<10))
+	if n, b := f.Held("c"); b > store.FeedWindowBytes || n < 1 {
+		t.Fatalf("window holds %d events, %d bytes after big frames", n, b)
+	}
+}
+
+// TestFeedGapStartsOver: frames that do not follow the window (a commit
+// published out of order) start it over; a subscriber before them is told
+// to read the store, and the late commit is not taken twice.
+func TestFeedGapStartsOver(t *testing.T) {
+	t.Parallel()
+	f := store.NewFeed(nil)
+	defer f.Close()
+	sub := f.Subscribe("c")
+	defer sub.Close()
+	f.Publish(frames("c", 1, 4, 10))
+	cursor, _ := drain(t, sub, 0)
+	f.Publish(frames("c", 7, 2, 10)) // 5 and 6 are late
+	if _, behind := sub.Next(cursor, nil, 10); !behind {
+		t.Fatal("a gap in the window was not reported as behind")
+	}
+	f.Publish(frames("c", 5, 2, 10))
+	if evs, _ := sub.Next(6, nil, 10); len(evs) != 2 || evs[0].Sequence != 7 {
+		t.Fatalf("after the late commit: %+v", evs)
+	}
+}
+
+// TestFeedNoStreamsKeepsNothing: frames of a conversation without streams
+// are not kept, and the last stream's Close drops the window.
+func TestFeedNoStreamsKeepsNothing(t *testing.T) {
+	t.Parallel()
+	f := store.NewFeed(nil)
+	defer f.Close()
+	f.Publish(frames("c", 1, 3, 10))
+	if n, _ := f.Held("c"); n != 0 {
+		t.Fatalf("kept %d events for no stream", n)
+	}
+	sub := f.Subscribe("c")
+	f.Publish(frames("c", 4, 3, 10))
+	if n, _ := f.Held("c"); n != 3 {
+		t.Fatalf("held %d, want 3", n)
+	}
+	sub.Close()
+	if n, _ := f.Held("c"); n != 0 || f.Streams("c") != 0 {
+		t.Fatalf("after the last Close: %d events, %d streams", n, f.Streams("c"))
+	}
+}
+
+// TestFeedRefreshReadsOncePerConversation: wake-ups for another process's
+// commits read the store once per conversation, not once per stream, and
+// wake-ups during a read make one more read, not one each.
+func TestFeedRefreshReadsOncePerConversation(t *testing.T) {
+	t.Parallel()
+	var reads atomic.Int64
+	release := make(chan struct{})
+	var once sync.Once
+	f := store.NewFeed(func(ctx context.Context, conv string, after int64, limit int) ([]store.Frame, error) {
+		n := reads.Add(1)
+		if n == 1 {
+			<-release // hold the first read while more wake-ups arrive
+		}
+		if after >= 3 {
+			return nil, nil
+		}
+		return frames(conv, after+1, 3-after, 10), nil
+	})
+	subs := make([]*store.Subscription, 100)
+	for i := range subs {
+		subs[i] = f.Subscribe("c")
+	}
+	for range 10 {
+		f.Refresh("c")
+	}
+	once.Do(func() { close(release) })
+	deadline := time.Now().Add(30 * time.Second) // a safety net only
+	for reads.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	f.Close() // waits for the refreshes
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("%d reads for 10 wake-ups of 100 streams, want 2 (one, and one for the wake-ups during it)", n)
+	}
+	for i, s := range subs {
+		if evs, behind := s.Next(0, nil, 10); behind || len(evs) != 3 {
+			t.Fatalf("stream %d: %d events, behind %v", i, len(evs), behind)
+		}
+		s.Close()
+	}
+}

@@ -1,0 +1,42 @@
+package sqlstore
+
+import (
+	"context"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// AmendProposal implements store.ProposalStore: the original's transition
+// to cancelled (amended) with its audit row, then the amended proposal and
+// its frames, in one transaction. The turn is not resumed: it still waits
+// for a human, now for the amended proposal.
+func (s *Store) AmendProposal(ctx context.Context, p store.AmendProposalParams) (store.Proposal, error) {
+	var out store.Proposal
+	err := s.txn(ctx, func(tx *writeTx) error {
+		code := protocol.ReasonAmended
+		orig, err := transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
+			`status = 'cancelled', completed_at = ?, error_code = ?`, []any{ts(p.Now), code}, p.Audit, nil, p.Now)
+		if err != nil {
+			return err
+		}
+		if err := requireActive(ctx, tx, orig.ConversationID, orig.RequestID); err != nil {
+			return err
+		}
+		link := p.Link
+		link.Now = p.Now
+		if _, err := appendAdminEvent(ctx, tx, link); err != nil {
+			return err
+		}
+		pr := p.Proposal
+		if pr.ConversationID != orig.ConversationID || pr.RequestID != orig.RequestID || pr.CallID != orig.CallID {
+			return protocol.Errorf(protocol.Validation, "an amended proposal answers the same turn and tool call as the one it amends")
+		}
+		id := orig.ID
+		pr.AmendedFrom = &id
+		out, err = insertProposal(ctx, tx, pr, p.Now,
+			protocol.ConfirmationPayload{ProposalID: orig.ID, State: protocol.ConfirmationAmended})
+		return err
+	})
+	return out, err
+}

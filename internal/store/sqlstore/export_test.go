@@ -1,0 +1,23 @@
+package sqlstore
+
+import "context"
+
+// Hooks of the group-commit writer loop for the tests of package
+// sqlstore_test. Set them while the loop is idle (no write in flight): the
+// next write's hand-over to the loop orders them before the loop reads them.
+
+// SetGatherHook sets a function the loop runs when it has taken a batch's
+// first transaction, before it takes the others waiting.
+func SetGatherHook(s *Store, fn func()) { s.group.gather = fn }
+
+// SetBeforeCommitHook sets a function the loop runs before COMMIT with the
+// number of logical transactions that ran; an error fails the commit.
+func SetBeforeCommitHook(s *Store, fn func(n int) error) { s.group.beforeCommit = fn }
+
+// Waiting is the number of write transactions waiting for the loop.
+func Waiting(s *Store) int { return len(s.group.queue) }
+
+// Txn runs fn as one write transaction of s.
+func Txn(s *Store, ctx context.Context, fn func() error) error {
+	return s.txn(ctx, func(*writeTx) error { return fn() })
+}

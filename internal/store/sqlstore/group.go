@@ -1,0 +1,313 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Group commit (Config.GroupCommit). Every write transaction of the store
+// (an append, a turn's submission, start or end, a proposal, a ticket...)
+// is a logical transaction handed to one writer loop. The loop takes the
+// first that waits and every other waiting at that moment, runs each in
+// its own SAVEPOINT on one physical transaction, and commits once: one
+// fsync for the whole batch. A logical transaction that fails rolls back
+// to its savepoint alone; the others go on. Every caller is answered only
+// after the shared commit, and a failed commit fails every caller of the
+// batch: none is told "committed" for a write that is not on disk.
+//
+// Nothing the store promises changes. The loop runs the logical
+// transactions one after another, as the one writer connection ran them
+// before, so each sees what the ones before it wrote; sequences, the
+// compare-and-set on the active turn and the done frame in the
+// transaction that releases the conversation hold as they did. Frames
+// reach the streams only after the commit that makes them durable.
+//
+// A batch runs under its own context, not the callers': a statement
+// interrupted by one caller's cancellation could take the whole physical
+// transaction with it (SQLite rolls an interrupted write's transaction
+// back). A caller that gives up before its turn is skipped; once its
+// transaction ran, it waits for the commit, which is short.
+
+// DefaultMaxBatch bounds the logical transactions of one batch.
+const DefaultMaxBatch = 512
+
+// maxPrepared bounds the statements kept prepared: the write queries are
+// a fixed set, but a few are built (IN lists) and must not grow it.
+const maxPrepared = 256
+
+// errClosed answers a transaction that arrives after Close.
+var errClosed = errors.New("store closed")
+
+// group is the writer loop of group commit.
+type group struct {
+	s     *Store
+	max   int
+	queue chan *job
+
+	mu     sync.RWMutex // closed, against a send racing close
+	closed bool
+	quit   chan struct{}
+	done   chan struct{}
+
+	// Owned by the loop.
+	stmts   map[string]*sql.Stmt // prepared on the writer pool
+	missing []string             // queries to prepare once the batch is done
+	ran     []*job
+
+	// Test hooks (export_test.go): gather runs when the loop has taken a
+	// batch's first transaction, before it takes the others that wait;
+	// beforeCommit runs before COMMIT, and its error fails the commit.
+	gather       func()
+	beforeCommit func(n int) error
+}
+
+// job is one logical transaction.
+type job struct {
+	ctx  context.Context
+	fn   func(tx *writeTx) error
+	tx   writeTx
+	err  error
+	done chan struct{}
+}
+
+// run runs the logical transaction. A panic in it fails it alone, as an
+// error: it must not take the writer loop, and every other caller's
+// transaction, down with it.
+func (j *job) run() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("write transaction panicked: %v", r)
+		}
+	}()
+	return j.fn(&j.tx)
+}
+
+func (j *job) finish(err error) {
+	j.err = err
+	close(j.done)
+}
+
+func newGroup(s *Store, max int) *group {
+	if max <= 0 {
+		max = DefaultMaxBatch
+	}
+	g := &group{s: s, max: max, queue: make(chan *job, max), quit: make(chan struct{}), done: make(chan struct{}),
+		stmts: make(map[string]*sql.Stmt)}
+	go g.loop()
+	return g
+}
+
+// do runs fn as one logical transaction and returns after the commit of
+// its batch.
+func (g *group) do(ctx context.Context, fn func(tx *writeTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	j := &job{ctx: ctx, fn: fn, done: make(chan struct{})}
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return errClosed
+	}
+	select {
+	case g.queue <- j:
+	case <-ctx.Done():
+		g.mu.RUnlock()
+		return ctx.Err()
+	}
+	g.mu.RUnlock()
+	<-j.done // once handed over, the answer is the batch's
+	return j.err
+}
+
+// close stops the loop after the batch it is running; transactions still
+// waiting fail with errClosed.
+func (g *group) close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	g.mu.Unlock()
+	close(g.quit)
+	<-g.done
+}
+
+func (g *group) loop() {
+	defer close(g.done)
+	defer func() {
+		for _, st := range g.stmts {
+			st.Close()
+		}
+	}()
+	batch := make([]*job, 0, g.max)
+	for {
+		var first *job
+		select {
+		case first = <-g.queue:
+		case <-g.quit:
+			for {
+				select {
+				case j := <-g.queue:
+					j.finish(errClosed)
+				default:
+					return
+				}
+			}
+		}
+		if g.gather != nil {
+			g.gather()
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < g.max {
+			select {
+			case j := <-g.queue:
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		for len(batch) > 0 {
+			batch = g.run(batch)
+		}
+		g.prepare()
+	}
+}
+
+// run runs the batch in one physical transaction and commits it. When the
+// transaction itself breaks (an error its savepoint cannot undo), the
+// logical transactions that ran in it fail and run returns those not yet
+// run, for a fresh transaction; every call finishes at least one.
+func (g *group) run(batch []*job) (rest []*job) {
+	ctx := context.Background()
+	sqlTx, err := g.s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		err = fmt.Errorf("begin: %w", err)
+		for _, j := range batch {
+			j.finish(err)
+		}
+		return nil
+	}
+	bc := &batchConn{g: g, ctx: ctx, tx: make(map[string]*sql.Stmt)}
+	g.ran = g.ran[:0]
+	for i, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			j.finish(err)
+			continue
+		}
+		if _, err := sqlTx.ExecContext(ctx, `SAVEPOINT logical`); err != nil {
+			j.finish(fmt.Errorf("savepoint: %w", err))
+			return g.abort(sqlTx, batch[i+1:], err)
+		}
+		j.tx = writeTx{conn: conn{tx: sqlTx, d: g.s.d, batch: bc}, locks: &g.s.locks}
+		if err := j.run(); err != nil {
+			j.finish(err)
+			if _, rerr := sqlTx.ExecContext(ctx, `ROLLBACK TO logical`); rerr != nil {
+				return g.abort(sqlTx, batch[i+1:], rerr)
+			}
+			if _, rerr := sqlTx.ExecContext(ctx, `RELEASE logical`); rerr != nil {
+				return g.abort(sqlTx, batch[i+1:], rerr)
+			}
+			continue
+		}
+		if _, err := sqlTx.ExecContext(ctx, `RELEASE logical`); err != nil {
+			j.finish(fmt.Errorf("release savepoint: %w", err))
+			return g.abort(sqlTx, batch[i+1:], err)
+		}
+		g.ran = append(g.ran, j)
+	}
+	for _, j := range g.ran {
+		for _, id := range j.tx.touched {
+			if err := g.s.d.Notify(ctx, sqlTx, id); err != nil {
+				return g.abort(sqlTx, nil, fmt.Errorf("notify: %w", err))
+			}
+		}
+		for _, key := range j.tx.controls {
+			if err := g.s.d.Control(ctx, sqlTx, key); err != nil {
+				return g.abort(sqlTx, nil, fmt.Errorf("notify: %w", err))
+			}
+		}
+	}
+	if g.beforeCommit != nil {
+		if err := g.beforeCommit(len(g.ran)); err != nil {
+			return g.abort(sqlTx, nil, err)
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		err = fmt.Errorf("commit: %w", err)
+		for _, j := range g.ran {
+			j.finish(err)
+		}
+		return nil
+	}
+	for _, j := range g.ran {
+		g.s.committed(&j.tx)
+		j.finish(nil)
+	}
+	return nil
+}
+
+// abort rolls the physical transaction back and fails the logical
+// transactions that ran in it: their writes are gone with it.
+func (g *group) abort(sqlTx *sql.Tx, rest []*job, cause error) []*job {
+	_ = sqlTx.Rollback()
+	err := fmt.Errorf("group commit: the batch's transaction failed, nothing of it was committed: %w", cause)
+	for _, j := range g.ran {
+		j.finish(err)
+	}
+	g.ran = g.ran[:0]
+	return rest
+}
+
+// prepare prepares the statements the last batch ran unprepared, now that
+// the writer connection is free. database/sql keeps each on the writer's
+// one connection, where the next batches find it (Tx.StmtContext).
+func (g *group) prepare() {
+	for _, q := range g.missing {
+		if _, ok := g.stmts[q]; ok || len(g.stmts) >= maxPrepared {
+			continue
+		}
+		st, err := g.s.writer.PrepareContext(context.Background(), g.s.d.Rebind(q))
+		if err != nil {
+			continue // it runs unprepared, and fails there if it must
+		}
+		g.stmts[q] = st
+	}
+	g.missing = g.missing[:0]
+}
+
+// batchConn is what a transaction of the writer loop runs its statements
+// with: prepared statements, and the batch's context.
+type batchConn struct {
+	g   *group
+	ctx context.Context
+	tx  map[string]*sql.Stmt // the statements as bound to this transaction
+}
+
+// stmt is query as a statement of tx: the prepared one, or one prepared in
+// tx for this use (and noted, to be prepared for good after the batch).
+// Nil when it does not prepare: the caller runs it plainly, which reports
+// the error.
+func (b *batchConn) stmt(tx *sql.Tx, query string) *sql.Stmt {
+	if st, ok := b.tx[query]; ok {
+		return st
+	}
+	if st, ok := b.g.stmts[query]; ok {
+		st = tx.StmtContext(b.ctx, st)
+		b.tx[query] = st
+		return st
+	}
+	if len(b.g.stmts) < maxPrepared {
+		b.g.missing = append(b.g.missing, query)
+	}
+	st, err := tx.PrepareContext(b.ctx, b.g.s.d.Rebind(query))
+	if err != nil {
+		return nil
+	}
+	return st
+}

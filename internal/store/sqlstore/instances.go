@@ -1,0 +1,375 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Instances, leases and the ownership of work (store.InstanceStore). Every
+// hand-over is a compare-and-set on the owner column of the row it moves,
+// under the row's lock: whichever daemons reap, claim or renew at the same
+// time, one wins and the others see conflict.
+
+const instanceCols = `id, address, pid, version, started_at, heartbeat_at, lease_expires_at, stopped_at, reaped_at`
+
+func scanInstance(row scanner) (store.Instance, error) {
+	var i store.Instance
+	var started, heartbeat, expires float64
+	var stopped, reaped sql.NullFloat64
+	if err := row.Scan(&i.ID, &i.Address, &i.PID, &i.Version, &started, &heartbeat, &expires, &stopped, &reaped); err != nil {
+		return i, err
+	}
+	i.StartedAt, i.HeartbeatAt, i.LeaseExpiresAt = fromTS(started), fromTS(heartbeat), fromTS(expires)
+	i.StoppedAt, i.ReapedAt = nullTS(stopped), nullTS(reaped)
+	return i, nil
+}
+
+func getInstance(ctx context.Context, q querier, id, lock string) (store.Instance, error) {
+	i, err := scanInstance(q.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM studio_instances WHERE id = ?`+lock, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return i, notFound("instance", id)
+	}
+	if err != nil {
+		return i, fmt.Errorf("get instance: %w", err)
+	}
+	return i, nil
+}
+
+// nullIfEmpty stores "" as NULL: an owner column with no owner.
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// RegisterInstance implements store.InstanceStore.
+func (s *Store) RegisterInstance(ctx context.Context, p store.RegisterInstanceParams) (store.Instance, error) {
+	in := p.Instance
+	if in.ID == "" {
+		return in, protocol.Errorf(protocol.Validation, "an instance needs an id")
+	}
+	var out store.Instance
+	err := s.txn(ctx, func(tx *writeTx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_instances
+			(id, address, pid, version, started_at, heartbeat_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			in.ID, in.Address, in.PID, in.Version, ts(in.StartedAt), ts(in.HeartbeatAt), ts(in.LeaseExpiresAt)); err != nil {
+			return fmt.Errorf("register instance: %w", err)
+		}
+		var err error
+		out, err = getInstance(ctx, tx, in.ID, "")
+		return err
+	})
+	return out, err
+}
+
+// errLeaseLost is RenewLease's answer for an instance that was reaped.
+func errLeaseLost(id string) error {
+	return protocol.Errorf(protocol.Conflict, "instance %s lost its lease: another daemon took its work over", id).With("instance", id)
+}
+
+// RenewLease implements store.InstanceStore. The update's condition is
+// re-checked under the row's lock, so a renewal that waited for a reaping
+// sees it and fails.
+func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (store.Instance, error) {
+	var out store.Instance
+	err := s.txn(ctx, func(tx *writeTx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE studio_instances SET heartbeat_at = ?, lease_expires_at = ?
+			WHERE id = ? AND reaped_at IS NULL AND stopped_at IS NULL`, ts(p.Now), ts(p.ExpiresAt), p.ID)
+		if err != nil {
+			return fmt.Errorf("renew lease: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errLeaseLost(p.ID)
+		}
+		out, err = getInstance(ctx, tx, p.ID, "")
+		return err
+	})
+	return out, err
+}
+
+// StopInstance implements store.InstanceStore.
+func (s *Store) StopInstance(ctx context.Context, p store.StopInstanceParams) error {
+	return s.txn(ctx, func(tx *writeTx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE studio_instances SET stopped_at = ?, lease_expires_at = ?
+			WHERE id = ? AND stopped_at IS NULL`, ts(p.Now), ts(p.Now), p.ID)
+		if err != nil {
+			return fmt.Errorf("stop instance: %w", err)
+		}
+		return nil
+	})
+}
+
+// ListInstances implements store.InstanceStore.
+func (s *Store) ListInstances(ctx context.Context, p store.ListInstancesParams) ([]store.Instance, error) {
+	return collect(ctx, s.r, "list instances", scanInstance, `SELECT `+instanceCols+` FROM studio_instances
+		ORDER BY started_at DESC, id LIMIT ?`, limitOr(p.Limit, 100))
+}
+
+// ReapInstances implements store.InstanceStore.
+func (s *Store) ReapInstances(ctx context.Context, p store.ReapInstancesParams) ([]store.Instance, error) {
+	var out []store.Instance
+	err := s.txn(ctx, func(tx *writeTx) error {
+		out = nil
+		query := `SELECT ` + instanceCols + ` FROM studio_instances WHERE reaped_at IS NULL AND id <> ?`
+		args := []any{p.Except}
+		if !p.All {
+			query += ` AND lease_expires_at < ?`
+			args = append(args, ts(p.Now))
+		}
+		found, err := collect(ctx, tx.conn, "reap instances", scanInstance, query+` ORDER BY id`+tx.locks.update, args...)
+		if err != nil {
+			return err
+		}
+		for _, in := range found {
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_instances SET reaped_at = ? WHERE id = ? AND reaped_at IS NULL`,
+				ts(p.Now), in.ID); err != nil {
+				return fmt.Errorf("reap instance: %w", err)
+			}
+			now := p.Now
+			in.ReapedAt = &now
+			out = append(out, in)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PurgeInstances implements store.InstanceStore.
+func (s *Store) PurgeInstances(ctx context.Context, p store.PurgeInstancesParams) (int64, error) {
+	var n int64
+	err := s.txn(ctx, func(tx *writeTx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM studio_instances
+			WHERE COALESCE(reaped_at, stopped_at) < ?
+			AND NOT EXISTS (SELECT 1 FROM studio_operator_turns t WHERE t.owner_instance = studio_instances.id)
+			AND NOT EXISTS (SELECT 1 FROM studio_operator_proposals p WHERE p.owner_instance = studio_instances.id AND p.status = 'executing')
+			AND NOT EXISTS (SELECT 1 FROM studio_runs r WHERE r.owner_instance = studio_instances.id AND r.status = 'running')`,
+			ts(p.Before))
+		if err != nil {
+			return fmt.Errorf("purge instances: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return n, err
+}
+
+// reaped is the condition "the owner column c names a reaped instance".
+func reaped(c string) string {
+	return c + ` IN (SELECT id FROM studio_instances WHERE reaped_at IS NOT NULL)`
+}
+
+// OrphanedWork implements store.InstanceStore.
+func (s *Store) OrphanedWork(ctx context.Context, p store.OrphanedWorkParams) (store.OrphanedWork, error) {
+	var w store.OrphanedWork
+	limit := limitOr(p.Limit, 100)
+	tx, err := s.readTx(ctx)
+	if err != nil {
+		return w, fmt.Errorf("orphaned work: %w", err)
+	}
+	defer tx.Rollback()
+	w.Turns, err = collect(ctx, tx.conn, "orphaned turns", scanTurn, `SELECT `+turnCols+` FROM studio_operator_turns
+		WHERE status IN ('queued', 'running', 'awaiting_confirmation') AND (`+reaped("owner_instance")+`
+			OR (owner_instance IS NULL AND status = 'running'))
+		ORDER BY created_at, request_id LIMIT ?`, limit)
+	if err != nil {
+		return w, err
+	}
+	w.Proposals, err = collect(ctx, tx.conn, "orphaned proposals", scanProposal, `SELECT `+proposalCols+` FROM studio_operator_proposals p
+		WHERE status = 'executing' AND `+reaped("owner_instance")+`
+		AND NOT EXISTS (SELECT 1 FROM studio_operator_turns t WHERE t.request_id = p.request_id
+			AND t.owner_instance = p.owner_instance AND t.status IN ('queued', 'running', 'awaiting_confirmation'))
+		ORDER BY created_at, id LIMIT ?`, limit)
+	if err != nil {
+		return w, err
+	}
+	w.Runs, err = collect(ctx, tx.conn, "orphaned runs", scanRun, `SELECT `+runCols+` FROM studio_runs
+		WHERE status = 'running' AND (`+reaped("owner_instance")+` OR owner_instance IS NULL)
+		ORDER BY created_at, id LIMIT ?`, limit)
+	return w, err
+}
+
+// sameOwner is the condition "the owner column c is from" ("" for none).
+func sameOwner(c, from string) (string, []any) {
+	if from == "" {
+		return c + ` IS NULL`, nil
+	}
+	return c + ` = ?`, []any{from}
+}
+
+// AdoptTurn implements store.InstanceStore.
+func (s *Store) AdoptTurn(ctx context.Context, p store.AdoptTurnParams) (store.Turn, error) {
+	var out store.Turn
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := lockTurn(ctx, tx, p.RequestID)
+		if err != nil {
+			return err
+		}
+		if cur.Status.Terminal() || cur.Owner != p.From {
+			return protocol.Errorf(protocol.Conflict, "turn %s is %s, owned by %q, not %q's", p.RequestID, cur.Status, cur.Owner, p.From).
+				With("status", string(cur.Status))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ? WHERE request_id = ?`,
+			nullIfEmpty(p.To), p.RequestID); err != nil {
+			return fmt.Errorf("adopt turn: %w", err)
+		}
+		for _, in := range p.Indeterminate {
+			if err := disown(ctx, tx, in.ProposalID, p.From, in.Audit); err != nil && !protocol.IsCode(err, protocol.Conflict) {
+				return err
+			}
+		}
+		tx.control(store.TurnKey(p.RequestID))
+		out, err = getTurn(ctx, tx, p.RequestID)
+		return err
+	})
+	return out, err
+}
+
+// DisownProposal implements store.InstanceStore.
+func (s *Store) DisownProposal(ctx context.Context, p store.DisownProposalParams) (store.Proposal, error) {
+	var out store.Proposal
+	err := s.txn(ctx, func(tx *writeTx) error {
+		if err := disown(ctx, tx, p.ID, p.From, p.Audit); err != nil {
+			return err
+		}
+		var err error
+		out, err = getProposal(ctx, tx, p.ID)
+		return err
+	})
+	return out, err
+}
+
+// disown takes an executing proposal from its (reaped) owner with its
+// indeterminate audit row: it never runs again, and reconcile_proposal
+// settles it.
+func disown(ctx context.Context, tx *writeTx, id, from string, audit store.AppendAdminEventParams) error {
+	cond, args := sameOwner("owner_instance", from)
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET owner_instance = NULL
+		WHERE id = ? AND status = 'executing' AND `+cond, append([]any{id}, args...)...)
+	if err != nil {
+		return fmt.Errorf("disown proposal: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return protocol.Errorf(protocol.Conflict, "proposal %s is not executing for %q", id, from)
+	}
+	_, err = appendAdminEvent(ctx, tx, audit)
+	return err
+}
+
+// ClaimTurn implements store.InstanceStore.
+func (s *Store) ClaimTurn(ctx context.Context, p store.ClaimTurnParams) (store.Turn, bool, error) {
+	var out store.Turn
+	var ok bool
+	err := s.txn(ctx, func(tx *writeTx) error {
+		ok = false
+		var id string
+		err := tx.QueryRowContext(ctx, `SELECT request_id FROM studio_operator_turns
+			WHERE status = 'queued' AND (owner_instance IS NULL OR owner_instance <> ?)
+			ORDER BY created_at, request_id LIMIT 1`+tx.locks.skipLocked, p.Instance).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("claim turn: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?
+			WHERE request_id = ? AND status = 'queued'`, ts(p.Now), nullIfEmpty(p.Instance), id)
+		if err != nil {
+			return fmt.Errorf("claim turn: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		tx.control(store.TurnKey(id)) // its submitter stops waiting for it
+		out, err = getTurn(ctx, tx, id)
+		ok = err == nil
+		return err
+	})
+	return out, ok, err
+}
+
+// ReleaseTurn implements store.InstanceStore.
+func (s *Store) ReleaseTurn(ctx context.Context, p store.ReleaseTurnParams) (store.Turn, error) {
+	var out store.Turn
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cond, args := sameOwner("owner_instance", p.From)
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = NULL
+			WHERE request_id = ? AND status = 'queued' AND `+cond, append([]any{p.RequestID}, args...)...)
+		if err != nil {
+			return fmt.Errorf("release turn: %w", err)
+		}
+		out, err = getTurn(ctx, tx, p.RequestID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return protocol.Errorf(protocol.Conflict, "turn %s is %s, owned by %q", p.RequestID, out.Status, out.Owner).
+				With("status", string(out.Status))
+		}
+		tx.control(store.TurnsQueued)
+		return nil
+	})
+	return out, err
+}
+
+// ReapRun implements store.InstanceStore.
+func (s *Store) ReapRun(ctx context.Context, p store.ReapRunParams) (store.Run, error) {
+	var out store.Run
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cond, args := sameOwner("owner_instance", p.From)
+		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'failed', error_code = ?, error_message = ?,
+			ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL
+			WHERE id = ? AND status = 'running' AND `+cond,
+			append([]any{p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), p.ID}, args...)...)
+		if err != nil {
+			return fmt.Errorf("reap run: %w", err)
+		}
+		out, err = getRun(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return protocol.Errorf(protocol.Conflict, "run %s is %s, owned by %q", p.ID, out.Status, out.Owner).
+				With("status", string(out.Status))
+		}
+		tx.control(store.RunKey(p.ID))
+		return nil
+	})
+	return out, err
+}
+
+// ActiveWork implements store.InstanceStore.
+func (s *Store) ActiveWork(ctx context.Context, p store.ActiveWorkParams) (store.ActiveWork, error) {
+	var w store.ActiveWork
+	limit := limitOr(p.Limit, 100)
+	tx, err := s.readTx(ctx)
+	if err != nil {
+		return w, fmt.Errorf("active work: %w", err)
+	}
+	defer tx.Rollback()
+	w.Turns, err = collect(ctx, tx.conn, "active turns", scanTurn, `SELECT `+turnCols+` FROM studio_operator_turns
+		WHERE status IN ('queued', 'running', 'awaiting_confirmation') ORDER BY created_at, request_id LIMIT ?`, limit)
+	if err != nil {
+		return w, err
+	}
+	w.Runs, err = collect(ctx, tx.conn, "active runs", scanRun, `SELECT `+runCols+` FROM studio_runs
+		WHERE status IN ('queued', 'running') ORDER BY created_at, id LIMIT ?`, limit)
+	return w, err
+}
+
+// ControlSignal implements store.InstanceStore.
+func (s *Store) ControlSignal(key string) <-chan struct{} { return s.control.Wait(key) }
+
+// Announce implements store.InstanceStore.
+func (s *Store) Announce(ctx context.Context, key string) error {
+	s.control.Notify(key)
+	if err := s.d.Control(ctx, s.writer, key); err != nil {
+		return fmt.Errorf("announce %s: %w", key, err)
+	}
+	return nil
+}
