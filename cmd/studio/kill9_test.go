@@ -40,6 +40,9 @@ func TestProcessKill9UnderSaturatedAppends(t *testing.T) {
 	got := make([]*received, conversations)
 	ids := make([]string, conversations)
 	var total atomic.Int64
+	// The kill is armed once every turn is submitted: on a busy machine the
+	// first turns can stream killAfter frames before the last one starts.
+	var armed atomic.Bool
 	killed := make(chan struct{})
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -59,13 +62,14 @@ func TestProcessKill9UnderSaturatedAppends(t *testing.T) {
 				got[i].mu.Lock()
 				got[i].frames = append(got[i].frames, f)
 				got[i].mu.Unlock()
-				if total.Add(1) == killAfter {
+				if total.Add(1) >= killAfter && armed.Load() {
 					once.Do(func() { d.kill(); close(killed) })
 				}
 				return nil
 			})
 		})
 	}
+	armed.Store(true)
 	select {
 	case <-killed:
 	case <-d.exited:
