@@ -12,6 +12,14 @@ import (
 
 // LaunchWorkflowCommand is launch_workflow: one run per step, queued in
 // step order, each recording the workflow and its step.
+// WorkflowLaunch answers a workflow launch: the workflow and its queued
+// runs, one per step, in order.
+type WorkflowLaunch struct {
+	Workflow *Workflow `json:"workflow"`
+	Runs     []Run     `json:"runs"`
+}
+
+// LaunchWorkflowCommand launches a workflow.
 type LaunchWorkflowCommand struct {
 	Workflow        string `json:"workflow" jsonschema:"minLength=1" jsonschema_description:"The workflow to launch: its name or id."`
 	ExpectedVersion int64  `json:"expectedVersion,omitzero" jsonschema:"minimum=1" jsonschema_description:"Optional: the workflow's version as last read."`

@@ -45,10 +45,7 @@ func (s *Server) handleDeleteWorkflow(w http.ResponseWriter, r *http.Request) {
 
 // pickRuns answers a workflow launch: the workflow and its queued runs.
 func pickRuns(res app.Result) any {
-	return struct {
-		Workflow *app.Workflow `json:"workflow"`
-		Runs     []app.Run     `json:"runs"`
-	}{res.Workflow, res.Runs}
+	return app.WorkflowLaunch{Workflow: res.Workflow, Runs: res.Runs}
 }
 
 // operatorWindows are the windows of GET /api/app/system/operator: how

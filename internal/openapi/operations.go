@@ -7,6 +7,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
 )
@@ -157,15 +158,23 @@ func build() model {
 		{Method: "GET", Path: "/api/app/workflows/{ref}", ID: "getWorkflow", Tag: "app", Summary: "A workflow by id or name", Status: 200, Resp: wf},
 		{Method: "PATCH", Path: "/api/app/workflows/{ref}", ID: "updateWorkflow", Tag: "app", Summary: "Update a workflow (expectedVersion required)",
 			Body: pathRef(reflect.TypeFor[app.UpdateWorkflowCommand](), "workflow"), Status: 200, Resp: wf},
+		{Method: "DELETE", Path: "/api/app/workflows/{ref}", ID: "deleteWorkflow", Tag: "app", Summary: "Delete a workflow (irreversible)",
+			Query: []param{expectedVersion}, Status: 200, Resp: result},
+		{Method: "POST", Path: "/api/app/workflows/{ref}/launch", ID: "launchWorkflow", Tag: "app", Summary: "Launch a workflow: one queued run per step, in order (202)",
+			Body: pathRef(reflect.TypeFor[app.LaunchWorkflowCommand](), "workflow"), Status: 202, Resp: t(reflect.TypeFor[app.WorkflowLaunch]())},
 		{Method: "GET", Path: "/api/app/runs", ID: "listRuns", Tag: "app", Summary: "Runs, newest first",
 			Query: pageParams(q("status", "queued, running, succeeded, failed or cancelled", qString), q("playbook", "playbook id or name", qString),
 				q("project", "only this project", qString), q("trigger", "manual, operator or schedule", qString), q("schedule", "schedule id", qString),
-				q("since", "Unix seconds or RFC 3339", qString), q("until", "Unix seconds or RFC 3339", qString)),
+				q("workflow", "workflow id or name: its runs, by step", qString), q("q", "search playbook name, input and id prefix", qString),
+				q("since", "Unix seconds or RFC 3339", qString), q("until", "Unix seconds or RFC 3339", qString),
+				q("counts", "true: the first page carries the filtered counts by status", qBool)),
 			Status: 200, Resp: t(reflect.TypeFor[app.RunPage]())},
 		{Method: "POST", Path: "/api/app/runs", ID: "launchRun", Tag: "app", Summary: "Launch a run of a playbook (202: queued)",
 			Body: t(reflect.TypeFor[app.LaunchPlaybookCommand]()), Status: 202, Resp: run},
 		{Method: "GET", Path: "/api/app/runs/stats", ID: "runStats", Tag: "app", Summary: "Run counts by status and the median duration",
 			Query: []param{q("window", "24h or 7d", enum("", "24h", "7d"))}, Status: 200, Resp: t(reflect.TypeFor[app.RunStats]())},
+		{Method: "GET", Path: "/api/app/runs/activity", ID: "runActivity", Tag: "app", Summary: "Runs per bucket by status between consecutive edges, and the spread of their durations",
+			Query: []param{q("edges", "2 or more comma-separated Unix times, ascending (the caller's hours or days)", qString)}, Status: 200, Resp: t(reflect.TypeFor[app.Activity]())},
 		{Method: "GET", Path: "/api/app/runs/{id}", ID: "getRun", Tag: "app", Summary: "A run", Status: 200, Resp: run},
 		{Method: "POST", Path: "/api/app/runs/{id}/cancel", ID: "cancelRun", Tag: "app", Summary: "Cancel a queued or running run", Body: object(), Status: 200, Resp: run},
 		{Method: "POST", Path: "/api/app/runs/{id}/retry", ID: "retryRun", Tag: "app", Summary: "Launch a failed or cancelled run again (202: the new run)", Body: object(), Status: 202, Resp: run},
@@ -185,10 +194,16 @@ func build() model {
 		{Method: "POST", Path: "/api/app/schedules/{ref}/disable", ID: "disableSchedule", Tag: "app", Summary: "Pause a schedule",
 			Body: ref("SetEnabledRequest"), Status: 200, Resp: sched},
 		{Method: "GET", Path: "/api/app/system/health", ID: "systemHealth", Tag: "app", Summary: "The doctor report", Status: 200, Resp: t(reflect.TypeFor[app.DoctorReport]())},
+		{Method: "GET", Path: "/api/app/system/operator", ID: "operatorActivity", Tag: "app", Summary: "The operator's recent turns and model errors per interval, from this daemon's memory",
+			Query: []param{q("window", "1h (5-minute intervals, the default) or 24h (hours)", enum("", "1h", "24h"))}, Status: 200, Resp: t(reflect.TypeFor[coordinator.OperatorActivity]())},
 		{Method: "POST", Path: "/api/app/system/maintenance", ID: "runMaintenance", Tag: "app", Summary: "Run one maintenance action",
 			Body: t(reflect.TypeFor[app.RunMaintenanceCommand]()), Status: 200, Resp: t(reflect.TypeFor[app.MaintenanceResult]())},
 		{Method: "GET", Path: "/api/app/audit", ID: "listAudit", Tag: "app", Summary: "The audit trail, newest first",
-			Query: pageParams(q("action", "only this action", qString), q("targetId", "only this target", qString)), Status: 200, Resp: t(reflect.TypeFor[app.AuditPage]())},
+			Query: pageParams(q("action", "only this action", qString), q("targetId", "only this target", qString),
+				q("actor", "studio_cockpit, studio_operator, studio_scheduler or studio_system", qString), q("commandType", "only this command type", qString),
+				q("target", "the row's target id, or a resource or proposal id its details name", qString),
+				q("since", "Unix seconds or RFC 3339 (inclusive)", qString), q("until", "Unix seconds or RFC 3339 (exclusive)", qString)),
+			Status: 200, Resp: t(reflect.TypeFor[app.AuditPage]())},
 		{Method: "POST", Path: "/api/app/commands/{type}", ID: "executeCommand", Tag: "app", Summary: "Execute any application command by its type id; the body is the command",
 			Body: &schema{Type: []string{"object"}, Open: true}, Status: 200, Resp: result},
 	}

@@ -10,6 +10,24 @@ export interface AckEffectRequest {
   detail?: string;
 }
 
+export interface Activity {
+  buckets: ActivityBucket[];
+  total: number;
+  durations: {
+    bins: DurationBin[];
+    count: number;
+    medianMs: number | null;
+    p90Ms: number | null;
+  };
+}
+
+export interface ActivityBucket {
+  start: number;
+  end: number;
+  counts: Record<string, number>;
+  total: number;
+}
+
 export interface AmendProposalRequest {
   expectedCommandHash: string;
   command: unknown;
@@ -53,6 +71,8 @@ export interface CommandProposal {
   target: ResourceVersion | null;
   idempotencyKey: string;
   expiresAt: number;
+  impact?: string;
+  targetName?: string;
   amends?: string;
 }
 
@@ -120,6 +140,7 @@ export interface ConversationPage {
   hasMore: boolean;
   nextAfterSequence: number;
   latestSequence: number;
+  activeTurn?: TurnProgress;
 }
 
 export interface CreateConversationRequest {
@@ -203,6 +224,13 @@ export interface DoneFrame {
 export interface DonePayload {
   outcome: "completed" | "failed" | "cancelled";
   lastSequence: number;
+}
+
+export interface DurationBin {
+  label: string;
+  minMs: number;
+  maxMs: number | null;
+  count: number;
 }
 
 /** A declarative cockpit effect (ADR D3); clients never apply an unknown kind. */
@@ -291,6 +319,11 @@ export interface LaunchPlaybookCommand {
   args?: Record<string, string>;
 }
 
+export interface LaunchWorkflowCommand {
+  workflow: string;
+  expectedVersion?: number;
+}
+
 export interface LeaseReport {
   renewSeconds: number;
   expirySeconds: number;
@@ -336,6 +369,26 @@ export interface NavigateEffect {
   kind: "navigate";
   space: "mission" | "designer" | "library" | "history" | "schedules" | "system";
   params: Record<string, string | number | boolean | string[]>;
+}
+
+export interface OperatorActivity {
+  since: number;
+  until: number;
+  buckets: OperatorBucket[];
+  kept: {
+    turns: number;
+    failures: number;
+  };
+}
+
+export interface OperatorBucket {
+  start: number;
+  end: number;
+  turns: number;
+  failed: number;
+  medianMs: number | null;
+  maxMs: number | null;
+  modelErrors: Record<string, number>;
 }
 
 export interface OperatorReport {
@@ -423,6 +476,8 @@ export interface ProposalState {
   target: ResourceVersion | null;
   idempotencyKey: string;
   expiresAt: number;
+  impact?: string;
+  targetName?: string;
   amends?: string;
   conversationId: string;
   requestId: string;
@@ -486,9 +541,12 @@ export interface Result {
   playbook?: Playbook;
   workflow?: Workflow;
   run?: Run;
+  runs?: Run[];
   schedule?: Schedule;
   maintenance?: MaintenanceResult;
   reconciled?: ReconcileResult;
+  noChange?: boolean;
+  message?: string;
 }
 
 export interface RetryRunCommand {
@@ -517,6 +575,8 @@ export interface Run {
   endedAt: number | null;
   cancelRequestedAt: number | null;
   durationMs: number | null;
+  workflowId?: string;
+  workflowStep?: number;
 }
 
 export interface RunError {
@@ -533,6 +593,8 @@ export interface RunMaintenanceCommand {
 export interface RunPage {
   runs: Run[];
   nextCursor?: string;
+  counts?: Record<string, number>;
+  total?: number;
 }
 
 export interface RunStats {
@@ -709,6 +771,17 @@ export interface TurnAccepted {
   acceptedSequence: number;
 }
 
+export interface TurnProgress {
+  requestId: string;
+  state: string;
+  queuePosition?: number;
+  attempt?: number;
+  retryAt?: number;
+  errorCode?: string;
+  proposalId?: string;
+  since: number;
+}
+
 export interface TurnRequest {
   instruction: string;
   context: ContextSnapshot;
@@ -789,6 +862,11 @@ export interface Workflow {
   version: number;
   createdAt: number;
   updatedAt: number;
+}
+
+export interface WorkflowLaunch {
+  workflow: Workflow | null;
+  runs: Run[];
 }
 
 export interface WorkflowPage {
