@@ -80,9 +80,9 @@ conversation whose model emits FRAMES_PER_SECOND tokens per second in all, each 
 BYTES bytes of text (default: its 21-byte time stamp alone). The script steps by whole
 milliseconds; a token of 8 KiB or more is a frame of its own, smaller tokens of one step share a
 frame (the daemon coalesces for 0.2 ms), so one conversation carries at most about 1 000 small
-frames/s. A run lasts --duration (turns still
-running then are cancelled); delivered rates are below the offered ones when the daemon (or
-this machine) saturates.`,
+frames/s, each committed before the next. A run lasts --duration (turns still running then are
+cancelled); delivered rates fall below the offered ones when the daemon (or this machine)
+saturates.`,
 		Example: `  studio bench --quick
   studio bench --json --latency 1000@2000,100@20000/1x8192,100@1000/100 > run.json`,
 		Args: cobra.NoArgs,
@@ -110,7 +110,7 @@ this machine) saturates.`,
 	f.BoolVar(&o.quick, "quick", false, "short runs (3 s each), for a first look")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "length of each timed run")
 	f.IntSliceVar(&o.conversations, "conversations", []int{1, 10, 100, 1000}, "concurrent conversations appending")
-	f.StringSliceVar(&o.latency, "latency", defaultLatencyRuns, "latency runs: STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES] (default 10 streams per conversation, unpadded tokens)")
+	f.StringSliceVar(&o.latency, "latency", defaultLatencyRuns, "latency runs: STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES]; left out, PER_CONV is 10 and tokens are unpadded")
 	f.IntVar(&o.idle, "idle", 10000, "idle streams for the memory measurement")
 	f.IntVar(&o.replay, "replay", 100000, "frames of the replayed conversation")
 	f.DurationVar(&o.textFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
