@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -63,12 +64,27 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench measures, on this machine:
   - the write+fsync rate of a file in the bench directory: the physical limit;
   - durable frame appends/s by 1, 10, 100 and 1 000 concurrent conversations (store, group commit);
-  - frame -> client latency (p50/p99/p999) over SSE at 100, 1 000 and 10 000 streams;
+  - frame -> client latency (p50/p99/p999) and delivered frames/s over SSE: at 100, 1 000 and
+    10 000 streams (10 per conversation, small frames); 100 conversations x 1 stream with 8 KiB
+    frames; 1 conversation -> 100 streams; and 1 000 streams offered far more than they can take
+    (saturation);
   - token -> screen latency with the text coalescing interval (--text-flush of serve);
   - memory (RSS, and Go heap+stacks) per idle stream at --idle streams, and store reads while idle;
   - replay of a --replay-frame conversation: the store read alone, and over SSE.
 It starts a daemon of its own (this binary, "serve", script model) on a loopback port, stops
-it when done, and removes its directory unless --keep.`,
+it when done, and removes its directory unless --keep.
+
+A latency run (--latency, repeatable or comma-separated) is STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES]:
+STREAMS streams, PER_CONV of them on each conversation (default 10), and a turn on every
+conversation whose model emits FRAMES_PER_SECOND tokens per second in all, each token padded to
+BYTES bytes of text (default: its 21-byte time stamp alone). The script steps by whole
+milliseconds; a token of 8 KiB or more is a frame of its own, smaller tokens of one step share a
+frame (the daemon coalesces for 0.2 ms), so one conversation carries at most about 1 000 small
+frames/s, each committed before the next. A run lasts --duration (turns still running then are
+cancelled); delivered rates fall below the offered ones when the daemon (or this machine)
+saturates.`,
+		Example: `  studio bench --quick
+  studio bench --json --latency 1000@2000,100@20000/1x8192,100@1000/100 > run.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.quick {
@@ -94,12 +110,19 @@ it when done, and removes its directory unless --keep.`,
 	f.BoolVar(&o.quick, "quick", false, "short runs (3 s each), for a first look")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "length of each timed run")
 	f.IntSliceVar(&o.conversations, "conversations", []int{1, 10, 100, 1000}, "concurrent conversations appending")
-	f.StringSliceVar(&o.latency, "latency", []string{"100@1000", "1000@2000", "10000@2000"}, "latency runs: STREAMS@FRAMES_PER_SECOND (10 streams per conversation)")
+	f.StringSliceVar(&o.latency, "latency", defaultLatencyRuns, "latency runs: STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES]; left out, PER_CONV is 10 and tokens are unpadded")
 	f.IntVar(&o.idle, "idle", 10000, "idle streams for the memory measurement")
 	f.IntVar(&o.replay, "replay", 100000, "frames of the replayed conversation")
 	f.DurationVar(&o.textFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
 	return c
 }
+
+// defaultLatencyRuns are the latency runs of issue 12's table: frame ->
+// client at 100, 1 000 and 10 000 streams; 100 conversations x 1 subscriber
+// with 8 KiB frames; 1 conversation -> 100 subscribers (1 000 frames/s, the
+// most one conversation carries with small frames); and saturation at
+// 1 000 streams, offered well above what one machine delivers.
+var defaultLatencyRuns = []string{"100@1000", "1000@2000", "10000@2000", "100@20000/1x8192", "100@1000/100", "1000@50000"}
 
 // benchResult is everything bench measured.
 type benchResult struct {
@@ -124,8 +147,11 @@ type appendResult struct {
 type latencyRun struct {
 	Name           string  `json:"name"`
 	Streams        int     `json:"streams"`
+	StreamsPerConv int     `json:"streamsPerConversation"`
 	Conversations  int     `json:"conversations"`
+	FrameBytes     int     `json:"frameBytes"`
 	TokensPerSec   float64 `json:"tokensPerSecTarget"`
+	OfferedSec     float64 `json:"deliveriesPerSecOffered"`
 	TextFlushMs    float64 `json:"textFlushMs"`
 	FramesPerSec   float64 `json:"framesPerSec"`
 	DeliveriesSec  float64 `json:"deliveriesPerSec"`
@@ -219,9 +245,11 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*benchResu
 		return nil, err
 	}
 
-	// The daemon: frames at the model's pace (1 ms coalescing), so frame
-	// latency is the store and the streams'.
-	d, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, time.Millisecond)
+	// The daemon: frames at the model's pace, so frame latency is the
+	// store and the streams'. Its coalescing (0.2 ms) is shorter than the
+	// script's 1 ms step, so a token is stored as it comes and one
+	// conversation can carry close to 1 000 frames/s.
+	d, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, 200*time.Microsecond)
 	if err != nil {
 		return nil, err
 	}
@@ -248,13 +276,14 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*benchResu
 		if r.textFlush {
 			continue
 		}
-		p.say("latency: %d streams, %.0f frames/s for %s", r.streams, r.rate, o.duration)
+		p.say("latency: %d streams (%d per conversation), %d-byte tokens, %.0f/s offered for %s", r.convs*r.perConv, r.perConv, r.bytes, r.offered(), o.duration)
 		lr, err := d.latency(ctx, i, r, o.duration)
 		if err != nil {
 			return nil, err
 		}
 		res.Latency = append(res.Latency, lr)
-		p.say("latency: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames)", lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames)
+		p.say("latency: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
+			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
 	}
 	d.stop()
 
@@ -268,7 +297,7 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*benchResu
 		if !r.textFlush {
 			continue
 		}
-		p.say("tokens: %d streams, %.0f tokens/s, --text-flush %s", r.streams, r.rate, o.textFlush)
+		p.say("tokens: %d streams, %.0f tokens/s, --text-flush %s", r.convs*r.perConv, r.offered(), o.textFlush)
 		lr, err := d2.latency(ctx, i, r, o.duration)
 		if err != nil {
 			return nil, err
@@ -438,25 +467,81 @@ func prepareReplay(ctx context.Context, daemonDir string, n int) (string, float6
 	return conv, float64(read) / time.Since(start).Seconds(), nil
 }
 
-// benchLatency is one latency run: streams (10 per conversation) and the
-// model's token rate over all its conversations; textFlush: the
-// token -> screen run on the daemon with that coalescing.
+// benchLatency is one latency run: convs conversations with perConv
+// streams each, and the model's token rate over all its conversations,
+// each token padded to bytes; textFlush: the token -> screen run on the
+// daemon with that coalescing.
 type benchLatency struct {
-	streams, convs int
+	convs, perConv int
 	rate           float64
+	bytes          int
 	textFlush      bool
+}
+
+// stampBytes is the length of an unpadded token: "t", the Unix time in
+// nanoseconds (19 digits), ";".
+const stampBytes = 21
+
+// pace is how the script plays a run: tokens text steps, then a sleep of
+// ms, per conversation. Sleeps are whole milliseconds: above 1 000 tokens/s
+// a conversation emits several tokens per step.
+func (r benchLatency) pace() (tokens int, ms int64) {
+	per := r.rate / float64(r.convs)
+	if per >= 1000 {
+		return max(1, int(math.Round(per/1000))), 1
+	}
+	return 1, max(1, int64(math.Round(1000/per)))
+}
+
+// offered is the token rate the script plays, over all conversations.
+func (r benchLatency) offered() float64 {
+	tokens, ms := r.pace()
+	return float64(r.convs*tokens) * 1000 / float64(ms)
+}
+
+// parseLatencyRun reads STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES].
+func parseLatencyRun(spec string) (benchLatency, error) {
+	bad := fmt.Errorf("--latency %q: want STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES], e.g. 1000@2000 or 100@20000/1x8192", spec)
+	r := benchLatency{perConv: 10, bytes: stampBytes}
+	rest, size, sized := strings.Cut(spec, "x")
+	if sized {
+		b, err := strconv.Atoi(size)
+		if err != nil {
+			return r, bad
+		}
+		if b < stampBytes {
+			return r, fmt.Errorf("--latency %q: BYTES must be at least %d (the token's time stamp)", spec, stampBytes)
+		}
+		r.bytes = b
+	}
+	rest, per, perSet := strings.Cut(rest, "/")
+	s, rate, ok := strings.Cut(rest, "@")
+	streams, err1 := strconv.Atoi(s)
+	var err2 error
+	r.rate, err2 = strconv.ParseFloat(rate, 64)
+	if !ok || err1 != nil || err2 != nil || streams < 1 || r.rate <= 0 {
+		return r, bad
+	}
+	if perSet {
+		n, err := strconv.Atoi(per)
+		if err != nil || n < 1 || n > streams {
+			return r, fmt.Errorf("--latency %q: PER_CONV must be between 1 and STREAMS", spec)
+		}
+		r.perConv = n
+	}
+	r.perConv = min(r.perConv, streams)
+	r.convs = streams / r.perConv
+	return r, nil
 }
 
 func latencyRuns(o benchOptions) ([]benchLatency, error) {
 	var runs []benchLatency
 	for _, spec := range o.latency {
-		s, r, ok := strings.Cut(spec, "@")
-		streams, err1 := strconv.Atoi(s)
-		rate, err2 := strconv.ParseFloat(r, 64)
-		if !ok || err1 != nil || err2 != nil || streams < 1 || rate <= 0 {
-			return nil, fmt.Errorf("--latency %q: want STREAMS@FRAMES_PER_SECOND", spec)
+		r, err := parseLatencyRun(spec)
+		if err != nil {
+			return nil, err
 		}
-		runs = append(runs, benchLatency{streams: streams, convs: max(1, streams/10), rate: rate})
+		runs = append(runs, r)
 	}
 	// The token -> screen run: the first latency run's load, coalesced.
 	if len(runs) > 0 {
@@ -468,17 +553,20 @@ func latencyRuns(o benchOptions) ([]benchLatency, error) {
 }
 
 // writeBenchScript writes the script model's turns: turn i emits tokens
-// stamped with their time at its share of run i's rate, for d.
+// stamped with their time (padded to run i's size) at its share of run
+// i's rate, for d.
 func writeBenchScript(path string, runs []benchLatency, d time.Duration) error {
 	var s script.Script
 	for i, r := range runs {
-		interval := time.Duration(float64(r.convs) / r.rate * float64(time.Second))
-		ms := max(1, interval.Milliseconds())
+		tokens, ms := r.pace()
 		steps := int(d / time.Duration(ms*int64(time.Millisecond)))
-		tok := "t" + script.EmittedAt + ";"
+		tok := "t" + script.EmittedAt + ";" + strings.Repeat("x", r.bytes-stampBytes)
 		turn := script.Turn{Match: fmt.Sprintf("bench-run-%d.", i)}
 		for range max(1, steps) {
-			turn.Steps = append(turn.Steps, script.Step{Text: &tok}, script.Step{SleepMs: &ms})
+			for range tokens {
+				turn.Steps = append(turn.Steps, script.Step{Text: &tok})
+			}
+			turn.Steps = append(turn.Steps, script.Step{SleepMs: &ms})
 		}
 		s.Turns = append(s.Turns, turn)
 	}
@@ -595,24 +683,11 @@ func (d *benchDaemon) metric(ctx context.Context, name string) (float64, error) 
 
 func (d *benchDaemon) conversations(ctx context.Context, n int) ([]string, error) {
 	ids := make([]string, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			c, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
-			if err != nil {
-				errs <- err
-				return
-			}
-			ids[i] = c.ID
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return ids, <-errs
+	return ids, inParallel(n, func(i int) error {
+		c, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
+		ids[i] = c.ID
+		return err
+	})
 }
 
 // openStream opens a stream on a bare connection and reads its response
@@ -730,17 +805,22 @@ func (d *benchDaemon) replay(ctx context.Context, convID string, n int) (float64
 	return float64(seen) / time.Since(start).Seconds(), nil
 }
 
-// latency runs one latency run: conversations with 10 streams each, one
-// turn per conversation playing turn i of the script; every stream times
-// each frame (its createdAt) and each token (its stamp) to its arrival.
+// latency runs one latency run: conversations with r.perConv streams
+// each, one turn per conversation playing turn i of the script; every
+// stream times each frame (its createdAt) and each token (its stamp) to its
+// arrival. Turns still running after dur are cancelled, so a saturated run
+// ends once its streams have caught up.
 func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur time.Duration) (latencyRun, error) {
-	res := latencyRun{Name: fmt.Sprintf("%d streams @ %.0f/s", r.streams, r.rate), Streams: r.convs * 10, Conversations: r.convs, TokensPerSec: r.rate}
+	streams := r.convs * r.perConv
+	res := latencyRun{Name: fmt.Sprintf("%d streams (%d/conversation) @ %.0f/s x %d B", streams, r.perConv, r.offered(), r.bytes),
+		Streams: streams, StreamsPerConv: r.perConv, Conversations: r.convs, FrameBytes: r.bytes,
+		TokensPerSec: r.offered(), OfferedSec: r.offered() * float64(r.perConv)}
 	ids, err := d.conversations(ctx, r.convs)
 	if err != nil {
 		return res, err
 	}
 	type sample struct{ frames, tokens []time.Duration }
-	samples := make([]sample, r.convs*10)
+	samples := make([]sample, streams)
 	var wg sync.WaitGroup
 	var conns []net.Conn
 	defer func() {
@@ -750,16 +830,16 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 	}()
 	warmup := time.Now().Add(dur / 10)
 	for s := range samples {
-		conn, br, err := d.openStream(ids[s/10], 0)
+		conn, br, err := d.openStream(ids[s/r.perConv], 0)
 		if err != nil {
 			return res, err
 		}
 		conns = append(conns, conn)
 		wg.Go(func() {
 			_ = conn.SetReadDeadline(time.Now().Add(dur + 2*time.Minute))
-			r := bufio.NewReaderSize(br, 16<<10)
+			rd := bufio.NewReaderSize(br, max(16<<10, r.bytes+8<<10)) // a whole data line
 			for {
-				line, err := r.ReadSlice('\n')
+				line, err := rd.ReadSlice('\n')
 				if err != nil {
 					return
 				}
@@ -779,7 +859,10 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 				}
 				if content, ok := jsonStringAfter(data, `"content":"`); ok {
 					for tok := range bytes.SplitSeq(content, []byte(";")) {
-						if ns, err := strconv.ParseInt(string(bytes.TrimPrefix(tok, []byte("t"))), 10, 64); err == nil && len(tok) > 1 {
+						if len(tok) < 2 || tok[0] != 't' { // the padding
+							continue
+						}
+						if ns, err := strconv.ParseInt(string(tok[1:]), 10, 64); err == nil {
 							samples[s].tokens = append(samples[s].tokens, now.Sub(time.Unix(0, ns)))
 						}
 					}
@@ -787,27 +870,34 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 			}
 		})
 	}
+	streamsDone := make(chan struct{})
+	go func() { wg.Wait(); close(streamsDone) }()
 	reads0, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
 	start := time.Now()
-	var submitErr atomic.Value
-	var sw sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	for _, id := range ids {
-		sw.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			zero := int64(0)
-			if _, err := d.client.SubmitTurn(ctx, id, protocol.TurnRequest{Instruction: fmt.Sprintf("bench-run-%d.", i),
-				Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero}); err != nil {
-				submitErr.Store(err)
-			}
-		})
-	}
-	sw.Wait()
-	if err, ok := submitErr.Load().(error); ok {
+	requests := make([]string, len(ids))
+	err = inParallel(len(ids), func(j int) error {
+		zero := int64(0)
+		acc, err := d.client.SubmitTurn(ctx, ids[j], protocol.TurnRequest{Instruction: fmt.Sprintf("bench-run-%d.", i),
+			Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero})
+		requests[j] = acc.RequestID
+		return err
+	})
+	if err != nil {
 		return res, err
 	}
-	wg.Wait()
+	select {
+	case <-streamsDone:
+	case <-time.After(time.Until(start.Add(dur))):
+		// The run's time is up: turns a saturated daemon has not finished
+		// are cancelled (a finished one answers its state).
+		if err := inParallel(len(ids), func(j int) error {
+			_, err := d.client.Cancel(ctx, ids[j], requests[j])
+			return err
+		}); err != nil {
+			return res, err
+		}
+		<-streamsDone
+	}
 	elapsed := time.Since(start)
 	reads1, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
 	var frames, tokens []time.Duration
@@ -817,13 +907,33 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 	}
 	res.Frames = len(frames)
 	res.DeliveriesSec = float64(len(frames)) / (elapsed.Seconds() * 0.9)
-	res.FramesPerSec = res.DeliveriesSec / 10
+	res.FramesPerSec = res.DeliveriesSec / float64(r.perConv)
 	res.FrameP50Ms, res.FrameP99Ms, res.FrameP999Ms = pctMs(frames, 50), pctMs(frames, 99), pctMs(frames, 99.9)
 	res.TokenP50Ms, res.TokenP99Ms, res.TokenP999Ms = pctMs(tokens, 50), pctMs(tokens, 99), pctMs(tokens, 99.9)
 	if res.Frames > 0 {
-		res.StoreReadsPerF = (reads1 - reads0) / (float64(res.Frames) / 10)
+		res.StoreReadsPerF = (reads1 - reads0) / (float64(res.Frames) / float64(r.perConv))
 	}
 	return res, nil
+}
+
+// inParallel calls fn(0) … fn(n-1), 32 at a time, and returns the first
+// error.
+func inParallel(n int, fn func(j int) error) error {
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for j := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := fn(j); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // jsonNumberAfter parses the number that follows key in data.
@@ -864,6 +974,14 @@ func pctMs(ds []time.Duration, p float64) float64 {
 	return float64(ds[i]) / float64(time.Millisecond)
 }
 
+// byteSize is n in B, or in KiB when whole.
+func byteSize(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%d KiB", n/1024)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 func printBench(w io.Writer, r *benchResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "machine\t%d CPUs, %s, dir %s\n", r.Machine.CPUs, r.Machine.GoVersion, r.Machine.Dir)
@@ -877,8 +995,9 @@ func printBench(w io.Writer, r *benchResult) {
 				l.Streams, l.TokensPerSec, l.TextFlushMs, l.TokenP50Ms, l.TokenP99Ms, l.TokenP999Ms)
 			continue
 		}
-		fmt.Fprintf(tw, "frame -> client, %d streams, %.0f frames/s\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\t%.0f deliveries/s, %.3f store reads/frame\n",
-			l.Streams, l.TokensPerSec, l.FrameP50Ms, l.FrameP99Ms, l.FrameP999Ms, l.DeliveriesSec, l.StoreReadsPerF)
+		fmt.Fprintf(tw, "frame -> client, %d streams (%d/conversation), %s tokens, %.0f/s offered\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\tdelivered %.0f frames/s, %.0f deliveries/s of %.0f offered, %.3f store reads/frame\n",
+			l.Streams, l.StreamsPerConv, byteSize(l.FrameBytes), l.TokensPerSec, l.FrameP50Ms, l.FrameP99Ms, l.FrameP999Ms,
+			l.FramesPerSec, l.DeliveriesSec, l.OfferedSec, l.StoreReadsPerF)
 	}
 	fmt.Fprintf(tw, "idle streams: %d\t%.1f KiB RSS/stream\t%.1f KiB Go heap+stacks/stream\t%d store reads in %.0f s idle\n",
 		r.Idle.Streams, r.Idle.RSSKiBPerStream, r.Idle.GoKiBPerStream, r.Idle.StoreReadsWhileIdle, r.Idle.IdleSeconds)
