@@ -184,7 +184,7 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 	c := o.c
 	for attempt := 0; ; attempt++ {
 		a := o.attempt(req)
-		retry := a.err != nil && a.err.Retryable && a.text == "" && attempt < c.cfg.ModelRetries &&
+		retry := a.err != nil && a.err.Retryable && !a.wrote && attempt < c.cfg.ModelRetries &&
 			(a.err.Code == protocol.ModelFailure || a.err.Code == protocol.RateLimited)
 		obs := ModelAttempt{Provider: o.model.Provider.Name(), Attempt: attempt, TimeToFirstEvent: a.firstEvent,
 			Duration: a.duration, Retried: retry}
@@ -248,7 +248,7 @@ func (o *owner) wait(d time.Duration, stop <-chan struct{}) bool {
 
 // attemptResult is one call of the provider.
 type attemptResult struct {
-	text       string // all text written as frames
+	wrote      bool // text was written as frames (not kept: a long answer is already in the store)
 	calls      []model.ToolCall
 	err        *protocol.Error // the attempt failed
 	out        *outcome        // the talk ends (interrupted, or a frame could not be stored)
@@ -280,13 +280,14 @@ func (o *owner) attempt(req model.Request) (res attemptResult) {
 	})
 	defer stop()
 
-	var buf, all strings.Builder
+	var buf strings.Builder
+	wrote := false // a text frame was emitted: the attempt can no longer be retried
 	flush := func() *protocol.Error {
 		if buf.Len() == 0 {
 			return nil
 		}
 		text := buf.String()
-		all.WriteString(text)
+		wrote = true
 		buf.Reset()
 		return o.emit(protocol.TextPayload{Content: text, Format: "markdown", Role: protocol.RoleAssistant})
 	}
@@ -295,7 +296,7 @@ func (o *owner) attempt(req model.Request) (res attemptResult) {
 			out := ended(store.TurnFailed, ferr)
 			return attemptResult{out: &out}
 		}
-		return attemptResult{text: all.String(), err: perr}
+		return attemptResult{wrote: wrote, err: perr}
 	}
 	deadline := time.NewTimer(c.cfg.FirstEventTimeout)
 	defer deadline.Stop()
@@ -338,7 +339,7 @@ func (o *owner) attempt(req model.Request) (res attemptResult) {
 					out := ended(store.TurnFailed, perr)
 					return attemptResult{out: &out}
 				}
-				return attemptResult{text: all.String(), calls: res.calls, firstEvent: res.firstEvent}
+				return attemptResult{wrote: wrote, calls: res.calls, firstEvent: res.firstEvent}
 			}
 			if res.firstEvent == 0 {
 				res.firstEvent = time.Since(start)
