@@ -70,7 +70,7 @@ func (c LaunchPlaybookCommand) execute(ctx context.Context, s *Service, env exec
 	id := uuid.NewString()
 	// The run pins the playbook version the args were checked against.
 	r, err := s.store.CreateRun(ctx, store.CreateRunParams{ID: id, PlaybookID: pb.ID, ExpectedPlaybookVersion: pb.Version,
-		Input: c.Input, Args: args, Trigger: store.RunTrigger(env.trigger), Now: env.now, Audit: env.audit(pb.ID)})
+		Input: c.Input, Args: args, Trigger: store.RunTrigger(env.trigger), Now: env.now, Audit: env.audit(pb.ID, id)})
 	if err != nil {
 		return Result{}, err
 	}
@@ -192,7 +192,7 @@ func (c RetryRunCommand) execute(ctx context.Context, s *Service, env execEnv) (
 	retryOf := prev.ID
 	r, err := s.store.CreateRun(ctx, store.CreateRunParams{ID: id, Project: prev.Project, PlaybookID: pb.ID,
 		ExpectedPlaybookVersion: pb.Version, Input: prev.Input, Args: args, Trigger: store.RunTrigger(env.trigger),
-		RetryOf: &retryOf, ExpectedRetryOfVersion: env.expected, Now: env.now, Audit: env.audit(prev.ID)})
+		RetryOf: &retryOf, ExpectedRetryOfVersion: env.expected, Now: env.now, Audit: env.audit(prev.ID, id)})
 	if err != nil {
 		return Result{}, err
 	}

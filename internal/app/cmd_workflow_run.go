@@ -91,7 +91,7 @@ func (c LaunchWorkflowCommand) execute(ctx context.Context, s *Service, env exec
 		ids[i] = uuid.NewString()
 	}
 	runs, err := s.store.LaunchWorkflow(ctx, store.LaunchWorkflowParams{WorkflowID: w.ID, ExpectedVersion: w.Version, RunIDs: ids,
-		Args: args, Trigger: store.RunTrigger(env.trigger), Now: env.now, Audit: env.audit(w.ID)})
+		Args: args, Trigger: store.RunTrigger(env.trigger), Now: env.now, Audit: env.audit(w.ID, ids...)})
 	if err != nil {
 		return Result{}, err
 	}

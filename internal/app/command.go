@@ -276,9 +276,14 @@ type execEnv struct {
 }
 
 // audit is the admin_events row that commits with the command's change.
-func (e execEnv) audit(targetID string) *store.AppendAdminEventParams {
+// runIDs name the runs the command creates (details.run_ids), so a run
+// finds the row that launched it.
+func (e execEnv) audit(targetID string, runIDs ...string) *store.AppendAdminEventParams {
 	// snake_case like the operator's ADR D8 details: one spelling in the audit trail.
 	details := map[string]any{"command_type": e.cmdType, "command": e.canon, "trigger": string(e.trigger), "target": e.target}
+	if len(runIDs) > 0 {
+		details["run_ids"] = runIDs
+	}
 	b, err := protocol.Marshal(details)
 	if err != nil {
 		b = []byte(`{}`)

@@ -509,6 +509,19 @@ func TestCommands(t *testing.T) {
 				if ev.Actor != app.ActorCockpit || !bytes.Contains(ev.Details, []byte(`"command_type":"`+typ+`"`)) {
 					t.Fatalf("audit row = %+v %s", ev, ev.Details)
 				}
+				// A command that creates runs names them: a run finds the row that launched it.
+				var created []string
+				if res.Run != nil && typ != "cancel_run" {
+					created = append(created, res.Run.ID)
+				}
+				for _, r := range res.Runs {
+					created = append(created, r.ID)
+				}
+				for _, id := range created {
+					if !bytes.Contains(ev.Details, []byte(`"run_ids":[`)) || !bytes.Contains(ev.Details, []byte(`"`+id+`"`)) {
+						t.Fatalf("the audit row of %s names no run %s: %s", typ, id, ev.Details)
+					}
+				}
 			})
 			t.Run("validation", func(t *testing.T) {
 				t.Parallel()

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { emptyBuckets, edgesOf } from '../static/js/insights.js';
+import { emptyBuckets, edgesOf, runRelations } from '../static/js/insights.js';
 import { niceTicks, labelled } from '../static/js/charts.js';
 
 process.env.TZ = 'UTC';
@@ -50,4 +50,20 @@ test('charts: axis ticks are round and reach the maximum', () => {
     const t = niceTicks(m);
     assert.ok(t[t.length - 1] >= m && t.length <= 7, `${m}: ${t}`);
   }
+});
+
+test('runRelations: a launch row names its runs, so a neighbour launched in the same second is not this run\'s', async () => {
+  const run = { id: 'run-b', playbookId: 'pb', retryOf: null, createdAt: 1000.5 };
+  const rows = [
+    { id: 1, createdAt: 1000.1, details: { command_type: 'launch_playbook', run_ids: ['run-a'] } },
+    { id: 2, createdAt: 1000.4, details: { command_type: 'launch_playbook', run_ids: ['run-b'] } },
+    { id: 3, createdAt: 1000.3, details: { command_type: 'launch_playbook' } }, // older rows: by time
+    { id: 4, createdAt: 900, details: { command_type: 'launch_playbook' } },
+  ];
+  const app = {
+    audit: async (/** @type {any} */ q) => ({ events: q.targetId === 'pb' ? rows : [] }),
+    listRuns: async () => ({ runs: [] }),
+  };
+  const rel = await runRelations(/** @type {any} */ (app), /** @type {any} */ (run));
+  assert.deepEqual(rel.events.map((e) => e.id), [3, 2]);
 });

@@ -81,29 +81,40 @@ export async function activity(app, window) {
 
 /**
  * The runs and audit rows related to one run: the run it retried, the runs
- * that retried it, and the audit rows that launched or changed it. The
- * cockpit's launch rows name the playbook, not the run, so a launch row is
- * matched by playbook, command and time; an operator's proposal row by the
- * run in its result or target.
+ * that retried it, and the audit rows that launched or changed it. A
+ * launch or retry row names the runs it created (details.run_ids); rows
+ * written before it did are matched by playbook, command and time. An
+ * operator's proposal row names the run in its result or target.
  * @param {AppApi} app @param {Run} run
  * @returns {Promise<{retries: Run[], events: AuditEvent[]}>}
  */
 export async function runRelations(app, run) {
-  const [own, launches, operator, siblings] = await Promise.all([
+  const [own, launches, steps, operator, siblings] = await Promise.all([
     app.audit({ targetId: run.id, limit: 50 }),
     app.audit({ targetId: run.retryOf || run.playbookId, limit: 200 }),
+    run.workflowId ? app.audit({ targetId: run.workflowId, limit: 200 }) : Promise.resolve({ events: [] }),
     app.audit({ action: 'studio.operator.command', limit: 200 }),
     app.listRuns({ playbook: run.playbookId, limit: 200 }),
   ]);
   const near = (/** @type {AuditEvent} */ e) => Math.abs(e.createdAt - run.createdAt) < 2;
   const events = [
     ...own.events,
-    ...launches.events.filter((e) => near(e) && ['launch_playbook', 'retry_run'].includes(e.details && (e.details.command_type || e.details.commandType))),
+    ...[...launches.events, ...steps.events].filter((e) => launched(e, run, near)),
     ...operator.events.filter((e) => mentionsRun(e, run.id)),
   ];
   const seen = new Set();
   const unique = events.filter((e) => !seen.has(e.id) && seen.add(e.id)).sort((a, b) => a.createdAt - b.createdAt || a.id - b.id);
   return { retries: siblings.runs.filter((r) => r.retryOf === run.id), events: unique };
+}
+
+/**
+ * Whether audit row e created the run.
+ * @param {AuditEvent} e @param {Run} run @param {(e: AuditEvent) => boolean} near
+ */
+function launched(e, run, near) {
+  const d = e.details || {};
+  if (Array.isArray(d.run_ids)) return d.run_ids.includes(run.id);
+  return near(e) && ['launch_playbook', 'retry_run', 'launch_workflow'].includes(d.command_type || d.commandType);
 }
 
 /** @param {AuditEvent} e @param {string} runId */

@@ -90,6 +90,8 @@ export class ConversationList {
         value: c.id, selected: cur && !this.deleted ? c.id === cur.id : false, 'data-pinned': c.pinned ? 'true' : 'false',
         text: `${c.pinned ? '★ ' : ''}${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''}${c.forkedFrom ? ' (fork)' : ''} · ${fmtTime(c.deletedAt || c.updatedAt)}`,
       })));
+    // As tall as its items, 2 to 5 rows: the transcript keeps the room.
+    this.select.size = Math.min(5, Math.max(2, items.length));
     this.sync();
   }
 
