@@ -19,6 +19,15 @@ import (
 )
 
 // operatorClient builds the API client from --server and the token.
+// operatorClient checks the output format, then connects: a bad -o is
+// refused before any request.
+func (o *output) operatorClient(cfg *config) (*httpapi.Client, error) {
+	if _, err := o.isJSON(); err != nil {
+		return nil, err
+	}
+	return operatorClient(cfg)
+}
+
 func operatorClient(cfg *config) (*httpapi.Client, error) {
 	token, err := clientToken(cfg.dataDir)
 	if err != nil {
@@ -100,10 +109,7 @@ func convListCmd(cfg *config) *cobra.Command {
 		Example: `  studio operator conversations list
   studio operator conversations list --status archived -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := o.isJSON(); err != nil {
-				return err
-			}
-			cl, err := operatorClient(cfg)
+			cl, err := o.operatorClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -520,10 +526,7 @@ func proposalsCmd(cfg *config) *cobra.Command {
 		Example: `  studio operator proposals
   studio operator proposals --status succeeded,failed -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := o.isJSON(); err != nil {
-				return err
-			}
-			cl, err := operatorClient(cfg)
+			cl, err := o.operatorClient(cfg)
 			if err != nil {
 				return err
 			}

@@ -27,10 +27,7 @@ func forkCmd(cfg *config) *cobra.Command {
   studio operator fork 3f2a... -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := o.isJSON(); err != nil {
-				return err
-			}
-			cl, err := operatorClient(cfg)
+			cl, err := o.operatorClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -62,10 +59,7 @@ func convRestoreCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "restore ID", Short: "Restore a conversation deleted within the recovery window (audited)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := o.isJSON(); err != nil {
-				return err
-			}
-			cl, err := operatorClient(cfg)
+			cl, err := o.operatorClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -105,10 +99,7 @@ func convSearchCmd(cfg *config) *cobra.Command {
 		Example: `  studio operator conversations search "nightly audit"
   studio operator conversations search release --status deleted -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := o.isJSON(); err != nil {
-				return err
-			}
-			cl, err := operatorClient(cfg)
+			cl, err := o.operatorClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -142,10 +133,7 @@ func modelsCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "models", Short: "The configured models: name, provider, reachable, context limits", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := o.isJSON(); err != nil {
-				return err
-			}
-			cl, err := operatorClient(cfg)
+			cl, err := o.operatorClient(cfg)
 			if err != nil {
 				return err
 			}
