@@ -119,8 +119,10 @@ func TestDockShowsTurnProgress(t *testing.T) {
 	p.shot("dock-progress-retrying")
 	// A reload learns the same from GET conversation (each retry waits 30 s:
 	// three of them leave time for a reload on a loaded machine).
-	eval[bool](p, `(location.reload(), true)`)
-	p.waitJS(`document.readyState === 'complete' && window.studio && window.studio.dock !== null`, "the reloaded page")
+	// The marker tells the new document from the old one, which stays
+	// complete and ready until the reload replaces it.
+	eval[bool](p, `(window.__beforeReload = true, location.reload(), true)`)
+	p.waitJS(`!window.__beforeReload && document.readyState === 'complete' && document.querySelector('#app') !== null && window.studio && window.studio.dock`, "the reloaded page")
 	p.openDock()
 	p.waitJS(`document.querySelector('.turn-progress[data-progress=retrying]') !== null`, "the retrying progress after a reload")
 	p.click(`.composer button.danger`)
