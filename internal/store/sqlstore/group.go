@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -163,20 +164,37 @@ func (g *group) loop() {
 			g.gather()
 		}
 		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < g.max {
-			select {
-			case j := <-g.queue:
-				batch = append(batch, j)
-			default:
-				break fill
-			}
-		}
+		batch = g.gatherBatch(batch)
 		for len(batch) > 0 {
 			batch = g.run(batch)
 		}
 		g.prepare()
 	}
+}
+
+// gatherBatch adds the transactions waiting to batch, and keeps adding
+// while yielding the processor brings more: the callers the last commit
+// woke are runnable, and each is about to send its next transaction. On a
+// busy machine they would otherwise trickle in behind the loop, which
+// would take a handful each time and pay a commit and an fsync for each
+// handful. Yielding costs a lone caller only a scheduler pass.
+func (g *group) gatherBatch(batch []*job) []*job {
+	for len(batch) < g.max {
+	drain:
+		for len(batch) < g.max {
+			select {
+			case j := <-g.queue:
+				batch = append(batch, j)
+			default:
+				break drain
+			}
+		}
+		runtime.Gosched()
+		if len(g.queue) == 0 {
+			return batch // the yield brought nothing more
+		}
+	}
+	return batch
 }
 
 // run runs the batch in one physical transaction and commits it. When the
