@@ -209,6 +209,10 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	// Go's profiles are served only when asked for (--pprof).
+	if code, _ := scrape(strings.TrimSuffix(m[1], "/metrics")+"/debug/pprof/", ""); code != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ without --pprof: %d, want 404", code)
+	}
 	ctx := testCtx(t)
 	conv, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
 	if err != nil {
@@ -340,4 +344,24 @@ func TestProcessProviderWarning(t *testing.T) {
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+}
+
+// TestProcessPprof: --pprof serves Go's profiles on the metrics listener.
+func TestProcessPprof(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, t.TempDir(), "--metrics-addr", "127.0.0.1:0", "--pprof")
+	m := metricsAddrRE.FindStringSubmatch(d.Logs())
+	if m == nil {
+		t.Fatalf("no metrics address in the logs:\n%s", d.Logs())
+	}
+	req, _ := http.NewRequestWithContext(testCtx(t), "GET", strings.TrimSuffix(m[1], "/metrics")+"/debug/pprof/goroutine?debug=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "goroutine profile") {
+		t.Fatalf("GET /debug/pprof/goroutine: %d %.200s", resp.StatusCode, b)
+	}
 }

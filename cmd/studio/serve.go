@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -70,6 +71,7 @@ type obsOptions struct {
 	logFormat   string
 	logLevel    string
 	metricsAddr string
+	pprof       bool // Go's profiles on the metrics listener
 }
 
 // turnOptions configure the operator's turns: the worker pool, its queue
@@ -124,6 +126,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
 	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.BoolVar(&oo.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-addr, without auth")
 	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
 	f.StringArrayVar(&ao.providers, "provider", splitNonEmpty(os.Getenv("STUDIO_PROVIDERS"), ";"),
@@ -245,12 +248,14 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
 	if oo.metricsAddr != "" {
-		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, errc)
+		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, oo.pprof, errc)
 		if err != nil {
 			return abort(err)
 		}
 		defer msrv.Close()
-		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics")
+		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics", "pprof", oo.pprof)
+	} else if oo.pprof {
+		return abort(errors.New("--pprof serves on the --metrics-addr listener: give both"))
 	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version, "instance", instance)
@@ -362,13 +367,22 @@ func newApp(ctx context.Context, st database, provider model.Provider, log *slog
 // serveMetrics serves GET /metrics on its own listener, without auth: for a
 // scraper on a network the operator chooses (a loopback or cluster-internal
 // address); the main listener keeps requiring the token.
-func serveMetrics(addr string, reg *metrics.Registry, errc chan<- error) (*http.Server, string, error) {
+func serveMetrics(addr string, reg *metrics.Registry, profiles bool, errc chan<- error) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", reg.Handler())
+	if profiles {
+		// Go's profiles, for finding where a daemon spends its time under
+		// load (go tool pprof http://ADDR/debug/pprof/profile).
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,6 +1,11 @@
 package sqlstore
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+)
 
 // Hooks of the group-commit writer loop for the tests of package
 // sqlstore_test. Set them while the loop is idle (no write in flight): the
@@ -20,4 +25,16 @@ func Waiting(s *Store) int { return len(s.group.queue) }
 // Txn runs fn as one write transaction of s.
 func Txn(s *Store, ctx context.Context, fn func() error) error {
 	return s.txn(ctx, func(*writeTx) error { return fn() })
+}
+
+// AppendThenFail runs one write transaction that appends p to the turn's
+// conversation and then fails with cause: a logical transaction that wrote
+// before it failed (AppendFrames refuses a bad frame before it writes).
+func AppendThenFail(s *Store, ctx context.Context, convID, reqID string, now time.Time, p protocol.Payload, cause error) error {
+	return s.txn(ctx, func(tx *writeTx) error {
+		if _, err := appendFrames(ctx, tx, convID, reqID, now, p); err != nil {
+			return err
+		}
+		return cause
+	})
 }

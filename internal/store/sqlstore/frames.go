@@ -31,17 +31,43 @@ func appendFrames(ctx context.Context, tx *writeTx, convID, reqID string, now ti
 // advances next_sequence past them: next must be the conversation's
 // next_sequence, read under the transaction's lock.
 func insertFrames(ctx context.Context, tx *writeTx, convID, reqID string, next int64, now time.Time, payloads []protocol.Payload) ([]store.Frame, error) {
-	out := make([]store.Frame, 0, len(payloads))
+	encoded, err := encodePayloads(payloads)
+	if err != nil {
+		return nil, err
+	}
+	return insertEncoded(ctx, tx, convID, reqID, next, now, encoded)
+}
+
+// encodedPayload is a payload validated and encoded, ready for its row.
+type encodedPayload struct {
+	typ protocol.FrameType
+	raw jsontext.Value
+}
+
+// encodePayloads validates and encodes payloads. AppendFrames does it
+// before its transaction reaches the writer loop, where every microsecond
+// is every caller's (a long text frame costs tens of them to encode).
+func encodePayloads(payloads []protocol.Payload) ([]encodedPayload, error) {
+	out := make([]encodedPayload, len(payloads))
 	for i, p := range payloads {
 		raw, err := protocol.EncodePayload(p)
 		if err != nil {
 			return nil, err
 		}
+		out[i] = encodedPayload{typ: p.FrameType(), raw: raw}
+	}
+	return out, nil
+}
+
+// insertEncoded is insertFrames for payloads encoded already.
+func insertEncoded(ctx context.Context, tx *writeTx, convID, reqID string, next int64, now time.Time, payloads []encodedPayload) ([]store.Frame, error) {
+	out := make([]store.Frame, 0, len(payloads))
+	for i, p := range payloads {
 		f := store.Frame{ConversationID: convID, Sequence: next + int64(i), RequestID: reqID,
-			Type: p.FrameType(), Payload: raw, CreatedAt: protocol.Time(ts(now))}
+			Type: p.typ, Payload: p.raw, CreatedAt: protocol.Time(ts(now))}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_frames
 			(conversation_id, sequence, request_id, frame_type, payload_json, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			convID, f.Sequence, reqID, string(f.Type), string(raw), ts(now)); err != nil {
+			convID, f.Sequence, reqID, string(f.Type), string(p.raw), ts(now)); err != nil {
 			return nil, fmt.Errorf("append frame: %w", err)
 		}
 		out = append(out, f)
@@ -74,8 +100,16 @@ func callerPayloads(frames []store.NewFrame) ([]protocol.Payload, error) {
 
 // AppendFrames implements store.FrameStore.
 func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
+	payloads, err := callerPayloads(p.Frames)
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := encodePayloads(payloads)
+	if err != nil {
+		return nil, err
+	}
 	var frames []store.Frame
-	err := s.txn(ctx, func(tx *writeTx) error {
+	err = s.txn(ctx, func(tx *writeTx) error {
 		// The hot path: one read, locked, of what the append checks and
 		// needs (lockConversation reads the whole row).
 		var active sql.NullString
@@ -91,11 +125,7 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 		if active.String != p.RequestID || !active.Valid {
 			return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", p.RequestID)
 		}
-		payloads, err := callerPayloads(p.Frames)
-		if err != nil {
-			return err
-		}
-		frames, err = insertFrames(ctx, tx, p.ConversationID, p.RequestID, next, p.Now, payloads)
+		frames, err = insertEncoded(ctx, tx, p.ConversationID, p.RequestID, next, p.Now, encoded)
 		tx.touch(p.ConversationID)
 		return err
 	})

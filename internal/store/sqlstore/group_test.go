@@ -136,21 +136,27 @@ func TestGroupCommitFailureRollsBackAlone(t *testing.T) {
 		return nil
 	})
 	// Caller 1 is not the active turn (conflict); caller 3 appends a
-	// valid frame and then an invalid one: its first frame was written
-	// when it failed, and its savepoint must take it back.
-	errs := appendAll(t.Context(), s, turns,
-		func(i int) string {
-			if i == 1 {
-				return uuid.NewString()
+	// frame and then fails: its frame was written when it failed, and its
+	// savepoint must take it back.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, tn := range turns {
+		wg.Go(func() {
+			switch i {
+			case 1:
+				_, errs[i] = s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: tn.ConversationID,
+					RequestID: uuid.NewString(), Frames: text("ok"), Now: storetest.Epoch})
+			case 3:
+				errs[i] = sqlstore.AppendThenFail(s.Store, t.Context(), tn.ConversationID, tn.RequestID, storetest.Epoch,
+					protocol.TextPayload{Content: "half", Format: "plain", Role: protocol.RoleAssistant},
+					protocol.Errorf(protocol.Validation, "the second frame is invalid"))
+			default:
+				_, errs[i] = s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: tn.ConversationID,
+					RequestID: tn.RequestID, Frames: text("ok"), Now: storetest.Epoch})
 			}
-			return turns[i].RequestID
-		},
-		func(i int) []store.NewFrame {
-			if i == 3 {
-				return append(text("half"), store.NewFrame{Payload: protocol.TextPayload{Content: "x", Format: "html"}})
-			}
-			return text("ok")
 		})
+	}
+	wg.Wait()
 	if batch != n-2 {
 		t.Fatalf("%d transactions of the batch ran to the commit, want %d", batch, n-2)
 	}
