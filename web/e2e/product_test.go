@@ -322,7 +322,7 @@ func TestRunDetailAndCharts(t *testing.T) {
 		t.Fatal("the page reloaded")
 	}
 	steps := eval[[]string](p, `[...document.querySelectorAll('.timeline .step')].map(s => s.dataset.step + ':' + s.className.includes('done') + ':' + (s.querySelector('.step-note')?.innerText || ''))`)
-	if len(steps) != 3 || !strings.HasPrefix(steps[0], "queued:true") || !strings.HasPrefix(steps[1], "started:true:waited") || !strings.HasPrefix(steps[2], "finished:true:ran") {
+	if len(steps) != 3 || !strings.HasPrefix(steps[0], "queued:true:launched by hand") || !strings.HasPrefix(steps[1], "started:true:waited") || !strings.HasPrefix(steps[2], "finished:true:ran") {
 		t.Fatalf("timeline %q", steps)
 	}
 	detail := eval[string](p, `document.querySelector('.detail').innerText`)

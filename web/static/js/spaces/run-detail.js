@@ -9,6 +9,9 @@ import { confirmDialog } from '../dialogs.js';
 import { runRelations } from '../insights.js';
 import { loading, errorBox, errorText, shortId, linkTo, selectHref } from './common.js';
 
+/** How a run came to be queued, in the timeline's words. @type {Record<string, string>} */
+const TRIGGER_NOTE = { manual: 'launched by hand', operator: 'proposed by the operator, confirmed', schedule: 'by its schedule' };
+
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
  * @typedef {import('../appapi.js').Run} Run
@@ -30,7 +33,7 @@ function timeline(r, nowSeconds) {
   const ended = r.endedAt !== null && r.endedAt !== undefined;
   /** @type {{key: string, label: string, at: number | null, note: string}[]} */
   const steps = [
-    { key: 'queued', label: 'Queued', at: r.createdAt, note: `by ${r.trigger}` },
+    { key: 'queued', label: 'Queued', at: r.createdAt, note: TRIGGER_NOTE[r.trigger] || `by ${r.trigger}` },
     {
       key: 'started', label: 'Started', at: r.startedAt,
       note: r.startedAt ? `waited ${fmtDuration(Math.round((r.startedAt - r.createdAt) * 1000))}`
