@@ -19,10 +19,10 @@ type coordObserver struct {
 var _ coordinator.Observer = coordObserver{}
 
 func (o coordObserver) TurnEnded(e coordinator.TurnEnded) {
-	o.reg.TurnEnded(o.provider, string(e.Outcome), string(e.ErrorCode), e.Duration)
+	o.reg.TurnEnded(o.provider, string(e.Outcome), string(e.ErrorCode), e.Duration, !e.Recovered)
 	o.reg.FramesAppended(string(e.Outcome), e.Frames)
 	attrs := []any{"conversation", e.ConversationID, "request", e.RequestID, "outcome", string(e.Outcome),
-		"frames", e.Frames, "duration", e.Duration}
+		"frames", e.Frames, "duration", e.Duration, "recovered", e.Recovered}
 	if e.ErrorCode != "" {
 		attrs = append(attrs, "error_code", string(e.ErrorCode))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/storetest"
 )
 
 // hungServer accepts connections and never answers: a model provider that
@@ -439,4 +440,25 @@ func TestConcurrentConfirmsExecuteOnce(t *testing.T) {
 		}
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
+}
+
+// Turns that start-up recovery ends (a previous process left them queued
+// or running) reach the Observer: failed, service_restarted, without a
+// duration, which would span the restart.
+func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, engineOpts{})
+	storetest.ActiveTurns(t, e.db, 2, e.clock.Now())
+	recent := coordinator.NewRecent(16, e.clock.Now)
+	cfg := e.cfg
+	cfg.Observer = recent
+	next := coordinator.New(cfg)
+	t.Cleanup(func() { next.Shutdown(context.Background()) })
+	if err := next.Recover(e.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	b := recent.Activity(1, time.Hour).Buckets[0]
+	if b.Turns != 2 || b.Failed != 2 || b.MedianMs != nil {
+		t.Fatalf("after recovery the observer saw %d turns, %d failed, median %v; want 2, 2, none", b.Turns, b.Failed, b.MedianMs)
+	}
 }

@@ -76,6 +76,9 @@ func (c *Coordinator) recoverAlone(ctx context.Context) error {
 	turns, err := c.store.RecoverTurns(ctx, store.RecoverTurnsParams{Now: c.now()})
 	for _, t := range turns {
 		c.log.Warn("failed turn interrupted by restart", "conversation", t.ConversationID, "request", t.RequestID)
+		// Its error and done frames.
+		c.obs.TurnEnded(TurnEnded{ConversationID: t.ConversationID, RequestID: t.RequestID, Outcome: protocol.OutcomeFailed,
+			ErrorCode: protocol.ServiceRestarted, Frames: 2, Recovered: true})
 	}
 	if err != nil {
 		return err

@@ -35,6 +35,10 @@ type TurnEnded struct {
 	ErrorCode      protocol.ErrorCode // "" when none
 	Duration       time.Duration      // from acceptance (or adoption) to the durable done
 	Frames         int                // frames this process appended for it
+	// Recovered: a previous process left the turn unfinished and start-up
+	// recovery ended it (failed, service_restarted). It has no Duration:
+	// its time spans the restart.
+	Recovered bool
 }
 
 // WorkerGranted describes a wait for a worker.

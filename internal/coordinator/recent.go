@@ -22,10 +22,11 @@ type Recent struct {
 }
 
 type turnPoint struct {
-	at       time.Time
-	duration time.Duration
-	outcome  protocol.Outcome
-	code     protocol.ErrorCode
+	at        time.Time
+	duration  time.Duration
+	recovered bool // no duration: it spans a restart
+	outcome   protocol.Outcome
+	code      protocol.ErrorCode
 }
 
 type failurePoint struct {
@@ -74,7 +75,7 @@ func NewRecent(size int, now func() time.Time) *Recent {
 // TurnEnded implements Observer.
 func (r *Recent) TurnEnded(e TurnEnded) {
 	r.mu.Lock()
-	r.turns.add(turnPoint{at: r.now(), duration: e.Duration, outcome: e.Outcome, code: e.ErrorCode})
+	r.turns.add(turnPoint{at: r.now(), duration: e.Duration, outcome: e.Outcome, code: e.ErrorCode, recovered: e.Recovered})
 	r.mu.Unlock()
 }
 
@@ -142,7 +143,9 @@ func (r *Recent) Activity(n int, step time.Duration) OperatorActivity {
 			if p.outcome != protocol.OutcomeCompleted {
 				b.Failed++
 			}
-			durations[i] = append(durations[i], p.duration)
+			if !p.recovered {
+				durations[i] = append(durations[i], p.duration)
+			}
 		}
 	})
 	r.failures.each(func(p failurePoint) {

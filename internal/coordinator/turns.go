@@ -453,6 +453,12 @@ func (o *owner) waiting() step {
 		o.answerStaleDecisions()
 		select {
 		case <-o.slot.granted:
+			if o.phase == phaseQueued && o.c.isStopping() {
+				// The worker came free as the daemon began to stop (the
+				// turn that held it was interrupted): a turn that has not
+				// started is handed over, not started to be cut short.
+				return o.stopWaiting()
+			}
 			if o.phase == phaseQueued {
 				t, err := o.c.store.StartTurn(o.ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now(), Instance: o.c.cfg.Instance})
 				if protocol.IsCode(err, protocol.Conflict) {
@@ -468,14 +474,31 @@ func (o *owner) waiting() step {
 			return o.converse
 		case <-o.box.sig:
 		case <-o.c.stopping:
-			if o.phase == phaseQueued {
-				if o.c.cfg.Shared && o.handOver() {
-					return nil
-				}
-				return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn started"))
-			}
-			return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))
+			return o.stopWaiting()
 		}
+	}
+}
+
+// stopWaiting ends the wait for a worker at shutdown: a queued turn goes
+// back to the shared queue (or fails, alone with its database); a resumed
+// one fails.
+func (o *owner) stopWaiting() step {
+	if o.phase == phaseQueued {
+		if o.c.cfg.Shared && o.handOver() {
+			return nil
+		}
+		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn started"))
+	}
+	return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))
+}
+
+// isStopping reports whether Shutdown has begun.
+func (c *Coordinator) isStopping() bool {
+	select {
+	case <-c.stopping:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -250,14 +250,16 @@ func (r *Registry) TurnStarted(wait time.Duration) {
 	r.turnQueueWait.Observe(max(wait, 0).Seconds())
 }
 
-// TurnEnded records a turn's done outcome, its error code ("" for none) and
-// how long it ran.
-func (r *Registry) TurnEnded(provider, outcome, code string, d time.Duration) {
+// TurnEnded records a turn's done outcome, its error code ("" for none) and,
+// when timed, how long it ran.
+func (r *Registry) TurnEnded(provider, outcome, code string, d time.Duration, timed bool) {
 	if r == nil {
 		return
 	}
 	r.turnsEnded.WithLabelValues(outcome, code).Inc()
-	r.turnDuration.WithLabelValues(provider, outcome).Observe(max(d, 0).Seconds())
+	if timed { // a turn ended by start-up recovery has no duration of its own
+		r.turnDuration.WithLabelValues(provider, outcome).Observe(max(d, 0).Seconds())
+	}
 }
 
 // FramesAppended records the frames an ended turn committed.

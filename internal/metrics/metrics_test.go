@@ -96,7 +96,7 @@ func TestNilRegistry(t *testing.T) {
 	t.Parallel()
 	var r *metrics.Registry
 	r.HTTPRequest("GET", "/", 200, 0, false)
-	r.TurnEnded("p", "completed", "", 0)
+	r.TurnEnded("p", "completed", "", 0, true)
 	r.RunStarted()()
 	r.ScheduleFired(0, 1)
 	if p := metrics.InstrumentProvider(fakeProvider{}, nil); p.Name() != "fake" {
