@@ -462,3 +462,36 @@ func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
 		t.Fatalf("after recovery the observer saw %d turns, %d failed, median %v; want 2, 2, none", b.Turns, b.Failed, b.MedianMs)
 	}
 }
+
+// A tool's error quotes what it was given; a secret in it (a token the
+// model pasted as a name) does not reach the frames (issue 11, ADR D3).
+func TestToolErrorsAreRedacted(t *testing.T) {
+	t.Parallel()
+	const token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+	s := script.Script{Turns: []script.Turn{{Steps: []script.Step{
+		toolStep("get_playbook", `{"playbook":"`+token+`"}`),
+		toolStep("get_run", `{"run":"password=hunter2"}`),
+		{Text: ptr("done")},
+	}}}}
+	e := newEngine(t, engineOpts{script: &s})
+	conv := e.conversation()
+	acc := e.submit(conv, "go")
+	var results int
+	for _, f := range e.waitDone(conv, acc.RequestID) {
+		r, ok := f.Payload.(protocol.ToolResultPayload)
+		if !ok {
+			continue
+		}
+		results++
+		b, err := protocol.Marshal(r.Error)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK || strings.Contains(string(b), token) || strings.Contains(string(b), "hunter2") {
+			t.Fatalf("tool error frame: %s", b)
+		}
+	}
+	if results != 2 {
+		t.Fatalf("%d tool results, want 2", results)
+	}
+}

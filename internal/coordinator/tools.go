@@ -136,7 +136,21 @@ func toolError(c *Coordinator, err error) *protocol.Error {
 	if protocol.CodeOf(err) == "" {
 		c.log.Error("tool failed", "err", err)
 	}
-	return pe
+	// A message or detail may quote what the model sent or what the
+	// application holds (a name, an input): secrets in it never reach
+	// frames either (ADR D3). A copy: the error may be shared.
+	out := *pe
+	out.Message = redactpkg.Text(pe.Message)
+	if len(pe.Details) > 0 {
+		out.Details = make(map[string]any, len(pe.Details))
+		for k, v := range pe.Details {
+			if s, ok := v.(string); ok {
+				v = redactpkg.Text(s)
+			}
+			out.Details[k] = v
+		}
+	}
+	return &out
 }
 
 // redact removes secrets and absolute host paths from a JSON result: they
