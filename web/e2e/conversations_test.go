@@ -51,6 +51,10 @@ func TestForkFromHere(t *testing.T) {
 	p.click(`.transcript .done button[data-action=fork]`)
 	p.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id !== '`+src+`' && window.studio.dock.conv.forkedFrom !== null`, "the fork opened")
 	fork := p.conversationID()
+	// The list marks the conversation the dock shows: the fork.
+	if got := eval[string](p, `document.querySelector('#dock-conv').value`); got != fork {
+		t.Fatalf("the conversation list marks %s, the dock shows the fork %s", got, fork)
+	}
 	p.waitJS(`document.querySelector('.transcript .proposal') !== null && document.querySelectorAll('.transcript .done').length === 1`, "the copied turn")
 	if eval[bool](p, `[...document.querySelectorAll('.transcript .msg.user')].some(m => m.innerText.includes('hello after'))`) {
 		t.Fatal("the fork copied the turn after the fork point")

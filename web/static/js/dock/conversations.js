@@ -95,6 +95,16 @@ export class ConversationList {
     this.sync();
   }
 
+  /**
+   * Marks the current conversation in the list, when the dock opened it
+   * itself (a fork, after a delete, at start), then matches the buttons.
+   */
+  markCurrent() {
+    const cur = this.o.current();
+    if (cur && !this.deleted && [...this.select.options].some((o) => o.value === cur.id)) this.select.value = cur.id;
+    this.sync();
+  }
+
   /** Matches the buttons and the model picker to the current conversation. */
   sync() {
     const cur = this.o.current();

@@ -261,7 +261,7 @@ export class Dock {
     }
     if (seq !== this.openSeq || !conv) return;
     this.conv = conv;
-    this.list.sync();
+    this.list.markCurrent();
     this.activeRequestId = conv.activeRequestId;
     this.lastSeq = 0;
     const lastRequest = frames.length ? frames[frames.length - 1].requestId : null;
