@@ -313,12 +313,10 @@ func (o *owner) afterDecision(resumed bool) (step, bool) {
 	case o.cancelWanted:
 		return o.ending(store.TurnCancelled, nil), true
 	}
-	select {
-	case <-o.c.stopping:
+	if o.c.isStopping() {
 		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed")), true
-	default:
-		return o.resuming, true
 	}
+	return o.resuming, true
 }
 
 // confirm runs a pending proposal to its end (ADR D4 steps 4-7).
