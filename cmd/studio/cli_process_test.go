@@ -249,6 +249,18 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// The turn is counted after its done frame is durable, which a client
+	// may read first: wait for the count.
+	for {
+		if _, body := scrape(m[1], ""); strings.Contains(body, `studio_operator_turns_total{code="",outcome="completed"} 1`) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the ended turn was never counted")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	run, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
 	if err != nil {
 		t.Fatal(err)
