@@ -464,7 +464,8 @@ func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
 }
 
 // A tool's error quotes what it was given; a secret in it (a token the
-// model pasted as a name) does not reach the frames (issue 11, ADR D3).
+// model pasted as a name) reaches the frames neither in the call's
+// arguments nor in its error (issue 11, ADR D3).
 func TestToolErrorsAreRedacted(t *testing.T) {
 	t.Parallel()
 	const token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
@@ -478,6 +479,12 @@ func TestToolErrorsAreRedacted(t *testing.T) {
 	acc := e.submit(conv, "go")
 	var results int
 	for _, f := range e.waitDone(conv, acc.RequestID) {
+		if c, ok := f.Payload.(protocol.ToolCallPayload); ok {
+			if strings.Contains(string(c.Arguments), token) || strings.Contains(string(c.Arguments), "hunter2") {
+				t.Fatalf("tool call frame: %s", c.Arguments)
+			}
+			continue
+		}
 		r, ok := f.Payload.(protocol.ToolResultPayload)
 		if !ok {
 			continue

@@ -40,7 +40,9 @@ func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot) ca
 	if !argsOK {
 		args = jsontext.Value(`{}`)
 	}
-	if perr := o.emit(protocol.ToolCallPayload{CallID: call.ID, Tool: call.Name, Arguments: args, Mode: mode}); perr != nil {
+	// The frame shows the arguments redacted (a token the model pasted,
+	// a host path); the tool runs with them as given.
+	if perr := o.emit(protocol.ToolCallPayload{CallID: call.ID, Tool: call.Name, Arguments: redact(args), Mode: mode}); perr != nil {
 		out := ended(store.TurnFailed, perr)
 		return callResult{out: &out}
 	}
