@@ -79,6 +79,7 @@ func TestProcessExitCodesAndJSON(t *testing.T) {
 	}
 	run(exitUsage, "operator", "conversations", "list", "--no-such-flag")
 	run(exitUsage, "operator", "conversations", "list", "-o", "yaml")
+	run(exitUsage, "runs", "list", "-o", "yaml")
 	run(exitUsage, "runs", "show")
 
 	// Not found: 3.
