@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -298,6 +300,85 @@ func ownerOf(tb testing.TB, ctx context.Context, d *daemon, requestID string) st
 	return ""
 }
 
+// statusLog collects the status comments (": status {...}") of a stream,
+// which the client library leaves out: the active turn's progress.
+type statusLog struct {
+	mu      sync.Mutex
+	states  []string // each comment's state, "" for no turn
+	changed chan struct{}
+}
+
+// followStatus reads the conversation's stream on d for its status comments.
+func (c *cluster) followStatus(tb testing.TB, d *daemon, convID string) *statusLog {
+	tb.Helper()
+	token, err := os.ReadFile(c.dir + "/token")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+"/api/operator/conversations/"+convID+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	l := &statusLog{changed: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), ": status ")
+			if !ok {
+				continue
+			}
+			var v struct {
+				ActiveTurn *protocol.TurnProgress `json:"activeTurn"`
+			}
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				continue
+			}
+			state := ""
+			if v.ActiveTurn != nil {
+				state = string(v.ActiveTurn.State)
+			}
+			l.mu.Lock()
+			l.states = append(l.states, state)
+			close(l.changed)
+			l.changed = make(chan struct{})
+			l.mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() { cancel(); <-done })
+	return l
+}
+
+// waitFor waits until the last status said state ("" for no turn).
+func (l *statusLog) waitFor(tb testing.TB, ctx context.Context, state string) {
+	tb.Helper()
+	for {
+		l.mu.Lock()
+		n, changed := len(l.states), l.changed
+		last := ""
+		if n > 0 {
+			last = l.states[n-1]
+		}
+		l.mu.Unlock()
+		if n > 0 && last == state {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			tb.Fatalf("the stream's status never said %q; it said %q", state, l.states)
+		}
+	}
+}
+
 // TestProcessClusterStreamAndCancel: a conversation created on A, a turn
 // submitted on B, its stream read live on C, and a cancel sent to A that
 // reaches B, the owner, at once: the model is in the middle of a ten
@@ -309,9 +390,14 @@ func TestProcessClusterStreamAndCancel(t *testing.T) {
 	ctx := testCtx(t)
 	conv := newConversation(t, ctx, a)
 	onC := follow(t, cc, conv.ID, 0)
+	statusOnC := c.followStatus(t, cc, conv.ID)
+	statusOnC.waitFor(t, ctx, "")
 	acc := submit(t, ctx, b, conv.ID, "slow please")
 	onC.waitFor(t, ctx, "the user's text on C", textIs("slow please"))
 	onC.waitFor(t, ctx, "the model's text on C", textIs("thinking"))
+	// C's stream tells its reader that B works on the turn, not only
+	// frames: progress of a turn another daemon owns follows its frames.
+	statusOnC.waitFor(t, ctx, "working")
 	if owner := ownerOf(t, ctx, cc, acc.RequestID); owner != b.instance(t) {
 		t.Fatalf("the turn is owned by %q, want B (%s)", owner, b.instance(t))
 	}
@@ -326,6 +412,7 @@ func TestProcessClusterStreamAndCancel(t *testing.T) {
 	if outcome(done) != protocol.OutcomeCancelled {
 		t.Fatalf("done = %s", done.Payload)
 	}
+	statusOnC.waitFor(t, ctx, "")
 	for i, f := range onC.all() {
 		if f.Sequence != int64(i+1) {
 			t.Fatalf("C received sequence %d at %d: %s", f.Sequence, i, onC.describe())
@@ -571,6 +658,8 @@ func TestProcessClusterConfirmsAndRunsOnce(t *testing.T) {
 	c := newCluster(t, 3)
 	ctx := testCtx(t)
 	conv, acc, prop, l := parkedProposal(t, ctx, c, c.ds[0])
+	statusOnC := c.followStatus(t, c.ds[2], conv.ID)
+	statusOnC.waitFor(t, ctx, "awaiting_confirmation")
 	results := make([]protocol.ProposalResult, 20)
 	errs := make([]error, 20)
 	var wg sync.WaitGroup
@@ -598,6 +687,7 @@ func TestProcessClusterConfirmsAndRunsOnce(t *testing.T) {
 	if d := l.waitFor(t, ctx, "the turn's done", doneOf(acc.RequestID)); outcome(d) != protocol.OutcomeCompleted {
 		t.Fatalf("turn: %s", d.Payload)
 	}
+	statusOnC.waitFor(t, ctx, "") // the decision and the end reached C's reader too
 	if got := c.auditDecisions(ctx, prop.ID); got["confirmed"] != 1 || got["executed"] != 1 {
 		t.Fatalf("audit decisions %v, want one confirmed and one executed", got)
 	}

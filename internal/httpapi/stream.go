@@ -140,6 +140,7 @@ type stream struct {
 	convID string
 	after  int64   // the cursor: the last sequence written
 	buf    *[]byte // pooled, held from the first write to the flush
+	status statusState
 }
 
 // sink is where a stream's bytes go: the response, or the connection
@@ -180,9 +181,8 @@ func (st *stream) run() {
 	// A retry hint and an opening comment let the client see the stream is
 	// live; then the active turn's progress (stream_status.go).
 	st.write([]byte("retry: 2000\n: connected\n\n"))
-	var status statusState
 	progressed := s.coord.ProgressSignal(st.convID) // before reading: no change is missed
-	status.write(st)
+	st.status.write(st)
 	if !st.flush() {
 		return
 	}
@@ -215,7 +215,7 @@ func (st *stream) run() {
 		case <-sub.Ready():
 		case <-progressed:
 			progressed = s.coord.ProgressSignal(st.convID)
-			if status.write(st) && !st.flush() {
+			if st.status.write(st) && !st.flush() {
 				return
 			}
 		case <-beats.wait(slot):
@@ -278,12 +278,17 @@ func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
 	if behind || len(events) == 0 {
 		return 0, behind, true
 	}
+	moved := false
 	for _, e := range events {
 		st.write(e.SSE)
 		st.after = e.Sequence
+		moved = moved || st.status.movedBy(e.Type)
 		if len(*st.buf) >= flushAt && !st.push() {
 			return 0, false, false
 		}
+	}
+	if moved {
+		st.status.write(st)
 	}
 	if !st.flush() {
 		return 0, false, false

@@ -43,6 +43,7 @@ const (
 // stream that writes it: never modify SSE.
 type Event struct {
 	Sequence int64
+	Type     protocol.FrameType
 	SSE      []byte
 }
 
@@ -255,7 +256,7 @@ func (f *Feed) publish(id string, frames []Frame) {
 			// reading it from the store, where they report it.
 			break
 		}
-		events = append(events, Event{Sequence: fr.Sequence, SSE: b})
+		events = append(events, Event{Sequence: fr.Sequence, Type: fr.Type, SSE: b})
 	}
 	if len(events) == 0 {
 		return
