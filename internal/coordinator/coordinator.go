@@ -263,6 +263,7 @@ type Coordinator struct {
 
 	// progressed wakes readers of a conversation's turn progress (progress.go).
 	progressed store.Signals
+	stored     storedViews // progress of turns other daemons own, as last read
 
 	wg     sync.WaitGroup // owners and the sweeper
 	mu     sync.Mutex

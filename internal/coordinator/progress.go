@@ -76,6 +76,73 @@ func (c *Coordinator) ActiveTurn(ctx context.Context, convID string) (*protocol.
 	return c.storedProgress(ctx, conv)
 }
 
+// ActiveTurnAfter is ActiveTurn for a reader that has seen the
+// conversation's frames through sequence after. A turn another daemon owns
+// is read from the store once for all such readers: every stream of the
+// conversation on this daemon asks at the same frame, and the first read
+// answers the others, as one read of the feed serves them all.
+func (c *Coordinator) ActiveTurnAfter(ctx context.Context, convID string, after int64) (*protocol.TurnProgress, error) {
+	if p := c.ownedProgress(convID); p != nil {
+		return p, nil
+	}
+	e := c.stored.entry(convID)
+	e.mu.Lock() // the others wait for the read under way, then share it
+	defer e.mu.Unlock()
+	if e.read && e.seq >= after {
+		return e.view(), nil
+	}
+	conv, err := c.conversation(ctx, convID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.storedProgress(ctx, conv)
+	if err != nil {
+		return nil, err
+	}
+	e.read, e.seq, e.p = true, conv.LastSequence(), p
+	return e.view(), nil
+}
+
+// storedViews are the last stored progress read per conversation, for
+// ActiveTurnAfter.
+type storedViews struct {
+	mu sync.Mutex
+	m  map[string]*storedView
+}
+
+// maxStoredViews bounds the conversations remembered; past it the map
+// starts afresh (an entry only saves a read).
+const maxStoredViews = 4096
+
+type storedView struct {
+	mu   sync.Mutex // held for the read
+	read bool
+	seq  int64 // the conversation's last sequence as of the read
+	p    *protocol.TurnProgress
+}
+
+func (v *storedViews) entry(convID string) *storedView {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= maxStoredViews {
+		v.m = make(map[string]*storedView)
+	}
+	e := v.m[convID]
+	if e == nil {
+		e = &storedView{}
+		v.m[convID] = e
+	}
+	return e
+}
+
+func (e *storedView) view() *protocol.TurnProgress {
+	if e.p == nil {
+		return nil
+	}
+	p := *e.p
+	return &p
+}
+
 // activeTurn is ActiveTurn for a conversation already read.
 func (c *Coordinator) activeTurn(ctx context.Context, conv store.Conversation) *protocol.TurnProgress {
 	if conv.ActiveRequestID == nil {

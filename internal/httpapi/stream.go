@@ -288,7 +288,7 @@ func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
 		}
 	}
 	if moved {
-		st.status.write(st)
+		st.status.writeMoved(st)
 	}
 	if !st.flush() {
 		return 0, false, false

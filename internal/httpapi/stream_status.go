@@ -42,6 +42,17 @@ func (ss *statusState) movedBy(t protocol.FrameType) bool {
 // it reports whether it wrote anything.
 func (ss *statusState) write(st *stream) bool {
 	p, err := st.s.coord.ActiveTurn(st.ctx, st.convID)
+	return ss.send(st, p, err)
+}
+
+// writeMoved is write after a frame that may have moved a turn another
+// daemon owns (movedBy): the conversation's streams share one read.
+func (ss *statusState) writeMoved(st *stream) bool {
+	p, err := st.s.coord.ActiveTurnAfter(st.ctx, st.convID, st.after)
+	return ss.send(st, p, err)
+}
+
+func (ss *statusState) send(st *stream, p *protocol.TurnProgress, err error) bool {
 	if err != nil {
 		return false // progress is a courtesy: frames and errors go their own way
 	}

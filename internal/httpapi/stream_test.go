@@ -99,6 +99,11 @@ func (rs *rawStream) untilID(after, seq int64) error {
 func (h *harness) activeTurn() (convID, requestID string, last int64) {
 	h.t.Helper()
 	a := storetest.ActiveTurns(h.t, h.store, 1, time.Now())[0]
+	// Running, as a turn that appends frames is: the streams' status says
+	// working, and its text changes nothing they show.
+	if _, err := h.store.StartTurn(h.t.Context(), store.StartTurnParams{RequestID: a.RequestID, Now: time.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
 	return a.ConversationID, a.RequestID, 1
 }
 
@@ -186,5 +191,61 @@ func TestStreamIdleAndLiveReadNoDatabase(t *testing.T) {
 	wg.Wait()
 	if n := h.reads.n.Load() - before; n != 0 {
 		t.Fatalf("%d database reads by idle streams and a live frame to 20 streams, want 0", n)
+	}
+}
+
+// TestStreamStatusFollowsAnotherDaemonsTurn: a turn this daemon does not
+// own (another daemon's on a shared database; here one written to the
+// store directly) is known to the streams only by its frames. When one may
+// have moved it (it started, it ended), every stream says so in its status
+// comment, and the conversation's 20 streams share one read for it; the
+// text of a working turn costs none.
+func TestStreamStatusFollowsAnotherDaemonsTurn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	a := storetest.ActiveTurns(t, h.store, 1, time.Now())[0] // queued, owned by no daemon here
+	status := func(state string) string {
+		if state == "" {
+			return `: status {"activeTurn":null}`
+		}
+		return `: status {"activeTurn":{"requestId":"` + a.RequestID + `","state":"` + state + `"`
+	}
+	streams := make([]*rawStream, 20)
+	for i := range streams {
+		streams[i] = h.openRaw(a.ConversationID, 1)
+		if err := streams[i].until(status("queued")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// reads runs step and counts the store reads the streams made for it.
+	reads := func(step func(), want string) int64 {
+		t.Helper()
+		before := h.reads.n.Load()
+		step()
+		for _, rs := range streams {
+			if err := rs.until(want); err != nil {
+				t.Fatalf("waiting for %q: %v", want, err)
+			}
+		}
+		return h.reads.n.Load() - before
+	}
+	// Claimed elsewhere (a claim writes no frame): its first frame tells.
+	if _, err := h.store.StartTurn(t.Context(), store.StartTurnParams{RequestID: a.RequestID, Now: time.Now(), Instance: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads(func() { h.appendText(a.ConversationID, a.RequestID, 1, 10) }, status("working")); n != 1 {
+		t.Fatalf("the turn's start: %d reads by 20 streams, want 1", n)
+	}
+	if n := reads(func() { h.appendText(a.ConversationID, a.RequestID, 1, 10) }, "id: 3"); n != 0 {
+		t.Fatalf("text of a working turn: %d reads, want 0", n)
+	}
+	end := func() {
+		if _, _, err := h.store.FinishTurn(t.Context(), store.FinishTurnParams{RequestID: a.RequestID, Status: store.TurnCompleted,
+			Now: time.Now(), Instance: "elsewhere"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := reads(end, status("")); n != 1 {
+		t.Fatalf("the turn's end: %d reads by 20 streams, want 1", n)
 	}
 }
