@@ -15,7 +15,8 @@ import (
 // is the one that knows, so it reports each change (report); readers (GET
 // conversation, the stream's status comment) take a copy and wake on
 // ProgressSignal. Progress is not a frame: it is never stored, and a turn
-// owned by another daemon shows what its stored status says.
+// owned by another daemon shows what its stored status says, read again
+// when its frames may have moved it (ActiveTurnAfter).
 
 // progress is an owner's last report. The owner writes it; any goroutine
 // reads it.
