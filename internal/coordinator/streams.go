@@ -59,9 +59,10 @@ func (c *Coordinator) RedeemStreamTicket(ctx context.Context, ticket, convID str
 
 // OpenStream checks that a stream from cursor after may start: the
 // conversation is visible and the cursor is not older than retained frames.
-func (c *Coordinator) OpenStream(ctx context.Context, convID string, after int64) error {
-	_, err := c.openStream(ctx, convID, after)
-	return err
+// last is the conversation's last sequence as it read it.
+func (c *Coordinator) OpenStream(ctx context.Context, convID string, after int64) (last int64, err error) {
+	conv, err := c.openStream(ctx, convID, after)
+	return conv.LastSequence(), err
 }
 
 func (c *Coordinator) openStream(ctx context.Context, convID string, after int64) (store.Conversation, error) {

@@ -60,7 +60,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.coord.OpenStream(r.Context(), convID, after); err != nil {
+	opened, err := s.coord.OpenStream(r.Context(), convID, after)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -69,7 +70,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	st := &stream{s: s, convID: convID, after: after}
+	st := &stream{s: s, convID: convID, after: after, opened: opened}
 	// HTTP/1.1: take the connection over and serve the stream from one
 	// goroutine of its own, letting the server's go (with its request
 	// buffers and its background reader). Where the server does not allow
@@ -141,6 +142,10 @@ type stream struct {
 	after  int64   // the cursor: the last sequence written
 	buf    *[]byte // pooled, held from the first write to the flush
 	status statusState
+	// opened is the conversation's last sequence when the stream was
+	// checked, before its first status: a frame after it that the stream
+	// replays may have moved the turn since (statusState.movedBy).
+	opened int64
 }
 
 // sink is where a stream's bytes go: the response, or the connection
@@ -247,6 +252,7 @@ func (st *stream) replay() (n int, ok bool) {
 	if len(frames) == 0 {
 		return 0, true
 	}
+	moved := false
 	for _, f := range frames {
 		b := st.buffer()
 		if *b, err = protocol.AppendSSE(*b, f); err != nil {
@@ -254,9 +260,13 @@ func (st *stream) replay() (n int, ok bool) {
 			return 0, false
 		}
 		st.after = f.Sequence
+		moved = moved || (f.Sequence > st.opened && st.status.movedBy(f.Type))
 		if len(*b) >= flushAt && !st.push() {
 			return 0, false
 		}
+	}
+	if moved {
+		st.status.writeMoved(st)
 	}
 	if !st.flush() {
 		return 0, false

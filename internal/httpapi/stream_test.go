@@ -22,7 +22,8 @@ import (
 // conversations.
 type readCounter struct {
 	store.Store
-	n atomic.Int64
+	n            atomic.Int64
+	afterGetTurn atomic.Pointer[func()]
 }
 
 func (r *readCounter) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
@@ -33,6 +34,15 @@ func (r *readCounter) ListFrames(ctx context.Context, p store.ListFramesParams) 
 func (r *readCounter) GetConversation(ctx context.Context, id string) (store.Conversation, error) {
 	r.n.Add(1)
 	return r.Store.GetConversation(ctx, id)
+}
+
+// GetTurn runs the hook set in afterGetTurn, once, after the read.
+func (r *readCounter) GetTurn(ctx context.Context, requestID string) (store.Turn, error) {
+	t, err := r.Store.GetTurn(ctx, requestID)
+	if hook := r.afterGetTurn.Swap(nil); hook != nil {
+		(*hook)()
+	}
+	return t, err
 }
 
 // rawStream is a stream opened on a bare TCP connection: it reads only
@@ -247,5 +257,32 @@ func TestStreamStatusFollowsAnotherDaemonsTurn(t *testing.T) {
 	}
 	if n := reads(end, status("")); n != 1 {
 		t.Fatalf("the turn's end: %d reads by 20 streams, want 1", n)
+	}
+}
+
+// TestStreamStatusCatchesUpInReplay: a turn another daemon owns ends
+// between the stream's first status (read at open: working) and its replay
+// of the frames; the done frame comes from the store, not the feed, and
+// the status still follows it.
+func TestStreamStatusCatchesUpInReplay(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	a := storetest.ActiveTurns(t, h.store, 1, time.Now())[0]
+	if _, err := h.store.StartTurn(t.Context(), store.StartTurnParams{RequestID: a.RequestID, Now: time.Now(), Instance: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	end := func() {
+		if _, _, err := h.store.FinishTurn(context.Background(), store.FinishTurnParams{RequestID: a.RequestID, Status: store.TurnCompleted,
+			Now: time.Now(), Instance: "elsewhere"}); err != nil {
+			t.Error(err)
+		}
+	}
+	h.reads.afterGetTurn.Store(&end) // the open's status read, then the turn ends
+	rs := h.openRaw(a.ConversationID, 0)
+	if err := rs.until(`: status {"activeTurn":{"requestId":"` + a.RequestID + `","state":"working"`); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.until(`: status {"activeTurn":null}`); err != nil {
+		t.Fatal(err)
 	}
 }
