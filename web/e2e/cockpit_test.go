@@ -103,7 +103,7 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 
 	// The sign-in URL is printed on stdout with the token in the fragment,
 	// and the token is not in the logs.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(d.out(), "#token=") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
