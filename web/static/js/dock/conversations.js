@@ -5,7 +5,7 @@
 // conversations first. It lists and changes conversations; the dock
 // decides what opening one means.
 
-import { h, replace, fmtTime } from '../dom.js';
+import { h, replace, fmtShort, fmtTime } from '../dom.js';
 import { errorText } from '../api.js';
 import { confirmDialog, promptDialog } from '../dialogs.js';
 
@@ -86,10 +86,16 @@ export class ConversationList {
     const empty = text ? 'No conversation matches' : this.deleted ? 'No deleted conversation is recoverable' : 'No conversations';
     replace(this.select,
       items.length === 0 ? h('option', { value: '', disabled: true, text: empty }) : null,
-      items.map((c) => h('option', {
-        value: c.id, selected: cur && !this.deleted ? c.id === cur.id : false, 'data-pinned': c.pinned ? 'true' : 'false',
-        text: `${c.pinned ? '★ ' : ''}${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''}${c.forkedFrom ? ' (fork)' : ''} · ${fmtTime(c.deletedAt || c.updatedAt)}`,
-      })));
+      items.map((c) => {
+        const label = `${c.pinned ? '★ ' : ''}${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''}${c.forkedFrom ? ' (fork)' : ''}`;
+        const at = c.deletedAt || c.updatedAt;
+        // The row says when in short, so the title keeps the width; the
+        // whole date is its tooltip.
+        return h('option', {
+          value: c.id, selected: cur && !this.deleted ? c.id === cur.id : false, 'data-pinned': c.pinned ? 'true' : 'false',
+          text: `${label} · ${fmtShort(at)}`, title: `${label}, ${c.deletedAt ? 'deleted' : 'last active'} ${fmtTime(at)}`,
+        });
+      }));
     // As tall as its items, 2 to 5 rows: the transcript keeps the room.
     this.select.size = Math.min(5, Math.max(2, items.length));
     this.sync();
