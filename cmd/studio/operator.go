@@ -326,7 +326,8 @@ func sendCmd(cfg *config) *cobra.Command {
 		Use:   `send "INSTRUCTION"`,
 		Short: "Submit a turn and print the reply as it streams",
 		Long: `send submits a turn and prints the reply as it streams. On a terminal a status line shows what
-the turn is doing (queued, working, calling a tool, waiting for your confirmation). A turn runs on the
+the turn is doing (queued and its place in line, working, calling a tool, retrying the model and
+when, waiting for your confirmation). A turn runs on the
 server: Ctrl-C stops following it and says how to cancel it, or cancels it with --cancel-on-interrupt.`,
 		Example: `  studio operator send "how many runs failed today?"
   studio operator send --conversation 3f2a... "pause the nightly schedule"
@@ -366,7 +367,12 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			}
 			status.set(turnQueued)
 			var outcome protocol.Outcome
-			err = cl.Follow(ctx, convID, acc.AcceptedSequence, status.reconnecting, func(f protocol.Frame) error {
+			progress := func(p *protocol.TurnProgress) {
+				if p != nil && p.RequestID == acc.RequestID {
+					status.set(progressWords(p))
+				}
+			}
+			err = cl.FollowProgress(ctx, convID, acc.AcceptedSequence, status.reconnecting, progress, func(f protocol.Frame) error {
 				if f.RequestID != acc.RequestID {
 					return nil
 				}

@@ -13,8 +13,8 @@ import (
 )
 
 // Turn states the send status line shows, derived from the frames the
-// stream carries (a turn has no frame for "started" or "retrying": until
-// its first frame after the instruction it shows as queued).
+// stream carries and from its status comments, which say what no frame
+// does: the place in the queue, a model call being retried (progressWords).
 const (
 	turnQueued  = "queued"
 	turnWorking = "working"
@@ -41,6 +41,30 @@ func turnStateOf(f protocol.Frame) string {
 		}
 	case protocol.DonePayload:
 		return ""
+	}
+	return turnWorking
+}
+
+// progressWords is what the server says the turn is doing (the stream's
+// status comment), for the status line.
+func progressWords(p *protocol.TurnProgress) string {
+	switch p.State {
+	case protocol.ProgressQueued:
+		if p.QueuePosition > 0 {
+			return fmt.Sprintf("queued: number %d in line for the model", p.QueuePosition)
+		}
+		return turnQueued
+	case protocol.ProgressRetrying:
+		why := fmt.Sprintf("the model failed (%s)", p.ErrorCode)
+		if p.ErrorCode == protocol.RateLimited {
+			why = "the model is rate limited"
+		}
+		at := time.Unix(0, int64(p.RetryAt*float64(time.Second)))
+		return fmt.Sprintf("%s; attempt %d at %s", why, p.Attempt, at.Format("15:04:05"))
+	case protocol.ProgressAwaitingConfirmation:
+		return turnWaiting
+	case protocol.ProgressExecuting:
+		return "executing the confirmed command"
 	}
 	return turnWorking
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 )
@@ -42,5 +43,31 @@ func TestSpinnerOffTerminal(t *testing.T) {
 	s.stop() // idempotent
 	if errw.Len() != 0 || out.String() != "partial" {
 		t.Fatalf("stderr %q, stdout %q", errw.String(), out.String())
+	}
+}
+
+// The status line says what the server's progress says: the place in
+// line, a retry and when, a decision awaited.
+func TestProgressWords(t *testing.T) {
+	t.Parallel()
+	retryAt := time.Date(2026, 11, 30, 18, 31, 5, 0, time.Local)
+	cases := []struct {
+		p    protocol.TurnProgress
+		want string
+	}{
+		{protocol.TurnProgress{State: protocol.ProgressQueued, QueuePosition: 3}, "queued: number 3 in line for the model"},
+		{protocol.TurnProgress{State: protocol.ProgressQueued}, turnQueued},
+		{protocol.TurnProgress{State: protocol.ProgressWorking}, turnWorking},
+		{protocol.TurnProgress{State: protocol.ProgressRetrying, Attempt: 2, ErrorCode: protocol.RateLimited, RetryAt: protocol.Timestamp(retryAt)},
+			"the model is rate limited; attempt 2 at 18:31:05"},
+		{protocol.TurnProgress{State: protocol.ProgressRetrying, Attempt: 3, ErrorCode: protocol.ModelFailure, RetryAt: protocol.Timestamp(retryAt)},
+			"the model failed (model_failure); attempt 3 at 18:31:05"},
+		{protocol.TurnProgress{State: protocol.ProgressAwaitingConfirmation}, turnWaiting},
+		{protocol.TurnProgress{State: protocol.ProgressExecuting}, "executing the confirmed command"},
+	}
+	for _, c := range cases {
+		if got := progressWords(&c.p); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
 	}
 }

@@ -175,6 +175,11 @@ var ErrStopStream = errors.New("stop stream")
 // frame in order, until ctx ends or fn returns an error. Frames are decoded
 // strictly: an unknown version or type ends the stream with that error.
 func (c *Client) Stream(ctx context.Context, id string, after int64, fn func(protocol.Frame) error) error {
+	return c.stream(ctx, id, after, nil, fn)
+}
+
+// stream is Stream; onStatus, when set, hears the stream's status comments.
+func (c *Client) stream(ctx context.Context, id string, after int64, onStatus func(*protocol.TurnProgress), fn func(protocol.Frame) error) error {
 	path := "/api/operator/conversations/" + url.PathEscape(id) + "/stream?after_sequence=" + strconv.FormatInt(after, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
 	if err != nil {
@@ -182,7 +187,7 @@ func (c *Client) Stream(ctx context.Context, id string, after int64, fn func(pro
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "text/event-stream")
-	return c.follow(req, fn)
+	return c.follow(req, onStatus, fn)
 }
 
 // StreamWithTicket follows a stream authenticated by a ticket instead of the
@@ -193,10 +198,10 @@ func (c *Client) StreamWithTicket(ctx context.Context, id string, after int64, t
 	if err != nil {
 		return err
 	}
-	return c.follow(req, fn)
+	return c.follow(req, nil, fn)
 }
 
-func (c *Client) follow(req *http.Request, fn func(protocol.Frame) error) error {
+func (c *Client) follow(req *http.Request, onStatus func(*protocol.TurnProgress), fn func(protocol.Frame) error) error {
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return c.transportError(err)
@@ -206,7 +211,22 @@ func (c *Client) follow(req *http.Request, fn func(protocol.Frame) error) error 
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return responseError(resp.StatusCode, data)
 	}
-	err = ReadEvents(resp.Body, func(ev Event) error {
+	var onComment func(string)
+	if onStatus != nil {
+		onComment = func(text string) {
+			js, ok := strings.CutPrefix(text, "status ")
+			if !ok {
+				return
+			}
+			var v struct {
+				ActiveTurn *protocol.TurnProgress `json:"activeTurn"`
+			}
+			if protocol.Unmarshal([]byte(js), &v) == nil {
+				onStatus(v.ActiveTurn)
+			}
+		}
+	}
+	err = readEvents(resp.Body, onComment, func(ev Event) error {
 		if ev.Data == "" {
 			return nil
 		}
@@ -230,7 +250,11 @@ type Event struct {
 
 // ReadEvents parses an SSE stream (LF or CRLF line ends, comments, multi-line
 // data) and calls fn per dispatched event.
-func ReadEvents(r io.Reader, fn func(Event) error) error {
+func ReadEvents(r io.Reader, fn func(Event) error) error { return readEvents(r, nil, fn) }
+
+// readEvents is ReadEvents; onComment, when set, hears each comment line's
+// text (after ": ").
+func readEvents(r io.Reader, onComment func(string), fn func(Event) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var ev Event
 	var data []string
@@ -253,6 +277,9 @@ func ReadEvents(r io.Reader, fn func(Event) error) error {
 			}
 			ev, data = Event{}, nil
 		case strings.HasPrefix(line, ":"):
+			if onComment != nil {
+				onComment(strings.TrimPrefix(line[1:], " "))
+			}
 		default:
 			field, value, _ := strings.Cut(line, ":")
 			value = strings.TrimPrefix(value, " ")
@@ -308,10 +335,19 @@ func (c *Client) Proposals(ctx context.Context, status string) ([]protocol.Propo
 // replay_gap, auth_required, protocol_version) end it: reconnecting cannot
 // fix them. It only ever repeats reads, never a submission (ADR D7).
 func (c *Client) Follow(ctx context.Context, id string, after int64, onRetry func(err error, wait time.Duration), fn func(protocol.Frame) error) error {
+	return c.FollowProgress(ctx, id, after, onRetry, nil, fn)
+}
+
+// FollowProgress is Follow that also hands onStatus the conversation's
+// active turn as the stream's status comments say it (nil: no turn runs):
+// queued with its place in line, working, retrying and when, waiting for
+// a decision, executing — what no frame says.
+func (c *Client) FollowProgress(ctx context.Context, id string, after int64, onRetry func(err error, wait time.Duration),
+	onStatus func(*protocol.TurnProgress), fn func(protocol.Frame) error) error {
 	wait := 250 * time.Millisecond
 	for {
 		var fnErr error
-		err := c.Stream(ctx, id, after, func(f protocol.Frame) error {
+		err := c.stream(ctx, id, after, onStatus, func(f protocol.Frame) error {
 			if f.Sequence <= after { // a redelivered frame
 				return nil
 			}

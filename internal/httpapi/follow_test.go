@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -77,4 +79,59 @@ func TestFollowReconnectsFromItsCursor(t *testing.T) {
 	// A typed error ends Follow: it is not a transport failure.
 	err = cl.Follow(h.ctx(), "6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1", 0, nil, func(protocol.Frame) error { return nil })
 	wantCode(t, err, protocol.NotFound)
+}
+
+// TestFollowProgress: the client hands the stream's status comments to its
+// caller — a retry the model is waiting for, which no frame shows, then no
+// turn once it is cancelled — and frames as before.
+func TestFollowProgress(t *testing.T) {
+	t.Parallel()
+	fp := &fakeProvider{stream: func(n int32) ([]model.Event, error) {
+		return nil, &protocol.Error{Code: protocol.RateLimited, Message: "slow down", Retryable: true, RetryAfterMs: 600_000}
+	}}
+	h := newHarness(t, harnessOpts{provider: fp, retryWait: 10 * time.Minute})
+	c := h.conversation()
+	acc := h.submit(c.ID, "hello")
+	var states []string
+	var done bool
+	cancelled := make(chan error, 1)
+	var cancelling bool
+	err := h.client.FollowProgress(h.ctx(), c.ID, 0, nil, func(p *protocol.TurnProgress) {
+		switch {
+		case p == nil:
+			states = append(states, "none")
+		case p.RequestID != acc.RequestID:
+			t.Errorf("progress of %s, want %s", p.RequestID, acc.RequestID)
+		default:
+			states = append(states, string(p.State))
+			if p.State == protocol.ProgressRetrying && !cancelling {
+				if p.Attempt != 2 || p.ErrorCode != protocol.RateLimited {
+					t.Errorf("retrying: %+v", p)
+				}
+				cancelling = true
+				go func() {
+					_, err := h.client.Cancel(h.ctx(), c.ID, acc.RequestID)
+					cancelled <- err
+				}()
+			}
+		}
+	}, func(f protocol.Frame) error {
+		if f.Type == protocol.FrameDone {
+			done = true
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cancelling {
+		t.Fatalf("no retry was seen: %v", states)
+	}
+	if err := <-cancelled; err != nil {
+		t.Fatal(err)
+	}
+	if !done || !slices.Contains(states, string(protocol.ProgressRetrying)) {
+		t.Fatalf("done %v, states %v: want the retry seen before the end", done, states)
+	}
 }
