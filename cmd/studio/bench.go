@@ -54,6 +54,7 @@ type benchOptions struct {
 	idle          int
 	replay        int
 	textFlush     time.Duration
+	centrifugo    string // the peer's binary, or "" for none
 }
 
 func newBenchCmd() *cobra.Command {
@@ -72,7 +73,11 @@ func newBenchCmd() *cobra.Command {
   - memory (RSS, and Go heap+stacks) per idle stream at --idle streams, and store reads while idle;
   - replay of a --replay-frame conversation: the store read alone, and over SSE.
 It starts a daemon of its own (this binary, "serve", script model) on a loopback port, stops
-it when done, and removes its directory unless --keep.
+it when done, and removes its directory unless --keep. With --centrifugo PATH it also runs
+Centrifugo v6 (memory engine, history on; build it with
+go install github.com/centrifugal/centrifugo/v6@v6.9.1) and repeats each frame latency run
+against it, in the same run: the same streams (uni_sse, one channel per conversation) and the
+frames/s the daemon delivered, published through its HTTP API, publish -> client timed.
 
 A latency run (--latency, repeatable or comma-separated) is STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES]:
 STREAMS streams, PER_CONV of them on each conversation (default 10), and a turn on every
@@ -114,6 +119,7 @@ saturates.`,
 	f.IntVar(&o.idle, "idle", 10000, "idle streams for the memory measurement")
 	f.IntVar(&o.replay, "replay", 100000, "frames of the replayed conversation")
 	f.DurationVar(&o.textFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
+	f.StringVar(&o.centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, at the frames/s the daemon delivered (memory engine, history on)")
 	return c
 }
 
@@ -136,6 +142,7 @@ type benchResult struct {
 	Latency     []latencyRun   `json:"latency"`
 	Idle        idleResult     `json:"idle"`
 	Replay      replayResult   `json:"replay"`
+	Peer        []peerRun      `json:"centrifugo,omitempty"`
 }
 
 type appendResult struct {
@@ -286,6 +293,12 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*benchResu
 			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
 	}
 	d.stop()
+
+	if o.centrifugo != "" {
+		if err := runPeer(ctx, o, dir, res, p); err != nil {
+			return nil, err
+		}
+	}
 
 	// Token -> screen with the coalescing interval: another daemon.
 	d2, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, o.textFlush)
@@ -998,6 +1011,10 @@ func printBench(w io.Writer, r *benchResult) {
 		fmt.Fprintf(tw, "frame -> client, %d streams (%d/conversation), %s tokens, %.0f/s offered\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\tdelivered %.0f frames/s, %.0f deliveries/s of %.0f offered, %.3f store reads/frame\n",
 			l.Streams, l.StreamsPerConv, byteSize(l.FrameBytes), l.TokensPerSec, l.FrameP50Ms, l.FrameP99Ms, l.FrameP999Ms,
 			l.FramesPerSec, l.DeliveriesSec, l.OfferedSec, l.StoreReadsPerF)
+	}
+	for _, pr := range r.Peer {
+		fmt.Fprintf(tw, "centrifugo, %d streams on %d channels, %s frames, %.0f/s published\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\tdelivered %.0f deliveries/s; the daemon's p99 is %.1f x\n",
+			pr.Streams, pr.Channels, byteSize(pr.FrameBytes), pr.PublishedSec, pr.P50Ms, pr.P99Ms, pr.P999Ms, pr.DeliveriesSec, pr.StudioP99Ratio)
 	}
 	fmt.Fprintf(tw, "idle streams: %d\t%.1f KiB RSS/stream\t%.1f KiB Go heap+stacks/stream\t%d store reads in %.0f s idle\n",
 		r.Idle.Streams, r.Idle.RSSKiBPerStream, r.Idle.GoKiBPerStream, r.Idle.StoreReadsWhileIdle, r.Idle.IdleSeconds)

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The peer of `studio bench --centrifugo PATH` (issue 12): Centrifugo v6,
+// the server a user would pick for live fan-out, run by bench on loopback
+// with its memory engine and channel history on (not durable), and driven
+// the way bench drives the daemon: the same streams (uni_sse connections,
+// each subscribed to one channel, PER_CONV to a channel) and the frames the
+// daemon delivered per second in the same run, published through its HTTP
+// API with their time in them. Publish -> client is its side of
+// frame -> client.
+
+// peerRun is one latency run of the peer.
+type peerRun struct {
+	Name          string  `json:"name"`
+	Streams       int     `json:"streams"`
+	Channels      int     `json:"channels"`
+	FrameBytes    int     `json:"frameBytes"`
+	PublishedSec  float64 `json:"publishedPerSec"`
+	DeliveriesSec float64 `json:"deliveriesPerSec"`
+	Frames        int     `json:"framesMeasured"`
+	P50Ms         float64 `json:"p50Ms"`
+	P99Ms         float64 `json:"p99Ms"`
+	P999Ms        float64 `json:"p999Ms"`
+	// StudioP99Ratio is the daemon's frame -> client p99 over the peer's,
+	// same machine, same run.
+	StudioP99Ratio float64 `json:"studioP99Ratio"`
+}
+
+// centrifugo is a Centrifugo server that bench started.
+type centrifugo struct {
+	cmd  *exec.Cmd
+	base string
+	http *http.Client
+	log  *os.File
+}
+
+// startCentrifugo starts bin on a free loopback port with a configuration
+// written to dir.
+func startCentrifugo(ctx context.Context, bin, dir string) (*centrifugo, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg := map[string]any{
+		"http_server": map[string]any{"address": "127.0.0.1", "port": port},
+		"log":         map[string]any{"level": "error"},
+		"client":      map[string]any{"insecure": true, "allowed_origins": []string{"*"}},
+		"uni_sse":     map[string]any{"enabled": true},
+		"http_api":    map[string]any{"insecure": true},
+		"health":      map[string]any{"enabled": true},
+		"usage_stats": map[string]any{"disabled": true},
+		"channel": map[string]any{"without_namespace": map[string]any{
+			"history_size": 100, "history_ttl": "300s", "force_recovery": false}},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "centrifugo.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "centrifugo.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "--config", path)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	c := &centrifugo{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: logf,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := c.http.Get(c.base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return c, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			c.stop()
+			return nil, fmt.Errorf("centrifugo did not answer /health at %s (its log: %s)", c.base, logf.Name())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *centrifugo) stop() {
+	if c.cmd.Process != nil {
+		_ = c.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = c.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-done
+		}
+	}
+	c.log.Close()
+}
+
+// subscribe opens a uni_sse connection subscribed to channel and reads up
+// to its connect reply.
+func (c *centrifugo) subscribe(channel string) (net.Conn, *bufio.Reader, error) {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(c.base, "http://"))
+	if err != nil {
+		return nil, nil, err
+	}
+	connect := `{"subs":{"` + channel + `":{}}}`
+	fmt.Fprintf(conn, "GET /connection/uni_sse?cf_connect=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", url.QueryEscape(connect))
+	r := bufio.NewReaderSize(conn, 512)
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("centrifugo subscribe: %w", err)
+		}
+		if strings.HasPrefix(line, "HTTP/1.1 ") && !strings.HasPrefix(line, "HTTP/1.1 200") {
+			conn.Close()
+			return nil, nil, fmt.Errorf("centrifugo subscribe: %s", strings.TrimSpace(line))
+		}
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"connect"`) {
+			_ = conn.SetReadDeadline(time.Time{})
+			return conn, r, nil
+		}
+	}
+}
+
+// publish sends data to channel through the HTTP API.
+func (c *centrifugo) publish(ctx context.Context, channel string, data []byte) error {
+	body := make([]byte, 0, len(data)+64)
+	body = append(body, `{"channel":"`...)
+	body = append(body, channel...)
+	body = append(body, `","data":`...)
+	body = append(body, data...)
+	body = append(body, '}')
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/api/publish", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("centrifugo publish: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err == nil && out.Error != nil {
+		return fmt.Errorf("centrifugo publish: %d %s", out.Error.Code, out.Error.Message)
+	}
+	return nil
+}
+
+// latency is one peer run in the shape of the daemon's run lr: lr's
+// streams on lr's conversations' count of channels, and lr's delivered
+// frames per second published, padded to its frame size, for dur.
+func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Duration) (peerRun, error) {
+	res := peerRun{Name: lr.Name, Streams: lr.Streams, Channels: lr.Conversations, FrameBytes: lr.FrameBytes}
+	rate := lr.FramesPerSec
+	if rate <= 0 || lr.Conversations == 0 {
+		return res, nil
+	}
+	channel := func(i int) string { return "bench-" + strconv.Itoa(i) }
+	samples := make([][]time.Duration, lr.Streams)
+	var conns []net.Conn
+	defer func() {
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	warmup := time.Now().Add(dur / 10)
+	for s := range samples {
+		conn, br, err := c.subscribe(channel(s / max(1, lr.StreamsPerConv)))
+		if err != nil {
+			return res, err
+		}
+		conns = append(conns, conn)
+		wg.Go(func() {
+			rd := bufio.NewReaderSize(br, max(16<<10, lr.FrameBytes+8<<10))
+			for {
+				line, err := rd.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				if now.Before(warmup) {
+					continue
+				}
+				if ns, ok := jsonNumberAfter(line, `"t":`); ok {
+					samples[s] = append(samples[s], now.Sub(time.Unix(0, int64(ns))))
+				}
+			}
+		})
+	}
+	pad := strings.Repeat("x", max(0, lr.FrameBytes-32))
+	jobs := make(chan int, 1024)
+	var published atomic.Int64
+	var failed atomic.Value
+	var pubs sync.WaitGroup
+	for range 64 {
+		pubs.Go(func() {
+			for ch := range jobs {
+				data := `{"t":` + strconv.FormatInt(time.Now().UnixNano(), 10) + `,"p":"` + pad + `"}`
+				if err := c.publish(ctx, channel(ch), []byte(data)); err != nil {
+					failed.Store(err)
+					continue
+				}
+				published.Add(1)
+			}
+		})
+	}
+	// Pace the publications over the run: every millisecond, the ones due.
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	sent := 0
+	for time.Since(start) < dur {
+		<-tick.C
+		due := int(rate * time.Since(start).Seconds())
+		for ; sent < due; sent++ {
+			select {
+			case jobs <- sent % lr.Conversations:
+			default: // the publishers are behind: the offer is what they take
+			}
+		}
+	}
+	tick.Stop()
+	close(jobs)
+	pubs.Wait()
+	elapsed := time.Since(start)
+	time.Sleep(time.Second) // the last publications reach their subscribers
+	for _, conn := range conns {
+		conn.Close()
+	}
+	wg.Wait()
+	conns = nil
+	if err, ok := failed.Load().(error); ok && published.Load() == 0 {
+		return res, err
+	}
+	var all []time.Duration
+	for _, s := range samples {
+		all = append(all, s...)
+	}
+	res.Frames = len(all)
+	res.PublishedSec = float64(published.Load()) / elapsed.Seconds()
+	res.DeliveriesSec = float64(len(all)) / (elapsed.Seconds() * 0.9)
+	res.P50Ms, res.P99Ms, res.P999Ms = pctMs(all, 50), pctMs(all, 99), pctMs(all, 99.9)
+	if res.P99Ms > 0 {
+		res.StudioP99Ratio = lr.FrameP99Ms / res.P99Ms
+	}
+	return res, nil
+}
+
+// runPeer runs the peer after the daemon's frame latency runs, one run for
+// each of them.
+func runPeer(ctx context.Context, o benchOptions, dir string, res *benchResult, p progress) error {
+	c, err := startCentrifugo(ctx, o.centrifugo, dir)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	p.say("centrifugo: pid %d at %s", c.cmd.Process.Pid, c.base)
+	for _, lr := range res.Latency {
+		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s for %s", lr.Streams, lr.Conversations, lr.FramesPerSec, byteSize(lr.FrameBytes), o.duration)
+		pr, err := c.latency(ctx, lr, o.duration)
+		if err != nil {
+			return err
+		}
+		res.Peer = append(res.Peer, pr)
+		p.say("centrifugo: publish -> client p50 %.2f ms, p99 %.2f ms (%d frames); the daemon's p99 %.2f ms is %.1f x",
+			pr.P50Ms, pr.P99Ms, pr.Frames, lr.FrameP99Ms, pr.StudioP99Ratio)
+	}
+	return nil
+}
