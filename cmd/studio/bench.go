@@ -77,7 +77,7 @@ it when done, and removes its directory unless --keep. With --centrifugo PATH it
 Centrifugo v6 (memory engine, history on; build it with
 go install github.com/centrifugal/centrifugo/v6@v6.9.1) and repeats each frame latency run
 against it, in the same run: the same streams (uni_sse, one channel per conversation) and the
-frames/s the daemon delivered, published through its HTTP API, publish -> client timed.
+frames/s the daemon was offered, published through its HTTP API, publish -> client timed.
 
 A latency run (--latency, repeatable or comma-separated) is STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES]:
 STREAMS streams, PER_CONV of them on each conversation (default 10), and a turn on every
@@ -119,7 +119,7 @@ saturates.`,
 	f.IntVar(&o.idle, "idle", 10000, "idle streams for the memory measurement")
 	f.IntVar(&o.replay, "replay", 100000, "frames of the replayed conversation")
 	f.DurationVar(&o.textFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
-	f.StringVar(&o.centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, at the frames/s the daemon delivered (memory engine, history on)")
+	f.StringVar(&o.centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, offered the same frames/s (memory engine, history on)")
 	return c
 }
 

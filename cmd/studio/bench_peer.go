@@ -23,9 +23,9 @@ import (
 // the server a user would pick for live fan-out, run by bench on loopback
 // with its memory engine and channel history on (not durable), and driven
 // the way bench drives the daemon: the same streams (uni_sse connections,
-// each subscribed to one channel, PER_CONV to a channel) and the frames the
-// daemon delivered per second in the same run, published through its HTTP
-// API with their time in them. Publish -> client is its side of
+// each subscribed to one channel, PER_CONV to a channel) and the frames
+// the daemon was offered per second, published through its HTTP API with
+// their time in them. Publish -> client is its side of
 // frame -> client.
 
 // peerRun is one latency run of the peer.
@@ -187,11 +187,13 @@ func (c *centrifugo) publish(ctx context.Context, channel string, data []byte) e
 }
 
 // latency is one peer run in the shape of the daemon's run lr: lr's
-// streams on lr's conversations' count of channels, and lr's delivered
-// frames per second published, padded to its frame size, for dur.
+// streams on lr's conversations' count of channels, and the frames per
+// second the daemon was offered (a token a frame), padded to its frame
+// size, for dur. Publications the publishers cannot keep up with are not
+// made: a saturated run measures what the peer takes, as the daemon's does.
 func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Duration) (peerRun, error) {
 	res := peerRun{Name: lr.Name, Streams: lr.Streams, Channels: lr.Conversations, FrameBytes: lr.FrameBytes}
-	rate := lr.FramesPerSec
+	rate := lr.TokensPerSec
 	if rate <= 0 || lr.Conversations == 0 {
 		return res, nil
 	}
@@ -296,7 +298,7 @@ func runPeer(ctx context.Context, o benchOptions, dir string, res *benchResult, 
 	defer c.stop()
 	p.say("centrifugo: pid %d at %s", c.cmd.Process.Pid, c.base)
 	for _, lr := range res.Latency {
-		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s for %s", lr.Streams, lr.Conversations, lr.FramesPerSec, byteSize(lr.FrameBytes), o.duration)
+		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s offered for %s", lr.Streams, lr.Conversations, lr.TokensPerSec, byteSize(lr.FrameBytes), o.duration)
 		pr, err := c.latency(ctx, lr, o.duration)
 		if err != nil {
 			return err
