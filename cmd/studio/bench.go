@@ -649,17 +649,21 @@ func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, text
 }
 
 func (d *benchDaemon) stop() {
-	d.once.Do(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = d.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-done
-		}
-	})
+	d.once.Do(func() { stopProcess(d.cmd, syscall.SIGTERM, 30*time.Second) })
+}
+
+// stopProcess sends cmd's process sig, waits for it to exit, and kills it
+// after grace.
+func stopProcess(cmd *exec.Cmd, sig os.Signal, grace time.Duration) {
+	_ = cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }
 
 // rssKiB is the daemon's resident memory.
@@ -706,27 +710,38 @@ func (d *benchDaemon) conversations(ctx context.Context, n int) ([]string, error
 // openStream opens a stream on a bare connection and reads its response
 // head and opening comment; nothing more is read unless the caller reads.
 func (d *benchDaemon) openStream(convID string, after int64) (net.Conn, *bufio.Reader, error) {
-	conn, err := net.Dial("tcp", strings.TrimPrefix(d.base, "http://"))
+	req := fmt.Sprintf("GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
+		convID, after, d.token)
+	return openSSE(d.base, req, "open stream", func(line string) bool { return strings.HasPrefix(line, ": connected") })
+}
+
+// openSSE sends req (a whole HTTP/1.1 request) on a new connection to base
+// and reads the response until the line ready accepts: a stream is open,
+// and nothing more is read unless the caller reads.
+func openSSE(base, req, what string, ready func(line string) bool) (net.Conn, *bufio.Reader, error) {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprintf(conn, "GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
-		convID, after, d.token)
+	if _, err := io.WriteString(conn, req); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
 	r := bufio.NewReaderSize(conn, 512)
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			conn.Close()
-			return nil, nil, fmt.Errorf("open stream: %w", err)
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if strings.HasPrefix(line, ": connected") {
+		if ready(line) {
 			_ = conn.SetReadDeadline(time.Time{})
 			return conn, r, nil
 		}
 		if strings.HasPrefix(line, "HTTP/1.1 ") && !strings.HasPrefix(line, "HTTP/1.1 200") {
 			conn.Close()
-			return nil, nil, fmt.Errorf("open stream: %s", strings.TrimSpace(line))
+			return nil, nil, fmt.Errorf("%s: %s", what, strings.TrimSpace(line))
 		}
 	}
 }

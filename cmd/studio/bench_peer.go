@@ -111,46 +111,18 @@ func startCentrifugo(ctx context.Context, bin, dir string) (*centrifugo, error) 
 }
 
 func (c *centrifugo) stop() {
-	if c.cmd.Process != nil {
-		_ = c.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = c.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-done
-		}
-	}
+	stopProcess(c.cmd, os.Interrupt, 10*time.Second)
 	c.log.Close()
 }
 
 // subscribe opens a uni_sse connection subscribed to channel and reads up
 // to its connect reply.
 func (c *centrifugo) subscribe(channel string) (net.Conn, *bufio.Reader, error) {
-	conn, err := net.Dial("tcp", strings.TrimPrefix(c.base, "http://"))
-	if err != nil {
-		return nil, nil, err
-	}
 	connect := `{"subs":{"` + channel + `":{}}}`
-	fmt.Fprintf(conn, "GET /connection/uni_sse?cf_connect=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", url.QueryEscape(connect))
-	r := bufio.NewReaderSize(conn, 512)
-	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			conn.Close()
-			return nil, nil, fmt.Errorf("centrifugo subscribe: %w", err)
-		}
-		if strings.HasPrefix(line, "HTTP/1.1 ") && !strings.HasPrefix(line, "HTTP/1.1 200") {
-			conn.Close()
-			return nil, nil, fmt.Errorf("centrifugo subscribe: %s", strings.TrimSpace(line))
-		}
-		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"connect"`) {
-			_ = conn.SetReadDeadline(time.Time{})
-			return conn, r, nil
-		}
-	}
+	req := fmt.Sprintf("GET /connection/uni_sse?cf_connect=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", url.QueryEscape(connect))
+	return openSSE(c.base, req, "centrifugo subscribe", func(line string) bool {
+		return strings.HasPrefix(line, "data: ") && strings.Contains(line, `"connect"`)
+	})
 }
 
 // publish sends data to channel through the HTTP API.
