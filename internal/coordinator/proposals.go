@@ -275,7 +275,7 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 	if !c.now().Before(p.ExpiresAt) {
 		closed, resumed, err := c.expireProposal(ctx, p)
 		if err != nil {
-			r.answer(protocol.ProposalResult{}, err)
+			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
 		}
 		if r.kind == decideExpire {
@@ -295,7 +295,7 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 	case decideDeny:
 		closed, resumed, err := c.denyProposal(ctx, p)
 		if err != nil {
-			r.answer(protocol.ProposalResult{}, err)
+			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
 		}
 		r.answer(settled(closed), nil)
@@ -350,7 +350,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	if !sameTarget(p.Target, target, err) {
 		closed, resumed, err := c.refuseStale(ctx, p, target)
 		if err != nil {
-			r.answer(protocol.ProposalResult{}, err)
+			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
 		}
 		res := settled(closed)
@@ -360,18 +360,13 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 		r.answer(res, nil)
 		return o.afterDecision(resumed)
 	}
+	id := p.ID
 	p, err = c.confirmProposal(ctx, p)
 	if err != nil {
-		if protocol.IsCode(err, protocol.Conflict) { // another daemon decided first
-			cur, gerr := c.store.GetProposal(ctx, p.ID)
-			if gerr != nil {
-				r.answer(protocol.ProposalResult{}, gerr)
-			} else {
-				r.answer(settledAnswer(r.kind, cur))
-			}
-			return nil, false
+		if !protocol.IsCode(err, protocol.Conflict) {
+			err = c.auditUnavailable("confirm proposal", err)
 		}
-		r.answer(protocol.ProposalResult{}, c.auditUnavailable("confirm proposal", err))
+		o.answerFailed(ctx, r, id, err)
 		return nil, false
 	}
 	o.frames++
@@ -395,6 +390,28 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	r.answer(fin.result, nil)
 	o.answerWaiting(p.ID, fin.result)
 	return o.afterDecision(fin.resumed)
+}
+
+// answerFailed answers a decision whose transition failed. A conflict
+// there means the proposal was no longer pending when the transition ran:
+// another daemon's owner of the parked turn decided it first (the two
+// read it pending; the store let one through). The decision then gets the
+// stored outcome, as any decision about a settled proposal does.
+func (o *owner) answerFailed(ctx context.Context, r decisionRequest, proposalID string, err error) {
+	if !protocol.IsCode(err, protocol.Conflict) {
+		r.answer(protocol.ProposalResult{}, err)
+		return
+	}
+	cur, gerr := o.c.store.GetProposal(ctx, proposalID)
+	if gerr != nil {
+		r.answer(protocol.ProposalResult{}, gerr)
+		return
+	}
+	if cur.Status == store.ProposalPending { // not a lost race: say what failed
+		r.answer(protocol.ProposalResult{}, err)
+		return
+	}
+	r.answer(settledAnswer(r.kind, cur))
 }
 
 func sameTarget(proposed, current *protocol.ResourceVersion, err error) bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -299,4 +300,51 @@ func TestSharedShutdownHandsQueuedTurnsOver(t *testing.T) {
 	if k := kinds(e.waitDone(busy.ConversationID, busy.RequestID)); k[len(k)-1] != "done:failed" {
 		t.Fatalf("the running turn of the daemon that stopped: %v", k)
 	}
+}
+
+// firstResolve runs before on the first ResolveTarget, then resolves: a
+// hook between a confirm's read of its proposal and its check of the
+// target.
+type firstResolve struct {
+	coordinator.Commands
+	once   sync.Once
+	before func()
+}
+
+func (f *firstResolve) ResolveTarget(ctx context.Context, cmd app.Command) (*protocol.ResourceVersion, error) {
+	f.once.Do(f.before)
+	return f.Commands.ResolveTarget(ctx, cmd)
+}
+
+// TestSharedConfirmLosesToAnotherDaemon: two daemons take confirms of one
+// parked proposal; b has read it pending when a executes it (and so
+// changes its target). b's confirm answers the stored outcome, succeeded,
+// as a repeat does, not a conflict about a proposal that "is succeeded"
+// (CI's three-daemon test met it once in twenty confirms).
+func TestSharedConfirmLosesToAnotherDaemon(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t, 2, 20*time.Millisecond)
+	conv := e.conversation()
+	acc, prop := e.toggle(conv)
+	var first protocol.ProposalResult
+	var firstErr error
+	cfg := e.cfg
+	cfg.Instance, cfg.Workers = "b", 2
+	cfg.Commands = &firstResolve{Commands: e.cfg.Commands, before: func() {
+		first, firstErr = e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+	}}
+	b := coordinator.New(cfg)
+	if err := b.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+
+	res, err := b.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+	if firstErr != nil || first.Status != protocol.ResultSucceeded {
+		t.Fatalf("confirm on a = %+v, %v", first, firstErr)
+	}
+	if err != nil || res.Status != protocol.ResultSucceeded {
+		t.Fatalf("the losing confirm on b = %+v, %v; want the stored outcome, succeeded", res, err)
+	}
+	e.checkOneEnding(conv, acc.RequestID, prop)
 }
