@@ -59,8 +59,7 @@ func progressWords(p *protocol.TurnProgress) string {
 		if p.ErrorCode == protocol.RateLimited {
 			why = "the model is rate limited"
 		}
-		at := time.Unix(0, int64(p.RetryAt*float64(time.Second)))
-		return fmt.Sprintf("%s; attempt %d at %s", why, p.Attempt, at.Format("15:04:05"))
+		return fmt.Sprintf("%s; attempt %d at %s", why, p.Attempt, protocol.Time(p.RetryAt).Local().Format("15:04:05"))
 	case protocol.ProgressAwaitingConfirmation:
 		return turnWaiting
 	case protocol.ProgressExecuting:

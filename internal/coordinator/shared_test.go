@@ -41,8 +41,17 @@ func sharedEngineAfter(t *testing.T, workers int, claimInterval time.Duration, b
 // peer starts another daemon's coordinator on e's store.
 func (e *engine) peer(instance string, workers int) *coordinator.Coordinator {
 	e.t.Helper()
+	return e.peerWith(instance, workers, nil)
+}
+
+// peerWith is peer with tweak applied to its configuration first.
+func (e *engine) peerWith(instance string, workers int, tweak func(*coordinator.Config)) *coordinator.Coordinator {
+	e.t.Helper()
 	cfg := e.cfg
 	cfg.Instance, cfg.Workers = instance, workers
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	c := coordinator.New(cfg)
 	if err := c.Recover(context.Background()); err != nil {
 		e.t.Fatal(err)
@@ -328,16 +337,11 @@ func TestSharedConfirmLosesToAnotherDaemon(t *testing.T) {
 	acc, prop := e.toggle(conv)
 	var first protocol.ProposalResult
 	var firstErr error
-	cfg := e.cfg
-	cfg.Instance, cfg.Workers = "b", 2
-	cfg.Commands = &firstResolve{Commands: e.cfg.Commands, before: func() {
-		first, firstErr = e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
-	}}
-	b := coordinator.New(cfg)
-	if err := b.Recover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	b := e.peerWith("b", 2, func(cfg *coordinator.Config) {
+		cfg.Commands = &firstResolve{Commands: cfg.Commands, before: func() {
+			first, firstErr = e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+		}}
+	})
 
 	res, err := b.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
 	if firstErr != nil || first.Status != protocol.ResultSucceeded {

@@ -204,6 +204,14 @@ func TestStreamIdleAndLiveReadNoDatabase(t *testing.T) {
 	}
 }
 
+// endElsewhere completes a turn as its owner, another daemon ("elsewhere"),
+// would: its done frame is committed, and this daemon only sees it.
+func (h *harness) endElsewhere(requestID string) error {
+	_, _, err := h.store.FinishTurn(context.Background(), store.FinishTurnParams{RequestID: requestID, Status: store.TurnCompleted,
+		Now: time.Now(), Instance: "elsewhere"})
+	return err
+}
+
 // TestStreamStatusFollowsAnotherDaemonsTurn: a turn this daemon does not
 // own (another daemon's on a shared database; here one written to the
 // store directly) is known to the streams only by its frames. When one may
@@ -250,8 +258,7 @@ func TestStreamStatusFollowsAnotherDaemonsTurn(t *testing.T) {
 		t.Fatalf("text of a working turn: %d reads, want 0", n)
 	}
 	end := func() {
-		if _, _, err := h.store.FinishTurn(t.Context(), store.FinishTurnParams{RequestID: a.RequestID, Status: store.TurnCompleted,
-			Now: time.Now(), Instance: "elsewhere"}); err != nil {
+		if err := h.endElsewhere(a.RequestID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -272,9 +279,8 @@ func TestStreamStatusCatchesUpInReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := func() {
-		if _, _, err := h.store.FinishTurn(context.Background(), store.FinishTurnParams{RequestID: a.RequestID, Status: store.TurnCompleted,
-			Now: time.Now(), Instance: "elsewhere"}); err != nil {
-			t.Error(err)
+		if err := h.endElsewhere(a.RequestID); err != nil {
+			t.Error(err) // in the server's goroutine: no Fatal
 		}
 	}
 	h.reads.afterGetTurn.Store(&end) // the open's status read, then the turn ends

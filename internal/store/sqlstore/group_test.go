@@ -57,13 +57,20 @@ func text(s string) []store.NewFrame {
 // appendAll appends one frame to each turn at once and returns each
 // caller's answer.
 func appendAll(ctx context.Context, s store.Store, turns []storetest.ActiveTurn, req func(i int) string, frames func(i int) []store.NewFrame) []error {
-	errs := make([]error, len(turns))
+	return allAtOnce(len(turns), func(i int) error {
+		_, err := s.AppendFrames(ctx, store.AppendFramesParams{ConversationID: turns[i].ConversationID, RequestID: req(i),
+			Frames: frames(i), Now: storetest.Epoch})
+		return err
+	})
+}
+
+// allAtOnce calls write(0) … write(n-1) at once, as n callers, and returns
+// each caller's answer.
+func allAtOnce(n int, write func(i int) error) []error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, tn := range turns {
-		wg.Go(func() {
-			_, errs[i] = s.AppendFrames(ctx, store.AppendFramesParams{ConversationID: tn.ConversationID, RequestID: req(i),
-				Frames: frames(i), Now: storetest.Epoch})
-		})
+	for i := range n {
+		wg.Go(func() { errs[i] = write(i) })
 	}
 	wg.Wait()
 	return errs
@@ -138,25 +145,22 @@ func TestGroupCommitFailureRollsBackAlone(t *testing.T) {
 	// Caller 1 is not the active turn (conflict); caller 3 appends a
 	// frame and then fails: its frame was written when it failed, and its
 	// savepoint must take it back.
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, tn := range turns {
-		wg.Go(func() {
-			switch i {
-			case 1:
-				_, errs[i] = s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: tn.ConversationID,
-					RequestID: uuid.NewString(), Frames: text("ok"), Now: storetest.Epoch})
-			case 3:
-				errs[i] = sqlstore.AppendThenFail(s.Store, t.Context(), tn.ConversationID, tn.RequestID, storetest.Epoch,
-					protocol.TextPayload{Content: "half", Format: "plain", Role: protocol.RoleAssistant},
-					protocol.Errorf(protocol.Validation, "the second frame is invalid"))
-			default:
-				_, errs[i] = s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: tn.ConversationID,
-					RequestID: tn.RequestID, Frames: text("ok"), Now: storetest.Epoch})
-			}
-		})
-	}
-	wg.Wait()
+	errs := allAtOnce(n, func(i int) error {
+		tn := turns[i]
+		switch i {
+		case 1:
+			_, err := s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: tn.ConversationID,
+				RequestID: uuid.NewString(), Frames: text("ok"), Now: storetest.Epoch})
+			return err
+		case 3:
+			return sqlstore.AppendThenFail(s.Store, t.Context(), tn.ConversationID, tn.RequestID, storetest.Epoch,
+				protocol.TextPayload{Content: "half", Format: "plain", Role: protocol.RoleAssistant},
+				protocol.Errorf(protocol.Validation, "the second frame is invalid"))
+		}
+		_, err := s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: tn.ConversationID,
+			RequestID: tn.RequestID, Frames: text("ok"), Now: storetest.Epoch})
+		return err
+	})
 	if batch != n-2 {
 		t.Fatalf("%d transactions of the batch ran to the commit, want %d", batch, n-2)
 	}
