@@ -73,7 +73,7 @@ func openDatabase(ctx context.Context, cfg *config, create bool) (database, erro
 		return database{}, err
 	}
 	if pg {
-		st, err := postgres.Open(ctx, cfg.database)
+		st, err := postgres.OpenWith(ctx, cfg.database, cfg.pg)
 		if err != nil {
 			return database{}, fmt.Errorf("%s: %w", databaseName(cfg), err)
 		}

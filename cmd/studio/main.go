@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/studio/operator/internal/store/postgres"
 	"os"
 	"path/filepath"
 
@@ -19,6 +20,8 @@ type config struct {
 	database string // StateDB URL: empty for the SQLite file in dataDir
 	model    string
 	server   string // operator client: daemon URL
+	// pg tunes the PostgreSQL connections (serve's --db-* flags).
+	pg postgres.Options
 }
 
 func envOr(key, def string) string {

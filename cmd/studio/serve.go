@@ -29,6 +29,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
@@ -89,6 +90,11 @@ type turnOptions struct {
 type leaseOptions struct {
 	renew  time.Duration
 	expiry time.Duration
+	// exitOnLoss exits when another daemon took this one's work over,
+	// instead of rejoining as a new instance (rejoin).
+	exitOnLoss bool
+	// outageBudget is how long writes ride out an unavailable database.
+	outageBudget time.Duration
 }
 
 // httpOptions configure the daemon's HTTP edge.
@@ -148,6 +154,12 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
 	f.DurationVar(&lo.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
 	f.DurationVar(&lo.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
+	f.BoolVar(&lo.exitOnLoss, "exit-on-lease-loss", false, "exit (status 1) when another daemon took this one's work over, instead of rejoining as a new instance")
+	f.DurationVar(&lo.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail")
+	f.DurationVar(&cfg.pg.LockTimeout, "db-lock-timeout", postgres.DefaultLockTimeout, "PostgreSQL: longest wait for a row lock (lock_timeout); the write is then retried")
+	f.DurationVar(&cfg.pg.StatementTimeout, "db-statement-timeout", postgres.DefaultStatementTimeout, "PostgreSQL: longest statement (statement_timeout)")
+	f.DurationVar(&cfg.pg.IdleInTransactionTimeout, "db-idle-tx-timeout", postgres.DefaultIdleInTransactionTimeout,
+		"PostgreSQL: a session idle inside a transaction this long is ended, with its locks (idle_in_transaction_session_timeout); at most half the --lease-expiry")
 	return cmd
 }
 
@@ -175,6 +187,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		models[i].Provider = metrics.InstrumentProvider(m.Provider, reg)
 	}
 	provider := models[0].Provider
+	if half := lo.expiry / 2; cfg.pg.IdleInTransactionTimeout > half {
+		// A paused daemon's locks must be gone before its lease expires
+		// and the others take its work over.
+		log.Info("--db-idle-tx-timeout lowered to half the lease expiry", "db_idle_tx_timeout", half)
+		cfg.pg.IdleInTransactionTimeout = half
+	}
 	st, version, err := openStore(ctx, cfg)
 	for _, p := range datadir.Exposed(cfg.dataDir) {
 		log.Warn("the data directory is open to other users", "problem", p)
@@ -193,7 +211,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	shared, _ := usesPostgres(cfg)
 	instance := uuid.NewString()
 	leases := app.LeaseSettings{Renew: lo.renew, Expiry: lo.expiry}
-	svc, err := newApp(ctx, st, provider, log, reg, grace, ao, app.Config{Instance: instance, Shared: shared, Lease: leases})
+	svc, err := newApp(ctx, st, provider, log, reg, grace, ao, app.Config{Instance: instance, Shared: shared, Lease: leases,
+		OutageBudget: lo.outageBudget})
 	if err != nil {
 		return err
 	}
@@ -205,7 +224,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
-		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log, provider: provider.Name()}), Instance: instance, Shared: shared})
+		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log, provider: provider.Name()}), Instance: instance, Shared: shared,
+		OutageBudget: lo.outageBudget})
 	svc.SettleProposalsWith(coord)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {
@@ -266,8 +286,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	case failure = <-errc:
 	case <-ctx.Done():
 	case <-keeper.Lost():
-		// Another daemon took this one's work over: stop, for a
-		// supervisor to start a fresh instance.
+		// Another daemon took this one's work over: every write of the
+		// old instance is fenced off already. Start afresh as a new
+		// instance, in place; or exit, for a supervisor to restart.
+		if !lo.exitOnLoss {
+			return rejoin(log, ln, keeper.Err())
+		}
 		failure = keeper.Err()
 	}
 	log.Info("shutting down")

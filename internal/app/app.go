@@ -106,7 +106,14 @@ type Config struct {
 	ClaimInterval time.Duration
 	// Lease describes this daemon's lease, for doctor.
 	Lease LeaseSettings
+	// OutageBudget is how long a run's end is retried while the database
+	// is unavailable (a restart, a failover) before it is given up to the
+	// reaper (default DefaultOutageBudget).
+	OutageBudget time.Duration
 }
+
+// DefaultOutageBudget is Config.OutageBudget's default.
+const DefaultOutageBudget = 60 * time.Second
 
 // LeaseSettings are the lease flags of a daemon (zero: no lease kept).
 type LeaseSettings struct {
@@ -213,10 +220,18 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Instance == "" {
 		cfg.Instance = uuid.NewString()
 	}
+	if cfg.OutageBudget <= 0 {
+		cfg.OutageBudget = DefaultOutageBudget
+	}
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
 	base, kill := context.WithCancelCause(context.Background())
+	if cfg.Shared {
+		// Every write of the runs this daemon executes is fenced by its
+		// instance: once another daemon reaped it, they fail.
+		base = store.WithFence(base, store.Fence{Instance: cfg.Instance})
+	}
 	return &Service{
 		cfg: cfg, store: cfg.Store, provider: cfg.Provider, maint: cfg.Maintenance,
 		now: func() time.Time { return cfg.Now().UTC() }, log: cfg.Logger,

@@ -14,6 +14,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
 )
@@ -79,6 +80,15 @@ func (f *fx) service(st *sqlite.Store, o fxOpts) *app.Service {
 	cfg := app.Config{Store: st, Maintenance: st, Provider: p, Now: f.clock.Now, Workers: 2, ShutdownGrace: time.Millisecond}
 	if o.cfg != nil {
 		o.cfg(&cfg)
+	}
+	if cfg.Shared {
+		// A daemon sharing its database registers its instance first: its
+		// writes are fenced by it (store.Fence).
+		now := f.clock.Now()
+		if _, err := st.RegisterInstance(f.ctx, store.RegisterInstanceParams{Instance: store.Instance{ID: cfg.Instance,
+			StartedAt: now, HeartbeatAt: now, LeaseExpiresAt: now.Add(time.Hour)}}); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	svc, err := app.New(cfg)
 	if err != nil {

@@ -158,12 +158,17 @@ func (s *Service) execute(run store.Run) {
 			fail(store.RunFailed, protocol.ModelFailure, "the model provider failed: "+redact.Text(err.Error()))
 		}
 	}
-	// A fresh context: the run's own may be cancelled, its ending must not be.
-	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer fcancel()
-	if _, err := s.store.FinishRun(fctx, store.FinishRunParams{ID: p.ID, Status: p.Status, Output: p.Output,
-		OutputTruncated: p.OutputTruncated, ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, Now: s.now(),
-		Instance: s.cfg.Instance}); err != nil {
+	// A fresh context (the run's own may be cancelled, its ending must
+	// not be), still fenced: tried again through a database outage.
+	finish := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := s.store.FinishRun(ctx, store.FinishRunParams{ID: p.ID, Status: p.Status, Output: p.Output,
+			OutputTruncated: p.OutputTruncated, ErrorCode: p.ErrorCode, ErrorMessage: p.ErrorMessage, Now: s.now(),
+			Instance: s.cfg.Instance})
+		return err
+	}
+	if err := s.durably(context.WithoutCancel(s.base), "finish run", finish); err != nil {
 		if !protocol.IsCode(err, protocol.Conflict) { // ended elsewhere (recovered by another process)
 			s.log.Error("finish run", "run", run.ID, "err", err)
 		}
@@ -171,6 +176,28 @@ func (s *Service) execute(run store.Run) {
 		s.runEnded(run, p, time.Since(started))
 	}
 	s.runChanged(run.ID)
+}
+
+// durably runs write until it succeeds, fails for good, or the database
+// has been unavailable (store.Transient) for longer than the outage
+// budget. A write whose commit went unanswered and did land fails its
+// retry with conflict (the run is no longer running), as a run ended
+// elsewhere does.
+func (s *Service) durably(ctx context.Context, what string, write func(context.Context) error) error {
+	start, wait := time.Now(), 50*time.Millisecond
+	for {
+		err := write(ctx)
+		if !store.Transient(err) || time.Since(start)+wait > s.cfg.OutageBudget {
+			return err
+		}
+		s.log.Warn(what+": the database is unavailable; retrying", "wait", wait, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-s.quit:
+			return err
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // watchCancel cancels a run's model call once its row says a cancel was

@@ -65,7 +65,9 @@ func (c *Coordinator) claimOne(slot *ticket) bool {
 		c.pool.done(slot)
 		return false
 	}
-	t, ok, err := c.store.ClaimTurn(c.base, store.ClaimTurnParams{Instance: c.cfg.Instance, Now: c.now()})
+	// Held: a daemon reaped meanwhile claims nothing.
+	ctx := store.WithFence(c.base, store.Fence{Instance: c.cfg.Instance, Hold: true})
+	t, ok, err := c.store.ClaimTurn(ctx, store.ClaimTurnParams{Instance: c.cfg.Instance, Now: c.now()})
 	if err != nil || !ok {
 		c.pool.done(slot)
 		if err != nil && c.base.Err() == nil {

@@ -89,6 +89,7 @@ const (
 	DefaultQueueRetryAfter     = time.Second
 	DefaultClaimInterval       = 2 * time.Second
 	DefaultRemoteCancelWait    = 5 * time.Second
+	DefaultRemoteDecisionWait  = 30 * time.Second
 )
 
 // Commands is what the proposal lifecycle needs of the application:
@@ -181,6 +182,14 @@ type Config struct {
 	// daemon runs waits for that daemon to end it before answering the
 	// turn as it is (running, cancelRequestedAt set).
 	RemoteCancelWait time.Duration
+	// OutageBudget is how long a turn's writes are retried while the
+	// database is unavailable before the turn fails (durable.go);
+	// OutageBackoff the first wait between tries, doubled up to 2 s.
+	OutageBudget  time.Duration
+	OutageBackoff time.Duration
+	// RemoteDecisionWait bounds how long a repeated confirm of a command
+	// that another daemon executes waits for its outcome.
+	RemoteDecisionWait time.Duration
 }
 
 func (cfg *Config) defaults() {
@@ -214,6 +223,9 @@ func (cfg *Config) defaults() {
 	setDefault(&cfg.MaxEndRetryBackoff, 5*time.Second)
 	setDefault(&cfg.ClaimInterval, DefaultClaimInterval)
 	setDefault(&cfg.RemoteCancelWait, DefaultRemoteCancelWait)
+	setDefault(&cfg.OutageBudget, DefaultOutageBudget)
+	setDefault(&cfg.OutageBackoff, 50*time.Millisecond)
+	setDefault(&cfg.RemoteDecisionWait, DefaultRemoteDecisionWait)
 	if cfg.Instance == "" {
 		cfg.Instance = uuid.NewString()
 	}
@@ -268,6 +280,9 @@ type Coordinator struct {
 	wg     sync.WaitGroup // owners and the sweeper
 	mu     sync.Mutex
 	owners map[string]*owner // request id -> its owner
+	// unsure are turns whose takeover's commit went unanswered, to read
+	// again at the reaper's next look (reaper.go).
+	unsure map[string]store.Turn
 	onces
 
 	models models
@@ -282,6 +297,11 @@ func New(cfg Config) *Coordinator {
 	cfg.defaults()
 	ms := newModels(&cfg)
 	base, stop := context.WithCancelCause(context.Background())
+	if cfg.Shared {
+		// Every write an owner makes is fenced by this daemon's instance:
+		// once another daemon reaped it, its writes fail (store.Fence).
+		base = store.WithFence(base, store.Fence{Instance: cfg.Instance})
+	}
 	c := &Coordinator{cfg: cfg, store: cfg.Store, log: cfg.Logger, obs: cfg.Observer, now: cfg.Now,
 		base: base, stop: stop, stopping: make(chan struct{}), abandon: make(chan struct{}),
 		owners: make(map[string]*owner), models: ms, views: newViews()}

@@ -30,6 +30,10 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 	o.phase = phaseEnding
 	c.pool.done(o.slot) // no worker is held while the store is retried
 	o.slot = nil
+	if o.fenced { // another daemon owns the turn now: it ends it
+		o.answerCancels()
+		return
+	}
 	wait := c.cfg.EndRetryBackoff
 	for {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 30*time.Second)
@@ -37,6 +41,11 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 		cancel()
 		if err == nil {
 			break
+		}
+		if store.IsFenced(err) {
+			o.lost("end turn", err)
+			o.answerCancels()
+			return
 		}
 		c.log.Error("end turn; retrying", "request", o.turn.RequestID, "status", status, "wait", wait, "err", err)
 		o.answerCancels() // they learn the turn's state now, not when the store is back
@@ -100,7 +109,7 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 	}
 	_, _, err = c.store.FinishTurn(ctx, store.FinishTurnParams{RequestID: p.turn.RequestID, Status: p.status, Error: p.err, Now: c.now(),
 		Instance: c.cfg.Instance})
-	if protocol.IsCode(err, protocol.Conflict) {
+	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
 		return nil
 	}
 	return err

@@ -38,6 +38,20 @@ type engineOpts struct {
 	before func(*engine)
 }
 
+// register registers a shared daemon's instance with a long lease, as its
+// lease keeper would: its writes are fenced by it (store.Fence).
+func (e *engine) register(cfg coordinator.Config) {
+	e.t.Helper()
+	if !cfg.Shared {
+		return
+	}
+	now := e.clock.Now()
+	if _, err := e.db.RegisterInstance(context.Background(), store.RegisterInstanceParams{Instance: store.Instance{ID: cfg.Instance,
+		Address: "x", PID: 1, Version: "t", StartedAt: now, HeartbeatAt: now, LeaseExpiresAt: now.Add(24 * time.Hour)}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func newEngine(t testing.TB, o engineOpts) *engine {
 	t.Helper()
 	stack := coordtest.New(t, coordtest.Options{Provider: o.provider, Script: o.script, InMemory: true})
@@ -51,6 +65,7 @@ func newEngine(t testing.TB, o engineOpts) *engine {
 	if o.before != nil {
 		o.before(e)
 	}
+	e.register(cfg)
 	e.coord = coordinator.New(cfg)
 	stack.App.SettleProposalsWith(e.coord)
 	if err := e.coord.Recover(context.Background()); err != nil {

@@ -23,7 +23,8 @@ import (
 type progress struct {
 	mu     sync.Mutex
 	v      protocol.TurnProgress
-	ticket *ticket // while queued: the queue position is read from the pool
+	ticket *ticket               // while queued: the queue position is read from the pool
+	saved  protocol.TurnProgress // what a database outage interrupted (durable.go)
 }
 
 // report records the turn's new state and wakes the conversation's readers.

@@ -121,6 +121,11 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 		if cur, gerr := c.store.GetProposal(ctx, p.ID); gerr == nil {
 			p = cur
 		}
+		if kind == decideConfirm && p.Status == store.ProposalExecuting && p.Owner != "" {
+			// Another daemon executes it: a repeat waits for the outcome,
+			// as it does where the command runs.
+			p = c.awaitOutcome(ctx, p)
+		}
 		return settledAnswer(kind, p)
 	}
 	select {
@@ -129,6 +134,34 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 	case <-ctx.Done():
 		return protocol.ProposalResult{}, ctx.Err()
 	}
+}
+
+// awaitOutcome waits, up to RemoteDecisionWait, for a proposal that
+// another daemon executes to leave executing (its outcome's frames wake
+// this daemon's streams, across daemons), and returns it as it then is.
+// An executing proposal with no owner is indeterminate: returned at once.
+func (c *Coordinator) awaitOutcome(ctx context.Context, p store.Proposal) store.Proposal {
+	wait := time.NewTimer(c.cfg.RemoteDecisionWait)
+	defer wait.Stop()
+	for p.Status == store.ProposalExecuting && p.Owner != "" {
+		sig := c.store.FrameSignal(p.ConversationID) // before the read: no commit is missed
+		cur, err := c.store.GetProposal(ctx, p.ID)
+		if err != nil {
+			return p
+		}
+		if p = cur; p.Status != store.ProposalExecuting || p.Owner == "" {
+			return p
+		}
+		select {
+		case <-sig:
+		case <-time.After(time.Second): // a takeover writes no frame of the proposal
+		case <-wait.C:
+			return p
+		case <-ctx.Done():
+			return p
+		}
+	}
+	return p
 }
 
 // send puts a decision in the mailbox of the proposal's turn's owner. It
@@ -361,8 +394,27 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 		return o.afterDecision(resumed)
 	}
 	id := p.ID
-	p, err = c.confirmProposal(ctx, p)
+	pending := p
+	err = o.durable("confirm proposal", func(ctx context.Context) error {
+		var err error
+		p, err = c.confirmProposal(ctx, pending)
+		return err
+	}, func(ctx context.Context) (bool, error) {
+		// The confirmation committed if the proposal executes here now.
+		cur, err := c.store.GetProposal(ctx, id)
+		if err != nil || cur.Status != store.ProposalExecuting || cur.Owner != c.cfg.Instance {
+			return false, err
+		}
+		p = cur
+		return true, nil
+	})
 	if err != nil {
+		if store.IsFenced(err) {
+			o.lost("confirm proposal", err)
+			r.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.ServiceRestarted,
+				"this daemon lost its lease before the proposal was confirmed; nothing was executed: confirm it again").With("proposalId", id))
+			return nil, true
+		}
 		if !protocol.IsCode(err, protocol.Conflict) {
 			err = c.auditUnavailable("confirm proposal", err)
 		}
@@ -372,7 +424,29 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	o.frames++
 
 	result, execErr := o.execute(cmd, p)
-	fin, err := c.finishProposal(ctx, finishParams{proposal: p, result: result, failure: execErr, frames: true})
+	if execErr != nil && (store.IsFenced(execErr) || store.IsAlreadyExecuted(execErr)) {
+		return o.executionLost(r, p, execErr)
+	}
+	var fin finished
+	err = o.durable("record proposal result", func(ctx context.Context) error {
+		var err error
+		fin, err = c.finishProposal(c.executing(ctx, p, false), finishParams{proposal: p, result: result, failure: execErr, frames: true})
+		return err
+	}, func(ctx context.Context) (bool, error) {
+		cur, err := c.store.GetProposal(ctx, p.ID)
+		if err != nil || cur.Status == store.ProposalExecuting {
+			return false, err
+		}
+		t, err := c.store.GetTurn(ctx, p.RequestID)
+		if err != nil {
+			return false, err
+		}
+		fin = finished{proposal: cur, result: settled(cur), resumed: t.Status == store.TurnRunning && t.Owner == c.cfg.Instance}
+		return true, nil
+	})
+	if store.IsFenced(err) {
+		return o.executionLost(r, p, err)
+	}
 	if err != nil {
 		c.log.Error("persist proposal result", "proposal", p.ID, "err", err)
 		perr := protocol.Errorf(protocol.AuditUnavailable,
@@ -390,6 +464,53 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	r.answer(fin.result, nil)
 	o.answerWaiting(p.ID, fin.result)
 	return o.afterDecision(fin.resumed)
+}
+
+// executionLost ends the owner's part in a confirmed command it can no
+// longer see through: the fence refused its execution or the recording of
+// its outcome (another daemon took the proposal over: its audit says
+// indeterminate, and the command never runs after that), or an earlier try
+// of its execution committed although its answer was lost (it ran once;
+// its result is unknown). The owner writes nothing more about it; the
+// decision is answered with what is known.
+func (o *owner) executionLost(r decisionRequest, p store.Proposal, err error) (step, bool) {
+	c := o.c
+	var perr *protocol.Error
+	if store.IsAlreadyExecuted(err) {
+		perr = protocol.Errorf(protocol.AuditUnavailable,
+			"the command ran once but its result could not be read back; the proposal stays executing and will not run again until reconciled").
+			With("proposalId", p.ID)
+		in := indeterminate{proposal: p}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), writeAttemptTimeout)
+		if merr := c.markIndeterminate(ctx, in); merr != nil {
+			o.indeterminate = &in
+		}
+		cancel()
+		res := protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}
+		r.answer(res, nil)
+		o.answerWaiting(p.ID, res)
+		return o.ending(store.TurnFailed, perr), true
+	}
+	o.lost("execute proposal", err)
+	perr = protocol.Errorf(protocol.ServiceRestarted,
+		"this daemon lost its lease while the command was confirmed; another daemon took it over, and its outcome is recorded there").
+		With("proposalId", p.ID)
+	res := protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}
+	r.answer(res, nil)
+	o.answerWaiting(p.ID, res)
+	return nil, true
+}
+
+// executing is ctx fenced for a confirmed proposal's execution (execute:
+// the command's own write, at most once) or for the recording of its
+// outcome: the proposal must still be executing under this daemon at the
+// epoch its confirmation gave it (store.Fence). Without other daemons
+// there is nothing to fence.
+func (c *Coordinator) executing(ctx context.Context, p store.Proposal, execute bool) context.Context {
+	if !c.cfg.Shared {
+		return ctx
+	}
+	return store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, ProposalID: p.ID, ProposalEpoch: p.Epoch, Execute: execute, Now: c.now()})
 }
 
 // answerFailed answers a decision whose transition failed. A conflict
@@ -438,11 +559,29 @@ func (o *owner) execute(cmd app.Command, p store.Proposal) (jsontext.Value, *pro
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Minute)
 		defer cancel()
-		res, err = o.c.cfg.Commands.Execute(ctx, cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: p.Target})
+		// Through a database outage the command is tried again: its
+		// fence makes it run at most once (store.Fence.Execute).
+		start, wait := time.Now(), o.c.cfg.OutageBackoff
+		for {
+			res, err = o.c.cfg.Commands.Execute(o.c.executing(ctx, p, true), cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: p.Target})
+			if !store.Transient(err) || time.Since(start)+wait > o.c.cfg.OutageBudget || ctx.Err() != nil {
+				return
+			}
+			o.c.log.Warn("execute proposal: the database is unavailable; retrying", "proposal", p.ID, "wait", wait, "err", err)
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return
+			}
+			wait = min(2*wait, maxOutageBackoff)
+		}
 	}()
 	for {
 		select {
 		case <-done:
+			if store.IsFenced(err) || store.IsAlreadyExecuted(err) {
+				return nil, protocol.ErrorOf(err) // not the model's: the owner stops (executionLost)
+			}
 			if err != nil {
 				return nil, toolError(o.c, err)
 			}
@@ -582,7 +721,7 @@ func (c *Coordinator) cancelWithTurn(ctx context.Context, p store.Proposal, stat
 	}
 	_, _, err := c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
 		state: protocol.ConfirmationDenied, frames: true, err: perr})
-	if protocol.IsCode(err, protocol.Conflict) {
+	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
 		return nil // decided meanwhile (by another daemon)
 	}
 	return err
@@ -609,6 +748,11 @@ func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal) (st
 	now := c.now()
 	confirmed := p
 	confirmed.ConfirmedAt = &now
+	if c.cfg.Shared {
+		// This daemon takes the command: its instance must be live, and
+		// stay so until the confirmation commits.
+		ctx = store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, Hold: true})
+	}
 	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now, Instance: c.cfg.Instance,
 		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, now: now}),
 		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed}}}})

@@ -26,7 +26,13 @@ import (
 // Turns parked on a human belong to no process and are left alone: any
 // daemon continues them when the decision comes.
 func (c *Coordinator) ReapOrphans(ctx context.Context, w store.OrphanedWork) error {
+	if c.cfg.Shared {
+		// A reaper that was itself reaped (paused, then resumed) takes
+		// nothing over: the takeovers must commit while it is live.
+		ctx = store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, Hold: true})
+	}
 	var errs []error
+	errs = append(errs, c.recheckTakeovers(ctx))
 	for _, t := range w.Turns {
 		errs = append(errs, c.reapTurn(ctx, t))
 	}
@@ -74,13 +80,33 @@ func (c *Coordinator) reapTurn(ctx context.Context, t store.Turn) error {
 	}
 	adopted, err := c.store.AdoptTurn(ctx, store.AdoptTurnParams{RequestID: t.RequestID, From: t.Owner, To: c.cfg.Instance,
 		Indeterminate: audits})
-	if err != nil {
+	if err != nil && store.Transient(err) {
+		// The takeover may have committed although its answer was lost:
+		// read the turn again, now or at the next look, never forget it
+		// (an adopted turn is no longer orphaned work for anyone).
+		var landed bool
+		if adopted, landed, err = c.tookOver(ctx, t); err != nil {
+			c.rememberTakeover(t)
+			return err
+		}
+		if !landed {
+			return nil // not taken: the next look finds it orphaned again
+		}
+	} else if err != nil {
 		return ignoreConflict(err) // another reaper took it
 	}
 	for _, p := range executing {
 		c.indeterminateDone(p)
 	}
-	c.log.Warn("ending a turn whose daemon stopped", "request", t.RequestID, "conversation", t.ConversationID, "instance", t.Owner)
+	c.endAdopted(adopted, t.Owner, perr)
+	return nil
+}
+
+// endAdopted starts (or tells) the owner that ends a turn taken over from
+// a dead daemon.
+func (c *Coordinator) endAdopted(adopted store.Turn, from string, perr *protocol.Error) {
+	t := adopted
+	c.log.Warn("ending a turn whose daemon stopped", "request", t.RequestID, "conversation", t.ConversationID, "instance", from)
 	c.mu.Lock()
 	parked := c.owners[t.RequestID]
 	c.mu.Unlock()
@@ -88,13 +114,65 @@ func (c *Coordinator) reapTurn(ctx context.Context, t store.Turn) error {
 		// A parked owner here while its proposal executed on the dead
 		// daemon: it ends the turn.
 		parked.box.put(reapRequest{err: perr})
-		return nil
+		return
 	}
 	o := c.startOwnerWith(adopted, phaseReaped, nil, func(o *owner) { o.reaped = perr })
 	if o.reaped == nil { // an owner started meanwhile (a decision adopted it)
 		o.box.put(reapRequest{err: perr})
 	}
-	return nil
+}
+
+// tookOver reads a turn whose takeover's commit went unanswered: landed
+// says it is this daemon's now (the owner changed to it, at a later epoch
+// than the reaper saw).
+func (c *Coordinator) tookOver(ctx context.Context, t store.Turn) (store.Turn, bool, error) {
+	cur, err := c.store.GetTurn(context.WithoutCancel(ctx), t.RequestID)
+	if err != nil {
+		return cur, false, err
+	}
+	return cur, cur.Owner == c.cfg.Instance && cur.Epoch > t.Epoch && !cur.Status.Terminal(), nil
+}
+
+// rememberTakeover keeps a takeover whose outcome could not be read, for
+// the next look (recheckTakeovers).
+func (c *Coordinator) rememberTakeover(t store.Turn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unsure == nil {
+		c.unsure = map[string]store.Turn{}
+	}
+	c.unsure[t.RequestID] = t
+}
+
+// recheckTakeovers reads again the takeovers whose outcome was unknown and
+// ends the turns that turn out to be this daemon's.
+func (c *Coordinator) recheckTakeovers(ctx context.Context) error {
+	c.mu.Lock()
+	unsure := make([]store.Turn, 0, len(c.unsure))
+	for _, t := range c.unsure {
+		unsure = append(unsure, t)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, t := range unsure {
+		cur, landed, err := c.tookOver(ctx, t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.mu.Lock()
+		delete(c.unsure, t.RequestID)
+		c.mu.Unlock()
+		if landed {
+			c.life.RLock()
+			if !c.closed {
+				c.endAdopted(cur, t.Owner, protocol.Errorf(protocol.ServiceRestarted,
+					"the daemon running this turn stopped (its lease expired); the turn did not complete").With("instance", t.Owner))
+			}
+			c.life.RUnlock()
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reapProposal marks a proposal that a dead daemon left executing

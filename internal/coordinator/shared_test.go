@@ -52,6 +52,7 @@ func (e *engine) peerWith(instance string, workers int, tweak func(*coordinator.
 	if tweak != nil {
 		tweak(&cfg)
 	}
+	e.register(cfg)
 	c := coordinator.New(cfg)
 	if err := c.Recover(context.Background()); err != nil {
 		e.t.Fatal(err)

@@ -316,6 +316,9 @@ type owner struct {
 	// moved says a recheck found the queued turn claimed or ended by
 	// another daemon: its owner steps aside.
 	moved bool
+	// fenced says a write was refused because the turn is no longer this
+	// daemon's (durable.go): the owner stops without writing.
+	fenced bool
 }
 
 // step is one stretch of an owner's life; it returns the next (nil: done).

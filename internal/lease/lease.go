@@ -85,6 +85,13 @@ type Keeper struct {
 	renewals, failures, reaped atomic.Int64
 	live                       atomic.Int64
 
+	// healthySince is when this daemon's renewals began to succeed
+	// without a break (the run loop's alone). Its reaper reaps only once
+	// that is a whole Expiry ago: after an outage of the database every
+	// lease looks expired, and the others must have had the time to renew
+	// theirs before anyone takes their work.
+	healthySince time.Time
+
 	looks int // renewals so far: old instances are purged now and then
 
 	lostOnce sync.Once
@@ -124,10 +131,8 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
 	k.live.Store(1)
+	k.healthySince = now
 	k.log.Info("instance registered", "instance", in.ID, "lease_renew", cfg.Renew, "lease_expiry", cfg.Expiry)
-	if cfg.Reap {
-		k.reap(ctx)
-	}
 	go k.run()
 	return k, nil
 }
@@ -177,22 +182,41 @@ func (k *Keeper) run() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), k.cfg.Renew)
+		// The renewal, and the reaping and purge after it, each get
+		// their own deadline: a takeover cut short by the renewal's
+		// would leave its outcome unknown.
+		ctx, cancel := context.WithTimeout(context.Background(), k.renewTimeout())
 		err := k.renew(ctx)
-		if err == nil && k.cfg.Reap {
-			k.reap(ctx)
-		}
-		if err == nil {
-			k.purge(ctx)
-		}
 		cancel()
 		if errors.Is(err, errLost) {
 			return
 		}
+		now := k.now()
+		if err != nil {
+			k.healthySince = time.Time{}
+			continue
+		}
+		if k.healthySince.IsZero() {
+			k.healthySince = now
+			k.log.Info("the database answers again; reaping waits a whole lease expiry", "instance", k.ID(), "lease_expiry", k.cfg.Expiry)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), k.reapTimeout())
+		if k.cfg.Reap && now.Sub(k.healthySince) >= k.cfg.Expiry {
+			k.reap(ctx)
+		}
+		k.purge(ctx)
+		cancel()
 	}
 }
 
 var errLost = errors.New("lease lost")
+
+// renewTimeout bounds one renewal: long enough for a loaded database,
+// short enough to try again well before the lease expires.
+func (k *Keeper) renewTimeout() time.Duration { return max(k.cfg.Renew, k.cfg.Expiry/4) }
+
+// reapTimeout bounds one look of the reaper, takeovers included.
+func (k *Keeper) reapTimeout() time.Duration { return max(k.cfg.Expiry, 10*time.Second) }
 
 // renew extends the lease; a refusal because the instance was reaped
 // closes Lost.
@@ -249,11 +273,11 @@ func (k *Keeper) reap(ctx context.Context) {
 		k.log.Warn("list orphaned work", "err", err)
 		return
 	}
-	if len(w.Turns)+len(w.Proposals)+len(w.Runs) > 0 {
-		for _, r := range k.cfg.Reapers {
-			if err := r.ReapOrphans(ctx, w); err != nil {
-				k.log.Warn("end orphaned work", "err", err)
-			}
+	// Every look, with or without orphans: a reaper also reads again the
+	// takeovers whose outcome it could not learn.
+	for _, r := range k.cfg.Reapers {
+		if err := r.ReapOrphans(ctx, w); err != nil {
+			k.log.Warn("end orphaned work", "err", err)
 		}
 	}
 	if all, err := k.st.ListInstances(ctx, store.ListInstancesParams{Limit: 1000}); err == nil {

@@ -136,6 +136,9 @@ func TestDeadDaemonReapedAndLeaseLost(t *testing.T) {
 	})
 	live := storetest.NewClock(storetest.Epoch.Add(time.Minute))
 	other := start(t, s, live, reaper)
+	// A daemon reaps only once it has seen the database for a whole
+	// lease expiry.
+	live.Advance(time.Hour)
 	select {
 	case <-hung.Lost():
 	case <-time.After(30 * time.Second):

@@ -400,4 +400,8 @@ const (
 	ProgressRetrying             ProgressState = "retrying"
 	ProgressAwaitingConfirmation ProgressState = "awaiting_confirmation"
 	ProgressExecuting            ProgressState = "executing"
+	// ProgressDatabaseUnavailable: the state database does not answer (a
+	// restart, a failover); the turn's write is tried again at RetryAt
+	// (Attempt is the next try), until the daemon's outage budget runs out.
+	ProgressDatabaseUnavailable ProgressState = "database_unavailable"
 )

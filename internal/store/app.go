@@ -246,8 +246,10 @@ type Run struct {
 	StartedAt         *time.Time
 	EndedAt           *time.Time
 	CancelRequestedAt *time.Time
-	// Owner is the instance executing a running run ("" otherwise).
+	// Owner is the instance executing a running run ("" otherwise), and
+	// Epoch how many times the owner changed (fence.go).
 	Owner string
+	Epoch int64
 }
 
 // RunStore keeps runs and their transitions. Each transition bumps the

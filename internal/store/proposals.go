@@ -60,8 +60,13 @@ type Proposal struct {
 	// command); it answers the same tool call.
 	AmendedFrom *string
 	// Owner is the instance that executes it once confirmed ("" before,
-	// and once its outcome became unknown with its executor).
+	// and once its outcome became unknown with its executor), and Epoch
+	// how many times the owner changed: the execution's fence (fence.go).
 	Owner string
+	Epoch int64
+	// ExecutedAt is when the command's own write committed (fenced
+	// executions only: Fence.Execute); nil before.
+	ExecutedAt *time.Time
 }
 
 // ProposalStore keeps proposals. Every transition that the ADR audits

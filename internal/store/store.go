@@ -131,8 +131,10 @@ type Turn struct {
 	EndedAt           *time.Time
 	CancelRequestedAt *time.Time
 	// Owner is the instance that owns the turn ("" for none; see
-	// InstanceStore).
+	// InstanceStore), and Epoch how many times the owner changed (its
+	// fencing token: fence.go).
 	Owner string
+	Epoch int64
 }
 
 // Frame is a row of studio_operator_frames. Payload is the stored JSON,

@@ -62,6 +62,47 @@ const migrateLock = 0x73747564696f
 // on a connection of its own.
 const exclusiveLock = 0x73747564696f2d78
 
+// Default session timeouts (Options). Every connection of the pool sets
+// them, so no statement, row lock or open transaction of this daemon can
+// hold the others up for long: a daemon paused inside a transaction (a
+// GC pause, a frozen VM) loses the transaction, and its locks, after
+// IdleInTransactionTimeout.
+const (
+	DefaultLockTimeout              = 2 * time.Second
+	DefaultStatementTimeout         = 30 * time.Second
+	DefaultIdleInTransactionTimeout = 5 * time.Second
+)
+
+// Options tune a Store's connections; a zero field is its default.
+type Options struct {
+	// LockTimeout bounds a wait for a row lock (lock_timeout): a writer
+	// that meets a lock a paused daemon holds fails with a transient error
+	// and retries, instead of hanging.
+	LockTimeout time.Duration
+	// StatementTimeout bounds one statement (statement_timeout).
+	StatementTimeout time.Duration
+	// IdleInTransactionTimeout ends a session that sits in an open
+	// transaction without a statement for this long
+	// (idle_in_transaction_session_timeout), releasing its locks. Keep it
+	// below the lease expiry, so a paused daemon's locks are gone before
+	// the other daemons take its work over.
+	IdleInTransactionTimeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.StatementTimeout <= 0 {
+		o.StatementTimeout = DefaultStatementTimeout
+	}
+	if o.IdleInTransactionTimeout <= 0 {
+		o.IdleInTransactionTimeout = DefaultIdleInTransactionTimeout
+	}
+}
+
+func millis(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
+
 // Store is StateDB on one PostgreSQL database.
 type Store struct {
 	*sqlstore.Store
@@ -83,6 +124,12 @@ var _ store.Store = (*Store)(nil)
 // keyword/value string) and starts listening for other processes' frame
 // commits. It does not migrate; call Migrate.
 func Open(ctx context.Context, url string) (*Store, error) {
+	return OpenWith(ctx, url, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
+	opts.defaults()
 	// pgxpool's parser takes pool_max_conns out of the URL; the rest is
 	// pgx's connection config.
 	pcfg, err := pgxpool.ParseConfig(url)
@@ -90,6 +137,15 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	cfg := pcfg.ConnConfig
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	for k, v := range map[string]string{"lock_timeout": millis(opts.LockTimeout), "statement_timeout": millis(opts.StatementTimeout),
+		"idle_in_transaction_session_timeout": millis(opts.IdleInTransactionTimeout)} {
+		if _, set := cfg.RuntimeParams[k]; !set { // the URL's own setting wins
+			cfg.RuntimeParams[k] = v
+		}
+	}
 	maxConns := DefaultMaxConns
 	if strings.Contains(url, "pool_max_conns") {
 		maxConns = int(pcfg.MaxConns)
@@ -129,7 +185,7 @@ func (s *Store) Migrate(ctx context.Context, now time.Time) (int, error) {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrateLock)); err != nil {
+	if err := advisoryLock(ctx, conn, migrateLock); err != nil {
 		return 0, fmt.Errorf("migrate: lock: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(migrateLock)) //nolint:errcheck // the session ends with the connection anyway
@@ -154,11 +210,33 @@ func (s *Store) Exclusive(ctx context.Context, fn func(context.Context) error) e
 		return fmt.Errorf("exclusive: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(exclusiveLock)); err != nil {
+	if err := advisoryLock(ctx, conn, exclusiveLock); err != nil {
 		return fmt.Errorf("exclusive: lock: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(exclusiveLock)) //nolint:errcheck // the session ends with the connection anyway
 	return fn(ctx)
+}
+
+// advisoryLock takes a session advisory lock, waiting as long as ctx
+// allows: the daemon that holds it migrates or seeds, which may take
+// longer than lock_timeout. Tries without waiting, with a backoff.
+func advisoryLock(ctx context.Context, conn *sql.Conn, key int64) error {
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		var ok bool
+		if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // Close stops the listener and closes the pool.
@@ -242,8 +320,11 @@ func (dialect) Rebind(query string) string { return rebind(query) }
 // Lock: writes lock the rows they check (see the package comment).
 func (dialect) Lock(mode sqlstore.LockMode, of ...string) string {
 	clause := " FOR UPDATE"
-	if mode == sqlstore.ForKeyShare {
+	switch mode {
+	case sqlstore.ForKeyShare:
 		clause = " FOR KEY SHARE"
+	case sqlstore.ForShare:
+		clause = " FOR SHARE"
 	}
 	if len(of) > 0 {
 		clause += " OF " + strings.Join(of, ", ")
@@ -252,6 +333,13 @@ func (dialect) Lock(mode sqlstore.LockMode, of ...string) string {
 		clause += " SKIP LOCKED"
 	}
 	return clause
+}
+
+// MigrationPreamble lifts the session timeouts for a migration: a schema
+// change waits for the other daemons' transactions on its tables, and may
+// take long on a large database.
+func (dialect) MigrationPreamble() string {
+	return `SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0`
 }
 
 // Snapshot: several queries read one REPEATABLE READ snapshot.

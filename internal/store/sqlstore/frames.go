@@ -125,6 +125,19 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 		if active.String != p.RequestID || !active.Valid {
 			return protocol.Errorf(protocol.Conflict, "request %s is not the conversation's active turn", p.RequestID)
 		}
+		if f, ok := store.FenceFrom(ctx); ok {
+			// An owner appends only to a turn it still owns; the
+			// conversation's lock orders this after a takeover.
+			var owner sql.NullString
+			if err := tx.QueryRowContext(ctx, `SELECT owner_instance FROM studio_operator_turns WHERE request_id = ?`,
+				p.RequestID).Scan(&owner); err != nil {
+				return fmt.Errorf("append frames: %w", err)
+			}
+			if owner.String != f.Instance {
+				return store.Fenced("turn %s is owned by %q, no longer by instance %s", p.RequestID, owner.String, f.Instance).
+					With("instance", f.Instance)
+			}
+		}
 		frames, err = insertEncoded(ctx, tx, p.ConversationID, p.RequestID, next, p.Now, encoded)
 		tx.touch(p.ConversationID)
 		return err

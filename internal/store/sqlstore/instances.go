@@ -116,13 +116,17 @@ func (s *Store) ReapInstances(ctx context.Context, p store.ReapInstancesParams) 
 	var out []store.Instance
 	err := s.txn(ctx, func(tx *writeTx) error {
 		out = nil
-		query := `SELECT ` + instanceCols + ` FROM studio_instances WHERE reaped_at IS NULL AND id <> ?`
+		// A stopped instance ended its lease itself: nothing to take over
+		// by force (OrphanedWork still finds what it left). Rows another
+		// transaction holds — a daemon paused inside its renewal — are
+		// passed over, not waited for: the next look takes them.
+		query := `SELECT ` + instanceCols + ` FROM studio_instances WHERE reaped_at IS NULL AND stopped_at IS NULL AND id <> ?`
 		args := []any{p.Except}
 		if !p.All {
 			query += ` AND lease_expires_at < ?`
 			args = append(args, ts(p.Now))
 		}
-		found, err := collect(ctx, tx.conn, "reap instances", scanInstance, query+` ORDER BY id`+tx.locks.update, args...)
+		found, err := collect(ctx, tx.conn, "reap instances", scanInstance, query+` ORDER BY id`+tx.locks.skipLocked, args...)
 		if err != nil {
 			return err
 		}
@@ -159,9 +163,10 @@ func (s *Store) PurgeInstances(ctx context.Context, p store.PurgeInstancesParams
 	return n, err
 }
 
-// reaped is the condition "the owner column c names a reaped instance".
+// reaped is the condition "the owner column c names an instance that
+// lost its lease or stopped": work left there is nobody's.
 func reaped(c string) string {
-	return c + ` IN (SELECT id FROM studio_instances WHERE reaped_at IS NOT NULL)`
+	return c + ` IN (SELECT id FROM studio_instances WHERE reaped_at IS NOT NULL OR stopped_at IS NOT NULL)`
 }
 
 // OrphanedWork implements store.InstanceStore.
@@ -214,7 +219,7 @@ func (s *Store) AdoptTurn(ctx context.Context, p store.AdoptTurnParams) (store.T
 			return protocol.Errorf(protocol.Conflict, "turn %s is %s, owned by %q, not %q's", p.RequestID, cur.Status, cur.Owner, p.From).
 				With("status", string(cur.Status))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ? WHERE request_id = ?`,
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ?, owner_epoch = owner_epoch + 1 WHERE request_id = ?`,
 			nullIfEmpty(p.To), p.RequestID); err != nil {
 			return fmt.Errorf("adopt turn: %w", err)
 		}
@@ -249,7 +254,7 @@ func (s *Store) DisownProposal(ctx context.Context, p store.DisownProposalParams
 // settles it.
 func disown(ctx context.Context, tx *writeTx, id, from string, audit store.AppendAdminEventParams) error {
 	cond, args := sameOwner("owner_instance", from)
-	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET owner_instance = NULL
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET owner_instance = NULL, owner_epoch = owner_epoch + 1
 		WHERE id = ? AND status = 'executing' AND `+cond, append([]any{id}, args...)...)
 	if err != nil {
 		return fmt.Errorf("disown proposal: %w", err)
@@ -277,7 +282,7 @@ func (s *Store) ClaimTurn(ctx context.Context, p store.ClaimTurnParams) (store.T
 		if err != nil {
 			return fmt.Errorf("claim turn: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1
 			WHERE request_id = ? AND status = 'queued'`, ts(p.Now), nullIfEmpty(p.Instance), id)
 		if err != nil {
 			return fmt.Errorf("claim turn: %w", err)
@@ -298,7 +303,7 @@ func (s *Store) ReleaseTurn(ctx context.Context, p store.ReleaseTurnParams) (sto
 	var out store.Turn
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cond, args := sameOwner("owner_instance", p.From)
-		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = NULL
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = NULL, owner_epoch = owner_epoch + 1
 			WHERE request_id = ? AND status = 'queued' AND `+cond, append([]any{p.RequestID}, args...)...)
 		if err != nil {
 			return fmt.Errorf("release turn: %w", err)
@@ -323,7 +328,7 @@ func (s *Store) ReapRun(ctx context.Context, p store.ReapRunParams) (store.Run, 
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cond, args := sameOwner("owner_instance", p.From)
 		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'failed', error_code = ?, error_message = ?,
-			ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL
+			ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL, owner_epoch = owner_epoch + 1
 			WHERE id = ? AND status = 'running' AND `+cond,
 			append([]any{p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), p.ID}, args...)...)
 		if err != nil {

@@ -35,6 +35,12 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, ms []store.Migration, n
 		if err != nil {
 			return current, fmt.Errorf("migration %04d: begin: %w", m.Version, err)
 		}
+		if p, ok := d.(migrationPreamble); ok {
+			if _, err := tx.ExecContext(ctx, p.MigrationPreamble()); err != nil {
+				_ = tx.Rollback()
+				return current, fmt.Errorf("migration %04d: %w", m.Version, err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			_ = tx.Rollback()
 			return current, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
@@ -50,6 +56,11 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, ms []store.Migration, n
 	}
 	return current, nil
 }
+
+// migrationPreamble is a dialect with statements that run first in each
+// migration's transaction (PostgreSQL: no session timeouts for schema
+// changes, which may wait for other daemons' transactions).
+type migrationPreamble interface{ MigrationPreamble() string }
 
 // CurrentVersion is the highest applied migration, 0 for a new database.
 func CurrentVersion(ctx context.Context, db *sql.DB) (int, error) {

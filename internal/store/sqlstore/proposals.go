@@ -17,17 +17,17 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance`
+	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance, owner_epoch, executed_at`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
 	var command string
 	var kind, id, version, result, code, impact, targetName, amended, owner sql.NullString
 	var expires, created float64
-	var confirmed, completed sql.NullFloat64
+	var confirmed, completed, executed sql.NullFloat64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner); err != nil {
+		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner, &p.Epoch, &executed); err != nil {
 		return p, err
 	}
 	p.Impact, p.TargetName = impact.String, targetName.String
@@ -41,7 +41,7 @@ func scanProposal(row scanner) (store.Proposal, error) {
 	}
 	p.ErrorCode, p.AmendedFrom = nullString(code), nullString(amended)
 	p.ExpiresAt, p.CreatedAt = fromTS(expires), fromTS(created)
-	p.ConfirmedAt, p.CompletedAt = nullTS(confirmed), nullTS(completed)
+	p.ConfirmedAt, p.CompletedAt, p.ExecutedAt = nullTS(confirmed), nullTS(completed), nullTS(executed)
 	return p, nil
 }
 
@@ -197,7 +197,7 @@ func transition(ctx context.Context, tx *writeTx, id string, from []store.Propos
 // running, owned by instance; it reports whether it did (and so who
 // continues the turn).
 func resumeTurn(ctx context.Context, tx *writeTx, requestID, instance string) (bool, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', owner_instance = ?
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', owner_instance = ?, owner_epoch = owner_epoch + 1
 		WHERE request_id = ? AND status = 'awaiting_confirmation'`, nullIfEmpty(instance), requestID)
 	if err != nil {
 		return false, fmt.Errorf("resume turn: %w", err)
@@ -212,14 +212,14 @@ func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalPara
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
 		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
-			`status = 'executing', confirmed_at = ?, owner_instance = ?`, []any{ts(p.Now), nullIfEmpty(p.Instance)}, p.Audit, p.Frames, p.Now)
+			`status = 'executing', confirmed_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1`, []any{ts(p.Now), nullIfEmpty(p.Instance)}, p.Audit, p.Frames, p.Now)
 		if err != nil {
 			return err
 		}
 		tx.touch(out.ConversationID)
 		// A parked turn is its executor's while the command runs: if that
 		// daemon dies, a reaper knows whose work to end.
-		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ?
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ?, owner_epoch = owner_epoch + 1
 			WHERE request_id = ? AND status = 'awaiting_confirmation'`, nullIfEmpty(p.Instance), out.RequestID); err != nil {
 			return fmt.Errorf("confirm proposal: %w", err)
 		}
@@ -305,7 +305,7 @@ func (s *Store) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmation
 		}
 		// Parked on a human, the turn is no one's; parked on a proposal
 		// another daemon executes, it is that daemon's.
-		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation',
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'awaiting_confirmation', owner_epoch = owner_epoch + 1,
 			owner_instance = (SELECT MAX(owner_instance) FROM studio_operator_proposals
 				WHERE request_id = ? AND status = 'executing')
 			WHERE request_id = ? AND status = 'running' AND EXISTS (

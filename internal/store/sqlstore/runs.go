@@ -13,7 +13,7 @@ import (
 
 const runCols = `id, project, playbook_id, playbook_name, playbook_version, prompt, input, args_json, status,
 	run_trigger, schedule_id, retry_of, output, output_truncated, error_code, error_message, version,
-	created_at, updated_at, started_at, ended_at, cancel_requested_at, workflow_id, workflow_step, owner_instance`
+	created_at, updated_at, started_at, ended_at, cancel_requested_at, workflow_id, workflow_step, owner_instance, owner_epoch`
 
 func scanRun(row scanner) (store.Run, error) {
 	var r store.Run
@@ -25,7 +25,7 @@ func scanRun(row scanner) (store.Run, error) {
 	var started, ended, cancelReq sql.NullFloat64
 	err := row.Scan(&r.ID, &r.Project, &r.PlaybookID, &r.PlaybookName, &r.PlaybookVersion, &r.Prompt, &r.Input, &args,
 		&r.Status, &r.Trigger, &schedule, &retryOf, &r.Output, &truncated, &code, &msg, &r.Version,
-		&created, &updated, &started, &ended, &cancelReq, &workflow, &step, &owner)
+		&created, &updated, &started, &ended, &cancelReq, &workflow, &step, &owner, &r.Epoch)
 	if err != nil {
 		return r, err
 	}
@@ -187,7 +187,7 @@ func (s *Store) ClaimRun(ctx context.Context, p store.ClaimRunParams) (store.Run
 			return fmt.Errorf("claim run: %w", err)
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'running', started_at = ?, updated_at = ?, version = version + 1,
-			owner_instance = ? WHERE id = ? AND status = 'queued'`, ts(p.Now), ts(p.Now), nullIfEmpty(p.Instance), id)
+			owner_instance = ?, owner_epoch = owner_epoch + 1 WHERE id = ? AND status = 'queued'`, ts(p.Now), ts(p.Now), nullIfEmpty(p.Instance), id)
 		if err != nil {
 			return fmt.Errorf("claim run: %w", err)
 		}
@@ -219,7 +219,7 @@ func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.R
 			return protocol.Errorf(protocol.Conflict, "run %s is owned by instance %q", p.ID, cur.Owner).With("status", string(cur.Status))
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = ?, output = ?, output_truncated = ?,
-			error_code = ?, error_message = ?, ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL
+			error_code = ?, error_message = ?, ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL, owner_epoch = owner_epoch + 1
 			WHERE id = ? AND status = 'running'`,
 			p.Status, p.Output, boolInt(p.OutputTruncated), p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("finish run: %w", err)
@@ -279,7 +279,7 @@ func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]s
 		}
 		for _, id := range ids {
 			if _, err := tx.ExecContext(ctx, `UPDATE studio_runs SET status = 'failed', error_code = ?, error_message = ?,
-				ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL WHERE id = ? AND status IN ('queued', 'running')`,
+				ended_at = ?, updated_at = ?, version = version + 1, owner_instance = NULL, owner_epoch = owner_epoch + 1 WHERE id = ? AND status IN ('queued', 'running')`,
 				p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), id); err != nil {
 				return fmt.Errorf("recover run: %w", err)
 			}

@@ -86,6 +86,9 @@ const (
 	// SkipLocked: a claim, which locks for update and passes over the rows
 	// another transaction holds instead of waiting for them.
 	SkipLocked
+	// ForShare: the rows must not change before the transaction ends (a
+	// writer's instance, which a reaper would mark reaped).
+	ForShare
 )
 
 // Config is what New needs.
@@ -139,6 +142,7 @@ func New(c Config) *Store {
 		w: conn{db: c.Writer, d: c.Dialect}, r: conn{db: c.Reader, d: c.Dialect},
 		locks: locks{
 			update:         c.Dialect.Lock(ForUpdate),
+			share:          c.Dialect.Lock(ForShare),
 			updateSchedule: c.Dialect.Lock(ForUpdate, "s"),
 			keyShare:       c.Dialect.Lock(ForKeyShare),
 			skipLocked:     c.Dialect.Lock(SkipLocked),
@@ -165,6 +169,7 @@ func New(c Config) *Store {
 // locks are the dialect's lock clauses, worked out once.
 type locks struct {
 	update         string
+	share          string // rows that must not change until the commit (fence.go)
 	updateSchedule string // a schedule read joins its playbook: lock the schedule only
 	keyShare       string
 	skipLocked     string
@@ -267,6 +272,15 @@ func (tx *writeTx) control(key string) {
 // dialect calls retryable runs fn again on a fresh transaction, so the
 // checks it makes see the row that a concurrent writer just committed.
 func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
+	if f, ok := store.FenceFrom(ctx); ok {
+		inner := fn
+		fn = func(tx *writeTx) error {
+			if err := checkFence(ctx, tx, f); err != nil {
+				return err
+			}
+			return inner(tx)
+		}
+	}
 	if s.group != nil {
 		return s.group.do(ctx, fn)
 	}
@@ -322,7 +336,11 @@ func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*write
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+		if errors.Is(err, sql.ErrTxDone) || !store.Transient(err) {
+			return nil, fmt.Errorf("commit: %w", err)
+		}
+		// Sent and not answered: it may have landed.
+		return nil, &store.CommitUnknownError{Err: fmt.Errorf("commit: %w", err)}
 	}
 	return tx, nil
 }

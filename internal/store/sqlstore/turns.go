@@ -14,7 +14,7 @@ import (
 )
 
 const turnCols = `request_id, conversation_id, instruction, context_json, context_hash, status,
-	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance`
+	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance, owner_epoch`
 
 func scanTurn(row scanner) (store.Turn, error) {
 	var t store.Turn
@@ -23,7 +23,7 @@ func scanTurn(row scanner) (store.Turn, error) {
 	var created float64
 	var started, ended, cancelReq sql.NullFloat64
 	err := row.Scan(&t.RequestID, &t.ConversationID, &t.Instruction, &ctxJSON, &t.ContextHash, &t.Status,
-		&errCode, &created, &started, &ended, &cancelReq, &owner)
+		&errCode, &created, &started, &ended, &cancelReq, &owner, &t.Epoch)
 	if err != nil {
 		return t, err
 	}
@@ -125,7 +125,7 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 func (s *Store) StartTurn(ctx context.Context, p store.StartTurnParams) (store.Turn, error) {
 	var t store.Turn
 	err := s.txn(ctx, func(tx *writeTx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?
+		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1
 			WHERE request_id = ? AND status = 'queued'`, ts(p.Now), nullIfEmpty(p.Instance), p.RequestID)
 		if err != nil {
 			return fmt.Errorf("start turn: %w", err)
@@ -204,7 +204,7 @@ func finishTurn(ctx context.Context, tx *writeTx, t store.Turn, status store.Tur
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = ?, error_code = ?, ended_at = ?, owner_instance = NULL
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = ?, error_code = ?, ended_at = ?, owner_instance = NULL, owner_epoch = owner_epoch + 1
 		WHERE request_id = ?`, status, code, ts(now), t.RequestID); err != nil {
 		return nil, fmt.Errorf("finish turn: %w", err)
 	}
