@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/storetest"
+)
+
+// Faults PostgreSQL brings to several daemons: a daemon paused inside a
+// transaction, a lock it holds, a session the server ends.
+
+// TestSessionTimeouts: every connection of the pool carries the session
+// timeouts, the URL's own setting winning.
+func TestSessionTimeouts(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	s, err := OpenWith(t.Context(), url+"&lock_timeout=1500", Options{StatementTimeout: 7 * time.Second, IdleInTransactionTimeout: 900 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for setting, want := range map[string]string{"lock_timeout": "1500ms", "statement_timeout": "7s", "idle_in_transaction_session_timeout": "900ms"} {
+		var got string
+		if err := s.db.QueryRowContext(t.Context(), `SHOW `+setting).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s = %s, want %s", setting, got, want)
+		}
+	}
+}
+
+// TestReapPassesOverALockedInstance: a daemon paused inside its renewal
+// holds its instance's row; a reaper passes over it instead of waiting,
+// and reaps it once the paused session's transaction is gone.
+func TestReapPassesOverALockedInstance(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	s := openAt(t, url)
+	ctx := t.Context()
+	now := storetest.Epoch
+	for _, id := range []string{"paused", "dead"} {
+		if _, err := s.RegisterInstance(ctx, store.RegisterInstanceParams{Instance: store.Instance{ID: id, StartedAt: now, HeartbeatAt: now,
+			LeaseExpiresAt: now.Add(time.Second)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The paused daemon's renewal: its row locked, never committed.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE studio_instances SET heartbeat_at = heartbeat_at WHERE id = 'paused'`); err != nil {
+		t.Fatal(err)
+	}
+	reapCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // a safety net: it must not wait for the lock
+	defer cancel()
+	got, err := s.ReapInstances(reapCtx, store.ReapInstancesParams{Now: now.Add(time.Minute), Except: "live"})
+	if err != nil {
+		t.Fatalf("ReapInstances while a row is locked: %v", err)
+	}
+	if len(got) != 1 || got[0].ID != "dead" {
+		t.Fatalf("reaped %+v, want the unlocked dead instance alone", got)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.ReapInstances(ctx, store.ReapInstancesParams{Now: now.Add(time.Minute), Except: "live"}); err != nil || len(got) != 1 || got[0].ID != "paused" {
+		t.Fatalf("after the lock went: reaped %+v, %v", got, err)
+	}
+}
+
+// TestIdleTransactionEnded: a session paused inside a transaction loses it
+// after the idle timeout, and its locks with it; a writer that met the
+// lock meanwhile failed with a transient error (lock_timeout) that a
+// retry gets past.
+func TestIdleTransactionEnded(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	paused, err := OpenWith(t.Context(), url, Options{IdleInTransactionTimeout: 2 * time.Second, LockTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paused.Close()
+	s := openAt(t, url)
+	ctx := t.Context()
+	now := storetest.Epoch
+	if _, err := s.RegisterInstance(ctx, store.RegisterInstanceParams{Instance: store.Instance{ID: "i", StartedAt: now, HeartbeatAt: now,
+		LeaseExpiresAt: now.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := paused.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // the server ended it
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_instances SET heartbeat_at = heartbeat_at WHERE id = 'i'`); err != nil {
+		t.Fatal(err)
+	}
+	// The paused session's own pool has lock_timeout 100 ms.
+	_, err = paused.RenewLease(ctx, store.RenewLeaseParams{ID: "i", Now: now, ExpiresAt: now.Add(time.Hour)})
+	if !store.Transient(err) {
+		t.Fatalf("renewal that met the lock: err = %v, want a transient error (lock_timeout)", err)
+	}
+	deadline := time.Now().Add(60 * time.Second) // a safety net: the server ends the transaction after 2 s
+	for {
+		_, err = paused.RenewLease(ctx, store.RenewLeaseParams{ID: "i", Now: now, ExpiresAt: now.Add(time.Hour)})
+		if err == nil {
+			break
+		}
+		if !store.Transient(err) || time.Now().After(deadline) {
+			t.Fatalf("renewal after the idle transaction: %v", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT 1`); err == nil || err == sql.ErrTxDone {
+		t.Fatalf("the idle transaction still works: %v", err)
+	}
+}
+
+// TestTerminatedSessionIsTransient: a write on a session the server ended
+// (a restart, a failover: pg_terminate_backend) fails with a transient
+// error, and the pool's next write works.
+func TestTerminatedSessionIsTransient(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	s := openAt(t, url)
+	ctx := t.Context()
+	s.db.SetMaxOpenConns(1)
+	var pid int
+	if err := s.db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	admin := openAt(t, url)
+	if _, err := admin.db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	now := storetest.Epoch
+	_, err := s.RegisterInstance(ctx, store.RegisterInstanceParams{Instance: store.Instance{ID: "x", StartedAt: now, HeartbeatAt: now, LeaseExpiresAt: now}})
+	if err == nil {
+		t.Log("database/sql saw the bad connection first and retried on a new one")
+		return
+	}
+	if !store.Transient(err) {
+		t.Fatalf("write on a terminated session: err = %v (%T), want transient", err, err)
+	}
+	if _, err := s.RegisterInstance(ctx, store.RegisterInstanceParams{Instance: store.Instance{ID: "y", StartedAt: now, HeartbeatAt: now, LeaseExpiresAt: now}}); err != nil {
+		t.Fatalf("the next write: %v", err)
+	}
+}
