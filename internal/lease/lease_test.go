@@ -2,8 +2,10 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,13 +152,80 @@ func TestDeadDaemonReapedAndLeaseLost(t *testing.T) {
 	if st := instance(t, s, hung.ID()).State(live.Now()); st != store.InstanceReaped {
 		t.Fatalf("hung instance is %s", st)
 	}
-	mu.Lock()
-	got := append([]string(nil), handed...)
-	mu.Unlock()
-	if len(got) == 0 || got[0] != tr.RequestID {
+	// The reaper hands the work over after the reaping that the hung
+	// daemon's renewal saw.
+	var got []string
+	eventually(t, "the hung daemon's work handed over", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append([]string(nil), handed...)
+		return len(got) > 0
+	})
+	if got[0] != tr.RequestID {
 		t.Fatalf("reapers were handed %v, want the hung daemon's turn", got)
 	}
 	if other.Stats().Reaped != 1 {
 		t.Fatalf("reaped %d instances", other.Stats().Reaped)
 	}
+}
+
+// outageStore is a store whose database can go away: every call of the
+// keeper fails while down is set.
+type outageStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("connection refused")
+
+func (s *outageStore) RenewLease(ctx context.Context, p store.RenewLeaseParams) (store.Instance, error) {
+	if s.down.Load() {
+		return store.Instance{}, errDown
+	}
+	return s.Store.RenewLease(ctx, p)
+}
+
+func (s *outageStore) ReapInstances(ctx context.Context, p store.ReapInstancesParams) ([]store.Instance, error) {
+	if s.down.Load() {
+		return nil, errDown
+	}
+	return s.Store.ReapInstances(ctx, p)
+}
+
+// TestNoReapingRightAfterAnOutage: after the database was away, every
+// other lease looks expired; a daemon whose renewals work again reaps
+// nobody until it has seen the database for a whole lease expiry (the
+// others renew theirs meanwhile), then reaps the one that stayed dead.
+func TestNoReapingRightAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	s := &outageStore{Store: open(t)}
+	clock := storetest.NewClock(storetest.Epoch)
+	other := store.Instance{ID: "other", Address: "x", PID: 2, Version: "t", StartedAt: storetest.Epoch.Add(-time.Hour),
+		HeartbeatAt: storetest.Epoch.Add(-time.Hour), LeaseExpiresAt: storetest.Epoch.Add(-time.Minute)}
+	if _, err := s.RegisterInstance(t.Context(), store.RegisterInstanceParams{Instance: other}); err != nil {
+		t.Fatal(err)
+	}
+	s.down.Store(true)
+	k, err := lease.Start(t.Context(), lease.Config{Store: s, Instance: store.Instance{ID: uuid.NewString(), Address: "http://x", PID: 1, Version: "t"},
+		Renew: 5 * time.Millisecond, Expiry: time.Second, Reap: true, Now: clock.Now})
+	if err == nil {
+		t.Cleanup(func() { _ = k.Stop(context.Background()) })
+	} else {
+		// Registration needs the database: start while it answers, then lose it.
+		s.down.Store(false)
+		k = start(t, s, clock)
+		s.down.Store(true)
+	}
+	eventually(t, "failed renewals", func() bool { return k.Stats().RenewFailures >= 2 })
+	clock.Advance(time.Hour) // the outage lasted long: every lease expired
+	s.down.Store(false)
+	before := k.Stats().Renewals
+	eventually(t, "renewals again", func() bool { return k.Stats().Renewals >= before+5 })
+	if st := instance(t, s, other.ID).State(clock.Now()); st != store.InstanceExpired {
+		t.Fatalf("right after the outage the other instance is %s, want expired and not reaped", st)
+	}
+	clock.Advance(time.Second)
+	eventually(t, "the dead instance reaped a lease after the outage", func() bool {
+		return instance(t, s, other.ID).State(clock.Now()) == store.InstanceReaped
+	})
 }

@@ -3,14 +3,21 @@ package coordtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/studio/operator/internal/store"
 )
 
 // ErrInjected is the failure Store injects.
 var ErrInjected = errors.New("injected store failure")
+
+// ErrOutage is the failure Store injects while the database is
+// unavailable (Outage): transient (store.Transient), as a refused
+// connection is.
+var ErrOutage = fmt.Errorf("injected outage: %w", syscall.ECONNREFUSED)
 
 // Store wraps a real store for tests: a pause armed for a call makes that
 // call stop (before or after its real work) until released; while
@@ -21,10 +28,40 @@ type Store struct {
 	FailWrites atomic.Bool
 	Faults     atomic.Int64
 
+	// Outage fails every write with ErrOutage while set: the database
+	// restarting or failing over.
+	Outage atomic.Bool
+
 	mu      sync.Mutex
 	pauses  []*Pause // armed
 	hit     []*Pause // reached
 	failing map[string]bool
+	lose    map[string]int // commits whose answer is lost (LoseCommit)
+}
+
+// LoseCommit makes the next n calls of method (AppendFrames,
+// ConfirmProposal, AdoptTurn) commit and then fail as a commit whose
+// answer was lost (store.CommitUnknownError).
+func (s *Store) LoseCommit(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lose == nil {
+		s.lose = map[string]int{}
+	}
+	s.lose[method] += n
+}
+
+// lost answers a call that committed: its error when its answer is to be
+// lost.
+func (s *Store) lost(method string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lose[method] == 0 {
+		return nil
+	}
+	s.lose[method]--
+	s.Faults.Add(1)
+	return &store.CommitUnknownError{Err: fmt.Errorf("injected lost commit of %s: %w", method, syscall.ECONNRESET)}
 }
 
 // Pause is one armed stopping point.
@@ -102,6 +139,10 @@ func (s *Store) fault(method string) error {
 		s.Faults.Add(1)
 		return ErrInjected
 	}
+	if s.Outage.Load() {
+		s.Faults.Add(1)
+		return ErrOutage
+	}
 	return nil
 }
 
@@ -135,10 +176,26 @@ func (s *Store) SetTurnContext(ctx context.Context, p store.SetTurnContextParams
 }
 
 func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
+	s.At("AppendFrames", p)
 	if err := s.fault("AppendFrames"); err != nil {
 		return nil, err
 	}
-	return s.Store.AppendFrames(ctx, p)
+	fs, err := s.Store.AppendFrames(ctx, p)
+	if err == nil {
+		err = s.lost("AppendFrames")
+	}
+	return fs, err
+}
+
+func (s *Store) AdoptTurn(ctx context.Context, p store.AdoptTurnParams) (store.Turn, error) {
+	if err := s.fault("AdoptTurn"); err != nil {
+		return store.Turn{}, err
+	}
+	t, err := s.Store.AdoptTurn(ctx, p)
+	if err == nil {
+		err = s.lost("AdoptTurn")
+	}
+	return t, err
 }
 
 func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
@@ -180,6 +237,9 @@ func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalPara
 	}
 	out, err := s.Store.ConfirmProposal(ctx, p)
 	s.At("ConfirmProposal:after", p)
+	if err == nil {
+		err = s.lost("ConfirmProposal")
+	}
 	return out, err
 }
 
