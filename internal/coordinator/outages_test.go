@@ -233,4 +233,3 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 		t.Fatalf("a turn taken over with a lost commit: %v", k)
 	}
 }
-
