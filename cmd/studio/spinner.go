@@ -64,6 +64,8 @@ func progressWords(p *protocol.TurnProgress) string {
 		return turnWaiting
 	case protocol.ProgressExecuting:
 		return "executing the confirmed command"
+	case protocol.ProgressDatabaseUnavailable:
+		return fmt.Sprintf("the database is unavailable; attempt %d at %s", p.Attempt, protocol.Time(p.RetryAt).Local().Format("15:04:05"))
 	}
 	return turnWorking
 }

@@ -64,6 +64,8 @@ func TestProgressWords(t *testing.T) {
 			"the model failed (model_failure); attempt 3 at 18:31:05"},
 		{protocol.TurnProgress{State: protocol.ProgressAwaitingConfirmation}, turnWaiting},
 		{protocol.TurnProgress{State: protocol.ProgressExecuting}, "executing the confirmed command"},
+		{protocol.TurnProgress{State: protocol.ProgressDatabaseUnavailable, Attempt: 4, ErrorCode: protocol.ServiceFailure, RetryAt: protocol.Timestamp(retryAt)},
+			"the database is unavailable; attempt 4 at 18:31:05"},
 	}
 	for _, c := range cases {
 		if got := progressWords(&c.p); got != c.want {

@@ -1,12 +1,13 @@
 // The active turn's progress, in words: queued (with its place in line),
-// working, retrying in N s, waiting for your confirmation, executing. The
+// working, retrying in N s, waiting for your confirmation, executing, the
+// database unavailable (a restart or failover the turn rides out). The
 // server knows it (GET conversation's activeTurn, the stream's status
 // comment); this line only shows it, counting a retry's seconds down.
 
 import { h } from '../dom.js';
 
 /**
- * @typedef {{requestId: string, state: 'queued'|'working'|'retrying'|'awaiting_confirmation'|'executing', queuePosition?: number, attempt?: number, retryAt?: number, errorCode?: string, proposalId?: string, since: number}} TurnProgress
+ * @typedef {{requestId: string, state: 'queued'|'working'|'retrying'|'awaiting_confirmation'|'executing'|'database_unavailable', queuePosition?: number, attempt?: number, retryAt?: number, errorCode?: string, proposalId?: string, since: number}} TurnProgress
  */
 
 /**
@@ -30,6 +31,10 @@ export function progressText(p, now) {
       return 'Waiting for your confirmation';
     case 'executing':
       return 'Executing the confirmed command…';
+    case 'database_unavailable': {
+      const left = Math.max(0, Math.ceil((p.retryAt || now) - now));
+      return `The database is unavailable; retrying in ${left} s (attempt ${p.attempt || 2})`;
+    }
   }
   return '';
 }
