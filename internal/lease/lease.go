@@ -1,14 +1,20 @@
-// Package lease keeps a daemon's instance in StateDB (issue 13): it
-// registers the instance, renews its lease every Renew, and — when several
-// daemons share the database — runs the reaper on every daemon. A reaper
-// marks the instances whose lease expired as reaped (a compare-and-set
-// against their renewal, so an instance is never both renewed and reaped)
-// and hands what they still own to the Reapers of the turn engine and the
+// Package lease keeps a daemon's instance in StateDB: it registers the
+// instance, renews its lease every Renew, and — when several daemons
+// share the database — runs the reaper on every daemon. A reaper marks
+// the instances whose lease expired as reaped (a compare-and-set against
+// their renewal, so an instance is never both renewed and reaped; rows a
+// paused daemon holds locked are passed over until the next look) and
+// hands what they still own to the Reapers of the turn engine and the
 // application, which end it exactly once across daemons.
 //
+// A reaper reaps only after its own daemon has seen the database without
+// a break for a whole Expiry: after an outage of the database every lease
+// looks expired, and the others must have had the time to renew theirs.
+//
 // A daemon whose renewal finds itself reaped has lost its lease: another
-// daemon ended or took over its work. Lost closes, and the daemon must
-// stop working (studio serve exits, for its supervisor to restart it).
+// daemon ended or took over its work, and its writes are fenced off
+// (store.Fence). Lost closes, and the daemon must stop working (studio
+// serve rejoins as a new instance, or exits for its supervisor).
 //
 // How long a dead daemon's work waits: its last renewal gave it a lease
 // until at most Expiry after its death, and the other daemons' reapers
