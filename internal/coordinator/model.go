@@ -64,9 +64,14 @@ func (o *owner) talk() outcome {
 			}
 			o.turn = t
 		}
-		req, err := o.compile()
+		var req model.Request
+		err := o.durable("compile context", func(ctx context.Context) error {
+			var err error
+			req, err = o.compile(ctx)
+			return err
+		}, nil)
 		if err != nil {
-			if o.ctx.Err() != nil {
+			if o.ctx.Err() != nil || o.cancelWanted {
 				return interrupted
 			}
 			if protocol.IsCode(err, protocol.ModelFailure) {
@@ -98,7 +103,22 @@ func (o *owner) talk() outcome {
 			}
 		}
 		if proposed {
-			ok, err := c.store.AwaitConfirmation(o.ctx, store.AwaitConfirmationParams{RequestID: o.turn.RequestID})
+			var ok bool
+			err := o.durable("await confirmation", func(ctx context.Context) error {
+				var err error
+				ok, err = c.store.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: o.turn.RequestID})
+				return err
+			}, func(ctx context.Context) (bool, error) {
+				t, err := c.store.GetTurn(ctx, o.turn.RequestID)
+				if err == nil && t.Status == store.TurnAwaitingConfirmation {
+					ok = true
+					return true, nil
+				}
+				return false, err
+			})
+			if store.IsFenced(err) {
+				o.lost("await confirmation", err)
+			}
 			if err != nil {
 				return ended(store.TurnFailed, c.serviceError("await confirmation", err))
 			}
@@ -114,25 +134,25 @@ func (o *owner) talk() outcome {
 // earlier turns within the D7 budget, then this turn's frames so far (its
 // instruction, text, tool calls and results). The receipt of the history
 // goes into the turn's context_json.
-func (o *owner) compile() (model.Request, error) {
+func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	c, t := o.c, o.turn
 	var rec contextRecord
 	if err := protocol.Unmarshal(t.ContextJSON, &rec); err != nil {
 		return model.Request{}, err
 	}
-	current, err := c.turnFrames(o.ctx, t)
+	current, err := c.turnFrames(ctx, t)
 	if err != nil {
 		return model.Request{}, err
 	}
 	if len(current) == 0 {
 		return model.Request{}, fmt.Errorf("turn %s has no frames", t.RequestID)
 	}
-	history, err := c.loadHistory(o.ctx, t.ConversationID, current[0].Sequence)
+	history, err := c.loadHistory(ctx, t.ConversationID, current[0].Sequence)
 	if err != nil {
 		return model.Request{}, err
 	}
 	if o.model == nil {
-		conv, err := c.store.GetConversation(o.ctx, t.ConversationID)
+		conv, err := c.store.GetConversation(ctx, t.ConversationID)
 		if err != nil {
 			return model.Request{}, err
 		}
@@ -148,7 +168,7 @@ func (o *owner) compile() (model.Request, error) {
 		if err != nil {
 			return model.Request{}, err
 		}
-		if err := c.store.SetTurnContext(o.ctx, store.SetTurnContextParams{RequestID: t.RequestID, ContextJSON: record, ContextHash: rcpt.Hash}); err != nil {
+		if err := c.store.SetTurnContext(ctx, store.SetTurnContextParams{RequestID: t.RequestID, ContextJSON: record, ContextHash: rcpt.Hash}); err != nil {
 			return model.Request{}, err
 		}
 		o.turn.ContextJSON = record

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -208,19 +210,26 @@ func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 // and ends it, instead of leaving it running for ever under itself.
 func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 	t.Parallel()
-	e := sharedEngine(t, 2, 20*time.Millisecond)
-	conv := e.conversation()
+	var conv string
 	var tr store.Turn
-	e.deadInstance("dead", func() {
-		var err error
-		tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "lost-" + conv, Instruction: "go",
-			ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "dead"})
+	// The dead daemon's running turn is in the store before any daemon
+	// runs (a queued one would be claimed).
+	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
+		c, err := e.db.CreateConversation(e.ctx(), store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.db.StartTurn(e.ctx(), store.StartTurnParams{RequestID: tr.RequestID, Now: e.clock.Now(), Instance: "dead"}); err != nil {
-			t.Fatal(err)
-		}
+		conv = c.ID
+		e.deadInstance("dead", func() {
+			tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "lost-" + conv, Instruction: "go",
+				ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "dead"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.db.StartTurn(e.ctx(), store.StartTurnParams{RequestID: tr.RequestID, Now: e.clock.Now(), Instance: "dead"}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 	e.store.LoseCommit("AdoptTurn", 1)
 	w, err := e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{})

@@ -46,7 +46,20 @@ func (o *owner) propose(callID string, cmd app.Command) error {
 	}
 	now := c.now()
 	p := c.newProposal(prep, t.ConversationID, t.RequestID, callID, now)
-	if _, err := c.store.CreateProposal(o.ctx, store.CreateProposalParams{Proposal: p, Now: now}); err != nil {
+	err = o.durable("store proposal", func(ctx context.Context) error {
+		_, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: p, Now: now})
+		return err
+	}, func(ctx context.Context) (bool, error) {
+		_, err := c.store.GetProposal(ctx, p.ID)
+		if protocol.IsCode(err, protocol.NotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if store.IsFenced(err) {
+		o.lost("store proposal", err)
+	}
+	if err != nil {
 		return c.auditUnavailable("store proposal", err)
 	}
 	o.frames += 2

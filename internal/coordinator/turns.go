@@ -463,7 +463,19 @@ func (o *owner) waiting() step {
 				return o.stopWaiting()
 			}
 			if o.phase == phaseQueued {
-				t, err := o.c.store.StartTurn(o.ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now(), Instance: o.c.cfg.Instance})
+				var t store.Turn
+				err := o.durable("start turn", func(ctx context.Context) error {
+					var err error
+					t, err = o.c.store.StartTurn(ctx, store.StartTurnParams{RequestID: o.turn.RequestID, Now: o.c.now(), Instance: o.c.cfg.Instance})
+					return err
+				}, func(ctx context.Context) (bool, error) {
+					cur, err := o.c.store.GetTurn(ctx, o.turn.RequestID)
+					if err == nil && cur.Status == store.TurnRunning && cur.Owner == o.c.cfg.Instance {
+						t = cur
+						return true, nil
+					}
+					return false, err
+				})
 				if protocol.IsCode(err, protocol.Conflict) {
 					return nil // ended elsewhere (a cancel recorded by another daemon)
 				}
