@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -569,4 +570,100 @@ func decisionsOf[T any](xs []T, f func(T) string) []string {
 		out = append(out, f(x))
 	}
 	return out
+}
+
+// dbPorts are the local TCP ports of a process's connections to the
+// database server: the client_port of its sessions in pg_stat_activity.
+// It reads /proc (Linux), as the process's sockets are not otherwise
+// visible to the test.
+func (c *faultCluster) dbPorts(pid int) ([]int, error) {
+	u, err := url.Parse(c.url)
+	if err != nil {
+		return nil, err
+	}
+	serverPort, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return nil, err
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	table, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	if err != nil {
+		return nil, err
+	}
+	var ports []int
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || !inodes[f[9]] {
+			continue
+		}
+		_, local, _ := strings.Cut(f[1], ":")
+		_, remote, _ := strings.Cut(f[2], ":")
+		lp, err1 := strconv.ParseInt(local, 16, 32)
+		rp, err2 := strconv.ParseInt(remote, 16, 32)
+		if err1 == nil && err2 == nil && int(rp) == serverPort {
+			ports = append(ports, int(lp))
+		}
+	}
+	return ports, nil
+}
+
+// inTransaction counts the sessions on ports that are inside a
+// transaction whose last statement matches pattern (a regular expression).
+func (c *faultCluster) inTransaction(ctx context.Context, ports []int, pattern string) (int, error) {
+	var n int
+	err := c.pool.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+		WHERE client_port = ANY($1) AND xact_start IS NOT NULL AND query ~* $2`, ports, pattern).Scan(&n)
+	return n, err
+}
+
+// pauseInside pauses d (SIGSTOP) while one of its sessions is inside a
+// transaction whose statement matches pattern: it watches the daemon's
+// sessions and stops the process the moment one is seen in such a
+// transaction; when the transaction ended before the signal landed, it
+// continues the process (a pause of a millisecond) and watches again. It
+// gives up after within, leaving d paused wherever it is, and says
+// whether it caught d inside.
+func (c *faultCluster) pauseInside(ctx context.Context, d *daemon, pattern string, within time.Duration) (bool, error) {
+	deadline := time.Now().Add(within)
+	ports, err := c.dbPorts(d.cmd.Process.Pid)
+	if err != nil {
+		return false, err
+	}
+	refreshed := time.Now()
+	for time.Now().Before(deadline) {
+		if time.Since(refreshed) > 100*time.Millisecond { // the pool opens connections as it needs them
+			if ports, err = c.dbPorts(d.cmd.Process.Pid); err != nil {
+				return false, err
+			}
+			refreshed = time.Now()
+		}
+		n, err := c.inTransaction(ctx, ports, pattern)
+		if err != nil {
+			return false, err
+		}
+		if n == 0 {
+			continue
+		}
+		d.pause()
+		if n, err = c.inTransaction(ctx, ports, pattern); err != nil {
+			d.resume()
+			return false, err
+		}
+		if n > 0 {
+			return true, nil
+		}
+		d.resume()
+	}
+	d.pause()
+	return false, nil
 }

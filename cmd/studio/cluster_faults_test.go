@@ -78,15 +78,13 @@ func TestClusterFaultPauseBetweenConfirmAndExecute(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("trial %d: the confirm was never answered", i)
 		}
-		if !confirmer.running() || !waitRunning(ctx, confirmer) {
-			// Today's daemons exit when they lose their lease: start one
-			// again so the next trials have three.
+		if tr.rejoined = c.rejoinedOrExited(ctx, confirmer, inst); !tr.rejoined {
+			// A daemon told to exit when it loses its lease did: start
+			// one again so the next trials have three.
 			t.Logf("trial %d: the paused daemon exited after it was continued", i)
 			if _, err := c.restart((i + 1) % 3); err != nil {
 				t.Fatal(err)
 			}
-		} else {
-			tr.rejoined = true
 		}
 		trials = append(trials, tr)
 		t.Logf("trial %d: paused %v after the confirm was sent, reaped %v later, confirm answered %s",
@@ -119,6 +117,24 @@ func TestClusterFaultPauseBetweenConfirmAndExecute(t *testing.T) {
 		len(trials), time.Since(start).Round(time.Second), rep.proposals, rep.byStatus, rep.decisions, rep.runs)
 }
 
+// rejoinedOrExited waits until a continued daemon whose instance was
+// reaped has either rejoined as a new live instance and answers (true)
+// or exited (false).
+func (c *faultCluster) rejoinedOrExited(ctx context.Context, d *daemon, reaped string) bool {
+	c.t.Helper()
+	c.waitUntil(ctx, "the continued daemon rejoined or exited", func(ctx context.Context) (bool, error) {
+		if !d.running() {
+			return true, nil
+		}
+		inst, err := c.instanceOf(ctx, d)
+		if err != nil || inst == reaped {
+			return false, err
+		}
+		return true, nil
+	})
+	return waitRunning(ctx, d)
+}
+
 // waitRunning waits until d answers its health report (a continued
 // daemon catches up first); false when it exited instead.
 func waitRunning(ctx context.Context, d *daemon) bool {
@@ -145,7 +161,6 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 	skipLong(t)
 	const trials = 4
 	const bound = leaseExpiry + 10*time.Second
-	rng := faultSeed(t)
 	c := newFaultCluster(t, postgresServer(t), false, 3,
 		append(append([]string{"--model", "script:" + faultScript(t, 2*trials, 0, 0), "--workers", "16"}, clusterLease...), faultFlags...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
@@ -174,13 +189,18 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 				err := c.pool.QueryRow(ctx, `SELECT COUNT(*) FROM studio_operator_frames WHERE request_id = $1 AND payload_json->>'content' = 'thinking'`, slowReq).Scan(&n)
 				return n == 1, err
 			})
-			// A random point of the renewal cycle.
-			time.Sleep(time.Duration(rng.Int64N(int64(200*time.Millisecond) + 1)))
+		}
+		var caught bool
+		if kind == "renewal" {
+			// Inside its lease transaction (a renewal, or its own reaper's
+			// look): its instance row, or the rows it locked, stay locked
+			// while it is paused.
+			caught, err = c.pauseInside(ctx, a, `studio_instances`, 10*time.Second)
 		} else {
 			conv1, req1 := c.mustStartTurn(ctx, other, launchWord(2*i))
-			p1, err := c.parkedProposal(ctx, conv1, req1)
-			if err != nil {
-				t.Fatal(err)
+			p1, perr := c.parkedProposal(ctx, conv1, req1)
+			if perr != nil {
+				t.Fatal(perr)
 			}
 			answered = make(chan string, 1)
 			go func() {
@@ -189,9 +209,13 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 				res, err := confirm(actx, a, p1)
 				answered <- fmt.Sprintf("%s %v", res.Status, err)
 			}()
-			time.Sleep(time.Duration(rng.Int64N(int64(20*time.Millisecond) + 1)))
+			// Inside one of the confirm's transactions: the proposal's, the
+			// run's (the same playbook as the other confirm's), the audit's.
+			caught, err = c.pauseInside(ctx, a, `studio_operator_proposals|studio_operator_turns|studio_operator_frames|studio_runs|studio_playbooks|admin_events`, 5*time.Second)
 		}
-		a.pause()
+		if err != nil {
+			t.Fatal(err)
+		}
 		paused := time.Now()
 		var wg sync.WaitGroup
 		var confirmAnswer string
@@ -209,23 +233,30 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 				confirmAnswer = "succeeded"
 			}
 		})
-		c.waitUntil(ctx, "the paused daemon reaped", func(ctx context.Context) (bool, error) { return c.reaped(ctx, inst) })
+		rctx, rcancel := context.WithTimeout(ctx, bound+20*time.Second)
+		if err := poll(rctx, "the paused daemon reaped", func(ctx context.Context) (bool, error) { return c.reaped(ctx, inst) }); err != nil {
+			t.Errorf("trial %d (paused inside a %s transaction: %v): %v", i, kind, caught, err)
+		}
 		reapTook := time.Since(paused)
 		var failoverTook time.Duration
 		if slowReq != "" {
-			c.waitUntil(ctx, "the paused daemon's turn ended elsewhere", func(ctx context.Context) (bool, error) {
+			err := poll(rctx, "the paused daemon's turn ended elsewhere", func(ctx context.Context) (bool, error) {
 				var n int
 				err := c.pool.QueryRow(ctx, `SELECT COUNT(*) FROM studio_operator_frames WHERE request_id = $1 AND frame_type = 'done'`, slowReq).Scan(&n)
 				return n > 0, err
 			})
+			if err != nil {
+				t.Errorf("trial %d: %v", i, err)
+			}
 			failoverTook = time.Since(paused)
 			failovers = append(failovers, failoverTook)
 		}
+		rcancel()
 		wg.Wait()
 		a.resume()
 		reaps, confirms = append(reaps, reapTook), append(confirms, confirmTook)
-		t.Logf("trial %d (pause inside a %s): reaped after %v, turn taken over after %v, the other confirm answered %s after %v",
-			i, kind, reapTook.Round(time.Millisecond), failoverTook.Round(time.Millisecond), confirmAnswer, confirmTook.Round(time.Millisecond))
+		t.Logf("trial %d (paused inside a %s transaction: %v): reaped after %v, turn taken over after %v, the other confirm answered %s after %v",
+			i, kind, caught, reapTook.Round(time.Millisecond), failoverTook.Round(time.Millisecond), confirmAnswer, confirmTook.Round(time.Millisecond))
 		if confirmAnswer != "succeeded" {
 			t.Errorf("trial %d: the confirm on another daemon answered %s", i, confirmAnswer)
 		}
@@ -241,7 +272,7 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 				t.Fatalf("trial %d: the paused daemon's confirm was never answered", i)
 			}
 		}
-		if !waitRunning(ctx, a) {
+		if !c.rejoinedOrExited(ctx, a, inst) {
 			t.Logf("trial %d: the paused daemon exited after it was continued", i)
 			if _, err := c.restart(0); err != nil {
 				t.Fatal(err)
