@@ -319,6 +319,7 @@ func (c *faultCluster) countStarted(ctx context.Context, ids []string) (int, err
 // turnEnd is how a turn ended, from the database.
 type turnEnd struct {
 	status   string
+	code     string // error_code of a failed turn
 	dones    int    // done frames
 	outcomes string // their outcomes, comma-separated
 }
@@ -326,11 +327,11 @@ type turnEnd struct {
 // turnEnds reads the status and done frames of turns (every turn of the
 // database when ids is nil).
 func (c *faultCluster) turnEnds(ctx context.Context, ids []string) (map[string]turnEnd, error) {
-	rows, err := c.pool.Query(ctx, `SELECT t.request_id, t.status, COUNT(f.sequence), COALESCE(string_agg(f.payload_json->>'outcome', ','), '')
+	rows, err := c.pool.Query(ctx, `SELECT t.request_id, t.status, COALESCE(t.error_code, ''), COUNT(f.sequence), COALESCE(string_agg(f.payload_json->>'outcome', ','), '')
 		FROM studio_operator_turns t
 		LEFT JOIN studio_operator_frames f ON f.request_id = t.request_id AND f.frame_type = 'done'
 		WHERE $1::text[] IS NULL OR t.request_id = ANY($1)
-		GROUP BY t.request_id, t.status`, ids)
+		GROUP BY t.request_id, t.status, t.error_code`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +340,7 @@ func (c *faultCluster) turnEnds(ctx context.Context, ids []string) (map[string]t
 	for rows.Next() {
 		var id string
 		var e turnEnd
-		if err := rows.Scan(&id, &e.status, &e.dones, &e.outcomes); err != nil {
+		if err := rows.Scan(&id, &e.status, &e.code, &e.dones, &e.outcomes); err != nil {
 			return nil, err
 		}
 		out[id] = e
@@ -358,10 +359,11 @@ func (c *faultCluster) waitTurnsEnded(ctx context.Context, ids []string) map[str
 	c.t.Helper()
 	var ends map[string]turnEnd
 	err := poll(ctx, "every turn ended", func(ctx context.Context) (bool, error) {
-		var err error
-		if ends, err = c.turnEnds(ctx, ids); err != nil {
+		got, err := c.turnEnds(ctx, ids)
+		if err != nil {
 			return false, err
 		}
+		ends = got
 		if ids != nil && len(ends) != len(ids) {
 			return false, fmt.Errorf("%d of %d turns in the database", len(ends), len(ids))
 		}
@@ -374,12 +376,14 @@ func (c *faultCluster) waitTurnsEnded(ctx context.Context, ids []string) map[str
 	})
 	if err != nil {
 		stuck := map[string]int{}
-		for _, e := range ends {
+		var example string
+		for id, e := range ends {
 			if !terminal(e.status) || e.dones == 0 {
 				stuck[fmt.Sprintf("%s with %d done", e.status, e.dones)]++
+				example = id
 			}
 		}
-		c.t.Fatalf("%v; turns not ended: %v\n%s", err, stuck, c.logTails())
+		c.t.Fatalf("%v; turns not ended: %v, e.g. %s\n%s", err, stuck, c.describeTurn(example), c.logTails())
 	}
 	for id, e := range ends {
 		if e.dones != 1 {
@@ -389,11 +393,33 @@ func (c *faultCluster) waitTurnsEnded(ctx context.Context, ids []string) map[str
 	return ends
 }
 
-// outcomeCounts counts turn ends by status.
+// describeTurn says who owns a turn and in which state that instance is.
+func (c *faultCluster) describeTurn(requestID string) string {
+	if requestID == "" {
+		return "none"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var status, owner, state string
+	err := c.pool.QueryRow(ctx, `SELECT t.status, COALESCE(t.owner_instance, ''),
+		COALESCE((SELECT CASE WHEN i.reaped_at IS NOT NULL THEN 'reaped' WHEN i.stopped_at IS NOT NULL THEN 'stopped' ELSE 'live, pid ' || i.pid END
+			FROM studio_instances i WHERE i.id = t.owner_instance), '')
+		FROM studio_operator_turns t WHERE t.request_id = $1`, requestID).Scan(&status, &owner, &state)
+	if err != nil {
+		return fmt.Sprintf("turn %s: %v", requestID, err)
+	}
+	return fmt.Sprintf("turn %s is %s, owned by instance %q (%s)", requestID, status, owner, state)
+}
+
+// outcomeCounts counts turn ends by status (and error code).
 func outcomeCounts(ends map[string]turnEnd) map[string]int {
 	out := map[string]int{}
 	for _, e := range ends {
-		out[e.status]++
+		k := e.status
+		if e.code != "" {
+			k += "/" + e.code
+		}
+		out[k]++
 	}
 	return out
 }

@@ -304,15 +304,21 @@ func spread(ds []time.Duration) string {
 	return fmt.Sprintf("min %v median %v max %v (n=%d)", r(s[0]), r(s[len(s)/2]), r(s[len(s)-1]), len(s))
 }
 
-// pacedTurns starts n paced turns spread over the cluster's daemons and
-// waits until every one has said "started".
+// pacedTurns starts n paced turns spread evenly over the cluster's
+// daemons and waits until every one has said "started".
 func (c *faultCluster) pacedTurns(ctx context.Context, n int) []string {
+	c.t.Helper()
+	return c.pacedTurnsOn(ctx, n, func(i int) int { return i % len(c.daemons()) })
+}
+
+// pacedTurnsOn is pacedTurns with turn i submitted to slot on(i).
+func (c *faultCluster) pacedTurnsOn(ctx context.Context, n int, on func(i int) int) []string {
 	c.t.Helper()
 	ids := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		d := c.d(i % len(c.daemons()))
+		d := c.d(on(i))
 		wg.Go(func() { _, ids[i], errs[i] = startTurn(ctx, d, "zqpaced") })
 	}
 	wg.Wait()
@@ -442,26 +448,46 @@ func TestClusterFaultDatabaseOutageLongerThanExpiry(t *testing.T) {
 }
 
 // TestClusterFaultKill9Under60Turns: with short leases (200 ms/2 s) and
-// 60 turns running on three daemons, one daemon is killed (SIGKILL): the
-// others take its turns over and every turn ends, exactly once — none
-// stays running (a takeover whose commit landed although its caller saw a
-// timeout must not be forgotten). Two rounds, killing a different daemon.
+// 60 turns running on three daemons, five sixths of them on one, that
+// daemon is killed (SIGKILL): the others take its turns over and every
+// turn ends, exactly once — none stays running (a takeover whose commit
+// landed although its caller saw a timeout, which many takeovers in one
+// short lease period make likely, must not be forgotten). Three rounds,
+// killing a different daemon each time.
 func TestClusterFaultKill9Under60Turns(t *testing.T) {
 	skipLong(t)
-	const turns, rounds = 60, 2
+	const turns, rounds = 60, 3
 	c := newFaultCluster(t, postgresServer(t), false, 3,
-		append(append([]string{"--model", "script:" + faultScript(t, 0, 40, 100*time.Millisecond), "--workers", "32"}, clusterLease...), faultFlags...)...)
+		append(append([]string{"--model", "script:" + faultScript(t, 0, 40, 100*time.Millisecond), "--workers", "64"}, clusterLease...), faultFlags...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	for round := range rounds {
-		ids := c.pacedTurns(ctx, turns)
+		ids := c.pacedTurnsOn(ctx, turns, func(i int) int {
+			if i%6 != 5 { // five sixths on the daemon to kill
+				return round % 3
+			}
+			return (round + 1 + i/6%2) % 3
+		})
 		victim := c.d(round % 3)
 		killed := time.Now()
 		victim.kill()
 		<-victim.exited
-		ends := c.waitTurnsEnded(ctx, ids)
-		t.Logf("round %d: kill -9 of daemon %d under %d running turns; all ended within %v: %v",
-			round, round%3, turns, time.Since(killed).Round(time.Millisecond), outcomeCounts(ends))
+		rctx, rcancel := context.WithTimeout(ctx, time.Minute) // the turns last 4 s, a takeover about 2 s
+		ends := c.waitTurnsEnded(rctx, ids)
+		rcancel()
+		took := time.Since(killed)
+		victims, survivors := map[string]turnEnd{}, map[string]turnEnd{}
+		for i, id := range ids {
+			if i%6 != 5 {
+				victims[id] = ends[id]
+			} else {
+				survivors[id] = ends[id]
+			}
+		}
+		// The survivors' turns should complete; a busy machine may make a
+		// survivor miss its renewals, so that is reported, not asserted.
+		t.Logf("round %d: kill -9 of daemon %d under %d running turns; all ended within %v: the killed daemon's %v, the others' %v",
+			round, round%3, turns, took.Round(time.Millisecond), outcomeCounts(victims), outcomeCounts(survivors))
 		if t.Failed() {
 			t.Fatal(c.logTails())
 		}
