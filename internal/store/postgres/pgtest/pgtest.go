@@ -4,6 +4,13 @@
 // starts it on a free loopback port and removes it all at Stop. Tests
 // create a database each (NewDatabase), so they run in parallel.
 //
+// A test that injects database faults starts a server of its own (New)
+// and shuts it down and starts it again on the same port and data
+// directory (Shutdown, StartAgain, Restart), as an operator's
+// `pg_ctl restart -m fast` or a managed database's failover does.
+// Servers keep commit timestamps (track_commit_timestamp), so a test can
+// tell in which order two rows' transactions committed.
+//
 // Without the binaries tests skip, unless STUDIO_REQUIRE_POSTGRES=1 (CI),
 // which makes their absence a failure (Main).
 package pgtest
@@ -34,13 +41,16 @@ var ErrNoPostgres = errors.New("no PostgreSQL server binaries")
 
 // Server is a throwaway cluster owned by the test binary.
 type Server struct {
-	dir    string // removed by Stop
-	port   int
-	cmd    *exec.Cmd
+	dir  string // removed by Stop
+	port int
+	bin  string // the server binaries' directory
+	cred *syscall.Credential
+	next atomic.Int64
+
+	mu     sync.Mutex // guards the rest
+	cmd    *exec.Cmd  // nil while shut down
 	exited chan struct{}
 	admin  *pgx.Conn // to the postgres database: CREATE/DROP DATABASE
-	mu     sync.Mutex
-	next   atomic.Int64
 }
 
 // Main runs a package's tests with a server started before them (setup
@@ -132,7 +142,7 @@ func Start() (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{dir: dir, exited: make(chan struct{})}
+	srv := &Server{dir: dir, bin: bin, cred: cred, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			srv.Stop()
@@ -153,7 +163,7 @@ func Start() (_ *Server, err error) {
 		if srv.port, err = freePort(); err != nil {
 			return nil, err
 		}
-		if err = srv.start(bin, data, cred); err == nil {
+		if err = srv.start(); err == nil {
 			break
 		}
 	}
@@ -198,23 +208,26 @@ func freePort() (int, error) {
 }
 
 // start runs postgres in the foreground as a child and waits until it
-// accepts connections.
-func (srv *Server) start(bin, data string, cred *syscall.Credential) error {
-	logf, err := os.Create(filepath.Join(srv.dir, "server.log"))
+// accepts connections. The caller holds srv.mu or owns srv alone.
+func (srv *Server) start() error {
+	// Appended to: a restarted server's log follows the previous run's.
+	logf, err := os.OpenFile(filepath.Join(srv.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	if cred != nil {
-		_ = logf.Chown(int(cred.Uid), int(cred.Gid))
+	if srv.cred != nil {
+		_ = logf.Chown(int(srv.cred.Uid), int(srv.cred.Gid))
 	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(srv.port), "-k", srv.dir,
+	cmd := exec.Command(filepath.Join(srv.bin, "postgres"), "-D", filepath.Join(srv.dir, "data"), "-p", strconv.Itoa(srv.port), "-k", srv.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300",
+		// Fault tests compare when rows' transactions committed.
+		"-c", "track_commit_timestamp=on",
 		// A test cluster: durability is not under test.
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and killed with the test binary if that dies first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: srv.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
@@ -250,19 +263,87 @@ func (srv *Server) URL(db string) string {
 
 // Stop shuts the server down (fast shutdown) and removes its directory.
 func (srv *Server) Stop() {
-	if srv.admin != nil {
-		srv.admin.Close(context.Background())
-	}
-	if srv.cmd != nil {
-		_ = srv.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-srv.exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
-			<-srv.exited
-		}
-	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.shutdown()
 	_ = os.RemoveAll(srv.dir)
+}
+
+// New starts a server of tb's own, stopped and removed when tb ends: for a
+// test that restarts or stops its database, which a shared server's other
+// tests must not see. Without the server binaries tb skips, unless
+// STUDIO_REQUIRE_POSTGRES=1.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	srv, err := Start()
+	if errors.Is(err, ErrNoPostgres) && os.Getenv("STUDIO_REQUIRE_POSTGRES") != "1" {
+		tb.Skip(err.Error() + " (set STUDIO_REQUIRE_POSTGRES=1 to make this a failure)")
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Stop)
+	return srv
+}
+
+// Shutdown stops the server with a fast shutdown (SIGINT: open sessions
+// are ended, transactions rolled back), keeping its data directory and
+// port for StartAgain. Clients see their connections closed and new ones
+// refused until then. Shutting down a server that is down does nothing.
+func (srv *Server) Shutdown() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.shutdown()
+}
+
+func (srv *Server) shutdown() {
+	if srv.admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.admin.Close(ctx)
+		cancel()
+		srv.admin = nil
+	}
+	if srv.cmd == nil {
+		return
+	}
+	_ = srv.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-srv.exited:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
+		<-srv.exited
+	}
+	srv.cmd = nil
+}
+
+// StartAgain starts a server that Shutdown stopped, on the same port and
+// data directory, and waits until it accepts connections. Starting a
+// server that runs does nothing.
+func (srv *Server) StartAgain() error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.cmd != nil {
+		return nil
+	}
+	return srv.start()
+}
+
+// Restart is a fast shutdown and a start on the same port and data
+// directory: what `pg_ctl restart -m fast` does (SIGINT to the postmaster,
+// wait for it to exit, start it with the same options), with the server
+// staying the test binary's child.
+func (srv *Server) Restart() error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.shutdown()
+	return srv.start()
+}
+
+// Running says whether the server runs (it was not shut down).
+func (srv *Server) Running() bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.cmd != nil
 }
 
 // NewDatabase creates a database for tb, a copy of template when it is
@@ -299,6 +380,9 @@ func (srv *Server) Exec(tb testing.TB, sql string) {
 func (srv *Server) ExecContext(ctx context.Context, sql string) error {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
+	if srv.admin == nil {
+		return errors.New("the server is shut down")
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err := srv.admin.Exec(ctx, sql)
