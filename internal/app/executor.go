@@ -168,7 +168,11 @@ func (s *Service) execute(run store.Run) {
 			Instance: s.cfg.Instance})
 		return err
 	}
-	if err := s.durably(context.WithoutCancel(s.base), "finish run", finish); err != nil {
+	// A retry that finds the run ended already (its first commit's
+	// answer was lost) is conflict, as a run ended elsewhere is.
+	if err := store.RideOut(context.WithoutCancel(s.base), s.cfg.OutageBudget, s.quit, func(wait time.Duration, err error) {
+		s.log.Warn("finish run: the database is unavailable; retrying", "run", run.ID, "wait", wait, "err", err)
+	}, finish); err != nil {
 		if !protocol.IsCode(err, protocol.Conflict) { // ended elsewhere (recovered by another process)
 			s.log.Error("finish run", "run", run.ID, "err", err)
 		}
@@ -176,28 +180,6 @@ func (s *Service) execute(run store.Run) {
 		s.runEnded(run, p, time.Since(started))
 	}
 	s.runChanged(run.ID)
-}
-
-// durably runs write until it succeeds, fails for good, or the database
-// has been unavailable (store.Transient) for longer than the outage
-// budget. A write whose commit went unanswered and did land fails its
-// retry with conflict (the run is no longer running), as a run ended
-// elsewhere does.
-func (s *Service) durably(ctx context.Context, what string, write func(context.Context) error) error {
-	start, wait := time.Now(), 50*time.Millisecond
-	for {
-		err := write(ctx)
-		if !store.Transient(err) || time.Since(start)+wait > s.cfg.OutageBudget {
-			return err
-		}
-		s.log.Warn(what+": the database is unavailable; retrying", "wait", wait, "err", err)
-		select {
-		case <-time.After(wait):
-		case <-s.quit:
-			return err
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
 }
 
 // watchCancel cancels a run's model call once its row says a cancel was

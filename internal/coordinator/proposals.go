@@ -574,20 +574,13 @@ func (o *owner) execute(cmd app.Command, p store.Proposal) (jsontext.Value, *pro
 		defer cancel()
 		// Through a database outage the command is tried again: its
 		// fence makes it run at most once (store.Fence.Execute).
-		start, wait := time.Now(), o.c.cfg.OutageBackoff
-		for {
-			res, err = o.c.cfg.Commands.Execute(o.c.executing(ctx, p, true), cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: p.Target})
-			if !store.Transient(err) || time.Since(start)+wait > o.c.cfg.OutageBudget || ctx.Err() != nil {
-				return
-			}
+		err = store.RideOut(ctx, o.c.cfg.OutageBudget, o.c.abandon, func(wait time.Duration, err error) {
 			o.c.log.Warn("execute proposal: the database is unavailable; retrying", "proposal", p.ID, "wait", wait, "err", err)
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return
-			}
-			wait = min(2*wait, maxOutageBackoff)
-		}
+		}, func(ctx context.Context) error {
+			var err error
+			res, err = o.c.cfg.Commands.Execute(o.c.executing(ctx, p, true), cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: p.Target})
+			return err
+		})
 	}()
 	for {
 		select {

@@ -182,3 +182,35 @@ func Transient(err error) bool {
 	}
 	return false
 }
+
+// RideOut runs write until it succeeds, fails with an error that is not
+// Transient, or the database has been unavailable for longer than budget:
+// a restart or failover of the database is waited out, with a backoff from
+// 50 ms doubling to 2 s. retrying, when set, hears of each wait; ctx or
+// quit ends the waiting early. A write whose commit went unanswered is
+// tried again as it is: use it only for writes that a retry cannot apply
+// twice (a fenced command's, a compare-and-set's).
+func RideOut(ctx context.Context, budget time.Duration, quit <-chan struct{}, retrying func(wait time.Duration, err error),
+	write func(context.Context) error) error {
+	start, wait := time.Now(), 50*time.Millisecond
+	for {
+		err := write(ctx)
+		if !Transient(err) || time.Since(start)+wait > budget || ctx.Err() != nil {
+			return err
+		}
+		if retrying != nil {
+			retrying(wait, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-quit:
+			t.Stop()
+			return err
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}

@@ -174,6 +174,21 @@ func (f *fixture) adminEvents() []store.AdminEvent {
 	return rows
 }
 
+// takenOver returns a proposal that instance a confirmed and that b took
+// over when a's lease expired (indeterminate: it never runs again).
+func (f *fixture) takenOver() (a, b store.Instance, p store.Proposal) {
+	f.t.Helper()
+	a, b = f.instance(time.Second), f.instance(time.Hour)
+	tr, p := f.confirmedOn(a.ID)
+	f.clock.Advance(2 * time.Second)
+	f.reap(b.ID)
+	if _, err := f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: a.ID, To: b.ID,
+		Indeterminate: []store.IndeterminateAudit{{ProposalID: p.ID, Audit: proposalAudit(p.ID, protocol.DecisionIndeterminate, f.tick())}}}); err != nil {
+		f.t.Fatal(err)
+	}
+	return a, b, p
+}
+
 // commandWrite is a confirmed command's own write under fence: an audit
 // row, as every application command writes with its change.
 func (f *fixture) commandWrite(fence store.Fence) error {
@@ -186,15 +201,7 @@ func (f *fixture) commandWrite(fence store.Fence) error {
 // executor (indeterminate: it never runs again), the executor's command
 // write is refused, whichever instance's lease it still has.
 func testExecutionAfterTakeover(t *testing.T, f *fixture) {
-	a := f.instance(time.Second)
-	b := f.instance(time.Hour)
-	tr, p := f.confirmedOn(a.ID)
-	f.clock.Advance(2 * time.Second)
-	f.reap(b.ID)
-	if _, err := f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: a.ID, To: b.ID,
-		Indeterminate: []store.IndeterminateAudit{{ProposalID: p.ID, Audit: proposalAudit(p.ID, protocol.DecisionIndeterminate, f.tick())}}}); err != nil {
-		t.Fatal(err)
-	}
+	a, b, p := f.takenOver()
 	rows := len(f.adminEvents())
 	err := f.commandWrite(store.Fence{Instance: a.ID, ProposalID: p.ID, ProposalEpoch: p.Epoch, Execute: true, Now: f.tick()})
 	wantFenced(t, "execution after the takeover", err)
@@ -242,15 +249,7 @@ func testExecutionAtMostOnce(t *testing.T, f *fixture) {
 // testOutcomeAfterTakeover: an executor that lost its proposal cannot
 // record an outcome for it: the takeover's indeterminate stands.
 func testOutcomeAfterTakeover(t *testing.T, f *fixture) {
-	a := f.instance(time.Second)
-	b := f.instance(time.Hour)
-	tr, p := f.confirmedOn(a.ID)
-	f.clock.Advance(2 * time.Second)
-	f.reap(b.ID)
-	if _, err := f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: a.ID, To: b.ID,
-		Indeterminate: []store.IndeterminateAudit{{ProposalID: p.ID, Audit: proposalAudit(p.ID, protocol.DecisionIndeterminate, f.tick())}}}); err != nil {
-		t.Fatal(err)
-	}
+	a, _, p := f.takenOver()
 	now := f.tick()
 	_, _, err := f.s.FinishProposal(f.fenced(store.Fence{Instance: a.ID, ProposalID: p.ID, ProposalEpoch: p.Epoch}),
 		store.FinishProposalParams{ID: p.ID, Status: store.ProposalSucceeded, Now: now, Instance: a.ID,
