@@ -242,3 +242,49 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 		t.Fatalf("a turn taken over with a lost commit: %v", k)
 	}
 }
+
+// TestSharedConcurrentConfirmWaitsForTheOutcome: a confirm on daemon b of
+// a proposal that daemon a executes waits for a's outcome and answers it,
+// as a repeated confirm does on the daemon that executes.
+func TestSharedConcurrentConfirmWaitsForTheOutcome(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t, 2, 20*time.Millisecond)
+	conv := e.conversation()
+	acc, prop := e.toggle(conv)
+	executing := e.store.Arm("Execute", nil)
+	first := make(chan protocol.ProposalResult, 1)
+	go func() {
+		res, err := e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+		if err != nil {
+			t.Error(err)
+		}
+		first <- res
+	}()
+	<-executing.Reached()
+	b := e.peer("b", 1)
+	isProp := func(arg any) bool { return arg == prop.ID }
+	// b reads the proposal (executing on a), then reads it again once its
+	// decision found no owner of its own: both reads happen while a's
+	// command is still running.
+	read, reread := e.store.Arm("GetProposal", isProp), e.store.Arm("GetProposal", isProp)
+	second := make(chan protocol.ProposalResult, 1)
+	go func() {
+		res, err := b.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+		if err != nil {
+			t.Error(err)
+		}
+		second <- res
+	}()
+	<-read.Reached()
+	read.Release()
+	<-reread.Reached()
+	executing.Release()
+	if res := <-first; res.Status != protocol.ResultSucceeded {
+		t.Fatalf("the executing daemon's confirm = %+v", res)
+	}
+	reread.Release()
+	if res := <-second; res.Status != protocol.ResultSucceeded {
+		t.Fatalf("the concurrent confirm on b = %+v, want the outcome (succeeded), not executing", res)
+	}
+	e.checkOneEnding(conv, acc.RequestID, prop)
+}

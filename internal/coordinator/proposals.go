@@ -143,6 +143,13 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 	}
 	select {
 	case r := <-reply:
+		if kind == decideConfirm && r.err == nil && r.result.Status == protocol.ResultExecuting && r.result.Error == nil {
+			// A concurrent confirm that lost to another daemon's owner,
+			// which executes it: wait for the outcome there.
+			if cur, err := c.store.GetProposal(ctx, p.ID); err == nil && cur.Owner != "" && cur.Owner != c.cfg.Instance {
+				return settledAnswer(kind, c.awaitOutcome(ctx, cur))
+			}
+		}
 		return r.result, r.err
 	case <-ctx.Done():
 		return protocol.ProposalResult{}, ctx.Err()
