@@ -355,8 +355,8 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 			return Result{}, fmt.Errorf("target version %q: %w", target.Version, err)
 		}
 		env.expected = current // pin what was resolved: a concurrent change is conflict
-		if v, ok := cmd.(versioned); ok && v.expectedVersion() != 0 && v.expectedVersion() != current {
-			return Result{}, conflictVersion(target, v.expectedVersion(), current)
+		if err := versionHolds(cmd, target); err != nil {
+			return Result{}, err
 		}
 		if et := opts.ExpectedTarget; et != nil {
 			if et.Kind != target.Kind || et.ID != target.ID {
@@ -421,6 +421,12 @@ type Prepared struct {
 func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
 	target, err := s.ResolveTarget(ctx, cmd)
 	if err != nil {
+		return Prepared{}, err
+	}
+	if err := versionHolds(cmd, target); err != nil {
+		return Prepared{}, err
+	}
+	if err := s.checkNameFree(ctx, cmd, target); err != nil {
 		return Prepared{}, err
 	}
 	if c, ok := cmd.(checker); ok {

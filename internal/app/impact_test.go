@@ -99,3 +99,37 @@ func TestLaunchWorkflowBindsArgs(t *testing.T) {
 		t.Fatal("a refused launch changed something")
 	}
 }
+
+// TestPrepareRunsEveryCheckOfExecute: a command that Execute would refuse
+// — a stale expectedVersion, a name another resource has — is refused by
+// Prepare the same way, so it never becomes a proposal a human confirms in
+// vain (ADR D4.1); a rename to the resource's own name is no conflict.
+func TestPrepareRunsEveryCheckOfExecute(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	stale := w.audit.Version + 1
+	for _, c := range []struct {
+		name string
+		cmd  app.Command
+	}{
+		{"stale playbook update", app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: stale, Description: ptr("x")}},
+		{"stale playbook delete", app.DeletePlaybookCommand{Playbook: "notes", ExpectedVersion: w.notes.Version + 1}},
+		{"stale schedule update", app.UpdateScheduleCommand{Schedule: "nightly", ExpectedVersion: w.nightly.Version + 1, Cron: ptr("0 3 * * *")}},
+		{"stale schedule delete", app.DeleteScheduleCommand{Schedule: "nightly", ExpectedVersion: w.nightly.Version + 1}},
+		{"taken playbook name", app.CreatePlaybookCommand{Name: "notes", Prompt: "p"}},
+		{"playbook renamed to a taken name", app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: w.audit.Version, Name: ptr("notes")}},
+		{"taken workflow name", app.CreateWorkflowCommand{Name: "release", Steps: []app.WorkflowStepInput{{Playbook: "notes"}}}},
+		{"workflow renamed to a taken name", app.UpdateWorkflowCommand{Workflow: "release", ExpectedVersion: w.release.Version, Name: ptr("ship-it")}},
+		{"taken schedule name", app.CreateScheduleCommand{Name: "nightly", Cron: "0 4 * * *", Playbook: "notes"}},
+	} {
+		_, perr := w.svc.Prepare(w.ctx, c.cmd)
+		_, eerr := w.svc.Execute(w.ctx, c.cmd, app.ExecOptions{})
+		if protocol.CodeOf(perr) != protocol.Conflict || protocol.CodeOf(eerr) != protocol.Conflict {
+			t.Errorf("%s: Prepare %v, Execute %v; want conflict from both", c.name, perr, eerr)
+		}
+	}
+	if _, err := w.svc.Prepare(w.ctx, app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: w.audit.Version,
+		Name: ptr("audit-repo"), Description: ptr("same name")}); err != nil {
+		t.Fatalf("keeping its own name: %v", err)
+	}
+}
