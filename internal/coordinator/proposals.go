@@ -483,6 +483,13 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	o.frames += 2
 	r.answer(fin.result, nil)
 	o.answerWaiting(p.ID, fin.result)
+	if fin.resumed && o.cancelWanted {
+		// Cancelled while the command executed: it ran, and the turn's
+		// end says so.
+		return o.ending(store.TurnCancelled, protocol.Errorf(protocol.Cancelled,
+			"the turn was cancelled while the confirmed command executed: the command ran (its result is above), and the turn stopped there").
+			With("proposalId", p.ID)), true
+	}
 	return o.afterDecision(fin.resumed)
 }
 

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,7 +119,8 @@ func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("cancel waited for the executing command")
 	}
-	if terr != nil || turn.Status != "running" && turn.Status != "awaiting_confirmation" || turn.CancelRequestedAt == nil {
+	// The true state: running (its command executes), not waiting for a human.
+	if terr != nil || turn.Status != "running" || turn.CancelRequestedAt == nil {
 		t.Fatalf("cancel during execution answered %+v %v", turn, terr)
 	}
 	confirmed.Release()
@@ -132,6 +134,11 @@ func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	}
 	if d := frames[len(frames)-1].Payload.(protocol.DonePayload); d.Outcome != protocol.OutcomeCancelled {
 		t.Fatalf("outcome %s, want cancelled: %v", d.Outcome, kinds(frames))
+	}
+	// The turn's end says the command ran before the turn stopped.
+	end, ok := frames[len(frames)-2].Payload.(protocol.ErrorPayload)
+	if !ok || end.Error.Code != protocol.Cancelled || end.Error.Details["proposalId"] != prop.ID || !strings.Contains(end.Error.Message, "ran") {
+		t.Fatalf("the end of a turn cancelled while its command ran: %v", kinds(frames))
 	}
 }
 

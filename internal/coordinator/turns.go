@@ -396,6 +396,11 @@ func (o *owner) view(ctx context.Context) protocol.Turn {
 	if err != nil {
 		t = o.turn
 	}
+	if o.phase == phaseExecuting && t.Status == store.TurnAwaitingConfirmation {
+		// Parked in the store while its confirmed command runs here: the
+		// turn is working, not waiting for a human.
+		t.Status = store.TurnRunning
+	}
 	if o.cancelWanted && t.CancelRequestedAt == nil && !t.Status.Terminal() {
 		now := o.c.now()
 		t.CancelRequestedAt = &now
