@@ -90,6 +90,10 @@ const (
 	DefaultClaimInterval       = 2 * time.Second
 	DefaultRemoteCancelWait    = 5 * time.Second
 	DefaultRemoteDecisionWait  = 30 * time.Second
+	// DefaultMaxToolCallsPerAnswer and DefaultMaxEffectsPerTurn bound what
+	// one model answer, and one turn, may ask of the tools and the cockpit.
+	DefaultMaxToolCallsPerAnswer = 16
+	DefaultMaxEffectsPerTurn     = 16
 )
 
 // Commands is what the proposal lifecycle needs of the application:
@@ -132,6 +136,12 @@ type Config struct {
 	MaxToolRounds int
 	// MaxProposalsPerTurn bounds the proposals one turn may make.
 	MaxProposalsPerTurn int
+	// MaxToolCallsPerAnswer bounds the tool calls run from one model
+	// answer; MaxEffectsPerTurn the cockpit effects one turn may emit.
+	// Past either, the call is answered with a typed tool result and
+	// nothing runs (tools.go).
+	MaxToolCallsPerAnswer int
+	MaxEffectsPerTurn     int
 	// TicketTTL is how long a stream ticket may be redeemed (ADR D6: 60 s).
 	TicketTTL time.Duration
 	// ShutdownGrace is how long Shutdown lets running turns finish.
@@ -207,6 +217,8 @@ func (cfg *Config) defaults() {
 	setDefault(&cfg.MaxQueuedTurns, DefaultMaxQueuedTurns)
 	setDefault(&cfg.MaxToolRounds, DefaultMaxToolRounds)
 	setDefault(&cfg.MaxProposalsPerTurn, DefaultMaxProposalsPerTurn)
+	setDefault(&cfg.MaxToolCallsPerAnswer, DefaultMaxToolCallsPerAnswer)
+	setDefault(&cfg.MaxEffectsPerTurn, DefaultMaxEffectsPerTurn)
 	setDefault(&cfg.QueueRetryAfter, DefaultQueueRetryAfter)
 	setDefault(&cfg.TicketTTL, DefaultTicketTTL)
 	setDefault(&cfg.ShutdownGrace, DefaultShutdownGrace)

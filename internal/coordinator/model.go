@@ -88,11 +88,27 @@ func (o *owner) talk() outcome {
 			return ended(store.TurnCompleted, nil)
 		}
 		proposed := false
+		var overCap *protocol.Error
+		if max := c.cfg.MaxToolCallsPerAnswer; len(calls) > max {
+			// One answer asked for too much: the calls past the cap do not
+			// run; the first of them is answered with why (the model sees
+			// it next round), the rest are not stored at all.
+			over := len(calls) - max
+			calls = calls[:max+1]
+			overCap = protocol.Errorf(protocol.Validation,
+				"the model made %d tool calls in one answer; at most %d run, and the other %d (this one included) did not: ask again with fewer",
+				max+over, max, over).With("limit", "tool_calls_per_answer").With("max", max).With("dropped", over)
+			c.log.Warn("tool calls past the cap of one answer were not run", "request", o.turn.RequestID, "calls", max+over, "max", max)
+		}
 		for i := range calls {
 			if calls[i].ID == "" { // the call id pairs a tool_call with its tool_result
 				calls[i].ID = "call_" + uuid.NewString()
 			}
-			res := o.callTool(calls[i], req.View)
+			var refuse *protocol.Error
+			if i == c.cfg.MaxToolCallsPerAnswer {
+				refuse = overCap
+			}
+			res := o.callTool(calls[i], req.View, refuse)
 			if res.out != nil {
 				return *res.out
 			}

@@ -27,8 +27,9 @@ type callResult struct {
 // run (read), its effect (navigate, draft) or its proposal (mutate, execute,
 // admin), then a tool_result frame — except for a proposal, whose result
 // comes with the human's decision. Only a failure to persist, or too many
-// proposals, ends the turn; tool failures are results the model sees.
-func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot) callResult {
+// proposals, ends the turn; tool failures are results the model sees. A
+// call refused (a cap) is recorded and answered with why, and never runs.
+func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot, refuse *protocol.Error) callResult {
 	c := o.c
 	spec, known := c.cfg.Tools.Lookup(call.Name)
 	mode := "read" // an unknown tool never runs; it is recorded as a read
@@ -49,6 +50,8 @@ func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot) ca
 	res := protocol.ToolResultPayload{CallID: call.ID}
 	var err error
 	switch {
+	case refuse != nil:
+		err = refuse
 	case !known:
 		err = protocol.Errorf(protocol.Validation, "unknown tool %q; use only the tools offered", call.Name).With("tool", call.Name)
 	case !argsOK:
@@ -76,8 +79,15 @@ func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot) ca
 				o.proposals++
 				return callResult{proposed: true}
 			}
+		case out.Effect != nil && o.effects >= c.cfg.MaxEffectsPerTurn:
+			err = protocol.Errorf(protocol.Validation,
+				"this turn asked the cockpit for %d effects already, the most one turn may; this one was not sent: say in words what remains",
+				o.effects).With("limit", "effects_per_turn").With("max", c.cfg.MaxEffectsPerTurn)
 		case out.Effect != nil:
 			res.Result, err = o.emitEffect(*out.Effect)
+			if err == nil {
+				o.effects++
+			}
 		default:
 			res.Result, err = boundedResult(out.Result)
 		}

@@ -307,6 +307,7 @@ type owner struct {
 	model         *Model         // the model the turn talks to, chosen at its first round
 	rounds        int            // model rounds so far, across decisions
 	proposals     int            // proposals made so far
+	effects       int            // cockpit effects emitted so far (this process's part of the turn)
 	executing     string         // the proposal whose command is executing
 	indeterminate *indeterminate // an indeterminate audit row still owed
 
