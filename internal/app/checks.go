@@ -37,11 +37,17 @@ type namer interface {
 }
 
 func (c CreatePlaybookCommand) claimsName() (string, string) { return store.KindPlaybook, c.Name }
-func (c UpdatePlaybookCommand) claimsName() (string, string) { return store.KindPlaybook, deref(c.Name) }
+func (c UpdatePlaybookCommand) claimsName() (string, string) {
+	return store.KindPlaybook, deref(c.Name)
+}
 func (c CreateWorkflowCommand) claimsName() (string, string) { return store.KindWorkflow, c.Name }
-func (c UpdateWorkflowCommand) claimsName() (string, string) { return store.KindWorkflow, deref(c.Name) }
+func (c UpdateWorkflowCommand) claimsName() (string, string) {
+	return store.KindWorkflow, deref(c.Name)
+}
 func (c CreateScheduleCommand) claimsName() (string, string) { return store.KindSchedule, c.Name }
-func (c UpdateScheduleCommand) claimsName() (string, string) { return store.KindSchedule, deref(c.Name) }
+func (c UpdateScheduleCommand) claimsName() (string, string) {
+	return store.KindSchedule, deref(c.Name)
+}
 
 // checkNameFree refuses a command that would give its resource a name
 // another resource of the kind has (the target itself may keep its own).
