@@ -83,6 +83,7 @@ type turnOptions struct {
 	firstEvent time.Duration
 	idle       time.Duration
 	attempt    time.Duration
+	budget     time.Duration
 }
 
 // leaseOptions configure the daemon's instance lease: how daemons that
@@ -143,6 +144,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&to.firstEvent, "model-first-event-timeout", coordinator.DefaultFirstEventTimeout, "how long a model attempt may take to send its first event")
 	f.DurationVar(&to.idle, "model-idle-timeout", coordinator.DefaultIdleTimeout, "how long a model stream may pause between two events")
 	f.DurationVar(&to.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
+	f.DurationVar(&to.budget, "model-turn-budget", coordinator.DefaultModelBudget, "how long the model may take in all for one turn (its attempts and the waits between retries): one slow provider cannot hold the workers")
 	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
@@ -222,7 +224,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models, RecoveryWindow: ao.recoveryWindow,
 		Commands: svc, Logger: log, ShutdownGrace: grace,
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
-		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
+		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt, ModelBudget: to.budget,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
 		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log, provider: provider.Name()}), Instance: instance, Shared: shared,
 		OutageBudget: lo.outageBudget})

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"iter"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -97,5 +99,24 @@ func TestEffectsPerTurnAreCapped(t *testing.T) {
 	}
 	if n := limited(frames, "effects_per_turn"); n != 6 {
 		t.Fatalf("%d calls refused for the turn's cap, want 6", n)
+	}
+}
+
+// TestModelBudgetEndsASilentModel: a provider that never answers holds a
+// worker no longer than the turn's model budget, whatever its per-attempt
+// deadlines and retries would allow.
+func TestModelBudgetEndsASilentModel(t *testing.T) {
+	t.Parallel()
+	silent := script.Script{Turns: []script.Turn{{Steps: []script.Step{{SleepMs: ptr(int64(600_000))}}}}}
+	e := newEngine(t, engineOpts{script: &silent, tweak: func(c *coordinator.Config) {
+		c.FirstEventTimeout, c.IdleTimeout, c.AttemptTimeout = time.Hour, time.Hour, time.Hour
+		c.ModelBudget = 100 * time.Millisecond
+	}})
+	conv := e.conversation()
+	acc := e.submit(conv, "anything")
+	frames := ofRequest(e.waitDone(conv, acc.RequestID), acc.RequestID)
+	end, ok := frames[len(frames)-2].Payload.(protocol.ErrorPayload)
+	if !ok || end.Error.Code != protocol.ModelFailure || end.Error.Details["limit"] != "model_time_per_turn" {
+		t.Fatalf("a silent model's turn: %v", kinds(frames))
 	}
 }

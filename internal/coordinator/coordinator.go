@@ -94,6 +94,8 @@ const (
 	// one model answer, and one turn, may ask of the tools and the cockpit.
 	DefaultMaxToolCallsPerAnswer = 16
 	DefaultMaxEffectsPerTurn     = 16
+	// DefaultModelBudget is Config.ModelBudget's default.
+	DefaultModelBudget = 5 * time.Minute
 )
 
 // Commands is what the proposal lifecycle needs of the application:
@@ -171,6 +173,9 @@ type Config struct {
 	FirstEventTimeout time.Duration
 	IdleTimeout       time.Duration
 	AttemptTimeout    time.Duration
+	// ModelBudget bounds the model time of one turn in all: its attempts
+	// and the waits between retries, across rounds (this process's).
+	ModelBudget time.Duration
 	// EndRetryBackoff is the first wait before retrying a turn's end that
 	// the store refused, doubled up to MaxEndRetryBackoff.
 	EndRetryBackoff    time.Duration
@@ -231,6 +236,7 @@ func (cfg *Config) defaults() {
 	setDefault(&cfg.FirstEventTimeout, DefaultFirstEventTimeout)
 	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&cfg.AttemptTimeout, DefaultAttemptTimeout)
+	setDefault(&cfg.ModelBudget, DefaultModelBudget)
 	setDefault(&cfg.EndRetryBackoff, 100*time.Millisecond)
 	setDefault(&cfg.MaxEndRetryBackoff, 5*time.Second)
 	setDefault(&cfg.ClaimInterval, DefaultClaimInterval)

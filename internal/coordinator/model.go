@@ -219,7 +219,13 @@ func (c *Coordinator) turnFrames(ctx context.Context, t store.Turn) ([]store.Fra
 func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 	c := o.c
 	for attempt := 0; ; attempt++ {
-		a := o.attempt(req)
+		left := c.cfg.ModelBudget - o.modelSpent
+		if left <= 0 {
+			out := ended(store.TurnFailed, o.overBudget())
+			return nil, &out
+		}
+		a := o.attempt(req, left)
+		o.modelSpent += a.duration
 		retry := a.err != nil && a.err.Retryable && !a.wrote && attempt < c.cfg.ModelRetries &&
 			(a.err.Code == protocol.ModelFailure || a.err.Code == protocol.RateLimited)
 		obs := ModelAttempt{Provider: o.model.Provider.Name(), Attempt: attempt, TimeToFirstEvent: a.firstEvent,
@@ -246,6 +252,7 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 		if out := o.sleep(wait); out != nil {
 			return nil, out
 		}
+		o.modelSpent += wait
 		o.report(protocol.ProgressWorking, nil)
 	}
 }
@@ -305,7 +312,7 @@ var (
 // the attempt (time to the first event, idle time between events, total
 // time); a deadline ends it with a retryable model_failure. A cancel ends it
 // at once.
-func (o *owner) attempt(req model.Request) (res attemptResult) {
+func (o *owner) attempt(req model.Request, left time.Duration) (res attemptResult) {
 	c := o.c
 	start := time.Now()
 	defer func() { res.duration = time.Since(start) }()
@@ -337,8 +344,9 @@ func (o *owner) attempt(req model.Request) (res attemptResult) {
 	deadline := time.NewTimer(c.cfg.FirstEventTimeout)
 	defer deadline.Stop()
 	deadlineCause := errFirstEvent
-	total := time.NewTimer(c.cfg.AttemptTimeout)
+	total := time.NewTimer(min(c.cfg.AttemptTimeout, left))
 	defer total.Stop()
+	budgetBound := left < c.cfg.AttemptTimeout // the turn's model time ends first
 	var flushTimer *time.Timer
 	var flushC <-chan time.Time
 	defer func() {
@@ -362,6 +370,9 @@ func (o *owner) attempt(req model.Request) (res attemptResult) {
 			return fail(deadlineError(deadlineCause, c.cfg))
 		case <-total.C:
 			stopAttempt(errAttempt)
+			if budgetBound {
+				return fail(o.overBudget())
+			}
 			return fail(deadlineError(errAttempt, c.cfg))
 		case <-flushC:
 			flushC = nil
@@ -411,6 +422,14 @@ func (o *owner) attempt(req model.Request) (res attemptResult) {
 }
 
 var errCancelled = errors.New("cancel requested")
+
+// overBudget is the end of a turn whose model attempts, with the waits
+// between them, took longer than Config.ModelBudget in all: one slow or
+// silent provider cannot hold a worker for longer. Not retryable.
+func (o *owner) overBudget() *protocol.Error {
+	return protocol.Errorf(protocol.ModelFailure, "the model took longer than %s in all for this turn; the turn was stopped", o.c.cfg.ModelBudget).
+		With("limit", "model_time_per_turn").With("max", o.c.cfg.ModelBudget.String())
+}
 
 // deadlineError types a model deadline: retryable, so the attempt is
 // retried under the usual rules.

@@ -306,6 +306,7 @@ type owner struct {
 	cancelWaiters []chan protocol.Turn
 	model         *Model         // the model the turn talks to, chosen at its first round
 	rounds        int            // model rounds so far, across decisions
+	modelSpent    time.Duration  // model time so far: attempts and retry waits (ModelBudget)
 	proposals     int            // proposals made so far
 	effects       int            // cockpit effects emitted so far (this process's part of the turn)
 	executing     string         // the proposal whose command is executing

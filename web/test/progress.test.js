@@ -10,6 +10,10 @@ test('progress: each state in words, a retry counting down', () => {
   assert.equal(progressText(null, NOW), '');
   assert.equal(progressText({ requestId: 'r', state: 'queued', queuePosition: 1, since: NOW }, NOW), 'Queued: next in line for the model');
   assert.equal(progressText({ requestId: 'r', state: 'queued', queuePosition: 3, since: NOW }, NOW), 'Queued: number 3 in line for the model');
+  // How long it has waited, once it is a while.
+  assert.equal(progressText({ requestId: 'r', state: 'queued', queuePosition: 3, since: NOW }, NOW + 4), 'Queued: number 3 in line for the model');
+  assert.equal(progressText({ requestId: 'r', state: 'queued', queuePosition: 3, since: NOW }, NOW + 42), 'Queued: number 3 in line for the model (waiting 42 s)');
+  assert.equal(progressText({ requestId: 'r', state: 'queued', since: NOW }, NOW + 600), 'Queued for the model (waiting 10 min)');
   assert.equal(progressText({ requestId: 'r', state: 'working', since: NOW }, NOW), 'Working…');
   const retry = { requestId: 'r', state: /** @type {const} */ ('retrying'), attempt: 2, errorCode: 'rate_limited', retryAt: NOW + 6, since: NOW };
   assert.equal(progressText(retry, NOW), 'The model is rate limited; retrying in 6 s (attempt 2)');

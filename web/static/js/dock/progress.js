@@ -19,7 +19,8 @@ export function progressText(p, now) {
   if (!p) return '';
   switch (p.state) {
     case 'queued':
-      return p.queuePosition ? `Queued: ${p.queuePosition === 1 ? 'next' : `number ${p.queuePosition}`} in line for the model` : 'Queued for the model';
+      return (p.queuePosition ? `Queued: ${p.queuePosition === 1 ? 'next' : `number ${p.queuePosition}`} in line for the model` : 'Queued for the model') +
+        waited(p, now);
     case 'working':
       return 'Working…';
     case 'retrying': {
@@ -39,6 +40,16 @@ export function progressText(p, now) {
   return '';
 }
 
+/**
+ * How long a queued turn has waited, once it is a while.
+ * @param {TurnProgress} p @param {number} now @returns {string}
+ */
+function waited(p, now) {
+  const s = Math.floor(now - p.since);
+  if (!(s >= 5)) return '';
+  return s < 120 ? ` (waiting ${s} s)` : ` (waiting ${Math.floor(s / 60)} min)`;
+}
+
 /** The progress line above the composer. */
 export class ProgressLine {
   /** @param {{announce: (text: string) => void}} o */
@@ -56,7 +67,8 @@ export class ProgressLine {
     clearInterval(this.timer);
     this.timer = null;
     this.render();
-    if (this.p && this.p.state === 'retrying') this.timer = setInterval(() => this.render(), 1000);
+    // Counting: a retry's seconds down, a queued turn's wait up.
+    if (this.p && ['retrying', 'database_unavailable', 'queued'].includes(this.p.state)) this.timer = setInterval(() => this.render(), 1000);
     // A change of state is announced once; the countdown is not.
     if (this.p && this.p.state !== before && this.p.state !== 'working') this.o.announce(progressText(this.p, Date.now() / 1000));
   }
