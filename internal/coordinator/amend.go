@@ -95,12 +95,16 @@ func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) 
 		fail(protocol.Errorf(protocol.Validation, "an amended command keeps the proposal's command type %s", p.CommandType).With("field", "command"))
 		return
 	}
-	if prep.Hash == p.CommandHash {
+	if same, err := protocol.CommandHash(p.Command); err == nil && same == prep.Hash {
 		fail(protocol.Errorf(protocol.Validation, "the amended command is the proposal's own; confirm the proposal instead").With("field", "command"))
 		return
 	}
 	now := c.now()
-	np := c.newProposal(prep, p.ConversationID, p.RequestID, p.CallID, now)
+	np, err := c.newProposal(prep, p.ConversationID, p.RequestID, p.CallID, now)
+	if err != nil {
+		fail(err)
+		return
+	}
 	closed := p
 	closed.CompletedAt = &now
 	reason := protocol.ReasonAmended

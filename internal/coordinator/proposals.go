@@ -45,7 +45,10 @@ func (o *owner) propose(callID string, cmd app.Command) error {
 		return err
 	}
 	now := c.now()
-	p := c.newProposal(prep, t.ConversationID, t.RequestID, callID, now)
+	p, err := c.newProposal(prep, t.ConversationID, t.RequestID, callID, now)
+	if err != nil {
+		return err
+	}
 	err = o.durable("store proposal", func(ctx context.Context) error {
 		_, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: p, Now: now})
 		return err
@@ -1059,9 +1062,14 @@ func proposalView(p store.Proposal) protocol.ProposalState {
 
 // newProposal is a pending proposal of a prepared command, answering the
 // tool call callID of a turn: a new id, idempotency key and expiry.
-func (c *Coordinator) newProposal(prep app.Prepared, convID, requestID, callID string, now time.Time) store.Proposal {
-	return store.Proposal{ID: uuid.NewString(), ConversationID: convID, RequestID: requestID, CallID: callID,
-		CommandType: prep.Type, Command: prep.Canonical, CommandHash: prep.Hash, Target: prep.Target, Risk: prep.Risk,
+func (c *Coordinator) newProposal(prep app.Prepared, convID, requestID, callID string, now time.Time) (store.Proposal, error) {
+	id := uuid.NewString()
+	hash, err := protocol.ProposalHash(prep.Canonical, id) // bound to this proposal: never the same twice
+	if err != nil {
+		return store.Proposal{}, err
+	}
+	return store.Proposal{ID: id, ConversationID: convID, RequestID: requestID, CallID: callID,
+		CommandType: prep.Type, Command: prep.Canonical, CommandHash: hash, Target: prep.Target, Risk: prep.Risk,
 		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary,
-		IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}
+		IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}, nil
 }

@@ -120,7 +120,7 @@ func TestProposalConfirmedExecutesOnceAndTurnEnds(t *testing.T) {
 	if prop.ExpiresAt != protocol.Timestamp(h.clock.Now().Add(10*time.Minute)) {
 		t.Fatalf("expiresAt %v", prop.ExpiresAt)
 	}
-	hash, _ := protocol.CommandHash(prop.Command)
+	hash, _ := protocol.ProposalHash(prop.Command, prop.ID)
 	if hash != prop.CommandHash || !strings.Contains(prop.Summary, "audit-repo") {
 		t.Fatalf("hash %s summary %q", prop.CommandHash, prop.Summary)
 	}

@@ -155,3 +155,21 @@ func TestCommandHash(t *testing.T) {
 		t.Fatalf("hashes %s %s %s", a, b, c)
 	}
 }
+
+// TestProposalHashBindsTheProposal: the same command in two proposals has
+// two hashes; the hash is the canonical {"command", "proposalId"} object's,
+// whatever the command's key order, and recomputable by a client.
+func TestProposalHashBindsTheProposal(t *testing.T) {
+	t.Parallel()
+	cmd := []byte(`{"schedule":"nightly","enabled":true}`)
+	a, err := protocol.ProposalHash(cmd, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := protocol.ProposalHash(cmd, "p2")
+	same, _ := protocol.ProposalHash([]byte(`{"enabled":true,"schedule":"nightly"}`), "p1")
+	want, _ := protocol.CommandHash([]byte(`{"proposalId":"p1","command":{"enabled":true,"schedule":"nightly"}}`))
+	if a == b || a != same || a != want {
+		t.Fatalf("hashes: p1 %s, p2 %s, p1 reordered %s, by hand %s", a, b, same, want)
+	}
+}
