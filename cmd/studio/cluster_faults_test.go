@@ -195,7 +195,12 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 			// Inside its lease transaction (a renewal, or its own reaper's
 			// look): its instance row, or the rows it locked, stay locked
 			// while it is paused.
-			caught, err = c.pauseInside(ctx, a, `studio_instances`, 10*time.Second)
+			// The renewal's update and the read after it first (the
+			// instance row locked), then any lease statement.
+			caught, err = c.pauseInside(ctx, a, `UPDATE studio_instances SET heartbeat_at|FROM studio_instances WHERE id = `, 6*time.Second)
+			if err == nil && !caught {
+				caught, err = c.pauseInside(ctx, a, `studio_instances`, 6*time.Second)
+			}
 		} else {
 			conv1, req1 := c.mustStartTurn(ctx, other, launchWord(2*i))
 			p1, perr := c.parkedProposal(ctx, conv1, req1)
@@ -215,6 +220,9 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !caught { // no such transaction seen: paused wherever it is
+			a.pause()
 		}
 		paused := time.Now()
 		var wg sync.WaitGroup
