@@ -461,7 +461,8 @@ func TestClusterFaultDatabaseOutageLongerThanExpiry(t *testing.T) {
 // turn ends, exactly once — none stays running (a takeover whose commit
 // landed although its caller saw a timeout, which many takeovers in one
 // short lease period make likely, must not be forgotten). Three rounds,
-// killing a different daemon each time.
+// killing a different daemon each time; in the last the database commits
+// each takeover 300 ms late (longer than a renewal period).
 func TestClusterFaultKill9Under60Turns(t *testing.T) {
 	skipLong(t)
 	const turns, rounds = 60, 3
@@ -470,6 +471,15 @@ func TestClusterFaultKill9Under60Turns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	for round := range rounds {
+		mode := "the database as it is"
+		if round == rounds-1 {
+			// From now on the database commits takeovers slowly: slower
+			// than a renewal period, far under the lease expiry. A
+			// takeover needs a deadline of its own, not what is left of
+			// the renewal's.
+			c.slowTakeovers(ctx, 300*time.Millisecond)
+			mode = "takeovers committed 300 ms late"
+		}
 		ids := c.pacedTurnsOn(ctx, turns, func(i int) int {
 			if i%6 != 5 { // five sixths on the daemon to kill
 				return round % 3
@@ -481,6 +491,7 @@ func TestClusterFaultKill9Under60Turns(t *testing.T) {
 		victim.kill()
 		<-victim.exited
 		rctx, rcancel := context.WithTimeout(ctx, time.Minute) // the turns last 4 s, a takeover about 2 s
+		c.t.Logf("round %d: %s", round, mode)
 		ends := c.waitTurnsEnded(rctx, ids)
 		rcancel()
 		took := time.Since(killed)
@@ -494,8 +505,8 @@ func TestClusterFaultKill9Under60Turns(t *testing.T) {
 		}
 		// The survivors' turns should complete; a busy machine may make a
 		// survivor miss its renewals, so that is reported, not asserted.
-		t.Logf("round %d: kill -9 of daemon %d under %d running turns; all ended within %v: the killed daemon's %v, the others' %v",
-			round, round%3, turns, took.Round(time.Millisecond), outcomeCounts(victims), outcomeCounts(survivors))
+		t.Logf("round %d (%s): kill -9 of daemon %d under %d running turns; all ended within %v: the killed daemon's %v, the others' %v",
+			round, mode, round%3, turns, took.Round(time.Millisecond), outcomeCounts(victims), outcomeCounts(survivors))
 		if t.Failed() {
 			t.Fatal(c.logTails())
 		}
@@ -512,5 +523,23 @@ func TestClusterFaultKill9Under60Turns(t *testing.T) {
 	}
 	if len(running) > 0 {
 		t.Fatalf("turns still running: %s", strings.Join(running, ", "))
+	}
+}
+
+// slowTakeovers makes the database delay, at commit, each transaction that
+// moves a turn from one owner instance to another (a takeover; a claim of
+// a queued turn by another daemon too) by delay: a slow database, for the
+// test's database only.
+func (c *faultCluster) slowTakeovers(ctx context.Context, delay time.Duration) {
+	c.t.Helper()
+	_, err := c.pool.Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION fault_slow_takeover() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_sleep(%f); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER fault_slow_takeover AFTER UPDATE OF owner_instance ON studio_operator_turns
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+		WHEN (OLD.owner_instance IS NOT NULL AND NEW.owner_instance IS NOT NULL AND OLD.owner_instance <> NEW.owner_instance)
+		EXECUTE FUNCTION fault_slow_takeover()`, delay.Seconds()))
+	if err != nil {
+		c.t.Fatal(err)
 	}
 }
