@@ -438,8 +438,20 @@ func TestClusterFaultDatabaseOutageLongerThanExpiry(t *testing.T) {
 	}
 	// Every daemon takes a new turn, which completes.
 	var fresh []string
-	for _, d := range c.daemons() {
-		_, req := c.mustStartTurn(ctx, d, "hello")
+	for i, d := range c.daemons() {
+		// A daemon may still be catching up (a rejoin): it may refuse for
+		// a moment, not for good.
+		var req string
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := poll(sctx, fmt.Sprintf("a new turn accepted by daemon %d", i), func(ctx context.Context) (bool, error) {
+			var err error
+			_, req, err = startTurn(ctx, d, "hello")
+			return err == nil, err
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
 		fresh = append(fresh, req)
 	}
 	for id, e := range c.waitTurnsEnded(ctx, fresh) {
