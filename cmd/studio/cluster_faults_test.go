@@ -361,8 +361,8 @@ func (c *faultCluster) noneDone(ctx context.Context, ids []string) {
 // (`pg_ctl restart -m fast`: sessions ended, transactions rolled back,
 // the server back within about a second) under 30 turns streaming tokens
 // on three daemons: every turn completes — its writes retried through the
-// restart — none fails, and every daemon still runs. Leases here are
-// longer than the restart, so only riding out the database is tested.
+// restart — with no error frame, and every daemon still runs. Leases here
+// are longer than the restart, so only riding out the database is tested.
 func TestClusterFaultDatabaseRestartUnderTurns(t *testing.T) {
 	skipLong(t)
 	const turns = 30
@@ -389,6 +389,14 @@ func TestClusterFaultDatabaseRestartUnderTurns(t *testing.T) {
 	}
 	if len(notCompleted) > 0 {
 		t.Errorf("%d of %d turns did not complete through the restart, e.g. %s", len(notCompleted), turns, notCompleted[0])
+	}
+	// Clients saw the restart as progress at most, never as an error frame.
+	var errorFrames int
+	if err := c.pool.QueryRow(ctx, `SELECT COUNT(*) FROM studio_operator_frames WHERE request_id = ANY($1) AND frame_type = 'error'`, ids).Scan(&errorFrames); err != nil {
+		t.Fatal(err)
+	}
+	if errorFrames > 0 {
+		t.Errorf("%d error frames in the turns that rode out the restart", errorFrames)
 	}
 	for i, d := range c.daemons() {
 		if !d.running() {
