@@ -305,6 +305,9 @@ func chaosFault(ctx context.Context, c *faultCluster, srv *pgtest.Server, r *ran
 			d.resume()
 			return "pause inside a transaction", err
 		}
+		if !caught {
+			d.pause()
+		}
 		hold(leaseExpiry + time.Duration(r.Int64N(int64(leaseExpiry))))
 		kind := "pause inside a transaction"
 		if !caught {

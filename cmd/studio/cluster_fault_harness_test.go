@@ -657,8 +657,8 @@ func (c *faultCluster) inTransaction(ctx context.Context, ports []int, pattern s
 // sessions and stops the process the moment one is seen in such a
 // transaction; when the transaction ended before the signal landed, it
 // continues the process (a pause of a millisecond) and watches again. It
-// gives up after within, leaving d paused wherever it is, and says
-// whether it caught d inside.
+// gives up after within, leaving d running, and says whether it caught
+// (and paused) d inside.
 func (c *faultCluster) pauseInside(ctx context.Context, d *daemon, pattern string, within time.Duration) (bool, error) {
 	deadline := time.Now().Add(within)
 	ports, err := c.dbPorts(d.cmd.Process.Pid)
@@ -690,6 +690,5 @@ func (c *faultCluster) pauseInside(ctx context.Context, d *daemon, pattern strin
 		}
 		d.resume()
 	}
-	d.pause()
 	return false, nil
 }
