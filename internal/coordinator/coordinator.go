@@ -53,6 +53,16 @@
 // on. When a daemon dies, its lease expires and a reaper on any other
 // daemon ends its work (ReapOrphans): exactly once, because each turn is
 // taken over by one compare-and-set on its owner.
+//
+// A daemon that was paused or cut off may resume after its work was taken
+// over: every write of its owners carries its instance as a fence
+// (store.Fence), checked inside the write's transaction, and the write of
+// a confirmed command is fenced by its proposal's owner and epoch and marks
+// the proposal executed in the same transaction. So a stale owner can
+// neither append nor execute: its write fails, and it stops (durable.go's
+// lost, proposals.go's executionLost). Writes that fail because the
+// database is away for a moment are retried for Config.OutageBudget
+// (durable.go), and the turn's progress says database_unavailable.
 package coordinator
 
 import (

@@ -3,7 +3,14 @@
 // params struct per operation. Backends live in sub-packages (sqlite,
 // postgres) and must pass the conformance suite in storetest. Errors that
 // callers act on are *protocol.Error values (not_found, conflict,
-// stale_context); anything else is a backend failure.
+// stale_context); anything else is a backend failure, and Transient tells
+// the ones that say the database is away for now (a restart, a lock
+// timeout) from the rest.
+//
+// Several daemons may share a backend; every piece of work names its owner
+// instance with an epoch, and an owner's writes are fenced by them
+// (fence.go: the fencing protocol, and why a command the cluster declared
+// indeterminate can never run afterwards).
 package store
 
 import (
