@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
@@ -71,6 +72,9 @@ type obsOptions struct {
 	logFormat   string
 	logLevel    string
 	metricsAddr string
+	// printTokenURL prints the sign-in URL with the token even when
+	// stdout is not a terminal (tests and studio bench read it there).
+	printTokenURL bool
 	pprof       bool // Go's profiles on the metrics listener
 }
 
@@ -126,6 +130,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
 	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.BoolVar(&oo.printTokenURL, "print-token-url", envOr("STUDIO_PRINT_TOKEN_URL", "") == "1",
+		"print the sign-in URL with the token on stdout even when stdout is not a terminal (env STUDIO_PRINT_TOKEN_URL=1); by default a journal or a container log gets the address and `studio token` instead")
 	f.BoolVar(&oo.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-addr, without auth")
 	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
@@ -259,7 +265,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version, "instance", instance)
-	printSignInURL(os.Stdout, ln.Addr(), token)
+	printSignInURL(os.Stdout, ln.Addr(), token, cfg.dataDir, oo.printTokenURL || isTerminal(os.Stdout))
 	go func() { errc <- srv.Serve(ln) }()
 	var failure error
 	select {
@@ -413,9 +419,11 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // the server, so the token reaches no request line, proxy or access log; the
 // page moves it to sessionStorage and removes it from the address bar.
 // This deliberately supersedes "never print the token" for this one line on
-// stdout (the operator's own terminal). It never goes to the slog logs on
+// the operator's own terminal. When stdout is not a terminal (withToken
+// false) it is kept by a journal or a container log, so the line names the
+// address and `studio token` instead. It never goes to the slog logs on
 // stderr, and never into a URL query.
-func printSignInURL(w io.Writer, addr net.Addr, token string) {
+func printSignInURL(w io.Writer, addr net.Addr, token, dataDir string, withToken bool) {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return
@@ -423,5 +431,15 @@ func printSignInURL(w io.Writer, addr net.Addr, token string) {
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	fmt.Fprintf(w, "Studio cockpit: http://%s/#token=%s\n", net.JoinHostPort(host, port), url.QueryEscape(token))
+	base := "http://" + net.JoinHostPort(host, port)
+	if !withToken {
+		fmt.Fprintf(w, "Studio cockpit: %s/ (sign in with the token that `studio token --data-dir %s` prints)\n", base, dataDir)
+		return
+	}
+	fmt.Fprintf(w, "Studio cockpit: %s/#token=%s\n", base, url.QueryEscape(token))
+}
+
+// isTerminal reports whether f is a terminal (not a pipe, file or journal).
+func isTerminal(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }
