@@ -290,8 +290,8 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 		}
 		for _, family := range []string{
 			"studio_build_info{", "go_goroutines ", "process_resident_memory_bytes ",
-			`studio_http_requests_total{method="POST",route="POST /api/operator/conversations/{id}/turns",status="2xx"} 1`,
-			`studio_http_request_duration_seconds_bucket{method="GET",route="GET /api/app/runs/{id}",`,
+			`studio_http_requests_total{method="POST",route="/api/operator/conversations/{id}/turns",status="2xx"} 1`,
+			`studio_http_request_duration_seconds_bucket{method="GET",route="/api/app/runs/{id}",`,
 			`studio_http_errors_total{code="not_found"}`, "studio_auth_failures_total 1",
 			"studio_operator_turns_submitted_total 1", "studio_operator_frames_streamed_total ",
 			"studio_operator_commit_to_flush_seconds_count ", "studio_operator_streams_open ", "studio_operator_stream_store_reads_total ",
@@ -314,8 +314,8 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 		}
 	}
 	logs := d.Logs()
-	for _, want := range []string{`msg="http request" method=POST route="POST /api/operator/conversations/{id}/turns" path=/api/operator/conversations/` + conv.ID + `/turns status=202`,
-		`msg="auth failure" route="GET /metrics"`, `msg="run ended" run=` + run.ID,
+	for _, want := range []string{`msg="http request" method=POST route=/api/operator/conversations/{id}/turns path=/api/operator/conversations/` + conv.ID + `/turns status=202`,
+		`msg="auth failure" route=/metrics`, `msg="run ended" run=` + run.ID,
 		`msg="turn ended" conversation=` + conv.ID} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the logs lack %s:\n%s", want, logs)

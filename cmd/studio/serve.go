@@ -30,6 +30,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
@@ -178,7 +179,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 			log.Warn("a configured model provider cannot work: its turns (and, for the default, playbook runs) will fail until it is fixed",
 				"model", m.Name, "problem", problem)
 		}
-		models[i].Provider = metrics.InstrumentProvider(m.Provider, reg)
+		models[i].Provider = metrics.InstrumentProvider(m.Provider, m.Name, reg)
 	}
 	provider := models[0].Provider
 	st, version, err := openStore(ctx, cfg)
@@ -194,6 +195,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
+	observeStore(st, reg)
 	// Several daemons share a PostgreSQL database; a SQLite file has one
 	// (the data directory's lock).
 	shared, _ := usesPostgres(cfg)
@@ -211,7 +213,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
-		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log, provider: provider.Name()}), Instance: instance, Shared: shared})
+		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log}), Instance: instance, Shared: shared})
 	svc.SettleProposalsWith(coord)
 	ln, err := listen(cfg, ho, lock)
 	if err != nil {
@@ -276,7 +278,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		// supervisor to start a fresh instance.
 		failure = keeper.Err()
 	}
-	log.Info("shutting down")
+	// What becomes of each turn and run in flight is logged as it ends
+	// ("turn interrupted by shutdown", "run interrupted by shutdown").
+	log.Info("shutting down", "turns_in_flight", coord.TurnsInFlight(), "runs_in_flight", svc.RunsInFlight(), "grace", grace)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
 	defer cancel()
 	coord.Shutdown(shutdownCtx)
@@ -289,6 +293,24 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		log.Warn("end the lease", "err", err)
 	}
 	return failure
+}
+
+// observeStore sends StateDB's operation timings and group-commit writer
+// figures to the metrics, and counts the pending proposals at each scrape.
+func observeStore(st database, reg *metrics.Registry) {
+	if o, ok := st.stateDB.(interface {
+		Observe(sqlstore.Observer)
+		WriterOldestWait() time.Duration
+	}); ok {
+		o.Observe(reg)
+		reg.ObserveWriter(o.WriterOldestWait)
+	}
+	reg.ObservePendingProposals(func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ps, err := st.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 100_000})
+		return len(ps), err
+	})
 }
 
 // splitNonEmpty splits s on sep, dropping empty parts.
@@ -398,13 +420,16 @@ func serveMetrics(addr string, reg *metrics.Registry, profiles bool, errc chan<-
 	return srv, ln.Addr().String(), nil
 }
 
-// newLogger builds the daemon's structured logger on w.
+// newLogger builds the daemon's structured logger on w. Every duration
+// is written as seconds, a float (0.0123), in both formats: slog's JSON
+// handler would write Go's raw nanoseconds and its text handler a Go
+// duration string, and one unit everywhere is what a log query can rely on.
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds}
 	switch format {
 	case "text", "":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -412,6 +437,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
+
+// durationSeconds rewrites a duration attribute as seconds.
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
 }
 
 // printSignInURL prints the cockpit's sign-in URL on stdout, the token in the

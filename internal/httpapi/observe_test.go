@@ -55,6 +55,7 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 	get := func(path, token, id string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("GET", path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("User-Agent", "observe-test/1")
 		if id != "" {
 			req.Header.Set(httpapi.RequestIDHeader, id)
 		}
@@ -87,8 +88,11 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 		t.Fatalf("%d access lines, want 5: %v", len(access), access)
 	}
 	first := access[0]
-	if first["route"] != "GET /api/things/{id}" || first["path"] != "/api/things/7" || first["status"] != float64(200) || first["request_id"] != "client-id-1" {
+	if first["route"] != "/api/things/{id}" || first["method"] != "GET" || first["path"] != "/api/things/7" || first["status"] != float64(200) || first["request_id"] != "client-id-1" {
 		t.Fatalf("access line %v", first)
+	}
+	if first["remote"] != "192.0.2.1" || first["user_agent"] != "observe-test/1" {
+		t.Fatalf("access line without the remote address and user agent: %v", first)
 	}
 	if access[4]["route"] != "unmatched" || access[4]["status"] != float64(404) {
 		t.Fatalf("unmatched request: %v", access[4])

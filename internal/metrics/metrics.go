@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,12 @@ var (
 	shortBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	longBuckets  = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
 	lagBuckets   = []float64{.1, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}
+	// streamBuckets cover an SSE stream's life: a reconnect within a
+	// second, up to a cockpit left open for a day.
+	streamBuckets = []float64{1, 10, 60, 300, 900, 1800, 3600, 3 * 3600, 8 * 3600, 24 * 3600}
+	// batchBuckets cover the group-commit writer's batch sizes (at most
+	// 512 logical transactions).
+	batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
 )
 
 // Registry holds every family. Its methods are safe for concurrent use; a
@@ -45,6 +52,7 @@ type Registry struct {
 	authFailures prometheus.Counter
 
 	streamsOpen    prometheus.Gauge
+	streamLifetime *prometheus.HistogramVec
 	framesStreamed prometheus.Counter
 	streamReads    prometheus.Counter
 	commitToFlush  prometheus.Histogram
@@ -64,6 +72,10 @@ type Registry struct {
 	modelFailures   *prometheus.CounterVec
 	modelRetries    *prometheus.CounterVec
 	modelTokens     *prometheus.CounterVec
+
+	storeOps        *prometheus.HistogramVec
+	writerBatch     prometheus.Histogram
+	writerQueueWait prometheus.Histogram
 
 	runsFinished  *prometheus.CounterVec
 	runsRunning   prometheus.Gauge
@@ -93,6 +105,7 @@ func New(b Build) *Registry {
 	r.authFailures = f.counter("studio_auth_failures_total", "Requests refused for a missing, wrong or misplaced credential.")
 
 	r.streamsOpen = f.gauge("studio_operator_streams_open", "Open SSE streams.")
+	r.streamLifetime = f.histogramVec("studio_operator_stream_duration_seconds", "How long an SSE stream stayed open, by why it ended (client_gone, server_closing, store_error).", streamBuckets, "reason")
 	r.framesStreamed = f.counter("studio_operator_frames_streamed_total", "Frames written to SSE streams (replayed and live).")
 	r.streamReads = f.counter("studio_operator_stream_store_reads_total", "Store reads by SSE streams (replay and catching up; live frames come from memory).")
 	r.commitToFlush = f.histogram("studio_operator_commit_to_flush_seconds", "Time from a frame's commit (its createdAt) to the flush of the SSE write that carried it, for frames committed while the stream was open.", shortBuckets)
@@ -113,6 +126,10 @@ func New(b Build) *Registry {
 	r.modelRetries = f.counterVec("studio_model_retries_total", "Model calls retried by the coordinator after a retryable failure, by provider and the failure's code.", "provider", "code")
 	r.modelTokens = f.counterVec("studio_model_tokens_total", "Tokens the provider reported, by provider and direction (input, output). Providers that report none add nothing.", "provider", "direction")
 
+	r.storeOps = f.histogramVec("studio_store_operation_duration_seconds", "Duration of a StateDB operation (one store call: its queries, retries and wait for the writer), by operation (append_frames, submit_turn, list_frames, ...).", shortBuckets, "operation")
+	r.writerBatch = f.histogram("studio_store_writer_batch_size", "Write transactions committed together by the group-commit writer (SQLite), one sample per batch.", batchBuckets)
+	r.writerQueueWait = f.histogram("studio_store_writer_queue_wait_seconds", "Time a write transaction waited for the group-commit writer (SQLite) to take it into a batch.", shortBuckets)
+
 	r.runsFinished = f.counterVec("studio_app_runs_total", "Playbook runs ended, by final status (succeeded, failed, cancelled).", "status")
 	r.runsRunning = f.gauge("studio_app_runs_running", "Playbook runs executing in this process.")
 	r.runDuration = f.histogramVec("studio_app_run_duration_seconds", "Duration of a playbook run from start to end, by final status.", longBuckets, "status")
@@ -122,15 +139,14 @@ func New(b Build) *Registry {
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		// Two summaries studio bench reads, kept under their names.
+		// The one summary studio bench reads, kept under its name (the Go
+		// collector splits it; go_goroutines is the goroutine count).
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_go_heap_stack_inuse_bytes", Help: "Go heap and goroutine stacks in use."},
 			func() float64 {
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				return float64(ms.HeapInuse + ms.StackInuse)
 			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_go_goroutines", Help: "Goroutines."},
-			func() float64 { return float64(runtime.NumGoroutine()) }),
 	)
 	return r
 }
@@ -198,6 +214,14 @@ func (r *Registry) StreamsOpen(delta int) {
 		return
 	}
 	r.streamsOpen.Add(float64(delta))
+}
+
+// StreamClosed records an SSE stream's lifetime and why it ended.
+func (r *Registry) StreamClosed(reason string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.streamLifetime.WithLabelValues(reason).Observe(max(d, 0).Seconds())
 }
 
 // FramesStreamed records frames written to a stream.
@@ -336,6 +360,66 @@ const (
 	OutcomeError     = "error"
 	OutcomeCancelled = "cancelled"
 )
+
+// --- StateDB -------------------------------------------------------------------
+
+// StoreOperation records one store operation's duration.
+func (r *Registry) StoreOperation(op string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.storeOps.WithLabelValues(op).Observe(max(d, 0).Seconds())
+}
+
+// WriterBatch records the size of one group-commit batch.
+func (r *Registry) WriterBatch(size int) {
+	if r == nil {
+		return
+	}
+	r.writerBatch.Observe(float64(size))
+}
+
+// WriterQueueWait records how long one write transaction waited for the
+// group-commit writer.
+func (r *Registry) WriterQueueWait(d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.writerQueueWait.Observe(max(d, 0).Seconds())
+}
+
+// ObserveWriter exposes the age of the oldest write transaction the
+// group-commit writer has not answered yet, read from oldest at each
+// scrape. Call it once.
+func (r *Registry) ObserveWriter(oldest func() time.Duration) {
+	if r == nil {
+		return
+	}
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_store_writer_oldest_wait_seconds",
+		Help: "Age of the oldest write transaction handed to the group-commit writer (SQLite) and not yet committed; 0 when none waits."},
+		func() float64 { return oldest().Seconds() }))
+}
+
+// ObservePendingProposals exposes the proposals waiting for a person's
+// decision, counted by pending at each scrape (from StateDB: every
+// daemon's, across restarts). A count that fails keeps the last value.
+func (r *Registry) ObservePendingProposals(pending func() (int, error)) {
+	if r == nil {
+		return
+	}
+	var mu sync.Mutex
+	var last float64
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_operator_proposals_pending",
+		Help: "Proposals waiting for a person to confirm or deny them (all daemons on the database)."},
+		func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			if n, err := pending(); err == nil {
+				last = float64(n)
+			}
+			return last
+		}))
+}
 
 // --- application ---------------------------------------------------------------
 
