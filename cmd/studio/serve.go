@@ -76,7 +76,7 @@ type obsOptions struct {
 	// printTokenURL prints the sign-in URL with the token even when
 	// stdout is not a terminal (tests and studio bench read it there).
 	printTokenURL bool
-	pprof       bool // Go's profiles on the metrics listener
+	pprof         bool // Go's profiles on the metrics listener
 }
 
 // turnOptions configure the operator's turns: the worker pool, its queue
