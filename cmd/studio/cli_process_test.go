@@ -191,7 +191,9 @@ var metricsAddrRE = regexp.MustCompile(`metrics_addr=(http://127\.0\.0\.1:\d+/me
 func TestProcessMetricsAndLogs(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir, "--metrics-addr", "127.0.0.1:0", "--log-format", "text")
+	// The default model is named "local", of kind offline: the provider
+	// label is the name.
+	d := startDaemon(t, dataDir, "--metrics-addr", "127.0.0.1:0", "--log-format", "text", "--model", "local", "--provider", "local=offline")
 	m := metricsAddrRE.FindStringSubmatch(d.Logs())
 	if m == nil {
 		t.Fatalf("no metrics address in the logs:\n%s", d.Logs())
@@ -295,18 +297,27 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 			`studio_http_errors_total{code="not_found"}`, "studio_auth_failures_total 1",
 			"studio_operator_turns_submitted_total 1", "studio_operator_frames_streamed_total ",
 			"studio_operator_commit_to_flush_seconds_count ", "studio_operator_streams_open ", "studio_operator_stream_store_reads_total ",
-			`studio_model_time_to_first_token_seconds_count{provider="offline"}`,
-			`studio_model_call_duration_seconds_count{outcome="ok",provider="offline"}`,
-			`studio_model_calls_total{outcome="ok",provider="offline"}`,
+			`studio_model_time_to_first_token_seconds_count{provider="local"}`,
+			`studio_model_call_duration_seconds_count{outcome="ok",provider="local"}`,
+			`studio_model_calls_total{outcome="ok",provider="local"}`,
 			`studio_app_runs_total{status="succeeded"} 1`, `studio_app_run_duration_seconds_count{status="succeeded"} 1`,
 			"studio_app_runs_running 0",
 			`studio_operator_turns_total{code="",outcome="completed"} 1`,
-			`studio_operator_turn_duration_seconds_count{outcome="completed",provider="offline"} 1`,
+			`studio_operator_turn_duration_seconds_count{outcome="completed",provider="local"} 1`,
+			`studio_store_operation_duration_seconds_count{operation="submit_turn"} 1`,
+			`studio_store_operation_duration_seconds_count{operation="append_frames"}`,
+			"studio_store_writer_batch_size_count ", "studio_store_writer_queue_wait_seconds_count ",
+			"studio_store_writer_oldest_wait_seconds ", "studio_operator_proposals_pending 0",
 			"studio_operator_turn_queue_wait_seconds_count 1", "studio_operator_turn_queue_depth 0",
 			`studio_operator_frames_appended_total{outcome="completed"}`,
 		} {
 			if !strings.Contains(body, family) {
 				t.Errorf("%s lacks %s", src.url, family)
+			}
+		}
+		for _, gone := range []string{"studio_go_goroutines", `provider="offline"`, `route="GET `, `route="POST `} {
+			if strings.Contains(body, gone) {
+				t.Errorf("%s has %s", src.url, gone)
 			}
 		}
 		if strings.Contains(body, "studio_operator_commit_to_flush_seconds_count 0") {

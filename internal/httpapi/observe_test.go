@@ -107,3 +107,35 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPRouteLabelHasNoMethod: the route label is the path pattern; the
+// method is its own label.
+func TestHTTPRouteLabelHasNoMethod(t *testing.T) {
+	t.Parallel()
+	r := metrics.New(metrics.Build{Version: "test"})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/things/{id}", func(http.ResponseWriter, *http.Request) {})
+	h := httpapi.Observe(mux, httpapi.ObserveConfig{Logger: slog.New(slog.DiscardHandler), Metrics: r,
+		Route: func(req *http.Request) string { _, p := mux.Handler(req); return p }})
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/things/7", nil))
+	body := scrapeRegistry(r)
+	if !strings.Contains(body, `studio_http_requests_total{method="GET",route="/api/things/{id}",status="2xx"} 1`) {
+		t.Errorf("the route label repeats the method or is missing:\n%s", grepLines(body, "studio_http_requests_total"))
+	}
+}
+
+func grepLines(body, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func scrapeRegistry(r *metrics.Registry) string {
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
+}

@@ -13,6 +13,7 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
 	"runtime"
 	"strconv"
 	"sync"
@@ -43,6 +44,9 @@ var (
 // nil *Registry records nothing, so callers need not check.
 type Registry struct {
 	reg *prometheus.Registry
+
+	mu       sync.Mutex
+	families map[string]bool // every family registered, observed yet or not
 
 	buildInfo *prometheus.GaugeVec
 
@@ -93,8 +97,8 @@ type Build struct {
 // New registers every family, the Go runtime and process collectors, and
 // the build info.
 func New(b Build) *Registry {
-	r := &Registry{reg: prometheus.NewRegistry()}
-	f := factory{r.reg}
+	r := &Registry{reg: prometheus.NewRegistry(), families: make(map[string]bool)}
+	f := factory{r}
 
 	r.buildInfo = f.gaugeVec("studio_build_info", "Always 1; the labels describe the running binary.", "version", "revision", "goversion")
 	r.buildInfo.WithLabelValues(b.Version, b.Revision, runtime.Version()).Set(1)
@@ -136,7 +140,7 @@ func New(b Build) *Registry {
 	r.schedulerLag = f.histogram("studio_app_scheduler_lag_seconds", "Delay between a schedule slot's due time and the launch of its run.", lagBuckets)
 	r.schedulesSkip = f.counter("studio_app_schedule_slots_skipped_total", "Schedule slots skipped because they were missed.")
 
-	r.reg.MustRegister(
+	r.register(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		// The one summary studio bench reads, kept under its name (the Go
@@ -154,6 +158,43 @@ func New(b Build) *Registry {
 // Handler serves the Prometheus text exposition of every family.
 func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
+}
+
+// register registers the collectors and notes the families they describe.
+func (r *Registry) register(cs ...prometheus.Collector) {
+	r.reg.MustRegister(cs...)
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.families[m[1]] = true
+		}
+	}
+}
+
+// fqName reads a family's name from a Desc's description (Desc has no
+// accessor for it).
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// Families returns the name of every family registered, whether or not it
+// has a sample yet (a labelled family has none until its first
+// observation, and is then absent from the exposition): what a dashboard
+// or an alert rule may refer to.
+func (r *Registry) Families() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.families))
+	for n := range r.families {
+		out[n] = true
+	}
+	return out
 }
 
 // Gather returns the current families' names (for tests and doctor).
@@ -395,7 +436,7 @@ func (r *Registry) ObserveWriter(oldest func() time.Duration) {
 	if r == nil {
 		return
 	}
-	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_store_writer_oldest_wait_seconds",
+	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_store_writer_oldest_wait_seconds",
 		Help: "Age of the oldest write transaction handed to the group-commit writer (SQLite) and not yet committed; 0 when none waits."},
 		func() float64 { return oldest().Seconds() }))
 }
@@ -409,7 +450,7 @@ func (r *Registry) ObservePendingProposals(pending func() (int, error)) {
 	}
 	var mu sync.Mutex
 	var last float64
-	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_operator_proposals_pending",
+	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_operator_proposals_pending",
 		Help: "Proposals waiting for a person to confirm or deny them (all daemons on the database)."},
 		func() float64 {
 			mu.Lock()
@@ -457,40 +498,40 @@ func (r *Registry) ScheduleFired(lag time.Duration, skipped int64) {
 }
 
 // factory registers families on one registry.
-type factory struct{ reg *prometheus.Registry }
+type factory struct{ r *Registry }
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	f.reg.MustRegister(c)
+	f.r.register(c)
 	return c
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(c)
+	f.r.register(c)
 	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	f.reg.MustRegister(g)
+	f.r.register(g)
 	return g
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(g)
+	f.r.register(g)
 	return g
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-	f.reg.MustRegister(h)
+	f.r.register(h)
 	return h
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	f.reg.MustRegister(h)
+	f.r.register(h)
 	return h
 }

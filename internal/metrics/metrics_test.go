@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
@@ -103,5 +104,50 @@ func TestNilRegistry(t *testing.T) {
 	r.ScheduleFired(0, 1)
 	if p := metrics.InstrumentProvider(fakeProvider{}, "fake", nil); p.Name() != "fake" {
 		t.Fatal("a nil registry changed the provider")
+	}
+}
+
+// TestStoreStreamAndProposalFamilies: StateDB operation latency, the
+// group-commit writer's batch size, queue wait and oldest wait, the SSE
+// stream lifetime and the pending proposals are exposed; the goroutine
+// count is go_goroutines alone (no studio_ duplicate).
+func TestStoreStreamAndProposalFamilies(t *testing.T) {
+	t.Parallel()
+	r := metrics.New(metrics.Build{Version: "test"})
+	r.StoreOperation("append_frames", 3*time.Millisecond)
+	r.WriterBatch(7)
+	r.WriterQueueWait(time.Millisecond)
+	r.ObserveWriter(func() time.Duration { return 1500 * time.Millisecond })
+	r.StreamClosed("client_gone", 90*time.Second)
+	pending, fail := 4, false
+	r.ObservePendingProposals(func() (int, error) {
+		if fail {
+			return 0, context.DeadlineExceeded
+		}
+		return pending, nil
+	})
+	body := scrape(t, r)
+	for _, want := range []string{
+		`studio_store_operation_duration_seconds_count{operation="append_frames"} 1`,
+		`studio_store_operation_duration_seconds_bucket{operation="append_frames",le="0.005"} 1`,
+		"studio_store_writer_batch_size_sum 7",
+		"studio_store_writer_queue_wait_seconds_count 1",
+		"studio_store_writer_oldest_wait_seconds 1.5",
+		`studio_operator_stream_duration_seconds_bucket{reason="client_gone",le="300"} 1`,
+		`studio_operator_stream_duration_seconds_bucket{reason="client_gone",le="60"} 0`,
+		"studio_operator_proposals_pending 4",
+		"\ngo_goroutines ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the exposition lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "studio_go_goroutines") {
+		t.Error("studio_go_goroutines duplicates go_goroutines")
+	}
+	// A count that fails keeps the last value rather than dropping to 0.
+	fail = true
+	if body := scrape(t, r); !strings.Contains(body, "studio_operator_proposals_pending 4") {
+		t.Error("a failed count changed the pending proposals gauge")
 	}
 }
