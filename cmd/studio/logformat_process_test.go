@@ -34,7 +34,7 @@ func (l logLine) str(k string) string {
 
 // durationKey names the fields that hold a duration: they must be seconds
 // (a float), never Go's raw nanoseconds.
-var durationKey = regexp.MustCompile(`(^|_)(duration|wait|age|elapsed|lifetime|timeout|grace|renew|expiry|interval|ttl)($|_)`)
+var durationKey = regexp.MustCompile(`^time_to_|(^|_)(duration|wait|age|elapsed|lifetime|timeout|grace|renew|expiry|interval|ttl)($|_)`)
 
 // TestProcessLogFormat runs a scripted session against a daemon logging
 // JSON at debug level (a turn that proposes, the confirmation, a queued
