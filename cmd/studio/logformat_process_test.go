@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -39,8 +40,8 @@ var durationKey = regexp.MustCompile(`^time_to_|(^|_)(duration|wait|age|elapsed|
 // TestProcessLogFormat runs a scripted session against a daemon logging
 // JSON at debug level (a turn that proposes, the confirmation, a queued
 // turn, a cancel, SSE streams opened and closed, an asset request, a
-// shutdown with a turn in flight), parses every line it wrote and checks
-// that each carries what its message needs.
+// shutdown with a turn and a playbook run in flight), parses every line it
+// wrote and checks that each carries what its message needs.
 func TestProcessLogFormat(t *testing.T) {
 	t.Parallel()
 	bin, err := buildBinary()
@@ -50,7 +51,7 @@ func TestProcessLogFormat(t *testing.T) {
 	dataDir := t.TempDir()
 	script := writeScript(t, `{"turns":[{"steps":[{"text":"thinking"},{"sleepMs":600000},{"text":"never"}]}]}`)
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json", "--log-level", "debug",
-		"--workers", "1", "--shutdown-grace", "50ms", "--provider", "slow=script:"+script)
+		"--workers", "1", "--shutdown-grace", "50ms", "--model", "slow", "--provider", "slow=script:"+script, "--provider", "offline=offline")
 	cmd.Env = append(os.Environ(), "STUDIO_TOKEN=", "STUDIO_LOG_FORMAT=", "STUDIO_LOG_LEVEL=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -156,7 +157,7 @@ func TestProcessLogFormat(t *testing.T) {
 	}
 
 	// A turn that proposes (the offline model), confirmed.
-	proposing := newConv("")
+	proposing := newConv("offline")
 	acc1 := turn(proposing, "vacuum the database")
 	var prop protocol.CommandProposal
 	err = cl.Stream(ctx, proposing, 0, func(f protocol.Frame) error {
@@ -190,7 +191,7 @@ func TestProcessLogFormat(t *testing.T) {
 	// One worker: a slow turn runs, a second one queues behind it; the
 	// first is cancelled by its user, the second starts and is in flight
 	// at shutdown.
-	cancelled, inFlight := newConv("slow"), newConv("slow")
+	cancelled, inFlight := newConv(""), newConv("") // the default model: slow
 	acc2 := turn(cancelled, "slow")
 	untilText(cancelled, "thinking")
 	acc3 := turn(inFlight, "slow")
@@ -201,6 +202,21 @@ func TestProcessLogFormat(t *testing.T) {
 		t.Fatalf("the cancelled turn ended %s", out)
 	}
 	untilText(inFlight, "thinking")
+	// A playbook run (the default model: slow) executing at shutdown too.
+	run, err := cl.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run.Status != "running" {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the run never started: %+v", run)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if run, err = cl.GetRun(ctx, run.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -341,6 +357,12 @@ func TestProcessLogFormat(t *testing.T) {
 		}
 		if !strings.Contains(strings.Join(fate, "; "), "turn interrupted by shutdown") {
 			fail("after \"shutting down\" the turn in flight has %q, want a \"turn interrupted by shutdown\" line", fate)
+		}
+		if n, _ := lines[shutdown].fields["runs_in_flight"].(float64); n != 1 {
+			fail("\"shutting down\" does not count the run in flight: %s", lines[shutdown].raw)
+		}
+		if len(find("run interrupted by shutdown", "run", run.ID)) != 1 {
+			fail("the run in flight at shutdown has no \"run interrupted by shutdown\" line")
 		}
 	}
 	if t.Failed() {
