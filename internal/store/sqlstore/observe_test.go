@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -111,6 +112,7 @@ func TestWriterOldestWaitWhileABatchRuns(t *testing.T) {
 	}
 	// It grows while the batch is held (no fixed sleep: wait for the clock).
 	for deadline := time.Now().Add(10 * time.Second); s.WriterOldestWait() <= first && time.Now().Before(deadline); {
+		runtime.Gosched()
 	}
 	if s.WriterOldestWait() <= first {
 		t.Error("the oldest wait did not grow while the batch was held")
