@@ -610,7 +610,7 @@ func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, text
 	}
 	defer logf.Close()
 	cmd := exec.Command(self, "serve", "--data-dir", dataDir, "--addr", "127.0.0.1:0", "--model", "script:"+scriptPath,
-		"--no-seed", "--workers", "20000", "--heartbeat", "1s", "--text-flush", textFlush.String(), "--max-client-conns", "0")
+		"--no-seed", "--print-token-url", "--workers", "20000", "--heartbeat", "1s", "--text-flush", textFlush.String(), "--max-client-conns", "0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "STUDIO_") {
 			cmd.Env = append(cmd.Env, kv)

@@ -191,7 +191,9 @@ var metricsAddrRE = regexp.MustCompile(`metrics_addr=(http://127\.0\.0\.1:\d+/me
 func TestProcessMetricsAndLogs(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir, "--metrics-addr", "127.0.0.1:0", "--log-format", "text")
+	// The default model is named "local", of kind offline: the provider
+	// label is the name.
+	d := startDaemon(t, dataDir, "--metrics-addr", "127.0.0.1:0", "--log-format", "text", "--model", "local", "--provider", "local=offline")
 	m := metricsAddrRE.FindStringSubmatch(d.Logs())
 	if m == nil {
 		t.Fatalf("no metrics address in the logs:\n%s", d.Logs())
@@ -290,18 +292,22 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 		}
 		for _, family := range []string{
 			"studio_build_info{", "go_goroutines ", "process_resident_memory_bytes ",
-			`studio_http_requests_total{method="POST",route="POST /api/operator/conversations/{id}/turns",status="2xx"} 1`,
-			`studio_http_request_duration_seconds_bucket{method="GET",route="GET /api/app/runs/{id}",`,
+			`studio_http_requests_total{method="POST",route="/api/operator/conversations/{id}/turns",status="2xx"} 1`,
+			`studio_http_request_duration_seconds_bucket{method="GET",route="/api/app/runs/{id}",`,
 			`studio_http_errors_total{code="not_found"}`, "studio_auth_failures_total 1",
 			"studio_operator_turns_submitted_total 1", "studio_operator_frames_streamed_total ",
 			"studio_operator_commit_to_flush_seconds_count ", "studio_operator_streams_open ", "studio_operator_stream_store_reads_total ",
-			`studio_model_time_to_first_token_seconds_count{provider="offline"}`,
-			`studio_model_call_duration_seconds_count{outcome="ok",provider="offline"}`,
-			`studio_model_calls_total{outcome="ok",provider="offline"}`,
+			`studio_model_time_to_first_token_seconds_count{provider="local"}`,
+			`studio_model_call_duration_seconds_count{outcome="ok",provider="local"}`,
+			`studio_model_calls_total{outcome="ok",provider="local"}`,
 			`studio_app_runs_total{status="succeeded"} 1`, `studio_app_run_duration_seconds_count{status="succeeded"} 1`,
 			"studio_app_runs_running 0",
 			`studio_operator_turns_total{code="",outcome="completed"} 1`,
-			`studio_operator_turn_duration_seconds_count{outcome="completed",provider="offline"} 1`,
+			`studio_operator_turn_duration_seconds_count{outcome="completed",provider="local"} 1`,
+			`studio_store_operation_duration_seconds_count{operation="submit_turn"} 1`,
+			`studio_store_operation_duration_seconds_count{operation="append_frames"}`,
+			"studio_store_writer_batch_size_count ", "studio_store_writer_queue_wait_seconds_count ",
+			"studio_store_writer_oldest_wait_seconds ", "studio_operator_proposals_pending 0",
 			"studio_operator_turn_queue_wait_seconds_count 1", "studio_operator_turn_queue_depth 0",
 			`studio_operator_frames_appended_total{outcome="completed"}`,
 		} {
@@ -309,13 +315,18 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 				t.Errorf("%s lacks %s", src.url, family)
 			}
 		}
+		for _, gone := range []string{"studio_go_goroutines", `provider="offline"`, `route="GET `, `route="POST `} {
+			if strings.Contains(body, gone) {
+				t.Errorf("%s has %s", src.url, gone)
+			}
+		}
 		if strings.Contains(body, "studio_operator_commit_to_flush_seconds_count 0") {
 			t.Errorf("%s: no live frame was measured from commit to flush", src.url)
 		}
 	}
 	logs := d.Logs()
-	for _, want := range []string{`msg="http request" method=POST route="POST /api/operator/conversations/{id}/turns" path=/api/operator/conversations/` + conv.ID + `/turns status=202`,
-		`msg="auth failure" route="GET /metrics"`, `msg="run ended" run=` + run.ID,
+	for _, want := range []string{`msg="http request" method=POST route=/api/operator/conversations/{id}/turns path=/api/operator/conversations/` + conv.ID + `/turns status=202`,
+		`msg="auth failure" route=/metrics`, `msg="run ended" run=` + run.ID,
 		`msg="turn ended" conversation=` + conv.ID} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the logs lack %s:\n%s", want, logs)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
@@ -30,6 +31,7 @@ import (
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
+	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
@@ -72,7 +74,10 @@ type obsOptions struct {
 	logFormat   string
 	logLevel    string
 	metricsAddr string
-	pprof       bool // Go's profiles on the metrics listener
+	// printTokenURL prints the sign-in URL with the token even when
+	// stdout is not a terminal (tests and studio bench read it there).
+	printTokenURL bool
+	pprof         bool // Go's profiles on the metrics listener
 }
 
 // turnOptions configure the operator's turns: the worker pool, its queue
@@ -133,6 +138,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
 	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.BoolVar(&oo.printTokenURL, "print-token-url", envOr("STUDIO_PRINT_TOKEN_URL", "") == "1",
+		"print the sign-in URL with the token on stdout even when stdout is not a terminal (env STUDIO_PRINT_TOKEN_URL=1); by default a journal or a container log gets the address and `studio token` instead")
 	f.BoolVar(&oo.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-addr, without auth")
 	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
@@ -186,7 +193,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 			log.Warn("a configured model provider cannot work: its turns (and, for the default, playbook runs) will fail until it is fixed",
 				"model", m.Name, "problem", problem)
 		}
-		models[i].Provider = metrics.InstrumentProvider(m.Provider, reg)
+		models[i].Provider = metrics.InstrumentProvider(m.Provider, m.Name, reg)
 	}
 	provider := models[0].Provider
 	if half := lo.expiry / 2; cfg.pg.IdleInTransactionTimeout > half {
@@ -208,6 +215,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
+	observeStore(st, reg)
 	// Several daemons share a PostgreSQL database; a SQLite file has one
 	// (the data directory's lock).
 	shared, _ := usesPostgres(cfg)
@@ -226,7 +234,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
 		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt, ModelBudget: to.budget,
 		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
-		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log, provider: provider.Name()}), Instance: instance, Shared: shared,
+		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log}), Instance: instance, Shared: shared,
 		OutageBudget: lo.outageBudget})
 	svc.SettleProposalsWith(coord)
 	ln, err := listen(cfg, ho, lock)
@@ -281,7 +289,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version, "instance", instance)
-	printSignInURL(os.Stdout, ln.Addr(), token)
+	printSignInURL(os.Stdout, ln.Addr(), token, cfg.dataDir, oo.printTokenURL || isTerminal(os.Stdout))
 	go func() { errc <- srv.Serve(ln) }()
 	var failure error
 	select {
@@ -296,7 +304,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		}
 		failure = keeper.Err()
 	}
-	log.Info("shutting down")
+	// What becomes of each turn and run in flight is logged as it ends
+	// ("turn interrupted by shutdown", "run interrupted by shutdown").
+	log.Info("shutting down", "turns_in_flight", coord.TurnsInFlight(), "runs_in_flight", svc.RunsInFlight(), "grace", grace)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
 	defer cancel()
 	coord.Shutdown(shutdownCtx)
@@ -309,6 +319,24 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		log.Warn("end the lease", "err", err)
 	}
 	return failure
+}
+
+// observeStore sends StateDB's operation timings and group-commit writer
+// figures to the metrics, and counts the pending proposals at each scrape.
+func observeStore(st database, reg *metrics.Registry) {
+	if o, ok := st.stateDB.(interface {
+		Observe(sqlstore.Observer)
+		WriterOldestWait() time.Duration
+	}); ok {
+		o.Observe(reg)
+		reg.ObserveWriter(o.WriterOldestWait)
+	}
+	reg.ObservePendingProposals(func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ps, err := st.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 100_000})
+		return len(ps), err
+	})
 }
 
 // splitNonEmpty splits s on sep, dropping empty parts.
@@ -418,13 +446,16 @@ func serveMetrics(addr string, reg *metrics.Registry, profiles bool, errc chan<-
 	return srv, ln.Addr().String(), nil
 }
 
-// newLogger builds the daemon's structured logger on w.
+// newLogger builds the daemon's structured logger on w. Every duration
+// is written as seconds, a float (0.0123), in both formats: slog's JSON
+// handler would write Go's raw nanoseconds and its text handler a Go
+// duration string, and one unit everywhere is what a log query can rely on.
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds}
 	switch format {
 	case "text", "":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -434,14 +465,24 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
+// durationSeconds rewrites a duration attribute as seconds.
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
+}
+
 // printSignInURL prints the cockpit's sign-in URL on stdout, the token in the
 // URL fragment: http://127.0.0.1:8765/#token=... A fragment is never sent to
 // the server, so the token reaches no request line, proxy or access log; the
 // page moves it to sessionStorage and removes it from the address bar.
 // This deliberately supersedes "never print the token" for this one line on
-// stdout (the operator's own terminal). It never goes to the slog logs on
+// the operator's own terminal. When stdout is not a terminal (withToken
+// false) it is kept by a journal or a container log, so the line names the
+// address and `studio token` instead. It never goes to the slog logs on
 // stderr, and never into a URL query.
-func printSignInURL(w io.Writer, addr net.Addr, token string) {
+func printSignInURL(w io.Writer, addr net.Addr, token, dataDir string, withToken bool) {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return
@@ -449,5 +490,15 @@ func printSignInURL(w io.Writer, addr net.Addr, token string) {
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	fmt.Fprintf(w, "Studio cockpit: http://%s/#token=%s\n", net.JoinHostPort(host, port), url.QueryEscape(token))
+	base := "http://" + net.JoinHostPort(host, port)
+	if !withToken {
+		fmt.Fprintf(w, "Studio cockpit: %s/ (sign in with the token that `studio token --data-dir %s` prints)\n", base, dataDir)
+		return
+	}
+	fmt.Fprintf(w, "Studio cockpit: %s/#token=%s\n", base, url.QueryEscape(token))
+}
+
+// isTerminal reports whether f is a terminal (not a pipe, file or journal).
+func isTerminal(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }

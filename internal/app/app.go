@@ -312,6 +312,13 @@ func (s *Service) Stop(ctx context.Context) {
 	<-done
 }
 
+// RunsInFlight is how many runs this process executes now.
+func (s *Service) RunsInFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
+}
+
 func (s *Service) stopping() bool {
 	select {
 	case <-s.quit:

@@ -147,6 +147,8 @@ func (s *Service) execute(run store.Run) {
 	case errors.Is(cause, errCancelRequested):
 		fail(store.RunCancelled, protocol.Cancelled, "cancelled while running")
 	case errors.Is(cause, errShutdown):
+		s.log.Info("run interrupted by shutdown", "run", run.ID, "playbook", run.PlaybookName,
+			"outcome", string(store.RunFailed), "error_code", string(protocol.ServiceRestarted))
 		fail(store.RunFailed, protocol.ServiceRestarted, "the daemon shut down while this run was running; it did not complete")
 	case errors.Is(cause, errRunTimeout):
 		fail(store.RunFailed, protocol.ModelFailure, fmt.Sprintf("the run did not finish within %s", s.cfg.RunTimeout))
@@ -233,10 +235,10 @@ func (s *Service) runEnded(run store.Run, p store.FinishRunParams, d time.Durati
 	if p.ErrorCode != nil {
 		attrs = append(attrs, "error_code", *p.ErrorCode)
 	}
-	if p.Status == store.RunSucceeded {
-		s.log.Info("run ended", attrs...)
-	} else {
+	if p.Status == store.RunFailed {
 		s.log.Warn("run ended", attrs...)
+	} else { // succeeded, or cancelled by a person: routine
+		s.log.Info("run ended", attrs...)
 	}
 }
 

@@ -126,7 +126,7 @@ func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) 
 		return
 	}
 	o.frames += 3
-	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: protocol.DecisionDenied})
+	c.obs.ProposalDecided(decidedOf(p, protocol.DecisionDenied))
 	r.reply <- decisionReply{amended: &out}
 }
 

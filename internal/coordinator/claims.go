@@ -76,6 +76,7 @@ func (c *Coordinator) claimOne(slot *ticket) bool {
 		return false
 	}
 	c.log.Info("claimed a queued turn", "request", t.RequestID, "conversation", t.ConversationID)
+	c.obs.TurnStarted(TurnStarted{ConversationID: t.ConversationID, RequestID: t.RequestID, Claimed: true})
 	c.startOwner(t, phaseRunning, slot)
 	return true
 }
@@ -149,14 +150,15 @@ func (o *owner) handOver() bool {
 	_, err := o.c.store.ReleaseTurn(ctx, store.ReleaseTurnParams{RequestID: o.turn.RequestID, From: o.c.cfg.Instance})
 	switch {
 	case err == nil:
-		o.c.log.Info("handed a queued turn over to the other daemons", "request", o.turn.RequestID)
+		o.c.log.Info("turn interrupted by shutdown", "conversation", o.turn.ConversationID, "request", o.turn.RequestID,
+			"phase", "queued", "outcome", "handed_over")
 		o.answerCancels()
 		return true
 	case protocol.IsCode(err, protocol.Conflict):
 		o.answerCancels()
 		return true
 	}
-	o.c.log.Warn("hand a queued turn over", "request", o.turn.RequestID, "err", err)
+	o.c.log.Warn("hand a queued turn over", "conversation", o.turn.ConversationID, "request", o.turn.RequestID, "err", err)
 	return false
 }
 

@@ -62,7 +62,11 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 	if perr != nil {
 		code = perr.Code
 	}
-	c.obs.TurnEnded(TurnEnded{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID, Outcome: status.Outcome(),
+	var model string
+	if o.model != nil {
+		model = o.model.Name
+	}
+	c.obs.TurnEnded(TurnEnded{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID, Model: model, Outcome: status.Outcome(),
 		ErrorCode: code, Duration: time.Since(o.since), Frames: o.frames + 1})
 }
 

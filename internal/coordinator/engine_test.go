@@ -117,7 +117,7 @@ func TestHungProviderDeadline(t *testing.T) {
 	attempts := obs.attempts()
 	var retried []bool
 	for _, a := range attempts {
-		if a.ErrorCode != protocol.ModelFailure || a.Provider != "openai" {
+		if a.ErrorCode != protocol.ModelFailure || a.Model != "openai" {
 			t.Fatalf("attempt %+v", a)
 		}
 		retried = append(retried, a.Retried)

@@ -192,6 +192,14 @@ func (c *Coordinator) expireDue(ctx context.Context, wait bool) error {
 	return nil
 }
 
+// TurnsInFlight is how many turns this daemon holds now: queued for a
+// worker, talking to the model, or parked on a person's decision.
+func (c *Coordinator) TurnsInFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.owners)
+}
+
 // Shutdown stops accepting turns; parked turns stay parked (their
 // proposals survive the restart) and queued ones end; running turns get the
 // grace period, then end failed with service_restarted; a confirmed command

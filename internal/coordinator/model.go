@@ -228,8 +228,8 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 		o.modelSpent += a.duration
 		retry := a.err != nil && a.err.Retryable && !a.wrote && attempt < c.cfg.ModelRetries &&
 			(a.err.Code == protocol.ModelFailure || a.err.Code == protocol.RateLimited)
-		obs := ModelAttempt{Provider: o.model.Provider.Name(), Attempt: attempt, TimeToFirstEvent: a.firstEvent,
-			Duration: a.duration, Retried: retry}
+		obs := ModelAttempt{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID, Model: o.model.Name,
+			Attempt: attempt, TimeToFirstEvent: a.firstEvent, Duration: a.duration, Retried: retry}
 		if a.err != nil {
 			obs.ErrorCode = a.err.Code
 		}

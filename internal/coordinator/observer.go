@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 )
 
 // Observer is told what the coordinator does, for metrics and logs. Its
@@ -11,6 +12,12 @@ import (
 // and must return quickly. NopObserver is the default; embed it to
 // implement only some methods.
 type Observer interface {
+	// TurnAccepted: a new turn is durably accepted (before it starts).
+	TurnAccepted(TurnAccepted)
+	// TurnStarted: a turn got its worker and talks to the model (a new
+	// one, one resumed after a decision, or one claimed from another
+	// daemon's queue).
+	TurnStarted(TurnStarted)
 	// TurnEnded: a turn's done frame is durable.
 	TurnEnded(TurnEnded)
 	// QueueChanged: the number of new turns waiting for a worker changed.
@@ -27,10 +34,29 @@ type Observer interface {
 	EffectAcked(EffectAcked)
 }
 
+// TurnAccepted describes a turn just accepted.
+type TurnAccepted struct {
+	ConversationID string
+	RequestID      string
+	// Position is its place in the line for a worker (1 is next); 0 when
+	// a worker took it at once.
+	Position int
+}
+
+// TurnStarted describes a turn that got its worker.
+type TurnStarted struct {
+	ConversationID string
+	RequestID      string
+	QueueWait      time.Duration // how long it waited for the worker
+	Resumed        bool          // it continues after a proposal decision
+	Claimed        bool          // it was queued at another daemon
+}
+
 // TurnEnded describes an ended turn.
 type TurnEnded struct {
 	ConversationID string
 	RequestID      string
+	Model          string // the configured model's name; "" when unknown (recovery)
 	Outcome        protocol.Outcome
 	ErrorCode      protocol.ErrorCode // "" when none
 	Duration       time.Duration      // from acceptance (or adoption) to the durable done
@@ -49,7 +75,9 @@ type WorkerGranted struct {
 
 // ModelAttempt describes one call of the provider.
 type ModelAttempt struct {
-	Provider         string
+	ConversationID   string
+	RequestID        string
+	Model            string        // the configured model's name (--provider NAME, or the kind)
 	Attempt          int           // 0 for the first try of a round
 	TimeToFirstEvent time.Duration // 0 when no event came
 	Duration         time.Duration
@@ -59,9 +87,12 @@ type ModelAttempt struct {
 
 // ProposalDecided describes one proposal transition.
 type ProposalDecided struct {
-	CommandType string
-	Risk        string
-	Decision    protocol.Decision
+	ProposalID     string
+	ConversationID string
+	RequestID      string
+	CommandType    string
+	Risk           string
+	Decision       protocol.Decision
 }
 
 // EffectAcked describes an acknowledgement.
@@ -70,9 +101,16 @@ type EffectAcked struct {
 	Status string // applied, rejected or expired
 }
 
+func decidedOf(p store.Proposal, d protocol.Decision) ProposalDecided {
+	return ProposalDecided{ProposalID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID,
+		CommandType: p.CommandType, Risk: p.Risk, Decision: d}
+}
+
 // NopObserver observes nothing.
 type NopObserver struct{}
 
+func (NopObserver) TurnAccepted(TurnAccepted)       {}
+func (NopObserver) TurnStarted(TurnStarted)         {}
 func (NopObserver) TurnEnded(TurnEnded)             {}
 func (NopObserver) QueueChanged(int)                {}
 func (NopObserver) WorkerGranted(WorkerGranted)     {}

@@ -708,7 +708,7 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 		}
 		return p, false, c.auditUnavailable("close proposal", err)
 	}
-	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: cp.decision})
+	c.obs.ProposalDecided(decidedOf(p, cp.decision))
 	return out, resumed, nil
 }
 
@@ -780,7 +780,7 @@ func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal) (st
 		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, now: now}),
 		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed}}}})
 	if err == nil {
-		c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: protocol.DecisionConfirmed})
+		c.obs.ProposalDecided(decidedOf(p, protocol.DecisionConfirmed))
 	}
 	return out, err
 }
@@ -839,7 +839,7 @@ func (c *Coordinator) finishProposal(ctx context.Context, fp finishParams) (fini
 	if err != nil {
 		return finished{}, err
 	}
-	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: decision})
+	c.obs.ProposalDecided(decidedOf(p, decision))
 	return finished{proposal: stored, resumed: resumed, result: out}, nil
 }
 
@@ -876,7 +876,7 @@ func (c *Coordinator) markIndeterminate(ctx context.Context, in indeterminate) e
 		result: in.result, code: code, now: now})); err != nil {
 		return err
 	}
-	c.obs.ProposalDecided(ProposalDecided{CommandType: in.proposal.CommandType, Risk: in.proposal.Risk, Decision: protocol.DecisionIndeterminate})
+	c.obs.ProposalDecided(decidedOf(in.proposal, protocol.DecisionIndeterminate))
 	c.log.Warn("proposal outcome is indeterminate; reconcile it", "proposal", in.proposal.ID, "command", in.proposal.CommandType)
 	return nil
 }

@@ -196,7 +196,7 @@ func (c *Coordinator) indeterminateRow(p store.Proposal) store.AppendAdminEventP
 
 // indeterminateDone reports an indeterminate proposal.
 func (c *Coordinator) indeterminateDone(p store.Proposal) {
-	c.obs.ProposalDecided(ProposalDecided{CommandType: p.CommandType, Risk: p.Risk, Decision: protocol.DecisionIndeterminate})
+	c.obs.ProposalDecided(decidedOf(p, protocol.DecisionIndeterminate))
 	c.log.Warn("proposal outcome is indeterminate (its daemon stopped while executing it); reconcile it",
 		"proposal", p.ID, "command", p.CommandType, "instance", p.Owner)
 }

@@ -171,6 +171,18 @@ func Observers(obs ...Observer) Observer { return fanout(obs) }
 
 type fanout []Observer
 
+func (f fanout) TurnAccepted(e TurnAccepted) {
+	for _, o := range f {
+		o.TurnAccepted(e)
+	}
+}
+
+func (f fanout) TurnStarted(e TurnStarted) {
+	for _, o := range f {
+		o.TurnStarted(e)
+	}
+}
+
 func (f fanout) TurnEnded(e TurnEnded) {
 	for _, o := range f {
 		o.TurnEnded(e)

@@ -62,6 +62,7 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 		c.pool.done(slot)
 		return protocol.TurnAccepted{}, err
 	}
+	c.obs.TurnAccepted(TurnAccepted{ConversationID: convID, RequestID: turn.RequestID, Position: c.pool.position(slot)})
 	c.startOwner(turn, phaseQueued, slot)
 	c.announceWaiting(ctx, slot)
 	return protocol.TurnAccepted{ConversationID: convID, RequestID: turn.RequestID, AcceptedSequence: frame.Sequence}, nil
@@ -491,6 +492,8 @@ func (o *owner) waiting() step {
 				}
 				o.turn = t
 			}
+			o.c.obs.TurnStarted(TurnStarted{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID,
+				QueueWait: time.Since(o.slot.since), Resumed: o.phase == phaseResuming})
 			o.phase = phaseRunning
 			o.report(protocol.ProgressWorking, nil)
 			return o.converse
@@ -509,9 +512,19 @@ func (o *owner) stopWaiting() step {
 		if o.c.cfg.Shared && o.handOver() {
 			return nil
 		}
+		o.interruptedByShutdown("queued")
 		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn started"))
 	}
+	o.interruptedByShutdown("resuming")
 	return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))
+}
+
+// interruptedByShutdown logs what the shutdown does to a turn of this
+// daemon that it stopped in phase: it ends failed (service_restarted).
+// A turn handed over to the other daemons is logged by handOver.
+func (o *owner) interruptedByShutdown(phase string) {
+	o.c.log.Info("turn interrupted by shutdown", "conversation", o.turn.ConversationID, "request", o.turn.RequestID,
+		"phase", phase, "outcome", string(protocol.OutcomeFailed), "error_code", string(protocol.ServiceRestarted))
 }
 
 // isStopping reports whether Shutdown has begun.
@@ -537,6 +550,7 @@ func (o *owner) converse() step {
 		if o.cancelWanted {
 			return o.ending(store.TurnCancelled, nil)
 		}
+		o.interruptedByShutdown("running")
 		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed"))
 	}
 	return o.ending(out.status, out.err)

@@ -25,7 +25,7 @@ func (s *Server) Observed() http.Handler {
 }
 
 // Route is the pattern of the route r matches ("GET /api/app/runs/{id}"),
-// or "" when none does.
+// or "" when none does. Logs and metrics carry it without the method.
 func (s *Server) Route(r *http.Request) string {
 	_, pattern := s.mux.Handler(r)
 	return pattern
@@ -81,7 +81,7 @@ func Observe(next http.Handler, cfg ObserveConfig) http.Handler {
 		}
 		route := "unmatched"
 		if cfg.Route != nil {
-			if p := cfg.Route(r); p != "" {
+			if p := routePath(cfg.Route(r)); p != "" {
 				route = p
 			}
 		}
@@ -89,12 +89,13 @@ func Observe(next http.Handler, cfg ObserveConfig) http.Handler {
 		stream := strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream")
 		cfg.Metrics.HTTPRequest(r.Method, route, status, d, stream)
 		level := slog.LevelInfo
-		if route == "GET /healthz" || route == "GET /metrics" {
-			level = slog.LevelDebug // scrapers and health checks call every few seconds
+		if quietRoute(route) {
+			level = slog.LevelDebug
 		}
 		cfg.Logger.LogAttrs(r.Context(), level, "http request",
 			slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
-			slog.Int("status", status), slog.Duration("duration", d), slog.String("request_id", id))
+			slog.Int("status", status), slog.Duration("duration", d), slog.String("request_id", id),
+			slog.String("remote", remoteHost(r)), slog.String("user_agent", userAgent(r)))
 		if status == http.StatusUnauthorized {
 			cfg.Metrics.AuthFailure()
 			if ok, suppressed := limiter.allow(); ok {
@@ -104,6 +105,35 @@ func Observe(next http.Handler, cfg ObserveConfig) http.Handler {
 			}
 		}
 	})
+}
+
+// routePath is a route pattern without its method ("GET /api/x/{id}"
+// becomes "/api/x/{id}"): the method is a label and a field of its own.
+func routePath(pattern string) string {
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		return path
+	}
+	return pattern
+}
+
+// quietRoute reports routes whose requests are logged at DEBUG: scrapers
+// and health checks call every few seconds, and a cockpit page load fetches
+// dozens of static assets.
+func quietRoute(route string) bool {
+	return route == "/healthz" || route == "/metrics" || strings.HasPrefix(route, "/assets/")
+}
+
+// maxUserAgent bounds the user agent a log line carries.
+const maxUserAgent = 200
+
+// userAgent is the request's User-Agent, cut short; slog quotes it, so it
+// cannot forge a line.
+func userAgent(r *http.Request) string {
+	ua := r.UserAgent()
+	if len(ua) > maxUserAgent {
+		ua = ua[:maxUserAgent]
+	}
+	return ua
 }
 
 // statusRecorder remembers the status a handler wrote. Unwrap lets

@@ -55,6 +55,7 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 	get := func(path, token, id string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("GET", path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("User-Agent", "observe-test/1")
 		if id != "" {
 			req.Header.Set(httpapi.RequestIDHeader, id)
 		}
@@ -87,8 +88,11 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 		t.Fatalf("%d access lines, want 5: %v", len(access), access)
 	}
 	first := access[0]
-	if first["route"] != "GET /api/things/{id}" || first["path"] != "/api/things/7" || first["status"] != float64(200) || first["request_id"] != "client-id-1" {
+	if first["route"] != "/api/things/{id}" || first["method"] != "GET" || first["path"] != "/api/things/7" || first["status"] != float64(200) || first["request_id"] != "client-id-1" {
 		t.Fatalf("access line %v", first)
+	}
+	if first["remote"] != "192.0.2.1" || first["user_agent"] != "observe-test/1" {
+		t.Fatalf("access line without the remote address and user agent: %v", first)
 	}
 	if access[4]["route"] != "unmatched" || access[4]["status"] != float64(404) {
 		t.Fatalf("unmatched request: %v", access[4])
@@ -102,4 +106,36 @@ func TestObserveAccessLogAndAuthFailures(t *testing.T) {
 			t.Fatalf("the log holds %q:\n%s", secret, all)
 		}
 	}
+}
+
+// TestHTTPRouteLabelHasNoMethod: the route label is the path pattern; the
+// method is its own label.
+func TestHTTPRouteLabelHasNoMethod(t *testing.T) {
+	t.Parallel()
+	r := metrics.New(metrics.Build{Version: "test"})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/things/{id}", func(http.ResponseWriter, *http.Request) {})
+	h := httpapi.Observe(mux, httpapi.ObserveConfig{Logger: slog.New(slog.DiscardHandler), Metrics: r,
+		Route: func(req *http.Request) string { _, p := mux.Handler(req); return p }})
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/things/7", nil))
+	body := scrapeRegistry(r)
+	if !strings.Contains(body, `studio_http_requests_total{method="GET",route="/api/things/{id}",status="2xx"} 1`) {
+		t.Errorf("the route label repeats the method or is missing:\n%s", grepLines(body, "studio_http_requests_total"))
+	}
+}
+
+func grepLines(body, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func scrapeRegistry(r *metrics.Registry) string {
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
 }

@@ -70,7 +70,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	st := &stream{s: s, convID: convID, after: after, opened: opened}
+	st := &stream{s: s, convID: convID, after: after, opened: opened, requestID: RequestID(r.Context()), started: time.Now()}
 	// HTTP/1.1: take the connection over and serve the stream from one
 	// goroutine of its own, letting the server's go (with its request
 	// buffers and its background reader). Where the server does not allow
@@ -146,6 +146,37 @@ type stream struct {
 	// checked, before its first status: a frame after it that the stream
 	// replays may have moved the turn since (statusState.movedBy).
 	opened int64
+	// For the line logged at its end: the request that opened it, when,
+	// the frames written and, when a store read ended it, that reason.
+	requestID string
+	started   time.Time
+	frames    int
+	failed    bool
+}
+
+// Why a stream ended (the reason of its "stream closed" line and of its
+// lifetime sample).
+const (
+	streamClientGone    = "client_gone"    // the client left, or stopped reading (a write failed or timed out)
+	streamServerClosing = "server_closing" // the daemon shuts down
+	streamStoreError    = "store_error"    // a store read failed; the client reconnects from its cursor
+)
+
+// closed logs the stream's end and records its lifetime.
+func (st *stream) closed() {
+	reason := streamClientGone
+	select {
+	case <-st.s.closing:
+		reason = streamServerClosing
+	default:
+		if st.failed {
+			reason = streamStoreError
+		}
+	}
+	d := time.Since(st.started)
+	st.s.metrics.reg.StreamClosed(reason, d)
+	st.s.log.Info("stream closed", "conversation", st.convID, "request_id", st.requestID, "duration", d,
+		"frames", st.frames, "after_sequence", st.after, "reason", reason)
 }
 
 // sink is where a stream's bytes go: the response, or the connection
@@ -178,6 +209,7 @@ func (st *stream) run() {
 	s := st.s
 	s.metrics.streamsOpen.Add(1)
 	defer s.metrics.streamsOpen.Add(-1)
+	defer st.closed()
 	// Subscribe before the first read of the store: whatever commits after
 	// the read is in the feed.
 	sub := s.coord.Subscribe(st.convID)
@@ -244,6 +276,7 @@ func (st *stream) replay() (n int, ok bool) {
 	frames, err := s.coord.ReadFrames(ctx, st.convID, st.after, replayPage)
 	if err != nil {
 		if ctx.Err() == nil {
+			st.failed = true
 			st.writeError(err)
 			st.flush()
 		}
@@ -272,6 +305,7 @@ func (st *stream) replay() (n int, ok bool) {
 		return 0, false
 	}
 	s.metrics.framesSent.Add(int64(len(frames)))
+	st.frames += len(frames)
 	return len(frames), true
 }
 
@@ -304,6 +338,7 @@ func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
 		return 0, false, false
 	}
 	st.s.metrics.framesSent.Add(int64(len(events)))
+	st.frames += len(events)
 	st.s.metrics.liveFlushed(events)
 	return len(events), false, true
 }

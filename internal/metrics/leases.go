@@ -17,7 +17,7 @@ func (r *Registry) ObserveLeases(stats func() LeaseStats) {
 	if r == nil {
 		return
 	}
-	r.reg.MustRegister(
+	r.register(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_instances",
 			Help: "Live daemon instances sharing the database (this one included), as this daemon last saw them."},
 			func() float64 { return float64(stats().Instances) }),

@@ -13,8 +13,10 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,12 +32,21 @@ var (
 	shortBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	longBuckets  = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
 	lagBuckets   = []float64{.1, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}
+	// streamBuckets cover an SSE stream's life: a reconnect within a
+	// second, up to a cockpit left open for a day.
+	streamBuckets = []float64{1, 10, 60, 300, 900, 1800, 3600, 3 * 3600, 8 * 3600, 24 * 3600}
+	// batchBuckets cover the group-commit writer's batch sizes (at most
+	// 512 logical transactions).
+	batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
 )
 
 // Registry holds every family. Its methods are safe for concurrent use; a
 // nil *Registry records nothing, so callers need not check.
 type Registry struct {
 	reg *prometheus.Registry
+
+	mu       sync.Mutex
+	families map[string]bool // every family registered, observed yet or not
 
 	buildInfo *prometheus.GaugeVec
 
@@ -45,6 +56,7 @@ type Registry struct {
 	authFailures prometheus.Counter
 
 	streamsOpen    prometheus.Gauge
+	streamLifetime *prometheus.HistogramVec
 	framesStreamed prometheus.Counter
 	streamReads    prometheus.Counter
 	commitToFlush  prometheus.Histogram
@@ -65,6 +77,10 @@ type Registry struct {
 	modelRetries    *prometheus.CounterVec
 	modelTokens     *prometheus.CounterVec
 
+	storeOps        *prometheus.HistogramVec
+	writerBatch     prometheus.Histogram
+	writerQueueWait prometheus.Histogram
+
 	runsFinished  *prometheus.CounterVec
 	runsRunning   prometheus.Gauge
 	runDuration   *prometheus.HistogramVec
@@ -81,8 +97,8 @@ type Build struct {
 // New registers every family, the Go runtime and process collectors, and
 // the build info.
 func New(b Build) *Registry {
-	r := &Registry{reg: prometheus.NewRegistry()}
-	f := factory{r.reg}
+	r := &Registry{reg: prometheus.NewRegistry(), families: make(map[string]bool)}
+	f := factory{r}
 
 	r.buildInfo = f.gaugeVec("studio_build_info", "Always 1; the labels describe the running binary.", "version", "revision", "goversion")
 	r.buildInfo.WithLabelValues(b.Version, b.Revision, runtime.Version()).Set(1)
@@ -93,6 +109,7 @@ func New(b Build) *Registry {
 	r.authFailures = f.counter("studio_auth_failures_total", "Requests refused for a missing, wrong or misplaced credential.")
 
 	r.streamsOpen = f.gauge("studio_operator_streams_open", "Open SSE streams.")
+	r.streamLifetime = f.histogramVec("studio_operator_stream_duration_seconds", "How long an SSE stream stayed open, by why it ended (client_gone, server_closing, store_error).", streamBuckets, "reason")
 	r.framesStreamed = f.counter("studio_operator_frames_streamed_total", "Frames written to SSE streams (replayed and live).")
 	r.streamReads = f.counter("studio_operator_stream_store_reads_total", "Store reads by SSE streams (replay and catching up; live frames come from memory).")
 	r.commitToFlush = f.histogram("studio_operator_commit_to_flush_seconds", "Time from a frame's commit (its createdAt) to the flush of the SSE write that carried it, for frames committed while the stream was open.", shortBuckets)
@@ -113,24 +130,27 @@ func New(b Build) *Registry {
 	r.modelRetries = f.counterVec("studio_model_retries_total", "Model calls retried by the coordinator after a retryable failure, by provider and the failure's code.", "provider", "code")
 	r.modelTokens = f.counterVec("studio_model_tokens_total", "Tokens the provider reported, by provider and direction (input, output). Providers that report none add nothing.", "provider", "direction")
 
+	r.storeOps = f.histogramVec("studio_store_operation_duration_seconds", "Duration of a StateDB operation (one store call: its queries, retries and wait for the writer), by operation (append_frames, submit_turn, list_frames, ...).", shortBuckets, "operation")
+	r.writerBatch = f.histogram("studio_store_writer_batch_size", "Write transactions committed together by the group-commit writer (SQLite), one sample per batch.", batchBuckets)
+	r.writerQueueWait = f.histogram("studio_store_writer_queue_wait_seconds", "Time a write transaction waited for the group-commit writer (SQLite) to take it into a batch.", shortBuckets)
+
 	r.runsFinished = f.counterVec("studio_app_runs_total", "Playbook runs ended, by final status (succeeded, failed, cancelled).", "status")
 	r.runsRunning = f.gauge("studio_app_runs_running", "Playbook runs executing in this process.")
 	r.runDuration = f.histogramVec("studio_app_run_duration_seconds", "Duration of a playbook run from start to end, by final status.", longBuckets, "status")
 	r.schedulerLag = f.histogram("studio_app_scheduler_lag_seconds", "Delay between a schedule slot's due time and the launch of its run.", lagBuckets)
 	r.schedulesSkip = f.counter("studio_app_schedule_slots_skipped_total", "Schedule slots skipped because they were missed.")
 
-	r.reg.MustRegister(
+	r.register(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		// Two summaries studio bench reads, kept under their names.
+		// The one summary studio bench reads, kept under its name (the Go
+		// collector splits it; go_goroutines is the goroutine count).
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_go_heap_stack_inuse_bytes", Help: "Go heap and goroutine stacks in use."},
 			func() float64 {
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				return float64(ms.HeapInuse + ms.StackInuse)
 			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_go_goroutines", Help: "Goroutines."},
-			func() float64 { return float64(runtime.NumGoroutine()) }),
 	)
 	return r
 }
@@ -138,6 +158,43 @@ func New(b Build) *Registry {
 // Handler serves the Prometheus text exposition of every family.
 func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
+}
+
+// register registers the collectors and notes the families they describe.
+func (r *Registry) register(cs ...prometheus.Collector) {
+	r.reg.MustRegister(cs...)
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.families[m[1]] = true
+		}
+	}
+}
+
+// fqName reads a family's name from a Desc's description (Desc has no
+// accessor for it).
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// Families returns the name of every family registered, whether or not it
+// has a sample yet (a labelled family has none until its first
+// observation, and is then absent from the exposition): what a dashboard
+// or an alert rule may refer to.
+func (r *Registry) Families() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.families))
+	for n := range r.families {
+		out[n] = true
+	}
+	return out
 }
 
 // Gather returns the current families' names (for tests and doctor).
@@ -198,6 +255,14 @@ func (r *Registry) StreamsOpen(delta int) {
 		return
 	}
 	r.streamsOpen.Add(float64(delta))
+}
+
+// StreamClosed records an SSE stream's lifetime and why it ended.
+func (r *Registry) StreamClosed(reason string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.streamLifetime.WithLabelValues(reason).Observe(max(d, 0).Seconds())
 }
 
 // FramesStreamed records frames written to a stream.
@@ -337,6 +402,66 @@ const (
 	OutcomeCancelled = "cancelled"
 )
 
+// --- StateDB -------------------------------------------------------------------
+
+// StoreOperation records one store operation's duration.
+func (r *Registry) StoreOperation(op string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.storeOps.WithLabelValues(op).Observe(max(d, 0).Seconds())
+}
+
+// WriterBatch records the size of one group-commit batch.
+func (r *Registry) WriterBatch(size int) {
+	if r == nil {
+		return
+	}
+	r.writerBatch.Observe(float64(size))
+}
+
+// WriterQueueWait records how long one write transaction waited for the
+// group-commit writer.
+func (r *Registry) WriterQueueWait(d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.writerQueueWait.Observe(max(d, 0).Seconds())
+}
+
+// ObserveWriter exposes the age of the oldest write transaction the
+// group-commit writer has not answered yet, read from oldest at each
+// scrape. Call it once.
+func (r *Registry) ObserveWriter(oldest func() time.Duration) {
+	if r == nil {
+		return
+	}
+	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_store_writer_oldest_wait_seconds",
+		Help: "Age of the oldest write transaction handed to the group-commit writer (SQLite) and not yet committed; 0 when none waits."},
+		func() float64 { return oldest().Seconds() }))
+}
+
+// ObservePendingProposals exposes the proposals waiting for a person's
+// decision, counted by pending at each scrape (from StateDB: every
+// daemon's, across restarts). A count that fails keeps the last value.
+func (r *Registry) ObservePendingProposals(pending func() (int, error)) {
+	if r == nil {
+		return
+	}
+	var mu sync.Mutex
+	var last float64
+	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_operator_proposals_pending",
+		Help: "Proposals waiting for a person to confirm or deny them (all daemons on the database)."},
+		func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			if n, err := pending(); err == nil {
+				last = float64(n)
+			}
+			return last
+		}))
+}
+
 // --- application ---------------------------------------------------------------
 
 // RunStarted records a playbook run that began executing; call the
@@ -373,40 +498,40 @@ func (r *Registry) ScheduleFired(lag time.Duration, skipped int64) {
 }
 
 // factory registers families on one registry.
-type factory struct{ reg *prometheus.Registry }
+type factory struct{ r *Registry }
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	f.reg.MustRegister(c)
+	f.r.register(c)
 	return c
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(c)
+	f.r.register(c)
 	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	f.reg.MustRegister(g)
+	f.r.register(g)
 	return g
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(g)
+	f.r.register(g)
 	return g
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-	f.reg.MustRegister(h)
+	f.r.register(h)
 	return h
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	f.reg.MustRegister(h)
+	f.r.register(h)
 	return h
 }

@@ -12,14 +12,17 @@ import (
 
 // InstrumentProvider wraps a model provider so every call records its time
 // to first event, its duration and outcome, its failure code and the tokens
-// the provider reported. Usage events are consumed here and not passed on.
+// the provider reported, under the provider label name: the configured
+// model's name (--provider NAME=..., or the kind for --model KIND), which
+// tells two providers of one kind apart. Usage events are consumed here
+// and not passed on.
 // The wrapper keeps the provider's name and, when it has one, its health
 // check (doctor tells a provider without a check from a healthy one).
-func InstrumentProvider(p model.Provider, r *Registry) model.Provider {
+func InstrumentProvider(p model.Provider, name string, r *Registry) model.Provider {
 	if r == nil {
 		return p
 	}
-	in := instrumented{p: p, r: r}
+	in := instrumented{p: p, r: r, name: name}
 	if c, ok := p.(model.Checker); ok {
 		return checkedProvider{in, c}
 	}
@@ -27,8 +30,9 @@ func InstrumentProvider(p model.Provider, r *Registry) model.Provider {
 }
 
 type instrumented struct {
-	p model.Provider
-	r *Registry
+	p    model.Provider
+	r    *Registry
+	name string // the provider label
 }
 
 type checkedProvider struct {
@@ -42,7 +46,7 @@ func (i instrumented) Name() string { return i.p.Name() }
 
 func (i instrumented) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
 	return func(yield func(model.Event, error) bool) {
-		name := i.p.Name()
+		name := i.name
 		start := time.Now()
 		first := true
 		outcome, code := OutcomeOK, ""

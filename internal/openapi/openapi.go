@@ -40,7 +40,7 @@ var JSON = sync.OnceValues(func() ([]byte, error) {
 		"Times are Unix seconds (numbers). See docs/protocol.md.") + `},`)
 	w(`"servers":[{"url":"http://127.0.0.1:8765"}],"security":[{"bearer":[]}],`)
 	w(`"tags":[{"name":"daemon","description":"health, metrics and this document"},{"name":"operator","description":"the operator protocol (ADR-0083)"},{"name":"app","description":"the cockpit's application API"}],`)
-	w(`"paths":{`)
+	var opsJSON strings.Builder // the paths, written below once the used components are known
 	var paths []string
 	byPath := map[string][]Operation{}
 	for _, op := range m.ops {
@@ -51,32 +51,47 @@ var JSON = sync.OnceValues(func() ([]byte, error) {
 	}
 	for i, p := range paths {
 		if i > 0 {
-			w(",")
+			opsJSON.WriteString(",")
 		}
-		w(quote(p) + ":{")
+		opsJSON.WriteString(quote(p) + ":{")
 		for j, op := range byPath[p] {
 			if j > 0 {
-				w(",")
+				opsJSON.WriteString(",")
 			}
-			js, err := operationJSON(op)
+			js, err := operationJSON(op, m.components)
 			if err != nil {
 				return nil, err
 			}
-			w(quote(strings.ToLower(op.Method)) + ":" + js)
+			opsJSON.WriteString(quote(strings.ToLower(op.Method)) + ":" + js)
 		}
-		w("}")
+		opsJSON.WriteString("}")
 	}
-	w(`},"components":{"securitySchemes":{"bearer":{"type":"http","scheme":"bearer","description":"the daemon's token (studio token)"},`)
-	w(`"ticket":{"type":"apiKey","in":"query","name":"ticket","description":"a one-use stream ticket (POST /api/operator/stream-tickets); only on the stream"}},"schemas":{`)
-	for i, name := range sortedNames(m.components) {
-		if i > 0 {
-			w(",")
-		}
-		js, err := m.components[name].json()
+	// The schemas the operations use, directly or through other schemas:
+	// the TypeScript declarations keep every wire type, the document only
+	// those an operation answers or takes.
+	componentJSON := map[string]string{}
+	for name, c := range m.components {
+		js, err := c.json()
 		if err != nil {
 			return nil, err
 		}
-		w(quote(name) + ":" + string(js))
+		componentJSON[name] = string(js)
+	}
+	used := usedComponents(opsJSON.String()+errorResponsesJSON, componentJSON)
+	w(`"paths":{` + opsJSON.String())
+	w(`},"components":{"securitySchemes":{"bearer":{"type":"http","scheme":"bearer","description":"the daemon's token (studio token)"},`)
+	w(`"ticket":{"type":"apiKey","in":"query","name":"ticket","description":"a one-use stream ticket (POST /api/operator/stream-tickets); only on the stream"}},`)
+	w(`"responses":` + errorResponsesJSON + `,"schemas":{`)
+	first := true
+	for _, name := range sortedNames(m.components) {
+		if !used[name] {
+			continue
+		}
+		if !first {
+			w(",")
+		}
+		first = false
+		w(quote(name) + ":" + componentJSON[name])
 	}
 	w("}}}")
 	v := jsontext.Value(b.String())
@@ -88,7 +103,82 @@ var JSON = sync.OnceValues(func() ([]byte, error) {
 
 var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
 
-func operationJSON(op Operation) (string, error) {
+// usedComponents follows the schema references from root through the
+// components' own.
+func usedComponents(root string, components map[string]string) map[string]bool {
+	used := map[string]bool{}
+	todo := []string{root}
+	for len(todo) > 0 {
+		js := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for _, m := range refPattern.FindAllStringSubmatch(js, -1) {
+			if name := m[1]; !used[name] {
+				used[name] = true
+				todo = append(todo, components[name])
+			}
+		}
+	}
+	return used
+}
+
+// errorResponse is one documented error status: the codes it carries
+// (protocol.ErrorCode.HTTPStatus) and when an operation can answer it.
+type errorResponse struct {
+	status, name, desc string
+	applies            func(op Operation) bool
+}
+
+// isAPI: under /api, where StateDB answers and the request checks apply.
+func isAPI(op Operation) bool { return strings.HasPrefix(op.Path, "/api/") && op.Auth != "none" }
+
+var errorResponses = []errorResponse{
+	{"400", "BadRequest", "validation (a malformed or invalid request: body, query, path or headers) or protocol_version",
+		func(Operation) bool { return true }},
+	{"401", "Unauthorized", "auth_required: the token (or the stream ticket) is missing or wrong",
+		func(op Operation) bool { return op.Auth != "none" }},
+	{"403", "Forbidden", "denied: the Host header names neither loopback nor an --allowed-hosts name, or the action is not allowed here",
+		func(Operation) bool { return true }},
+	{"404", "NotFound", "not_found: what the path names does not exist",
+		func(op Operation) bool { return strings.Contains(op.Path, "{") }},
+	{"409", "Conflict", "conflict, stale_context, replay_gap or cancelled: the resource changed or is in a state that refuses the request; read it again",
+		func(op Operation) bool { return isAPI(op) && (op.Method != "GET" || op.Content == "text/event-stream") }},
+	{"429", "TooManyRequests", "rate_limited: too many connections from this client (--max-client-conns) or too many turns waiting; retry after retryAfterMs",
+		func(op Operation) bool { return isAPI(op) }},
+	{"503", "ServiceUnavailable", "service_failure, service_restarted or audit_unavailable: StateDB is unavailable, or the daemon is shutting down; retryable",
+		func(op Operation) bool { return isAPI(op) }},
+}
+
+// errorResponsesJSON is components.responses: one per documented status,
+// each the error envelope.
+var errorResponsesJSON = func() string {
+	var parts []string
+	for _, e := range errorResponses {
+		parts = append(parts, strconv.Quote(e.name)+`:{"description":`+strconv.Quote(e.desc)+
+			`,"content":{"application/json":{"schema":{"$ref":"#/components/schemas/ErrorBody"}}}}`)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}()
+
+// bodyRequired: the request body may be left out when an empty object
+// (which an empty body decodes as) is valid, i.e. when no property is
+// required.
+func bodyRequired(body *schema, components map[string]*schema) bool {
+	for body.Ref != "" {
+		c, ok := components[body.Ref]
+		if !ok {
+			return true
+		}
+		body = c
+	}
+	for _, p := range body.Properties {
+		if p.Required {
+			return true
+		}
+	}
+	return false
+}
+
+func operationJSON(op Operation, components map[string]*schema) (string, error) {
 	var parts []string
 	add := func(k, v string) { parts = append(parts, strconv.Quote(k)+":"+v) }
 	quote := func(v any) string { b, _ := jsonMarshal(v); return string(b) }
@@ -123,7 +213,7 @@ func operationJSON(op Operation) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		add("requestBody", `{"required":false,"content":{"application/json":{"schema":`+string(js)+`}}}`)
+		add("requestBody", `{"required":`+strconv.FormatBool(bodyRequired(op.Body, components))+`,"content":{"application/json":{"schema":`+string(js)+`}}}`)
 	}
 	var resp []string
 	success := `{"description":"success"}`
@@ -138,10 +228,17 @@ func operationJSON(op Operation) (string, error) {
 		success = `{"description":"success","content":{"application/json":{"schema":` + string(js) + `}}}`
 	}
 	resp = append(resp, quote(strconv.Itoa(op.Status))+":"+success)
+	for _, e := range errorResponses {
+		if e.applies(op) && !(op.Path == "/healthz" && e.status == "503") {
+			resp = append(resp, quote(e.status)+`:{"$ref":"#/components/responses/`+e.name+`"}`)
+		}
+	}
 	if op.Path == "/healthz" {
 		resp = append(resp, `"503":{"description":"StateDB is unavailable","content":{"application/json":{"schema":{"type":"object","properties":{"status":{"type":"string"},"reason":{"type":"string"}},"required":["status"]}}}}`)
 	} else {
-		resp = append(resp, `"default":{"description":"an error: the status follows the code (docs/protocol.md)","content":{"application/json":{"schema":{"$ref":"#/components/schemas/ErrorBody"}}}}`)
+		// The rest (502 model_failure, 413, 500 ...): the status follows
+		// the code.
+		resp = append(resp, `"default":{"description":"any other error: the status follows the code (docs/protocol.md)","content":{"application/json":{"schema":{"$ref":"#/components/schemas/ErrorBody"}}}}`)
 	}
 	add("responses", "{"+strings.Join(resp, ",")+"}")
 	return "{" + strings.Join(parts, ",") + "}", nil

@@ -104,7 +104,8 @@ func startDaemonAt(t *testing.T, dataDir, addr, script string, extra ...string) 
 	if err := os.WriteFile(scriptPath, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--addr", addr, "--data-dir", dataDir, "--model", "script:" + scriptPath}, extra...)
+	// The tests read the sign-in URL with its token from stdout, a pipe.
+	args := append([]string{"serve", "--addr", addr, "--data-dir", dataDir, "--model", "script:" + scriptPath, "--print-token-url"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "STUDIO_TOKEN=")
 	errPipe, err := cmd.StderrPipe()

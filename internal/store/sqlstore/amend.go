@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -12,6 +13,7 @@ import (
 // its frames, in one transaction. The turn is not resumed: it still waits
 // for a human, now for the amended proposal.
 func (s *Store) AmendProposal(ctx context.Context, p store.AmendProposalParams) (store.Proposal, error) {
+	defer s.timed("amend_proposal", time.Now())
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *writeTx) error {
 		code := protocol.ReasonAmended

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -13,6 +14,7 @@ import (
 
 // AppendAdminEvent implements store.AuditStore.
 func (s *Store) AppendAdminEvent(ctx context.Context, p store.AppendAdminEventParams) (store.AdminEvent, error) {
+	defer s.timed("append_admin_event", time.Now())
 	var e store.AdminEvent
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
@@ -38,6 +40,7 @@ func appendAdminEvent(ctx context.Context, tx *writeTx, p store.AppendAdminEvent
 
 // ListAdminEvents implements store.AuditStore.
 func (s *Store) ListAdminEvents(ctx context.Context, p store.ListAdminEventsParams) ([]store.AdminEvent, error) {
+	defer s.timed("list_admin_events", time.Now())
 	query := `SELECT id, created_at, actor, action, target_id, details FROM admin_events WHERE 1 = 1`
 	var args []any
 	if p.Action != "" {

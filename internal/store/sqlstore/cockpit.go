@@ -83,6 +83,7 @@ func jsonMember(name, value string) string {
 
 // SaveRunOutput implements store.RunStore.
 func (s *Store) SaveRunOutput(ctx context.Context, p store.SaveRunOutputParams) error {
+	defer s.timed("save_run_output", time.Now())
 	return s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE studio_runs SET output = ?, output_truncated = ?, updated_at = ?
 			WHERE id = ? AND status = 'running'`, p.Output, boolInt(p.Truncated), ts(p.Now), p.ID)
@@ -103,6 +104,7 @@ func (s *Store) SaveRunOutput(ctx context.Context, p store.SaveRunOutputParams) 
 // RunActivity implements store.RunStore: one grouped query for the
 // buckets, one for the duration bins, and the percentiles by offset.
 func (s *Store) RunActivity(ctx context.Context, p store.RunActivityParams) (store.RunActivity, error) {
+	defer s.timed("run_activity", time.Now())
 	var out store.RunActivity
 	if len(p.Edges) < 2 {
 		return out, protocol.Errorf(protocol.Validation, "activity needs at least two bucket edges")
@@ -214,6 +216,7 @@ func (s *Store) RunActivity(ctx context.Context, p store.RunActivityParams) (sto
 // DeleteWorkflow implements store.WorkflowStore. Steps go with it (ON
 // DELETE CASCADE, and explicitly for engines that do not enforce it).
 func (s *Store) DeleteWorkflow(ctx context.Context, p store.DeleteWorkflowParams) (store.Workflow, error) {
+	defer s.timed("delete_workflow", time.Now())
 	var out store.Workflow
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
@@ -234,6 +237,7 @@ func (s *Store) DeleteWorkflow(ctx context.Context, p store.DeleteWorkflowParams
 
 // LaunchWorkflow implements store.WorkflowStore.
 func (s *Store) LaunchWorkflow(ctx context.Context, p store.LaunchWorkflowParams) ([]store.Run, error) {
+	defer s.timed("launch_workflow", time.Now())
 	var out []store.Run
 	err := s.txn(ctx, func(tx *writeTx) error {
 		out = nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -62,6 +63,7 @@ func loadConversation(ctx context.Context, q querier, id, lock string) (store.Co
 
 // CreateConversation implements store.ConversationStore.
 func (s *Store) CreateConversation(ctx context.Context, p store.CreateConversationParams) (store.Conversation, error) {
+	defer s.timed("create_conversation", time.Now())
 	var c store.Conversation
 	err := s.txn(ctx, func(tx *writeTx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_conversations
@@ -78,12 +80,14 @@ func (s *Store) CreateConversation(ctx context.Context, p store.CreateConversati
 
 // GetConversation implements store.ConversationStore.
 func (s *Store) GetConversation(ctx context.Context, id string) (store.Conversation, error) {
+	defer s.timed("get_conversation", time.Now())
 	return getConversation(ctx, s.r, id)
 }
 
 // ListConversations implements store.ConversationStore: pinned first,
 // then newest first.
 func (s *Store) ListConversations(ctx context.Context, p store.ListConversationsParams) ([]store.Conversation, error) {
+	defer s.timed("list_conversations", time.Now())
 	query := `SELECT ` + conversationCols + ` FROM studio_operator_conversations WHERE `
 	var args []any
 	if p.Status == "" {
@@ -112,6 +116,7 @@ func (s *Store) ListConversations(ctx context.Context, p store.ListConversations
 
 // UpdateConversation implements store.ConversationStore.
 func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversationParams) (store.Conversation, error) {
+	defer s.timed("update_conversation", time.Now())
 	var c store.Conversation
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cur, err := lockConversation(ctx, tx, p.ID)
@@ -163,6 +168,7 @@ func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversati
 
 // DeleteConversation implements store.ConversationStore.
 func (s *Store) DeleteConversation(ctx context.Context, p store.DeleteConversationParams) (store.Conversation, error) {
+	defer s.timed("delete_conversation", time.Now())
 	var c store.Conversation
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cur, err := lockConversation(ctx, tx, p.ID)

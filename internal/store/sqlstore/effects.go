@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -48,6 +49,7 @@ func loadEffect(ctx context.Context, q querier, id, lock string) (store.Effect, 
 
 // EmitEffect implements store.EffectStore.
 func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store.Effect, store.Frame, error) {
+	defer s.timed("emit_effect", time.Now())
 	var e store.Effect
 	var f store.Frame
 	err := s.txn(ctx, func(tx *writeTx) error {
@@ -86,11 +88,13 @@ func (s *Store) EmitEffect(ctx context.Context, p store.EmitEffectParams) (store
 
 // GetEffect implements store.EffectStore.
 func (s *Store) GetEffect(ctx context.Context, id string) (store.Effect, error) {
+	defer s.timed("get_effect", time.Now())
 	return getEffect(ctx, s.r, id)
 }
 
 // AckEffect implements store.EffectStore.
 func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.Effect, error) {
+	defer s.timed("ack_effect", time.Now())
 	switch p.Status {
 	case store.EffectApplied, store.EffectRejected, store.EffectExpired:
 	default:

@@ -11,6 +11,7 @@ import (
 
 // ExpireEffects implements store.EffectStore.
 func (s *Store) ExpireEffects(ctx context.Context, p store.ExpireEffectsParams) (int64, error) {
+	defer s.timed("expire_effects", time.Now())
 	var n int64
 	err := s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_effects SET status = 'expired', acknowledged_at = ?

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -41,6 +42,7 @@ func updateSettings(ctx context.Context, tx *writeTx, cur store.Conversation, p 
 
 // RestoreConversation implements store.ConversationStore.
 func (s *Store) RestoreConversation(ctx context.Context, p store.RestoreConversationParams) (store.Conversation, error) {
+	defer s.timed("restore_conversation", time.Now())
 	var c store.Conversation
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cur, err := lockConversation(ctx, tx, p.ID)
@@ -83,6 +85,7 @@ const forkPage = 500
 // (the copied turns' text is the source's), each INSERT ... SELECT inside
 // the database.
 func (s *Store) ForkConversation(ctx context.Context, p store.ForkConversationParams) (store.Conversation, error) {
+	defer s.timed("fork_conversation", time.Now())
 	var c store.Conversation
 	err := s.txn(ctx, func(tx *writeTx) error {
 		src, err := lockConversation(ctx, tx, p.SourceID)

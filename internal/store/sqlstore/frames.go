@@ -100,6 +100,7 @@ func callerPayloads(frames []store.NewFrame) ([]protocol.Payload, error) {
 
 // AppendFrames implements store.FrameStore.
 func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([]store.Frame, error) {
+	defer s.timed("append_frames", time.Now())
 	payloads, err := callerPayloads(p.Frames)
 	if err != nil {
 		return nil, err
@@ -147,6 +148,7 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 
 // ListFrames implements store.FrameStore.
 func (s *Store) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
+	defer s.timed("list_frames", time.Now())
 	query := `SELECT conversation_id, sequence, request_id, frame_type, payload_json, created_at
 		FROM studio_operator_frames WHERE conversation_id = ? AND sequence > ?`
 	args := []any{p.ConversationID, p.AfterSequence}

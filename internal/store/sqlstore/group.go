@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Group commit (Config.GroupCommit). Every write transaction of the store
@@ -53,6 +55,11 @@ type group struct {
 	quit   chan struct{}
 	done   chan struct{}
 
+	// oldest is the enqueue time (Unix ns) of the first transaction of
+	// the batch in flight, 0 between batches: transactions reach the loop
+	// in order, so it is the oldest not yet answered (WriterOldestWait).
+	oldest atomic.Int64
+
 	// Owned by the loop.
 	stmts   map[string]*sql.Stmt // prepared on the writer pool
 	missing []string             // queries to prepare once the batch is done
@@ -67,11 +74,12 @@ type group struct {
 
 // job is one logical transaction.
 type job struct {
-	ctx  context.Context
-	fn   func(tx *writeTx) error
-	tx   writeTx
-	err  error
-	done chan struct{}
+	ctx      context.Context
+	enqueued time.Time // when do handed it to the loop
+	fn       func(tx *writeTx) error
+	tx       writeTx
+	err      error
+	done     chan struct{}
 }
 
 // run runs the logical transaction. A panic in it fails it alone, as an
@@ -107,7 +115,7 @@ func (g *group) do(ctx context.Context, fn func(tx *writeTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	j := &job{ctx: ctx, fn: fn, done: make(chan struct{})}
+	j := &job{ctx: ctx, fn: fn, done: make(chan struct{}), enqueued: time.Now()}
 	g.mu.RLock()
 	if g.closed {
 		g.mu.RUnlock()
@@ -163,11 +171,14 @@ func (g *group) loop() {
 		if g.gather != nil {
 			g.gather()
 		}
+		g.oldest.Store(first.enqueued.UnixNano())
 		batch = append(batch[:0], first)
 		batch = g.gatherBatch(batch)
+		g.observe(batch)
 		for len(batch) > 0 {
 			batch = g.run(batch)
 		}
+		g.oldest.Store(0)
 		g.prepare()
 	}
 }
@@ -195,6 +206,20 @@ func (g *group) gatherBatch(batch []*job) []*job {
 		}
 	}
 	return batch
+}
+
+// observe reports the batch's size and each transaction's wait for the
+// loop.
+func (g *group) observe(batch []*job) {
+	o := g.s.observer()
+	if o == nil {
+		return
+	}
+	o.WriterBatch(len(batch))
+	now := time.Now()
+	for _, j := range batch {
+		o.WriterQueueWait(now.Sub(j.enqueued))
+	}
 }
 
 // run runs the batch in one physical transaction and commits it. When the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -50,6 +51,7 @@ func nullIfEmpty(s string) any {
 
 // RegisterInstance implements store.InstanceStore.
 func (s *Store) RegisterInstance(ctx context.Context, p store.RegisterInstanceParams) (store.Instance, error) {
+	defer s.timed("register_instance", time.Now())
 	in := p.Instance
 	if in.ID == "" {
 		return in, protocol.Errorf(protocol.Validation, "an instance needs an id")
@@ -77,6 +79,7 @@ func errLeaseLost(id string) error {
 // re-checked under the row's lock, so a renewal that waited for a reaping
 // sees it and fails.
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (store.Instance, error) {
+	defer s.timed("renew_lease", time.Now())
 	var out store.Instance
 	err := s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE studio_instances SET heartbeat_at = ?, lease_expires_at = ?
@@ -95,6 +98,7 @@ func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (store
 
 // StopInstance implements store.InstanceStore.
 func (s *Store) StopInstance(ctx context.Context, p store.StopInstanceParams) error {
+	defer s.timed("stop_instance", time.Now())
 	return s.txn(ctx, func(tx *writeTx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE studio_instances SET stopped_at = ?, lease_expires_at = ?
 			WHERE id = ? AND stopped_at IS NULL`, ts(p.Now), ts(p.Now), p.ID)
@@ -107,12 +111,14 @@ func (s *Store) StopInstance(ctx context.Context, p store.StopInstanceParams) er
 
 // ListInstances implements store.InstanceStore.
 func (s *Store) ListInstances(ctx context.Context, p store.ListInstancesParams) ([]store.Instance, error) {
+	defer s.timed("list_instances", time.Now())
 	return collect(ctx, s.r, "list instances", scanInstance, `SELECT `+instanceCols+` FROM studio_instances
 		ORDER BY started_at DESC, id LIMIT ?`, limitOr(p.Limit, 100))
 }
 
 // ReapInstances implements store.InstanceStore.
 func (s *Store) ReapInstances(ctx context.Context, p store.ReapInstancesParams) ([]store.Instance, error) {
+	defer s.timed("reap_instances", time.Now())
 	var out []store.Instance
 	err := s.txn(ctx, func(tx *writeTx) error {
 		out = nil
@@ -146,6 +152,7 @@ func (s *Store) ReapInstances(ctx context.Context, p store.ReapInstancesParams) 
 
 // PurgeInstances implements store.InstanceStore.
 func (s *Store) PurgeInstances(ctx context.Context, p store.PurgeInstancesParams) (int64, error) {
+	defer s.timed("purge_instances", time.Now())
 	var n int64
 	err := s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM studio_instances
@@ -171,6 +178,7 @@ func reaped(c string) string {
 
 // OrphanedWork implements store.InstanceStore.
 func (s *Store) OrphanedWork(ctx context.Context, p store.OrphanedWorkParams) (store.OrphanedWork, error) {
+	defer s.timed("orphaned_work", time.Now())
 	var w store.OrphanedWork
 	limit := limitOr(p.Limit, 100)
 	tx, err := s.readTx(ctx)
@@ -209,6 +217,7 @@ func sameOwner(c, from string) (string, []any) {
 
 // AdoptTurn implements store.InstanceStore.
 func (s *Store) AdoptTurn(ctx context.Context, p store.AdoptTurnParams) (store.Turn, error) {
+	defer s.timed("adopt_turn", time.Now())
 	var out store.Turn
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cur, err := lockTurn(ctx, tx, p.RequestID)
@@ -237,6 +246,7 @@ func (s *Store) AdoptTurn(ctx context.Context, p store.AdoptTurnParams) (store.T
 
 // DisownProposal implements store.InstanceStore.
 func (s *Store) DisownProposal(ctx context.Context, p store.DisownProposalParams) (store.Proposal, error) {
+	defer s.timed("disown_proposal", time.Now())
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *writeTx) error {
 		if err := disown(ctx, tx, p.ID, p.From, p.Audit); err != nil {
@@ -268,6 +278,7 @@ func disown(ctx context.Context, tx *writeTx, id, from string, audit store.Appen
 
 // ClaimTurn implements store.InstanceStore.
 func (s *Store) ClaimTurn(ctx context.Context, p store.ClaimTurnParams) (store.Turn, bool, error) {
+	defer s.timed("claim_turn", time.Now())
 	var out store.Turn
 	var ok bool
 	err := s.txn(ctx, func(tx *writeTx) error {
@@ -300,6 +311,7 @@ func (s *Store) ClaimTurn(ctx context.Context, p store.ClaimTurnParams) (store.T
 
 // ReleaseTurn implements store.InstanceStore.
 func (s *Store) ReleaseTurn(ctx context.Context, p store.ReleaseTurnParams) (store.Turn, error) {
+	defer s.timed("release_turn", time.Now())
 	var out store.Turn
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cond, args := sameOwner("owner_instance", p.From)
@@ -324,6 +336,7 @@ func (s *Store) ReleaseTurn(ctx context.Context, p store.ReleaseTurnParams) (sto
 
 // ReapRun implements store.InstanceStore.
 func (s *Store) ReapRun(ctx context.Context, p store.ReapRunParams) (store.Run, error) {
+	defer s.timed("reap_run", time.Now())
 	var out store.Run
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cond, args := sameOwner("owner_instance", p.From)
@@ -350,6 +363,7 @@ func (s *Store) ReapRun(ctx context.Context, p store.ReapRunParams) (store.Run, 
 
 // ActiveWork implements store.InstanceStore.
 func (s *Store) ActiveWork(ctx context.Context, p store.ActiveWorkParams) (store.ActiveWork, error) {
+	defer s.timed("active_work", time.Now())
 	var w store.ActiveWork
 	limit := limitOr(p.Limit, 100)
 	tx, err := s.readTx(ctx)
@@ -372,6 +386,7 @@ func (s *Store) ControlSignal(key string) <-chan struct{} { return s.control.Wai
 
 // Announce implements store.InstanceStore.
 func (s *Store) Announce(ctx context.Context, key string) error {
+	defer s.timed("announce", time.Now())
 	s.control.Notify(key)
 	if err := s.d.Control(ctx, s.writer, key); err != nil {
 		return fmt.Errorf("announce %s: %w", key, err)

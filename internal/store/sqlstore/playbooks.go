@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 
@@ -47,6 +48,7 @@ func loadPlaybook(ctx context.Context, q querier, where string, arg any, lock st
 
 // CreatePlaybook implements store.PlaybookStore.
 func (s *Store) CreatePlaybook(ctx context.Context, p store.CreatePlaybookParams) (store.Playbook, error) {
+	defer s.timed("create_playbook", time.Now())
 	var out store.Playbook
 	err := s.txn(ctx, func(tx *writeTx) error {
 		if err := playbooks.nameFree(ctx, tx, p.Name); err != nil {
@@ -101,16 +103,19 @@ func argsOrEmpty(a []store.PlaybookArg) []store.PlaybookArg {
 
 // GetPlaybook implements store.PlaybookStore.
 func (s *Store) GetPlaybook(ctx context.Context, id string) (store.Playbook, error) {
+	defer s.timed("get_playbook", time.Now())
 	return getPlaybook(ctx, s.r, "id", id)
 }
 
 // GetPlaybookByName implements store.PlaybookStore.
 func (s *Store) GetPlaybookByName(ctx context.Context, name string) (store.Playbook, error) {
+	defer s.timed("get_playbook_by_name", time.Now())
 	return getPlaybook(ctx, s.r, "name", name)
 }
 
 // ListPlaybooks implements store.PlaybookStore.
 func (s *Store) ListPlaybooks(ctx context.Context, p store.ListPlaybooksParams) ([]store.Playbook, error) {
+	defer s.timed("list_playbooks", time.Now())
 	query, args := byNamePage(`SELECT `+playbookCols+` FROM studio_playbooks`, p.Project, p.Query, p.AfterName, p.Limit)
 	return collect(ctx, s.r, "list playbooks", scanPlaybook, query, args...)
 }
@@ -128,6 +133,7 @@ var playbooks = resource[store.Playbook]{
 
 // UpdatePlaybook implements store.PlaybookStore.
 func (s *Store) UpdatePlaybook(ctx context.Context, p store.UpdatePlaybookParams) (store.Playbook, error) {
+	defer s.timed("update_playbook", time.Now())
 	var out store.Playbook
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
@@ -167,6 +173,7 @@ func (s *Store) UpdatePlaybook(ctx context.Context, p store.UpdatePlaybookParams
 
 // DeletePlaybook implements store.PlaybookStore.
 func (s *Store) DeletePlaybook(ctx context.Context, p store.DeletePlaybookParams) (store.Playbook, error) {
+	defer s.timed("delete_playbook", time.Now())
 	var out store.Playbook
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error

@@ -75,6 +75,7 @@ func requireActive(ctx context.Context, tx *writeTx, convID, reqID string) error
 
 // CreateProposal implements store.ProposalStore.
 func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams) (store.Proposal, error) {
+	defer s.timed("create_proposal", time.Now())
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *writeTx) error {
 		pr := p.Proposal
@@ -121,11 +122,13 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 
 // GetProposal implements store.ProposalStore.
 func (s *Store) GetProposal(ctx context.Context, id string) (store.Proposal, error) {
+	defer s.timed("get_proposal", time.Now())
 	return getProposal(ctx, s.r, id)
 }
 
 // ListProposals implements store.ProposalStore.
 func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) ([]store.Proposal, error) {
+	defer s.timed("list_proposals", time.Now())
 	query := `SELECT ` + proposalCols + ` FROM studio_operator_proposals WHERE 1 = 1`
 	var args []any
 	if p.ConversationID != "" {
@@ -208,6 +211,7 @@ func resumeTurn(ctx context.Context, tx *writeTx, requestID, instance string) (b
 
 // ConfirmProposal implements store.ProposalStore.
 func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalParams) (store.Proposal, error) {
+	defer s.timed("confirm_proposal", time.Now())
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
@@ -230,6 +234,7 @@ func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalPara
 
 // FinishProposal implements store.ProposalStore.
 func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams) (store.Proposal, bool, error) {
+	defer s.timed("finish_proposal", time.Now())
 	if p.Status != store.ProposalSucceeded && p.Status != store.ProposalFailed {
 		return store.Proposal{}, false, protocol.Errorf(protocol.Validation, "finish proposal: %s is not succeeded or failed", p.Status)
 	}
@@ -263,6 +268,7 @@ func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams
 
 // CloseProposal implements store.ProposalStore.
 func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) (store.Proposal, bool, error) {
+	defer s.timed("close_proposal", time.Now())
 	switch p.Status {
 	case store.ProposalCancelled, store.ProposalExpired, store.ProposalConflict:
 	default:
@@ -287,6 +293,7 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 
 // AwaitConfirmation implements store.ProposalStore.
 func (s *Store) AwaitConfirmation(ctx context.Context, p store.AwaitConfirmationParams) (bool, error) {
+	defer s.timed("await_confirmation", time.Now())
 	var parked bool
 	err := s.txn(ctx, func(tx *writeTx) error {
 		if tx.locks.rows() {

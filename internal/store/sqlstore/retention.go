@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -11,6 +12,7 @@ import (
 
 // PurgeFrames implements store.RetentionStore.
 func (s *Store) PurgeFrames(ctx context.Context, p store.PurgeFramesParams) (store.PurgeFramesResult, error) {
+	defer s.timed("purge_frames", time.Now())
 	var out store.PurgeFramesResult
 	err := s.txn(ctx, func(tx *writeTx) error {
 		c, err := lockConversation(ctx, tx, p.ConversationID)
@@ -47,6 +49,7 @@ func (s *Store) PurgeFrames(ctx context.Context, p store.PurgeFramesParams) (sto
 
 // PurgeDeletedConversations implements store.RetentionStore.
 func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDeletedConversationsParams) (store.PurgeDeletedConversationsResult, error) {
+	defer s.timed("purge_deleted_conversations", time.Now())
 	var out store.PurgeDeletedConversationsResult
 	err := s.txn(ctx, func(tx *writeTx) error {
 		const doomed = `(SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?)`
@@ -88,6 +91,7 @@ func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDele
 
 // Diagnostics implements store.AppStore.
 func (s *Store) Diagnostics(ctx context.Context, p store.DiagnosticsParams) (store.Diagnostics, error) {
+	defer s.timed("diagnostics", time.Now())
 	var d store.Diagnostics
 	tx, err := s.readTx(ctx)
 	if err != nil {

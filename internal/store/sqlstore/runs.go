@@ -112,6 +112,7 @@ func createRun(ctx context.Context, tx *writeTx, p store.CreateRunParams) (store
 
 // CreateRun implements store.RunStore.
 func (s *Store) CreateRun(ctx context.Context, p store.CreateRunParams) (store.Run, error) {
+	defer s.timed("create_run", time.Now())
 	var out store.Run
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
@@ -123,11 +124,13 @@ func (s *Store) CreateRun(ctx context.Context, p store.CreateRunParams) (store.R
 
 // GetRun implements store.RunStore.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
+	defer s.timed("get_run", time.Now())
 	return getRun(ctx, s.r, id)
 }
 
 // ListRuns implements store.RunStore.
 func (s *Store) ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
+	defer s.timed("list_runs", time.Now())
 	query := `SELECT ` + runCols + ` FROM studio_runs WHERE 1 = 1`
 	var args []any
 	add := func(cond string, vals ...any) {
@@ -172,6 +175,7 @@ func (s *Store) ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.R
 
 // ClaimRun implements store.RunStore.
 func (s *Store) ClaimRun(ctx context.Context, p store.ClaimRunParams) (store.Run, bool, error) {
+	defer s.timed("claim_run", time.Now())
 	var out store.Run
 	var ok bool
 	err := s.txn(ctx, func(tx *writeTx) error {
@@ -203,6 +207,7 @@ func (s *Store) ClaimRun(ctx context.Context, p store.ClaimRunParams) (store.Run
 
 // FinishRun implements store.RunStore.
 func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.Run, error) {
+	defer s.timed("finish_run", time.Now())
 	var out store.Run
 	err := s.txn(ctx, func(tx *writeTx) error {
 		if !p.Status.Terminal() {
@@ -232,6 +237,7 @@ func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.R
 
 // CancelRun implements store.RunStore.
 func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.Run, error) {
+	defer s.timed("cancel_run", time.Now())
 	var out store.Run
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cur, err := loadRun(ctx, tx, p.ID, tx.locks.update)
@@ -270,6 +276,7 @@ func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.R
 
 // RecoverRuns implements store.RunStore.
 func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]store.Run, error) {
+	defer s.timed("recover_runs", time.Now())
 	var out []store.Run
 	err := s.txn(ctx, func(tx *writeTx) error {
 		ids, err := collect(ctx, tx.conn, "recover runs", scanString, `SELECT id FROM studio_runs WHERE status IN ('queued', 'running')
@@ -296,6 +303,7 @@ func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]s
 
 // RunStats implements store.RunStore.
 func (s *Store) RunStats(ctx context.Context, p store.RunStatsParams) (store.RunStats, error) {
+	defer s.timed("run_stats", time.Now())
 	st := store.RunStats{Counts: map[store.RunStatus]int64{}}
 	for _, status := range store.RunStatuses {
 		st.Counts[status] = 0

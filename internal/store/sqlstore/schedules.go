@@ -55,6 +55,7 @@ func loadSchedule(ctx context.Context, q querier, where string, arg any, lock st
 
 // CreateSchedule implements store.ScheduleStore.
 func (s *Store) CreateSchedule(ctx context.Context, p store.CreateScheduleParams) (store.Schedule, error) {
+	defer s.timed("create_schedule", time.Now())
 	var out store.Schedule
 	err := s.txn(ctx, func(tx *writeTx) error {
 		if err := schedules.nameFree(ctx, tx, p.Name); err != nil {
@@ -85,16 +86,19 @@ func (s *Store) CreateSchedule(ctx context.Context, p store.CreateScheduleParams
 
 // GetSchedule implements store.ScheduleStore.
 func (s *Store) GetSchedule(ctx context.Context, id string) (store.Schedule, error) {
+	defer s.timed("get_schedule", time.Now())
 	return getSchedule(ctx, s.r, "id", id)
 }
 
 // GetScheduleByName implements store.ScheduleStore.
 func (s *Store) GetScheduleByName(ctx context.Context, name string) (store.Schedule, error) {
+	defer s.timed("get_schedule_by_name", time.Now())
 	return getSchedule(ctx, s.r, "name", name)
 }
 
 // ListSchedules implements store.ScheduleStore.
 func (s *Store) ListSchedules(ctx context.Context, p store.ListSchedulesParams) ([]store.Schedule, error) {
+	defer s.timed("list_schedules", time.Now())
 	query := `SELECT ` + scheduleCols + scheduleFrom + ` WHERE 1 = 1`
 	var args []any
 	if p.Enabled != nil {
@@ -132,6 +136,7 @@ var schedules = resource[store.Schedule]{
 
 // UpdateSchedule implements store.ScheduleStore.
 func (s *Store) UpdateSchedule(ctx context.Context, p store.UpdateScheduleParams) (store.Schedule, error) {
+	defer s.timed("update_schedule", time.Now())
 	var out store.Schedule
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
@@ -179,6 +184,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, p store.UpdateScheduleParams
 
 // DeleteSchedule implements store.ScheduleStore.
 func (s *Store) DeleteSchedule(ctx context.Context, p store.DeleteScheduleParams) (store.Schedule, error) {
+	defer s.timed("delete_schedule", time.Now())
 	var out store.Schedule
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
@@ -199,6 +205,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, p store.DeleteScheduleParams
 
 // DueSchedules implements store.ScheduleStore.
 func (s *Store) DueSchedules(ctx context.Context, p store.DueSchedulesParams) ([]store.Schedule, error) {
+	defer s.timed("due_schedules", time.Now())
 	return collect(ctx, s.r, "due schedules", scanSchedule, `SELECT `+scheduleCols+scheduleFrom+`
 		WHERE s.enabled = 1 AND s.next_run_at IS NOT NULL AND s.next_run_at <= ?
 		ORDER BY s.next_run_at, s.id LIMIT ?`, ts(p.Now), limitOr(p.Limit, 100))
@@ -206,6 +213,7 @@ func (s *Store) DueSchedules(ctx context.Context, p store.DueSchedulesParams) ([
 
 // FireSchedule implements store.ScheduleStore.
 func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (store.FireScheduleResult, error) {
+	defer s.timed("fire_schedule", time.Now())
 	var out store.FireScheduleResult
 	err := s.txn(ctx, func(tx *writeTx) error {
 		// The claim: only the scheduler that moves next_run_at on from the

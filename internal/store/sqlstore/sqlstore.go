@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
@@ -130,6 +131,7 @@ type Store struct {
 	control        *store.Signals
 	group          *group // nil: each write transaction commits alone
 	feed           *store.Feed
+	obs            atomic.Pointer[observerBox] // Observe; nil: nobody
 }
 
 var _ store.Store = (*Store)(nil)
@@ -363,6 +365,7 @@ func (s *Store) readTx(ctx context.Context) (readTx, error) {
 
 // SchemaVersion implements store.Store.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	defer s.timed("schema_version", time.Now())
 	return CurrentVersion(ctx, s.reader)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -12,6 +13,7 @@ import (
 
 // CreateStreamTicket implements store.TicketStore.
 func (s *Store) CreateStreamTicket(ctx context.Context, p store.CreateStreamTicketParams) error {
+	defer s.timed("create_stream_ticket", time.Now())
 	return s.txn(ctx, func(tx *writeTx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_stream_tickets
 			(ticket_hash, conversation_id, after_sequence, expires_at, created_at) VALUES (?, ?, ?, ?, ?)`,
@@ -28,6 +30,7 @@ func (s *Store) CreateStreamTicket(ctx context.Context, p store.CreateStreamTick
 
 // RedeemStreamTicket implements store.TicketStore.
 func (s *Store) RedeemStreamTicket(ctx context.Context, p store.RedeemStreamTicketParams) (store.StreamTicket, error) {
+	defer s.timed("redeem_stream_ticket", time.Now())
 	var t store.StreamTicket
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var expires, created float64

@@ -67,11 +67,13 @@ func loadTurn(ctx context.Context, q querier, id, lock string) (store.Turn, erro
 
 // GetTurn implements store.TurnStore.
 func (s *Store) GetTurn(ctx context.Context, requestID string) (store.Turn, error) {
+	defer s.timed("get_turn", time.Now())
 	return getTurn(ctx, s.r, requestID)
 }
 
 // SubmitTurn implements store.TurnStore.
 func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store.Turn, store.Frame, error) {
+	defer s.timed("submit_turn", time.Now())
 	var t store.Turn
 	var f store.Frame
 	err := s.txn(ctx, func(tx *writeTx) error {
@@ -123,6 +125,7 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 
 // StartTurn implements store.TurnStore.
 func (s *Store) StartTurn(ctx context.Context, p store.StartTurnParams) (store.Turn, error) {
+	defer s.timed("start_turn", time.Now())
 	var t store.Turn
 	err := s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1
@@ -144,6 +147,7 @@ func (s *Store) StartTurn(ctx context.Context, p store.StartTurnParams) (store.T
 
 // FinishTurn implements store.TurnStore.
 func (s *Store) FinishTurn(ctx context.Context, p store.FinishTurnParams) (store.Turn, []store.Frame, error) {
+	defer s.timed("finish_turn", time.Now())
 	var t store.Turn
 	var frames []store.Frame
 	err := s.txn(ctx, func(tx *writeTx) error {
@@ -224,6 +228,7 @@ func finishTurn(ctx context.Context, tx *writeTx, t store.Turn, status store.Tur
 
 // RequestCancel implements store.TurnStore.
 func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) (store.Turn, []store.Frame, error) {
+	defer s.timed("request_cancel", time.Now())
 	var t store.Turn
 	var frames []store.Frame
 	err := s.txn(ctx, func(tx *writeTx) error {
@@ -256,6 +261,7 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 
 // RecoverTurns implements store.TurnStore.
 func (s *Store) RecoverTurns(ctx context.Context, p store.RecoverTurnsParams) ([]store.Turn, error) {
+	defer s.timed("recover_turns", time.Now())
 	ids, err := collect(ctx, s.w, "recover turns", scanString, `SELECT request_id FROM studio_operator_turns
 		WHERE status IN ('queued', 'running') ORDER BY created_at`)
 	if err != nil {
@@ -278,6 +284,7 @@ func (s *Store) RecoverTurns(ctx context.Context, p store.RecoverTurnsParams) ([
 
 // SetTurnContext implements store.TurnStore.
 func (s *Store) SetTurnContext(ctx context.Context, p store.SetTurnContextParams) error {
+	defer s.timed("set_turn_context", time.Now())
 	return s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET context_json = ?, context_hash = ? WHERE request_id = ?`,
 			string(p.ContextJSON), p.ContextHash, p.RequestID)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/studio/operator/internal/store"
 )
@@ -106,6 +107,7 @@ func argsMap(m map[string]string) map[string]string {
 
 // CreateWorkflow implements store.WorkflowStore.
 func (s *Store) CreateWorkflow(ctx context.Context, p store.CreateWorkflowParams) (store.Workflow, error) {
+	defer s.timed("create_workflow", time.Now())
 	var out store.Workflow
 	err := s.txn(ctx, func(tx *writeTx) error {
 		if err := workflows.nameFree(ctx, tx, p.Name); err != nil {
@@ -131,16 +133,19 @@ func (s *Store) CreateWorkflow(ctx context.Context, p store.CreateWorkflowParams
 
 // GetWorkflow implements store.WorkflowStore.
 func (s *Store) GetWorkflow(ctx context.Context, id string) (store.Workflow, error) {
+	defer s.timed("get_workflow", time.Now())
 	return getWorkflow(ctx, s.r, "id", id)
 }
 
 // GetWorkflowByName implements store.WorkflowStore.
 func (s *Store) GetWorkflowByName(ctx context.Context, name string) (store.Workflow, error) {
+	defer s.timed("get_workflow_by_name", time.Now())
 	return getWorkflow(ctx, s.r, "name", name)
 }
 
 // ListWorkflows implements store.WorkflowStore.
 func (s *Store) ListWorkflows(ctx context.Context, p store.ListWorkflowsParams) ([]store.Workflow, error) {
+	defer s.timed("list_workflows", time.Now())
 	query, args := byNamePage(`SELECT `+workflowCols+` FROM studio_workflows`, p.Project, p.Query, p.AfterName, p.Limit)
 	// One read transaction: the page and its steps come from one snapshot.
 	tx, err := s.readTx(ctx)
@@ -184,6 +189,7 @@ var workflows = resource[store.Workflow]{
 
 // UpdateWorkflow implements store.WorkflowStore.
 func (s *Store) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParams) (store.Workflow, error) {
+	defer s.timed("update_workflow", time.Now())
 	var out store.Workflow
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
