@@ -153,6 +153,10 @@ func TestProcessBackupAndRestore(t *testing.T) {
 	}
 
 	d2 := startDaemon(t, dataDir, "--model", "script:"+scriptPath)
+	// Ready: the restored database answers at this binary's schema.
+	if out, errOut, code := studio(t, env, "healthz", "--ready", "--server", d2.URL); code != 0 || strings.TrimSpace(out) != "ready" {
+		t.Fatalf("healthz --ready after the restore: exit %d %s%s", code, out, errOut)
+	}
 	page, err := d2.client.GetConversation(ctx, conv.ID, 0, 100)
 	if err != nil {
 		t.Fatal(err)

@@ -232,12 +232,19 @@ func printCluster(w io.Writer, c app.ClusterReport) {
 // newHealthzCmd is `studio healthz`: the container health check. It asks
 // GET /healthz (no token needed) at --server or --addr and exits 0 when the
 // daemon answers ok, 1 when it answers otherwise, 5 when nothing answers.
+// With --ready it asks GET /readyz instead: ready to take work.
 func newHealthzCmd(cfg *config) *cobra.Command {
-	return &cobra.Command{
-		Use:     "healthz",
-		Short:   "Exit 0 when the daemon's /healthz answers ok (for container and service health checks)",
-		Example: `  studio healthz && echo up`,
-		Args:    cobra.NoArgs,
+	var ready bool
+	cmd := &cobra.Command{
+		Use:   "healthz",
+		Short: "Exit 0 when the daemon's /healthz answers ok, or with --ready its /readyz (for health checks and load balancers)",
+		Long: `Ask GET /healthz (liveness: the process serves) and exit 0 when it answers ok. With --ready,
+ask GET /readyz (readiness: the database answers at this binary's schema, the lease holds on a
+shared PostgreSQL database, the daemon is not shutting down) and exit 0 when ready; a daemon that
+is not ready exits 1 and prints the reason. Neither needs the token.`,
+		Example: `  studio healthz && echo up
+  until studio healthz --ready; do sleep 1; done   # after a restart, before sending work`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			base := cfg.server
 			if base == "" {
@@ -253,15 +260,21 @@ func newHealthzCmd(cfg *config) *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
 			cl := httpapi.NewClient(base, "", nil)
+			path := "/healthz"
+			if ready {
+				path = "/readyz"
+			}
 			var h struct {
 				Status string `json:"status"`
 				Reason string `json:"reason"`
 			}
-			if err := cl.Do(ctx, http.MethodGet, "/healthz", nil, &h); err != nil {
+			if err := cl.Do(ctx, http.MethodGet, path, nil, &h); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), h.Status)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&ready, "ready", false, "ask /readyz (ready to take work) instead of /healthz (alive)")
+	return cmd
 }

@@ -244,6 +244,15 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		return abort(fmt.Errorf("cockpit assets: %w", err))
 	}
 	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, recent, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
+	ms, err := databaseMigrations(cfg)
+	if err != nil {
+		return abort(err)
+	}
+	var holder httpapi.LeaseHolder // a lone SQLite daemon's lease is bookkeeping only
+	if shared {
+		holder = keeper
+	}
+	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
 	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
@@ -271,6 +280,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		failure = keeper.Err()
 	}
 	log.Info("shutting down")
+	api.Drain() // /readyz says so while running turns finish
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
 	defer cancel()
 	coord.Shutdown(shutdownCtx)

@@ -89,7 +89,7 @@ func Observe(next http.Handler, cfg ObserveConfig) http.Handler {
 		stream := strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream")
 		cfg.Metrics.HTTPRequest(r.Method, route, status, d, stream)
 		level := slog.LevelInfo
-		if route == "GET /healthz" || route == "GET /metrics" {
+		if route == "GET /healthz" || route == "GET /readyz" || route == "GET /metrics" {
 			level = slog.LevelDebug // scrapers and health checks call every few seconds
 		}
 		cfg.Logger.LogAttrs(r.Context(), level, "http request",

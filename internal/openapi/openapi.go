@@ -138,9 +138,12 @@ func operationJSON(op Operation) (string, error) {
 		success = `{"description":"success","content":{"application/json":{"schema":` + string(js) + `}}}`
 	}
 	resp = append(resp, quote(strconv.Itoa(op.Status))+":"+success)
-	if op.Path == "/healthz" {
+	switch op.Path {
+	case "/healthz":
 		resp = append(resp, `"503":{"description":"StateDB is unavailable","content":{"application/json":{"schema":{"type":"object","properties":{"status":{"type":"string"},"reason":{"type":"string"}},"required":["status"]}}}}`)
-	} else {
+	case "/readyz":
+		resp = append(resp, `"503":{"description":"not ready: the reason says why","content":{"application/json":{"schema":{"type":"object","properties":{"status":{"type":"string"},"reason":{"type":"string"},"detail":{"type":"string"}},"required":["status","reason"]}}}}`)
+	default:
 		resp = append(resp, `"default":{"description":"an error: the status follows the code (docs/protocol.md)","content":{"application/json":{"schema":{"$ref":"#/components/schemas/ErrorBody"}}}}`)
 	}
 	add("responses", "{"+strings.Join(resp, ",")+"}")
