@@ -64,6 +64,7 @@ type appOptions struct {
 	proposalTTL    time.Duration
 	textFlush      time.Duration
 	heartbeat      time.Duration
+	retention      time.Duration // conversations unused this long are removed; 0: kept
 }
 
 // obsOptions configure logs and metrics of `studio serve`.
@@ -105,6 +106,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	var oo obsOptions
 	var ho httpOptions
 	var lo leaseOptions
+	var keep retentionFlag
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
@@ -118,6 +120,9 @@ func newServeCmd(cfg *config) *cobra.Command {
 				return usageError{err}
 			}
 			slog.SetDefault(log)
+			if ao.retention, err = retention(cmd.Flags(), &keep); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo)
@@ -139,6 +144,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&to.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
 	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
+	addRetentionFlag(f, &keep, "remove conversations not used (no turn, frame or change) for this long, except pinned ones and ones with an active turn: checked at start and hourly, audited")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
 	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
@@ -351,6 +357,7 @@ func allowedHosts(addr string, extra []string) []string {
 func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions, ac app.Config) (*app.Service, error) {
 	ac.Store, ac.Maintenance, ac.Provider, ac.Logger, ac.Workers, ac.Observer = st, st.maint, provider, log, ao.runWorkers, obs
 	ac.RecoveryWindow, ac.SchedulerInterval, ac.ShutdownGrace = ao.recoveryWindow, app.DefaultSchedulerInterval, grace
+	ac.Retention = ao.retention
 	svc, err := app.New(ac)
 	if err != nil {
 		return nil, err

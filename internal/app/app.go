@@ -106,6 +106,13 @@ type Config struct {
 	ClaimInterval time.Duration
 	// Lease describes this daemon's lease, for doctor.
 	Lease LeaseSettings
+	// Retention removes conversations not used for this long (not pinned,
+	// no active turn; retention.go). Zero keeps them for ever.
+	Retention time.Duration
+	// RetentionInterval is how often the retention pass runs (default
+	// DefaultRetentionInterval). Negative: never by itself (tests call
+	// ApplyRetention).
+	RetentionInterval time.Duration
 }
 
 // LeaseSettings are the lease flags of a daemon (zero: no lease kept).
@@ -210,6 +217,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ClaimInterval <= 0 {
 		cfg.ClaimInterval = DefaultClaimInterval
 	}
+	if cfg.RetentionInterval == 0 {
+		cfg.RetentionInterval = DefaultRetentionInterval
+	}
 	if cfg.Instance == "" {
 		cfg.Instance = uuid.NewString()
 	}
@@ -264,6 +274,10 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.cfg.SchedulerInterval > 0 {
 		s.wg.Add(1)
 		go s.schedulerLoop()
+	}
+	if s.cfg.Retention > 0 && s.cfg.RetentionInterval > 0 {
+		s.wg.Add(1)
+		go s.retentionLoop()
 	}
 	return nil
 }
