@@ -17,10 +17,25 @@ import (
 // streams until its done frame; it returns every frame the stream showed.
 func completeTurn(t *testing.T, ctx context.Context, d *daemon, convID, instruction string, last int64) []protocol.Frame {
 	t.Helper()
+	r := completeTurnErr(ctx, d, convID, instruction, last)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.frames
+}
+
+// turnFrames are the frames a client saw of one turn, or why it could not.
+type turnFrames struct {
+	frames []protocol.Frame
+	err    error
+}
+
+// completeTurnErr is completeTurn for a goroutine other than the test's.
+func completeTurnErr(ctx context.Context, d *daemon, convID, instruction string, last int64) turnFrames {
 	acc, err := d.client.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction,
 		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &last})
 	if err != nil {
-		t.Fatal(err)
+		return turnFrames{err: err}
 	}
 	var seen []protocol.Frame
 	err = d.client.Stream(ctx, convID, last, func(f protocol.Frame) error {
@@ -30,10 +45,7 @@ func completeTurn(t *testing.T, ctx context.Context, d *daemon, convID, instruct
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return seen
+	return turnFrames{frames: seen, err: err}
 }
 
 // frameKeys lists (conversation, sequence, type) of the frames in the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 )
@@ -19,11 +20,23 @@ type config struct {
 	database string // StateDB URL: empty for the SQLite file in dataDir
 	model    string
 	server   string // operator client: daemon URL
+	// walAutocheckpoint is serve's --sqlite-wal-autocheckpoint: pages, 0
+	// off (Litestream checkpoints), negative: SQLite's default.
+	walAutocheckpoint int
 }
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
+	}
+	return def
+}
+
+// envInt is the integer in the environment variable key, else def (also
+// when it does not parse: the flag's own parsing is for the command line).
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
 	}
 	return def
 }
@@ -62,7 +75,7 @@ func run(args []string) int {
 }
 
 func newRoot() *cobra.Command {
-	cfg := &config{}
+	cfg := &config{walAutocheckpoint: -1}
 	root := &cobra.Command{
 		Use:   "studio",
 		Short: "Studio cockpit daemon with a durable, safe AI operator dock",

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -236,4 +237,29 @@ func conversationIDs(t *testing.T, path string) []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// TestWALAutocheckpointOption: the option reaches every connection of both
+// pools (a pragma is per connection); without it SQLite's default holds.
+func TestWALAutocheckpointOption(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		opts []Option
+		want int
+	}{{nil, 1000}, {[]Option{WALAutocheckpoint(0)}, 0}, {[]Option{WALAutocheckpoint(250)}, 250}} {
+		s, err := Open(filepath.Join(t.TempDir(), "studio.db"), tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, db := range map[string]interface {
+			QueryRowContext(context.Context, string, ...any) *sql.Row
+		}{"writer": s.w, "reader": s.r} {
+			var got int
+			if err := db.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&got); err != nil || got != tc.want {
+				t.Errorf("%s: wal_autocheckpoint = %d, %v; want %d", name, got, err, tc.want)
+			}
+		}
+		s.Close()
+	}
 }
