@@ -88,8 +88,8 @@ func openDatabase(ctx context.Context, cfg *config, create bool) (database, erro
 		return database{}, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
 	}
 	var opts []sqlite.Option
-	if cfg.walAutocheckpoint >= 0 {
-		opts = append(opts, sqlite.WALAutocheckpoint(cfg.walAutocheckpoint))
+	if n := cfg.walAutocheckpoint; n != nil && *n >= 0 {
+		opts = append(opts, sqlite.WALAutocheckpoint(*n))
 	}
 	st, err := sqlite.Open(path, opts...)
 	if err != nil {

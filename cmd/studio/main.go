@@ -21,8 +21,8 @@ type config struct {
 	model    string
 	server   string // operator client: daemon URL
 	// walAutocheckpoint is serve's --sqlite-wal-autocheckpoint: pages, 0
-	// off (Litestream checkpoints), negative: SQLite's default.
-	walAutocheckpoint int
+	// off (Litestream checkpoints); nil or negative: SQLite's default.
+	walAutocheckpoint *int
 }
 
 func envOr(key, def string) string {
@@ -75,7 +75,7 @@ func run(args []string) int {
 }
 
 func newRoot() *cobra.Command {
-	cfg := &config{walAutocheckpoint: -1}
+	cfg := &config{}
 	root := &cobra.Command{
 		Use:   "studio",
 		Short: "Studio cockpit daemon with a durable, safe AI operator dock",

@@ -144,7 +144,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&to.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
 	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
-	f.IntVar(&cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", envInt("STUDIO_SQLITE_WAL_AUTOCHECKPOINT", -1),
+	cfg.walAutocheckpoint = new(int)
+	f.IntVar(cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", envInt("STUDIO_SQLITE_WAL_AUTOCHECKPOINT", -1),
 		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (README, \"Continuous replication\"); negative: SQLite's default, 1000 (env STUDIO_SQLITE_WAL_AUTOCHECKPOINT)")
 	addRetentionFlag(f, &keep, "remove conversations not used (no turn, frame or change) for this long, except pinned ones and ones with an active turn: checked at start and hourly, audited")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
