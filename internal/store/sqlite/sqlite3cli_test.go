@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
 )
@@ -23,14 +22,25 @@ import (
 // skips, unless STUDIO_REQUIRE_SQLITE3=1 (CI) makes that a failure.
 func distributionSQLite3(tb testing.TB) string {
 	tb.Helper()
+	bin, err := lookSQLite3(tb)
+	if err != nil {
+		tb.Skip(err.Error())
+	}
+	return bin
+}
+
+// lookSQLite3 finds sqlite3 on PATH. Not finding it fails tb when
+// STUDIO_REQUIRE_SQLITE3=1 (CI), and is returned as an error otherwise.
+func lookSQLite3(tb testing.TB) (string, error) {
+	tb.Helper()
 	bin, err := exec.LookPath("sqlite3")
 	if err != nil {
 		if os.Getenv("STUDIO_REQUIRE_SQLITE3") == "1" {
 			tb.Fatalf("sqlite3 not found on PATH and STUDIO_REQUIRE_SQLITE3=1: %v", err)
 		}
-		tb.Skip("sqlite3 not found on PATH (set STUDIO_REQUIRE_SQLITE3=1 to make this a failure)")
+		return "", fmt.Errorf("sqlite3 not found on PATH (set STUDIO_REQUIRE_SQLITE3=1 to make this a failure)")
 	}
-	return bin
+	return bin, nil
 }
 
 // sqlite3Counts opens the database file at path (closed by the daemon's
@@ -70,21 +80,6 @@ func sqlite3Counts(tb testing.TB, bin, path string) map[string]int {
 		tb.Fatalf("sqlite3 counted %d of %d tables", len(counts), len(tables))
 	}
 	return counts
-}
-
-// TestDistributionSQLite3ReadsConformanceDatabases runs the store's
-// conformance suite, each subtest on its own file, and opens every file the
-// suite wrote (conversations, turns, frames, forks, search documents, runs,
-// workflows, proposals, audit rows...) with the distribution's sqlite3.
-func TestDistributionSQLite3ReadsConformanceDatabases(t *testing.T) {
-	t.Parallel()
-	bin := distributionSQLite3(t)
-	storetest.Exercise(t, func(t *testing.T) store.Store {
-		path := filepath.Join(t.TempDir(), "studio.db")
-		// Registered before openAt's Close, so it runs after it.
-		t.Cleanup(func() { sqlite3Counts(t, bin, path) })
-		return openAt(t, path)
-	})
 }
 
 // oldSearchTurnTrigger is the search trigger as 0004 first created it:

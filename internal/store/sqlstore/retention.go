@@ -78,7 +78,11 @@ func (s *Store) purgeConversations(ctx context.Context, where string, arg any, a
 	err := s.txn(ctx, func(tx *writeTx) error {
 		out = store.PurgeDeletedConversationsResult{}
 		doomed := `(SELECT id FROM studio_operator_conversations WHERE ` + where + `)`
-		ids, err := collect(ctx, tx.conn, "purge conversations", scanString, `SELECT id FROM studio_operator_conversations WHERE `+where, arg)
+		// Locked (PostgreSQL): a turn another daemon submits to one of
+		// them waits for this purge, and the rows chosen stay chosen for
+		// every DELETE below.
+		ids, err := collect(ctx, tx.conn, "purge conversations", scanString,
+			`SELECT id FROM studio_operator_conversations WHERE `+where+` ORDER BY id`+tx.locks.update, arg)
 		if err != nil {
 			return err
 		}
