@@ -20,6 +20,10 @@ ENV STUDIO_DATA_DIR=/var/lib/studio \
 USER 65532:65532
 VOLUME ["/var/lib/studio"]
 EXPOSE 8765
+# Liveness (/healthz), not readiness: an orchestrator that restarts
+# unhealthy containers must not restart a daemon that is only draining or
+# waiting for its database. Load balancers probe /readyz (studio healthz
+# --ready; deploy/compose.yaml, deploy/Caddyfile).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["/usr/local/bin/studio", "healthz"]
 ENTRYPOINT ["/usr/local/bin/studio"]

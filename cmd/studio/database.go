@@ -87,7 +87,11 @@ func openDatabase(ctx context.Context, cfg *config, create bool) (database, erro
 	} else if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return database{}, fmt.Errorf("no database at %s: start the daemon once (studio serve) or pass --data-dir", path)
 	}
-	st, err := sqlite.Open(path)
+	var opts []sqlite.Option
+	if n := cfg.walAutocheckpoint; n != nil && *n >= 0 {
+		opts = append(opts, sqlite.WALAutocheckpoint(*n))
+	}
+	st, err := sqlite.Open(path, opts...)
 	if err != nil {
 		return database{}, err
 	}

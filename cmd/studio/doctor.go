@@ -25,6 +25,7 @@ import (
 // daemon is down.
 func newDoctorCmd(cfg *config) *cobra.Command {
 	var local bool
+	var keep retentionFlag
 	var o *output
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -42,7 +43,11 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			rep, source, down, err := doctorReport(cmd.Context(), cfg, local)
+			d, err := retention(cmd.Flags(), &keep)
+			if err != nil {
+				return err
+			}
+			rep, source, down, err := doctorReport(cmd.Context(), cfg, local, d)
 			if err != nil {
 				if down != nil {
 					return exitError{exitUnreachable, fmt.Errorf("%w; reading the database directly failed too: %v", down, err)}
@@ -65,6 +70,7 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 	}
 	o = addOutput(cmd)
 	cmd.Flags().BoolVar(&local, "local", false, "do not ask the daemon: read the database file directly")
+	addRetentionFlag(cmd.Flags(), &keep, "read directly (no daemon answering): count what the daemon's retention would remove, as serve --retention")
 	return cmd
 }
 
@@ -72,8 +78,8 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 // answers, and adds what in the data directory other users can read; down
 // is why the daemon could not be asked (nil when it answered or was not
 // asked).
-func doctorReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorReport, source string, down, err error) {
-	rep, source, down, err = healthReport(ctx, cfg, local)
+func doctorReport(ctx context.Context, cfg *config, local bool, keep time.Duration) (rep app.DoctorReport, source string, down, err error) {
+	rep, source, down, err = healthReport(ctx, cfg, local, keep)
 	if err != nil {
 		return rep, source, down, err
 	}
@@ -87,12 +93,12 @@ func doctorReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorR
 }
 
 // healthReport asks the daemon, or reads the database when no daemon answers.
-func healthReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorReport, source string, down, err error) {
+func healthReport(ctx context.Context, cfg *config, local bool, keep time.Duration) (rep app.DoctorReport, source string, down, err error) {
 	if !local {
 		cl, err := operatorClient(cfg)
 		if err != nil {
 			down = fmt.Errorf("cannot ask the daemon: %w", err)
-			rep, err = localDoctor(ctx, cfg)
+			rep, err = localDoctor(ctx, cfg, keep)
 			return rep, "read " + databaseName(cfg) + " directly: no token to ask the daemon", down, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -107,7 +113,7 @@ func healthReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorR
 		}
 		down = unreachable
 	}
-	rep, err = localDoctor(ctx, cfg)
+	rep, err = localDoctor(ctx, cfg, keep)
 	if down != nil {
 		source = "read " + databaseName(cfg) + " directly: no daemon answered"
 	} else {
@@ -118,13 +124,13 @@ func healthReport(ctx context.Context, cfg *config, local bool) (rep app.DoctorR
 
 // localDoctor checks the database without a daemon. PostgreSQL offers no
 // file checks (app.Maintenance): those parts of the report say unavailable.
-func localDoctor(ctx context.Context, cfg *config) (app.DoctorReport, error) {
+func localDoctor(ctx context.Context, cfg *config, keep time.Duration) (app.DoctorReport, error) {
 	st, err := openDatabase(ctx, cfg, false)
 	if err != nil {
 		return app.DoctorReport{}, err
 	}
 	defer st.Close()
-	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint})
+	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint, Retention: keep})
 	if err != nil {
 		return app.DoctorReport{}, err
 	}
@@ -162,6 +168,12 @@ func printDoctor(w io.Writer, r app.DoctorReport, source string) {
 	db := r.Database
 	fmt.Fprintf(w, "database:   %s, schema version %d, quick check %s, %s (WAL %s), %s free\n",
 		db.File, db.SchemaVersion, db.QuickCheck, mib(db.SizeBytes), mib(db.WALBytes), mib(db.FreeBytes))
+	if rt := db.Retention; rt != nil {
+		keep := retentionFlag{time.Duration(rt.AfterSeconds * float64(time.Second))}
+		fmt.Fprintf(w, "retention:  conversations unused for %s are removed; %d would be now\n", keep.String(), rt.Removable)
+	} else {
+		fmt.Fprintf(w, "retention:  off (conversations are kept; serve --retention 90d removes unused ones)\n")
+	}
 	switch {
 	case r.Model.Configured && r.Model.Healthy != nil && !*r.Model.Healthy:
 		fmt.Fprintf(w, "model:      %s (configured, not answering: %s)\n", r.Model.Provider, r.Model.Error)
@@ -232,12 +244,19 @@ func printCluster(w io.Writer, c app.ClusterReport) {
 // newHealthzCmd is `studio healthz`: the container health check. It asks
 // GET /healthz (no token needed) at --server or --addr and exits 0 when the
 // daemon answers ok, 1 when it answers otherwise, 5 when nothing answers.
+// With --ready it asks GET /readyz instead: ready to take work.
 func newHealthzCmd(cfg *config) *cobra.Command {
-	return &cobra.Command{
-		Use:     "healthz",
-		Short:   "Exit 0 when the daemon's /healthz answers ok (for container and service health checks)",
-		Example: `  studio healthz && echo up`,
-		Args:    cobra.NoArgs,
+	var ready bool
+	cmd := &cobra.Command{
+		Use:   "healthz",
+		Short: "Exit 0 when the daemon's /healthz answers ok, or with --ready its /readyz (for health checks and load balancers)",
+		Long: `Ask GET /healthz (liveness: the process serves) and exit 0 when it answers ok. With --ready,
+ask GET /readyz (readiness: the database answers at this binary's schema, the lease holds on a
+shared PostgreSQL database, the daemon is not shutting down) and exit 0 when ready; a daemon that
+is not ready exits 1 and prints the reason. Neither needs the token.`,
+		Example: `  studio healthz && echo up
+  until studio healthz --ready; do sleep 1; done   # after a restart, before sending work`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			base := cfg.server
 			if base == "" {
@@ -253,15 +272,21 @@ func newHealthzCmd(cfg *config) *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
 			cl := httpapi.NewClient(base, "", nil)
+			path := "/healthz"
+			if ready {
+				path = "/readyz"
+			}
 			var h struct {
 				Status string `json:"status"`
 				Reason string `json:"reason"`
 			}
-			if err := cl.Do(ctx, http.MethodGet, "/healthz", nil, &h); err != nil {
+			if err := cl.Do(ctx, http.MethodGet, path, nil, &h); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), h.Status)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&ready, "ready", false, "ask /readyz (ready to take work) instead of /healthz (alive)")
+	return cmd
 }

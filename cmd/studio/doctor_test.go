@@ -45,7 +45,7 @@ func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 	st.Close()
 	t.Setenv("STUDIO_TOKEN", "")
 	cfg := &config{dataDir: dir, addr: "127.0.0.1:1"} // nothing listens on port 1
-	rep, source, down, err := doctorReport(t.Context(), cfg, false)
+	rep, source, down, err := doctorReport(t.Context(), cfg, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if _, _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true); err == nil {
+	if _, _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true, 0); err == nil {
 		t.Fatal("doctor of an empty data dir found a database")
 	}
 }

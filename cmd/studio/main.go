@@ -9,6 +9,7 @@ import (
 	"github.com/studio/operator/internal/store/postgres"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 )
@@ -22,11 +23,23 @@ type config struct {
 	server   string // operator client: daemon URL
 	// pg tunes the PostgreSQL connections (serve's --db-* flags).
 	pg postgres.Options
+	// walAutocheckpoint is serve's --sqlite-wal-autocheckpoint: pages, 0
+	// off (Litestream checkpoints); nil or negative: SQLite's default.
+	walAutocheckpoint *int
 }
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
+	}
+	return def
+}
+
+// envInt is the integer in the environment variable key, else def (also
+// when it does not parse: the flag's own parsing is for the command line).
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
 	}
 	return def
 }
@@ -87,7 +100,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
 	pf.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "clients: daemon URL (env STUDIO_URL; default http://<addr>)")
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
-		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd())
+		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd(),
+		newBackupCmd(cfg), newRestoreCmd(cfg))
 	markUsage(root)
 	return root
 }

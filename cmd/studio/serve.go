@@ -67,6 +67,7 @@ type appOptions struct {
 	proposalTTL    time.Duration
 	textFlush      time.Duration
 	heartbeat      time.Duration
+	retention      time.Duration // conversations unused this long are removed; 0: kept
 }
 
 // obsOptions configure logs and metrics of `studio serve`.
@@ -117,6 +118,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	var oo obsOptions
 	var ho httpOptions
 	var lo leaseOptions
+	var keep retentionFlag
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
@@ -130,6 +132,9 @@ func newServeCmd(cfg *config) *cobra.Command {
 				return usageError{err}
 			}
 			slog.SetDefault(log)
+			if ao.retention, err = retention(cmd.Flags(), &keep); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo)
@@ -154,6 +159,10 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&to.budget, "model-turn-budget", coordinator.DefaultModelBudget, "how long the model may take in all for one turn (its attempts and the waits between retries): one slow provider cannot hold the workers")
 	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
+	cfg.walAutocheckpoint = new(int)
+	f.IntVar(cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", envInt("STUDIO_SQLITE_WAL_AUTOCHECKPOINT", -1),
+		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (README, \"Continuous replication\"); negative: SQLite's default, 1000 (env STUDIO_SQLITE_WAL_AUTOCHECKPOINT)")
+	addRetentionFlag(f, &keep, "remove conversations not used (no turn, frame or change) for this long, except pinned ones and ones with an active turn: checked at start and hourly, audited")
 	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
 	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
@@ -274,6 +283,15 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		return abort(fmt.Errorf("cockpit assets: %w", err))
 	}
 	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, recent, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
+	ms, err := databaseMigrations(cfg)
+	if err != nil {
+		return abort(err)
+	}
+	var holder httpapi.LeaseHolder // a lone SQLite daemon's lease is bookkeeping only
+	if shared {
+		holder = keeper
+	}
+	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
 	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
@@ -307,6 +325,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	// What becomes of each turn and run in flight is logged as it ends
 	// ("turn interrupted by shutdown", "run interrupted by shutdown").
 	log.Info("shutting down", "turns_in_flight", coord.TurnsInFlight(), "runs_in_flight", svc.RunsInFlight(), "grace", grace)
+	api.Drain() // /readyz says so while running turns finish
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
 	defer cancel()
 	coord.Shutdown(shutdownCtx)
@@ -395,6 +414,7 @@ func allowedHosts(addr string, extra []string) []string {
 func newApp(ctx context.Context, st database, provider model.Provider, log *slog.Logger, obs app.Observer, grace time.Duration, ao appOptions, ac app.Config) (*app.Service, error) {
 	ac.Store, ac.Maintenance, ac.Provider, ac.Logger, ac.Workers, ac.Observer = st, st.maint, provider, log, ao.runWorkers, obs
 	ac.RecoveryWindow, ac.SchedulerInterval, ac.ShutdownGrace = ao.recoveryWindow, app.DefaultSchedulerInterval, grace
+	ac.Retention = ao.retention
 	svc, err := app.New(ac)
 	if err != nil {
 		return nil, err

@@ -110,6 +110,13 @@ type Config struct {
 	// is unavailable (a restart, a failover) before it is given up to the
 	// reaper (default DefaultOutageBudget).
 	OutageBudget time.Duration
+	// Retention removes conversations not used for this long (not pinned,
+	// no active turn; retention.go). Zero keeps them for ever.
+	Retention time.Duration
+	// RetentionInterval is how often the retention pass runs (default
+	// DefaultRetentionInterval). Negative: never by itself (tests call
+	// ApplyRetention).
+	RetentionInterval time.Duration
 }
 
 // DefaultOutageBudget is Config.OutageBudget's default.
@@ -217,6 +224,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ClaimInterval <= 0 {
 		cfg.ClaimInterval = DefaultClaimInterval
 	}
+	if cfg.RetentionInterval == 0 {
+		cfg.RetentionInterval = DefaultRetentionInterval
+	}
 	if cfg.Instance == "" {
 		cfg.Instance = uuid.NewString()
 	}
@@ -279,6 +289,10 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.cfg.SchedulerInterval > 0 {
 		s.wg.Add(1)
 		go s.schedulerLoop()
+	}
+	if s.cfg.Retention > 0 && s.cfg.RetentionInterval > 0 {
+		s.wg.Add(1)
+		go s.retentionLoop()
 	}
 	return nil
 }

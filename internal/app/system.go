@@ -64,6 +64,9 @@ type DatabaseReport struct {
 	SizeBytes     *int64   `json:"sizeBytes"`
 	WALBytes      *int64   `json:"walBytes"`
 	FreeBytes     *int64   `json:"freeBytes"`
+	// Retention is the deployment's retention and what it would remove
+	// now; absent when conversations are kept for ever.
+	Retention *RetentionReport `json:"retention,omitzero"`
 }
 
 // ModelReport is the configured model provider.
@@ -128,6 +131,11 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 		problem(true, "the database schema version cannot be read: %v", err)
 	} else {
 		r.Database.SchemaVersion = v
+	}
+	if rr, err := s.retentionReport(ctx); err != nil {
+		problem(false, "what retention would remove cannot be counted: %v", err)
+	} else {
+		r.Database.Retention = rr
 	}
 	r.Database.QuickCheck = "unavailable"
 	if s.maint != nil {

@@ -277,4 +277,10 @@ func TestUnavailableStateDBAnswers503(t *testing.T) {
 	if code, body := get("/healthz", testToken); code != 503 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, "migration 0002 failed") {
 		t.Fatalf("healthz with the token: %d %s", code, body)
 	}
+	if code, body := get("/readyz", ""); code != 503 || strings.TrimSpace(body) != `{"status":"not_ready","reason":"database unavailable"}` {
+		t.Fatalf("open readyz: %d %s", code, body)
+	}
+	if code, body := get("/readyz", testToken); code != 503 || !strings.Contains(body, "migration 0002 failed") {
+		t.Fatalf("readyz with the token: %d %s", code, body)
+	}
 }

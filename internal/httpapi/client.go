@@ -211,9 +211,19 @@ func (c *Client) follow(req *http.Request, onStatus func(*protocol.TurnProgress)
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return responseError(resp.StatusCode, data)
 	}
-	var onComment func(string)
-	if onStatus != nil {
-		onComment = func(text string) {
+	// An error after the stream began comes as an ": error CODE" comment
+	// before the server ends it. replay_gap and not_found (the
+	// conversation's frames were purged meanwhile) end the stream for good;
+	// anything else is worth a reconnect, as a dropped connection is.
+	var ended protocol.ErrorCode
+	onComment := func(text string) {
+		if code, ok := strings.CutPrefix(text, "error "); ok {
+			if c := protocol.ErrorCode(strings.TrimSpace(code)); c == protocol.ReplayGap || c == protocol.NotFound {
+				ended = c
+			}
+			return
+		}
+		if onStatus != nil {
 			js, ok := strings.CutPrefix(text, "status ")
 			if !ok {
 				return
@@ -238,6 +248,9 @@ func (c *Client) follow(req *http.Request, onStatus func(*protocol.TurnProgress)
 	})
 	if errors.Is(err, ErrStopStream) || req.Context().Err() != nil {
 		return nil
+	}
+	if err == nil && ended != "" {
+		return protocol.Errorf(ended, "the server ended the stream: %s", ended)
 	}
 	return err
 }

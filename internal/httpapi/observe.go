@@ -120,7 +120,7 @@ func routePath(pattern string) string {
 // and health checks call every few seconds, and a cockpit page load fetches
 // dozens of static assets.
 func quietRoute(route string) bool {
-	return route == "/healthz" || route == "/metrics" || strings.HasPrefix(route, "/assets/")
+	return route == "/healthz" || route == "/readyz" || route == "/metrics" || strings.HasPrefix(route, "/assets/")
 }
 
 // maxUserAgent bounds the user agent a log line carries.

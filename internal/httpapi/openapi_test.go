@@ -95,6 +95,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		return m[1]
 	}
 	call("GET", "/healthz", "", 200)
+	call("GET", "/readyz", "", 200)
 	call("GET", "/api/openapi.json", "", 200)
 	call("GET", "/metrics", "", 200)
 

@@ -14,12 +14,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 )
 
 // Body size limits. A turn holds up to 32 768 characters of instruction,
@@ -59,6 +61,11 @@ type Config struct {
 	// Metrics records the HTTP, stream and error families; nil gets a
 	// registry of the server's own.
 	Metrics *metrics.Registry
+	// Ready is the readiness check of /readyz beyond the server's own
+	// (not draining): "" when the daemon can take work, else a short
+	// reason anyone may read, with err the detail for a caller with the
+	// token. Nil: ready whenever not draining.
+	Ready func(ctx context.Context) (reason string, err error)
 }
 
 // Server serves the HTTP API.
@@ -84,6 +91,7 @@ type Server struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
+	draining  atomic.Bool // /readyz answers not ready: the daemon is stopping
 }
 
 // New builds the server and its routes.
@@ -117,9 +125,15 @@ func newServer(cfg Config) *Server {
 	return s
 }
 
+// Drain makes /readyz answer not ready from now on: the daemon is shutting
+// down, so a load balancer sends new work elsewhere while running turns
+// finish. Close drains too.
+func (s *Server) Drain() { s.draining.Store(true) }
+
 // Close ends open streams cleanly and waits for those on connections it
 // took over; call it before http.Server.Shutdown.
 func (s *Server) Close() {
+	s.Drain()
 	s.closeOnce.Do(func() {
 		s.streamMu.Lock()
 		s.closed = true
@@ -142,6 +156,7 @@ func (s *Server) Close() {
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.handleHealthz)
+	m.HandleFunc("GET /readyz", s.handleReadyz)
 	m.HandleFunc("GET /metrics", s.authed(s.metrics.handle))
 	m.HandleFunc("GET /api/openapi.json", s.handleOpenAPI) // open, like /healthz
 	m.HandleFunc("/api/", s.authed(s.notFound))
@@ -269,6 +284,42 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 // without the token (DESIGN.md §12).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, health{Status: "ok"})
+}
+
+// handleReadyz is the open readiness check: 200 ready, or 503 not_ready
+// with a short reason (shutting down, database unreachable, migrations
+// pending, lease not held). Like /healthz it needs no token; the detail
+// behind a reason is only for a caller with it. Liveness stays /healthz: a
+// daemon that is not ready must not be restarted for it.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	reason, err := "", error(nil)
+	if s.draining.Load() {
+		reason = "shutting down"
+	} else if s.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		reason, err = s.cfg.Ready(ctx)
+		cancel()
+	}
+	if reason == "" {
+		writeJSON(w, http.StatusOK, readiness{Status: "ready"})
+		return
+	}
+	rd := readiness{Status: "not_ready", Reason: reason}
+	if err != nil && s.checkBearer(r) == nil {
+		rd.Detail = redact.Text(err.Error())
+	}
+	writeJSON(w, http.StatusServiceUnavailable, rd)
+}
+
+// readyTimeout bounds the readiness check: a database that does not answer
+// within it is not ready.
+const readyTimeout = 2 * time.Second
+
+// readiness is the answer of /readyz.
+type readiness struct {
+	Status string `json:"status"`           // ready | not_ready
+	Reason string `json:"reason,omitempty"` // why not ready, for anyone
+	Detail string `json:"detail,omitempty"` // the error behind it, for a caller with the token
 }
 
 // health is the answer of /healthz. Reason is only for a caller with the

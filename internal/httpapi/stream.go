@@ -319,6 +319,13 @@ func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
 	}()
 	events, behind := sub.Next(st.after, (*ep)[:0], liveBatch)
 	*ep = events
+	if len(events) == 0 && !behind && sub.Gone() {
+		// The conversation was removed (retention, a purge): its frames
+		// are gone and the cursor can never be served again.
+		st.writeError(protocol.Errorf(protocol.ReplayGap, "the conversation was removed with its frames"))
+		st.flush()
+		return 0, false, false
+	}
 	if behind || len(events) == 0 {
 		return 0, behind, true
 	}

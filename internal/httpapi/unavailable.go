@@ -9,7 +9,8 @@ import (
 
 // Unavailable is the daemon's API when StateDB cannot be opened or migrated
 // (ADR D1): authenticated calls answer service_failure (503) — there is no
-// in-memory fallback under the same API. The open /healthz says degraded
+// in-memory fallback under the same API. The open /readyz says not ready;
+// the open /healthz says degraded
 // and nothing else; with the token it also says why. Neither names a host
 // path: the full reason is in the daemon's log. The edge (Host check,
 // security headers, header and body limits) is the Server's.
@@ -23,6 +24,13 @@ func Unavailable(cfg Config, reason string) http.Handler {
 			h.Reason = "StateDB is unavailable: " + reason
 		}
 		writeJSON(w, http.StatusServiceUnavailable, h)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		rd := readiness{Status: "not_ready", Reason: "database unavailable"}
+		if s.checkBearer(r) == nil {
+			rd.Detail = "StateDB is unavailable: " + reason
+		}
+		writeJSON(w, http.StatusServiceUnavailable, rd)
 	})
 	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, protocol.Errorf(protocol.ServiceFailure, "StateDB is unavailable: %s", reason))

@@ -90,6 +90,7 @@ type Keeper struct {
 
 	renewals, failures, reaped atomic.Int64
 	live                       atomic.Int64
+	expires                    atomic.Int64 // the lease's end as last granted, Unix nanoseconds
 
 	// healthySince is when this daemon's renewals began to succeed
 	// without a break (the run loop's alone). Its reaper reaps only once
@@ -138,6 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 	}
 	k.live.Store(1)
 	k.healthySince = now
+	k.expires.Store(in.LeaseExpiresAt.UnixNano())
 	k.log.Info("instance registered", "instance", in.ID, "lease_renew", cfg.Renew, "lease_expiry", cfg.Expiry)
 	go k.run()
 	return k, nil
@@ -157,6 +159,25 @@ func (k *Keeper) Err() error {
 	default:
 		return nil
 	}
+}
+
+// Held says whether this daemon holds its lease at now: not lost, not
+// stopped, and renewed recently enough that it has not run out (renewals
+// failing for longer than the expiry let another daemon's reaper take the
+// work). The error says why not.
+func (k *Keeper) Held(now time.Time) error {
+	if err := k.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-k.stop:
+		return errors.New("lease ended: the daemon is stopping")
+	default:
+	}
+	if exp := time.Unix(0, k.expires.Load()); !now.Before(exp) {
+		return fmt.Errorf("lease ran out at %s: %d renewals failed", exp.UTC().Format(time.RFC3339), k.failures.Load())
+	}
+	return nil
 }
 
 // Stats returns the counters.
@@ -232,6 +253,7 @@ func (k *Keeper) renew(ctx context.Context) error {
 	switch {
 	case err == nil:
 		k.renewals.Add(1)
+		k.expires.Store(now.Add(k.cfg.Expiry).UnixNano())
 		return nil
 	case protocol.IsCode(err, protocol.Conflict):
 		k.failures.Add(1)

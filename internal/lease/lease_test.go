@@ -87,8 +87,18 @@ func TestRenewAndStop(t *testing.T) {
 	if in.State(clock.Now()) != store.InstanceLive || !in.LeaseExpiresAt.Equal(clock.Now().Add(time.Second)) {
 		t.Fatalf("renewed instance %+v", in)
 	}
+	// Held until the last renewal's lease runs out (renewals fail or stall).
+	if err := k.Held(clock.Now()); err != nil {
+		t.Fatalf("Held after renewals: %v", err)
+	}
+	if err := k.Held(clock.Now().Add(2 * time.Second)); err == nil {
+		t.Fatal("Held past the lease's end")
+	}
 	if err := k.Stop(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if err := k.Held(clock.Now()); err == nil {
+		t.Fatal("Held after Stop")
 	}
 	if st := instance(t, s, k.ID()).State(clock.Now()); st != store.InstanceStopped {
 		t.Fatalf("stopped instance is %s", st)
@@ -148,6 +158,9 @@ func TestDeadDaemonReapedAndLeaseLost(t *testing.T) {
 	}
 	if hung.Err() == nil || other.Err() != nil {
 		t.Fatalf("Err: hung %v, other %v", hung.Err(), other.Err())
+	}
+	if hung.Held(frozen.Now()) == nil || other.Held(live.Now()) != nil {
+		t.Fatalf("Held: hung %v, other %v", hung.Held(frozen.Now()), other.Held(live.Now()))
 	}
 	if st := instance(t, s, hung.ID()).State(live.Now()); st != store.InstanceReaped {
 		t.Fatalf("hung instance is %s", st)

@@ -228,14 +228,18 @@ func operationJSON(op Operation, components map[string]*schema) (string, error) 
 		success = `{"description":"success","content":{"application/json":{"schema":` + string(js) + `}}}`
 	}
 	resp = append(resp, quote(strconv.Itoa(op.Status))+":"+success)
+	quiet := op.Path == "/healthz" || op.Path == "/readyz" // their 503 is their own body
 	for _, e := range errorResponses {
-		if e.applies(op) && !(op.Path == "/healthz" && e.status == "503") {
+		if e.applies(op) && !(quiet && e.status == "503") {
 			resp = append(resp, quote(e.status)+`:{"$ref":"#/components/responses/`+e.name+`"}`)
 		}
 	}
-	if op.Path == "/healthz" {
+	switch op.Path {
+	case "/healthz":
 		resp = append(resp, `"503":{"description":"StateDB is unavailable","content":{"application/json":{"schema":{"type":"object","properties":{"status":{"type":"string"},"reason":{"type":"string"}},"required":["status"]}}}}`)
-	} else {
+	case "/readyz":
+		resp = append(resp, `"503":{"description":"not ready: the reason says why","content":{"application/json":{"schema":{"type":"object","properties":{"status":{"type":"string"},"reason":{"type":"string"},"detail":{"type":"string"}},"required":["status","reason"]}}}}`)
+	default:
 		// The rest (502 model_failure, 413, 500 ...): the status follows
 		// the code.
 		resp = append(resp, `"default":{"description":"any other error: the status follows the code (docs/protocol.md)","content":{"application/json":{"schema":{"$ref":"#/components/schemas/ErrorBody"}}}}`)

@@ -84,6 +84,8 @@ func build() model {
 	ops := []Operation{
 		{Method: "GET", Path: "/healthz", ID: "healthz", Tag: "daemon", Summary: "Liveness: 200 {status: ok}, or 503 with the reason StateDB is unavailable", Auth: "none", Status: 200,
 			Resp: object(req("status", enum("", "ok", "degraded")), opt("reason", str("why, for a caller with the token")))},
+		{Method: "GET", Path: "/readyz", ID: "readyz", Tag: "daemon", Summary: "Readiness: 200 {status: ready}, or 503 {status: not_ready, reason} while shutting down, the database is unreachable, migrations are pending or (PostgreSQL) the lease is not held", Auth: "none", Status: 200,
+			Resp: object(req("status", enum("", "ready", "not_ready")), opt("reason", str("why not ready")), opt("detail", str("the error behind the reason, for a caller with the token")))},
 		{Method: "GET", Path: "/metrics", ID: "metrics", Tag: "daemon", Summary: "Prometheus text exposition (the token is required here; --metrics-addr serves it without)", Status: 200, Content: "text/plain"},
 		{Method: "GET", Path: "/api/openapi.json", ID: "openapi", Tag: "daemon", Summary: "This document", Auth: "none", Status: 200, Resp: &schema{Type: []string{"object"}, Open: true}},
 

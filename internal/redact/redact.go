@@ -352,7 +352,7 @@ func splitWords(key string) []string {
 // AllowedRoots are the first segments of absolute paths that are the
 // cockpit's and the API's own, not the host's: /library, /api/app/runs/….
 var AllowedRoots = []string{"mission", "fleet", "designer", "library", "history", "schedules", "system",
-	"api", "assets", "healthz", "metrics"}
+	"api", "assets", "healthz", "readyz", "metrics"}
 
 // pathChars are what a path is made of, up to a delimiter.
 const pathChars = `[^\s"'<>()\[\]{},;|*?` + "`" + `]`

@@ -513,6 +513,21 @@ type RetentionStore interface {
 	// cutoff with every dependent row (turns, frames, proposals, effects,
 	// stream tickets). admin_events, append-only, keep their rows.
 	PurgeDeletedConversations(ctx context.Context, p PurgeDeletedConversationsParams) (PurgeDeletedConversationsResult, error)
+	// PurgeIdleConversations removes, the same way, the conversations not
+	// used (no turn, frame or change) since UnusedBefore that are not
+	// pinned, not deleted (PurgeDeletedConversations has those) and have
+	// no active turn: the deployment's retention. Streams of this process
+	// following a removed conversation end with replay_gap.
+	PurgeIdleConversations(ctx context.Context, p PurgeIdleConversationsParams) (PurgeDeletedConversationsResult, error)
+	// CountIdleConversations counts what PurgeIdleConversations would
+	// remove with the same cutoff.
+	CountIdleConversations(ctx context.Context, unusedBefore time.Time) (int64, error)
+}
+
+// PurgeIdleConversationsParams is the retention cutoff.
+type PurgeIdleConversationsParams struct {
+	UnusedBefore time.Time
+	Audit        *AppendAdminEventParams
 }
 
 // PurgeFramesParams purges one conversation's older frames.
@@ -537,6 +552,7 @@ type PurgeDeletedConversationsParams struct {
 
 // PurgeDeletedConversationsResult counts the removed rows.
 type PurgeDeletedConversationsResult struct {
+	IDs           []string // the removed conversations
 	Conversations int64
 	Turns         int64
 	Frames        int64

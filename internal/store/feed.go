@@ -72,6 +72,8 @@ type feedConv struct {
 	tail       int64
 	refreshing bool
 	again      bool
+	// gone: the conversation was removed (a purge); its streams end.
+	gone bool
 }
 
 func (c *feedConv) empty() bool { return c.last < c.first }
@@ -130,6 +132,31 @@ func (c *feedConv) wakeAll() {
 		default: // a wake-up is pending already
 		}
 	}
+}
+
+// Gone tells the streams of a conversation that was removed (a purge of
+// it, with its frames) that nothing more will come: Subscription.Gone
+// reports it and Ready fires. Streams of another process learn it when
+// they next read the store.
+func (f *Feed) Gone(conversationID string) {
+	f.mu.Lock()
+	c := f.convs[conversationID]
+	f.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.gone = true
+	c.clear()
+	c.wakeAll()
+	c.mu.Unlock()
+}
+
+// Gone reports that the conversation was removed while subscribed.
+func (s *Subscription) Gone() bool {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return s.c.gone
 }
 
 // Subscription is one stream's place in a conversation's feed.

@@ -186,6 +186,7 @@ export interface DatabaseReport {
   sizeBytes: number | null;
   walBytes: number | null;
   freeBytes: number | null;
+  retention?: RetentionReport;
 }
 
 export interface DeletePlaybookCommand {
@@ -547,6 +548,11 @@ export interface Result {
   reconciled?: ReconcileResult;
   noChange?: boolean;
   message?: string;
+}
+
+export interface RetentionReport {
+  afterSeconds: number;
+  removable: number;
 }
 
 export interface RetryRunCommand {

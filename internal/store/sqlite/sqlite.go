@@ -41,16 +41,40 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Option changes how Open sets up the connections.
+type Option func(*options)
+
+type options struct {
+	autocheckpoint *int
+}
+
+// WALAutocheckpoint sets PRAGMA wal_autocheckpoint on every connection:
+// after a commit that leaves at least pages pages in the WAL, SQLite
+// copies them into the database file (a PASSIVE checkpoint). 0 turns
+// that off, leaving checkpoints to a replication tool such as Litestream,
+// which checkpoints under its own lock. Without the option SQLite's
+// default (1000 pages) applies.
+func WALAutocheckpoint(pages int) Option {
+	return func(o *options) { o.autocheckpoint = &pages }
+}
+
 // Open opens (creating if needed) the database file at path. It does not
 // migrate; call Migrate. A new file is created with mode 0600; SQLite gives
 // its -wal and -shm files the database file's mode.
-func Open(path string) (*Store, error) {
+func Open(path string, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	q := url.Values{}
 	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
+	}
+	if o.autocheckpoint != nil {
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", max(0, *o.autocheckpoint)))
 	}
 	q.Set("_txlock", "immediate")
 	// A SQLite URI: the path is escaped so that '?', '#' and '%' in a data

@@ -46,9 +46,26 @@ func mustOpen(tb testing.TB) *Store {
 	return openAt(tb, filepath.Join(tb.TempDir(), "studio.db"))
 }
 
+// TestConformance runs the store's conformance suite, each subtest on its
+// own file, and then opens every file the suite wrote (conversations,
+// turns, frames, forks, search documents, runs, workflows, proposals, audit
+// rows...) with the distribution's sqlite3 (sqlite3cli_test.go): PRAGMA
+// integrity_check and a count of every table. Without sqlite3 that part is
+// skipped, unless STUDIO_REQUIRE_SQLITE3=1.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Exercise(t, func(t *testing.T) store.Store { return mustOpen(t) })
+	bin, err := lookSQLite3(t)
+	if err != nil {
+		t.Log(err)
+	}
+	storetest.Exercise(t, func(t *testing.T) store.Store {
+		path := filepath.Join(t.TempDir(), "studio.db")
+		if bin != "" {
+			// Registered before openAt's Close, so it runs after it.
+			t.Cleanup(func() { sqlite3Counts(t, bin, path) })
+		}
+		return openAt(t, path)
+	})
 }
 
 // TestPragmas checks the settings DESIGN.md §3 requires on every connection

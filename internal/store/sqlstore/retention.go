@@ -50,11 +50,42 @@ func (s *Store) PurgeFrames(ctx context.Context, p store.PurgeFramesParams) (sto
 // PurgeDeletedConversations implements store.RetentionStore.
 func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDeletedConversationsParams) (store.PurgeDeletedConversationsResult, error) {
 	defer s.timed("purge_deleted_conversations", time.Now())
+	return s.purgeConversations(ctx, `status = 'deleted' AND deleted_at < ?`, ts(p.DeletedBefore), p.Audit)
+}
+
+// idleConversations selects what retention removes: not used since the
+// cutoff, not pinned, not deleted, no active turn.
+const idleConversations = `status <> 'deleted' AND pinned = 0 AND active_request_id IS NULL AND updated_at < ?`
+
+// PurgeIdleConversations implements store.RetentionStore.
+func (s *Store) PurgeIdleConversations(ctx context.Context, p store.PurgeIdleConversationsParams) (store.PurgeDeletedConversationsResult, error) {
+	defer s.timed("purge_idle_conversations", time.Now())
+	return s.purgeConversations(ctx, idleConversations, ts(p.UnusedBefore), p.Audit)
+}
+
+// CountIdleConversations implements store.RetentionStore.
+func (s *Store) CountIdleConversations(ctx context.Context, unusedBefore time.Time) (int64, error) {
+	var n int64
+	if err := s.reader.QueryRowContext(ctx, s.d.Rebind(`SELECT COUNT(*) FROM studio_operator_conversations WHERE `+idleConversations),
+		ts(unusedBefore)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count idle conversations: %w", err)
+	}
+	return n, nil
+}
+
+// purgeConversations removes the conversations matching where (one
+// placeholder, arg) with every dependent row, and the audit row, in one
+// transaction; their streams in this process end with replay_gap.
+func (s *Store) purgeConversations(ctx context.Context, where string, arg any, auditRow *store.AppendAdminEventParams) (store.PurgeDeletedConversationsResult, error) {
 	var out store.PurgeDeletedConversationsResult
 	err := s.txn(ctx, func(tx *writeTx) error {
-		const doomed = `(SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?)`
-		cutoff := ts(p.DeletedBefore)
-		ids, err := collect(ctx, tx.conn, "purge conversations", scanString, `SELECT id FROM studio_operator_conversations WHERE status = 'deleted' AND deleted_at < ?`, cutoff)
+		out = store.PurgeDeletedConversationsResult{}
+		doomed := `(SELECT id FROM studio_operator_conversations WHERE ` + where + `)`
+		// Locked (PostgreSQL): a turn another daemon submits to one of
+		// them waits for this purge, and the rows chosen stay chosen for
+		// every DELETE below.
+		ids, err := collect(ctx, tx.conn, "purge conversations", scanString,
+			`SELECT id FROM studio_operator_conversations WHERE `+where+` ORDER BY id`+tx.locks.update, arg)
 		if err != nil {
 			return err
 		}
@@ -70,21 +101,23 @@ func (s *Store) PurgeDeletedConversations(ctx context.Context, p store.PurgeDele
 			{"studio_operator_fork_turns", new(int64)},
 			{"studio_operator_turns", &out.Turns},
 		} {
-			res, err := tx.ExecContext(ctx, `DELETE FROM `+step.table+` WHERE conversation_id IN `+doomed, cutoff)
+			res, err := tx.ExecContext(ctx, `DELETE FROM `+step.table+` WHERE conversation_id IN `+doomed, arg)
 			if err != nil {
 				return fmt.Errorf("purge %s: %w", step.table, err)
 			}
 			*step.n, _ = res.RowsAffected()
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM studio_operator_conversations WHERE id IN `+doomed, cutoff)
+		res, err := tx.ExecContext(ctx, `DELETE FROM studio_operator_conversations WHERE id IN `+doomed, arg)
 		if err != nil {
 			return fmt.Errorf("purge conversations: %w", err)
 		}
 		out.Conversations, _ = res.RowsAffected()
 		for _, id := range ids {
 			tx.touch(id)
+			tx.removed = append(tx.removed, id)
 		}
-		return audit(ctx, tx, p.Audit)
+		out.IDs = ids
+		return audit(ctx, tx, auditRow)
 	})
 	return out, err
 }

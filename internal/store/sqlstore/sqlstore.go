@@ -251,6 +251,9 @@ type writeTx struct {
 	// appended are the frames the transaction appended, in order: after
 	// the commit they go to this process's live streams.
 	appended []store.Frame
+	// removed are the conversations the transaction deleted (purges):
+	// after the commit their live streams end.
+	removed []string
 }
 
 // touch records a conversation whose frames the transaction changes: its
@@ -312,6 +315,9 @@ func (s *Store) committed(tx *writeTx) {
 	}
 	for _, key := range tx.controls {
 		s.control.Notify(key)
+	}
+	for _, id := range tx.removed {
+		s.feed.Gone(id)
 	}
 }
 

@@ -52,6 +52,7 @@ func ExerciseApp(t *testing.T, open func(t *testing.T) store.Store) {
 
 	run("Retention/PurgeFrames", testPurgeFrames)
 	run("Retention/PurgeDeletedConversations", testPurgeDeleted)
+	run("Retention/PurgeIdleConversations", testPurgeIdle)
 	run("Diagnostics", testDiagnostics)
 }
 

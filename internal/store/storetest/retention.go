@@ -115,3 +115,68 @@ func testDiagnostics(t *testing.T, f *fixture) {
 		t.Fatalf("diagnostics = %+v", d)
 	}
 }
+
+// testPurgeIdle: retention removes conversations not used since the cutoff
+// (archived ones too) with their rows and one audit row, and keeps pinned
+// ones, recently used ones, ones with an active turn and deleted ones (the
+// recovery window's purge has those); the count matches; a stream's
+// subscription learns the conversation is gone.
+func testPurgeIdle(t *testing.T, f *fixture) {
+	done := func() store.Conversation {
+		c, tr := f.running()
+		f.append(c.ID, tr.RequestID, text("hello"))
+		f.finish(tr.RequestID, store.TurnCompleted, nil)
+		return c
+	}
+	idle, archived, pinned, active, deleted := done(), done(), done(), f.conversation(), done()
+	f.submit(active.ID) // a queued turn: the conversation is in use
+	if _, err := f.s.UpdateConversation(f.ctx, store.UpdateConversationParams{ID: archived.ID, Status: ptr(store.ConversationArchived), Now: f.tick()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.UpdateConversation(f.ctx, store.UpdateConversationParams{ID: pinned.ID, Pinned: ptr(true), Now: f.tick()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.DeleteConversation(f.ctx, store.DeleteConversationParams{ID: deleted.ID, Now: f.tick()}); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := f.clock.Advance(time.Hour)
+	recent := done()
+	sub := f.s.Subscribe(idle.ID)
+	defer sub.Close()
+
+	n, err := f.s.CountIdleConversations(f.ctx, cutoff)
+	if err != nil || n != 2 {
+		t.Fatalf("CountIdleConversations = %d, %v; want the idle and the archived one", n, err)
+	}
+	before := len(f.events(""))
+	res, err := f.s.PurgeIdleConversations(f.ctx, store.PurgeIdleConversationsParams{UnusedBefore: cutoff, Audit: auditRow(f, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Conversations != 2 || res.Turns != 2 || res.Frames != 6 || len(res.IDs) != 2 {
+		t.Fatalf("purged %+v, want two conversations of one turn and 3 frames each", res)
+	}
+	for _, id := range []string{idle.ID, archived.ID} {
+		_, err := f.s.GetConversation(f.ctx, id)
+		wantCode(t, err, protocol.NotFound)
+	}
+	for _, id := range []string{pinned.ID, active.ID, deleted.ID, recent.ID} {
+		if _, err := f.s.GetConversation(f.ctx, id); err != nil {
+			t.Fatalf("conversation %s was removed: %v", id, err)
+		}
+	}
+	if after := len(f.events("")); after != before+1 {
+		t.Fatalf("admin events %d -> %d, want one more", before, after)
+	}
+	select {
+	case <-sub.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the removed conversation's subscription was not woken")
+	}
+	if !sub.Gone() {
+		t.Fatal("the removed conversation's subscription does not know it is gone")
+	}
+	if n, err := f.s.CountIdleConversations(f.ctx, cutoff); err != nil || n != 0 {
+		t.Fatalf("after the purge CountIdleConversations = %d, %v", n, err)
+	}
+}

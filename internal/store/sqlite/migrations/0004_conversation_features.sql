@@ -67,20 +67,26 @@ END;
 -- frame or role came between.
 -- A fork's copied turns are not indexed again: the fork copies their
 -- documents (sqlstore's ForkConversation), a fraction of the cost.
+-- group_concat runs as a window function ordered by sequence, not as
+-- group_concat(... ORDER BY ...): that form needs SQLite 3.44, and an older
+-- sqlite3 would read the whole schema as malformed (see 0007, which
+-- replaces the trigger in databases created with that form).
 CREATE TRIGGER studio_operator_search_turn AFTER INSERT ON studio_operator_frames
 WHEN new.frame_type = 'done'
  AND NOT EXISTS (SELECT 1 FROM studio_operator_fork_turns WHERE request_id = new.request_id) BEGIN
   INSERT INTO studio_operator_search_docs (conversation_id, request_id, content)
-  SELECT new.conversation_id, new.request_id,
-         coalesce(group_concat(
-           CASE WHEN EXISTS (SELECT 1 FROM studio_operator_frames p
-                             WHERE p.conversation_id = f.conversation_id AND p.sequence = f.sequence - 1
-                               AND p.request_id = f.request_id AND p.frame_type = 'text'
-                               AND json_extract(p.payload_json, '$.role') IS json_extract(f.payload_json, '$.role'))
-                THEN json_extract(f.payload_json, '$.content')
-                ELSE char(10) || json_extract(f.payload_json, '$.content') END, '' ORDER BY f.sequence), '')
-  FROM studio_operator_frames f
-  WHERE f.conversation_id = new.conversation_id AND f.request_id = new.request_id AND f.frame_type = 'text';
+  SELECT new.conversation_id, new.request_id, coalesce((
+    SELECT group_concat(piece, '') OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    FROM (SELECT f.sequence AS seq,
+                 CASE WHEN EXISTS (SELECT 1 FROM studio_operator_frames p
+                                   WHERE p.conversation_id = f.conversation_id AND p.sequence = f.sequence - 1
+                                     AND p.request_id = f.request_id AND p.frame_type = 'text'
+                                     AND json_extract(p.payload_json, '$.role') IS json_extract(f.payload_json, '$.role'))
+                      THEN json_extract(f.payload_json, '$.content')
+                      ELSE char(10) || json_extract(f.payload_json, '$.content') END AS piece
+          FROM studio_operator_frames f
+          WHERE f.conversation_id = new.conversation_id AND f.request_id = new.request_id AND f.frame_type = 'text')
+    LIMIT 1), '');
 END;
 
 CREATE TRIGGER studio_operator_search_turn_purged AFTER DELETE ON studio_operator_frames
@@ -109,7 +115,9 @@ SELECT id, '', title FROM studio_operator_conversations WHERE title IS NOT NULL;
 
 INSERT INTO studio_operator_search_docs (conversation_id, request_id, content)
 SELECT d.conversation_id, d.request_id,
-       coalesce((SELECT group_concat(json_extract(f.payload_json, '$.content'), '' ORDER BY f.sequence)
+       coalesce((SELECT group_concat(json_extract(f.payload_json, '$.content'), '')
+                          OVER (ORDER BY f.sequence ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
                  FROM studio_operator_frames f
-                 WHERE f.conversation_id = d.conversation_id AND f.request_id = d.request_id AND f.frame_type = 'text'), '')
+                 WHERE f.conversation_id = d.conversation_id AND f.request_id = d.request_id AND f.frame_type = 'text'
+                 LIMIT 1), '')
 FROM studio_operator_frames d WHERE d.frame_type = 'done';
