@@ -228,13 +228,23 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &typed) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	s.metrics.errors.inc(string(pe.Code))
+	writeErrorBody(w, r, pe)
+}
+
+// writeErrorBody writes a typed error with its status and headers. A
+// request whose body was not read to its end is answered with Connection:
+// close, so net/http does not wait for (and read) the rest of it first.
+func writeErrorBody(w http.ResponseWriter, r *http.Request, pe *protocol.Error) {
 	if pe.Code == protocol.AuthRequired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
 	}
 	if pe.Code == protocol.RateLimited && pe.RetryAfterMs > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt((pe.RetryAfterMs+999)/1000, 10))
 	}
-	s.metrics.errors.inc(string(pe.Code))
+	if bodyUnread(r) {
+		w.Header().Set("Connection", "close")
+	}
 	writeJSON(w, pe.Code.HTTPStatus(), protocol.ErrorBody{Error: pe})
 }
 
