@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -212,9 +213,9 @@ func (s *Server) checkBearer(r *http.Request) error {
 	if q.Has("token") || q.Has("access_token") {
 		return protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer")
 	}
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
+	// The scheme is case-insensitive (RFC 9110 §11.1): bearer, BEARER.
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(token, " ")), []byte(s.cfg.Token)) != 1 {
 		return protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
 	}
 	return nil
@@ -266,13 +267,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if err != nil {
 		return err
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !jsonMediaType(ct) {
 		return protocol.Errorf(protocol.Validation, "Content-Type must be application/json")
 	}
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
 	return protocol.DecodeRequest(body, v)
+}
+
+// jsonMediaType reports whether a Content-Type names application/json:
+// the media type exactly, in any case, with any parameters
+// (application/json; charset=utf-8); never application/jsonx.
+func jsonMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json" // ParseMediaType lowers it
 }
 
 // handleHealthz is the open health check: ok or degraded, nothing more

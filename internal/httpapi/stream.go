@@ -36,29 +36,41 @@ const flushAt = 16 << 10
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	convID := r.PathValue("id")
 	q := r.URL.Query()
+	// Credentials first (a request without any is a 401, whatever its
+	// cursor), then the cursor, conversation and ticket: all checked before
+	// the first byte of the stream.
+	ticket := q.Get("ticket")
+	switch {
+	case q.Has("token") || q.Has("access_token"):
+		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer, or a stream ticket alone"))
+		return
+	case q.Has("ticket") && r.Header.Get("Authorization") != "":
+		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both"))
+		return
+	case ticket == "":
+		if err := s.checkBearer(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	cursor := q.Get("after_sequence")
 	if cursor == "" {
 		cursor = r.Header.Get("Last-Event-ID")
 	}
-	after, err := queryInt(cursor, 0, 0, 1<<62, "after_sequence")
+	after, err := queryInt(cursor, 0, 0, maxCursor, "after_sequence")
 	if err != nil {
+		if ticket != "" {
+			// No ticket is issued for a cursor the stream refuses.
+			err = protocol.Errorf(protocol.AuthRequired, "stream ticket was issued for another conversation or cursor")
+		}
 		s.writeError(w, r, err)
 		return
 	}
-	// Validate before dispatch: credentials, conversation and cursor are all
-	// checked before the first byte of the stream.
-	if ticket := q.Get("ticket"); ticket != "" {
-		if r.Header.Get("Authorization") != "" {
-			s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both"))
-			return
-		}
+	if ticket != "" {
 		if err := s.coord.RedeemStreamTicket(r.Context(), ticket, convID, after); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-	} else if err := s.checkBearer(r); err != nil {
-		s.writeError(w, r, err)
-		return
 	}
 	opened, err := s.coord.OpenStream(r.Context(), convID, after)
 	if err != nil {
