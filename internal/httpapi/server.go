@@ -235,7 +235,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeErrorBody writes a typed error with its status and headers. A
 // request whose body was not read to its end is answered with Connection:
-// close, so net/http does not wait for (and read) the rest of it first.
+// close, so net/http neither waits for the rest of it before answering nor
+// reads it after.
 func writeErrorBody(w http.ResponseWriter, r *http.Request, pe *protocol.Error) {
 	if pe.Code == protocol.AuthRequired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
@@ -244,7 +245,11 @@ func writeErrorBody(w http.ResponseWriter, r *http.Request, pe *protocol.Error) 
 		w.Header().Set("Retry-After", strconv.FormatInt((pe.RetryAfterMs+999)/1000, 10))
 	}
 	if bodyUnread(r) {
+		// net/http reads what is left of a body before it closes the
+		// connection (to keep the reader reusable): a read deadline of now
+		// ends that read at once, after the answer went out.
 		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 	writeJSON(w, pe.Code.HTTPStatus(), protocol.ErrorBody{Error: pe})
 }
