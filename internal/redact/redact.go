@@ -58,7 +58,9 @@ func Text(s string) string {
 var pemBlock = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*-----(?s:.*?)(?:-----END [A-Z0-9 ]*-----|\z)`)
 
 // urlPassword is the password of a URL's userinfo: scheme://user:password@.
-var urlPassword = regexp.MustCompile(`\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^/\s:@"']*):[^/\s@"']+@`)
+// The scheme is not needed: glued to a word (run_https://…) or written
+// apart from the rest (a stream's pieces), :// starts the userinfo.
+var urlPassword = regexp.MustCompile(`(://)([^/\s:@"']*):[^/\s@"']+@`)
 
 // secretURL is a URL whose path is itself the credential (webhooks).
 var secretURL = regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/|discord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_-]+`)
