@@ -200,7 +200,9 @@ func mightStartSecret(w string) bool {
 	return false
 }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 // secretStarts are how the redactor's token shapes and the names of keys
 // that hold secrets begin.
