@@ -161,18 +161,35 @@ func safeCut(s string) int {
 		return lineStart(s, b)
 	}
 	line := strings.LastIndexByte(s, '\n') + 1
+	// A key's name at the very end ("password", "api_key ") waits for what
+	// follows it: ": value" would make a secret of the value.
+	end := len(s)
+	if k := trailingKeyName(s[line:]); k >= 0 {
+		end = line + k
+	}
 	// The word being written, when nothing before it introduces a value
 	// and it cannot be the start of a token or a key's name, goes too: a
 	// model that pauses mid-word ("Found 3") is shown at once.
-	if w := strings.LastIndexAny(s, " \t\n") + 1; !introducesValue(s[line:w]) && !mightStartSecret(s[w:]) {
-		return len(s)
+	if w := strings.LastIndexAny(s[:end], " \t\n") + 1; w >= line && !introducesValue(s[line:w]) && !mightStartSecret(s[w:end]) {
+		return end
 	}
-	for i := len(s) - 1; i > line && i >= len(s)-scanBack; i-- {
-		if s[i] == ' ' && !introducesValue(s[line:i+1]) {
+	for i := end - 1; i > line && i >= end-scanBack; i-- {
+		if s[i] == ' ' && !introducesValue(s[line:i+1]) && trailingKeyName(s[line:i+1]) < 0 {
 			return i + 1
 		}
 	}
 	return line
+}
+
+// trailingKeyName is where the last word of a line starts when it names a
+// secret (followed by blanks at most), or -1.
+func trailingKeyName(line string) int {
+	t := strings.TrimRight(line, " \t")
+	j := strings.LastIndexAny(t, " \t") + 1
+	if w := strings.Trim(t[j:], `"'`); w != "" && redact.SecretKey(w) {
+		return j
+	}
+	return -1
 }
 
 // mightStartSecret reports whether a word being written could become (or
@@ -215,9 +232,9 @@ const scanBack = 512
 
 func lineStart(s string, i int) int { return strings.LastIndexByte(s[:i], '\n') + 1 }
 
-// introducesValue reports whether the end of s (its last two words) could
-// introduce a secret that follows: "password:", "token =", "Bearer",
-// "--api-key", or an open quote.
+// introducesValue reports whether the end of s could introduce a secret
+// that follows: "password:", "token =", "Bearer", "--api-key", or an open
+// quote.
 func introducesValue(s string) bool {
 	tail := strings.TrimRight(s, " \t\r\n")
 	if tail == "" {
@@ -232,10 +249,7 @@ func introducesValue(s string) bool {
 		return false
 	}
 	last := strings.ToLower(strings.Trim(fields[len(fields)-1], `"'`))
-	switch {
-	case last == "bearer", last == "basic", strings.HasPrefix(last, "-"):
-		return true
-	case redact.SecretKey(last):
+	if last == "bearer" || last == "basic" || strings.HasPrefix(last, "-") {
 		return true
 	}
 	// A quoted value still open: an odd number of quotes on the line.

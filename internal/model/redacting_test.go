@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,4 +131,30 @@ func TestServerMessageRedactedBeforeTruncation(t *testing.T) {
 	if strings.Contains(got, "sk-ant-api03-ZyX") || strings.Contains(got, "ZyXwVu") {
 		t.Fatalf("%q", got)
 	}
+}
+
+// Text made of words that name secrets, with no value after them, is not
+// held back: each piece releases the one before (a stream of "token-N "
+// pieces is shown as it comes, not when 16 KiB have gathered).
+func TestRedactingReleasesKeyNamesWithoutValues(t *testing.T) {
+	t.Parallel()
+	var r model.TextRedactor
+	out := r.Write("token-0 ")
+	for i := 1; i < 100; i++ {
+		out += r.Write("token-" + strconv.Itoa(i) + " ")
+		if !strings.Contains(out, "token-"+strconv.Itoa(i-1)+" ") {
+			t.Fatalf("after piece %d only %q was released", i, out)
+		}
+	}
+	if out+r.Flush() != joinTokens(100) {
+		t.Fatalf("%q", out)
+	}
+}
+
+func joinTokens(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString("token-" + strconv.Itoa(i) + " ")
+	}
+	return b.String()
 }
