@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,7 @@ type leaseOptions struct {
 type httpOptions struct {
 	allowedHosts   []string
 	maxClientConns int
+	maxConns       int
 	bodyTimeout    time.Duration
 }
 
@@ -169,6 +171,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
+	f.IntVar(&ho.maxConns, "max-conns", httpapi.DefaultMaxConns, "connections the --addr listener holds open at once, all clients together (0: no cap); --metrics-addr holds at most "+strconv.Itoa(httpapi.MetricsMaxConns))
 	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
 	f.DurationVar(&lo.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
 	f.DurationVar(&lo.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
@@ -296,7 +299,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
 	if oo.metricsAddr != "" {
-		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, oo.pprof, errc)
+		medge := httpapi.EdgeConfig{AllowedHosts: allowedHosts(oo.metricsAddr, edge.AllowedHosts), BodyTimeout: ho.bodyTimeout, Logger: log, Errors: reg.HTTPError}
+		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, oo.pprof, medge, errc)
 		if err != nil {
 			return abort(err)
 		}
@@ -395,7 +399,7 @@ func listen(cfg *config, ho httpOptions, lock *datadir.Lock) (net.Listener, erro
 		ln.Close()
 		return nil, err
 	}
-	return httpapi.LimitPerClient(ln, ho.maxClientConns), nil
+	return httpapi.LimitConns(ln, ho.maxClientConns, ho.maxConns), nil
 }
 
 // allowedHosts are the Host names the daemon answers besides loopback and
@@ -440,8 +444,11 @@ func newApp(ctx context.Context, st database, provider model.Provider, log *slog
 
 // serveMetrics serves GET /metrics on its own listener, without auth: for a
 // scraper on a network the operator chooses (a loopback or cluster-internal
-// address); the main listener keeps requiring the token.
-func serveMetrics(addr string, reg *metrics.Registry, profiles bool, errc chan<- error) (*http.Server, string, error) {
+// address); the main listener keeps requiring the token. It has the main
+// listener's edge (httpapi.Guard: Host allow-list, timeouts, security
+// headers, typed errors) and caps of its own, small, so that a flood of it
+// cannot take the descriptors the main listener and the database need.
+func serveMetrics(addr string, reg *metrics.Registry, profiles bool, edge httpapi.EdgeConfig, errc chan<- error) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
@@ -457,9 +464,10 @@ func serveMetrics(addr string, reg *metrics.Registry, profiles bool, errc chan<-
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := httpapi.NewMetricsServer(httpapi.Guard(mux, edge), edge.Logger)
+	limited := httpapi.LimitConns(ln, httpapi.MetricsMaxClientConns, httpapi.MetricsMaxConns)
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("metrics listener: %w", err)
 		}
 	}()

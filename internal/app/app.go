@@ -243,10 +243,19 @@ func New(cfg Config) (*Service, error) {
 		base = store.WithFence(base, store.Fence{Instance: cfg.Instance})
 	}
 	return &Service{
-		cfg: cfg, store: cfg.Store, provider: cfg.Provider, maint: cfg.Maintenance,
+		cfg: cfg, store: cfg.Store, provider: redactedProvider(cfg.Provider), maint: cfg.Maintenance,
 		now: func() time.Time { return cfg.Now().UTC() }, log: cfg.Logger,
 		active: make(map[string]context.CancelCauseFunc), base: base, kill: kill, quit: make(chan struct{}),
 	}, nil
+}
+
+// redactedProvider is p with everything it writes (a run's output, its
+// error) passing the redactor before it is stored; nil stays nil.
+func redactedProvider(p model.Provider) model.Provider {
+	if p == nil {
+		return nil
+	}
+	return model.Redacting(p)
 }
 
 // ProviderName names the configured model provider, "" when none is.

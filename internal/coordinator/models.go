@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,15 @@ func newModels(cfg *Config) models {
 	}
 	if cfg.Provider == nil && len(list) > 0 {
 		cfg.Provider = list[0].Provider
+	}
+	// What a model or its provider writes (text, tool names and ids, error
+	// messages) passes the redactor before any of it is stored.
+	list = slices.Clone(list)
+	for i := range list {
+		list[i].Provider = model.Redacting(list[i].Provider)
+	}
+	if cfg.Provider != nil {
+		cfg.Provider = model.Redacting(cfg.Provider)
 	}
 	return models{list: list}
 }

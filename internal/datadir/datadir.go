@@ -16,6 +16,13 @@ import (
 // LockFile is the lock's name in the data directory.
 const LockFile = "studio.lock"
 
+// DatabaseFile is the SQLite database's name in the data directory. Acquire
+// locks it too: the lock file can be deleted from under a running daemon
+// (a new one then locks a new file), the open database cannot be replaced
+// without the daemon noticing, so the lock on it is what keeps a second
+// daemon off the same database.
+const DatabaseFile = "studio.db"
+
 // Create makes the data directory, and any missing parent, readable by its
 // owner only. An existing directory keeps its mode: Exposed reports it.
 func Create(dir string) error {
@@ -52,12 +59,15 @@ func (e *HeldError) Error() string {
 // end of the process (the operating system drops it with the file).
 type Lock struct {
 	f      *os.File
+	db     *os.File // the database file, flocked (an flock never meets SQLite's own fcntl locks)
 	holder Holder
 }
 
 // Acquire takes the data directory's lock without waiting and writes this
-// process's pid into it. A lock held by another process is a *HeldError
-// naming it.
+// process's pid into it, and locks the database file (DatabaseFile,
+// created empty when missing: SQLite takes an empty file as a new
+// database). A lock held by another process, on either file, is a
+// *HeldError naming it.
 func Acquire(dir string) (*Lock, error) {
 	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -75,12 +85,36 @@ func Acquire(dir string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	l := &Lock{f: f, holder: Holder{PID: os.Getpid()}}
+	db, err := lockDatabase(dir)
+	if err != nil {
+		_ = unlock(f)
+		f.Close()
+		return nil, err
+	}
+	l := &Lock{f: f, db: db, holder: Holder{PID: os.Getpid()}}
 	if err := l.write(); err != nil {
 		l.Release()
 		return nil, err
 	}
 	return l, nil
+}
+
+// lockDatabase takes the flock on the database file. The holder, when the
+// lock file was deleted and recreated, is unknown: the message says so.
+func lockDatabase(dir string) (*os.File, error) {
+	path := filepath.Join(dir, DatabaseFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open database file: %w", err)
+	}
+	if err := tryLock(f); err != nil {
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return nil, &HeldError{Dir: dir}
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // SetAddr records the URL the holder serves, for the message a second
@@ -111,8 +145,15 @@ func (l *Lock) Release() {
 	if l == nil {
 		return
 	}
+	// The database file's descriptor closes last, after the store closed:
+	// closing any descriptor of a file drops the process's fcntl locks on
+	// it, SQLite's included.
 	_ = unlock(l.f)
 	_ = l.f.Close()
+	if l.db != nil {
+		_ = unlock(l.db)
+		_ = l.db.Close()
+	}
 }
 
 // Exposed lists what in the data directory other users can read or write —

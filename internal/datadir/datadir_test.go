@@ -75,3 +75,31 @@ func TestCreateIsPrivateAndExposedSaysWhatIsNot(t *testing.T) {
 		t.Fatalf("problems: %q", p)
 	}
 }
+
+// Deleting the lock file from under a holder must not let a second one in:
+// the database file itself is locked too.
+func TestDeletedLockFileStillKeepsTheDatabaseLocked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := datadir.Acquire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, datadir.LockFile)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = datadir.Acquire(dir)
+	var held *datadir.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("second Acquire after the lock file was deleted: %v, want a HeldError", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, datadir.DatabaseFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("database file: %v %v", fi, err)
+	}
+	l.Release()
+	l2, err := datadir.Acquire(dir)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	l2.Release()
+}

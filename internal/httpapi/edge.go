@@ -11,7 +11,9 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -40,9 +42,61 @@ const (
 	maxAPIPath     = 2048
 )
 
-// edge wraps the mux in the server's middleware, outermost first.
+// edge wraps the mux in the server's middleware, outermost first. The body
+// deadline comes first, so that no refusal waits for a body without one.
 func (s *Server) edge(next http.Handler) http.Handler {
-	return s.withLogger(securityHeaders(s.checkHost(s.limitHeaders(s.checkAPIRequest(s.bodyDeadline(next))))))
+	g := &guard{allowedHosts: s.cfg.AllowedHosts, bodyTimeout: s.cfg.BodyTimeout, refuse: s.writeError}
+	return s.withLogger(g.wrap(s.checkAPIRequest(typedFallback(next, s.writeError))))
+}
+
+// guard is the edge every listener of the daemon shares: body deadline,
+// security headers, Host allow-list, header limit, canonical paths. refuse
+// writes its typed errors.
+type guard struct {
+	allowedHosts []string
+	bodyTimeout  time.Duration
+	refuse       func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+func (g *guard) wrap(next http.Handler) http.Handler {
+	return g.bodyDeadline(securityHeaders(g.checkHost(g.limitHeaders(g.canonicalPath(next)))))
+}
+
+// EdgeConfig configures Guard.
+type EdgeConfig struct {
+	// AllowedHosts as in Config.
+	AllowedHosts []string
+	// BodyTimeout as in Config (default DefaultBodyTimeout).
+	BodyTimeout time.Duration
+	Logger      *slog.Logger
+	// Errors, when set, counts the typed errors by code.
+	Errors func(code string)
+}
+
+// Guard puts the daemon's edge in front of a handler served on a listener of
+// its own (the --metrics-addr one): the same body deadline, security
+// headers, Host allow-list (DNS rebinding), header limit and canonical paths
+// as the main listener, and typed answers for what the handler's mux does
+// not serve (404, 405, redirects).
+func Guard(next http.Handler, cfg EdgeConfig) http.Handler {
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	refuse := func(w http.ResponseWriter, r *http.Request, err error) {
+		pe := protocol.ErrorOf(err)
+		if cfg.Errors != nil {
+			cfg.Errors(string(pe.Code))
+		}
+		writeErrorBody(w, r, pe)
+	}
+	g := &guard{allowedHosts: cfg.AllowedHosts, bodyTimeout: cfg.BodyTimeout, refuse: refuse}
+	h := g.wrap(typedFallback(next, refuse))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&loggingWriter{ResponseWriter: w, log: cfg.Logger}, r)
+	})
 }
 
 // apiSecurityPolicy is the Content-Security-Policy of every answer that is
@@ -73,10 +127,10 @@ func securityHeaders(next http.Handler) http.Handler {
 // checkHost refuses a Host header that names neither loopback nor an
 // allowed host: a page on a foreign name that resolves to this machine (DNS
 // rebinding) must not read the cockpit or the API.
-func (s *Server) checkHost(next http.Handler) http.Handler {
+func (g *guard) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !hostAllowed(r.Host, s.cfg.AllowedHosts) {
-			s.writeError(w, r, protocol.Errorf(protocol.Denied,
+		if !hostAllowed(r.Host, g.allowedHosts) {
+			g.refuse(w, r, protocol.Errorf(protocol.Denied,
 				"this daemon does not answer to the host %q; start it with --allowed-hosts naming it", r.Host))
 			return
 		}
@@ -124,10 +178,10 @@ func normalizeHost(hostport string) string {
 
 // limitHeaders answers requests whose headers exceed HeaderLimit with the
 // typed error.
-func (s *Server) limitHeaders(next http.Handler) http.Handler {
+func (g *guard) limitHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n := headerBytes(r); n > HeaderLimit {
-			s.writeError(w, r, protocol.Errorf(protocol.Validation,
+			g.refuse(w, r, protocol.Errorf(protocol.Validation,
 				"the request line and headers are %d bytes; at most %d are accepted", n, HeaderLimit))
 			return
 		}
@@ -230,17 +284,81 @@ func checkQuery(raw string) error {
 	return nil
 }
 
-// bodyDeadline gives a request that has a body BodyTimeout to send it: the
-// deadline is on the connection's reads, so a slow (or never finished) body
-// ends with the connection, authenticated or not. decodeBody lifts it once
-// the body is read, so a handler's own work, and a stream, are never cut.
-func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+// canonicalPath refuses "OPTIONS *" and a path that is not in its clean
+// form (empty or dot segments: //api/app/runs, /x/../api, /./api) with a
+// typed validation error, where the mux would answer a redirect: the daemon
+// never redirects, and a check must never see one path and the mux route
+// another.
+func (g *guard) canonicalPath(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+		if r.RequestURI == "*" || r.URL.Path == "*" {
+			g.refuse(w, r, protocol.Errorf(protocol.Validation, "the request target * is not served: name a path"))
+			return
+		}
+		if p := r.URL.EscapedPath(); p != cleanPath(p) {
+			g.refuse(w, r, protocol.Errorf(protocol.Validation,
+				"the path has an empty or dot segment: send it in its clean form, without // or /./ or /../"))
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// cleanPath is the form net/http's mux routes: rooted, without empty or dot
+// segments, keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// bodyDeadline gives a request that has a body BodyTimeout to send it: the
+// deadline is on the connection's reads, so a slow (or never finished) body
+// ends with the connection, authenticated or not. It is the edge's
+// outermost check, so a refusal by any other cannot wait for a body without
+// a deadline (and refusals close the connection instead of reading what is
+// left: writeErrorBody). readBody lifts the deadline once the body is read,
+// so a handler's own work, and a stream, are never cut.
+func (g *guard) bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.bodyTimeout))
+			r.Body = &edgeBody{ReadCloser: r.Body}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// edgeBody remembers whether a request body was read to its end.
+type edgeBody struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+func (b *edgeBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done.Store(true)
+	}
+	return n, err
+}
+
+// bodyUnread reports whether r declared a body that was not read to its
+// end: an answer to it closes the connection rather than wait for the rest.
+func bodyUnread(r *http.Request) bool {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	b, ok := r.Body.(*edgeBody)
+	return !ok || !b.done.Load()
 }
 
 // readBody reads a size-limited body under the edge's deadline, and lifts

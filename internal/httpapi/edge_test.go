@@ -32,7 +32,7 @@ import (
 // edgeDaemon is the whole HTTP surface — operator protocol, application API
 // and the cockpit page — over a real SQLite file, for the hostile-edge tests.
 type edgeDaemon struct {
-	t     *testing.T
+	t     testing.TB
 	api   *httpapi.Server
 	srv   *httptest.Server
 	store *sqlite.Store
@@ -56,7 +56,7 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newEdgeDaemon(t *testing.T, configure func(*httpapi.Config)) *edgeDaemon {
+func newEdgeDaemon(t testing.TB, configure func(*httpapi.Config)) *edgeDaemon {
 	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/redact"
 )
 
 // Observed wraps the server with the access log and the HTTP metrics: one
@@ -93,7 +94,7 @@ func Observe(next http.Handler, cfg ObserveConfig) http.Handler {
 			level = slog.LevelDebug
 		}
 		cfg.Logger.LogAttrs(r.Context(), level, "http request",
-			slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+			slog.String("method", r.Method), slog.String("route", route), slog.String("path", logPath(r.URL.Path)),
 			slog.Int("status", status), slog.Duration("duration", d), slog.String("request_id", id),
 			slog.String("remote", remoteHost(r)), slog.String("user_agent", userAgent(r)))
 		if status == http.StatusUnauthorized {
@@ -183,6 +184,23 @@ func newRequestID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// logPath is a request path as the access log shows it: each segment that
+// holds a secret (a key pasted into a URL: /api/app/playbooks/sk-proj-…)
+// replaced whole by the redactor's marker. The query is never logged.
+func logPath(p string) string {
+	segs := strings.Split(p, "/")
+	changed := false
+	for i, seg := range segs {
+		if seg != "" && redact.Text(seg) != seg {
+			segs[i], changed = redact.Secret, true
+		}
+	}
+	if !changed {
+		return p
+	}
+	return strings.Join(segs, "/")
 }
 
 func remoteHost(r *http.Request) string {

@@ -34,6 +34,9 @@ func (s *Server) handleListConversations(w http.ResponseWriter, r *http.Request)
 }
 
 // queryInt parses an optional integer query parameter within bounds.
+// maxCursor is the largest after_sequence a read or a stream accepts.
+const maxCursor = 1 << 62
+
 func queryInt(v string, def, lo, hi int64, name string) (int64, error) {
 	if v == "" {
 		return def, nil
@@ -47,7 +50,7 @@ func queryInt(v string, def, lo, hi int64, name string) (int64, error) {
 
 func (s *Server) handleGetConversation(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	after, err := queryInt(q.Get("after_sequence"), 0, 0, 1<<62, "after_sequence")
+	after, err := queryInt(q.Get("after_sequence"), 0, 0, maxCursor, "after_sequence")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -96,6 +99,13 @@ func (s *Server) handleSubmitTurn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	// The body says nothing, but it is checked like every other: empty, or
+	// a JSON object without members.
+	var req struct{}
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	t, err := s.coord.CancelTurn(r.Context(), r.PathValue("id"), r.PathValue("rid"))
 	answer(w, r, s, t, err)
 }
@@ -103,6 +113,16 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCreateTicket(w http.ResponseWriter, r *http.Request) {
 	var req protocol.StreamTicketRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// A ticket is issued only for a cursor its stream accepts: in range,
+	// and not older than the conversation's retained frames.
+	if _, err := queryInt(strconv.FormatInt(req.AfterSequence, 10), 0, 0, maxCursor, "afterSequence"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.coord.OpenStream(r.Context(), req.ConversationID, req.AfterSequence); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

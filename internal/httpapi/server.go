@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -227,9 +228,9 @@ func (s *Server) checkBearer(r *http.Request) error {
 	if q.Has("token") || q.Has("access_token") {
 		return protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer")
 	}
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
+	// The scheme is case-insensitive (RFC 9110 §11.1): bearer, BEARER.
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(token, " ")), []byte(s.cfg.Token)) != 1 {
 		return protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
 	}
 	return nil
@@ -243,13 +244,28 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &typed) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	s.metrics.errors.inc(string(pe.Code))
+	writeErrorBody(w, r, pe)
+}
+
+// writeErrorBody writes a typed error with its status and headers. A
+// request whose body was not read to its end is answered with Connection:
+// close, so net/http neither waits for the rest of it before answering nor
+// reads it after.
+func writeErrorBody(w http.ResponseWriter, r *http.Request, pe *protocol.Error) {
 	if pe.Code == protocol.AuthRequired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
 	}
 	if pe.Code == protocol.RateLimited && pe.RetryAfterMs > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt((pe.RetryAfterMs+999)/1000, 10))
 	}
-	s.metrics.errors.inc(string(pe.Code))
+	if bodyUnread(r) {
+		// net/http reads what is left of a body before it closes the
+		// connection (to keep the reader reusable): a read deadline of now
+		// ends that read at once, after the answer went out.
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 	writeJSON(w, pe.Code.HTTPStatus(), protocol.ErrorBody{Error: pe})
 }
 
@@ -271,13 +287,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if err != nil {
 		return err
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !jsonMediaType(ct) {
 		return protocol.Errorf(protocol.Validation, "Content-Type must be application/json")
 	}
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
 	return protocol.DecodeRequest(body, v)
+}
+
+// jsonMediaType reports whether a Content-Type names application/json:
+// the media type exactly, in any case, with any parameters
+// (application/json; charset=utf-8); never application/jsonx.
+func jsonMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json" // ParseMediaType lowers it
 }
 
 // handleHealthz is the open health check: ok or degraded, nothing more

@@ -36,29 +36,41 @@ const flushAt = 16 << 10
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	convID := r.PathValue("id")
 	q := r.URL.Query()
+	// Credentials first (a request without any is a 401, whatever its
+	// cursor), then the cursor, conversation and ticket: all checked before
+	// the first byte of the stream.
+	ticket := q.Get("ticket")
+	switch {
+	case q.Has("token") || q.Has("access_token"):
+		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer, or a stream ticket alone"))
+		return
+	case q.Has("ticket") && r.Header.Get("Authorization") != "":
+		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both"))
+		return
+	case ticket == "":
+		if err := s.checkBearer(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	cursor := q.Get("after_sequence")
 	if cursor == "" {
 		cursor = r.Header.Get("Last-Event-ID")
 	}
-	after, err := queryInt(cursor, 0, 0, 1<<62, "after_sequence")
+	after, err := queryInt(cursor, 0, 0, maxCursor, "after_sequence")
 	if err != nil {
+		if ticket != "" {
+			// No ticket is issued for a cursor the stream refuses.
+			err = protocol.Errorf(protocol.AuthRequired, "stream ticket was issued for another conversation or cursor")
+		}
 		s.writeError(w, r, err)
 		return
 	}
-	// Validate before dispatch: credentials, conversation and cursor are all
-	// checked before the first byte of the stream.
-	if ticket := q.Get("ticket"); ticket != "" {
-		if r.Header.Get("Authorization") != "" {
-			s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both"))
-			return
-		}
+	if ticket != "" {
 		if err := s.coord.RedeemStreamTicket(r.Context(), ticket, convID, after); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-	} else if err := s.checkBearer(r); err != nil {
-		s.writeError(w, r, err)
-		return
 	}
 	opened, err := s.coord.OpenStream(r.Context(), convID, after)
 	if err != nil {
@@ -86,9 +98,21 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		_ = h.Write(&head)
 		head.WriteString("\r\n")
 		st.write(head.Bytes())
+		// net/http no longer watches a connection taken over: a reader of
+		// its own notices the client closing it at once (not when a
+		// heartbeat write fails, seconds later) and ends the stream, which
+		// closes the connection and frees the client's connection slot.
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			watchClose(conn, st.cancel)
+		}()
 		go func() {
 			defer s.streams.Done()
-			defer s.dropConn(conn)
+			defer func() {
+				s.dropConn(conn)
+				<-watched // the close ends its read
+			}()
 			defer st.cancel()
 			st.run()
 		}()
@@ -122,6 +146,25 @@ func (s *Server) hijack(w http.ResponseWriter) (net.Conn, bool) {
 	}
 	s.conns[conn] = struct{}{}
 	return conn, true
+}
+
+// maxStreamInput is what a client may send on a stream's connection after
+// its request before the stream ends: a stream reads nothing, and a client
+// that keeps writing is not one.
+const maxStreamInput = 4 << 10
+
+// watchClose reads conn until the client closes it (or sends more than
+// maxStreamInput), then calls done.
+func watchClose(conn net.Conn, done func()) {
+	defer done()
+	var b [64]byte
+	for n := 0; n <= maxStreamInput; {
+		m, err := conn.Read(b[:])
+		if err != nil {
+			return
+		}
+		n += m
+	}
 }
 
 // dropConn closes a stream's connection and forgets it.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"github.com/studio/operator/internal/redact"
 	"math"
 	"net/http"
 	"strconv"
@@ -62,9 +63,11 @@ func DurationMs(d time.Duration) int64 {
 // MaxServerMessage bounds how much of a server's error text goes into ours.
 const MaxServerMessage = 300
 
-// TruncateServerMessage cuts a server's error text to MaxServerMessage bytes
-// on a character boundary.
+// TruncateServerMessage redacts a server's error text (a key it echoes, a
+// URL with a password) and then cuts it to MaxServerMessage bytes on a
+// character boundary: a key cut first would no longer have its shape.
 func TruncateServerMessage(s string) string {
+	s = redact.Text(s)
 	if len(s) <= MaxServerMessage {
 		return s
 	}

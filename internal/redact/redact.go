@@ -58,13 +58,17 @@ func Text(s string) string {
 var pemBlock = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*-----(?s:.*?)(?:-----END [A-Z0-9 ]*-----|\z)`)
 
 // urlPassword is the password of a URL's userinfo: scheme://user:password@.
-var urlPassword = regexp.MustCompile(`\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^/\s:@"']*):[^/\s@"']+@`)
+// The scheme is not needed: glued to a word (run_https://…) or written
+// apart from the rest (a stream's pieces), :// starts the userinfo.
+var urlPassword = regexp.MustCompile(`(://)([^/\s:@"']*):[^/\s@"']+@`)
 
 // secretURL is a URL whose path is itself the credential (webhooks).
 var secretURL = regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/|discord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_-]+`)
 
-// tokenShapes are credentials recognisable by their shape alone.
-var tokenShapes = regexp.MustCompile(`\b(?:` + strings.Join([]string{
+// tokenShapes are credentials recognisable by their shape alone. A shape
+// starts the text or follows any character but a letter or digit: an
+// underscore glues a key to a word (run_sk-…) without making it a word.
+var tokenShapes = regexp.MustCompile(`(^|[^A-Za-z0-9])(?:` + strings.Join([]string{
 	`sk-[A-Za-z0-9_-]{20,}`,                                      // OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
 	`gh[pousr]_[A-Za-z0-9]{30,}`,                                 // GitHub tokens
 	`github_pat_[A-Za-z0-9_]{30,}`,                               // GitHub fine-grained tokens
@@ -105,11 +109,15 @@ func tokens(s string) string {
 }
 
 func shapedToken(m string) string {
+	lead := ""
+	if r, n := utf8.DecodeRuneInString(m); n > 0 && !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+		lead, m = m[:n], m[n:] // the character before the shape
+	}
 	// "sk-" also starts kebab-case words; a key always has a digit.
 	if strings.HasPrefix(m, "sk-") && !strings.ContainsAny(m, "0123456789") {
-		return m
+		return lead + m
 	}
-	return Secret
+	return lead + Secret
 }
 
 // keyValues redacts the values of keys that name a secret: key=value,

@@ -246,3 +246,22 @@ func BenchmarkJSON(b *testing.B) {
 		redact.JSON(in)
 	}
 }
+
+// A key glued to a word by an underscore, a dot or a slash is still a key:
+// only a letter or a digit before it makes it part of a word.
+func TestShapesGluedToWords(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{openAIKey, anthropicKey, githubPAT, gitlabPAT, slackBot, awsKeyID, googleKey, stripeKey, npmToken, hfToken, jwt} {
+		for _, in := range []string{"run_" + key, "id." + key, "a/" + key, "é" + key, "(" + key + ")"} {
+			if got := redact.Text(in); strings.Contains(got, key) || !strings.Contains(got, redact.Secret) {
+				t.Errorf("Text(%q) = %q", in, got)
+			}
+		}
+	}
+	if got := redact.Text("run_sk-proj-4fX9aQ2LmZ7bT1cR8dV3eW6gH0jK5nP2sU7yB9 failed"); got != "run_[redacted] failed" {
+		t.Errorf("the word before the key is kept: %q", got)
+	}
+	if got := redact.Text("task-" + "sk-looking-like-a-kebab-case-word"); got != "task-sk-looking-like-a-kebab-case-word" {
+		t.Errorf("a kebab-case word: %q", got)
+	}
+}

@@ -20,6 +20,9 @@ func CommandTools() []Spec {
 		out = append(out, Spec{ID: cs.Type, Title: cs.Title, Description: cs.Description + " Becomes a proposal the operator must confirm.",
 			Class: Class(cs.Risk), Operation: cs.Type, InputSchema: schemaOf(t), inputType: t,
 			run: func(_ context.Context, _ Env, args []byte) (Outcome, error) {
+				if err := refuseSecrets(cs.Type, args); err != nil {
+					return Outcome{}, err
+				}
 				cmd, err := app.DecodeCommand(cs.Type, args)
 				if err != nil {
 					return Outcome{}, asValidation(err)

@@ -152,6 +152,9 @@ func Read[In, Out any](id, title, description, operation string, fn func(context
 func EffectTool[In any](id, title, description string, class Class, fn func(Env, In) (protocol.Effect, error)) Spec {
 	s := newSpec[In](id, title, description, class, "cockpit."+id)
 	s.run = func(_ context.Context, env Env, args []byte) (Outcome, error) {
+		if err := refuseSecrets(id, args); err != nil {
+			return Outcome{}, err
+		}
 		in, err := decode[In](args)
 		if err != nil {
 			return Outcome{}, err

@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -241,4 +242,70 @@ func TestNoSpecOffersURLShellSQLOrPath(t *testing.T) {
 			t.Errorf("tool %s has an input field %s", spec.ID, m)
 		}
 	}
+}
+
+// A command or effect whose arguments hold a secret-shaped value is refused
+// before it becomes a proposal or an effect, the value never quoted; the
+// same arguments without it pass.
+func TestSecretsNeverBecomeCommandsOrEffects(t *testing.T) {
+	t.Parallel()
+	reg, _ := registry(t)
+	ctx := context.Background()
+	env := tools.Env{View: protocol.ContextSnapshot{Space: "mission", Route: "/"}}
+	secrets := []string{"sk-proj-4fX9aQ2LmZ7bT1cR8dV3eW6gH0jK5nP2sU7yB9", "run_sk-ant-api03-Xy7Qm2Lp9Rt4Vw1Zb8Nc3Jd6Kf0Hg5S",
+		"ghp_9aZ8bY7cX6dW5eV4fU3gT2hS1iR0jQ9kP8lO", "AKIAIOSFODNN7EXAMPLE", "password=hunter2", "https://admin:hunter2@db.example/x",
+		"xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"}
+	tried := 0
+	for _, spec := range reg.Specs() {
+		if spec.Class == tools.ClassRead {
+			continue
+		}
+		in := valid[spec.ID]
+		if _, err := spec.Run(ctx, env, []byte(in)); err != nil {
+			t.Fatalf("%s valid input: %v", spec.ID, err)
+		}
+		// Every string value of the valid example, in turn, holds a secret.
+		for _, s := range secrets {
+			for _, arg := range withSecret(in, s) {
+				tried++
+				_, err := spec.Run(ctx, env, []byte(arg))
+				if pe := protocol.ErrorOf(err); pe.Code != protocol.Validation || pe.Details["reason"] != "secret_in_arguments" {
+					t.Errorf("%s %s: err = %v, want the validation error about a secret", spec.ID, arg, err)
+					continue
+				}
+				if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), s) {
+					t.Errorf("%s: the refusal quotes the secret: %v", spec.ID, err)
+				}
+			}
+		}
+	}
+	t.Logf("%d secret-bearing arguments tried, all refused", tried)
+	if tried < 50 {
+		t.Fatalf("only %d arguments tried", tried)
+	}
+}
+
+// withSecret returns the JSON object in with each of its string values, in
+// turn, replaced by secret.
+func withSecret(in, secret string) []string {
+	var out []string
+	quoted, _ := json.Marshal(secret)
+	for i := 0; i < len(in); i++ {
+		if in[i] != ':' {
+			continue
+		}
+		j := i + 1
+		for j < len(in) && in[j] == ' ' {
+			j++
+		}
+		if j >= len(in) || in[j] != '"' {
+			continue
+		}
+		end := strings.IndexByte(in[j+1:], '"')
+		if end < 0 {
+			continue
+		}
+		out = append(out, in[:j]+string(quoted)+in[j+1+end+1:])
+	}
+	return out
 }
