@@ -76,6 +76,12 @@ func runsListCmd(cfg *config) *cobra.Command {
   studio runs list --status failed --since 24h
   studio runs list --playbook audit-repo -o json | jq '.runs[].id'`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+			if err := oneOf("status", status, false, "queued", "running", "succeeded", "failed", "cancelled"); err != nil {
+				return err
+			}
+			if err := oneOf("trigger", trigger, false, "manual", "operator", "schedule"); err != nil {
+				return err
+			}
 			q := url.Values{}
 			set := func(k, v string) {
 				if v != "" {
@@ -168,7 +174,11 @@ func runsShowCmd(cfg *config) *cobra.Command {
 		Use: "show RUN_ID", Short: "Show a run and its output", Args: cobra.ExactArgs(1),
 		Example: `  studio runs show 3f2a...`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
-			r, err := cl.GetRun(ctx, args[0])
+			id, err := resolveRun(ctx, cl, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := cl.GetRun(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -190,7 +200,11 @@ func runActionCmd(cfg *config, action, short string) *cobra.Command {
 			if action == "retry" {
 				do = cl.RetryRun
 			}
-			r, err := do(ctx, args[0])
+			id, err := resolveRun(ctx, cl, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := do(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -332,6 +346,9 @@ func schedulesListCmd(cfg *config) *cobra.Command {
 		Example: `  studio schedules list
   studio schedules list --enabled true -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+			if err := oneOf("enabled", enabled, false, "true", "false"); err != nil {
+				return err
+			}
 			q := url.Values{}
 			if enabled != "" {
 				q.Set("enabled", enabled)

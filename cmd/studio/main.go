@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"github.com/studio/operator/internal/store/postgres"
 	"os"
@@ -58,7 +59,10 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "studio: %v\n", err)
 	code := exitCode(err)
-	if code == exitUsage && cmd != nil {
+	var unknown unknownCommandError
+	if errors.As(err, &unknown) && cmd != nil {
+		fmt.Fprint(os.Stderr, "\n"+cmd.UsageString())
+	} else if code == exitUsage && cmd != nil {
 		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code

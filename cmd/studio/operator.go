@@ -113,6 +113,9 @@ func convListCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := oneOf("status", status, false, "active", "archived", "deleted"); err != nil {
+				return err
+			}
 			all := protocol.ConversationList{Conversations: []protocol.Conversation{}}
 			cursor := ""
 			for {
@@ -172,6 +175,10 @@ func convShowCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			doc := struct {
 				Conversation protocol.Conversation `json:"conversation"`
@@ -179,7 +186,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 			}{Frames: []protocol.RawFrame{}}
 			first := true
 			for {
-				page, err := cl.GetConversation(cmd.Context(), args[0], after, 500)
+				page, err := cl.GetConversation(cmd.Context(), id, after, 500)
 				if err != nil {
 					return err
 				}
@@ -245,7 +252,11 @@ func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []st
 			if err != nil {
 				return err
 			}
-			conv, err := cl.UpdateConversation(cmd.Context(), args[0], req(args))
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			conv, err := cl.UpdateConversation(cmd.Context(), id, req(args))
 			if err != nil {
 				return err
 			}
@@ -265,7 +276,11 @@ func convDeleteCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			conv, err := cl.DeleteConversation(cmd.Context(), args[0])
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			conv, err := cl.DeleteConversation(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -344,7 +359,11 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			status := newSpinner(cmd.ErrOrStderr())
 			defer status.stop()
 			out := status.output(cmd.OutOrStdout())
-			if convID == "" {
+			if convID != "" {
+				if convID, err = resolveConversation(ctx, cl, convID, false); err != nil {
+					return err
+				}
+			} else {
 				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{})
 				if err != nil {
 					return err
@@ -447,6 +466,10 @@ func streamCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			err = cl.Follow(cmd.Context(), convID, after, reconnecting(cmd), func(f protocol.Frame) error {
 				printFrame(out, f, raw)
@@ -483,6 +506,10 @@ func cancelCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
 			t, err := cl.Cancel(cmd.Context(), convID, args[0])
 			if err != nil {
 				return err
@@ -510,6 +537,10 @@ func ticketCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
 			t, err := cl.CreateTicket(cmd.Context(), protocol.StreamTicketRequest{ConversationID: convID, AfterSequence: after})
 			if err != nil {
 				return err
@@ -534,6 +565,9 @@ func proposalsCmd(cfg *config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := o.operatorClient(cfg)
 			if err != nil {
+				return err
+			}
+			if err := oneOf("status", status, true, strings.Split(allProposalStatuses, ",")...); err != nil {
 				return err
 			}
 			ps, err := cl.Proposals(cmd.Context(), status)
@@ -606,7 +640,11 @@ func confirmCmd(cfg *config) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			p, err := cl.Proposal(ctx, args[0])
+			pid, err := resolveProposal(ctx, cl, args[0])
+			if err != nil {
+				return err
+			}
+			p, err := cl.Proposal(ctx, pid)
 			if err != nil {
 				return err
 			}
@@ -665,7 +703,11 @@ func denyCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := cl.Proposal(cmd.Context(), args[0])
+			pid, err := resolveProposal(cmd.Context(), cl, args[0])
+			if err != nil {
+				return err
+			}
+			p, err := cl.Proposal(cmd.Context(), pid)
 			if err != nil {
 				return err
 			}
