@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/httpapi"
@@ -610,8 +611,25 @@ func targetString(t *protocol.ResourceVersion) string {
 	return fmt.Sprintf("%s %s version %s", t.Kind, t.ID, t.Version)
 }
 
+// isTerminal reports whether r is a terminal a person types into.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
 // proposalResultFields is the table form of a confirm or deny answer.
 func proposalResultFields(w io.Writer, res protocol.ProposalResult) {
+	proposalResultLines(w, res, false)
+}
+
+// proposalResultLines writes a confirm or deny answer; denied says the
+// answer is to a deny, whose success is the proposal cancelled: its
+// cancellation reason is what was asked for, not an error.
+func proposalResultLines(w io.Writer, res protocol.ProposalResult, denied bool) {
+	if denied && res.Status == protocol.ResultCancelled {
+		fields(w, "proposal", res.ProposalID, "status", "denied")
+		return
+	}
 	kv := []string{"proposal", res.ProposalID, "status", string(res.Status)}
 	if len(res.Result) > 0 {
 		kv = append(kv, "result", truncate(string(res.Result), 300))
@@ -662,6 +680,11 @@ func confirmCmd(cfg *config) *cobra.Command {
 				return exitError{exitConflict, fmt.Errorf("proposal %s is %s, not pending", p.ID, p.Status)}
 			}
 			if !yes {
+				// Only a person at a terminal can answer the question; a script
+				// piping input in says so explicitly with --yes.
+				if !isTerminal(cmd.InOrStdin()) {
+					return usageError{errors.New("not confirmed: stdin is not a terminal, so there is no one to ask; use --yes to confirm without asking")}
+				}
 				fmt.Fprint(show, "Confirm and execute? [y/N] ")
 				line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
 				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
@@ -715,7 +738,7 @@ func denyCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.emit(cmd.OutOrStdout(), res, func(w io.Writer) { proposalResultFields(w, res) })
+			return o.emit(cmd.OutOrStdout(), res, func(w io.Writer) { proposalResultLines(w, res, true) })
 		},
 	}
 	o = addOutput(c)

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// cliRunner runs the binary against one daemon and checks the exit code.
+type cliRunner struct {
+	t   *testing.T
+	env []string
+}
+
+func newCLIRunner(t *testing.T, d *daemon, dataDir string) *cliRunner {
+	return &cliRunner{t: t, env: []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}}
+}
+
+// run runs studio with args and fails the test unless it exits with want.
+func (c *cliRunner) run(want int, args ...string) (string, string) {
+	c.t.Helper()
+	out, errOut, code := studio(c.t, c.env, args...)
+	if code != want {
+		c.t.Fatalf("studio %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out, errOut)
+	}
+	return out, errOut
+}
+
+// json runs studio with args (expecting success) and decodes its stdout.
+func (c *cliRunner) json(v any, args ...string) {
+	c.t.Helper()
+	out, _ := c.run(exitOK, args...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		c.t.Fatalf("studio %v: not JSON (%v): %s", args, err, out)
+	}
+}
+
+// sharedFirstChar returns a one-character prefix two of ids share.
+func sharedFirstChar(t *testing.T, ids []string) string {
+	t.Helper()
+	seen := map[byte]bool{}
+	for _, id := range ids {
+		if seen[id[0]] {
+			return id[:1]
+		}
+		seen[id[0]] = true
+	}
+	t.Fatalf("no two of %d ids share a first character", len(ids))
+	return ""
+}
+
+// unusedPrefix returns an 8-character prefix none of ids has.
+func unusedPrefix(t *testing.T, ids []string) string {
+	t.Helper()
+	for _, p := range []string{"00000000", "11111111", "22222222", "33333333"} {
+		if !slices.ContainsFunc(ids, func(id string) bool { return strings.HasPrefix(id, p) }) {
+			return p
+		}
+	}
+	t.Fatal("every candidate prefix is used")
+	return ""
+}
+
+// TestProcessIDPrefixes: the 8 characters the cockpit shows name a run, a
+// conversation or a proposal; a prefix several ids share is ambiguous
+// (exit 2) and lists them; one no id has is not found (exit 3).
+func TestProcessIDPrefixes(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	c := newCLIRunner(t, d, dataDir)
+	ctx := testCtx(t)
+
+	// 17 runs and 17 conversations: two of each share a first character.
+	var runIDs, convIDs []string
+	for range 17 {
+		r, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runIDs = append(runIDs, r.ID)
+		conv, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		convIDs = append(convIDs, conv.ID)
+	}
+
+	var shown app.Run
+	c.json(&shown, "runs", "show", runIDs[3][:8], "-o", "json")
+	if shown.ID != runIDs[3] {
+		t.Fatalf("runs show %s: %s", runIDs[3][:8], shown.ID)
+	}
+	p := sharedFirstChar(t, runIDs)
+	_, errOut := c.run(exitUsage, "runs", "show", p)
+	if !strings.Contains(errOut, "ambiguous") {
+		t.Fatalf("ambiguous run prefix: %s", errOut)
+	}
+	for _, id := range runIDs {
+		if strings.HasPrefix(id, p) && !strings.Contains(errOut, id) {
+			t.Fatalf("the ambiguous run prefix %s does not list %s:\n%s", p, id, errOut)
+		}
+	}
+	c.run(exitNotFound, "runs", "show", unusedPrefix(t, runIDs))
+	c.run(exitUsage, "runs", "cancel", p)
+
+	var page struct {
+		Conversation protocol.Conversation `json:"conversation"`
+	}
+	c.json(&page, "operator", "conversations", "show", convIDs[5][:8], "-o", "json")
+	if page.Conversation.ID != convIDs[5] {
+		t.Fatalf("conversations show %s: %s", convIDs[5][:8], page.Conversation.ID)
+	}
+	p = sharedFirstChar(t, convIDs)
+	if _, errOut := c.run(exitUsage, "operator", "conversations", "rename", p, "x"); !strings.Contains(errOut, "ambiguous") {
+		t.Fatalf("ambiguous conversation prefix: %s", errOut)
+	}
+	var conv protocol.Conversation
+	c.json(&conv, "operator", "conversations", "rename", convIDs[6][:8], "renamed", "-o", "json")
+	if conv.ID != convIDs[6] || conv.Title == nil || *conv.Title != "renamed" {
+		t.Fatalf("rename by prefix: %+v", conv)
+	}
+
+	// A proposal by its prefix: send parks on the confirmation.
+	out, _ := c.run(exitOK, "operator", "send", "--conversation", convIDs[7][:8], "resume the nightly schedule")
+	m := regexp.MustCompile(`PROPOSAL ([0-9a-f-]{36})`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no proposal: %s", out)
+	}
+	var res protocol.ProposalResult
+	c.json(&res, "operator", "confirm", "--yes", m[1][:8], "-o", "json")
+	if res.ProposalID != m[1] || res.Status != "succeeded" {
+		t.Fatalf("confirm by prefix: %+v", res)
+	}
+}
+
+// TestProcessUsageErrors: an unknown subcommand of a group and a wrong
+// enumerated flag value are usage errors (exit 2, the usage on stderr), said
+// before any request.
+func TestProcessUsageErrors(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	c := newCLIRunner(t, d, dataDir)
+
+	out, errOut := c.run(exitUsage, "runs", "bogus")
+	if out != "" || !strings.Contains(errOut, `unknown command "bogus" for "studio runs"`) || !strings.Contains(errOut, "Available Commands:") {
+		t.Fatalf("runs bogus:\nstdout: %s\nstderr: %s", out, errOut)
+	}
+	c.run(exitUsage, "operator", "conversations", "bogus")
+	if out, _ := c.run(exitOK, "runs"); !strings.Contains(out, "Available Commands:") {
+		t.Fatalf("runs alone prints its help: %s", out)
+	}
+	if _, errOut := c.run(exitUsage, "runs", "list", "--status", "bogus"); !strings.Contains(errOut, "queued, running, succeeded, failed, cancelled") {
+		t.Fatalf("runs list --status bogus: %s", errOut)
+	}
+	c.run(exitUsage, "runs", "list", "--trigger", "cron")
+	c.run(exitUsage, "schedules", "list", "--enabled", "yes")
+	c.run(exitUsage, "operator", "conversations", "list", "--status", "gone")
+	c.run(exitUsage, "operator", "proposals", "--status", "pending,bogus")
+}
+
+// TestProcessConfirmAndDeny: confirm without a terminal refuses to ask
+// (exit 2, "use --yes") and leaves the proposal pending; deny's success
+// prints no error.
+func TestProcessConfirmAndDeny(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	c := newCLIRunner(t, d, dataDir)
+	proposal := func() string {
+		t.Helper()
+		out, _ := c.run(exitOK, "operator", "send", "resume the nightly schedule")
+		m := regexp.MustCompile(`PROPOSAL ([0-9a-f-]{36})`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no proposal: %s", out)
+		}
+		return m[1]
+	}
+	id := proposal()
+	// The test's stdin is not a terminal (it is /dev/null).
+	if _, errOut := c.run(exitUsage, "operator", "confirm", id); !strings.Contains(errOut, "use --yes") {
+		t.Fatalf("confirm without a terminal: %s", errOut)
+	}
+	p, err := d.client.Proposal(testCtx(t), id)
+	if err != nil || p.Status != "pending" {
+		t.Fatalf("after the refused confirm: %+v %v", p, err)
+	}
+	out, errOut := c.run(exitOK, "operator", "deny", id)
+	if strings.Contains(out+errOut, "error") || !strings.Contains(out, "denied") {
+		t.Fatalf("deny:\nstdout: %s\nstderr: %s", out, errOut)
+	}
+}
