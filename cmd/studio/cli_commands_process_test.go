@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -194,5 +198,41 @@ func TestProcessConfirmAndDeny(t *testing.T) {
 	out, errOut := c.run(exitOK, "operator", "deny", id)
 	if strings.Contains(out+errOut, "error") || !strings.Contains(out, "denied") {
 		t.Fatalf("deny:\nstdout: %s\nstderr: %s", out, errOut)
+	}
+}
+
+// TestProcessTokenSources: token refuses a data directory without a
+// daemon's state (unless --create); a refused token is said to come from
+// where the client read it.
+func TestProcessTokenSources(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+
+	empty := t.TempDir()
+	_, errOut, code := studio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", empty)
+	if code != exitFailure || !strings.Contains(errOut, "no daemon state in "+empty) {
+		t.Fatalf("token of an empty directory: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(empty, "token")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("token minted a token in an empty directory: %v", err)
+	}
+	out, _, code := studio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", empty, "--create")
+	if code != exitOK || len(strings.TrimSpace(out)) < 32 {
+		t.Fatalf("token --create: exit %d: %s", code, out)
+	}
+	out, _, code = studio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", dataDir)
+	if b, _ := os.ReadFile(filepath.Join(dataDir, "token")); code != exitOK || out != string(b) {
+		t.Fatalf("token of the daemon's directory: exit %d: %q", code, out)
+	}
+
+	// Refused: the message names the environment variable or the file.
+	_, errOut, code = studio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=wrong"}, "runs", "list")
+	if code != exitFailure || !strings.Contains(errOut, "the STUDIO_TOKEN environment variable") {
+		t.Fatalf("a wrong STUDIO_TOKEN: exit %d: %s", code, errOut)
+	}
+	_, errOut, code = studio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN="}, "--data-dir", empty, "runs", "list")
+	if code != exitFailure || !strings.Contains(errOut, "read from "+filepath.Join(empty, "token")) {
+		t.Fatalf("another daemon's token file: exit %d: %s", code, errOut)
 	}
 }

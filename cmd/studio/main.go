@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/studio/operator/internal/protocol"
 )
 
 // config is the daemon's configuration: flags with environment equivalents.
@@ -21,6 +23,8 @@ type config struct {
 	database string // StateDB URL: empty for the SQLite file in dataDir
 	model    string
 	server   string // operator client: daemon URL
+	// tokenSource is where a client read its token (said when refused).
+	tokenSource string
 	// pg tunes the PostgreSQL connections (serve's --db-* flags).
 	pg postgres.Options
 }
@@ -51,13 +55,16 @@ func main() {
 // run executes the command line and returns the exit code; errors go to
 // stderr, once, with a pointer to --help for usage mistakes.
 func run(args []string) int {
-	root := newRoot()
+	root, cfg := newRootConfig()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(os.Stderr, "studio: %v\n", err)
+	if protocol.IsCode(err, protocol.AuthRequired) && cfg.tokenSource != "" {
+		fmt.Fprintf(os.Stderr, "The daemon refused the token read from %s: is it this daemon's token (studio token --data-dir DIR)?\n", cfg.tokenSource)
+	}
 	code := exitCode(err)
 	var unknown unknownCommandError
 	if errors.As(err, &unknown) && cmd != nil {
@@ -68,7 +75,8 @@ func run(args []string) int {
 	return code
 }
 
-func newRoot() *cobra.Command {
+// newRootConfig is the command tree and the configuration its flags fill.
+func newRootConfig() (*cobra.Command, *config) {
 	cfg := &config{}
 	root := &cobra.Command{
 		Use:   "studio",
@@ -93,5 +101,5 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
 		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd())
 	markUsage(root)
-	return root
+	return root, cfg
 }

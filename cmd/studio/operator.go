@@ -30,7 +30,7 @@ func (o *output) operatorClient(cfg *config) (*httpapi.Client, error) {
 }
 
 func operatorClient(cfg *config) (*httpapi.Client, error) {
-	token, err := clientToken(cfg.dataDir)
+	token, err := clientToken(cfg)
 	if err != nil {
 		return nil, err
 	}
