@@ -236,3 +236,52 @@ func TestProcessTokenSources(t *testing.T) {
 		t.Fatalf("another daemon's token file: exit %d: %s", code, errOut)
 	}
 }
+
+// TestProcessSendOptions: send --title (default: the instruction's first
+// words), --model, and -o json (the turn's frames as JSON lines).
+func TestProcessSendOptions(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	scriptPath := writeScript(t, `{"turns":[{"steps":[{"text":"scripted answer"}]}]}`)
+	d := startDaemon(t, dataDir, "--model", "offline", "--provider", "scripted=script:"+scriptPath)
+	c := newCLIRunner(t, d, dataDir)
+
+	out, errOut := c.run(exitOK, "operator", "send", "-o", "json", "how many runs failed today? tell me everything you know please")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var last protocol.RawFrame
+	for _, l := range lines {
+		var f protocol.RawFrame
+		if err := json.Unmarshal([]byte(l), &f); err != nil || f.Type == "" {
+			t.Fatalf("send -o json: a line that is not a frame (%v): %q\n%s", err, l, out)
+		}
+		last = f
+	}
+	if len(lines) < 3 || last.Type != "done" {
+		t.Fatalf("send -o json: %d frames, the last %q:\n%s", len(lines), last.Type, out)
+	}
+	m := regexp.MustCompile(`conversation ([0-9a-f-]{36})`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("send names no conversation on stderr: %s", errOut)
+	}
+	conv, err := d.client.GetConversation(testCtx(t), m[1], 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.Conversation.Title == nil || *conv.Conversation.Title != "how many runs failed today? tell me everything …" {
+		t.Fatalf("default title: %q", orDash(conv.Conversation.Title))
+	}
+
+	out, errOut = c.run(exitOK, "operator", "send", "--model", "scripted", "--title", "scripted one", "go")
+	if !strings.Contains(out, "scripted answer") {
+		t.Fatalf("send --model scripted: %s", out)
+	}
+	m = regexp.MustCompile(`conversation ([0-9a-f-]{36})`).FindStringSubmatch(errOut)
+	conv, err = d.client.GetConversation(testCtx(t), m[1], 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.Conversation.Title == nil || *conv.Conversation.Title != "scripted one" || conv.Conversation.Model == nil || *conv.Conversation.Model != "scripted" {
+		t.Fatalf("send --title --model: %+v", conv.Conversation)
+	}
+	c.run(exitUsage, "operator", "send", "-o", "yaml", "hello")
+}

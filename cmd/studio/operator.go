@@ -335,9 +335,27 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// defaultTitle is a new conversation's title from its first instruction:
+// the first words, at most about 60 characters.
+func defaultTitle(instruction string) string {
+	var b strings.Builder
+	for i, w := range strings.Fields(instruction) {
+		if i == 8 || (b.Len() > 0 && b.Len()+1+len(w) > 60) {
+			b.WriteString(" …")
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w)
+	}
+	return truncate(b.String(), 60)
+}
+
 func sendCmd(cfg *config) *cobra.Command {
-	var convID, space, route, project string
+	var convID, space, route, project, model, title string
 	var wait, cancelOnInterrupt bool
+	var o *output
 	c := &cobra.Command{
 		Use:   `send "INSTRUCTION"`,
 		Short: "Submit a turn and print the reply as it streams",
@@ -347,9 +365,15 @@ when, waiting for your confirmation). A turn runs on the
 server: Ctrl-C stops following it and says how to cancel it, or cancels it with --cancel-on-interrupt.`,
 		Example: `  studio operator send "how many runs failed today?"
   studio operator send --conversation 3f2a... "pause the nightly schedule"
-  studio operator send --cancel-on-interrupt "summarize the audit log"`,
+  studio operator send --cancel-on-interrupt "summarize the audit log"
+  studio operator send --model local --title "triage" "what failed overnight?"
+  studio operator send -o json "show the failed runs" | jq -c 'select(.type == "proposal")'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := o.isJSON()
+			if err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
@@ -357,20 +381,40 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			ctx := sigCtx
+			// With -o json stdout carries only frames, one JSON object a
+			// line; the status line and notes stay on stderr (none when
+			// stderr is not a terminal, as always).
 			status := newSpinner(cmd.ErrOrStderr())
 			defer status.stop()
 			out := status.output(cmd.OutOrStdout())
+			note := out
+			if asJSON {
+				note = cmd.ErrOrStderr()
+			}
 			if convID != "" {
 				if convID, err = resolveConversation(ctx, cl, convID, false); err != nil {
 					return err
 				}
+				if cmd.Flags().Changed("title") {
+					if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Title: &title}); err != nil {
+						return err
+					}
+				}
 			} else {
-				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{})
+				if title == "" {
+					title = defaultTitle(args[0])
+				}
+				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{Title: &title})
 				if err != nil {
 					return err
 				}
 				convID = conv.ID
 				fmt.Fprintln(cmd.ErrOrStderr(), "conversation", convID)
+			}
+			if cmd.Flags().Changed("model") {
+				if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Model: &model}); err != nil {
+					return err
+				}
 			}
 			page, err := cl.GetConversation(ctx, convID, 0, 1)
 			if err != nil {
@@ -397,7 +441,7 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 					return nil
 				}
 				status.set(turnStateOf(f))
-				status.print(func() { printFrame(out, f, false) })
+				status.print(func() { printFrame(out, f, asJSON) })
 				if d, ok := f.Payload.(protocol.DonePayload); ok {
 					outcome = d.Outcome
 					return httpapi.ErrStopStream
@@ -405,7 +449,7 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 				if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !wait {
 					// The turn waits for a human; do not hold the terminal.
 					status.print(func() {
-						fmt.Fprintf(out, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
+						fmt.Fprintf(note, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
 							c.ProposalID, convID, f.Sequence)
 					})
 					outcome = protocol.OutcomeCompleted
@@ -432,6 +476,9 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 	c.Flags().StringVar(&space, "space", "mission", "the cockpit space you are looking at")
 	c.Flags().StringVar(&route, "route", "/", "the cockpit route you are looking at")
 	c.Flags().StringVar(&project, "project", "", "project")
+	c.Flags().StringVar(&model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
+	c.Flags().StringVar(&title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
+	o = addOutput(c)
 	return c
 }
 
