@@ -285,3 +285,87 @@ func TestProcessSendOptions(t *testing.T) {
 	}
 	c.run(exitUsage, "operator", "send", "-o", "yaml", "hello")
 }
+
+// TestProcessLibraryCommands: workflows, audit, schedules show/create/delete
+// and playbooks create/edit/delete, over the application API.
+func TestProcessLibraryCommands(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	c := newCLIRunner(t, d, dataDir)
+
+	// Playbooks: create (flags), edit (only what changed, at the version
+	// read), a stale --expected-version is a conflict, delete.
+	var pb app.Playbook
+	c.json(&pb, "playbooks", "create", "triage", "--prompt", "Triage {{input}} for {{team}}", "--required-arg", "team",
+		"--arg", "tone=plain", "--description", "sort issues", "-o", "json")
+	if pb.Name != "triage" || pb.Version != 1 || len(pb.Args) != 2 || !pb.Args[1].Required {
+		t.Fatalf("playbooks create: %+v", pb)
+	}
+	c.json(&pb, "playbooks", "edit", "triage", "--description", "sort new issues", "-o", "json")
+	if pb.Version != 2 || pb.Description != "sort new issues" || pb.Prompt != "Triage {{input}} for {{team}}" || len(pb.Args) != 2 {
+		t.Fatalf("playbooks edit: %+v", pb)
+	}
+	c.run(exitConflict, "playbooks", "edit", "triage", "--description", "x", "--expected-version", "1")
+	c.run(exitUsage, "playbooks", "edit", "triage")
+	c.run(exitUsage, "playbooks", "create", "nameless")
+
+	// Schedules: create, show, delete.
+	var sc app.Schedule
+	c.json(&sc, "schedules", "create", "hourly-triage", "--cron", "0 * * * *", "--playbook", "triage", "--arg", "team=web", "--paused", "-o", "json")
+	if sc.Name != "hourly-triage" || sc.Enabled || sc.Args["team"] != "web" {
+		t.Fatalf("schedules create: %+v", sc)
+	}
+	if out, _ := c.run(exitOK, "schedules", "show", "hourly-triage"); !strings.Contains(out, "0 * * * *") || !strings.Contains(out, "team=web") {
+		t.Fatalf("schedules show: %s", out)
+	}
+	c.run(exitUsage, "schedules", "create", "x", "--playbook", "triage") // --cron is required
+	c.run(exitOK, "schedules", "delete", "hourly-triage")
+	c.run(exitNotFound, "schedules", "show", "hourly-triage")
+
+	// Workflows: create with a name and a JSON step, list, show, launch, delete.
+	var wf app.Workflow
+	c.json(&wf, "workflows", "create", "pair", "--step", `{"playbook":"audit-repo","args":{"repo":"acme/api"}}`,
+		"--step", `{"playbook":"triage","input":"the backlog","args":{"team":"api"}}`, "-o", "json")
+	if wf.Name != "pair" || len(wf.Steps) != 2 || wf.Steps[1].Args["team"] != "api" || wf.Steps[1].Input != "the backlog" {
+		t.Fatalf("workflows create: %+v", wf)
+	}
+	var wfs app.WorkflowPage
+	c.json(&wfs, "workflows", "list", "-o", "json")
+	if !slices.ContainsFunc(wfs.Workflows, func(w app.Workflow) bool { return w.ID == wf.ID }) {
+		t.Fatalf("workflows list: %+v", wfs)
+	}
+	if out, _ := c.run(exitOK, "workflows", "show", "pair"); !strings.Contains(out, "team=api") || !strings.Contains(out, "triage") {
+		t.Fatalf("workflows show: %s", out)
+	}
+	var launch app.WorkflowLaunch
+	c.json(&launch, "workflows", "launch", "pair", "-o", "json")
+	if len(launch.Runs) != 2 || launch.Runs[0].PlaybookName != "audit-repo" {
+		t.Fatalf("workflows launch: %+v", launch)
+	}
+	c.run(exitConflict, "workflows", "launch", "pair", "--expected-version", "7")
+	c.run(exitOK, "workflows", "delete", "pair")
+	c.run(exitNotFound, "workflows", "show", "pair")
+	c.run(exitOK, "playbooks", "delete", "triage", "--expected-version", "2")
+	c.run(exitNotFound, "playbooks", "show", "triage")
+
+	// Audit: the server's filters.
+	var audit app.AuditPage
+	c.json(&audit, "audit", "list", "--command-type", "create_workflow", "-o", "json")
+	if len(audit.Events) != 1 || audit.Events[0].TargetID == nil || *audit.Events[0].TargetID != wf.ID {
+		t.Fatalf("audit list --command-type create_workflow: %+v", audit)
+	}
+	c.json(&audit, "audit", "list", "--target", wf.ID, "--since", "1h", "-o", "json")
+	if len(audit.Events) != 3 { // create, launch, delete
+		t.Fatalf("audit list --target WORKFLOW --since 1h: %+v", audit)
+	}
+	c.json(&audit, "audit", "list", "--target", wf.ID, "--until", "1h", "-o", "json")
+	if len(audit.Events) != 0 {
+		t.Fatalf("audit list --until 1h: %+v", audit)
+	}
+	if out, _ := c.run(exitOK, "audit", "list", "--limit", "3"); !strings.HasPrefix(out, "ID ") || strings.Count(out, "\n") != 4 {
+		t.Fatalf("audit list --limit 3:\n%s", out)
+	}
+	c.run(exitUsage, "audit", "list", "--actor", "someone")
+	c.run(exitUsage, "audit", "list", "--until", "yesterday")
+}

@@ -99,7 +99,7 @@ func newRootConfig() (*cobra.Command, *config) {
 	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
 	pf.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "clients: daemon URL (env STUDIO_URL; default http://<addr>)")
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
-		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd())
+		newRunsCmd(cfg), newPlaybooksCmd(cfg), newWorkflowsCmd(cfg), newSchedulesCmd(cfg), newAuditCmd(cfg), newHealthzCmd(cfg), newBenchCmd())
 	markUsage(root)
 	return root, cfg
 }
