@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -368,4 +370,100 @@ func TestProcessLibraryCommands(t *testing.T) {
 	}
 	c.run(exitUsage, "audit", "list", "--actor", "someone")
 	c.run(exitUsage, "audit", "list", "--until", "yesterday")
+}
+
+// startStudio starts the binary with args and hands its stdout lines to a
+// channel (closed at EOF); the process is killed at the test's end.
+func startStudio(t *testing.T, env []string, args ...string) (*exec.Cmd, <-chan string, *strings.Builder) {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, lines, stderr
+}
+
+// waitLine reads lines until one contains want.
+func waitLine(t *testing.T, lines <-chan string, want string) string {
+	t.Helper()
+	ctx := testCtx(t)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the output ended without %q", want)
+			}
+			if strings.Contains(l, want) {
+				return l
+			}
+		case <-ctx.Done():
+			t.Fatalf("no line with %q", want)
+		}
+	}
+}
+
+// TestProcessFollowRuns: runs logs -f prints a running run's output as it
+// grows and ends with the run; runs list --watch prints the list again
+// when a run appears, and Ctrl-C ends it cleanly.
+func TestProcessFollowRuns(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	// The model says something, then takes a minute: the run is running
+	// with output until the test cancels it.
+	script := writeScript(t, `{"turns":[{"steps":[{"text":"first part\n"},{"sleepMs":60000},{"text":"never"}]}]}`)
+	d := startDaemon(t, dataDir, "--model", "script:"+script)
+	env := []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}
+	ctx := testCtx(t)
+
+	watch, pagesOut, watchErr := startStudio(t, env, "runs", "list", "--watch", "--interval", "50ms", "-o", "json")
+	waitLine(t, pagesOut, `{"runs":[]}`)
+
+	r, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLine(t, pagesOut, r.ID)
+
+	logs, logLines, logErr := startStudio(t, env, "runs", "logs", r.ID[:8], "-f", "--interval", "50ms")
+	waitLine(t, logLines, "first part")
+	if _, err := d.client.CancelRun(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range logLines { // the rest, until logs exits
+	}
+	err = logs.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure || !strings.Contains(logErr.String(), "cancelled") {
+		t.Fatalf("runs logs -f of a cancelled run: %v: %s", err, logErr)
+	}
+	waitLine(t, pagesOut, `"status":"cancelled"`)
+
+	if err := watch.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for range pagesOut {
+	}
+	if err := watch.Wait(); err != nil {
+		t.Fatalf("runs list --watch after Ctrl-C: %v: %s", err, watchErr)
+	}
 }
