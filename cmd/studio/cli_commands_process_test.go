@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -465,5 +467,42 @@ func TestProcessFollowRuns(t *testing.T) {
 	}
 	if err := watch.Wait(); err != nil {
 		t.Fatalf("runs list --watch after Ctrl-C: %v: %s", err, watchErr)
+	}
+}
+
+// TestProcessVersion: version -o json describes the binary, and a revision
+// stamped at build time is the one version prints and studio_build_info
+// carries.
+func TestProcessVersion(t *testing.T) {
+	t.Parallel()
+	out, _, code := studio(t, nil, "version", "-o", "json")
+	var v binaryVersion
+	if err := json.Unmarshal([]byte(out), &v); code != exitOK || err != nil || v.Version == "" || v.Module != "github.com/studio/operator" ||
+		v.GoVersion == "" || v.ProtocolVersion != 1 {
+		t.Fatalf("version -o json: exit %d: %v: %s", code, err, out)
+	}
+
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	bin := filepath.Join(t.TempDir(), "studio")
+	if b, err := exec.Command("go", "build", "-ldflags", "-X main.revision="+rev, "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	b, err := exec.Command(bin, "version").Output()
+	if err != nil || !strings.Contains(string(b), "revision "+rev) {
+		t.Fatalf("version of a stamped binary: %v: %s", err, b)
+	}
+	dataDir := t.TempDir()
+	d := spawnDaemonOf(t, bin, dataDir)
+	d.ready(t)
+	req, _ := http.NewRequestWithContext(testCtx(t), "GET", d.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+d.client.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `revision="`+rev+`"`) {
+		t.Fatalf("studio_build_info lacks the revision:\n%s", regexp.MustCompile(`(?m)^studio_build_info.*$`).FindString(string(body)))
 	}
 }
