@@ -506,3 +506,26 @@ func TestProcessVersion(t *testing.T) {
 		t.Fatalf("studio_build_info lacks the revision:\n%s", regexp.MustCompile(`(?m)^studio_build_info.*$`).FindString(string(body)))
 	}
 }
+
+// TestProcessDoctorDaemonDown: with no daemon answering, doctor reads the
+// database but does not call the installation ok; disk space is in GiB.
+func TestProcessDoctorDaemonDown(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	if out, _, code := studio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}, "doctor"); code != exitOK ||
+		!regexp.MustCompile(`[0-9.]+ GiB free`).MatchString(out) {
+		t.Fatalf("doctor, daemon up: exit %d:\n%s", code, out)
+	}
+	env := []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=x", "STUDIO_DATA_DIR=" + dataDir}
+	out, _, code := studio(t, env, "doctor")
+	if code != exitUnreachable || strings.Contains(out, "status:     ok") || !strings.Contains(out, "status:     failing") ||
+		!strings.Contains(out, "the daemon is down") {
+		t.Fatalf("doctor, daemon down: exit %d:\n%s", code, out)
+	}
+	var rep app.DoctorReport
+	out, _, code = studio(t, env, "doctor", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitUnreachable || rep.Status != app.StatusFailing {
+		t.Fatalf("doctor -o json, daemon down: exit %d: %v: %s", code, err, out)
+	}
+}
