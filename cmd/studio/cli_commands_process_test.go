@@ -371,6 +371,33 @@ func TestProcessLibraryCommands(t *testing.T) {
 		t.Fatalf("audit list --limit 3:\n%s", out)
 	}
 	c.run(exitUsage, "audit", "list", "--actor", "someone")
+
+	// Who acted: the command line's changes are the command line's, the
+	// cockpit's (a client without the CLI's User-Agent) the cockpit's.
+	var launched app.Run
+	c.json(&launched, "playbooks", "launch", "audit-repo", "--arg", "repo=acme/web", "-o", "json")
+	byGo, err := d.client.LaunchPlaybook(testCtx(t), app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.json(&audit, "audit", "list", "--command-type", "launch_playbook", "-o", "json")
+	actors := map[string]string{}
+	for _, e := range audit.Events {
+		var details struct {
+			RunIDs []string `json:"run_ids"`
+		}
+		_ = json.Unmarshal(e.Details, &details)
+		for _, id := range details.RunIDs {
+			actors[id] = e.Actor
+		}
+	}
+	if actors[launched.ID] != app.ActorCLI || actors[byGo.ID] != app.ActorCockpit {
+		t.Fatalf("launch actors: the CLI's run %q, the cockpit's %q", actors[launched.ID], actors[byGo.ID])
+	}
+	c.json(&audit, "audit", "list", "--actor", "studio_cli", "--command-type", "create_workflow", "-o", "json")
+	if len(audit.Events) != 1 {
+		t.Fatalf("audit list --actor studio_cli: %+v", audit)
+	}
 	c.run(exitUsage, "audit", "list", "--until", "yesterday")
 }
 

@@ -38,7 +38,9 @@ func operatorClient(cfg *config) (*httpapi.Client, error) {
 	if server == "" {
 		server = "http://" + cfg.addr
 	}
-	return httpapi.NewClient(server, token, nil), nil
+	cl := httpapi.NewClient(server, token, nil)
+	cl.UserAgent = httpapi.CLIUserAgent + readVersion().Version
+	return cl, nil
 }
 
 func newOperatorCmd(cfg *config) *cobra.Command {
