@@ -18,7 +18,7 @@ import (
 const (
 	exitOK          = 0
 	exitFailure     = 1 // anything else: a failing check, a refused or failed command
-	exitUsage       = 2 // a wrong flag, argument or command
+	exitUsage       = 2 // a wrong flag, argument or command; an ambiguous id prefix
 	exitNotFound    = 3 // the conversation, proposal, run, playbook or schedule does not exist
 	exitConflict    = 4 // conflict or stale_context: refresh and try again
 	exitUnreachable = 5 // no daemon answered at the address
@@ -29,7 +29,7 @@ const (
 const exitCodesHelp = `Exit codes:
   0  success
   1  error (a failing check, a refused or failed command)
-  2  usage: a wrong command, flag or argument
+  2  usage: a wrong command, flag or argument, or an id prefix several ids share
   3  not found: the conversation, proposal, run, playbook or schedule does not exist
   4  conflict or stale: the resource changed or is busy; refresh and try again
   5  the daemon cannot be reached: is ` + "`studio serve`" + ` running?`
