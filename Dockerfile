@@ -1,15 +1,18 @@
 # syntax=docker/dockerfile:1
 # Studio operator daemon: a static binary (no cgo: SQLite is pure Go) on a
 # distroless base with CA certificates, running as a non-root user, its data
-# directory a volume. Build: docker build --build-arg VERSION=v1.2.3 -t studio .
+# directory a volume. Build:
+#   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) -t studio .
+# (.git stays out of the context, so go build cannot record the revision itself.)
 
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/studio ./cmd/studio \
+ARG VERSION=""
+ARG REVISION=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/studio ./cmd/studio \
  && mkdir -p -m 0700 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"strconv"
 	"strings"
@@ -56,19 +57,24 @@ func pages[T any](ctx context.Context, limit int, next func(q url.Values) ([]T, 
 func newRunsCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List, show, cancel and retry playbook runs",
+		Short: "List, watch, show, follow, cancel and retry playbook runs",
 		Example: `  studio runs list --status failed
   studio runs show 3f2a...
+  studio runs show 3f2a1b9c                 # a unique id prefix will do
+  studio runs logs 3f2a1b9c -f
+  studio runs list --watch
   studio runs retry 3f2a... -o json`,
 	}
 	cmd.AddCommand(runsListCmd(cfg), runsShowCmd(cfg), runActionCmd(cfg, "cancel", "Cancel a queued or running run"),
-		runActionCmd(cfg, "retry", "Launch a failed or cancelled run again"))
+		runActionCmd(cfg, "retry", "Launch a failed or cancelled run again"), runsLogsCmd(cfg))
 	return cmd
 }
 
 func runsListCmd(cfg *config) *cobra.Command {
 	var status, playbook, trigger, since string
 	var limit int
+	var watch bool
+	var interval time.Duration
 	var o *output
 	c := &cobra.Command{
 		Use: "list", Short: "List runs, newest first", Args: cobra.NoArgs,
@@ -76,6 +82,12 @@ func runsListCmd(cfg *config) *cobra.Command {
   studio runs list --status failed --since 24h
   studio runs list --playbook audit-repo -o json | jq '.runs[].id'`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+			if err := oneOf("status", status, false, "queued", "running", "succeeded", "failed", "cancelled"); err != nil {
+				return err
+			}
+			if err := oneOf("trigger", trigger, false, "manual", "operator", "schedule"); err != nil {
+				return err
+			}
 			q := url.Values{}
 			set := func(k, v string) {
 				if v != "" {
@@ -86,26 +98,27 @@ func runsListCmd(cfg *config) *cobra.Command {
 			set("playbook", playbook)
 			set("trigger", trigger)
 			if since != "" {
-				s, err := sinceParam(since)
+				s, err := sinceParam("since", since)
 				if err != nil {
 					return err
 				}
 				q.Set("since", s)
 			}
-			runs, err := pages(ctx, limit, func(q url.Values) ([]app.Run, string, error) {
-				p, err := cl.ListRuns(ctx, q)
-				return p.Runs, p.NextCursor, err
-			}, q)
+			list := func(ctx context.Context) ([]app.Run, error) {
+				return pages(ctx, limit, func(q url.Values) ([]app.Run, string, error) {
+					p, err := cl.ListRuns(ctx, q)
+					return p.Runs, p.NextCursor, err
+				}, maps.Clone(q))
+			}
+			if watch {
+				asJSON, _ := o.isJSON()
+				return watchRuns(ctx, out, asJSON, interval, list, runTable)
+			}
+			runs, err := list(ctx)
 			if err != nil {
 				return err
 			}
-			return o.emit(out, app.RunPage{Runs: runs}, func(w io.Writer) {
-				t := newTable(w, "ID", "STATUS", "PLAYBOOK", "TRIGGER", "CREATED", "DURATION", "ERROR")
-				for _, r := range runs {
-					t.row(r.ID, r.Status, r.PlaybookName, r.Trigger, ago(r.CreatedAt), durationMs(r.DurationMs), runError(r))
-				}
-				t.flush()
-			})
+			return o.emit(out, app.RunPage{Runs: runs}, func(w io.Writer) { runTable(w, runs) })
 		}),
 	}
 	o = addOutput(c)
@@ -115,19 +128,30 @@ func runsListCmd(cfg *config) *cobra.Command {
 	f.StringVar(&trigger, "trigger", "", "manual, operator or schedule")
 	f.StringVar(&since, "since", "", "only runs created since: a duration (24h) or an RFC 3339 time")
 	f.IntVar(&limit, "limit", 100, "at most this many runs (0: all)")
+	f.BoolVarP(&watch, "watch", "w", false, "print the list again whenever it changes, until Ctrl-C (-o json: one page a line)")
+	f.DurationVar(&interval, "interval", 2*time.Second, "how often --watch looks")
 	return c
+}
+
+// runTable is the table form of a list of runs.
+func runTable(w io.Writer, runs []app.Run) {
+	t := newTable(w, "ID", "STATUS", "PLAYBOOK", "TRIGGER", "CREATED", "DURATION", "ERROR")
+	for _, r := range runs {
+		t.row(r.ID, r.Status, r.PlaybookName, r.Trigger, ago(r.CreatedAt), durationMs(r.DurationMs), runError(r))
+	}
+	t.flush()
 }
 
 // sinceParam turns "24h" into Unix seconds that long ago; an RFC 3339 time
 // passes unchanged.
-func sinceParam(v string) (string, error) {
+func sinceParam(flag, v string) (string, error) {
 	if d, err := time.ParseDuration(v); err == nil {
 		return strconv.FormatInt(time.Now().Add(-d).Unix(), 10), nil
 	}
 	if _, err := time.Parse(time.RFC3339, v); err == nil {
 		return v, nil
 	}
-	return "", usageError{fmt.Errorf("--since %q is neither a duration (24h) nor an RFC 3339 time", v)}
+	return "", usageError{fmt.Errorf("--%s %q is neither a duration (24h) nor an RFC 3339 time", flag, v)}
 }
 
 func durationMs(ms *int64) string {
@@ -168,7 +192,11 @@ func runsShowCmd(cfg *config) *cobra.Command {
 		Use: "show RUN_ID", Short: "Show a run and its output", Args: cobra.ExactArgs(1),
 		Example: `  studio runs show 3f2a...`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
-			r, err := cl.GetRun(ctx, args[0])
+			id, err := resolveRun(ctx, cl, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := cl.GetRun(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -190,7 +218,11 @@ func runActionCmd(cfg *config, action, short string) *cobra.Command {
 			if action == "retry" {
 				do = cl.RetryRun
 			}
-			r, err := do(ctx, args[0])
+			id, err := resolveRun(ctx, cl, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := do(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -204,12 +236,13 @@ func runActionCmd(cfg *config, action, short string) *cobra.Command {
 func newPlaybooksCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "playbooks",
-		Short: "List, show and launch playbooks",
+		Short: "List, show, launch, create, edit and delete playbooks",
 		Example: `  studio playbooks list
   studio playbooks show audit-repo
   studio playbooks launch audit-repo --arg repo=acme/api`,
 	}
-	cmd.AddCommand(playbooksListCmd(cfg), playbooksShowCmd(cfg), playbooksLaunchCmd(cfg))
+	cmd.AddCommand(playbooksListCmd(cfg), playbooksShowCmd(cfg), playbooksLaunchCmd(cfg), playbooksCreateCmd(cfg),
+		playbooksEditCmd(cfg), playbooksDeleteCmd(cfg))
 	return cmd
 }
 
@@ -260,19 +293,7 @@ func playbooksShowCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.emit(out, p, func(w io.Writer) {
-				fields(w, "id", p.ID, "name", p.Name, "version", strconv.FormatInt(p.Version, 10), "project", p.Project,
-					"description", p.Description, "updated", when(p.UpdatedAt))
-				if len(p.Args) > 0 {
-					fmt.Fprintln(w)
-					t := newTable(w, "ARG", "REQUIRED", "DEFAULT", "DESCRIPTION")
-					for _, a := range p.Args {
-						t.row(a.Name, strconv.FormatBool(a.Required), orDash(a.Default), a.Description)
-					}
-					t.flush()
-				}
-				fmt.Fprintf(w, "\n%s\n", strings.TrimRight(p.Prompt, "\n"))
-			})
+			return o.emit(out, p, func(w io.Writer) { playbookFields(w, p) })
 		}),
 	}
 	o = addOutput(c)
@@ -315,12 +336,13 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
 func newSchedulesCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "List, pause and resume schedules",
+		Short: "List, show, create, delete, pause and resume schedules",
 		Example: `  studio schedules list
   studio schedules pause nightly-audit
   studio schedules resume nightly-audit`,
 	}
-	cmd.AddCommand(schedulesListCmd(cfg), scheduleEnableCmd(cfg, false), scheduleEnableCmd(cfg, true))
+	cmd.AddCommand(schedulesListCmd(cfg), schedulesShowCmd(cfg), schedulesCreateCmd(cfg), schedulesDeleteCmd(cfg),
+		scheduleEnableCmd(cfg, false), scheduleEnableCmd(cfg, true))
 	return cmd
 }
 
@@ -332,6 +354,9 @@ func schedulesListCmd(cfg *config) *cobra.Command {
 		Example: `  studio schedules list
   studio schedules list --enabled true -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+			if err := oneOf("enabled", enabled, false, "true", "false"); err != nil {
+				return err
+			}
 			q := url.Values{}
 			if enabled != "" {
 				q.Set("enabled", enabled)

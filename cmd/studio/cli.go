@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -17,7 +18,7 @@ import (
 const (
 	exitOK          = 0
 	exitFailure     = 1 // anything else: a failing check, a refused or failed command
-	exitUsage       = 2 // a wrong flag, argument or command
+	exitUsage       = 2 // a wrong flag, argument or command; an ambiguous id prefix
 	exitNotFound    = 3 // the conversation, proposal, run, playbook or schedule does not exist
 	exitConflict    = 4 // conflict or stale_context: refresh and try again
 	exitUnreachable = 5 // no daemon answered at the address
@@ -28,7 +29,7 @@ const (
 const exitCodesHelp = `Exit codes:
   0  success
   1  error (a failing check, a refused or failed command)
-  2  usage: a wrong command, flag or argument
+  2  usage: a wrong command, flag or argument, or an id prefix several ids share
   3  not found: the conversation, proposal, run, playbook or schedule does not exist
   4  conflict or stale: the resource changed or is busy; refresh and try again
   5  the daemon cannot be reached: is ` + "`studio serve`" + ` running?`
@@ -80,10 +81,27 @@ func isCobraUsage(err error) bool {
 		strings.HasPrefix(s, "unknown flag") || strings.HasPrefix(s, "unknown shorthand flag")
 }
 
+// unknownCommandError is a group command (runs, operator, ...) given a
+// subcommand it does not have: its usage goes to stderr.
+type unknownCommandError struct{ name, path string }
+
+func (e unknownCommandError) Error() string {
+	return fmt.Sprintf("unknown command %q for %q", e.name, e.path)
+}
+
 // markUsage makes every argument check and flag parse error of the tree a
-// usageError (exit code 2).
+// usageError (exit code 2), and a group command without a subcommand it
+// knows a usage error too (cobra would print the help and succeed).
 func markUsage(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil {
+		cmd.RunE = func(c *cobra.Command, a []string) error {
+			if len(a) > 0 {
+				return usageError{unknownCommandError{a[0], c.CommandPath()}}
+			}
+			return c.Help()
+		}
+	}
 	if args := cmd.Args; args != nil {
 		cmd.Args = func(c *cobra.Command, a []string) error {
 			if err := args(c, a); err != nil {
@@ -95,6 +113,26 @@ func markUsage(cmd *cobra.Command) {
 	for _, c := range cmd.Commands() {
 		markUsage(c)
 	}
+}
+
+// oneOf checks a flag's value against the values the server accepts: a
+// wrong one is a usage error (exit 2), said before any request. An empty
+// value (the flag not given) passes; with list, the value may be several,
+// comma separated.
+func oneOf(flag, value string, list bool, allowed ...string) error {
+	if value == "" {
+		return nil
+	}
+	parts := []string{value}
+	if list {
+		parts = strings.Split(value, ",")
+	}
+	for _, p := range parts {
+		if !slices.Contains(allowed, p) {
+			return usageError{fmt.Errorf("--%s %q: use %s", flag, p, strings.Join(allowed, ", "))}
+		}
+	}
+	return nil
 }
 
 // Output formats of -o.

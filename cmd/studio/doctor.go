@@ -54,6 +54,12 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 				}
 				return err
 			}
+			if down != nil {
+				// The database may be fine, but the installation is not: no
+				// daemon serves it. The report must not say ok.
+				rep.Status = app.StatusFailing
+				rep.Problems = append([]string{"the daemon is down: " + down.Error()}, rep.Problems...)
+			}
 			if err := o.emit(out, rep, func(w io.Writer) { printDoctor(w, rep, source) }); err != nil {
 				return err
 			}
@@ -162,12 +168,20 @@ func mib(n *int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(*n)/(1<<20))
 }
 
+// gib is a size in GiB: disk space people compare with what df says.
+func gib(n *int64) string {
+	if n == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f GiB", float64(*n)/(1<<30))
+}
+
 func printDoctor(w io.Writer, r app.DoctorReport, source string) {
 	fmt.Fprintf(w, "Studio doctor (%s)\n", source)
 	fmt.Fprintf(w, "status:     %s\n", r.Status)
 	db := r.Database
 	fmt.Fprintf(w, "database:   %s, schema version %d, quick check %s, %s (WAL %s), %s free\n",
-		db.File, db.SchemaVersion, db.QuickCheck, mib(db.SizeBytes), mib(db.WALBytes), mib(db.FreeBytes))
+		db.File, db.SchemaVersion, db.QuickCheck, mib(db.SizeBytes), mib(db.WALBytes), gib(db.FreeBytes))
 	if rt := db.Retention; rt != nil {
 		keep := retentionFlag{time.Duration(rt.AfterSeconds * float64(time.Second))}
 		fmt.Fprintf(w, "retention:  conversations unused for %s are removed; %d would be now\n", keep.String(), rt.Removable)

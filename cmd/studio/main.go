@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"github.com/studio/operator/internal/store/postgres"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/studio/operator/internal/protocol"
 )
 
 // config is the daemon's configuration: flags with environment equivalents.
@@ -21,6 +24,8 @@ type config struct {
 	database string // StateDB URL: empty for the SQLite file in dataDir
 	model    string
 	server   string // operator client: daemon URL
+	// tokenSource is where a client read its token (said when refused).
+	tokenSource string
 	// pg tunes the PostgreSQL connections (serve's --db-* flags).
 	pg postgres.Options
 	// walAutocheckpoint is serve's --sqlite-wal-autocheckpoint: pages, 0
@@ -63,21 +68,28 @@ func main() {
 // run executes the command line and returns the exit code; errors go to
 // stderr, once, with a pointer to --help for usage mistakes.
 func run(args []string) int {
-	root := newRoot()
+	root, cfg := newRootConfig()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(os.Stderr, "studio: %v\n", err)
+	if protocol.IsCode(err, protocol.AuthRequired) && cfg.tokenSource != "" {
+		fmt.Fprintf(os.Stderr, "The daemon refused the token read from %s: is it this daemon's token (studio token --data-dir DIR)?\n", cfg.tokenSource)
+	}
 	code := exitCode(err)
-	if code == exitUsage && cmd != nil {
+	var unknown unknownCommandError
+	if errors.As(err, &unknown) && cmd != nil {
+		fmt.Fprint(os.Stderr, "\n"+cmd.UsageString())
+	} else if code == exitUsage && cmd != nil {
 		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }
 
-func newRoot() *cobra.Command {
+// newRootConfig is the command tree and the configuration its flags fill.
+func newRootConfig() (*cobra.Command, *config) {
 	cfg := &config{}
 	root := &cobra.Command{
 		Use:   "studio",
@@ -100,8 +112,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
 	pf.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "clients: daemon URL (env STUDIO_URL; default http://<addr>)")
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
-		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd(),
+		newRunsCmd(cfg), newPlaybooksCmd(cfg), newWorkflowsCmd(cfg), newSchedulesCmd(cfg), newAuditCmd(cfg), newHealthzCmd(cfg), newBenchCmd(),
 		newBackupCmd(cfg), newRestoreCmd(cfg))
 	markUsage(root)
-	return root
+	return root, cfg
 }

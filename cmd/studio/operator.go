@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/httpapi"
@@ -29,7 +30,7 @@ func (o *output) operatorClient(cfg *config) (*httpapi.Client, error) {
 }
 
 func operatorClient(cfg *config) (*httpapi.Client, error) {
-	token, err := clientToken(cfg.dataDir)
+	token, err := clientToken(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +38,9 @@ func operatorClient(cfg *config) (*httpapi.Client, error) {
 	if server == "" {
 		server = "http://" + cfg.addr
 	}
-	return httpapi.NewClient(server, token, nil), nil
+	cl := httpapi.NewClient(server, token, nil)
+	cl.UserAgent = httpapi.CLIUserAgent + readVersion().Version
+	return cl, nil
 }
 
 func newOperatorCmd(cfg *config) *cobra.Command {
@@ -113,6 +116,9 @@ func convListCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := oneOf("status", status, false, "active", "archived", "deleted"); err != nil {
+				return err
+			}
 			all := protocol.ConversationList{Conversations: []protocol.Conversation{}}
 			cursor := ""
 			for {
@@ -172,6 +178,10 @@ func convShowCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			doc := struct {
 				Conversation protocol.Conversation `json:"conversation"`
@@ -179,7 +189,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 			}{Frames: []protocol.RawFrame{}}
 			first := true
 			for {
-				page, err := cl.GetConversation(cmd.Context(), args[0], after, 500)
+				page, err := cl.GetConversation(cmd.Context(), id, after, 500)
 				if err != nil {
 					return err
 				}
@@ -245,7 +255,11 @@ func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []st
 			if err != nil {
 				return err
 			}
-			conv, err := cl.UpdateConversation(cmd.Context(), args[0], req(args))
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			conv, err := cl.UpdateConversation(cmd.Context(), id, req(args))
 			if err != nil {
 				return err
 			}
@@ -265,7 +279,11 @@ func convDeleteCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			conv, err := cl.DeleteConversation(cmd.Context(), args[0])
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			conv, err := cl.DeleteConversation(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -319,9 +337,27 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// defaultTitle is a new conversation's title from its first instruction:
+// the first words, at most about 60 characters.
+func defaultTitle(instruction string) string {
+	var b strings.Builder
+	for i, w := range strings.Fields(instruction) {
+		if i == 8 || (b.Len() > 0 && b.Len()+1+len(w) > 60) {
+			b.WriteString(" …")
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w)
+	}
+	return truncate(b.String(), 60)
+}
+
 func sendCmd(cfg *config) *cobra.Command {
-	var convID, space, route, project string
+	var convID, space, route, project, model, title string
 	var wait, cancelOnInterrupt bool
+	var o *output
 	c := &cobra.Command{
 		Use:   `send "INSTRUCTION"`,
 		Short: "Submit a turn and print the reply as it streams",
@@ -331,9 +367,15 @@ when, waiting for your confirmation). A turn runs on the
 server: Ctrl-C stops following it and says how to cancel it, or cancels it with --cancel-on-interrupt.`,
 		Example: `  studio operator send "how many runs failed today?"
   studio operator send --conversation 3f2a... "pause the nightly schedule"
-  studio operator send --cancel-on-interrupt "summarize the audit log"`,
+  studio operator send --cancel-on-interrupt "summarize the audit log"
+  studio operator send --model local --title "triage" "what failed overnight?"
+  studio operator send -o json "show the failed runs" | jq -c 'select(.type == "proposal")'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := o.isJSON()
+			if err != nil {
+				return err
+			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
 				return err
@@ -341,16 +383,40 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			ctx := sigCtx
+			// With -o json stdout carries only frames, one JSON object a
+			// line; the status line and notes stay on stderr (none when
+			// stderr is not a terminal, as always).
 			status := newSpinner(cmd.ErrOrStderr())
 			defer status.stop()
 			out := status.output(cmd.OutOrStdout())
-			if convID == "" {
-				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{})
+			note := out
+			if asJSON {
+				note = cmd.ErrOrStderr()
+			}
+			if convID != "" {
+				if convID, err = resolveConversation(ctx, cl, convID, false); err != nil {
+					return err
+				}
+				if cmd.Flags().Changed("title") {
+					if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Title: &title}); err != nil {
+						return err
+					}
+				}
+			} else {
+				if title == "" {
+					title = defaultTitle(args[0])
+				}
+				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{Title: &title})
 				if err != nil {
 					return err
 				}
 				convID = conv.ID
 				fmt.Fprintln(cmd.ErrOrStderr(), "conversation", convID)
+			}
+			if cmd.Flags().Changed("model") {
+				if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Model: &model}); err != nil {
+					return err
+				}
 			}
 			page, err := cl.GetConversation(ctx, convID, 0, 1)
 			if err != nil {
@@ -377,7 +443,7 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 					return nil
 				}
 				status.set(turnStateOf(f))
-				status.print(func() { printFrame(out, f, false) })
+				status.print(func() { printFrame(out, f, asJSON) })
 				if d, ok := f.Payload.(protocol.DonePayload); ok {
 					outcome = d.Outcome
 					return httpapi.ErrStopStream
@@ -385,7 +451,7 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 				if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !wait {
 					// The turn waits for a human; do not hold the terminal.
 					status.print(func() {
-						fmt.Fprintf(out, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
+						fmt.Fprintf(note, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
 							c.ProposalID, convID, f.Sequence)
 					})
 					outcome = protocol.OutcomeCompleted
@@ -412,6 +478,9 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 	c.Flags().StringVar(&space, "space", "mission", "the cockpit space you are looking at")
 	c.Flags().StringVar(&route, "route", "/", "the cockpit route you are looking at")
 	c.Flags().StringVar(&project, "project", "", "project")
+	c.Flags().StringVar(&model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
+	c.Flags().StringVar(&title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
+	o = addOutput(c)
 	return c
 }
 
@@ -444,6 +513,10 @@ func streamCmd(cfg *config) *cobra.Command {
   studio operator stream --conversation 3f2a... --json | jq .type`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
 			if err != nil {
 				return err
 			}
@@ -483,6 +556,10 @@ func cancelCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
 			t, err := cl.Cancel(cmd.Context(), convID, args[0])
 			if err != nil {
 				return err
@@ -510,6 +587,10 @@ func ticketCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
 			t, err := cl.CreateTicket(cmd.Context(), protocol.StreamTicketRequest{ConversationID: convID, AfterSequence: after})
 			if err != nil {
 				return err
@@ -534,6 +615,9 @@ func proposalsCmd(cfg *config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := o.operatorClient(cfg)
 			if err != nil {
+				return err
+			}
+			if err := oneOf("status", status, true, strings.Split(allProposalStatuses, ",")...); err != nil {
 				return err
 			}
 			ps, err := cl.Proposals(cmd.Context(), status)
@@ -576,8 +660,26 @@ func targetString(t *protocol.ResourceVersion) string {
 	return fmt.Sprintf("%s %s version %s", t.Kind, t.ID, t.Version)
 }
 
+// isTerminal reports whether r (stdin, stdout) is a terminal: a person at
+// it, not a pipe, a file or a journal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
 // proposalResultFields is the table form of a confirm or deny answer.
 func proposalResultFields(w io.Writer, res protocol.ProposalResult) {
+	proposalResultLines(w, res, false)
+}
+
+// proposalResultLines writes a confirm or deny answer; denied says the
+// answer is to a deny, whose success is the proposal cancelled: its
+// cancellation reason is what was asked for, not an error.
+func proposalResultLines(w io.Writer, res protocol.ProposalResult, denied bool) {
+	if denied && res.Status == protocol.ResultCancelled {
+		fields(w, "proposal", res.ProposalID, "status", "denied")
+		return
+	}
 	kv := []string{"proposal", res.ProposalID, "status", string(res.Status)}
 	if len(res.Result) > 0 {
 		kv = append(kv, "result", truncate(string(res.Result), 300))
@@ -606,7 +708,11 @@ func confirmCmd(cfg *config) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			p, err := cl.Proposal(ctx, args[0])
+			pid, err := resolveProposal(ctx, cl, args[0])
+			if err != nil {
+				return err
+			}
+			p, err := cl.Proposal(ctx, pid)
 			if err != nil {
 				return err
 			}
@@ -624,6 +730,11 @@ func confirmCmd(cfg *config) *cobra.Command {
 				return exitError{exitConflict, fmt.Errorf("proposal %s is %s, not pending", p.ID, p.Status)}
 			}
 			if !yes {
+				// Only a person at a terminal can answer the question; a script
+				// piping input in says so explicitly with --yes.
+				if !isTerminal(cmd.InOrStdin()) {
+					return usageError{errors.New("not confirmed: stdin is not a terminal, so there is no one to ask; use --yes to confirm without asking")}
+				}
 				fmt.Fprint(show, "Confirm and execute? [y/N] ")
 				line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
 				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
@@ -665,7 +776,11 @@ func denyCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := cl.Proposal(cmd.Context(), args[0])
+			pid, err := resolveProposal(cmd.Context(), cl, args[0])
+			if err != nil {
+				return err
+			}
+			p, err := cl.Proposal(cmd.Context(), pid)
 			if err != nil {
 				return err
 			}
@@ -673,7 +788,7 @@ func denyCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.emit(cmd.OutOrStdout(), res, func(w io.Writer) { proposalResultFields(w, res) })
+			return o.emit(cmd.OutOrStdout(), res, func(w io.Writer) { proposalResultLines(w, res, true) })
 		},
 	}
 	o = addOutput(c)

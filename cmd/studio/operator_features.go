@@ -38,7 +38,11 @@ func forkCmd(cfg *config) *cobra.Command {
 			if title != "" {
 				req.Title = &title
 			}
-			page, err := cl.ForkConversation(cmd.Context(), args[0], req)
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			page, err := cl.ForkConversation(cmd.Context(), id, req)
 			if err != nil {
 				return err
 			}
@@ -63,7 +67,11 @@ func convRestoreCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			conv, err := cl.RestoreConversation(cmd.Context(), args[0])
+			id, err := resolveConversation(cmd.Context(), cl, args[0], true)
+			if err != nil {
+				return err
+			}
+			conv, err := cl.RestoreConversation(cmd.Context(), id)
 			if err != nil {
 				return err
 			}

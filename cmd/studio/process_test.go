@@ -71,6 +71,12 @@ func spawnDaemon(t testing.TB, dataDir string, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return spawnDaemonOf(t, bin, dataDir, args...)
+}
+
+// spawnDaemonOf is spawnDaemon of a given binary.
+func spawnDaemonOf(t testing.TB, bin, dataDir string, args ...string) *daemon {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir}, args...)...)
 	cmd.Env = append(os.Environ(), "STUDIO_TOKEN=")
 	stderr, err := cmd.StderrPipe()

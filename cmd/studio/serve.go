@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/app"
@@ -524,9 +523,4 @@ func printSignInURL(w io.Writer, addr net.Addr, token, dataDir string, withToken
 		return
 	}
 	fmt.Fprintf(w, "Studio cockpit: %s/#token=%s\n", base, url.QueryEscape(token))
-}
-
-// isTerminal reports whether f is a terminal (not a pipe, file or journal).
-func isTerminal(f *os.File) bool {
-	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }

@@ -57,24 +57,51 @@ func loadOrCreateToken(dataDir string) (string, error) {
 	return t, nil
 }
 
-// clientToken is the token a client uses: STUDIO_TOKEN, else the data dir's file.
-func clientToken(dataDir string) (string, error) {
+// clientToken is the token a client uses: STUDIO_TOKEN, else the data
+// dir's file. It records in cfg where it read the token, for the message
+// of a refused one.
+func clientToken(cfg *config) (string, error) {
 	if t := os.Getenv("STUDIO_TOKEN"); t != "" {
+		cfg.tokenSource = "the STUDIO_TOKEN environment variable"
 		return t, nil
 	}
-	b, err := os.ReadFile(tokenPath(dataDir))
+	path := tokenPath(cfg.dataDir)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("no token: set STUDIO_TOKEN or start the daemon once with this --data-dir (%w)", err)
 	}
+	cfg.tokenSource = path
 	return strings.TrimSpace(string(b)), nil
 }
 
+// hasDaemonState reports whether dataDir holds a daemon's state: its
+// SQLite database or its token.
+func hasDaemonState(dataDir string) bool {
+	for _, p := range []string{dbPath(dataDir), tokenPath(dataDir)} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 func newTokenCmd(cfg *config) *cobra.Command {
-	return &cobra.Command{
+	var create bool
+	c := &cobra.Command{
 		Use:   "token",
-		Short: "Print the bearer token (created on first start)",
-		Args:  cobra.NoArgs,
+		Short: "Print the bearer token (the daemon creates it on first start)",
+		Long: "token prints the bearer token of the daemon whose data directory is --data-dir. A directory\n" +
+			"without a daemon's state (no token, no database) is an error, most likely a wrong --data-dir;\n" +
+			"--create makes the token there anyway, before the daemon's first start.",
+		Example: `  studio token
+  studio token --data-dir /var/lib/studio
+  studio token --data-dir /var/lib/studio --create   # before the first start`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !create && !hasDaemonState(cfg.dataDir) {
+				return fmt.Errorf("no daemon state in %s (no token, no database): is --data-dir right? "+
+					"Start `studio serve --data-dir %s` once, or use --create to make a token there now", cfg.dataDir, cfg.dataDir)
+			}
 			if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 				return err
 			}
@@ -86,4 +113,6 @@ func newTokenCmd(cfg *config) *cobra.Command {
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&create, "create", false, "create the token if the data directory has none")
+	return c
 }

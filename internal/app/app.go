@@ -41,6 +41,7 @@ const (
 // ever becomes one (DESIGN.md §12).
 const (
 	ActorCockpit   = "studio_cockpit"
+	ActorCLI       = "studio_cli" // a person at the command line (studio runs, playbooks, ...)
 	ActorOperator  = "studio_operator"
 	ActorScheduler = "studio_scheduler"
 	ActorSystem    = "studio_system"

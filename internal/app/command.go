@@ -228,6 +228,10 @@ func (t Trigger) actor() string {
 type ExecOptions struct {
 	// Trigger defaults to manual.
 	Trigger Trigger
+	// Actor names who a manual command was executed for when it is not
+	// the cockpit: ActorCLI for the command line. It is a label for the
+	// audit trail, never an authorization: "" is the trigger's actor.
+	Actor string
 	// ExpectedTarget, when set, is the target the command was proposed and
 	// confirmed against (ADR D4): a different id or version is conflict, and
 	// the change applies only if the version still matches when it commits.
@@ -344,11 +348,14 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 	if !validTrigger(trigger) {
 		return Result{}, protocol.Errorf(protocol.Validation, "trigger %q is not manual, schedule or operator", trigger)
 	}
+	if opts.Actor != "" && (trigger != TriggerManual || (opts.Actor != ActorCockpit && opts.Actor != ActorCLI)) {
+		return Result{}, protocol.Errorf(protocol.Validation, "actor %q is not one a %s command can have", opts.Actor, trigger)
+	}
 	target, err := cmd.resolve(ctx, s)
 	if err != nil {
 		return Result{}, err
 	}
-	env := execEnv{trigger: trigger, target: target, now: s.now(), cmdType: TypeOf(cmd)}
+	env := execEnv{trigger: trigger, target: target, now: s.now(), cmdType: TypeOf(cmd), actor: opts.Actor}
 	if target != nil {
 		current, err := strconv.ParseInt(target.Version, 10, 64)
 		if err != nil {

@@ -710,3 +710,30 @@ func TestNamesAreNotIDs(t *testing.T) {
 	err := app.CreatePlaybookCommand{Name: uuid.NewString(), Prompt: "p"}.Validate()
 	wantCode(t, err, protocol.Validation)
 }
+
+// TestExecuteActor: a manual command may say it came from the command
+// line (audited as such); no other trigger can be relabelled, and no other
+// actor given.
+func TestExecuteActor(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	launch := app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "x"}}
+	if _, err := w.svc.Execute(w.ctx, launch, app.ExecOptions{Actor: app.ActorCLI}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := w.svc.ListAudit(w.ctx, app.AuditQuery{Limit: 1, Action: app.ActionCommand})
+	check(t, err)
+	if page.Events[0].Actor != app.ActorCLI {
+		t.Fatalf("actor %q, want %q", page.Events[0].Actor, app.ActorCLI)
+	}
+	for _, opts := range []app.ExecOptions{
+		{Actor: app.ActorOperator},
+		{Actor: app.ActorSystem},
+		{Trigger: app.TriggerSchedule, Actor: app.ActorCLI},
+		{Trigger: app.TriggerOperator, Actor: app.ActorCockpit},
+	} {
+		if _, err := w.svc.Execute(w.ctx, launch, opts); !protocol.IsCode(err, protocol.Validation) {
+			t.Fatalf("%+v: %v, want validation", opts, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -15,7 +16,8 @@ import (
 // application services the operator's tools call, with no model and no dock
 // involved. Every change goes through app.Service.Execute with the manual
 // trigger, so it is validated, version-checked, applied in one transaction
-// and audited as "studio.app.command" by "studio_cockpit".
+// and audited as "studio.app.command" by "studio_cockpit" (or "studio_cli"
+// for the command line's requests).
 
 // maxAppBody bounds application request bodies: a playbook prompt or a run
 // input holds up to 32 768 characters of up to four bytes each.
@@ -64,12 +66,26 @@ func (s *Server) appRoutes() {
 // execute runs a cockpit command and answers status with what pick takes
 // from the result.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd app.Command, status int, pick func(app.Result) any) {
-	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual})
+	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual, Actor: manualActor(r)})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, status, pick(res))
+}
+
+// CLIUserAgent starts the User-Agent of the studio command line's
+// requests (Client.UserAgent): "studio-cli/VERSION".
+const CLIUserAgent = "studio-cli/"
+
+// manualActor is who a person's command came from, for the audit trail:
+// the command line when its client says so, else the cockpit. Both hold
+// the same token, so this is a label, not an authorization.
+func manualActor(r *http.Request) string {
+	if strings.HasPrefix(r.UserAgent(), CLIUserAgent) {
+		return app.ActorCLI
+	}
+	return app.ActorCockpit
 }
 
 func answer[T any](w http.ResponseWriter, r *http.Request, s *Server, v T, err error) {

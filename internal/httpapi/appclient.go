@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/studio/operator/internal/app"
 )
@@ -97,5 +98,98 @@ func (c *Client) SetScheduleEnabled(ctx context.Context, ref string, enabled boo
 	}
 	var r app.Schedule
 	err := c.Do(ctx, http.MethodPost, "/api/app/schedules/"+url.PathEscape(ref)+"/"+action, struct{}{}, &r)
+	return r, err
+}
+
+// deleteQuery is the query of a delete: the version last read, if any.
+func deleteQuery(expectedVersion int64) string {
+	if expectedVersion == 0 {
+		return ""
+	}
+	return "?expectedVersion=" + strconv.FormatInt(expectedVersion, 10)
+}
+
+// CreatePlaybook creates a playbook.
+func (c *Client) CreatePlaybook(ctx context.Context, cmd app.CreatePlaybookCommand) (app.Playbook, error) {
+	var r app.Playbook
+	err := c.Do(ctx, http.MethodPost, "/api/app/playbooks", cmd, &r)
+	return r, err
+}
+
+// UpdatePlaybook changes a playbook (cmd.Playbook names it; cmd.ExpectedVersion is required).
+func (c *Client) UpdatePlaybook(ctx context.Context, cmd app.UpdatePlaybookCommand) (app.Playbook, error) {
+	var r app.Playbook
+	err := c.Do(ctx, http.MethodPatch, "/api/app/playbooks/"+url.PathEscape(cmd.Playbook), cmd, &r)
+	return r, err
+}
+
+// DeletePlaybook deletes a playbook; expectedVersion 0 deletes whatever version it has.
+func (c *Client) DeletePlaybook(ctx context.Context, ref string, expectedVersion int64) (app.Result, error) {
+	var r app.Result
+	err := c.Do(ctx, http.MethodDelete, "/api/app/playbooks/"+url.PathEscape(ref)+deleteQuery(expectedVersion), nil, &r)
+	return r, err
+}
+
+// ListWorkflows pages workflows by name.
+func (c *Client) ListWorkflows(ctx context.Context, q url.Values) (app.WorkflowPage, error) {
+	var r app.WorkflowPage
+	err := c.Do(ctx, http.MethodGet, "/api/app/workflows?"+q.Encode(), nil, &r)
+	return r, err
+}
+
+// GetWorkflow fetches a workflow by id or name.
+func (c *Client) GetWorkflow(ctx context.Context, ref string) (app.Workflow, error) {
+	var r app.Workflow
+	err := c.Do(ctx, http.MethodGet, "/api/app/workflows/"+url.PathEscape(ref), nil, &r)
+	return r, err
+}
+
+// CreateWorkflow creates a workflow.
+func (c *Client) CreateWorkflow(ctx context.Context, cmd app.CreateWorkflowCommand) (app.Workflow, error) {
+	var r app.Workflow
+	err := c.Do(ctx, http.MethodPost, "/api/app/workflows", cmd, &r)
+	return r, err
+}
+
+// DeleteWorkflow deletes a workflow (its runs stay).
+func (c *Client) DeleteWorkflow(ctx context.Context, ref string, expectedVersion int64) (app.Result, error) {
+	var r app.Result
+	err := c.Do(ctx, http.MethodDelete, "/api/app/workflows/"+url.PathEscape(ref)+deleteQuery(expectedVersion), nil, &r)
+	return r, err
+}
+
+// LaunchWorkflow queues one run per step.
+func (c *Client) LaunchWorkflow(ctx context.Context, ref string, expectedVersion int64) (app.WorkflowLaunch, error) {
+	var r app.WorkflowLaunch
+	err := c.Do(ctx, http.MethodPost, "/api/app/workflows/"+url.PathEscape(ref)+"/launch", app.LaunchWorkflowCommand{ExpectedVersion: expectedVersion}, &r)
+	return r, err
+}
+
+// GetSchedule fetches a schedule by id or name.
+func (c *Client) GetSchedule(ctx context.Context, ref string) (app.Schedule, error) {
+	var r app.Schedule
+	err := c.Do(ctx, http.MethodGet, "/api/app/schedules/"+url.PathEscape(ref), nil, &r)
+	return r, err
+}
+
+// CreateSchedule creates a schedule.
+func (c *Client) CreateSchedule(ctx context.Context, cmd app.CreateScheduleCommand) (app.Schedule, error) {
+	var r app.Schedule
+	err := c.Do(ctx, http.MethodPost, "/api/app/schedules", cmd, &r)
+	return r, err
+}
+
+// DeleteSchedule deletes a schedule.
+func (c *Client) DeleteSchedule(ctx context.Context, ref string, expectedVersion int64) (app.Result, error) {
+	var r app.Result
+	err := c.Do(ctx, http.MethodDelete, "/api/app/schedules/"+url.PathEscape(ref)+deleteQuery(expectedVersion), nil, &r)
+	return r, err
+}
+
+// ListAudit pages the audit trail newest first; q holds the server's
+// filters (action, actor, commandType, target, targetId, since, until).
+func (c *Client) ListAudit(ctx context.Context, q url.Values) (app.AuditPage, error) {
+	var r app.AuditPage
+	err := c.Do(ctx, http.MethodGet, "/api/app/audit?"+q.Encode(), nil, &r)
 	return r, err
 }

@@ -22,6 +22,10 @@ type Client struct {
 	BaseURL string // e.g. http://127.0.0.1:8765
 	Token   string
 	HTTP    *http.Client
+	// UserAgent, when set, is sent with every request; the studio command
+	// line sends CLIUserAgent + its version, and its changes are audited
+	// as the command line's.
+	UserAgent string
 }
 
 // NewClient returns a client; hc nil means a default client without timeout
@@ -52,6 +56,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return c.transportError(err)
@@ -187,6 +194,9 @@ func (c *Client) stream(ctx context.Context, id string, after int64, onStatus fu
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "text/event-stream")
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
 	return c.follow(req, onStatus, fn)
 }
 

@@ -202,7 +202,7 @@ func build() model {
 			Body: t(reflect.TypeFor[app.RunMaintenanceCommand]()), Status: 200, Resp: t(reflect.TypeFor[app.MaintenanceResult]())},
 		{Method: "GET", Path: "/api/app/audit", ID: "listAudit", Tag: "app", Summary: "The audit trail, newest first",
 			Query: pageParams(q("action", "only this action", qString), q("targetId", "only this target", qString),
-				q("actor", "studio_cockpit, studio_operator, studio_scheduler or studio_system", qString), q("commandType", "only this command type", qString),
+				q("actor", "studio_cockpit, studio_cli, studio_operator, studio_scheduler or studio_system", qString), q("commandType", "only this command type", qString),
 				q("target", "the row's target id, or a resource or proposal id its details name", qString),
 				q("since", "Unix seconds or RFC 3339 (inclusive)", qString), q("until", "Unix seconds or RFC 3339 (exclusive)", qString)),
 			Status: 200, Resp: t(reflect.TypeFor[app.AuditPage]())},

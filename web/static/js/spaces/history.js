@@ -128,7 +128,7 @@ function targetCell(ctx, t) {
 }
 
 /** Who acted, as people say it. @type {Record<string, string>} */
-const ACTORS = { studio_cockpit: 'the cockpit', studio_operator: 'the operator', studio_scheduler: 'the scheduler', studio_system: 'the system' };
+const ACTORS = { studio_cockpit: 'the cockpit', studio_cli: 'the command line', studio_operator: 'the operator', studio_scheduler: 'the scheduler', studio_system: 'the system' };
 
 /** The audit trail's filters, bound to the URL: action, actor, target, time. @param {SpaceContext} ctx */
 function auditFilters(ctx) {
