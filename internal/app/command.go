@@ -232,6 +232,10 @@ type ExecOptions struct {
 	// confirmed against (ADR D4): a different id or version is conflict, and
 	// the change applies only if the version still matches when it commits.
 	ExpectedTarget *protocol.ResourceVersion
+	// Actor is the audit row's actor: the principal (name) a manual
+	// command comes from ("" is the trigger's actor, studio_cockpit for
+	// manual).
+	Actor string
 }
 
 // Result is what a command did. Target names the resource it created or
@@ -348,7 +352,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 	if err != nil {
 		return Result{}, err
 	}
-	env := execEnv{trigger: trigger, target: target, now: s.now(), cmdType: TypeOf(cmd)}
+	env := execEnv{trigger: trigger, target: target, now: s.now(), cmdType: TypeOf(cmd), actor: opts.Actor}
 	if target != nil {
 		current, err := strconv.ParseInt(target.Version, 10, 64)
 		if err != nil {

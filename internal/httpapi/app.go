@@ -64,7 +64,14 @@ func (s *Server) appRoutes() {
 // execute runs a cockpit command and answers status with what pick takes
 // from the result.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd app.Command, status int, pick func(app.Result) any) {
-	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual})
+	who, _ := protocol.PrincipalFrom(r.Context())
+	if app.SpecOf(cmd).Risk == protocol.RiskAdmin {
+		if err := requireRole(who, protocol.RoleAdmin); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual, Actor: who.Name})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,6 +1,9 @@
 package protocol
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // Role is a principal's role: what it may do through the API. Roles are
 // ordered; each allows everything the lesser ones do.
@@ -74,3 +77,60 @@ type Principal struct {
 	Role Role   `json:"role"`
 }
 
+type principalKey struct{}
+
+// WithPrincipal is ctx carrying the principal a request acts for. Only the
+// HTTP edge sets it, from a credential, never from model output.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom is the principal ctx carries, if any.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// PrincipalView is a principal on the wire.
+type PrincipalView struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Role       Role     `json:"role"`
+	CreatedAt  float64  `json:"createdAt"`
+	DisabledAt *float64 `json:"disabledAt"`
+}
+
+// TokenView is a token on the wire: never the token, only its prefix.
+type TokenView struct {
+	ID         string   `json:"id"`
+	Principal  string   `json:"principal"` // the principal's name
+	Prefix     string   `json:"prefix"`
+	CreatedAt  float64  `json:"createdAt"`
+	ExpiresAt  *float64 `json:"expiresAt"`
+	RevokedAt  *float64 `json:"revokedAt"`
+	LastUsedAt *float64 `json:"lastUsedAt"`
+}
+
+// NewTokenView is a token just created: the only answer that holds it.
+type NewTokenView struct {
+	TokenView
+	Token string `json:"token"`
+}
+
+// CreatePrincipalRequest is the body of POST /api/admin/principals.
+type CreatePrincipalRequest struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// UpdatePrincipalRequest is the body of PATCH /api/admin/principals/{ref}.
+type UpdatePrincipalRequest struct {
+	Role string `json:"role"`
+}
+
+// CreateTokenRequest is the body of POST /api/admin/principals/{ref}/tokens.
+type CreateTokenRequest struct {
+	// ExpiresIn is a lifetime: Go durations (720h) or days (90d); empty
+	// for a token that does not expire.
+	ExpiresIn string `json:"expiresIn,omitempty"`
+}
