@@ -18,6 +18,7 @@ import (
 var RouteRoles = map[string]protocol.Role{
 	"GET /metrics": protocol.RoleViewer,
 	"/api/":        protocol.RoleViewer, // unknown endpoints: not_found
+	"/":            protocol.RoleViewer, // the degraded API (Unavailable): service_failure
 
 	"POST /api/operator/conversations":                              protocol.RoleAgent,
 	"GET /api/operator/conversations":                               protocol.RoleViewer,
@@ -88,6 +89,9 @@ var RouteRoles = map[string]protocol.Role{
 
 // authorize refuses a principal whose role is below the route's.
 func authorize(p protocol.Principal, pattern string) error {
+	if pattern == "" {
+		pattern = "/api/" // the edge answers /api itself, before the mux: not_found
+	}
 	need, ok := RouteRoles[pattern]
 	if !ok {
 		return protocol.Errorf(protocol.Denied, "no role may use this route").With("reason", "role").With("needed", string(protocol.RoleAdmin))
