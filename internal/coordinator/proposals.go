@@ -198,6 +198,7 @@ func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionK
 // amendment's command).
 func (c *Coordinator) sendRequest(ctx context.Context, p store.Proposal, r decisionRequest) (chan decisionReply, error) {
 	r.reply = make(chan decisionReply, 1)
+	r.by = principalName(ctx)
 	if p.Status == store.ProposalExecuting {
 		// Executing here: a repeat waits for the outcome (it never
 		// executes twice). Elsewhere, or indeterminate: its stored state.
@@ -349,7 +350,7 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 		o.amend(ctx, r, p)
 		return nil, false
 	case decideDeny:
-		closed, resumed, err := c.denyProposal(ctx, p)
+		closed, resumed, err := c.denyProposal(ctx, p, r.by)
 		if err != nil {
 			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
@@ -453,7 +454,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	var fin finished
 	err = o.durable("record proposal result", func(ctx context.Context) error {
 		var err error
-		fin, err = c.finishProposal(c.executing(ctx, p, false), finishParams{proposal: p, result: result, failure: execErr, frames: true})
+		fin, err = c.finishProposal(c.executing(ctx, p, false), finishParams{proposal: p, result: result, failure: execErr, frames: true, actor: r.by})
 		return err
 	}, func(ctx context.Context) (bool, error) {
 		cur, err := c.store.GetProposal(ctx, p.ID)
@@ -714,9 +715,9 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 }
 
 // denyProposal: the operator declined.
-func (c *Coordinator) denyProposal(ctx context.Context, p store.Proposal) (store.Proposal, bool, error) {
+func (c *Coordinator) denyProposal(ctx context.Context, p store.Proposal, by string) (store.Proposal, bool, error) {
 	return c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
-		state: protocol.ConfirmationDenied, frames: true,
+		state: protocol.ConfirmationDenied, frames: true, by: by,
 		err: protocol.Errorf(protocol.Denied, "the operator declined this proposal; nothing was changed")})
 }
 
