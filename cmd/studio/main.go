@@ -20,6 +20,7 @@ type config struct {
 	database string // StateDB URL: empty for the SQLite file in dataDir
 	model    string
 	server   string // operator client: daemon URL
+	token    string // clients: --token (else STUDIO_TOKEN, else the token file)
 	// pg tunes the PostgreSQL connections (serve's --db-* flags).
 	pg postgres.Options
 }
@@ -86,8 +87,10 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&cfg.dataDir, "data-dir", envOr("STUDIO_DATA_DIR", defaultDataDir()), "data directory: database and token (env STUDIO_DATA_DIR)")
 	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
 	pf.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "clients: daemon URL (env STUDIO_URL; default http://<addr>)")
+	pf.StringVar(&cfg.token, "token", "", "clients: a bearer token, yours (default env STUDIO_TOKEN, else the data directory's token file: the owner's)")
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
-		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd())
+		newRunsCmd(cfg), newPlaybooksCmd(cfg), newSchedulesCmd(cfg), newHealthzCmd(cfg), newBenchCmd(),
+		newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg))
 	markUsage(root)
 	return root
 }

@@ -29,9 +29,12 @@ func (o *output) operatorClient(cfg *config) (*httpapi.Client, error) {
 }
 
 func operatorClient(cfg *config) (*httpapi.Client, error) {
-	token, err := clientToken(cfg.dataDir)
-	if err != nil {
-		return nil, err
+	token := cfg.token
+	if token == "" {
+		var err error
+		if token, err = clientToken(cfg.dataDir); err != nil {
+			return nil, err
+		}
 	}
 	server := cfg.server
 	if server == "" {
