@@ -175,3 +175,36 @@ func TestConfirmRoleFollowsRisk(t *testing.T) {
 		t.Fatalf("audit actors %v", a)
 	}
 }
+
+// TestFourEyesAmendmentIsItsAmenders: an amended proposal is the command
+// of the principal that amended it: under four-eyes the amender cannot
+// confirm it, the turn's author can; the amendment is audited with the
+// amender as actor.
+func TestFourEyesAmendmentIsItsAmenders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true, secondApprover: []string{"execute"}})
+	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
+	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
+	ctx := h.ctx()
+	conv, err := alice.CreateConversation(ctx, protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prop := h.proposedBy(alice, conv.ID, "launch audit")
+	amended, err := bob.AmendProposal(ctx, conv.ID, prop.ID, protocol.AmendProposalRequest{ExpectedCommandHash: prop.CommandHash,
+		Command: jsontext.Value(`{"playbook":"audit-repo","input":"repo y","args":{"repo":"y"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if amended.SubmittedBy != "bob" {
+		t.Fatalf("the amendment is submitted by %q, want bob", amended.SubmittedBy)
+	}
+	_, err = bob.Confirm(ctx, conv.ID, amended.ID, confirmReq(amended.CommandProposal))
+	wantDenied(t, err, "reason", "second_approver_required")
+	if res, err := alice.Confirm(ctx, conv.ID, amended.ID, confirmReq(amended.CommandProposal)); err != nil || res.Status != protocol.ResultSucceeded {
+		t.Fatalf("alice's confirm of bob's amendment = %+v, %v", res, err)
+	}
+	if a := h.actors(prop.ID); a[protocol.DecisionDenied] != "bob" {
+		t.Fatalf("the amended original's audit actors %v", a)
+	}
+}

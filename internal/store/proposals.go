@@ -67,10 +67,10 @@ type Proposal struct {
 	// ExecutedAt is when the command's own write committed (fenced
 	// executions only: Fence.Execute); nil before.
 	ExecutedAt *time.Time
-	// SubmittedBy is the principal (name) whose turn produced it, copied
-	// from the turn when it is stored; DecidedBy the principal that
-	// confirmed or denied it ("" for none, and for rows from before
-	// principals).
+	// SubmittedBy is the principal (name) whose action produced it: the
+	// one that amended it when set on create, else copied from its turn's
+	// submitter; DecidedBy the principal that confirmed or denied it (""
+	// for none, and for rows from before principals).
 	SubmittedBy string
 	DecidedBy   string
 }

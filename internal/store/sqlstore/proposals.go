@@ -110,10 +110,10 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 		(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
 		 target_version, risk, summary, idempotency_key, status, expires_at, created_at, amended_from, impact, target_name, submitted_by)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?,
-		        (SELECT submitted_by FROM studio_operator_turns WHERE request_id = ?))`,
+		        COALESCE(?, (SELECT submitted_by FROM studio_operator_turns WHERE request_id = ?)))`,
 		pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
 		kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(now), pr.AmendedFrom,
-		emptyNull(pr.Impact), emptyNull(pr.TargetName), pr.RequestID); err != nil {
+		emptyNull(pr.Impact), emptyNull(pr.TargetName), emptyNull(pr.SubmittedBy), pr.RequestID); err != nil {
 		return store.Proposal{}, fmt.Errorf("insert proposal: %w", err)
 	}
 	tx.touch(pr.ConversationID)
