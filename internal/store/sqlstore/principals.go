@@ -222,21 +222,25 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (sto
 // the token from the next request on.
 func (s *Store) Authenticate(ctx context.Context, p store.AuthenticateParams) (store.Principal, store.Token, error) {
 	denied := protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
-	t, err := scanToken(s.r.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM studio_principal_tokens WHERE token_hash = ?`, p.Hash))
+	// One query: the token and its principal.
+	var t store.Token
+	var pr store.Principal
+	var tCreated, pCreated float64
+	var expires, revoked, used, disabled sql.NullFloat64
+	err := s.r.QueryRowContext(ctx, `SELECT t.id, t.principal_id, t.token_hash, t.prefix, t.created_at, t.expires_at, t.revoked_at, t.last_used_at,
+		p.id, p.name, p.role, p.created_at, p.disabled_at
+		FROM studio_principal_tokens t JOIN studio_principals p ON p.id = t.principal_id WHERE t.token_hash = ?`, p.Hash).Scan(
+		&t.ID, &t.PrincipalID, &t.Hash, &t.Prefix, &tCreated, &expires, &revoked, &used,
+		&pr.ID, &pr.Name, &pr.Role, &pCreated, &disabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Principal{}, store.Token{}, denied
 	}
 	if err != nil {
 		return store.Principal{}, store.Token{}, fmt.Errorf("authenticate: %w", err)
 	}
-	if t.RevokedAt != nil || (t.ExpiresAt != nil && !p.Now.Before(*t.ExpiresAt)) {
-		return store.Principal{}, store.Token{}, denied
-	}
-	pr, err := loadPrincipal(ctx, s.r, t.PrincipalID, "")
-	if err != nil {
-		return store.Principal{}, store.Token{}, err
-	}
-	if pr.DisabledAt != nil {
+	t.CreatedAt, t.ExpiresAt, t.RevokedAt, t.LastUsedAt = fromTS(tCreated), nullTS(expires), nullTS(revoked), nullTS(used)
+	pr.CreatedAt, pr.DisabledAt = fromTS(pCreated), nullTS(disabled)
+	if t.RevokedAt != nil || (t.ExpiresAt != nil && !p.Now.Before(*t.ExpiresAt)) || pr.DisabledAt != nil {
 		return store.Principal{}, store.Token{}, denied
 	}
 	if t.LastUsedAt == nil || p.Now.Sub(*t.LastUsedAt) >= store.LastUsedGranularity {
