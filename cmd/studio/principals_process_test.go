@@ -68,4 +68,7 @@ func TestProcessTeamCLI(t *testing.T) {
 		t.Fatalf("principals list after revoke:\n%s", out)
 	}
 	run(owner, exitConflict, "principals", "revoke", "owner") // the last admin
+	if out := run(owner, exitUsage, "serve", "--second-approver-for", "execute,nope", "--data-dir", t.TempDir()); !strings.Contains(out, "nope") {
+		t.Fatalf("a bad --second-approver-for: %s", out)
+	}
 }
