@@ -40,9 +40,6 @@ func auditListCmd(cfg *config) *cobra.Command {
   studio audit list --target 3f2a...            # a resource's or proposal's events
   studio audit list --action studio.app.command --since 2026-01-01T00:00:00Z --until 24h`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
-			if err := oneOf("actor", actor, false, auditActors...); err != nil {
-				return err
-			}
 			q := url.Values{}
 			for k, v := range map[string]string{"action": action, "actor": actor, "commandType": commandType, "target": target, "targetId": targetID} {
 				if v != "" {
@@ -78,7 +75,7 @@ func auditListCmd(cfg *config) *cobra.Command {
 	o = addOutput(c)
 	f := c.Flags()
 	f.StringVar(&action, "action", "", "only this action (for example studio.app.command)")
-	f.StringVar(&actor, "actor", "", "only this actor: "+strings.Join(auditActors, ", "))
+	f.StringVar(&actor, "actor", "", "only this actor: a principal's name, or one of the daemon's own: "+strings.Join(auditActors, ", "))
 	f.StringVar(&commandType, "command-type", "", "only this command type (for example launch_playbook)")
 	f.StringVar(&target, "target", "", "the row's target id, or a resource or proposal id its details name")
 	f.StringVar(&targetID, "target-id", "", "only rows whose target id is exactly this")

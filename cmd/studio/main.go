@@ -26,6 +26,7 @@ type config struct {
 	server   string // operator client: daemon URL
 	// tokenSource is where a client read its token (said when refused).
 	tokenSource string
+	token       string // clients: --token (else STUDIO_TOKEN, else the token file)
 	// pg tunes the PostgreSQL connections (serve's --db-* flags).
 	pg postgres.Options
 	// walAutocheckpoint is serve's --sqlite-wal-autocheckpoint: pages, 0
@@ -111,9 +112,10 @@ func newRootConfig() (*cobra.Command, *config) {
 	pf.StringVar(&cfg.dataDir, "data-dir", envOr("STUDIO_DATA_DIR", defaultDataDir()), "data directory: database and token (env STUDIO_DATA_DIR)")
 	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
 	pf.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "clients: daemon URL (env STUDIO_URL; default http://<addr>)")
+	pf.StringVar(&cfg.token, "token", "", "clients: a bearer token, yours (default env STUDIO_TOKEN, else the data directory's token file: the owner's)")
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
 		newRunsCmd(cfg), newPlaybooksCmd(cfg), newWorkflowsCmd(cfg), newSchedulesCmd(cfg), newAuditCmd(cfg), newHealthzCmd(cfg), newBenchCmd(),
-		newBackupCmd(cfg), newRestoreCmd(cfg))
+		newBackupCmd(cfg), newRestoreCmd(cfg), newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg))
 	markUsage(root)
 	return root, cfg
 }

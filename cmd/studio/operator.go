@@ -30,9 +30,14 @@ func (o *output) operatorClient(cfg *config) (*httpapi.Client, error) {
 }
 
 func operatorClient(cfg *config) (*httpapi.Client, error) {
-	token, err := clientToken(cfg)
-	if err != nil {
-		return nil, err
+	token := cfg.token
+	if token == "" {
+		var err error
+		if token, err = clientToken(cfg); err != nil {
+			return nil, err
+		}
+	} else {
+		cfg.tokenSource = "the --token flag"
 	}
 	server := cfg.server
 	if server == "" {

@@ -110,6 +110,9 @@ type httpOptions struct {
 	maxClientConns int
 	maxConns       int
 	bodyTimeout    time.Duration
+	// secondApproverFor: risks and impacts whose proposals their own
+	// turn's principal cannot confirm (four-eyes).
+	secondApproverFor []string
 }
 
 func newServeCmd(cfg *config) *cobra.Command {
@@ -135,6 +138,11 @@ func newServeCmd(cfg *config) *cobra.Command {
 			slog.SetDefault(log)
 			if ao.retention, err = retention(cmd.Flags(), &keep); err != nil {
 				return err
+			}
+			for _, v := range ho.secondApproverFor {
+				if !slices.Contains(httpapi.SecondApproverValues, v) {
+					return usageError{fmt.Errorf("--second-approver-for: %q is not one of %v", v, httpapi.SecondApproverValues)}
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -168,6 +176,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
 	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
 	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
+	f.StringSliceVar(&ho.secondApproverFor, "second-approver-for", nil,
+		"four-eyes: proposals of these risks (mutate, execute, admin) or impacts (destructive, irreversible) cannot be confirmed by the principal whose turn produced them, e.g. execute,destructive (default: none)")
 	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.IntVar(&ho.maxConns, "max-conns", httpapi.DefaultMaxConns, "connections the --addr listener holds open at once, all clients together (0: no cap); --metrics-addr holds at most "+strconv.Itoa(httpapi.MetricsMaxConns))
@@ -284,6 +294,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	if err != nil {
 		return abort(fmt.Errorf("cockpit assets: %w", err))
 	}
+	if _, err := httpapi.EnsureOwner(ctx, st, token, time.Now()); err != nil {
+		return abort(err)
+	}
 	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, recent, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
 	ms, err := databaseMigrations(cfg)
 	if err != nil {
@@ -294,6 +307,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		holder = keeper
 	}
 	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
+	edge.Principals, edge.SecondApproverFor = st, ho.secondApproverFor
 	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)

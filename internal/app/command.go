@@ -228,14 +228,15 @@ func (t Trigger) actor() string {
 type ExecOptions struct {
 	// Trigger defaults to manual.
 	Trigger Trigger
-	// Actor names who a manual command was executed for when it is not
-	// the cockpit: ActorCLI for the command line. It is a label for the
-	// audit trail, never an authorization: "" is the trigger's actor.
-	Actor string
 	// ExpectedTarget, when set, is the target the command was proposed and
 	// confirmed against (ADR D4): a different id or version is conflict, and
 	// the change applies only if the version still matches when it commits.
 	ExpectedTarget *protocol.ResourceVersion
+	// Actor is the audit row's actor of a manual command: the principal
+	// (name) it comes from, or a label of where it came from when no
+	// principal is known (ActorCLI for the command line). "" is the
+	// trigger's actor (studio_cockpit for manual). Never an authorization.
+	Actor string
 }
 
 // Result is what a command did. Target names the resource it created or
@@ -348,7 +349,7 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 	if !validTrigger(trigger) {
 		return Result{}, protocol.Errorf(protocol.Validation, "trigger %q is not manual, schedule or operator", trigger)
 	}
-	if opts.Actor != "" && (trigger != TriggerManual || (opts.Actor != ActorCockpit && opts.Actor != ActorCLI)) {
+	if opts.Actor != "" && trigger != TriggerManual {
 		return Result{}, protocol.Errorf(protocol.Validation, "actor %q is not one a %s command can have", opts.Actor, trigger)
 	}
 	target, err := cmd.resolve(ctx, s)

@@ -105,6 +105,11 @@ func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) 
 		fail(err)
 		return
 	}
+	np.SubmittedBy = r.by // an amendment is its amender's command: four-eyes asks another principal to confirm it
+	linkActor := r.by
+	if linkActor == "" {
+		linkActor = protocol.AuditActor
+	}
 	closed := p
 	closed.CompletedAt = &now
 	reason := protocol.ReasonAmended
@@ -115,8 +120,8 @@ func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) 
 		return
 	}
 	out, err := c.store.AmendProposal(ctx, store.AmendProposalParams{ID: p.ID, Proposal: np, Now: now,
-		Audit: auditRow(closed, auditParams{decision: protocol.DecisionDenied, code: &reason, now: now}),
-		Link:  store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AmendAction, TargetID: &p.ID, Details: link, Now: now}})
+		Audit: auditRow(closed, auditParams{decision: protocol.DecisionDenied, code: &reason, actor: r.by, now: now}),
+		Link:  store.AppendAdminEventParams{Actor: linkActor, Action: protocol.AmendAction, TargetID: &p.ID, Details: link, Now: now}})
 	if err != nil {
 		if protocol.IsCode(err, protocol.Conflict) || protocol.IsCode(err, protocol.Validation) {
 			fail(err)

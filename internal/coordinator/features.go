@@ -89,7 +89,7 @@ func (c *Coordinator) RestoreConversation(ctx context.Context, id string) (proto
 		return protocol.Conversation{}, err
 	}
 	conv, err := c.store.RestoreConversation(ctx, store.RestoreConversationParams{ID: id, DeletedAfter: now.Add(-c.cfg.RecoveryWindow), Now: now,
-		Audit: store.AppendAdminEventParams{Actor: RestoreActor, Action: RestoreAction, TargetID: &id, Details: details, Now: now}})
+		Audit: store.AppendAdminEventParams{Actor: restoreActor(ctx), Action: RestoreAction, TargetID: &id, Details: details, Now: now}})
 	if err != nil {
 		return protocol.Conversation{}, err
 	}
@@ -102,4 +102,12 @@ func forkView(f *store.ForkOrigin) *protocol.ForkOrigin {
 		return nil
 	}
 	return &protocol.ForkOrigin{ConversationID: f.ConversationID, Sequence: f.Sequence, CopiedThrough: f.CopiedThrough}
+}
+
+// restoreActor is the restoring principal, or RestoreActor without one.
+func restoreActor(ctx context.Context) string {
+	if name := principalName(ctx); name != "" {
+		return name
+	}
+	return RestoreActor
 }

@@ -198,6 +198,7 @@ func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionK
 // amendment's command).
 func (c *Coordinator) sendRequest(ctx context.Context, p store.Proposal, r decisionRequest) (chan decisionReply, error) {
 	r.reply = make(chan decisionReply, 1)
+	r.by = principalName(ctx)
 	if p.Status == store.ProposalExecuting {
 		// Executing here: a repeat waits for the outcome (it never
 		// executes twice). Elsewhere, or indeterminate: its stored state.
@@ -349,7 +350,7 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 		o.amend(ctx, r, p)
 		return nil, false
 	case decideDeny:
-		closed, resumed, err := c.denyProposal(ctx, p)
+		closed, resumed, err := c.denyProposal(ctx, p, r.by)
 		if err != nil {
 			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
@@ -420,7 +421,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	pending := p
 	err = o.durable("confirm proposal", func(ctx context.Context) error {
 		var err error
-		p, err = c.confirmProposal(ctx, pending)
+		p, err = c.confirmProposal(ctx, pending, r.by)
 		return err
 	}, func(ctx context.Context) (bool, error) {
 		// The confirmation committed if the proposal executes here now.
@@ -453,7 +454,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	var fin finished
 	err = o.durable("record proposal result", func(ctx context.Context) error {
 		var err error
-		fin, err = c.finishProposal(c.executing(ctx, p, false), finishParams{proposal: p, result: result, failure: execErr, frames: true})
+		fin, err = c.finishProposal(c.executing(ctx, p, false), finishParams{proposal: p, result: result, failure: execErr, frames: true, actor: r.by})
 		return err
 	}, func(ctx context.Context) (bool, error) {
 		cur, err := c.store.GetProposal(ctx, p.ID)
@@ -680,6 +681,7 @@ type closeParams struct {
 	err      *protocol.Error // the tool_result the model sees
 	code     *string         // the stored error code (default err.Code)
 	frames   bool            // false for a turn that ended already (an orphan)
+	by       string          // the denying principal ("" for none: the audit's actor is studio_operator)
 }
 
 // closeProposal ends a pending proposal without executing it: its audit
@@ -695,10 +697,10 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 		s := string(cp.err.Code)
 		code = &s
 	}
-	params := store.CloseProposalParams{ID: p.ID, Status: cp.status, ErrorCode: code, Now: now, Instance: c.cfg.Instance,
-		Audit: auditRow(closed, auditParams{decision: cp.decision, code: code, now: now})}
+	params := store.CloseProposalParams{ID: p.ID, Status: cp.status, ErrorCode: code, Now: now, Instance: c.cfg.Instance, DecidedBy: cp.by,
+		Audit: auditRow(closed, auditParams{decision: cp.decision, code: code, actor: cp.by, now: now})}
 	if cp.frames {
-		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: cp.state}},
+		params.Frames = []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: cp.state, DecidedBy: cp.by}},
 			{Payload: protocol.ToolResultPayload{CallID: p.CallID, OK: false, Error: amendedError(p, cp.err)}}}
 	}
 	out, resumed, err := c.store.CloseProposal(ctx, params)
@@ -713,9 +715,9 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 }
 
 // denyProposal: the operator declined.
-func (c *Coordinator) denyProposal(ctx context.Context, p store.Proposal) (store.Proposal, bool, error) {
+func (c *Coordinator) denyProposal(ctx context.Context, p store.Proposal, by string) (store.Proposal, bool, error) {
 	return c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
-		state: protocol.ConfirmationDenied, frames: true,
+		state: protocol.ConfirmationDenied, frames: true, by: by,
 		err: protocol.Errorf(protocol.Denied, "the operator declined this proposal; nothing was changed")})
 }
 
@@ -767,7 +769,7 @@ func (c *Coordinator) cancelOrphan(ctx context.Context, p store.Proposal) (store
 
 // confirmProposal: pending to executing with the confirmed audit row and
 // frame, before anything executes (ADR D4 step 5, D8).
-func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal) (store.Proposal, error) {
+func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal, by string) (store.Proposal, error) {
 	now := c.now()
 	confirmed := p
 	confirmed.ConfirmedAt = &now
@@ -776,9 +778,9 @@ func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal) (st
 		// stay so until the confirmation commits.
 		ctx = store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, Hold: true})
 	}
-	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now, Instance: c.cfg.Instance,
-		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, now: now}),
-		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed}}}})
+	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now, Instance: c.cfg.Instance, DecidedBy: by,
+		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, actor: by, now: now}),
+		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed, DecidedBy: by}}}})
 	if err == nil {
 		c.obs.ProposalDecided(decidedOf(p, protocol.DecisionConfirmed))
 	}
@@ -791,7 +793,7 @@ type finishParams struct {
 	result   jsontext.Value  // what the command returned (ignored when it failed)
 	failure  *protocol.Error // why the command failed
 	code     *string         // the stored error code (default failure.Code)
-	actor    string          // the audit row's actor (default studio_operator)
+	actor    string          // the audit row's actor: the deciding principal (default studio_operator)
 	also     *store.AppendAdminEventParams
 	frames   bool // the turn is active: confirmation and tool_result frames
 }
@@ -1057,6 +1059,7 @@ func proposalView(p store.Proposal) protocol.ProposalState {
 			IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt), Amends: p.AmendedFrom},
 		ConversationID: p.ConversationID, RequestID: p.RequestID, Status: string(p.Status), Result: p.Result, ErrorCode: p.ErrorCode,
 		CreatedAt: protocol.Timestamp(p.CreatedAt), ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt),
+		SubmittedBy: p.SubmittedBy, DecidedBy: p.DecidedBy,
 	}
 }
 
@@ -1072,4 +1075,11 @@ func (c *Coordinator) newProposal(prep app.Prepared, convID, requestID, callID s
 		CommandType: prep.Type, Command: prep.Canonical, CommandHash: hash, Target: prep.Target, Risk: prep.Risk,
 		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary,
 		IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}, nil
+}
+
+// principalName is the name of the principal a request acts for: the
+// audit's actor for what it causes ("" when none, then studio_operator).
+func principalName(ctx context.Context) string {
+	p, _ := protocol.PrincipalFrom(ctx)
+	return p.Name
 }

@@ -56,7 +56,7 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 	turn, frame, err := c.store.SubmitTurn(ctx, store.SubmitTurnParams{
 		ConversationID: convID, RequestID: uuid.NewString(), Instruction: req.Instruction,
 		ContextJSON: record, ContextHash: hash, ExpectedLastSequence: *req.ExpectedLastSequence, Now: c.now(),
-		Instance: c.cfg.Instance,
+		Instance: c.cfg.Instance, SubmittedBy: principalName(ctx),
 	})
 	if err != nil {
 		c.pool.done(slot)
@@ -202,6 +202,7 @@ type decisionRequest struct {
 	kind       decisionKind
 	proposalID string
 	amended    app.Command // decideAmend: the operator's edited command
+	by         string      // the deciding principal's name ("" for none)
 	reply      chan decisionReply
 }
 

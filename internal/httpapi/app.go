@@ -66,7 +66,14 @@ func (s *Server) appRoutes() {
 // execute runs a cockpit command and answers status with what pick takes
 // from the result.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd app.Command, status int, pick func(app.Result) any) {
-	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual, Actor: manualActor(r)})
+	who, _ := protocol.PrincipalFrom(r.Context())
+	if app.SpecOf(cmd).Risk == protocol.RiskAdmin {
+		if err := requireRole(who, protocol.RoleAdmin); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual, Actor: manualActor(r, who)})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -79,9 +86,12 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd app.Command
 const CLIUserAgent = "studio-cli/"
 
 // manualActor is who a person's command came from, for the audit trail:
-// the command line when its client says so, else the cockpit. Both hold
-// the same token, so this is a label, not an authorization.
-func manualActor(r *http.Request) string {
+// its principal; without one (no principal store), the command line when
+// its client says so, else the cockpit — a label, not an authorization.
+func manualActor(r *http.Request, who protocol.Principal) string {
+	if who.Name != "" {
+		return who.Name // who it was: the principal, whatever client it used
+	}
 	if strings.HasPrefix(r.UserAgent(), CLIUserAgent) {
 		return app.ActorCLI
 	}

@@ -91,8 +91,8 @@ func TestAuditFiltersAPI(t *testing.T) {
 	d := newAppDaemon(t)
 	pb, run := d.seed()
 	events := func(q string) []any { return d.must("GET", "/api/app/audit?"+q, "", 200)["events"].([]any) }
-	if n := len(events("actor=studio_cockpit")); n != 5 {
-		t.Fatalf("actor=studio_cockpit: %d events", n)
+	if n := len(events("actor=owner")); n != 5 {
+		t.Fatalf("actor=owner: %d events", n)
 	}
 	if n := len(events("actor=studio_operator")); n != 0 {
 		t.Fatalf("actor=studio_operator: %d events", n)

@@ -57,7 +57,11 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Recent: recent})
+	// The token is the bootstrap owner's, an admin principal: actors are "owner".
+	if _, err := httpapi.EnsureOwner(context.Background(), st, testToken, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Recent: recent, Principals: st, Now: clock.Now})
 	srv := httptest.NewServer(api)
 	d := &appDaemon{t: t, clock: clock, store: st, coord: coord, svc: svc, srv: srv,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
@@ -273,14 +277,14 @@ func TestAppStatusCodes(t *testing.T) {
 	if health["status"] != "ok" || health["database"].(map[string]any)["file"] != "studio.db" {
 		t.Fatalf("health = %v", health)
 	}
-	// Cockpit changes are in the audit trail, as the cockpit's.
+	// Cockpit changes are in the audit trail, as the principal's (owner).
 	audit := d.must("GET", "/api/app/audit?action=studio.app.command&limit=200", "", 200)
 	evs := audit["events"].([]any)
 	if len(evs) < 10 {
 		t.Fatalf("%d audit rows", len(evs))
 	}
 	for _, e := range evs {
-		if e.(map[string]any)["actor"] != app.ActorCockpit {
+		if e.(map[string]any)["actor"] != httpapi.OwnerName {
 			t.Fatalf("audit row = %v", e)
 		}
 	}

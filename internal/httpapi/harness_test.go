@@ -46,6 +46,10 @@ type harnessOpts struct {
 	serveApp  bool          // serve /api/app too
 	retryWait time.Duration // when set: every model retry waits this long
 	models    []coordinator.Model
+	// principals: tokens are principals' (the store's), testToken the
+	// owner's; secondApprover is Config.SecondApproverFor.
+	principals     bool
+	secondApprover []string
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -72,6 +76,12 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	apiCfg := httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()}
 	if o.serveApp {
 		apiCfg.App = stack.App
+	}
+	if o.principals {
+		if _, err := httpapi.EnsureOwner(context.Background(), stack.DB, testToken, stack.Clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		apiCfg.Principals, apiCfg.SecondApproverFor, apiCfg.Now = stack.DB, o.secondApprover, stack.Clock.Now
 	}
 	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)

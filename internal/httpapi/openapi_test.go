@@ -182,6 +182,17 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("POST", cp+"/restore", "", 200)
 	call("DELETE", cp, "", 200)
 
+	// Principals and tokens (the owner is the admin).
+	call("GET", "/api/auth/whoami", "", 200)
+	call("POST", "/api/admin/principals", `{"name":"alice","role":"operator"}`, 201)
+	call("GET", "/api/admin/principals", "", 200)
+	call("PATCH", "/api/admin/principals/alice", `{"role":"approver"}`, 200)
+	tokenID := field(call("POST", "/api/admin/principals/alice/tokens", `{"expiresIn":"90d"}`, 201), "id")
+	call("GET", "/api/admin/tokens?principal=alice", "", 200)
+	call("DELETE", "/api/admin/tokens/"+tokenID, "", 200)
+	call("DELETE", "/api/admin/principals/alice", "", 200)
+	call("POST", "/api/admin/principals", `{"name":"alice","role":"viewer"}`, 409)
+
 	// Typed errors answer with the error body of their status.
 	call("GET", cp, "", 404)
 	call("POST", "/api/operator/conversations", `{"title":1}`, 400)

@@ -68,7 +68,7 @@ func (h *harness) auditTrail(proposalID string) []protocol.CommandAudit {
 	var out []protocol.CommandAudit
 	for i := len(rows) - 1; i >= 0; i-- {
 		r := rows[i]
-		if r.Actor != "studio_operator" || r.TargetID == nil || *r.TargetID != proposalID {
+		if (r.Actor != "studio_operator" && r.Actor != "owner") || r.TargetID == nil || *r.TargetID != proposalID {
 			h.t.Fatalf("audit row %+v", r)
 		}
 		var keys map[string]any

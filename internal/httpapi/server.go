@@ -6,14 +6,12 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
+	"github.com/studio/operator/internal/store"
 )
 
 // Body size limits. A turn holds up to 32 768 characters of instruction,
@@ -37,8 +36,18 @@ const (
 // Config wires a Server.
 type Config struct {
 	Coordinator *coordinator.Coordinator
-	// Token is the bearer token every /api request must carry.
-	Token  string
+	// Token is the bearer token of the bootstrap admin (owner) when
+	// Principals is nil; with Principals, tokens are looked up there.
+	Token string
+	// Principals authenticates personal tokens and keeps principals (the
+	// admin routes); nil accepts Token alone, as the admin owner.
+	Principals store.PrincipalStore
+	// SecondApproverFor lists the risks (mutate, execute, admin) and
+	// impacts (destructive, irreversible) of proposals that the principal
+	// whose turn produced them cannot confirm (four-eyes).
+	SecondApproverFor []string
+	// Now is the clock of token expiry (default time.Now).
+	Now    func() time.Time
 	Logger *slog.Logger
 	// Heartbeat is the interval of SSE comment heartbeats (default 15 s).
 	Heartbeat time.Duration
@@ -120,6 +129,9 @@ func newServer(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
 		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
 	s.base, s.stop = context.WithCancel(context.Background())
@@ -183,6 +195,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/operator/routes", s.authed(s.handleRoutes))
 	m.HandleFunc("GET /api/operator/tools", s.authed(s.handleTools))
 	s.featureRoutes()
+	s.principalRoutes()
 }
 
 // routeMux is the server's mux, remembering the patterns registered through
@@ -203,37 +216,14 @@ func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 	m.Handle(pattern, http.HandlerFunc(h))
 }
 
+func (s *Server) now() time.Time { return s.cfg.Now() }
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // notFound answers an /api path no route serves.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, protocol.Errorf(protocol.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
-}
-
-// authed requires the bearer token. A credential in the URL is refused even
-// alongside a valid header: tokens never belong in URLs or logs (ADR D6).
-func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := s.checkBearer(r); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		h(w, r)
-	}
-}
-
-func (s *Server) checkBearer(r *http.Request) error {
-	q := r.URL.Query()
-	if q.Has("token") || q.Has("access_token") {
-		return protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer")
-	}
-	// The scheme is case-insensitive (RFC 9110 §11.1): bearer, BEARER.
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(token, " ")), []byte(s.cfg.Token)) != 1 {
-		return protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
-	}
-	return nil
 }
 
 // writeError writes {"error": ProtocolError} with the code's status. Errors

@@ -113,6 +113,10 @@ const ReasonAmended = "amended"
 type ConfirmationPayload struct {
 	ProposalID string            `json:"proposalId"`
 	State      ConfirmationState `json:"state"`
+	// DecidedBy names the principal that confirmed or denied the proposal
+	// (an extension of ADR D2's payload; absent for a required, expired or
+	// executed state, and when no principal decided).
+	DecidedBy string `json:"decidedBy,omitempty"`
 }
 
 // ErrorPayload reports a typed turn-level failure.

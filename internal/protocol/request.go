@@ -366,6 +366,11 @@ type ProposalState struct {
 	Result         jsontext.Value `json:"result,omitzero"`
 	ErrorCode      *string        `json:"errorCode"`
 	CreatedAt      float64        `json:"createdAt"`
+	// SubmittedBy names the principal whose turn produced the proposal and
+	// DecidedBy the one that confirmed or denied it (extensions of the
+	// ADR's proposal view; absent when none, and for older proposals).
+	SubmittedBy string `json:"submittedBy,omitzero"`
+	DecidedBy   string `json:"decidedBy,omitzero"`
 }
 
 // TurnProgress is what an active turn is doing now, as the coordinator that

@@ -67,6 +67,12 @@ type Proposal struct {
 	// ExecutedAt is when the command's own write committed (fenced
 	// executions only: Fence.Execute); nil before.
 	ExecutedAt *time.Time
+	// SubmittedBy is the principal (name) whose action produced it: the
+	// one that amended it when set on create, else copied from its turn's
+	// submitter; DecidedBy the principal that confirmed or denied it (""
+	// for none, and for rows from before principals).
+	SubmittedBy string
+	DecidedBy   string
 }
 
 // ProposalStore keeps proposals. Every transition that the ADR audits
@@ -130,6 +136,8 @@ type ConfirmProposalParams struct {
 	// Instance executes it: it owns the proposal, and the turn while the
 	// turn awaits confirmation.
 	Instance string
+	// DecidedBy is the confirming principal's name ("" for none).
+	DecidedBy string
 }
 
 // FinishProposalParams records an executed proposal's outcome.
@@ -158,6 +166,9 @@ type CloseProposalParams struct {
 	Now       time.Time
 	// Instance owns the turn it resumes.
 	Instance string
+	// DecidedBy is the denying principal's name ("" for none: an expiry,
+	// a stale target, a cancelled turn).
+	DecidedBy string
 }
 
 // AmendProposalParams amends a pending proposal.

@@ -33,6 +33,7 @@ type Store interface {
 	ProposalStore
 	AppStore
 	InstanceStore
+	PrincipalStore
 
 	// FrameSignal returns a channel that is closed after the next commit that
 	// appends frames to the conversation (or purges it). Take the channel
@@ -142,6 +143,9 @@ type Turn struct {
 	// fencing token: fence.go).
 	Owner string
 	Epoch int64
+	// SubmittedBy is the name of the principal that submitted the turn
+	// ("" for turns from before principals, or without one).
+	SubmittedBy string
 }
 
 // Frame is a row of studio_operator_frames. Payload is the stored JSON,
@@ -269,6 +273,8 @@ type SubmitTurnParams struct {
 	// Instance owns the queued turn (it starts it unless another instance
 	// claims it first).
 	Instance string
+	// SubmittedBy is the submitting principal's name ("" for none).
+	SubmittedBy string
 }
 
 // StartTurnParams starts a queued turn; Instance owns it from then on.

@@ -97,6 +97,7 @@ export interface ConfirmationFrame {
 export interface ConfirmationPayload {
   proposalId: string;
   state: "required" | "confirmed" | "expired" | "executed" | "denied" | "failed";
+  decidedBy?: string;
 }
 
 export interface ContextLimits {
@@ -156,6 +157,11 @@ export interface CreatePlaybookCommand {
   project?: string;
 }
 
+export interface CreatePrincipalRequest {
+  name: string;
+  role: string;
+}
+
 export interface CreateScheduleCommand {
   name: string;
   cron: string;
@@ -164,6 +170,10 @@ export interface CreateScheduleCommand {
   args?: Record<string, string>;
   enabled?: boolean;
   project?: string;
+}
+
+export interface CreateTokenRequest {
+  expiresIn?: string;
 }
 
 export interface CreateWorkflowCommand {
@@ -372,6 +382,17 @@ export interface NavigateEffect {
   params: Record<string, string | number | boolean | string[]>;
 }
 
+export interface NewTokenView {
+  id: string;
+  principal: string;
+  prefix: string;
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  lastUsedAt: number | null;
+  token: string;
+}
+
 export interface OperatorActivity {
   since: number;
   until: number;
@@ -445,6 +466,20 @@ export interface PrefillEffect {
   values: Record<string, unknown>;
 }
 
+export interface Principal {
+  id: string;
+  name: string;
+  role: string;
+}
+
+export interface PrincipalView {
+  id: string;
+  name: string;
+  role: string;
+  createdAt: number;
+  disabledAt: number | null;
+}
+
 export interface ProposalFrame {
   version: 1;
   conversationId: string;
@@ -488,6 +523,8 @@ export interface ProposalState {
   result?: unknown;
   errorCode: string | null;
   createdAt: number;
+  submittedBy?: string;
+  decidedBy?: string;
 }
 
 export interface ProtocolError {
@@ -710,6 +747,16 @@ export interface ThemeEffect {
   theme: "light" | "dark";
 }
 
+export interface TokenView {
+  id: string;
+  principal: string;
+  prefix: string;
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  lastUsedAt: number | null;
+}
+
 export interface ToolCallFrame {
   version: 1;
   conversationId: string;
@@ -825,6 +872,10 @@ export interface UpdatePlaybookCommand {
   description?: string;
   prompt?: string;
   args?: PlaybookArg[];
+}
+
+export interface UpdatePrincipalRequest {
+  role: string;
 }
 
 export interface UpdateScheduleCommand {

@@ -14,20 +14,20 @@ import (
 )
 
 const turnCols = `request_id, conversation_id, instruction, context_json, context_hash, status,
-	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance, owner_epoch`
+	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance, owner_epoch, submitted_by`
 
 func scanTurn(row scanner) (store.Turn, error) {
 	var t store.Turn
 	var ctxJSON string
-	var errCode, owner sql.NullString
+	var errCode, owner, by sql.NullString
 	var created float64
 	var started, ended, cancelReq sql.NullFloat64
 	err := row.Scan(&t.RequestID, &t.ConversationID, &t.Instruction, &ctxJSON, &t.ContextHash, &t.Status,
-		&errCode, &created, &started, &ended, &cancelReq, &owner, &t.Epoch)
+		&errCode, &created, &started, &ended, &cancelReq, &owner, &t.Epoch, &by)
 	if err != nil {
 		return t, err
 	}
-	t.Owner = owner.String
+	t.Owner, t.SubmittedBy = owner.String, by.String
 	t.ContextJSON = jsontext.Value(ctxJSON)
 	t.ErrorCode = nullString(errCode)
 	t.CreatedAt = fromTS(created)
@@ -105,9 +105,9 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_turns
-			(request_id, conversation_id, instruction, context_json, context_hash, status, created_at, owner_instance)
-			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)`,
-			p.RequestID, p.ConversationID, p.Instruction, string(p.ContextJSON), p.ContextHash, ts(p.Now), nullIfEmpty(p.Instance)); err != nil {
+			(request_id, conversation_id, instruction, context_json, context_hash, status, created_at, owner_instance, submitted_by)
+			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)`,
+			p.RequestID, p.ConversationID, p.Instruction, string(p.ContextJSON), p.ContextHash, ts(p.Now), nullIfEmpty(p.Instance), emptyNull(p.SubmittedBy)); err != nil {
 			return fmt.Errorf("insert turn: %w", err)
 		}
 		frames, err := appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now,

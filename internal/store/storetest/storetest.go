@@ -26,6 +26,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ConversationFeatures", func(t *testing.T) { ExerciseConversationFeatures(t, open) })
 	t.Run("Instances", func(t *testing.T) { ExerciseInstances(t, open) })
 	t.Run("Fences", func(t *testing.T) { ExerciseFences(t, open) })
+	t.Run("Principals", func(t *testing.T) { ExercisePrincipals(t, open) })
 
 	run("Conversation/CreateGet", testConversationCreateGet)
 	run("Conversation/GetMissing", testConversationGetMissing)

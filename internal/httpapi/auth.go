@@ -1,0 +1,122 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"strings"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Authentication: who a request acts for. A bearer token is a principal's
+// personal token, looked up by its hash in StateDB on every request, so a
+// revocation committed by any daemon sharing the database refuses the
+// token from the next request on (no cache to outlive it). Without a
+// principal store (Config.Principals nil: tests, the degraded API) the one
+// configured token is the bootstrap admin, owner.
+
+// TokenPrefix starts every personal token: a leaked one is recognisable.
+const TokenPrefix = "stu_"
+
+// tokenBytes is a token's randomness: 256 bits.
+const tokenBytes = 32
+
+// OwnerName is the bootstrap admin principal: the token file's.
+const OwnerName = "owner"
+
+// legacyOwner is the principal of the configured token when no principal
+// store is configured.
+var legacyOwner = protocol.Principal{ID: OwnerName, Name: OwnerName, Role: protocol.RoleAdmin}
+
+// NewToken is a new personal token: the prefix and 256 random bits,
+// base64url. It is shown once; only HashToken of it is stored.
+func NewToken() string {
+	b := make([]byte, tokenBytes)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HashToken is what StateDB keeps of a token: its SHA-256, hex. A token
+// has 256 bits of entropy, so a fast hash is enough: nothing to guess.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// TokenDisplayPrefix is the visible start of a token kept with its hash.
+func TokenDisplayPrefix(token string) string {
+	if len(token) > len(TokenPrefix)+8 {
+		return token[:len(TokenPrefix)+8]
+	}
+	return token
+}
+
+// bearerToken is the request's bearer token. A credential in the URL is
+// refused even alongside a valid header: tokens never belong in URLs or
+// logs (ADR D6).
+func bearerToken(r *http.Request) (string, error) {
+	q := r.URL.Query()
+	if q.Has("token") || q.Has("access_token") {
+		return "", protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer")
+	}
+	// The scheme is case-insensitive (RFC 9110 §11.1): bearer, BEARER.
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimLeft(token, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
+	}
+	return token, nil
+}
+
+// authenticate finds the principal of the request's bearer token: unknown,
+// revoked and expired tokens, and disabled principals', are auth_required.
+func (s *Server) authenticate(r *http.Request) (protocol.Principal, error) {
+	token, err := bearerToken(r)
+	if err != nil {
+		return protocol.Principal{}, err
+	}
+	if s.cfg.Principals == nil {
+		if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
+			return protocol.Principal{}, protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
+		}
+		return legacyOwner, nil
+	}
+	p, _, err := s.cfg.Principals.Authenticate(r.Context(), store.AuthenticateParams{Hash: HashToken(token), Now: s.now()})
+	if err != nil {
+		if !protocol.IsCode(err, protocol.AuthRequired) {
+			s.log.Error("authenticate", "err", err)
+			return protocol.Principal{}, protocol.Errorf(protocol.ServiceFailure, "credentials could not be checked; try again")
+		}
+		return protocol.Principal{}, err
+	}
+	return p.Wire(), nil
+}
+
+// authed requires a principal whose role the route's entry in RouteRoles
+// allows, and carries the principal in the request's context.
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := authorize(p, r.Pattern); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h(w, r.WithContext(protocol.WithPrincipal(r.Context(), p)))
+	}
+}
+
+// checkBearer authenticates the request without a role check: any
+// principal may (the stream, the health check's reason).
+func (s *Server) checkBearer(r *http.Request) error {
+	_, err := s.authenticate(r)
+	return err
+}

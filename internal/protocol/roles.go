@@ -1,0 +1,136 @@
+package protocol
+
+import (
+	"context"
+	"slices"
+)
+
+// Role is a principal's role: what it may do through the API. Roles are
+// ordered; each allows everything the lesser ones do.
+type Role string
+
+// Roles, least to most.
+const (
+	// RoleViewer reads: the cockpit, conversations, proposals, the audit.
+	RoleViewer Role = "viewer"
+	// RoleAgent is a program: it converses and proposes, never confirms
+	// a proposal and never acknowledges an effect for a browser.
+	RoleAgent Role = "agent"
+	// RoleOperator converses, acknowledges effects, runs the cockpit's
+	// commands and confirms proposals of risk mutate or execute.
+	RoleOperator Role = "operator"
+	// RoleApprover confirms proposals of any risk.
+	RoleApprover Role = "approver"
+	// RoleAdmin may do everything, principals and maintenance included.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists the roles, least to most.
+var Roles = []Role{RoleViewer, RoleAgent, RoleOperator, RoleApprover, RoleAdmin}
+
+// Rank is the role's place in Roles (-1 for an unknown role).
+func (r Role) Rank() int { return slices.Index(Roles, r) }
+
+// Valid reports whether r is one of Roles.
+func (r Role) Valid() bool { return r.Rank() >= 0 }
+
+// Allows reports whether r is at least need.
+func (r Role) Allows(need Role) bool { return r.Valid() && r.Rank() >= need.Rank() }
+
+// ParseRole reads a role name; anything else is a validation error.
+func ParseRole(s string) (Role, error) {
+	r := Role(s)
+	if !r.Valid() {
+		return "", Errorf(Validation, "role must be one of %v, not %q", Roles, s).With("field", "role")
+	}
+	return r, nil
+}
+
+// ConfirmRole is the least role that confirms a proposal of the risk:
+// operator for mutate and execute, approver for anything else (admin).
+func ConfirmRole(risk string) Role {
+	switch risk {
+	case RiskMutate, RiskExecute:
+		return RoleOperator
+	}
+	return RoleApprover
+}
+
+// RoleDenied is the 403 of a principal whose role is below need: details
+// say the reason ("role") and the role needed.
+func RoleDenied(have, need Role) *Error {
+	return Errorf(Denied, "this needs the role %s or higher; your role is %s", need, have).
+		With("reason", "role").With("needed", string(need))
+}
+
+// SecondApproverDenied is the 403 of a confirm by the principal whose turn
+// produced a proposal of a risk that needs a second approver.
+func SecondApproverDenied(risk string) *Error {
+	return Errorf(Denied, "a proposal of risk %s needs a second approver: another principal must confirm it", risk).
+		With("reason", "second_approver_required")
+}
+
+// Principal is who a request acts for: its id, unique name and role.
+type Principal struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Role Role   `json:"role"`
+}
+
+type principalKey struct{}
+
+// WithPrincipal is ctx carrying the principal a request acts for. Only the
+// HTTP edge sets it, from a credential, never from model output.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom is the principal ctx carries, if any.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// PrincipalView is a principal on the wire.
+type PrincipalView struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Role       Role     `json:"role"`
+	CreatedAt  float64  `json:"createdAt"`
+	DisabledAt *float64 `json:"disabledAt"`
+}
+
+// TokenView is a token on the wire: never the token, only its prefix.
+type TokenView struct {
+	ID         string   `json:"id"`
+	Principal  string   `json:"principal"` // the principal's name
+	Prefix     string   `json:"prefix"`
+	CreatedAt  float64  `json:"createdAt"`
+	ExpiresAt  *float64 `json:"expiresAt"`
+	RevokedAt  *float64 `json:"revokedAt"`
+	LastUsedAt *float64 `json:"lastUsedAt"`
+}
+
+// NewTokenView is a token just created: the only answer that holds it.
+type NewTokenView struct {
+	TokenView
+	Token string `json:"token"`
+}
+
+// CreatePrincipalRequest is the body of POST /api/admin/principals.
+type CreatePrincipalRequest struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// UpdatePrincipalRequest is the body of PATCH /api/admin/principals/{ref}.
+type UpdatePrincipalRequest struct {
+	Role string `json:"role"`
+}
+
+// CreateTokenRequest is the body of POST /api/admin/principals/{ref}/tokens.
+type CreateTokenRequest struct {
+	// ExpiresIn is a lifetime: Go durations (720h) or days (90d); empty
+	// for a token that does not expire.
+	ExpiresIn string `json:"expiresIn,omitempty"`
+}

@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Principal is a row of studio_principals: a named identity with a role.
+type Principal struct {
+	ID         string
+	Name       string
+	Role       protocol.Role
+	CreatedAt  time.Time
+	DisabledAt *time.Time
+}
+
+// Wire is the principal as requests carry it.
+func (p Principal) Wire() protocol.Principal {
+	return protocol.Principal{ID: p.ID, Name: p.Name, Role: p.Role}
+}
+
+// Token is a row of studio_principal_tokens. The token itself is never
+// stored: Hash is its SHA-256 (hex), Prefix its visible start.
+type Token struct {
+	ID          string
+	PrincipalID string
+	Hash        string
+	Prefix      string
+	CreatedAt   time.Time
+	ExpiresAt   *time.Time
+	RevokedAt   *time.Time
+	LastUsedAt  *time.Time
+}
+
+// PrincipalStore keeps principals and their tokens. Each change appends
+// its audit row (when given) in the same transaction.
+type PrincipalStore interface {
+	// CreatePrincipal inserts a principal; a name taken (even by a
+	// disabled principal) is conflict.
+	CreatePrincipal(ctx context.Context, p CreatePrincipalParams) (Principal, error)
+	// GetPrincipal finds a principal by id or name; not_found if neither.
+	GetPrincipal(ctx context.Context, ref string) (Principal, error)
+	// ListPrincipals lists every principal, disabled ones included, by name.
+	ListPrincipals(ctx context.Context) ([]Principal, error)
+	// SetPrincipalRole changes a principal's role.
+	SetPrincipalRole(ctx context.Context, p SetPrincipalRoleParams) (Principal, error)
+	// DisablePrincipal disables a principal (for good) and revokes its
+	// tokens; disabling one already disabled returns it unchanged.
+	DisablePrincipal(ctx context.Context, p DisablePrincipalParams) (Principal, error)
+	// CreateToken stores a token's hash for a principal that is not
+	// disabled (conflict otherwise, and for a hash stored already).
+	CreateToken(ctx context.Context, p CreateTokenParams) (Token, error)
+	// ListTokens lists tokens, newest first; PrincipalID, when set, keeps
+	// that principal's.
+	ListTokens(ctx context.Context, p ListTokensParams) ([]Token, error)
+	// RevokeToken revokes a token by id (idempotent: a revoked token is
+	// returned unchanged); not_found if absent.
+	RevokeToken(ctx context.Context, p RevokeTokenParams) (Token, error)
+	// Authenticate finds the principal of a token hash. An unknown,
+	// revoked or expired token, or a disabled principal's, is
+	// auth_required. It records the token's use when the last record is
+	// older than LastUsedGranularity.
+	Authenticate(ctx context.Context, p AuthenticateParams) (Principal, Token, error)
+}
+
+// LastUsedGranularity is how stale a token's last_used_at may be: one
+// write per token per minute at most, not one per request.
+const LastUsedGranularity = time.Minute
+
+// CreatePrincipalParams creates a principal.
+type CreatePrincipalParams struct {
+	ID    string
+	Name  string
+	Role  protocol.Role
+	Now   time.Time
+	Audit *AppendAdminEventParams
+}
+
+// SetPrincipalRoleParams changes a role; Ref is an id or a name.
+type SetPrincipalRoleParams struct {
+	Ref   string
+	Role  protocol.Role
+	Now   time.Time
+	Audit *AppendAdminEventParams
+}
+
+// DisablePrincipalParams disables a principal; Ref is an id or a name.
+type DisablePrincipalParams struct {
+	Ref   string
+	Now   time.Time
+	Audit *AppendAdminEventParams
+}
+
+// CreateTokenParams stores a new token.
+type CreateTokenParams struct {
+	ID          string
+	PrincipalID string
+	Hash        string
+	Prefix      string
+	ExpiresAt   *time.Time
+	Now         time.Time
+	Audit       *AppendAdminEventParams
+}
+
+// ListTokensParams filters tokens.
+type ListTokensParams struct {
+	PrincipalID string
+}
+
+// RevokeTokenParams revokes a token.
+type RevokeTokenParams struct {
+	ID    string
+	Now   time.Time
+	Audit *AppendAdminEventParams
+}
+
+// AuthenticateParams looks a token hash up at Now.
+type AuthenticateParams struct {
+	Hash string
+	Now  time.Time
+}
