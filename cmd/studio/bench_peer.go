@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// The peer of `studio bench --centrifugo PATH` (issue 12): Centrifugo v6,
+// The peer of `studio bench --centrifugo PATH`: Centrifugo v6,
 // the server a user would pick for live fan-out, run by bench on loopback
 // with its memory engine and channel history on (not durable), and driven
 // the way bench drives the daemon: the same streams (uni_sse connections,

@@ -13,7 +13,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// Several models at once (issue 15): --provider NAME=KIND[,option=value...]
+// Several models at once: --provider NAME=KIND[,option=value...]
 // configures one more model a conversation may choose, besides the one
 // --model names (the default). Options: model (the provider's model name),
 // base-url, api-key-env (the environment variable holding the key: keys

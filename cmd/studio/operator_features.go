@@ -10,7 +10,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// The CLI of issue 15: fork, restore, pin, the model choice, search and
+// The conversation commands beyond send and show: fork, restore, pin, the model choice, search and
 // the model list, with the -o table|json convention of every command.
 
 func forkCmd(cfg *config) *cobra.Command {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -349,7 +350,10 @@ func (s *Service) Execute(ctx context.Context, cmd Command, opts ExecOptions) (R
 	if !validTrigger(trigger) {
 		return Result{}, protocol.Errorf(protocol.Validation, "trigger %q is not manual, schedule or operator", trigger)
 	}
-	if opts.Actor != "" && trigger != TriggerManual {
+	// A manual command is a person's (a principal's name, or where it came
+	// from); it never passes for the daemon's own actors.
+	if opts.Actor != "" && (trigger != TriggerManual ||
+		(strings.HasPrefix(opts.Actor, "studio_") && opts.Actor != ActorCockpit && opts.Actor != ActorCLI)) {
 		return Result{}, protocol.Errorf(protocol.Validation, "actor %q is not one a %s command can have", opts.Actor, trigger)
 	}
 	target, err := cmd.resolve(ctx, s)

@@ -8,7 +8,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// Amending a proposal (issue 15): the operator edits the arguments of a
+// Amending a proposal: the operator edits the arguments of a
 // pending proposal's command. The edit is a decision like confirm and deny,
 // made by the turn's owner (one owner per turn): the amended command is
 // validated against the current state exactly like a model's (Prepare),

@@ -29,7 +29,7 @@ type receipt struct {
 	Bytes        int    `json:"bytes"`
 	Hash         string `json:"hash"`
 	// Model and Provider name the configured model the turn talks to
-	// (issue 15): the conversation's choice when the turn started.
+	// the conversation's choice when the turn started.
 	Model    string `json:"model,omitempty"`
 	Provider string `json:"provider,omitempty"`
 }

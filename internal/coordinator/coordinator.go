@@ -122,7 +122,7 @@ type Commands interface {
 type Config struct {
 	Store store.Store
 	// Provider is the default model's provider. Models, when set, are the
-	// models a conversation may choose (issue 15); DefaultModel names the
+	// models a conversation may choose; DefaultModel names the
 	// default (else the first), and Provider defaults to its provider.
 	Provider     model.Provider
 	Models       []Model

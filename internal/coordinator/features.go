@@ -12,7 +12,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// Issue 15's conversation features: forks, restore within the recovery
+// A conversation's history and life beyond its turns: forks, restore within the recovery
 // window, and search terms. Pinning and the model choice are fields of
 // UpdateConversation.
 

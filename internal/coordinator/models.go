@@ -12,7 +12,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// Model is one configured model a conversation may choose (issue 15).
+// Model is one configured model a conversation may choose.
 type Model struct {
 	// Name is what a conversation's model field names (unique).
 	Name string

@@ -9,7 +9,7 @@ import (
 	"github.com/studio/operator/internal/tools"
 )
 
-// The live view (issue 15): while a turn runs, the cockpit reports what the
+// The live view: while a turn runs, the cockpit reports what the
 // operator looks at, and get_current_view answers with the freshest report
 // instead of the snapshot the turn was submitted with. Reports are kept in
 // this process's memory only, by design best effort: a lost report (a

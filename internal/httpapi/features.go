@@ -6,7 +6,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// The endpoints of issue 15: fork, restore, the live view, the model list
+// The conversation endpoints beyond turns and streams: fork, restore, the live view, the model list
 // and amending a proposal. Search, pinning and the model choice go through
 // the conversation list and PATCH.
 

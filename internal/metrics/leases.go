@@ -2,7 +2,7 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// LeaseStats is what a daemon's lease keeper counts (issue 13: several
+// LeaseStats is what a daemon's lease keeper counts (several
 // daemons on one database).
 type LeaseStats struct {
 	Instances     int   // live instances sharing the database, as last seen

@@ -22,7 +22,7 @@ const (
 )
 
 // AmendAction is the audit action of the row that links an amended
-// proposal to the one that replaced it (issue 15). The D8 rows keep their
+// proposal to the one that replaced it. The D8 rows keep their
 // exact payload: the original's close is decision denied with error_code
 // amended, and this second row, in the same transaction, records the link.
 const AmendAction = "studio.operator.proposal_amended"

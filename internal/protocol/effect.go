@@ -292,7 +292,7 @@ type CommandProposal struct {
 	// TargetName (optional) is the target's human name when proposed.
 	TargetName string `json:"targetName,omitzero"`
 	// Amends is the proposal this one replaces: the operator amended its
-	// command (issue 15).
+	// command.
 	Amends *string `json:"amends,omitempty"`
 }
 

@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/go-json-experiment/json/jsontext"
 
-// The wire types of issue 15: forks, models, live view reports and amended
+// The wire types of a conversation's history and choices: forks, models, live view reports and amended
 // proposals.
 
 // ForkOrigin is where a fork's history came from: the source conversation

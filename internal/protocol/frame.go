@@ -101,7 +101,7 @@ const (
 	ConfirmationDenied    ConfirmationState = "denied"
 	ConfirmationFailed    ConfirmationState = "failed"
 	// ConfirmationAmended: the operator replaced the proposal with an
-	// amended one (issue 15); nothing of it ran.
+	// amended one; nothing of it ran.
 	ConfirmationAmended ConfirmationState = "amended"
 )
 

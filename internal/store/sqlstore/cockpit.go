@@ -10,7 +10,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// The cockpit's queries (issue 16): run search, counts and activity over
+// The cockpit's queries: run search, counts and activity over
 // time, live output, and the audit trail's filters.
 
 // runQueryCond matches a run by its playbook's name or input (substring,

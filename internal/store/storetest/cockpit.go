@@ -8,7 +8,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// The cockpit's queries (issue 16).
+// The cockpit's queries: run search, output, activity, workflows, the audit's filters.
 
 func testRunSearch(t *testing.T, f *fixture) {
 	audit, notes := f.playbook("audit_repo"), f.playbook("Release-Notes")

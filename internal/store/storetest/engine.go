@@ -9,7 +9,7 @@ import (
 )
 
 // ExerciseEngine runs the subtests of what the turn engine relies on
-// beyond single transitions (issue 10): pending effects expire at rest when
+// beyond single transitions: pending effects expire at rest when
 // they stop being valid, an archived conversation is read-only, and a
 // cancelled turn records its cancel request.
 func ExerciseEngine(t *testing.T, open func(t *testing.T) store.Store) {

@@ -10,7 +10,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// ExerciseConversationFeatures runs the subtests of issue 15: pinning,
+// ExerciseConversationFeatures runs the subtests of a conversation's choices and history: pinning,
 // search over titles and turn text, restoring a deleted conversation
 // within the recovery window, a model per conversation, forks, and
 // amended proposals.
