@@ -252,7 +252,7 @@ func (cfg *Config) defaults() {
 	setDefault(&cfg.ClaimInterval, DefaultClaimInterval)
 	setDefault(&cfg.RemoteCancelWait, DefaultRemoteCancelWait)
 	setDefault(&cfg.OutageBudget, DefaultOutageBudget)
-	setDefault(&cfg.OutageBackoff, 50*time.Millisecond)
+	setDefault(&cfg.OutageBackoff, store.FirstOutageBackoff)
 	setDefault(&cfg.RemoteDecisionWait, DefaultRemoteDecisionWait)
 	if cfg.Instance == "" {
 		cfg.Instance = uuid.NewString()

@@ -26,8 +26,6 @@ import (
 // Defaults of the outage handling.
 const (
 	DefaultOutageBudget = 60 * time.Second
-	// maxOutageBackoff caps the wait between two tries of a write.
-	maxOutageBackoff = 2 * time.Second
 	// writeAttemptTimeout bounds one try of a write.
 	writeAttemptTimeout = 30 * time.Second
 )
@@ -82,7 +80,7 @@ func (o *owner) durable(what string, write func(ctx context.Context) error, land
 		if !o.outageWait(wait) {
 			return err
 		}
-		wait = min(2*wait, maxOutageBackoff)
+		wait = min(2*wait, store.MaxOutageBackoff)
 	}
 }
 

@@ -183,6 +183,13 @@ func Transient(err error) bool {
 	return false
 }
 
+// The backoff between two tries of a write while the database is away:
+// from FirstOutageBackoff, doubling, up to MaxOutageBackoff.
+const (
+	FirstOutageBackoff = 50 * time.Millisecond
+	MaxOutageBackoff   = 2 * time.Second
+)
+
 // RideOut runs write until it succeeds, fails with an error that is not
 // Transient, or the database has been unavailable for longer than budget:
 // a restart or failover of the database is waited out, with a backoff from
@@ -192,7 +199,7 @@ func Transient(err error) bool {
 // twice (a fenced command's, a compare-and-set's).
 func RideOut(ctx context.Context, budget time.Duration, quit <-chan struct{}, retrying func(wait time.Duration, err error),
 	write func(context.Context) error) error {
-	start, wait := time.Now(), 50*time.Millisecond
+	start, wait := time.Now(), FirstOutageBackoff
 	for {
 		err := write(ctx)
 		if !Transient(err) || time.Since(start)+wait > budget || ctx.Err() != nil {
@@ -211,6 +218,6 @@ func RideOut(ctx context.Context, budget time.Duration, quit <-chan struct{}, re
 			t.Stop()
 			return err
 		}
-		wait = min(2*wait, 2*time.Second)
+		wait = min(2*wait, MaxOutageBackoff)
 	}
 }
