@@ -34,6 +34,7 @@ type Store interface {
 	AppStore
 	InstanceStore
 	PrincipalStore
+	WebhookStore
 
 	// FrameSignal returns a channel that is closed after the next commit that
 	// appends frames to the conversation (or purges it). Take the channel

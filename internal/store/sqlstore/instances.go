@@ -356,7 +356,7 @@ func (s *Store) ReapRun(ctx context.Context, p store.ReapRunParams) (store.Run, 
 				With("status", string(out.Status))
 		}
 		tx.control(store.RunKey(p.ID))
-		return nil
+		return enqueueRunFailed(ctx, tx, out, p.Now)
 	})
 	return out, err
 }

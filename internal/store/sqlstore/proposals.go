@@ -118,7 +118,11 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 		return store.Proposal{}, fmt.Errorf("insert proposal: %w", err)
 	}
 	tx.touch(pr.ConversationID)
-	return getProposal(ctx, tx, pr.ID)
+	out, err := getProposal(ctx, tx, pr.ID)
+	if err != nil {
+		return out, err
+	}
+	return out, enqueueProposal(ctx, tx, store.EventProposalPending, out, "", now)
 }
 
 // GetProposal implements store.ProposalStore.
@@ -223,6 +227,9 @@ func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalPara
 			return err
 		}
 		tx.touch(out.ConversationID)
+		if err := enqueueProposal(ctx, tx, store.EventProposalDecided, out, protocol.DecisionConfirmed, p.Now); err != nil {
+			return err
+		}
 		// A parked turn is its executor's while the command runs: if that
 		// daemon dies, a reaper knows whose work to end.
 		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = ?, owner_epoch = owner_epoch + 1
@@ -287,10 +294,21 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 			return err
 		}
 		tx.touch(out.ConversationID)
+		if denied(p) {
+			if err := enqueueProposal(ctx, tx, store.EventProposalDecided, out, protocol.DecisionDenied, p.Now); err != nil {
+				return err
+			}
+		}
 		resumed, err = resumeTurn(ctx, tx, out.RequestID, p.Instance)
 		return err
 	})
 	return out, resumed, err
+}
+
+// denied reports a close that is a person's denial, not a cancellation
+// with the turn or an expiry: the code the denial records.
+func denied(p store.CloseProposalParams) bool {
+	return p.Status == store.ProposalCancelled && p.ErrorCode != nil && *p.ErrorCode == string(protocol.Denied)
 }
 
 // AwaitConfirmation implements store.ProposalStore.

@@ -229,8 +229,10 @@ func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.R
 			p.Status, p.Output, boolInt(p.OutputTruncated), p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("finish run: %w", err)
 		}
-		out, err = getRun(ctx, tx, p.ID)
-		return err
+		if out, err = getRun(ctx, tx, p.ID); err != nil {
+			return err
+		}
+		return enqueueRunFailed(ctx, tx, out, p.Now)
 	})
 	return out, err
 }
@@ -292,6 +294,9 @@ func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]s
 			}
 			r, err := getRun(ctx, tx, id)
 			if err != nil {
+				return err
+			}
+			if err := enqueueRunFailed(ctx, tx, r, p.Now); err != nil {
 				return err
 			}
 			out = append(out, r)

@@ -223,6 +223,11 @@ func finishTurn(ctx context.Context, tx *writeTx, t store.Turn, status store.Tur
 		WHERE id = ? AND active_request_id = ?`, ts(now), t.ConversationID, t.RequestID); err != nil {
 		return nil, fmt.Errorf("release conversation: %w", err)
 	}
+	if status == store.TurnFailed {
+		if err := enqueueTurnFailed(ctx, tx, t, perr, now); err != nil {
+			return nil, err
+		}
+	}
 	return frames, nil
 }
 
