@@ -61,7 +61,7 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	if _, err := httpapi.EnsureOwner(context.Background(), st, testToken, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Recent: recent, Principals: st, Now: clock.Now})
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Recent: recent, Principals: st, Webhooks: st, Now: clock.Now})
 	srv := httptest.NewServer(api)
 	d := &appDaemon{t: t, clock: clock, store: st, coord: coord, svc: svc, srv: srv,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}

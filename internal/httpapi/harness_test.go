@@ -82,6 +82,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 			t.Fatal(err)
 		}
 		apiCfg.Principals, apiCfg.SecondApproverFor, apiCfg.Now = stack.DB, o.secondApprover, stack.Clock.Now
+		apiCfg.Webhooks = stack.DB
 	}
 	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)

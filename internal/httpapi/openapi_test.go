@@ -192,6 +192,13 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("DELETE", "/api/admin/tokens/"+tokenID, "", 200)
 	call("DELETE", "/api/admin/principals/alice", "", 200)
 	call("POST", "/api/admin/principals", `{"name":"alice","role":"viewer"}`, 409)
+	// Webhooks.
+	hookID := field(call("POST", "/api/admin/webhooks", `{"url":"https://example.com/hook","events":["turn.failed"],"format":"slack"}`, 201), "id")
+	call("POST", "/api/admin/webhooks", `{"url":"ftp://example.com/hook","events":["turn.failed"]}`, 400)
+	call("GET", "/api/admin/webhooks", "", 200)
+	call("GET", "/api/admin/webhooks/"+hookID+"/deliveries", "", 200)
+	call("GET", "/api/admin/webhooks/nope/deliveries", "", 404)
+	call("DELETE", "/api/admin/webhooks/"+hookID, "", 200)
 
 	// Typed errors answer with the error body of their status.
 	call("GET", cp, "", 404)

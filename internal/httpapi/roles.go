@@ -85,6 +85,10 @@ var RouteRoles = map[string]protocol.Role{
 	"POST /api/admin/principals/{ref}/tokens": protocol.RoleAdmin,
 	"GET /api/admin/tokens":                   protocol.RoleAdmin,
 	"DELETE /api/admin/tokens/{id}":           protocol.RoleAdmin,
+	"GET /api/admin/webhooks":                 protocol.RoleAdmin,
+	"POST /api/admin/webhooks":                protocol.RoleAdmin,
+	"DELETE /api/admin/webhooks/{id}":         protocol.RoleAdmin,
+	"GET /api/admin/webhooks/{id}/deliveries": protocol.RoleAdmin,
 }
 
 // authorize refuses a principal whose role is below the route's.

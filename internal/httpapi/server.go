@@ -46,6 +46,9 @@ type Config struct {
 	// impacts (destructive, irreversible) of proposals that the principal
 	// whose turn produced them cannot confirm (four-eyes).
 	SecondApproverFor []string
+	// Webhooks keeps webhooks and their deliveries (the admin routes);
+	// nil refuses those routes.
+	Webhooks store.WebhookStore
 	// Now is the clock of token expiry (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -196,6 +199,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/operator/tools", s.authed(s.handleTools))
 	s.featureRoutes()
 	s.principalRoutes()
+	s.webhookRoutes()
 }
 
 // routeMux is the server's mux, remembering the patterns registered through

@@ -224,6 +224,15 @@ func build() model {
 			Query: []param{q("principal", "only this principal's (name or id)", qString)}, Status: 200, Resp: object(req("tokens", arrayOf(t(reflect.TypeFor[protocol.TokenView]()))))},
 		{Method: "DELETE", Path: "/api/admin/tokens/{id}", ID: "revokeToken", Tag: "admin", Summary: "Revoke a token (admin): refused from the next request on, on every daemon",
 			Status: 200, Resp: t(reflect.TypeFor[protocol.TokenView]())},
+		{Method: "GET", Path: "/api/admin/webhooks", ID: "listWebhooks", Tag: "admin", Summary: "The webhooks, oldest first; never their secrets (admin)",
+			Status: 200, Resp: object(req("webhooks", arrayOf(t(reflect.TypeFor[protocol.Webhook]()))))},
+		{Method: "POST", Path: "/api/admin/webhooks", ID: "createWebhook", Tag: "admin",
+			Summary: "Add a webhook: an http(s) URL, events (proposal.pending, proposal.decided, turn.failed, run.failed), format standard or slack; its signing secret (whsec_…) is in this answer only (admin)",
+			Body:    t(reflect.TypeFor[protocol.CreateWebhookRequest]()), Status: 201, Resp: t(reflect.TypeFor[protocol.NewWebhook]())},
+		{Method: "DELETE", Path: "/api/admin/webhooks/{id}", ID: "removeWebhook", Tag: "admin", Summary: "Remove a webhook (admin): no new deliveries; its pending ones fail",
+			Status: 200, Resp: object(req("webhook", t(reflect.TypeFor[protocol.Webhook]())))},
+		{Method: "GET", Path: "/api/admin/webhooks/{id}/deliveries", ID: "listWebhookDeliveries", Tag: "admin", Summary: "A webhook's deliveries, newest first: status, attempts, the receiver's last answer (admin)",
+			Query: []param{q("limit", "at most this many, 1 to 1000 (default 100)", qInt)}, Status: 200, Resp: object(req("deliveries", arrayOf(t(reflect.TypeFor[protocol.WebhookDelivery]()))))},
 	}
 	for _, c := range []any{app.RetryRunCommand{}, app.CancelRunCommand{}, app.SetScheduleEnabledCommand{}, app.DeletePlaybookCommand{},
 		app.DeleteScheduleCommand{}, app.ReconcileProposalCommand{}} {
@@ -275,6 +284,10 @@ func enums() map[string][]string {
 		"Run.Trigger":                      {"manual", "operator", "schedule"},
 		"DoctorReport.Status":              {app.StatusOK, app.StatusDegraded, app.StatusFailing},
 		"UpdateConversationRequest.Status": {"active", "archived"},
+		"Webhook.Format":                   {"standard", "slack"},
+		"CreateWebhookRequest.Format":      {"standard", "slack"},
+		"WebhookDelivery.Status":           {"pending", "delivered", "failed"},
+		"WebhookDelivery.Event":            {"proposal.pending", "proposal.decided", "turn.failed", "run.failed"},
 	}
 }
 

@@ -176,6 +176,12 @@ export interface CreateTokenRequest {
   expiresIn?: string;
 }
 
+export interface CreateWebhookRequest {
+  url: string;
+  events: string[];
+  format?: "standard" | "slack";
+}
+
 export interface CreateWorkflowCommand {
   name: string;
   description?: string;
@@ -391,6 +397,11 @@ export interface NewTokenView {
   revokedAt: number | null;
   lastUsedAt: number | null;
   token: string;
+}
+
+export interface NewWebhook {
+  webhook: Webhook;
+  secret: string;
 }
 
 export interface OperatorActivity {
@@ -908,6 +919,27 @@ export interface ViewReport {
   selection?: Record<string, string>;
   filters?: Record<string, unknown>;
   observedAt: number;
+}
+
+export interface Webhook {
+  id: string;
+  url: string;
+  events: string[];
+  format: "standard" | "slack";
+  createdAt: number;
+  createdBy: string;
+}
+
+export interface WebhookDelivery {
+  id: string;
+  event: "proposal.pending" | "proposal.decided" | "turn.failed" | "run.failed";
+  status: "pending" | "delivered" | "failed";
+  attempts: number;
+  lastStatus: number;
+  lastError: string;
+  createdAt: number;
+  deliveredAt?: number;
+  nextAttemptAt?: number;
 }
 
 export interface Workflow {
