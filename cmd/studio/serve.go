@@ -33,6 +33,7 @@ import (
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/tools"
+	"github.com/studio/operator/internal/webhooks"
 	"github.com/studio/operator/web"
 )
 
@@ -104,6 +105,15 @@ type leaseOptions struct {
 	outageBudget time.Duration
 }
 
+// webhookOptions configure the dispatcher of the webhook outbox.
+type webhookOptions struct {
+	// publicURL is the cockpit's address as people reach it, for the
+	// links in Slack messages ("" leaves them out).
+	publicURL   string
+	timeout     time.Duration
+	concurrency int
+}
+
 // httpOptions configure the daemon's HTTP edge.
 type httpOptions struct {
 	allowedHosts   []string
@@ -122,6 +132,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	var oo obsOptions
 	var ho httpOptions
 	var lo leaseOptions
+	var wo webhookOptions
 	var keep retentionFlag
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -144,9 +155,12 @@ func newServeCmd(cfg *config) *cobra.Command {
 					return usageError{fmt.Errorf("--second-approver-for: %q is not one of %v", v, httpapi.SecondApproverValues)}
 				}
 			}
+			if err := checkPublicURL(wo.publicURL); err != nil {
+				return usageError{err}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo)
+			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo, wo)
 		},
 	}
 	f := cmd.Flags()
@@ -182,6 +196,9 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.IntVar(&ho.maxConns, "max-conns", httpapi.DefaultMaxConns, "connections the --addr listener holds open at once, all clients together (0: no cap); --metrics-addr holds at most "+strconv.Itoa(httpapi.MetricsMaxConns))
 	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
+	f.StringVar(&wo.publicURL, "public-url", envOr("STUDIO_PUBLIC_URL", ""), "the cockpit's address as people reach it (https://studio.example.com), for the links in webhook messages (env STUDIO_PUBLIC_URL; empty: no links)")
+	f.DurationVar(&wo.timeout, "webhook-timeout", webhooks.DefaultTimeout, "how long a webhook receiver may take to answer one delivery; a slower one is tried again later")
+	f.IntVar(&wo.concurrency, "webhook-concurrency", webhooks.DefaultConcurrency, "webhook deliveries this daemon posts at once")
 	f.DurationVar(&lo.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
 	f.DurationVar(&lo.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
 	f.BoolVar(&lo.exitOnLoss, "exit-on-lease-loss", false, "exit (status 1) when another daemon took this one's work over, instead of rejoining as a new instance")
@@ -193,7 +210,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions, lo leaseOptions) error {
+func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions, lo leaseOptions, wo webhookOptions) error {
 	lock, err := lockDataDir(cfg)
 	if err != nil {
 		return err
@@ -307,7 +324,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		holder = keeper
 	}
 	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
-	edge.Principals, edge.SecondApproverFor = st, ho.secondApproverFor
+	edge.Principals, edge.SecondApproverFor, edge.Webhooks = st, ho.secondApproverFor, st
 	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
@@ -325,6 +342,20 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version, "instance", instance)
 	printSignInURL(os.Stdout, ln.Addr(), token, cfg.dataDir, oo.printTokenURL || isTerminal(os.Stdout))
+	// The webhook outbox: deliveries this daemon claims, posted until the
+	// daemon stops (before the store closes; any daemon's dispatcher
+	// takes over a claim this one leaves).
+	hooks := webhooks.New(webhooks.Config{Store: st, Instance: instance, Timeout: wo.timeout, Concurrency: wo.concurrency,
+		PublicURL: wo.publicURL, Observer: reg, Logger: log})
+	reg.ObserveWebhookQueue(func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return hooks.QueueAge(ctx)
+	})
+	hooksCtx, stopHooks := context.WithCancel(ctx)
+	hooksDone := make(chan struct{})
+	go func() { defer close(hooksDone); hooks.Run(hooksCtx) }()
+	defer func() { stopHooks(); <-hooksDone }()
 	go func() { errc <- srv.Serve(ln) }()
 	var failure error
 	select {
@@ -355,6 +386,19 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		log.Warn("end the lease", "err", err)
 	}
 	return failure
+}
+
+// checkPublicURL refuses a --public-url that is not an absolute http(s)
+// URL.
+func checkPublicURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--public-url %q: an absolute http or https URL, like https://studio.example.com", v)
+	}
+	return nil
 }
 
 // observeStore sends StateDB's operation timings and group-commit writer

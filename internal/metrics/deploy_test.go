@@ -33,6 +33,7 @@ func daemonFamilies() map[string]bool {
 	r.ObserveLeases(func() metrics.LeaseStats { return metrics.LeaseStats{} })
 	r.ObserveWriter(func() time.Duration { return 0 })
 	r.ObservePendingProposals(func() (int, error) { return 0, nil })
+	r.ObserveWebhookQueue(func() (time.Duration, error) { return 0, nil })
 	return r.Families()
 }
 

@@ -86,6 +86,8 @@ type Registry struct {
 	runDuration   *prometheus.HistogramVec
 	schedulerLag  prometheus.Histogram
 	schedulesSkip prometheus.Counter
+
+	webhookDeliveries *prometheus.CounterVec
 }
 
 // Build describes the binary for studio_build_info.
@@ -138,6 +140,7 @@ func New(b Build) *Registry {
 	r.runsRunning = f.gauge("studio_app_runs_running", "Playbook runs executing in this process.")
 	r.runDuration = f.histogramVec("studio_app_run_duration_seconds", "Duration of a playbook run from start to end, by final status.", longBuckets, "status")
 	r.schedulerLag = f.histogram("studio_app_scheduler_lag_seconds", "Delay between a schedule slot's due time and the launch of its run.", lagBuckets)
+	r.webhookDeliveries = f.counterVec("studio_webhook_deliveries_total", "Webhook delivery attempts, by event and outcome (delivered; retry: refused or unanswered, tried again later; failed: the last attempt).", "event", "outcome")
 	r.schedulesSkip = f.counter("studio_app_schedule_slots_skipped_total", "Schedule slots skipped because they were missed.")
 
 	r.register(
