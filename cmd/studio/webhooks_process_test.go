@@ -170,7 +170,7 @@ func TestProcessWebhookSurvivesKill9(t *testing.T) {
 	hr := rcv.await(t, d2, "proposal.pending", func(hr hookRequest) bool {
 		return hr.event.Type == "proposal.pending" && hr.event.Data["proposalId"] == prop.ID
 	})
-	t.Logf("the event of the killed daemon arrived %s after the restart began (its daemon had refused one attempt: %d)",
+	t.Logf("the event of the killed daemon arrived %s after the restart began (attempts refused before: %d)",
 		time.Since(restarted).Round(time.Millisecond), rcv.refused.Load())
 	if !signedBy(secret[1], hr) {
 		t.Fatalf("the delivery's signature does not verify: %q", hr.signature)
