@@ -114,6 +114,8 @@ export class Cockpit {
       },
     });
     this.renderShell();
+    this.openFromFragment();
+    addEventListener('hashchange', () => this.openFromFragment());
     addEventListener('popstate', () => this.onRoute());
     addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
     this.onRoute();
@@ -165,6 +167,23 @@ export class Cockpit {
   }
 
   toggleDock() { this.setDockOpen(!this.root.classList.contains('dock-open')); }
+
+  /**
+   * Opens the dock on the conversation (and proposal) a link's fragment
+   * names, #conversation=ID&proposal=ID: what webhook messages link to.
+   * The fragment is removed, as the token's is.
+   */
+  openFromFragment() {
+    const params = new URLSearchParams(location.hash.startsWith('#') ? location.hash.slice(1) : '');
+    const conv = params.get('conversation');
+    if (!conv) return;
+    const prop = params.get('proposal') || undefined;
+    params.delete('conversation');
+    params.delete('proposal');
+    const rest = params.toString();
+    history.replaceState(history.state, '', location.pathname + location.search + (rest ? '#' + rest : ''));
+    this.openConversation(conv, prop).catch((e) => this.flash(`Could not open conversation ${conv}: ${e instanceof Error ? e.message : String(e)}`, 'error'));
+  }
 
   /**
    * Opens the dock on a conversation (from an audit row), with a proposal
