@@ -200,9 +200,19 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimDeliveriesPara
 			if c.Delivery, err = loadDelivery(ctx, tx, id, ""); err != nil {
 				return err
 			}
-			if err := tx.QueryRowContext(ctx, `SELECT url, format, secret FROM studio_webhooks WHERE id = ?`, c.WebhookID).
-				Scan(&c.URL, &c.Format, &c.Secret); err != nil {
+			var disabled sql.NullFloat64
+			if err := tx.QueryRowContext(ctx, `SELECT url, format, secret, disabled_at FROM studio_webhooks WHERE id = ?`, c.WebhookID).
+				Scan(&c.URL, &c.Format, &c.Secret, &disabled); err != nil {
 				return fmt.Errorf("claim delivery: %w", err)
+			}
+			if disabled.Valid {
+				// Queued by a change that committed while its webhook was
+				// being removed: it goes nowhere.
+				if _, err := tx.ExecContext(ctx, `UPDATE studio_webhook_deliveries SET status = 'failed', last_error = ?,
+					claimed_by = NULL, claim_expires_at = NULL WHERE id = ?`, "the webhook was removed", id); err != nil {
+					return fmt.Errorf("claim delivery: %w", err)
+				}
+				continue
 			}
 			out = append(out, c)
 		}
