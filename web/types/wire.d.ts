@@ -466,12 +466,6 @@ export interface PrefillEffect {
   values: Record<string, unknown>;
 }
 
-export interface Principal {
-  id: string;
-  name: string;
-  role: string;
-}
-
 export interface PrincipalView {
   id: string;
   name: string;
@@ -908,6 +902,13 @@ export interface ViewReport {
   selection?: Record<string, string>;
   filters?: Record<string, unknown>;
   observedAt: number;
+}
+
+export interface Whoami {
+  id: string;
+  name: string;
+  role: string;
+  secondApproverFor: string[];
 }
 
 export interface Workflow {
