@@ -50,7 +50,9 @@ function describeEffect(e, reg) {
 export class Transcript {
   /**
    * @param {{client: OperatorClient, registry: () => Registry | null, announce: (text: string) => void, onDegraded: (err: {code: string, message: string}) => void,
-   *   onFork?: (sequence: number) => void, copiedThrough?: () => number, onAmend?: (card: ProposalCard) => void}} o
+   *   onFork?: (sequence: number) => void, copiedThrough?: () => number, onAmend?: (card: ProposalCard) => void,
+   *   me?: () => import('../roles.js').Me | null, onProposal?: (card: ProposalCard) => void}} o
+   * me is who is signed in; onProposal learns who proposed a card shown live.
    * onFork adds "Fork from here" to each turn's end; frames up to copiedThrough are a fork's copied history.
    */
   constructor(o) {
@@ -186,17 +188,18 @@ export class Transcript {
         const card = new ProposalCard({
           client: this.o.client, conversationId: f.conversationId, proposal: p.proposal,
           historical: copied ? 'Copied from the conversation this one was forked from: it can be decided only there.' : undefined,
-          onAmend: copied ? undefined : this.o.onAmend,
+          onAmend: copied ? undefined : this.o.onAmend, me: this.o.me,
         });
         this.proposals.set(p.proposal.id, card);
         if (this.lastCall) this.cardByCall.set(this.lastCall, card);
         this.row(f, 'proposal-frame', card.el);
+        if (live && !copied && this.o.onProposal) this.o.onProposal(card);
         if (live) this.o.announce(`Proposal waiting for your decision: ${p.proposal.summary}`);
         return;
       }
       case 'confirmation': {
         const card = this.proposals.get(p.proposalId);
-        if (card) card.setState(p.state);
+        if (card) card.setState(p.state, p.decidedBy);
         return;
       }
       case 'error':
