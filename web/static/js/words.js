@@ -9,8 +9,9 @@ export function riskText(risk) {
   return RISK_WORDS[risk] || sentence(risk);
 }
 
-/** Audit actions that are not a command, in words. @type {Record<string, string>} */
+/** Audit actions, and the commands whose title is not their type in words (internal/app's command table). @type {Record<string, string>} */
 const ACTIONS = {
+  set_schedule_enabled: 'Enable or pause schedule',
   'studio.app.command': 'Command',
   'studio.app.seeded': 'Starter content created',
   'studio.app.retention': 'Old runs cleaned up',

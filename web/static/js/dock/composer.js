@@ -52,9 +52,11 @@ export class Composer {
     this.sendBtn.disabled = s.running || s.archived || !!s.denied;
     this.input.disabled = s.archived || !!s.denied;
     this.el.dataset.denied = s.denied ? 'role' : '';
+    this.cancelBtn.disabled = !!s.denied;
+    this.cancelBtn.title = s.denied ? `Cancelling a turn ${s.denied.charAt(0).toLowerCase()}${s.denied.slice(1)}` : '';
     if (s.denied) {
-      this.input.placeholder = `Sending messages ${s.denied.charAt(0).toLowerCase()}${s.denied.slice(1)}`;
-      this.say(`Read only: sending messages ${s.denied.charAt(0).toLowerCase()}${s.denied.slice(1)}`);
+      this.input.placeholder = 'Read only';
+      if (this.status.textContent === '') this.say(`Read only: sending messages ${s.denied.charAt(0).toLowerCase()}${s.denied.slice(1)}`);
     } else if (s.archived) this.input.placeholder = 'This conversation is archived: read-only. Unarchive it to continue.';
     else this.input.placeholder = s.running ? 'A turn is running… cancel it or wait.' : PLACEHOLDER;
   }

@@ -11,7 +11,7 @@ import { loading, errorBox, errorText, shortId, linkTo, selectHref } from './com
 import { actorName, commandTitle } from '../words.js';
 
 /** How a run came to be queued, in the timeline's words. @type {Record<string, string>} */
-const TRIGGER_NOTE = { manual: 'launched by a person', operator: 'proposed in the dock, confirmed by a person', schedule: 'by its schedule' };
+const TRIGGER_NOTE = { manual: 'launched by hand', operator: 'proposed in the dock, confirmed by a person', schedule: 'by its schedule' };
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext

@@ -85,6 +85,7 @@ export function team(el, ctx) {
   /** @param {PrincipalView} p */
   const principalRow = (p) => {
     const disabled = !!p.disabledAt;
+    const isMe = !!ctx.cockpit.me && ctx.cockpit.me.id === p.id;
     const selId = uid('role');
     const sel = /** @type {HTMLSelectElement} */ (h('select', {
       id: selId, disabled, 'data-role-of': p.name,
@@ -101,19 +102,19 @@ export function team(el, ctx) {
       },
     }, ROLES.map((r) => h('option', { value: r, text: r, selected: r === p.role }))));
     return h('tr', { 'data-principal': p.name, class: disabled ? 'muted' : '' },
-      h('td', null, h('strong', { class: 'name', text: p.name }), ctx.cockpit.me && ctx.cockpit.me.id === p.id ? h('span', { class: 'muted small', text: ' (you)' }) : null),
+      h('td', null, h('strong', { class: 'name', text: p.name }), isMe ? h('span', { class: 'muted small', text: ' (you)' }) : null),
       h('td', null, h('label', { for: selId, class: 'visually-hidden', text: `Role of ${p.name}` }), sel),
       h('td', null, when(p.createdAt)),
       h('td', null, disabled ? ['disabled ', when(p.disabledAt)] : 'active'),
-      h('td', { class: 'row-actions' },
+      h('td', null, h('div', { class: 'row-actions' },
         h('button', {
           type: 'button', class: 'small', disabled, 'data-action': 'new-token', 'data-needs': 'admin', text: 'New token…',
           'aria-label': `New token for ${p.name}`,
           onclick: () => newToken(p),
         }),
         h('button', {
-          type: 'button', class: 'small danger', disabled, 'data-action': 'disable-principal', 'data-needs': 'admin', text: 'Disable',
-          'aria-label': `Disable ${p.name}`,
+          type: 'button', class: 'small danger', disabled: disabled || isMe, 'data-action': 'disable-principal', 'data-needs': 'admin', text: 'Disable',
+          'aria-label': `Disable ${p.name}`, title: isMe ? 'You cannot disable yourself; another admin can.' : undefined,
           onclick: async () => {
             if (!(await confirmDialog({ title: `Disable ${p.name}?`, body: `${p.name} can no longer sign in, and every token of theirs is revoked on every daemon at once. Their name stays on the record. This cannot be undone.`, confirm: 'Disable', danger: true }))) return;
             try {
@@ -122,7 +123,7 @@ export function team(el, ctx) {
             } catch (e) { say(errorText(e), 'error'); }
             reload();
           },
-        })));
+        }))));
   };
 
   /** Creates a token for p after asking its lifetime; shows it once. @param {PrincipalView} p */
