@@ -5,6 +5,7 @@ import { h, replace, uid, badge, fmtTime, fmtRelative } from '../dom.js';
 import { routeOf } from '../router.js';
 import { ApiError, errorText } from '../api.js';
 import { roleAllows, needsText, rank } from '../roles.js';
+import { errorSentence } from '../words.js';
 
 export { errorText };
 
@@ -18,11 +19,15 @@ export function loading(text = 'Loading…') {
   return h('p', { class: 'loading muted', role: 'status', text });
 }
 
-/** An error panel with the code. @param {unknown} e */
+/**
+ * An error panel: a sentence a person reads (“No run deadbeef exists”),
+ * the daemon's code small beside it for a bug report.
+ * @param {unknown} e
+ */
 export function errorBox(e) {
   const code = e instanceof ApiError ? e.code : 'client_error';
   const msg = e instanceof Error ? e.message : String(e);
-  return h('div', { class: 'error-box', role: 'alert' }, h('strong', { class: 'code', text: code }), h('span', { text: ' ' + msg }));
+  return h('div', { class: 'error-box', role: 'alert', 'data-code': code }, h('span', { text: errorSentence({ code, message: msg }) + ' ' }), h('small', { class: 'code muted', text: `(${code})` }));
 }
 
 /**
