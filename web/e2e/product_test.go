@@ -119,7 +119,7 @@ func TestSignInTextHasNoMarkup(t *testing.T) {
 	if strings.Contains(text, "`") {
 		t.Fatalf("the sign-in text shows backticks: %q", text)
 	}
-	if codes := eval[string](p, `[...document.querySelectorAll('form.signin code')].map(c => c.innerText).join('|')`); codes != "studio serve|studio token" {
+	if codes := eval[string](p, `[...document.querySelectorAll('form.signin code')].map(c => c.innerText).join('|')`); codes != "stu_|studio tokens create NAME|studio serve|studio token" {
 		t.Fatalf("the commands are not shown as code: %q", codes)
 	}
 }
