@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -127,6 +129,14 @@ func TestFourEyesInTwoBrowsers(t *testing.T) {
 		t.Errorf("the audit table shows raw codes:\n%s", text)
 	}
 	owner.shot("team-audit-who")
+
+	// The run's detail says who launched it (the owner, through the API).
+	owner.do(chromedp.Navigate(d.URL + "/history?run=" + run))
+	owner.waitJS(`document.querySelector('[data-launched-by]')?.innerText.startsWith('Launched by owner')`, "who launched the run")
+	if text := eval[string](owner, `document.querySelector('[data-audit-rows]')?.innerText || ''`); strings.Contains(text, "cancel_run") || strings.Contains(text, "studio_") || !strings.Contains(text, "by bea") {
+		t.Errorf("the run's audit rows: %q", text)
+	}
+	owner.shot("team-run-launched-by")
 }
 
 // TestViewerSeesWhyControlsAreDisabled: a viewer signs in with a personal

@@ -8,7 +8,10 @@ import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js'
 import { confirmDialog } from '../dialogs.js';
 import { runRelations } from '../insights.js';
 import { loading, errorBox, errorText, shortId, linkTo, selectHref } from './common.js';
-import { actorName, commandTitle } from '../words.js';
+import { actorName, commandTitle, errorSentence } from '../words.js';
+
+/** A run's trigger in words. @type {Record<string, string>} */
+const TRIGGER_WORDS = { manual: 'by hand', operator: 'a confirmed operator proposal', schedule: 'its schedule' };
 
 /** How a run came to be queued, in the timeline's words. @type {Record<string, string>} */
 const TRIGGER_NOTE = { manual: 'launched by hand', operator: 'proposed in the dock, confirmed by a person', schedule: 'by its schedule' };
@@ -145,12 +148,12 @@ export function runDetail(ctx, id) {
       timeline(r, Date.now() / 1000),
       h('dl', { class: 'facts' },
         h('dt', { text: 'Playbook' }), h('dd', null, linkTo(ctx, playbookHref, h('span', { class: 'name', text: r.playbookName })), ` at version ${r.playbookVersion}`),
-        h('dt', { text: 'Trigger' }), h('dd', null, r.trigger, r.scheduleId ? [' (', linkTo(ctx, `/schedules?schedule=${encodeURIComponent(r.scheduleId)}`, 'its schedule'), ')'] : null),
+        h('dt', { text: 'Trigger' }), h('dd', { title: r.trigger }, TRIGGER_WORDS[r.trigger] || r.trigger, r.scheduleId ? [' (', linkTo(ctx, `/schedules?schedule=${encodeURIComponent(r.scheduleId)}`, 'its schedule'), ')'] : null),
         r.workflowId ? [h('dt', { text: 'Workflow' }), h('dd', { 'data-run-workflow': '' }, linkTo(ctx, `/designer?workflow=${encodeURIComponent(r.workflowId)}`, 'its workflow'), `, step ${(r.workflowStep ?? 0) + 1}`)] : null,
         h('dt', { text: 'Created' }), h('dd', { text: `${fmtTime(r.createdAt)} (${fmtRelative(r.createdAt)})` }),
         h('dt', { text: 'Input' }), h('dd', null, r.input ? h('pre', { class: 'output inline-output', text: r.input }) : '—'),
         h('dt', { text: 'Arguments' }), h('dd', null, args.length ? h('dl', { class: 'args' }, args.map(([k, v]) => [h('dt', null, h('code', { text: k })), h('dd', { text: v })])) : 'none')),
-      r.error ? h('div', { class: 'error-box', role: 'note' }, h('strong', { class: 'code', text: r.error.code }), h('span', { text: ' ' + r.error.message })) : null,
+      r.error ? h('div', { class: 'error-box', role: 'note' }, h('span', { text: errorSentence(r.error) + ' ' }), h('small', { class: 'code', text: `(${r.error.code})` })) : null,
       h('h3', { id: 'run-output-title', text: 'Output' + (r.outputTruncated ? ' (truncated)' : '') }),
       h('pre', { class: 'output', tabindex: '0', 'aria-labelledby': 'run-output-title', 'data-run-output': '', text: r.output || (inFlight(r) ? 'No output yet.' : 'No output.') }),
       related, status, actions);
