@@ -11,7 +11,7 @@ import { loading, errorBox, errorText, shortId, linkTo, selectHref } from './com
 import { actorName, commandTitle, errorSentence } from '../words.js';
 
 /** A run's trigger in words. @type {Record<string, string>} */
-const TRIGGER_WORDS = { manual: 'by hand', operator: 'a confirmed operator proposal', schedule: 'its schedule' };
+const TRIGGER_WORDS = { manual: 'by hand', operator: 'a confirmed operator proposal', schedule: 'a schedule' };
 
 /** How a run came to be queued, in the timeline's words. @type {Record<string, string>} */
 const TRIGGER_NOTE = { manual: 'launched by hand', operator: 'proposed in the dock, confirmed by a person', schedule: 'by its schedule' };
