@@ -236,6 +236,11 @@ func TestAdminTeamPage(t *testing.T) {
 	}
 	p.shot("team-admin-page")
 	p.axeCheck(src, "the team page")
+	// At a phone's width the identity and the tables stay usable.
+	p.do(chromedp.EmulateViewport(390, 844))
+	p.waitJS(`document.querySelector('[data-identity]').getBoundingClientRect().right <= window.innerWidth`, "the identity within the phone's width")
+	p.shot("team-admin-page-phone")
+	p.do(chromedp.EmulateViewport(1440, 960))
 }
 
 // jsString quotes s for a JavaScript expression.

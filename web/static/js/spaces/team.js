@@ -77,7 +77,7 @@ export function team(el, ctx) {
     replace(people, h('h2', { id: 'team-principals', text: 'Principals' }),
       h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-principals': '' },
         h('caption', { class: 'visually-hidden', text: 'Principals' }),
-        h('thead', null, h('tr', null, ['Name', 'Role', 'Added', 'State', 'Actions'].map((c) => h('th', { scope: 'col', text: c })))),
+        h('thead', null, h('tr', null, ['Name', 'Role', 'Added', 'State', 'Actions'].map((c) => h('th', { scope: 'col', class: c === 'Added' ? 'hide-narrow' : undefined, text: c })))),
         h('tbody', null, list.map((p) => principalRow(p))))),
       add);
   };
@@ -104,7 +104,7 @@ export function team(el, ctx) {
     return h('tr', { 'data-principal': p.name, class: disabled ? 'muted' : '' },
       h('td', null, h('strong', { class: 'name', text: p.name }), isMe ? h('span', { class: 'muted small', text: ' (you)' }) : null),
       h('td', null, h('label', { for: selId, class: 'visually-hidden', text: `Role of ${p.name}` }), sel),
-      h('td', null, when(p.createdAt)),
+      h('td', { class: 'hide-narrow' }, when(p.createdAt)),
       h('td', null, disabled ? ['disabled ', when(p.disabledAt)] : 'active'),
       h('td', null, h('div', { class: 'row-actions' },
         h('button', {
