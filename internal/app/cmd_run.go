@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -34,13 +36,27 @@ func (c LaunchPlaybookCommand) Summary() string {
 	if c.Input != "" {
 		s += " with input " + quote(c.Input)
 	}
-	if len(c.Args) > 0 {
+	// An argument that repeats the input is named, not quoted a second time.
+	args := make(map[string]string, len(c.Args))
+	var same []string
+	for k, v := range c.Args {
+		if c.Input != "" && v == c.Input {
+			same = append(same, k)
+		} else {
+			args[k] = v
+		}
+	}
+	if len(args) > 0 {
 		if c.Input != "" {
 			s += " and"
 		} else {
 			s += " with"
 		}
-		s += " args " + argsPhrase(c.Args)
+		s += " args " + argsPhrase(args)
+	}
+	if len(same) > 0 {
+		sort.Strings(same)
+		s += " (also as " + strings.Join(same, ", ") + ")"
 	}
 	return s
 }
@@ -95,6 +111,9 @@ func (c CancelRunCommand) Validate() error {
 // Summary implements Command.
 func (c CancelRunCommand) Summary() string { return "Cancel run " + c.Run }
 
+// summaryNamed is "Cancel the audit-repo run bb6b9763": the playbook, not a UUID.
+func (c CancelRunCommand) summaryNamed(name string) string { return "Cancel the " + name }
+
 func (c CancelRunCommand) resolve(ctx context.Context, s *Service) (*protocol.ResourceVersion, error) {
 	r, err := s.lookupRun(ctx, c.Run)
 	if err != nil {
@@ -140,6 +159,9 @@ func (c RetryRunCommand) Validate() error { return CancelRunCommand(c).Validate(
 
 // Summary implements Command.
 func (c RetryRunCommand) Summary() string { return "Retry run " + c.Run }
+
+// summaryNamed is "Retry the audit-repo run bb6b9763".
+func (c RetryRunCommand) summaryNamed(name string) string { return "Retry the " + name }
 
 func (c RetryRunCommand) resolve(ctx context.Context, s *Service) (*protocol.ResourceVersion, error) {
 	return CancelRunCommand(c).resolve(ctx, s)

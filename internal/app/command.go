@@ -464,6 +464,22 @@ func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
 		return Prepared{}, err
 	}
 	sp := SpecOf(cmd)
-	return Prepared{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd), Canonical: canon, Hash: hash, Summary: cmd.Summary(),
-		Target: target, TargetName: s.TargetName(ctx, target)}, nil
+	name := s.TargetName(ctx, target)
+	return Prepared{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd), Canonical: canon, Hash: hash, Summary: summaryOf(cmd, name),
+		Target: target, TargetName: name}, nil
+}
+
+// namedSummarizer is a command whose summary reads better with its
+// target's human name (a run's playbook and short id) than with the id it
+// carries: the summary is what a person confirms.
+type namedSummarizer interface {
+	summaryNamed(targetName string) string
+}
+
+// summaryOf is cmd's summary, with its target's name when it has one.
+func summaryOf(cmd Command, targetName string) string {
+	if n, ok := cmd.(namedSummarizer); ok && targetName != "" {
+		return n.summaryNamed(targetName)
+	}
+	return cmd.Summary()
 }

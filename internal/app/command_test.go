@@ -695,6 +695,10 @@ func TestDecodeCommand(t *testing.T) {
 	if got := (app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo x"}).Summary(); got != `Launch playbook "audit-repo" with input "repo x"` {
 		t.Fatalf("summary = %s", got)
 	}
+	// An argument equal to the input is not quoted twice.
+	if got := (app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "acme/api", Args: map[string]string{"repo": "acme/api", "depth": "2"}}).Summary(); got != `Launch playbook "audit-repo" with input "acme/api" and args depth="2" (also as repo)` {
+		t.Fatalf("summary = %s", got)
+	}
 	h1, _ := app.CommandHash(app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo x"})
 	h2, _ := app.CommandHash(&app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo x"})
 	h3, _ := app.CommandHash(app.LaunchPlaybookCommand{Playbook: "audit-repo", Input: "repo y"})

@@ -78,6 +78,11 @@ func TestImpactAndTargetName(t *testing.T) {
 			t.Errorf("%s: impact %q name %q, want %q %q", prep.Type, prep.Impact, prep.TargetName, c.impact, c.name)
 		}
 	}
+	// A run's summary names its playbook, never its full id: it is what a person confirms.
+	prep, err := w.svc.Prepare(w.ctx, app.CancelRunCommand{Run: w.queued.ID})
+	if err != nil || prep.Summary != "Cancel the notes run "+w.queued.ID[:8] {
+		t.Errorf("cancel summary %q (%v)", prep.Summary, err)
+	}
 	for _, sp := range app.Commands() {
 		if sp.Impact.Irreversible() && !sp.Impact.Destructive() {
 			t.Errorf("%s: irreversible but not destructive", sp.Type)

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -206,5 +207,27 @@ func TestFourEyesAmendmentIsItsAmenders(t *testing.T) {
 	}
 	if a := h.actors(prop.ID); a[protocol.DecisionDenied] != "bob" {
 		t.Fatalf("the amended original's audit actors %v", a)
+	}
+}
+
+// TestWhoamiTellsTheFourEyesPolicy: whoami answers the principal and the
+// risks and impacts that need a second approver, so the cockpit can say
+// "waiting for another approver" instead of offering a confirm that fails;
+// without a policy the list is empty, not missing.
+func TestWhoamiTellsTheFourEyesPolicy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{principals: true, secondApprover: []string{"execute", "destructive"}})
+	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
+	who, err := alice.Whoami(h.ctx())
+	if err != nil || who.Name != "alice" || who.Role != protocol.RoleOperator || !slices.Equal(who.SecondApproverFor, []string{"execute", "destructive"}) {
+		t.Fatalf("whoami = %+v, %v", who, err)
+	}
+	plain := newHarness(t, harnessOpts{principals: true})
+	var raw map[string]any
+	if err := plain.as(testToken).Do(plain.ctx(), "GET", "/api/auth/whoami", nil, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if list, ok := raw["secondApproverFor"].([]any); !ok || len(list) != 0 {
+		t.Fatalf("whoami without a policy = %v; want secondApproverFor: []", raw)
 	}
 }

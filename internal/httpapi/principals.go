@@ -107,7 +107,11 @@ func (s *Server) principals() (store.PrincipalStore, error) {
 
 func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) {
 	who, _ := protocol.PrincipalFrom(r.Context())
-	writeJSON(w, http.StatusOK, who)
+	policy := s.cfg.SecondApproverFor
+	if policy == nil {
+		policy = []string{}
+	}
+	writeJSON(w, http.StatusOK, protocol.Whoami{Principal: who, SecondApproverFor: policy})
 }
 
 // adminAudit is the audit row of a principal or token change.

@@ -8,9 +8,10 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// Whoami is the principal the client's token belongs to.
-func (c *Client) Whoami(ctx context.Context) (protocol.Principal, error) {
-	var p protocol.Principal
+// Whoami is the principal the client's token belongs to, with the
+// daemon's four-eyes policy.
+func (c *Client) Whoami(ctx context.Context) (protocol.Whoami, error) {
+	var p protocol.Whoami
 	err := c.Do(ctx, http.MethodGet, "/api/auth/whoami", nil, &p)
 	return p, err
 }

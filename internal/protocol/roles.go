@@ -91,6 +91,16 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
+// Whoami is the answer of GET /api/auth/whoami: the principal and what
+// the cockpit needs to show which of its controls this principal may use.
+type Whoami struct {
+	Principal
+	// SecondApproverFor lists the risks and impacts whose proposals the
+	// principal whose turn produced them cannot confirm (four-eyes);
+	// empty when the daemon has no such policy.
+	SecondApproverFor []string `json:"secondApproverFor"`
+}
+
 // PrincipalView is a principal on the wire.
 type PrincipalView struct {
 	ID         string   `json:"id"`

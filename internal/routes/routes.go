@@ -139,10 +139,10 @@ var Default = Registry{
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectPrefill, protocol.EffectTheme}, Selection: []string{"schedule"}, Form: "schedule"},
 		{ID: "system", Title: "System", Path: "/system", Shortcut: "y",
-			Description: "Health, maintenance and appearance.",
+			Description: "Health, maintenance, appearance and, for admins, the team (principals, tokens, webhooks).",
 			Subtitle:    "Health of the daemon, database upkeep and appearance.",
 			Params: []Param{
-				{Name: "tab", Type: TypeEnum, Values: []string{"health", "maintenance", "appearance"}, Description: "which panel"},
+				{Name: "tab", Type: TypeEnum, Values: []string{"health", "maintenance", "appearance", "team"}, Description: "which panel (team: principals, tokens and webhooks, for admins)"},
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectTheme}},
 	},

@@ -404,7 +404,7 @@ func TestProposalConfirmedFromCard(t *testing.T) {
 	p.send("e2e-launch the audit")
 	p.waitJS(`document.querySelector('.proposal[data-state=required] button[data-action=confirm]') !== null`, "the proposal card")
 	card := strings.ToLower(eval[string](p, `document.querySelector('.proposal').textContent`))
-	for _, want := range []string{"execute", "launch_playbook", "audit-repo", "studio/operator", "expires in"} {
+	for _, want := range []string{"runs work", "launch playbook", "audit-repo", "studio/operator", "expires in"} {
 		if !strings.Contains(card, want) {
 			t.Fatalf("the card lacks %q:\n%s", want, card)
 		}

@@ -231,7 +231,7 @@ func TestHistoryFiltersAndOperatorLinks(t *testing.T) {
 	// The launch the application audited for the operator; the proposal's
 	// confirmed and executed rows are the confirming principal's (owner).
 	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 1`, "the operator's row")
-	if n := eval[int](p, `[...document.querySelectorAll('.table tbody tr')].filter(tr => !tr.innerText.includes('launch_playbook')).length`); n != 0 {
+	if n := eval[int](p, `[...document.querySelectorAll('.table tbody tr')].filter(tr => !tr.innerText.includes('Launch playbook')).length`); n != 0 {
 		t.Fatalf("%d rows of other commands", n)
 	}
 	// The action filter is a select bound to the URL.

@@ -258,6 +258,12 @@ type page struct {
 // URL `studio serve` prints (token in the fragment).
 func openPage(t *testing.T, d *daemon, path string) *page {
 	t.Helper()
+	return openPageAs(t, d, path, d.Token)
+}
+
+// openPageAs is openPage signed in with another token (a principal's).
+func openPageAs(t *testing.T, d *daemon, path, token string) *page {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil {
@@ -284,7 +290,7 @@ func openPage(t *testing.T, d *daemon, path string) *page {
 			t.Errorf("browser console error: %s", e)
 		}
 	})
-	p.do(chromedp.Navigate(d.URL + path + "#token=" + d.Token))
+	p.do(chromedp.Navigate(d.URL + path + "#token=" + token))
 	p.waitJS(`document.querySelector('.rail .rail-link') !== null`, "the cockpit rail")
 	return p
 }

@@ -119,7 +119,7 @@ func TestSignInTextHasNoMarkup(t *testing.T) {
 	if strings.Contains(text, "`") {
 		t.Fatalf("the sign-in text shows backticks: %q", text)
 	}
-	if codes := eval[string](p, `[...document.querySelectorAll('form.signin code')].map(c => c.innerText).join('|')`); codes != "studio serve|studio token" {
+	if codes := eval[string](p, `[...document.querySelectorAll('form.signin code')].map(c => c.innerText).join('|')`); codes != "stu_|studio tokens create NAME|studio serve|studio token" {
 		t.Fatalf("the commands are not shown as code: %q", codes)
 	}
 }
@@ -162,15 +162,15 @@ func TestAuditTrailShowsDecisionsAndNamedTargets(t *testing.T) {
 		t.Fatalf("no audit row %s %s in %+v", command, decision, rows)
 		return row{}
 	}
-	enable := find("set_schedule_enabled", "applied")
+	enable := find("Enable or pause schedule", "applied") // words, not set_schedule_enabled
 	if !strings.Contains(enable.Target, "nightly-audit") || enable.Href != "/schedules?schedule="+sc.ID {
 		t.Errorf("the cockpit's enable row targets %+v, want nightly-audit linked to its schedule", enable)
 	}
-	executed := find("launch_playbook", "executed")
+	executed := find("Launch playbook", "executed")
 	if !strings.Contains(executed.Target, "audit-repo") || !strings.HasPrefix(executed.Href, "/library?playbook=") {
 		t.Errorf("the operator's launch row targets %+v, want audit-repo linked to the library", executed)
 	}
-	find("launch_playbook", "confirmed")
+	find("Launch playbook", "confirmed")
 	for _, r := range rows {
 		if r.Decision == r.Command || regexp.MustCompile(`^[0-9a-f]{8}$`).MatchString(strings.TrimSpace(r.Target)) {
 			t.Errorf("row %+v shows a command type as decision or a bare id as target", r)
@@ -341,7 +341,7 @@ func TestRunDetailAndCharts(t *testing.T) {
 	p.waitJS(`document.querySelector('dialog[open]') !== null`, "the cancel confirmation")
 	p.click(`dialog[open] button[value=ok]`)
 	p.waitJS(`document.querySelector('[data-run-status]')?.dataset.runStatus === 'cancelled'`, "the cancelled run")
-	p.waitJS(`[...document.querySelectorAll('[data-audit-rows] li')].some(li => li.innerText.includes('cancel_run'))`, "the cancel's audit row")
+	p.waitJS(`[...document.querySelectorAll('[data-audit-rows] li')].some(li => li.innerText.includes('Cancel run'))`, "the cancel's audit row")
 	p.click(`.detail .actions button:not(.danger):not(.link)`)
 	p.waitJS(fmt.Sprintf(`location.search.includes('run=') && !location.search.includes(%q) && document.querySelector('[data-retries] a') !== null`, second), "the retry's detail")
 	if href := eval[string](p, `document.querySelector('[data-retries] a').getAttribute('href')`); !strings.Contains(href, "run="+second) {

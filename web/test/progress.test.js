@@ -22,6 +22,6 @@ test('progress: each state in words, a retry counting down', () => {
   assert.equal(progressText({ ...retry, errorCode: 'model_failure', attempt: 3 }, NOW), 'The model failed (model_failure); retrying in 6 s (attempt 3)');
   const outage = { requestId: 'r', state: /** @type {const} */ ('database_unavailable'), attempt: 4, errorCode: 'service_failure', retryAt: NOW + 2, since: NOW };
   assert.equal(progressText(outage, NOW), 'The database is unavailable; retrying in 2 s (attempt 4)');
-  assert.equal(progressText({ requestId: 'r', state: 'awaiting_confirmation', since: NOW }, NOW), 'Waiting for your confirmation');
+  assert.equal(progressText({ requestId: 'r', state: 'awaiting_confirmation', since: NOW }, NOW), 'Waiting for a decision on the proposal');
   assert.equal(progressText({ requestId: 'r', state: 'executing', since: NOW }, NOW), 'Executing the confirmed command…');
 });

@@ -477,12 +477,6 @@ export interface PrefillEffect {
   values: Record<string, unknown>;
 }
 
-export interface Principal {
-  id: string;
-  name: string;
-  role: string;
-}
-
 export interface PrincipalView {
   id: string;
   name: string;
@@ -940,6 +934,13 @@ export interface WebhookDelivery {
   createdAt: number;
   deliveredAt?: number;
   nextAttemptAt?: number;
+}
+
+export interface Whoami {
+  id: string;
+  name: string;
+  role: string;
+  secondApproverFor: string[];
 }
 
 export interface Workflow {

@@ -212,20 +212,22 @@ func proposing(what string) string {
 	return fmt.Sprintf("I proposed to %s. Nothing happens until you confirm it; you can also deny it. ", what)
 }
 
-// decided reports the operator's decision and the command's outcome.
+// decided reports the operator's decision and the command's outcome. It
+// never says who decided: on a team, the confirming principal may not be
+// the one whose turn proposed it (the proposal card names both).
 func decided(r result, what string) Step {
 	if r.ok {
 		if r.value["noChange"] == true { // the server found nothing to change
 			msg, _ := r.value["message"].(string)
-			return Step{Text: fmt.Sprintf("You confirmed it, but nothing changed: %s.", msg)}
+			return Step{Text: fmt.Sprintf("It was confirmed, but nothing changed: %s.", msg)}
 		}
-		return Step{Text: fmt.Sprintf("You confirmed it, and it is done: %s.", what)}
+		return Step{Text: fmt.Sprintf("It was confirmed, and it is done: %s.", what)}
 	}
 	code, _ := r.err["code"].(string)
 	msg, _ := r.err["message"].(string)
 	switch code {
 	case "denied":
-		return Step{Text: "Understood: you declined, so nothing was changed."}
+		return Step{Text: "It was declined, so nothing was changed."}
 	case "stale_context":
 		return Step{Text: "Nothing was changed: " + msg}
 	case "conflict":

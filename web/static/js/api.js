@@ -2,6 +2,8 @@
 // errors. Used by the protocol client and by every cockpit space. The token
 // only ever travels in the Authorization header, never in a URL.
 
+import { errorSentence } from './words.js';
+
 /**
  * @typedef {{code: string, message: string, retryable?: boolean, retryAfterMs?: number, details?: Record<string, any>}} ProtocolErrorBody
  */
@@ -122,11 +124,11 @@ export function enc(s) {
   return encodeURIComponent(s);
 }
 
-/** An error in words, with its code and the field it concerns. @param {unknown} e */
+/** An error in words, then its code and the field it concerns. @param {unknown} e */
 export function errorText(e) {
   if (e instanceof ApiError) {
-    const field = e.details && e.details.field ? ` (${e.details.field})` : '';
-    return `${e.code}: ${e.message}${field}`;
+    const field = e.details && e.details.field ? `, field ${e.details.field}` : '';
+    return `${errorSentence(e)} (${e.code}${field})`;
   }
   return e instanceof Error ? e.message : String(e);
 }

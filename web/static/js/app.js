@@ -14,7 +14,8 @@ import { showSignIn, showFatal } from './signin.js';
 import { storedTheme, applyTheme, currentTheme } from './theme.js';
 import { Shortcuts, spaceKeys } from './shortcuts.js';
 import { applyEffect } from './apply-effect.js';
-import { errorBox } from './spaces/common.js';
+import { may } from './roles.js';
+import { errorBox, guardControls } from './spaces/common.js';
 import { Dock } from './dock/dock.js';
 import * as mission from './spaces/mission.js';
 import * as designer from './spaces/designer.js';
@@ -38,6 +39,7 @@ import * as system from './spaces/system.js';
  * @property {(form: string) => Prefill | null} takePrefill
  * @property {(dirty: boolean) => void} setFormDirty
  * @property {() => boolean} isCurrent whether this mount still shows
+ * @typedef {import('./roles.js').Me} Me
  */
 
 /** @type {Record<string, SpaceModule>} */
@@ -82,6 +84,8 @@ export class Cockpit {
     this.dock = null;
     /** @type {Shortcuts | null} */
     this.shortcuts = null;
+    /** @type {Me | null} who is signed in (GET /api/auth/whoami) */
+    this.me = null;
     applyTheme(storedTheme());
   }
 
@@ -94,7 +98,9 @@ export class Cockpit {
     takeTokenFromFragment();
     if (!getToken()) return showSignIn(this.root);
     try {
-      this.registry = new Registry(await this.operator.routes());
+      const [routes, me] = await Promise.all([this.operator.routes(), this.api.get('/api/auth/whoami')]);
+      this.registry = new Registry(routes);
+      this.me = me;
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) return; // signOut already showed the form
       return showFatal(this.root, 'The cockpit could not load its route registry', e);
@@ -124,8 +130,29 @@ export class Cockpit {
   /** @param {string} [message] */
   signOut(message) {
     clearToken();
+    this.me = null;
     if (this.dock) this.dock.stop();
     showSignIn(this.root, message);
+  }
+
+  /**
+   * Whether the signed-in principal may do an action (roles.js), with the
+   * reason when not.
+   * @param {keyof typeof import('./roles.js').ACTION_ROLES} action
+   */
+  may(action) { return may(this.me, action); }
+
+  /** Who is signed in, in the top bar: name, role and Sign out. */
+  identity() {
+    const me = this.me;
+    if (!me) return null;
+    return h('div', { class: 'identity', 'data-identity': '' },
+      h('span', { class: 'identity-name', title: `Signed in as ${me.name}, role ${me.role}` },
+        icon('M12 12a4 4 0 1 0 0-8 4 4 0 0 0 0 8zm0 2c-4 0-8 2-8 5v1h16v-1c0-3-4-5-8-5z'),
+        h('span', { class: 'visually-hidden', text: 'Signed in as ' }),
+        h('strong', { 'data-me': '', text: me.name }), ' ',
+        h('span', { class: 'role-badge', 'data-role': me.role, text: me.role })),
+      h('button', { type: 'button', class: 'link small', 'data-action': 'sign-out', text: 'Sign out', onclick: () => this.signOut('Signed out. Paste a token to sign in again.') }));
   }
 
   renderShell() {
@@ -157,7 +184,7 @@ export class Cockpit {
       type: 'button', class: 'icon-button', title: 'Switch light/dark theme', 'aria-label': 'Switch light or dark theme',
       onclick: () => this.applyTheme(this.theme === 'dark' ? 'light' : 'dark'),
     }, icon('M12 3a9 9 0 1 0 9 9A7 7 0 0 1 12 3z'));
-    const header = h('header', { class: 'topbar' }, h('div', { class: 'crumb', id: 'crumb' }), h('div', { class: 'topbar-actions' }, themeBtn, this.dockToggle));
+    const header = h('header', { class: 'topbar' }, h('div', { class: 'crumb', id: 'crumb' }), h('div', { class: 'topbar-actions' }, this.identity(), themeBtn, this.dockToggle));
     this.root.removeAttribute('aria-busy');
     replace(this.root, h('a', { href: '#space', class: 'skip-link', text: 'Skip to content' }), nav, h('div', { class: 'workspace' }, header, this.notice, this.main), dockRoot);
     this.dock = new Dock(dockRoot, this);
@@ -298,6 +325,16 @@ export class Cockpit {
       this.cleanup = mod.mount(el, ctx);
     } catch (e) {
       replace(el, errorBox(e));
+    }
+    // Controls the signed-in role may not use are held as the space renders them.
+    if (this.me && this.me.role !== 'admin') {
+      const me = this.me;
+      const guard = () => guardControls(el, me);
+      guard();
+      const watch = new MutationObserver(guard);
+      watch.observe(el, { childList: true, subtree: true });
+      const inner = this.cleanup;
+      this.cleanup = () => { watch.disconnect(); if (typeof inner === 'function') inner(); };
     }
   }
 

@@ -54,6 +54,8 @@ export class OperatorClient {
   denyProposal(id, proposalId) { return this.api.post(`/api/operator/conversations/${enc(id)}/proposals/${enc(proposalId)}/deny`); }
   /** @param {string} id @returns {Promise<{proposals: any[]}>} */
   listProposals(id) { return this.api.get(`/api/operator/conversations/${enc(id)}/proposals`); }
+  /** @param {string} id @param {string} proposalId @returns {Promise<import('../../types/wire').ProposalState>} */
+  getProposal(id, proposalId) { return this.api.get(`/api/operator/conversations/${enc(id)}/proposals/${enc(proposalId)}`); }
   /** @param {string} conversationId @param {number} afterSequence @returns {Promise<{ticket: string, expiresAt: number}>} */
   createTicket(conversationId, afterSequence) { return this.api.post('/api/operator/stream-tickets', { conversationId, afterSequence }); }
   /** @returns {Promise<any>} */

@@ -43,12 +43,21 @@ export class Composer {
   /** @param {boolean} busy */
   setBusy(busy) { this.sendBtn.disabled = busy; }
 
-  /** @param {{running: boolean, archived: boolean}} s */
+  /**
+   * @param {{running: boolean, archived: boolean, denied?: string}} s
+   * denied: why the signed-in principal may not send at all (its role).
+   */
   update(s) {
     this.cancelBtn.hidden = !s.running;
-    this.sendBtn.disabled = s.running || s.archived;
-    this.input.disabled = s.archived;
-    if (s.archived) this.input.placeholder = 'This conversation is archived: read-only. Unarchive it to continue.';
+    this.sendBtn.disabled = s.running || s.archived || !!s.denied;
+    this.input.disabled = s.archived || !!s.denied;
+    this.el.dataset.denied = s.denied ? 'role' : '';
+    this.cancelBtn.disabled = !!s.denied;
+    this.cancelBtn.title = s.denied ? `Cancelling a turn ${s.denied.charAt(0).toLowerCase()}${s.denied.slice(1)}` : '';
+    if (s.denied) {
+      this.input.placeholder = 'Read only';
+      if (this.status.textContent === '') this.say(`Read only: sending messages ${s.denied.charAt(0).toLowerCase()}${s.denied.slice(1)}`);
+    } else if (s.archived) this.input.placeholder = 'This conversation is archived: read-only. Unarchive it to continue.';
     else this.input.placeholder = s.running ? 'A turn is running… cancel it or wait.' : PLACEHOLDER;
   }
 

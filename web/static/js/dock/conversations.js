@@ -16,7 +16,9 @@ import { confirmDialog, promptDialog } from '../dialogs.js';
 
 export class ConversationList {
   /**
-   * @param {{client: OperatorClient, current: () => Conversation | null, onSelect: (id: string) => Promise<void>, onCreated: () => void, onChanged: (c: Conversation) => void, onDeleted: (id: string) => Promise<void>, notice: (text: string) => void}} o
+   * @param {{client: OperatorClient, current: () => Conversation | null, onSelect: (id: string) => Promise<void>, onCreated: () => void, onChanged: (c: Conversation) => void, onDeleted: (id: string) => Promise<void>, notice: (text: string) => void,
+   *   may?: (action: 'converse' | 'deleteConversation') => import('../roles.js').Verdict}} o
+   * may says what the signed-in principal may do: the rest is disabled with the reason.
    */
   constructor(o) {
     this.o = o;
@@ -45,10 +47,10 @@ export class ConversationList {
         h('label', { class: 'small' }, this.deletedBox, ' Deleted')),
       h('label', { for: 'dock-conv', class: 'visually-hidden', text: 'Conversation' }), this.select,
       h('div', { class: 'conv-actions', role: 'group', 'aria-label': 'Conversation actions' },
-        h('button', { type: 'button', class: 'small', text: 'New', onclick: async () => { if (await this.create()) this.o.onCreated(); } }),
-        h('button', { type: 'button', class: 'small', text: 'Rename', onclick: () => this.rename() }),
+        this.newBtn = h('button', { type: 'button', class: 'small', text: 'New', onclick: async () => { if (await this.create()) this.o.onCreated(); } }),
+        this.renameBtn = h('button', { type: 'button', class: 'small', text: 'Rename', onclick: () => this.rename() }),
         this.archiveBtn,
-        h('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => this.remove() }),
+        this.deleteBtn = h('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => this.remove() }),
         this.pinBtn, this.restoreBtn),
       h('div', { class: 'conv-model' },
         h('label', { for: 'dock-model', class: 'small', text: 'Model' }), this.modelSelect, this.modelNote));
@@ -120,6 +122,17 @@ export class ConversationList {
     this.restoreBtn.hidden = !this.deleted;
     this.restoreBtn.disabled = !this.select.value;
     this.syncModel();
+    // What the signed-in role may not do is disabled, its reason the tooltip.
+    const may = this.o.may;
+    if (!may) return;
+    for (const [btn, action] of /** @type {[HTMLButtonElement | HTMLSelectElement, 'converse' | 'deleteConversation'][]} */ ([
+      [this.newBtn, 'converse'], [this.renameBtn, 'converse'], [this.archiveBtn, 'converse'], [this.pinBtn, 'converse'], [this.modelSelect, 'converse'],
+      [this.deleteBtn, 'deleteConversation'], [this.restoreBtn, 'deleteConversation']])) {
+      const v = may(action);
+      if (v.allowed) continue;
+      btn.disabled = true;
+      btn.title = v.reason;
+    }
   }
 
   /** Loads the configured models once. */

@@ -57,6 +57,8 @@ export class Dock {
       onFork: (seq) => this.fork(seq),
       copiedThrough: () => (this.conv && this.conv.forkedFrom ? this.conv.forkedFrom.copiedThrough : 0),
       onAmend: (card) => this.conv && openAmend({ client: this.client, conversationId: this.conv.id, schemaOf: (t) => this.schemaOf(t) }, card),
+      me: () => cockpit.me,
+      onProposal: (card) => this.learnProposal(card),
     });
     /** @type {Promise<Map<string, any>> | null} the tool catalog's input schemas, by command type */
     this.schemas = null;
@@ -71,6 +73,7 @@ export class Dock {
       onChanged: (c) => { this.conv = c; this.updateComposer(); },
       onDeleted: (id) => this.afterDelete(id),
       notice: (t) => this.notice('conv', 'error', t),
+      may: (a) => cockpit.may(a),
     });
     replace(this.root,
       h('header', { class: 'dock-head' },
@@ -344,6 +347,7 @@ export class Dock {
       if (!this.conv || this.conv.id !== id) return;
       for (const p of r.proposals || []) {
         const card = this.transcript.proposals.get(p.id);
+        if (card) card.learn(p);
         if (!card || (card.final && !card.inferred)) continue;
         if (p.status && p.status !== 'pending' && p.status !== 'confirmed' && p.status !== 'executing') {
           card.setFinal(p.status, { result: p.result, error: p.errorCode ? { code: p.errorCode, message: 'recorded on the server' } : undefined });
@@ -353,6 +357,21 @@ export class Dock {
       }
     } catch {
       // The list is a refinement; the frames already tell the state.
+    }
+  }
+
+  /**
+   * Learns who proposed a card that arrived live (the proposal frame does
+   * not say; the server's record does): four-eyes depends on it.
+   * @param {import('./proposal.js').ProposalCard} card
+   */
+  async learnProposal(card) {
+    const conv = this.conv;
+    if (!conv) return;
+    try {
+      card.learn(await this.client.getProposal(conv.id, card.p.id));
+    } catch {
+      // The confirm still answers for itself (403 second_approver_required).
     }
   }
 
@@ -385,7 +404,8 @@ export class Dock {
   updateComposer() {
     const archived = !!this.conv && this.conv.status === 'archived';
     const running = !!this.activeRequestId;
-    this.composer.update({ running, archived });
+    const v = this.cockpit.may('converse');
+    this.composer.update({ running, archived, denied: v.allowed ? '' : v.reason });
     this.list.sync();
     this.root.classList.toggle('turn-running', running);
   }

@@ -29,7 +29,7 @@ export function progressText(p, now) {
       return `${why[0].toUpperCase()}${why.slice(1)}; retrying in ${left} s (attempt ${p.attempt || 2})`;
     }
     case 'awaiting_confirmation':
-      return 'Waiting for your confirmation';
+      return 'Waiting for a decision on the proposal'; // on a team, maybe someone else's
     case 'executing':
       return 'Executing the confirmed command…';
     case 'database_unavailable': {

@@ -9,16 +9,19 @@
 
 import { h, replace, icon } from '../dom.js';
 import { ApiError } from '../api.js';
+import { mayConfirm, mayDeny } from '../roles.js';
+import { riskText, commandTitle, actorName } from '../words.js';
 
 /**
  * @typedef {import('../frames.js').CommandProposal} CommandProposal
  * @typedef {import('../operator-api.js').OperatorClient} OperatorClient
+ * @typedef {import('../roles.js').Me} Me
  */
 
 const RISK = {
-  mutate: { label: 'Changes data', icon: 'M3 17.2V21h3.8L17.8 9.9l-3.8-3.8zM20.7 7a1 1 0 0 0 0-1.4l-2.3-2.3a1 1 0 0 0-1.4 0l-1.8 1.8 3.8 3.8z' },
-  execute: { label: 'Executes work', icon: 'M8 5v14l11-7z' },
-  admin: { label: 'Administrative', icon: 'M12 1 3 5v6c0 5.6 3.8 10.7 9 12 5.2-1.3 9-6.4 9-12V5zm-1 6h2v6h-2zm0 8h2v2h-2z' },
+  mutate: { label: riskText('mutate'), icon: 'M3 17.2V21h3.8L17.8 9.9l-3.8-3.8zM20.7 7a1 1 0 0 0 0-1.4l-2.3-2.3a1 1 0 0 0-1.4 0l-1.8 1.8 3.8 3.8z' },
+  execute: { label: riskText('execute'), icon: 'M8 5v14l11-7z' },
+  admin: { label: riskText('admin'), icon: 'M12 1 3 5v6c0 5.6 3.8 10.7 9 12 5.2-1.3 9-6.4 9-12V5zm-1 6h2v6h-2zm0 8h2v2h-2z' },
 };
 
 /** Impacts, as shown beside the risk. */
@@ -48,14 +51,22 @@ const FINAL = {
 function targetText(p) {
   const t = /** @type {{kind: string, id: string, version: number | string}} */ (p.target);
   const named = p.targetName || p.command[t.kind];
-  const name = typeof named === 'string' && named !== t.id ? named : null;
-  return [name ? h('span', { class: 'name', text: `${t.kind} ${name} ` }) : `${t.kind} `, h('code', { class: 'id', title: t.id, text: t.id.slice(0, 8) }), ` at version ${t.version}`];
+  let name = typeof named === 'string' && named !== t.id ? named : null;
+  const short = t.id.slice(0, 8);
+  // A run's name is its playbook and short id ("audit-repo run bb6b9763"):
+  // said once, as "run of audit-repo".
+  const run = name && t.kind === 'run' ? /^(.*) run [0-9a-f]{8}$/.exec(name) : null;
+  let label = name ? `${t.kind} ${name} ` : `${t.kind} `;
+  if (run) label = `run of ${run[1]} `;
+  else if (name && name.includes(short)) return [h('span', { class: 'name', title: t.id, text: `${t.kind} ${name}` }), ` at version ${t.version}`];
+  return [name ? h('span', { class: 'name', text: label }) : label, h('code', { class: 'id', title: t.id, text: short }), ` at version ${t.version}`];
 }
 
 export class ProposalCard {
   /**
-   * @param {{client: OperatorClient, conversationId: string, proposal: CommandProposal, onResult?: (status: string) => void, onAmend?: (card: ProposalCard) => void, historical?: string}} o
-   * onAmend adds "Edit arguments" (dock/amend.js); historical, a reason, shows the card without actions (a fork's copy).
+   * @param {{client: OperatorClient, conversationId: string, proposal: CommandProposal, onResult?: (status: string) => void, onAmend?: (card: ProposalCard) => void, historical?: string, me?: () => Me | null}} o
+   * onAmend adds "Edit arguments" (dock/amend.js); historical, a reason, shows the card without actions (a fork's copy);
+   * me is who is signed in: the controls it may not use are disabled with the reason.
    */
   constructor(o) {
     this.o = o;
@@ -68,19 +79,26 @@ export class ProposalCard {
     this.inferred = false;
     this.confirmed = false;
     this.busy = false;
+    /** @type {string} who submitted the turn that proposed it ('' until known) */
+    this.submittedBy = '';
+    /** @type {string} who confirmed or denied it */
+    this.decidedBy = '';
     const p = this.p;
     const risk = RISK[p.risk] || RISK.mutate;
     this.countdown = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off' });
     this.status = h('div', { class: 'proposal-status', role: 'status', 'aria-live': 'polite' });
+    this.confirmLabel = p.impact === 'irreversible' ? 'Confirm for good' : p.impact === 'destructive' ? 'Confirm, losing work' :
+      p.risk === 'execute' ? 'Confirm and run' : p.risk === 'admin' ? 'Confirm admin action' : 'Confirm';
     this.confirmBtn = h('button', {
       type: 'button', class: ['primary', p.risk !== 'mutate' || p.impact ? 'danger' : ''], 'data-action': 'confirm',
-      text: p.impact === 'irreversible' ? 'Confirm for good' : p.impact === 'destructive' ? 'Confirm, losing work' :
-        p.risk === 'execute' ? 'Confirm and run' : p.risk === 'admin' ? 'Confirm admin action' : 'Confirm',
+      text: this.confirmLabel,
       onclick: () => this.confirm(),
     });
     this.denyBtn = h('button', { type: 'button', 'data-action': 'deny', text: 'Deny', onclick: () => this.deny() });
     this.amendBtn = o.onAmend ? h('button', { type: 'button', 'data-action': 'amend', text: 'Edit arguments', onclick: () => o.onAmend && o.onAmend(this) }) : null;
-    this.actions = h('div', { class: 'actions' }, this.confirmBtn, this.amendBtn, this.denyBtn);
+    // Why a control is disabled, said beside it (and tied to it for screen readers).
+    this.why = h('p', { class: 'why-disabled small', id: 'why-' + p.id, 'data-why': '', hidden: true });
+    this.actions = h('div', { class: 'actions' }, this.confirmBtn, this.amendBtn, this.denyBtn, this.why);
     // Irreversible: Confirm waits for the target's name, typed.
     this.mustType = p.impact === 'irreversible' ? (p.targetName || p.commandType) : '';
     /** @type {HTMLInputElement | null} */ this.typed = null;
@@ -89,19 +107,19 @@ export class ProposalCard {
       this.typed = /** @type {HTMLInputElement} */ (h('input', { id: inputId, type: 'text', autocomplete: 'off', spellcheck: 'false', 'data-typed-confirm': '', oninput: () => this.gate() }));
       this.actions.prepend(h('p', { class: 'typed-confirm' },
         h('label', { for: inputId }, 'This cannot be undone. Type ', h('code', { text: this.mustType }), ' to confirm: '), this.typed));
-      this.gate();
     }
     const impact = p.impact && IMPACT[p.impact];
     const titleId = 'proposal-' + p.id;
     this.el = h('section', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
       h('header', { class: 'proposal-head' },
-        h('span', { class: 'risk-badge' }, icon(risk.icon), h('span', { text: `${p.risk}: ${risk.label}` })),
+        h('span', { class: 'risk-badge', title: `Risk: ${p.risk}` }, icon(risk.icon), h('span', { text: risk.label })),
         this.countdown),
       impact ? h('p', { class: 'impact-badge', 'data-impact': p.impact, text: impact }) : null,
       h('h4', { id: titleId, class: 'proposal-summary', text: p.summary }),
       p.amends ? h('p', { class: 'muted small', 'data-amends': p.amends, text: 'Your amendment of an earlier proposal: confirm it to run this command.' }) : null,
+      this.people = h('p', { class: 'muted small proposal-people', 'data-people': '' }),
       h('dl', { class: 'facts' },
-        h('dt', { text: 'Command' }), h('dd', null, h('code', { text: p.commandType })),
+        h('dt', { text: 'Command' }), h('dd', { title: p.commandType, text: commandTitle(p.commandType) }),
         h('dt', { text: 'Target' }), h('dd', null, p.target ? targetText(p) : 'none (creates something new or acts on the system)'),
         h('dt', { text: 'Hash' }), h('dd', null, h('code', { title: p.commandHash, text: p.commandHash.slice(0, 16) + '…' }))),
       h('details', { class: 'command', open: true }, h('summary', { text: 'Exact command' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(p.command, null, 2) })),
@@ -119,12 +137,52 @@ export class ProposalCard {
     }
     this.tick();
     this.timer = setInterval(() => this.tick(), 1000);
+    this.gate();
   }
 
-  /** Confirm is enabled only when the typed name matches. */
+  /**
+   * Learns who proposed and who decided (the server's proposal view or a
+   * confirmation frame) and shows it; four-eyes may now hold Confirm.
+   * @param {{submittedBy?: string, decidedBy?: string}} v
+   */
+  learn(v) {
+    if (v.submittedBy) this.submittedBy = v.submittedBy;
+    if (v.decidedBy) this.decidedBy = v.decidedBy;
+    const parts = [];
+    if (this.submittedBy) parts.push(`Proposed in a turn by ${actorName(this.submittedBy)}`);
+    if (this.decidedBy) parts.push(`decided by ${actorName(this.decidedBy)}`);
+    this.people.textContent = parts.length ? parts.join('; ') + '.' : '';
+    if (this.submittedBy) this.el.dataset.submittedBy = this.submittedBy;
+    if (this.decidedBy) this.el.dataset.decidedBy = this.decidedBy;
+    this.gate();
+  }
+
+  /**
+   * Enables Confirm and Deny as the signed-in principal may use them
+   * (role, four-eyes) and, for an irreversible proposal, once the typed
+   * name matches; a disabled control says why.
+   */
   gate() {
-    if (!this.typed) return;
-    this.confirmBtn.disabled = this.busy || this.typed.value.trim() !== this.mustType;
+    const me = this.o.me ? this.o.me() : null;
+    const c = mayConfirm(me, { risk: this.p.risk, impact: this.p.impact, submittedBy: this.submittedBy });
+    const d = mayDeny(me);
+    const reasons = [];
+    if (!c.allowed) reasons.push(c.reason);
+    if (!d.allowed && c.allowed) reasons.push(`Denying or editing it ${d.reason.charAt(0).toLowerCase()}${d.reason.slice(1)}`);
+    this.el.dataset.waiting = !c.allowed && c.waiting ? 'another-approver' : '';
+    this.why.hidden = reasons.length === 0;
+    this.why.textContent = reasons.join(' ');
+    for (const [btn, ok] of /** @type {[HTMLButtonElement | null, boolean][]} */ ([[this.confirmBtn, c.allowed], [this.denyBtn, d.allowed], [this.amendBtn, d.allowed]])) {
+      if (!btn) continue;
+      if (ok) btn.removeAttribute('aria-describedby');
+      else btn.setAttribute('aria-describedby', this.why.id);
+    }
+    this.denyBtn.disabled = this.busy || !d.allowed;
+    if (this.amendBtn) this.amendBtn.disabled = this.busy || !d.allowed;
+    if (this.typed) this.typed.disabled = !c.allowed;
+    this.confirmBtn.disabled = this.busy || !c.allowed || (!!this.typed && this.typed.value.trim() !== this.mustType);
+    if (!c.allowed && c.waiting) this.confirmBtn.textContent = 'Waiting for another approver';
+    else this.confirmBtn.textContent = this.confirmLabel;
   }
 
   tick() {
@@ -145,8 +203,9 @@ export class ProposalCard {
     this.countdown.setAttribute('aria-label', `expires in ${m} minutes ${s} seconds`);
   }
 
-  /** A confirmation frame's state. @param {string} state */
-  setState(state) {
+  /** A confirmation frame's state. @param {string} state @param {string} [decidedBy] */
+  setState(state, decidedBy) {
+    if (decidedBy && state !== 'required') this.learn({ decidedBy });
     if (this.final && !this.inferred) return;
     this.state = state;
     if (state === 'required') return;
@@ -201,6 +260,7 @@ export class ProposalCard {
       this.fail(e);
     } finally {
       this.busy = false;
+      if (!this.final) this.gate();
     }
   }
 
@@ -216,11 +276,21 @@ export class ProposalCard {
       this.fail(e);
     } finally {
       this.busy = false;
+      if (!this.final) this.gate();
     }
   }
 
   /** @param {unknown} e */
   fail(e) {
+    // A refusal for role or four-eyes changes nothing: the card stays
+    // decidable by someone else, and says why.
+    if (e instanceof ApiError && e.code === 'denied') {
+      this.gate();
+      replace(this.status, h('p', { class: 'error-box', role: 'alert', text: e.details.reason === 'second_approver_required'
+        ? 'Waiting for another approver: the daemon refused your confirm because you proposed this. Another person with the role must confirm it.'
+        : `Refused: ${e.message}` }));
+      return;
+    }
     if (e instanceof ApiError && e.status !== 0) {
       const status = e.code === 'conflict' || e.code === 'stale_context' ? 'conflict' : e.code === 'not_found' ? 'failed' : e.retryable ? '' : 'failed';
       if (status) {
@@ -229,8 +299,6 @@ export class ProposalCard {
       }
     }
     // A network or retryable failure: nothing is known to have run; allow another try.
-    this.confirmBtn.disabled = false;
-    this.denyBtn.disabled = false;
     this.gate();
     replace(this.status, h('p', { class: 'error-box', role: 'alert' }, h('strong', { class: 'code', text: e instanceof ApiError ? e.code : 'client_error' }), h('span', { text: ' ' + (e instanceof Error ? e.message : String(e)) + ' — you can try again.' })));
   }

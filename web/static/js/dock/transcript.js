@@ -8,6 +8,10 @@
 import { h, append, icon } from '../dom.js';
 import { MarkdownView } from '../markdown.js';
 import { ProposalCard } from './proposal.js';
+import { commandTitle, errorSentence } from '../words.js';
+
+/** What a tool call's mode means, in words. @type {Record<string, string>} */
+const MODE_WORDS = { read: 'reads', draft: 'drafts a step for you' };
 
 /**
  * @typedef {import('../frames.js').Frame} Frame
@@ -50,7 +54,9 @@ function describeEffect(e, reg) {
 export class Transcript {
   /**
    * @param {{client: OperatorClient, registry: () => Registry | null, announce: (text: string) => void, onDegraded: (err: {code: string, message: string}) => void,
-   *   onFork?: (sequence: number) => void, copiedThrough?: () => number, onAmend?: (card: ProposalCard) => void}} o
+   *   onFork?: (sequence: number) => void, copiedThrough?: () => number, onAmend?: (card: ProposalCard) => void,
+   *   me?: () => import('../roles.js').Me | null, onProposal?: (card: ProposalCard) => void}} o
+   * me is who is signed in; onProposal learns who proposed a card shown live.
    * onFork adds "Fork from here" to each turn's end; frames up to copiedThrough are a fork's copied history.
    */
   constructor(o) {
@@ -145,7 +151,7 @@ export class Transcript {
       }
       case 'tool_call': {
         const d = h('details', { class: 'tool', 'data-call': p.callId },
-          h('summary', null, icon('M22 19l-9-9a5 5 0 0 0-6-6l3 3-3 3-3-3a5 5 0 0 0 6 6l9 9z'), h('span', { text: ` ${p.tool}` }), h('span', { class: 'muted small', text: ` (${p.mode})` }), h('span', { class: 'tool-status muted small', text: ' · running' })),
+          h('summary', null, icon('M22 19l-9-9a5 5 0 0 0-6-6l3 3-3 3-3-3a5 5 0 0 0 6 6l9 9z'), h('span', { title: p.tool, text: ` ${commandTitle(p.tool)}` }), h('span', { class: 'muted small', text: ` · ${MODE_WORDS[p.mode] || p.mode}` }), h('span', { class: 'tool-status muted small', text: ' · running' })),
           h('p', { class: 'small muted', text: 'Arguments' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(p.arguments, null, 2) }));
         this.toolCalls.set(p.callId, d);
         this.lastCall = p.callId;
@@ -157,7 +163,7 @@ export class Transcript {
         // An executed command's result may say that nothing changed.
         if (card && p.ok && card.state === 'executed') card.setFinal('executed', { result: p.result });
         const d = this.toolCalls.get(p.callId);
-        const body = p.ok ? JSON.stringify(p.result === undefined ? null : p.result, null, 2) : `${p.error.code}: ${p.error.message}`;
+        const body = p.ok ? JSON.stringify(p.result === undefined ? null : p.result, null, 2) : `${errorSentence(p.error)} (${p.error.code})`;
         const shown = body.length > 4000 ? body.slice(0, 4000) + '\n… (cut for display)' : body;
         const content = [h('p', { class: 'small muted', text: p.ok ? 'Result' : 'Error' }), h('pre', { class: ['output', p.ok ? '' : 'bad'], tabindex: '0', text: shown })];
         if (d) {
@@ -169,7 +175,7 @@ export class Transcript {
           append(d, content);
           this.closeBubble();
         } else {
-          this.row(f, 'tool-frame', h('details', { class: 'tool' }, h('summary', { text: `tool result ${p.callId}` }), content));
+          this.row(f, 'tool-frame', h('details', { class: 'tool' }, h('summary', { text: 'A tool’s result' }), content));
         }
         if (!p.ok && DEGRADED_CODES.includes(p.error.code)) this.o.onDegraded(p.error);
         return;
@@ -186,17 +192,18 @@ export class Transcript {
         const card = new ProposalCard({
           client: this.o.client, conversationId: f.conversationId, proposal: p.proposal,
           historical: copied ? 'Copied from the conversation this one was forked from: it can be decided only there.' : undefined,
-          onAmend: copied ? undefined : this.o.onAmend,
+          onAmend: copied ? undefined : this.o.onAmend, me: this.o.me,
         });
         this.proposals.set(p.proposal.id, card);
         if (this.lastCall) this.cardByCall.set(this.lastCall, card);
         this.row(f, 'proposal-frame', card.el);
+        if (live && !copied && this.o.onProposal) this.o.onProposal(card);
         if (live) this.o.announce(`Proposal waiting for your decision: ${p.proposal.summary}`);
         return;
       }
       case 'confirmation': {
         const card = this.proposals.get(p.proposalId);
-        if (card) card.setState(p.state);
+        if (card) card.setState(p.state, p.decidedBy);
         return;
       }
       case 'error':

@@ -4,6 +4,8 @@
 import { h, replace, uid, badge, fmtTime, fmtRelative } from '../dom.js';
 import { routeOf } from '../router.js';
 import { ApiError, errorText } from '../api.js';
+import { roleAllows, needsText, rank } from '../roles.js';
+import { errorSentence } from '../words.js';
 
 export { errorText };
 
@@ -17,11 +19,15 @@ export function loading(text = 'Loading…') {
   return h('p', { class: 'loading muted', role: 'status', text });
 }
 
-/** An error panel with the code. @param {unknown} e */
+/**
+ * An error panel: a sentence a person reads (“No run deadbeef exists”),
+ * the daemon's code small beside it for a bug report.
+ * @param {unknown} e
+ */
 export function errorBox(e) {
   const code = e instanceof ApiError ? e.code : 'client_error';
   const msg = e instanceof Error ? e.message : String(e);
-  return h('div', { class: 'error-box', role: 'alert' }, h('strong', { class: 'code', text: code }), h('span', { text: ' ' + msg }));
+  return h('div', { class: 'error-box', role: 'alert', 'data-code': code }, h('span', { text: errorSentence({ code, message: msg }) + ' ' }), h('small', { class: 'code muted', text: `(${code})` }));
 }
 
 /**
@@ -232,4 +238,40 @@ export function shortId(id) {
 /** A run status line for tables. @param {Run} r */
 export function runCells(r) {
   return { status: badge(r.status), when: h('time', { datetime: new Date(r.createdAt * 1000).toISOString(), title: fmtTime(r.createdAt), text: fmtRelative(r.createdAt) }) };
+}
+
+/**
+ * The controls of a space that change something need a role: an element
+ * marked data-needs="ROLE" needs that one; a space's primary, danger and
+ * submit buttons and its data-action buttons need operator unless marked
+ * data-needs="viewer". Those the signed-in principal may not use are
+ * disabled, their reason in the tooltip and in a note at the top of the
+ * space: never a button that only fails.
+ * @param {HTMLElement} root @param {import('../roles.js').Me | null} me
+ * @returns {number} how many controls are held
+ */
+export function guardControls(root, me) {
+  if (!me) return 0;
+  let held = 0;
+  /** @type {Set<string>} */
+  const needs = new Set();
+  root.querySelectorAll('[data-needs], button.primary, button.danger, button[type=submit], button[data-action]').forEach((node) => {
+    const el = /** @type {HTMLButtonElement | HTMLInputElement} */ (node);
+    const need = /** @type {import('../roles.js').Role} */ (el.dataset.needs || 'operator');
+    if (roleAllows(me.role, need)) return;
+    held++;
+    needs.add(need);
+    if (el.dataset.held) return;
+    el.dataset.held = need;
+    el.disabled = true;
+    el.title = `${needsText(need).replace(/^n/, 'N')}; you are signed in as ${me.name} (${me.role}).`;
+  });
+  let note = /** @type {HTMLElement | null} */ (root.querySelector(':scope > [data-read-only]'));
+  if (held && !note) {
+    const need = [...needs].sort((a, b) => rank(a) - rank(b))[0];
+    note = h('p', { class: 'read-only-note', 'data-read-only': '', role: 'note',
+      text: `You are signed in as ${me.name} with the ${me.role} role: you can look here. The greyed-out controls ${needsText(/** @type {any} */ (need)).replace(/^needs/, 'need')} or higher; an admin can change your role.` });
+    root.prepend(note);
+  }
+  return held;
 }

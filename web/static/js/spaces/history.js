@@ -9,6 +9,7 @@ import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js'
 import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo } from './common.js';
 import { runDetail } from './run-detail.js';
 import { rangeFilter, RANGE_SECONDS } from './mission.js';
+import { actorName, commandTitle } from '../words.js';
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
@@ -77,7 +78,7 @@ async function targetNames(app) {
   for (const x of pbs.playbooks) names.set(x.id, { kind: 'playbook', name: x.name });
   for (const x of wfs.workflows) names.set(x.id, { kind: 'workflow', name: x.name });
   for (const x of scs.schedules) names.set(x.id, { kind: 'schedule', name: x.name });
-  for (const r of rs.runs) names.set(r.id, { kind: 'run', name: `run of ${r.playbookName}` });
+  for (const r of rs.runs) names.set(r.id, { kind: 'run', name: r.playbookName });
   return names;
 }
 
@@ -123,12 +124,39 @@ function auditDecision(e) {
 /** @param {SpaceContext} ctx @param {Target | null} t */
 function targetCell(ctx, t) {
   if (!t) return h('span', { class: 'muted', text: '—' });
-  const label = [h('span', { class: 'muted small', text: t.kind + ' ' }), h('span', { class: 'name', text: t.name })];
+  // A run is named by its playbook: "run of audit-repo".
+  const label = [h('span', { class: 'muted small', text: t.kind === 'run' ? 'run of ' : t.kind + ' ' }), h('span', { class: 'name', text: t.name })];
   return t.href ? linkTo(ctx, t.href, ...label) : h('span', { title: t.id }, ...label);
 }
 
-/** Who acted, as people say it. @type {Record<string, string>} */
-const ACTORS = { studio_cockpit: 'the cockpit', studio_cli: 'the command line', studio_operator: 'the operator', studio_scheduler: 'the scheduler', studio_system: 'the system' };
+/**
+ * Who proposed and who decided, for an operator's row; who acted for the
+ * others. Principals by name, the daemon's own actors in words.
+ * @param {AuditEvent} e @param {Map<string, {submittedBy?: string, decidedBy?: string}>} proposals
+ */
+function whoText(e, proposals) {
+  const d = e.details || {};
+  const prop = d.proposal_id ? proposals.get(d.proposal_id) : null;
+  if (!prop || !prop.submittedBy) return actorName(e.actor);
+  const by = actorName(e.actor);
+  return d.decision === 'confirmed' || d.decision === 'denied' || d.decision === 'executed' || d.decision === 'failed'
+    ? `${by}, proposed by ${actorName(prop.submittedBy)}` : `${by} (proposed by ${actorName(prop.submittedBy)})`;
+}
+
+/**
+ * Who submitted the turn of each proposal, by proposal id (best effort:
+ * without it the rows name only who acted).
+ * @param {SpaceContext} ctx
+ */
+async function proposalPeople(ctx) {
+  /** @type {Map<string, {submittedBy?: string, decidedBy?: string}>} */
+  const out = new Map();
+  try {
+    const r = await ctx.cockpit.api.get('/api/operator/proposals');
+    for (const p of r.proposals || []) out.set(p.id, { submittedBy: p.submittedBy, decidedBy: p.decidedBy });
+  } catch { /* the rows still name who acted */ }
+  return out;
+}
 
 /** The audit trail's filters, bound to the URL: action, actor, target, time. @param {SpaceContext} ctx */
 function auditFilters(ctx) {
@@ -141,9 +169,11 @@ function auditFilters(ctx) {
     oninput: () => { clearTimeout(t); t = setTimeout(() => ctx.setParams({ target: target.value.trim() || null, event: null }, { replace: true }), 400); },
   }));
   const actor = selectFilter(ctx, 'actor', 'Actor', paramValues(ctx, 'actor'), 'Anyone');
-  actor.querySelectorAll('option').forEach((o) => { if (o.value) o.textContent = ACTORS[o.value] || o.value; });
+  actor.querySelectorAll('option').forEach((o) => { if (o.value) o.textContent = actorName(o.value); });
+  const command = selectFilter(ctx, 'action', 'Command', paramValues(ctx, 'action'), 'Any command');
+  command.querySelectorAll('option').forEach((o) => { if (o.value) o.textContent = commandTitle(o.value); });
   return h('div', { class: 'filters', role: 'search' },
-    selectFilter(ctx, 'action', 'Command', paramValues(ctx, 'action'), 'Any command'),
+    command,
     actor,
     rangeFilter(ctx),
     h('div', { class: 'field inline' }, h('label', { for: id, text: 'Target' }), target),
@@ -183,6 +213,8 @@ function audit(el, ctx) {
   const rows = [];
   /** @type {Map<string, {kind: string, name: string}>} */
   let names = new Map();
+  /** @type {Map<string, {submittedBy?: string, decidedBy?: string}>} */
+  let people = new Map();
   const more = async () => {
     const page = await ctx.app.audit({ commandType: p.action, actor: p.actor, target: p.target, since, limit: 100, cursor });
     cursor = page.nextCursor || undefined;
@@ -196,8 +228,8 @@ function audit(el, ctx) {
         empty: 'No audit events match.',
         columns: [
           { label: 'When', cell: (r) => h('time', { datetime: new Date(r.e.createdAt * 1000).toISOString(), title: fmtTime(r.e.createdAt), text: fmtRelative(r.e.createdAt) }), link: true, class: 'when' },
-          { label: 'Actor', cell: (r) => ACTORS[r.e.actor] || r.e.actor, class: 'hide-narrow' },
-          { label: 'Command', cell: (r) => h('code', { class: 'name', text: (r.e.details && (r.e.details.commandType || r.e.details.command_type)) || r.e.action }) },
+          { label: 'Who', cell: (r) => h('span', { 'data-who': '', text: whoText(r.e, people) }), class: 'hide-narrow' },
+          { label: 'Command', cell: (r) => { const code = (r.e.details && (r.e.details.commandType || r.e.details.command_type)) || r.e.action; return h('span', { class: 'name', title: code, text: commandTitle(code) }); } },
           { label: 'Decision', cell: (r) => h('span', { class: ['decision', 'decision-' + r.decision], 'data-decision': r.decision, text: r.decision }) },
           { label: 'Target', cell: (r) => [targetCell(ctx, r.target), r.e.details && r.e.details.conversation_id ? [h('br'), operatorLinks(ctx, r.e)] : null] },
         ],
@@ -206,10 +238,10 @@ function audit(el, ctx) {
     const sel = p.event ? rows.find((r) => String(r.e.id) === p.event) : null;
     if (p.event) {
       replace(detail, sel ? h('section', { class: 'card detail', 'aria-labelledby': 'event-title' },
-        h('header', { class: 'detail-head' }, h('h2', { id: 'event-title', text: `Event ${sel.e.id}` }), h('code', { text: sel.e.action })),
+        h('header', { class: 'detail-head' }, h('h2', { id: 'event-title', text: `Event ${sel.e.id}` }), h('span', { title: sel.e.action, text: commandTitle(sel.e.action) })),
         h('dl', { class: 'facts' },
           h('dt', { text: 'When' }), h('dd', { text: fmtTime(sel.e.createdAt) }),
-          h('dt', { text: 'Actor' }), h('dd', { text: ACTORS[sel.e.actor] || sel.e.actor }),
+          h('dt', { text: 'Who' }), h('dd', { 'data-who': '', text: whoText(sel.e, people) }),
           h('dt', { text: 'Decision' }), h('dd', { text: sel.decision }),
           h('dt', { text: 'Target' }), h('dd', null, targetCell(ctx, sel.target), sel.target ? [' ', shortId(sel.target.id)] : null),
           sel.e.details && sel.e.details.conversation_id ? [h('dt', { text: 'Operator' }), h('dd', null, operatorLinks(ctx, sel.e))] : null),
@@ -218,9 +250,10 @@ function audit(el, ctx) {
         : errorBox(new Error(`audit event ${p.event} is not among those shown; clear the filters or show older events`)));
     }
   };
-  Promise.all([targetNames(ctx.app), ctx.app.audit({ commandType: p.action, actor: p.actor, target: p.target, since, limit: 100 })]).then(([n, page]) => {
+  Promise.all([targetNames(ctx.app), ctx.app.audit({ commandType: p.action, actor: p.actor, target: p.target, since, limit: 100 }), proposalPeople(ctx)]).then(([n, page, pp]) => {
     if (!ctx.isCurrent()) return;
     names = n;
+    people = pp;
     cursor = page.nextCursor || undefined;
     rows.push(...page.events.map((e) => ({ e, target: auditTarget(e, names), decision: auditDecision(e) })));
     show();

@@ -56,7 +56,7 @@ async function showDetail(ctx, ref, side) {
     launchForm(ctx, b),
     status,
     h('div', { class: 'actions' },
-      h('button', { type: 'button', text: 'Edit', onclick: () => replace(side, playbookForm(ctx, b, null, side)) }),
+      h('button', { type: 'button', 'data-needs': 'operator', text: 'Edit', onclick: () => replace(side, playbookForm(ctx, b, null, side)) }),
       linkTo(ctx, `/?view=fleet&playbook=${encodeURIComponent(b.name)}`, 'Runs of this playbook'),
       h('button', {
         type: 'button', class: 'danger', text: 'Delete',

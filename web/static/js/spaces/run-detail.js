@@ -8,9 +8,13 @@ import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js'
 import { confirmDialog } from '../dialogs.js';
 import { runRelations } from '../insights.js';
 import { loading, errorBox, errorText, shortId, linkTo, selectHref } from './common.js';
+import { actorName, commandTitle, errorSentence } from '../words.js';
+
+/** A run's trigger in words. @type {Record<string, string>} */
+const TRIGGER_WORDS = { manual: 'by hand', operator: 'a confirmed operator proposal', schedule: 'a schedule' };
 
 /** How a run came to be queued, in the timeline's words. @type {Record<string, string>} */
-const TRIGGER_NOTE = { manual: 'launched by hand', operator: 'proposed by the operator, confirmed', schedule: 'by its schedule' };
+const TRIGGER_NOTE = { manual: 'launched by hand', operator: 'proposed in the dock, confirmed by a person', schedule: 'by its schedule' };
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
@@ -55,8 +59,32 @@ function timeline(r, nowSeconds) {
 /** What an audit row says happened, in a few words. @param {AuditEvent} e */
 function auditSummary(e) {
   const d = e.details || {};
-  const type = d.commandType || d.command_type || e.action;
+  const type = commandTitle(d.commandType || d.command_type || e.action);
   return d.decision ? `${type}: ${d.decision}` : type;
+}
+
+/**
+ * Who launched a run, from its audit rows: the principal of the launch (a
+ * person in the cockpit or at the command line), or, for a confirmed
+ * proposal, who proposed it and who confirmed it.
+ * @param {SpaceContext} ctx @param {AuditEvent[]} events oldest first or not
+ * @returns {Promise<string>}
+ */
+async function launchedBy(ctx, events) {
+  const sorted = [...events].sort((a, b) => a.createdAt - b.createdAt || a.id - b.id);
+  const first = sorted[0];
+  if (!first) return '';
+  const d = first.details || {};
+  if (d.proposal_id && d.conversation_id) {
+    const confirmed = sorted.find((e) => e.details && e.details.decision === 'confirmed') || first;
+    let proposer = '';
+    try {
+      const p = await ctx.cockpit.operator.getProposal(d.conversation_id, d.proposal_id);
+      proposer = p.submittedBy || '';
+    } catch { /* the confirmer is still known */ }
+    return proposer ? `Proposed by ${actorName(proposer)} in the dock, confirmed by ${actorName(confirmed.actor)}` : `Confirmed in the dock by ${actorName(confirmed.actor)}`;
+  }
+  return `Launched by ${actorName(first.actor)}`;
 }
 
 /**
@@ -99,7 +127,7 @@ export function runDetail(ctx, id) {
     }
     if (r.status === 'failed' || r.status === 'cancelled') {
       actions.appendChild(h('button', {
-        type: 'button', text: 'Retry run',
+        type: 'button', 'data-needs': 'operator', text: 'Retry run',
         onclick: async () => {
           try {
             const nr = await ctx.app.retryRun(r.id);
@@ -120,12 +148,12 @@ export function runDetail(ctx, id) {
       timeline(r, Date.now() / 1000),
       h('dl', { class: 'facts' },
         h('dt', { text: 'Playbook' }), h('dd', null, linkTo(ctx, playbookHref, h('span', { class: 'name', text: r.playbookName })), ` at version ${r.playbookVersion}`),
-        h('dt', { text: 'Trigger' }), h('dd', null, r.trigger, r.scheduleId ? [' (', linkTo(ctx, `/schedules?schedule=${encodeURIComponent(r.scheduleId)}`, 'its schedule'), ')'] : null),
+        h('dt', { text: 'Trigger' }), h('dd', { title: r.trigger }, TRIGGER_WORDS[r.trigger] || r.trigger, r.scheduleId ? [' (', linkTo(ctx, `/schedules?schedule=${encodeURIComponent(r.scheduleId)}`, 'its schedule'), ')'] : null),
         r.workflowId ? [h('dt', { text: 'Workflow' }), h('dd', { 'data-run-workflow': '' }, linkTo(ctx, `/designer?workflow=${encodeURIComponent(r.workflowId)}`, 'its workflow'), `, step ${(r.workflowStep ?? 0) + 1}`)] : null,
         h('dt', { text: 'Created' }), h('dd', { text: `${fmtTime(r.createdAt)} (${fmtRelative(r.createdAt)})` }),
         h('dt', { text: 'Input' }), h('dd', null, r.input ? h('pre', { class: 'output inline-output', text: r.input }) : '—'),
         h('dt', { text: 'Arguments' }), h('dd', null, args.length ? h('dl', { class: 'args' }, args.map(([k, v]) => [h('dt', null, h('code', { text: k })), h('dd', { text: v })])) : 'none')),
-      r.error ? h('div', { class: 'error-box', role: 'note' }, h('strong', { class: 'code', text: r.error.code }), h('span', { text: ' ' + r.error.message })) : null,
+      r.error ? h('div', { class: 'error-box', role: 'note' }, h('span', { text: errorSentence(r.error) + ' ' }), h('small', { class: 'code', text: `(${r.error.code})` })) : null,
       h('h3', { id: 'run-output-title', text: 'Output' + (r.outputTruncated ? ' (truncated)' : '') }),
       h('pre', { class: 'output', tabindex: '0', 'aria-labelledby': 'run-output-title', 'data-run-output': '', text: r.output || (inFlight(r) ? 'No output yet.' : 'No output.') }),
       related, status, actions);
@@ -151,6 +179,8 @@ async function showRelated(ctx, r, el) {
     return;
   }
   if (!ctx.isCurrent() || !el.isConnected) return;
+  const launched = h('p', { 'data-launched-by': '' });
+  launchedBy(ctx, rel.events).then((t) => { launched.textContent = t ? t + '.' : ''; }).catch(() => {});
   const runLink = (/** @type {string} */ rid, /** @type {string} */ text) => linkTo(ctx, selectHref(ctx, { run: rid }), text, ' ', shortId(rid));
   replace(el,
     h('h3', { text: 'Retries' }),
@@ -158,8 +188,9 @@ async function showRelated(ctx, r, el) {
       r.retryOf ? h('li', null, runLink(r.retryOf, 'Retry of run')) : null,
       rel.retries.map((x) => h('li', null, runLink(x.id, 'Retried as run'), ' ', badge(x.status)))) : h('p', { class: 'muted', text: 'Not a retry, and not retried.' }),
     h('h3', { text: 'Audit' }),
+    launched,
     rel.events.length ? h('ul', { class: 'list', 'data-audit-rows': '' }, rel.events.map((e) => h('li', null,
-      linkTo(ctx, `/history?tab=audit&event=${e.id}`, `Event ${e.id}`), ` · ${auditSummary(e)} by ${e.actor} · `,
+      linkTo(ctx, `/history?tab=audit&event=${e.id}`, `Event ${e.id}`), ` · ${auditSummary(e)} by ${actorName(e.actor)} · `,
       h('time', { datetime: new Date(e.createdAt * 1000).toISOString(), text: fmtTime(e.createdAt) }))))
       : h('p', { class: 'muted', text: 'No audit rows name this run.' }));
 }

@@ -6,6 +6,7 @@ import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime, badge, uid } from '../dom.js';
 import { tabs, tabPanel, errorText, loading, errorBox } from './common.js';
 import { barChart } from '../charts.js';
+import { team } from './team.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext */
 
@@ -20,7 +21,12 @@ const ACTIONS = [
 export function mount(el, ctx) {
   const tab = ctx.route.params.tab || 'health';
   const body = tabPanel('tab', tab);
-  el.append(tabs(ctx, 'tab', [{ value: 'health', label: 'Health' }, { value: 'maintenance', label: 'Maintenance' }, { value: 'appearance', label: 'Appearance' }], tab), body);
+  const me = ctx.cockpit.me;
+  // The team page is for admins: others do not see its tab (a link to it says why).
+  const admin = !me || me.role === 'admin';
+  el.append(tabs(ctx, 'tab', [{ value: 'health', label: 'Health' }, { value: 'maintenance', label: 'Maintenance' }, { value: 'appearance', label: 'Appearance' },
+    ...(admin || tab === 'team' ? [{ value: 'team', label: 'Team' }] : [])], tab), body);
+  if (tab === 'team') return team(body, ctx);
   if (tab === 'maintenance') return maintenance(body, ctx);
   if (tab === 'appearance') return appearance(body, ctx);
   return health(body, ctx);
@@ -101,7 +107,7 @@ function maintenance(el, ctx) {
     h('div', { class: 'cards' }, ACTIONS.map((a) => h('section', { class: 'card' },
       h('h2', { text: a.title }), h('p', { text: a.body }),
       h('button', {
-        type: 'button', class: a.danger ? 'danger' : '', 'data-action': a.action, text: `Run ${a.title.toLowerCase()}…`,
+        type: 'button', class: a.danger ? 'danger' : '', 'data-action': a.action, 'data-needs': 'admin', text: `Run ${a.title.toLowerCase()}…`,
         onclick: async (/** @type {Event} */ ev) => {
           const btn = /** @type {HTMLButtonElement} */ (ev.currentTarget);
           if (!(await confirmDialog({ title: `${a.title}?`, body: a.body, confirm: a.title, danger: a.danger }))) return;

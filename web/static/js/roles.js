@@ -1,0 +1,118 @@
+// What the signed-in principal may do, from its role (GET /api/auth/whoami):
+// the cockpit hides or disables a control with the reason instead of
+// letting the daemon refuse it. The rules mirror the daemon's role table
+// (internal/httpapi/roles.go, protocol.ConfirmRole): viewer < agent <
+// operator < approver < admin; a confirm needs operator for mutate and
+// execute and approver for any other risk; four-eyes keeps the author of
+// a proposal of a listed risk or impact from confirming it. The daemon
+// still decides: these only spare a person a refusal.
+
+/**
+ * @typedef {'viewer'|'agent'|'operator'|'approver'|'admin'} Role
+ * @typedef {{id: string, name: string, role: string, secondApproverFor?: string[]}} Me
+ * @typedef {{risk: string, impact?: string, submittedBy?: string}} ProposalLike
+ * @typedef {{allowed: true} | {allowed: false, reason: string, waiting?: boolean}} Verdict
+ */
+
+/** Roles, least to most. @type {Role[]} */
+export const ROLES = ['viewer', 'agent', 'operator', 'approver', 'admin'];
+
+/** What each role is for, in a sentence (the admin page's role picker). @type {Record<Role, string>} */
+export const ROLE_HELP = {
+  viewer: 'reads the cockpit, conversations and the audit',
+  agent: 'a program: converses and proposes, never confirms',
+  operator: 'converses, runs the cockpit and confirms changes and runs',
+  approver: 'also confirms administrative proposals',
+  admin: 'everything, including principals, tokens and maintenance',
+};
+
+/** The least role of each thing the cockpit lets a person do. @type {Record<string, Role>} */
+export const ACTION_ROLES = {
+  read: 'viewer',
+  converse: 'agent', // create a conversation, send a turn, fork
+  cancelTurn: 'agent',
+  decide: 'operator', // deny or amend a proposal
+  acknowledgeEffect: 'operator',
+  change: 'operator', // the application's commands: launch, cancel, retry, create, edit, delete
+  deleteConversation: 'operator',
+  maintenance: 'admin',
+  administer: 'admin', // principals, tokens, webhooks
+};
+
+/** @param {string | undefined | null} role */
+export function rank(role) {
+  return ROLES.indexOf(/** @type {Role} */ (role));
+}
+
+/** Whether a role is at least need. @param {string | undefined | null} role @param {Role} need */
+export function roleAllows(role, need) {
+  const r = rank(role);
+  return r >= 0 && r >= rank(need);
+}
+
+/** The least role that confirms a proposal of the risk. @param {string} risk @returns {Role} */
+export function confirmRole(risk) {
+  return risk === 'mutate' || risk === 'execute' ? 'operator' : 'approver';
+}
+
+/** "needs the operator role" @param {Role} need */
+export function needsText(need) {
+  return `needs the ${need} role`;
+}
+
+/**
+ * Whether me may do an action of ACTION_ROLES, with the reason when not.
+ * @param {Me | null} me @param {keyof typeof ACTION_ROLES} action @returns {Verdict}
+ */
+export function may(me, action) {
+  const need = ACTION_ROLES[action];
+  if (!me || roleAllows(me.role, need)) return { allowed: true };
+  return { allowed: false, reason: `${cap(needsText(need))}; you are ${article(me.role)} ${me.role}.` };
+}
+
+/**
+ * Whether the proposal waits for a principal other than me: its risk or
+ * impact is in the daemon's four-eyes policy and me submitted it.
+ * @param {Me | null} me @param {ProposalLike} p
+ */
+export function needsAnotherApprover(me, p) {
+  if (!me || !p.submittedBy || p.submittedBy !== me.name) return false;
+  const policy = me.secondApproverFor || [];
+  return policy.includes(p.risk) || (!!p.impact && policy.includes(p.impact));
+}
+
+/**
+ * Whether me may confirm the proposal, with the reason when not. The role
+ * comes first: a viewer is told the role it lacks, not four-eyes.
+ * @param {Me | null} me @param {ProposalLike} p @returns {Verdict}
+ */
+export function mayConfirm(me, p) {
+  if (!me) return { allowed: true };
+  const need = confirmRole(p.risk);
+  if (!roleAllows(me.role, need)) {
+    return { allowed: false, reason: `Confirming this ${needsText(need)}; you are ${article(me.role)} ${me.role}.` };
+  }
+  if (needsAnotherApprover(me, p)) {
+    return { allowed: false, waiting: true, reason: 'Waiting for another approver: you proposed this, and this kind of change needs a second person to confirm it. You can still deny it.' };
+  }
+  return { allowed: true };
+}
+
+/**
+ * Whether me may deny (or amend) the proposal: the role only; denying
+ * one's own proposal is always allowed.
+ * @param {Me | null} me @returns {Verdict}
+ */
+export function mayDeny(me) {
+  return may(me, 'decide');
+}
+
+/** @param {string} s */
+function cap(s) {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+/** @param {string} word */
+function article(word) {
+  return /^[aeiou]/.test(word) ? 'an' : 'a';
+}

@@ -1,0 +1,72 @@
+// Unit tests of what the cockpit lets each role do, and of the words it
+// shows instead of codes: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { roleAllows, confirmRole, may, mayConfirm, mayDeny, needsAnotherApprover, ROLES } from '../static/js/roles.js';
+import { riskText, commandTitle, actorName, errorSentence } from '../static/js/words.js';
+
+const me = (role, name = 'alice', secondApproverFor = []) => ({ id: 'id-' + name, name, role, secondApproverFor });
+
+test('roles are ordered; each allows what the lesser ones do', () => {
+  assert.deepEqual(ROLES, ['viewer', 'agent', 'operator', 'approver', 'admin']);
+  assert.ok(roleAllows('admin', 'viewer') && roleAllows('operator', 'operator'));
+  assert.ok(!roleAllows('viewer', 'agent') && !roleAllows('operator', 'approver'));
+  assert.ok(!roleAllows('owner', 'viewer'), 'an unknown role allows nothing');
+});
+
+test('confirm needs operator for mutate and execute, approver for the rest (the daemon\'s ConfirmRole)', () => {
+  assert.equal(confirmRole('mutate'), 'operator');
+  assert.equal(confirmRole('execute'), 'operator');
+  assert.equal(confirmRole('admin'), 'approver');
+});
+
+test('a viewer is told which role it lacks, for confirm and deny alike', () => {
+  const v = mayConfirm(me('viewer'), { risk: 'mutate' });
+  assert.equal(v.allowed, false);
+  assert.match(v.reason, /needs the operator role; you are a viewer/);
+  assert.match(mayDeny(me('viewer')).reason, /[Nn]eeds the operator role/);
+  assert.equal(may(me('agent'), 'converse').allowed, true);
+  assert.match(may(me('viewer'), 'converse').reason, /[Nn]eeds the agent role; you are a viewer/);
+  assert.match(may(me('operator'), 'administer').reason, /[Nn]eeds the admin role; you are an operator/);
+});
+
+test('an operator may confirm a change or a run, not an administrative proposal', () => {
+  assert.equal(mayConfirm(me('operator'), { risk: 'execute', impact: 'destructive' }).allowed, true);
+  const admin = mayConfirm(me('operator'), { risk: 'admin' });
+  assert.equal(admin.allowed, false);
+  assert.match(admin.reason, /needs the approver role/);
+  assert.equal(mayConfirm(me('approver'), { risk: 'admin' }).allowed, true);
+});
+
+test('four-eyes: the author waits for another approver (deny stays allowed); others may confirm', () => {
+  const policy = ['destructive'];
+  const p = { risk: 'execute', impact: 'destructive', submittedBy: 'alice' };
+  const author = mayConfirm(me('admin', 'alice', policy), p);
+  assert.equal(author.allowed, false);
+  assert.equal(author.waiting, true);
+  assert.match(author.reason, /^Waiting for another approver/);
+  assert.equal(mayDeny(me('admin', 'alice', policy)).allowed, true);
+  assert.equal(mayConfirm(me('approver', 'bea', policy), p).allowed, true);
+  // Not in the policy, or no policy: the author confirms.
+  assert.equal(mayConfirm(me('admin', 'alice', policy), { risk: 'mutate', submittedBy: 'alice' }).allowed, true);
+  assert.equal(mayConfirm(me('admin', 'alice'), p).allowed, true);
+  // A risk in the policy counts as well as an impact; unknown author: not held.
+  assert.ok(needsAnotherApprover(me('operator', 'alice', ['execute']), { risk: 'execute', submittedBy: 'alice' }));
+  assert.ok(!needsAnotherApprover(me('operator', 'alice', ['execute']), { risk: 'execute' }));
+  // The role comes first: a viewer author is told the role, not four-eyes.
+  assert.equal(mayConfirm(me('viewer', 'alice', policy), p).waiting, undefined);
+});
+
+test('words: risks, commands, actions and actors as a person reads them', () => {
+  assert.equal(riskText('mutate'), 'Changes data');
+  assert.ok(!/MUTATE|mutate/.test(riskText('mutate')));
+  assert.equal(commandTitle('launch_playbook'), 'Launch playbook');
+  assert.equal(commandTitle('studio.app.seeded'), 'Starter content created');
+  assert.equal(commandTitle('studio.something.new_thing'), 'New thing');
+  assert.equal(actorName('studio_scheduler'), 'the scheduler');
+  assert.equal(actorName('bea'), 'bea', 'a principal is named as itself');
+  assert.ok(!actorName('studio_cli').includes('cockpit'), 'the command line is not the cockpit');
+  assert.equal(errorSentence({ code: 'not_found', message: 'run deadbeef-0000-4000-8000-000000000000 not found' }), 'No run deadbeef exists (it may have been deleted).');
+  assert.equal(errorSentence({ code: 'validation', message: 'input is too long' }), 'Input is too long.');
+});
