@@ -122,7 +122,7 @@ type WebhookStore interface {
 // DeliveriesQueued is the control key (InstanceStore.ControlSignal) a
 // commit that writes deliveries notifies: every daemon's dispatcher may
 // claim them.
-const DeliveriesQueued = "webhooks"
+const DeliveriesQueued = "webhooks-queued"
 
 // CreateWebhookParams creates a webhook.
 type CreateWebhookParams struct {
