@@ -25,6 +25,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/lease"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
@@ -308,6 +309,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	}
 	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
 	edge.Principals, edge.SecondApproverFor = st, ho.secondApproverFor
+	agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: coord.Tools(), Version: readVersion().Version, Logger: log, Metrics: reg})
+	edge.MCP = agents.Handler
 	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
