@@ -126,6 +126,9 @@ func (s *Server) Tools() []Offered {
 		for _, spec := range s.cfg.Tools.Specs() {
 			t := &mcp.Tool{Name: spec.ID, Title: spec.Title, InputSchema: json.RawMessage(spec.InputSchema)}
 			switch {
+			case strings.HasPrefix(spec.Operation, "cockpit."):
+				// The cockpit's own tools (its view, its navigation and
+				// drafts) need a browser: none is behind an agent.
 			case spec.Class == tools.ClassRead:
 				t.Description = spec.Description
 				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}
@@ -137,7 +140,6 @@ func (s *Server) Tools() []Offered {
 				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &f}
 				out = append(out, Offered{Tool: t, Role: protocol.RoleAgent, Class: spec.Class, handler: s.commandTool(spec)})
 			}
-			// Navigate and draft tools ask a browser to change: not offered.
 		}
 	}
 	gp := &mcp.Tool{Name: GetProposalTool, Title: "Get proposal",
