@@ -52,4 +52,3 @@ in the cockpit or with studio operator confirm. Logs go to stderr.`,
 		},
 	}
 }
-
