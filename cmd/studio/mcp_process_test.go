@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -175,4 +176,55 @@ func TestProcessMCPOverStdio(t *testing.T) {
 func mustMarshal(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestProcessMCPTypeScriptClient: an outside client, the official
+// TypeScript SDK (tools/mcp-client-check), lists the tools and calls a
+// read and a command tool against the built binary, over Streamable HTTP
+// and over stdio (studio mcp). It needs node and that directory's
+// node_modules (npm ci); without them it skips, unless
+// STUDIO_REQUIRE_MCP_CLIENT=1 (CI) makes it fail.
+func TestProcessMCPTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "tools", "mcp-client-check")
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk"))
+	}
+	if err != nil {
+		if os.Getenv("STUDIO_REQUIRE_MCP_CLIENT") == "1" {
+			t.Fatalf("the TypeScript MCP client cannot run (node, and npm ci in %s): %v", dir, err)
+		}
+		t.Skipf("SKIP: node or %s/node_modules missing (npm ci there): %v", dir, err)
+	}
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	agent := principalToken(t, d, dataDir, "ts-agent", protocol.RoleAgent)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testCtx(t), node, "check.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "STUDIO_BIN="+bin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node check.mjs: %v\n%s", err, out)
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["transport"] != nil {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 2 || lines[0]["transport"] != "http" || lines[1]["transport"] != "stdio" {
+		t.Fatalf("check.mjs answered %s", out)
+	}
+	for _, l := range lines {
+		if id, _ := l["proposalId"].(string); id == "" {
+			t.Fatalf("no pending proposal over %v: %s", l["transport"], out)
+		}
+	}
+	t.Logf("TypeScript SDK client: %s", out)
 }
