@@ -171,6 +171,10 @@ func TestProcessMCPOverStdio(t *testing.T) {
 	if executed != 1 {
 		t.Fatalf("%d executed audit rows, want 1: %s", executed, mustMarshal(page))
 	}
+	// The access log has the calls, as every route's.
+	if logs := d.Logs(); !strings.Contains(logs, "route=/mcp") {
+		t.Fatalf("no access log line of /mcp:\n%s", logs)
+	}
 }
 
 func mustMarshal(v any) string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -402,5 +403,75 @@ func TestRoleRefusedAndRateLimited(t *testing.T) {
 		if !strings.Contains(string(m), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// TestNoToolDecidesProposals: no offered tool confirms, denies or amends a
+// proposal; only a human's role does, outside MCP.
+func TestNoToolDecidesProposals(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t, daemonOpts{})
+	s := d.connect(d.agent, nil)
+	res, err := s.ListTools(d.ctx(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		for _, verb := range []string{"confirm", "deny", "amend", "approve"} {
+			if strings.Contains(tl.Name, verb) {
+				t.Errorf("tool %s decides proposals", tl.Name)
+			}
+		}
+	}
+	if r, err := s.CallTool(d.ctx(), &mcp.CallToolParams{Name: "confirm_proposal", Arguments: map[string]any{}}); err == nil && !r.IsError {
+		t.Fatalf("confirm_proposal answered %+v", r)
+	}
+}
+
+// TestProposalCapPerWindow: an agent's conversation makes at most
+// MaxProposalsPerTurn proposals per ProposalTTL, as a model's turn; past
+// it rate_limited with retryAfterMs.
+func TestProposalCapPerWindow(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t, daemonOpts{})
+	s := d.connect(d.agent, nil)
+	for i := range coordinator.DefaultMaxProposalsPerTurn {
+		res, out := call(t, s, "set_schedule_enabled", enable())
+		if res.IsError {
+			t.Fatalf("proposal %d: %v", i, out)
+		}
+		if _, err := d.api(d.operator).Deny(d.ctx(), out["conversationId"].(string), out["proposalId"].(string)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, out := call(t, s, "set_schedule_enabled", enable())
+	e, _ := out["error"].(map[string]any)
+	if !res.IsError || e["code"] != string(protocol.RateLimited) || e["retryAfterMs"].(float64) <= 0 {
+		t.Fatalf("past the cap: %v", out)
+	}
+	d.clock.Advance(coordinator.DefaultProposalTTL)
+	if res, out := call(t, s, "set_schedule_enabled", enable()); res.IsError {
+		t.Fatalf("after the window: %v", out)
+	}
+}
+
+// TestResultsRedactedAndBodiesBounded: a secret in application data never
+// reaches a tool result; a body over the bound is refused.
+func TestResultsRedactedAndBodiesBounded(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t, daemonOpts{})
+	const secret = "sk-proj-4fX9aQ2LmZ7bT1cR8dV3eW6gH0jK5nP2sU7yB9"
+	if _, err := d.api(ownerToken).CreatePlaybook(d.ctx(), app.CreatePlaybookCommand{Name: "leaky",
+		Prompt: "Call the API with key " + secret + " and report."}); err != nil {
+		t.Fatal(err)
+	}
+	s := d.connect(d.viewer, nil)
+	res, out := call(t, s, "get_playbook", map[string]any{"playbook": "leaky"})
+	if res.IsError || !strings.Contains(mustJSON(out), "leaky") || strings.Contains(mustJSON(res), secret) {
+		t.Fatalf("get_playbook: %s", mustJSON(res))
+	}
+	resp, body := d.post(d.viewer, "", toolCall("list_runs", `{"pad":"`+strings.Repeat("x", mcpserver.MaxBody)+`"}`))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"validation"`) {
+		t.Fatalf("an oversized body: %d %.200s", resp.StatusCode, body)
 	}
 }
