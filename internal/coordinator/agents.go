@@ -147,6 +147,14 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 			if err != nil && protocol.CodeOf(err) == "" {
 				return AgentProposal{}, err
 			}
+			if p != nil && p.Status == store.ProposalPending && !c.now().Before(p.ExpiresAt) {
+				// Past its expiry but not swept yet: expire it now (its
+				// owner does, as the sweeper would), then look again.
+				if _, err := c.decide(ctx, *p, decideExpire); err != nil && protocol.CodeOf(err) == "" {
+					return AgentProposal{}, err
+				}
+				continue
+			}
 			if p != nil && p.Status == store.ProposalPending {
 				if p.CommandType == prep.Type && string(p.Command) == string(prep.Canonical) {
 					return AgentProposal{Proposal: proposalView(*p), Existing: true}, nil

@@ -162,6 +162,16 @@ func TestCommandToolProposesAndAHumanConfirms(t *testing.T) {
 	if got["status"] != "succeeded" || got["result"] == nil || got["decidedBy"] != "alice" || got["submittedBy"] != "claude" {
 		t.Fatalf("get_proposal after the decision: %v", got)
 	}
+	rows, err := d.db.ListAdminEvents(d.ctx(), store.ListAdminEventsParams{Action: protocol.AuditAction, TargetID: pid, Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		var a protocol.CommandAudit
+		if err := protocol.Unmarshal(r.Details, &a); err != nil || a.SubmittedBy != "claude" {
+			t.Fatalf("audit row %s by %s: submitted_by %q, want the agent (%v)", a.Decision, r.Actor, a.SubmittedBy, err)
+		}
+	}
 	dec := d.decisions(pid)
 	if len(dec[protocol.DecisionExecuted]) != 1 || len(dec[protocol.DecisionConfirmed]) != 1 || dec[protocol.DecisionConfirmed][0] != "alice" {
 		t.Fatalf("audit decisions %v: want one confirmed by alice, one executed", dec)
@@ -266,6 +276,11 @@ func TestExpiredProposalNeverRuns(t *testing.T) {
 	d.clock.Advance(coordinator.DefaultProposalTTL + time.Second)
 	if _, got := call(t, s, "get_proposal", map[string]any{"proposalId": pid}); got["status"] != "expired" {
 		t.Fatalf("get_proposal past expiry: %v", got)
+	}
+	// The same command again: the expired one is closed, a new one made.
+	res, again := call(t, s, "set_schedule_enabled", enable())
+	if res.IsError || again["proposalId"] == pid || again["status"] != "pending" {
+		t.Fatalf("the command again after the expiry: %v", again)
 	}
 	r, err := d.api(d.operator).Confirm(d.ctx(), conv, pid, protocol.ConfirmProposalRequest{ExpectedCommandHash: out["commandHash"].(string)})
 	if err != nil || r.Status != protocol.ResultExpired {
