@@ -232,3 +232,13 @@ func TestProcessMCPTypeScriptClient(t *testing.T) {
 	}
 	t.Logf("TypeScript SDK client: %s", out)
 }
+
+// TestProcessMCPWithoutDaemon: `studio mcp` with no daemon answering
+// exits 5 and says so.
+func TestProcessMCPWithoutDaemon(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := studio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=stu_x"}, "mcp")
+	if code != exitUnreachable || !strings.Contains(errOut, "studio serve") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

@@ -40,6 +40,7 @@ type daemon struct {
 type daemonOpts struct {
 	callsPerMinute, burst int
 	sweep                 time.Duration
+	secondApprover        []string // httpapi.Config.SecondApproverFor
 }
 
 func newDaemon(t *testing.T, o daemonOpts) *daemon {
@@ -59,7 +60,7 @@ func newDaemon(t *testing.T, o daemonOpts) *daemon {
 	agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: cfg.Tools, Version: "test", Logger: coordtest.Logger(),
 		Metrics: reg, Now: stack.Clock.Now, CallsPerMinute: o.callsPerMinute, CallBurst: o.burst})
 	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: ownerToken, App: stack.App, Principals: stack.DB, Now: stack.Clock.Now,
-		Logger: coordtest.Logger(), MCP: agents.Handler, Metrics: reg})
+		Logger: coordtest.Logger(), MCP: agents.Handler, Metrics: reg, SecondApproverFor: o.secondApprover})
 	srv := httptest.NewServer(api)
 	d := &daemon{t: t, db: stack.DB, clock: stack.Clock, coord: coord, srv: srv, metrics: reg}
 	t.Cleanup(func() {

@@ -490,3 +490,26 @@ func TestResultsRedactedAndBodiesBounded(t *testing.T) {
 		t.Fatalf("an oversized body: %d %.200s", resp.StatusCode, body)
 	}
 }
+
+// TestFourEyesCountsTheCallerAsAuthor: with --second-approver-for mutate,
+// a principal that proposed through MCP cannot confirm its own proposal
+// (an operator using an assistant); another operator can.
+func TestFourEyesCountsTheCallerAsAuthor(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t, daemonOpts{secondApprover: []string{protocol.RiskMutate}})
+	s := d.connect(d.operator, nil)
+	res, out := call(t, s, "set_schedule_enabled", enable())
+	if res.IsError {
+		t.Fatal(out)
+	}
+	pid, conv, hash := out["proposalId"].(string), out["conversationId"].(string), out["commandHash"].(string)
+	_, err := d.api(d.operator).Confirm(d.ctx(), conv, pid, protocol.ConfirmProposalRequest{ExpectedCommandHash: hash})
+	if pe := protocol.ErrorOf(err); pe.Code != protocol.Denied || pe.Details["reason"] != "second_approver_required" {
+		t.Fatalf("the author's own confirm: %v", err)
+	}
+	bob := d.token("bob", protocol.RoleOperator)
+	r, err := d.api(bob).Confirm(d.ctx(), conv, pid, protocol.ConfirmProposalRequest{ExpectedCommandHash: hash})
+	if err != nil || r.Status != protocol.ResultSucceeded {
+		t.Fatalf("another operator's confirm: %+v %v", r, err)
+	}
+}
