@@ -26,6 +26,7 @@ import (
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/routes"
@@ -325,6 +326,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	}
 	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
 	edge.Principals, edge.SecondApproverFor, edge.Webhooks = st, ho.secondApproverFor, st
+	agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: coord.Tools(), Version: readVersion().Version, Logger: log, Metrics: reg})
+	edge.MCP = agents.Handler
 	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)

@@ -47,6 +47,9 @@ var (
 // MaxProposalsPerTurn).
 func (o *owner) talk() outcome {
 	c := o.c
+	if a := o.agentCall(); a != nil {
+		return o.agentTalk(*a)
+	}
 	for {
 		if o.cancelWanted {
 			return interrupted
@@ -119,31 +122,43 @@ func (o *owner) talk() outcome {
 			}
 		}
 		if proposed {
-			var ok bool
-			err := o.durable("await confirmation", func(ctx context.Context) error {
-				var err error
-				ok, err = c.store.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: o.turn.RequestID})
-				return err
-			}, func(ctx context.Context) (bool, error) {
-				t, err := c.store.GetTurn(ctx, o.turn.RequestID)
-				if err == nil && t.Status == store.TurnAwaitingConfirmation {
-					ok = true
-					return true, nil
-				}
-				return false, err
-			})
-			if store.IsFenced(err) {
-				o.lost("await confirmation", err)
-			}
-			if err != nil {
-				return ended(store.TurnFailed, c.serviceError("await confirmation", err))
-			}
-			if ok {
-				return parked
+			if out := o.awaitConfirmation(); out != nil {
+				return *out
 			}
 			// Decided already, by another daemon: go on with the result.
 		}
 	}
+}
+
+// awaitConfirmation parks the turn on its open proposal. A nil outcome
+// means the proposal was decided already (by another daemon): the turn
+// goes on with the result.
+func (o *owner) awaitConfirmation() *outcome {
+	c := o.c
+	var ok bool
+	err := o.durable("await confirmation", func(ctx context.Context) error {
+		var err error
+		ok, err = c.store.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: o.turn.RequestID})
+		return err
+	}, func(ctx context.Context) (bool, error) {
+		t, err := c.store.GetTurn(ctx, o.turn.RequestID)
+		if err == nil && t.Status == store.TurnAwaitingConfirmation {
+			ok = true
+			return true, nil
+		}
+		return false, err
+	})
+	if store.IsFenced(err) {
+		o.lost("await confirmation", err)
+	}
+	if err != nil {
+		out := ended(store.TurnFailed, c.serviceError("await confirmation", err))
+		return &out
+	}
+	if ok {
+		return &parked
+	}
+	return nil
 }
 
 // compile builds the model request from stored frames: the newest complete

@@ -17,6 +17,9 @@ import (
 type contextRecord struct {
 	Snapshot protocol.ContextSnapshot `json:"snapshot"`
 	Receipt  *receipt                 `json:"receipt,omitempty"`
+	// Agent, set for a turn an outside agent submitted (agents.go), is the
+	// one command tool call the turn makes instead of asking a model.
+	Agent *agentCall `json:"agent,omitempty"`
 }
 
 // SubmitTurn validates and durably accepts a turn, then hands it to its
@@ -29,7 +32,13 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 	if _, err := c.conversation(ctx, convID); err != nil {
 		return protocol.TurnAccepted{}, err
 	}
-	record, err := protocol.Marshal(contextRecord{Snapshot: req.Context})
+	return c.submit(ctx, convID, req, contextRecord{Snapshot: req.Context})
+}
+
+// submit durably accepts a validated turn whose context record is rec and
+// hands it to its owner (SubmitTurn, and an agent's command: agents.go).
+func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.TurnRequest, rec contextRecord) (protocol.TurnAccepted, error) {
+	record, err := protocol.Marshal(rec)
 	if err != nil {
 		return protocol.TurnAccepted{}, err
 	}

@@ -77,6 +77,8 @@ var RouteRoles = map[string]protocol.Role{
 	"GET /api/app/audit":                    protocol.RoleViewer,
 	"POST /api/app/commands/{type}":         protocol.RoleOperator,
 
+	"POST /mcp": protocol.RoleViewer, // a tools/call needs its tool's role too (mcpserver)
+
 	"GET /api/auth/whoami":                    protocol.RoleViewer,
 	"GET /api/admin/principals":               protocol.RoleAdmin,
 	"POST /api/admin/principals":              protocol.RoleAdmin,

@@ -18,7 +18,8 @@ import (
 var updateDocs = flag.Bool("update-docs", false, "rewrite the roles table in docs/protocol.md")
 
 // openRoutes answer without a token.
-var openRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /api/openapi.json": true}
+var openRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /api/openapi.json": true,
+	"GET " + httpapi.ResourceMetadataPath: true, "GET " + httpapi.ResourceMetadataPath + "/mcp": true}
 
 // TestRouteRolesCoverTheRouter fails for a route the server registers
 // without an entry in the role table, and for an entry no route has.

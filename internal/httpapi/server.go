@@ -79,6 +79,10 @@ type Config struct {
 	// reason anyone may read, with err the detail for a caller with the
 	// token. Nil: ready whenever not draining.
 	Ready func(ctx context.Context) (reason string, err error)
+	// MCP, when set, builds the handler of /mcp (internal/mcpserver) given
+	// the server's typed error writer; the server authenticates its
+	// requests and checks their Origin (mcp_routes.go).
+	MCP func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler
 }
 
 // Server serves the HTTP API.
@@ -200,6 +204,7 @@ func (s *Server) routes() {
 	s.featureRoutes()
 	s.principalRoutes()
 	s.webhookRoutes()
+	s.mcpRoutes()
 }
 
 // routeMux is the server's mux, remembering the patterns registered through
@@ -247,7 +252,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // close, so net/http neither waits for the rest of it before answering nor
 // reads it after.
 func writeErrorBody(w http.ResponseWriter, r *http.Request, pe *protocol.Error) {
-	if pe.Code == protocol.AuthRequired {
+	if pe.Code == protocol.AuthRequired && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
 	}
 	if pe.Code == protocol.RateLimited && pe.RetryAfterMs > 0 {

@@ -70,6 +70,9 @@ type Registry struct {
 	proposals      *prometheus.CounterVec
 	effectAcks     *prometheus.CounterVec
 
+	mcpCalls    *prometheus.CounterVec
+	mcpDuration *prometheus.HistogramVec
+
 	modelFirstToken *prometheus.HistogramVec
 	modelDuration   *prometheus.HistogramVec
 	modelCalls      *prometheus.CounterVec
@@ -124,6 +127,9 @@ func New(b Build) *Registry {
 	r.framesAppended = f.counterVec("studio_operator_frames_appended_total", "Frames committed to StateDB for ended turns, by the turn's outcome.", "outcome")
 	r.proposals = f.counterVec("studio_operator_proposals_total", "Proposal transitions, by audit decision (confirmed, denied, expired, executed, failed, indeterminate).", "decision")
 	r.effectAcks = f.counterVec("studio_operator_effects_total", "UI effects acknowledged, by status (applied, rejected, expired) and effect kind.", "status", "kind")
+
+	r.mcpCalls = f.counterVec("studio_mcp_tool_calls_total", "MCP tool calls, by tool and outcome (ok, input_required, a protocol error code such as validation, conflict or rate_limited, denied by role).", "tool", "outcome")
+	r.mcpDuration = f.histogramVec("studio_mcp_tool_call_duration_seconds", "Time to answer an MCP tool call, by tool.", shortBuckets, "tool")
 
 	r.modelFirstToken = f.histogramVec("studio_model_time_to_first_token_seconds", "Time from a model call's start to its first text or tool call, by provider.", longBuckets, "provider")
 	r.modelDuration = f.histogramVec("studio_model_call_duration_seconds", "Duration of a model call (one provider stream), by provider and outcome (ok, error, cancelled).", longBuckets, "provider", "outcome")
@@ -239,6 +245,18 @@ func (r *Registry) HTTPError(code string) {
 		return
 	}
 	r.httpErrors.WithLabelValues(code).Inc()
+}
+
+// MCPToolCall records one MCP tool call's outcome and latency (d zero:
+// refused before it ran, not observed).
+func (r *Registry) MCPToolCall(tool, outcome string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.mcpCalls.WithLabelValues(tool, outcome).Inc()
+	if d > 0 {
+		r.mcpDuration.WithLabelValues(tool).Observe(d.Seconds())
+	}
 }
 
 // AuthFailure records a refused credential.

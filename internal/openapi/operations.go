@@ -89,6 +89,13 @@ func build() model {
 		{Method: "GET", Path: "/metrics", ID: "metrics", Tag: "daemon", Summary: "Prometheus text exposition (the token is required here; --metrics-addr serves it without)", Status: 200, Content: "text/plain"},
 		{Method: "GET", Path: "/api/openapi.json", ID: "openapi", Tag: "daemon", Summary: "This document", Auth: "none", Status: 200, Resp: &schema{Type: []string{"object"}, Open: true}},
 
+		{Method: "POST", Path: "/mcp", ID: "mcpPost", Tag: "mcp", Summary: "Model Context Protocol, Streamable HTTP, stateless: one JSON-RPC message in, its answer out (JSON); GET is 405, no server stream. A tools/call of a command tool needs the agent role (403 otherwise); calls are rate-limited per principal (429 rate_limited). A foreign Origin is 403; a refused token's 401 names the resource metadata in WWW-Authenticate",
+			Body: &schema{Type: []string{"object"}, Open: true}, Status: 200, Resp: &schema{Type: []string{"object"}, Open: true}},
+		{Method: "GET", Path: "/.well-known/oauth-protected-resource", ID: "resourceMetadata", Tag: "mcp", Summary: "RFC 9728 protected-resource metadata of /mcp (bearer tokens in the header; the principals' personal tokens)", Auth: "none", Status: 200,
+			Resp: object(req("resource", str("the /mcp URL")), req("authorization_servers", arrayOf(str(""))), req("bearer_methods_supported", arrayOf(str(""))), req("resource_name", str("")), opt("resource_documentation", str("")))},
+		{Method: "GET", Path: "/.well-known/oauth-protected-resource/mcp", ID: "resourceMetadataMCP", Tag: "mcp", Summary: "The same metadata at its path-suffixed address (RFC 9728 §3.1)", Auth: "none", Status: 200,
+			Resp: object(req("resource", str("the /mcp URL")), req("authorization_servers", arrayOf(str(""))), req("bearer_methods_supported", arrayOf(str(""))), req("resource_name", str("")), opt("resource_documentation", str("")))},
+
 		{Method: "POST", Path: "/api/operator/conversations", ID: "createConversation", Tag: "operator", Summary: "Create a conversation",
 			Body: t(reflect.TypeFor[protocol.CreateConversationRequest]()), Status: 201, Resp: conv},
 		{Method: "GET", Path: "/api/operator/conversations", ID: "listConversations", Tag: "operator", Summary: "List conversations, pinned first, then newest first",

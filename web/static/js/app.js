@@ -124,7 +124,19 @@ export class Cockpit {
     addEventListener('hashchange', () => this.openFromFragment());
     addEventListener('popstate', () => this.onRoute());
     addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
+    // A proposal's card link (the cockpitUrl an MCP client is given):
+    // ?conversation=ID&proposal=ID opens the dock on it, then leaves the URL.
+    const linked = new URLSearchParams(location.search);
+    const conversation = linked.get('conversation');
+    const proposal = linked.get('proposal') || undefined;
+    if (conversation) {
+      linked.delete('conversation');
+      linked.delete('proposal');
+      const rest = linked.toString();
+      history.replaceState(null, '', location.pathname + (rest ? '?' + rest : ''));
+    }
     this.onRoute();
+    if (conversation) void this.openConversation(conversation, proposal);
   }
 
   /** @param {string} [message] */

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// principalToken makes a principal of a role with the team CLI and
+// returns its token.
+func principalToken(t *testing.T, d *daemon, dataDir, name string, role protocol.Role) string {
+	t.Helper()
+	owner := []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}
+	if out, errOut, code := studio(t, owner, "principals", "add", name, "--role", string(role)); code != exitOK {
+		t.Fatalf("principals add: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code := studio(t, owner, "tokens", "create", name, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("tokens create: %d %s", code, errOut)
+	}
+	var tok struct{ Token string }
+	if err := json.Unmarshal([]byte(out), &tok); err != nil {
+		t.Fatal(err)
+	}
+	return tok.Token
+}
+
+// structured decodes a tool result's structured content.
+func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+	return out
+}
+
+// TestProcessMCPOverStdio drives `studio mcp` as a subprocess of the built
+// binary with the SDK's client over stdio, against a running daemon, with
+// an agent principal's STUDIO_TOKEN: the tools with their annotations, a
+// read tool, a command tool's pending proposal (the client's elicitation
+// "accept" changes nothing), get_proposal pending, a human operator's
+// confirm over HTTP, get_proposal succeeded with the result; the command
+// ran once.
+func TestProcessMCPOverStdio(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	agent := principalToken(t, d, dataDir, "claude", protocol.RoleAgent)
+	human := principalToken(t, d, dataDir, "alice", protocol.RoleOperator)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "mcp")
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "STUDIO_DATA_DIR="+dataDir)
+	cmd.Stderr = os.Stderr
+	var mu sync.Mutex
+	var asked []*mcp.ElicitParams
+	client := mcp.NewClient(&mcp.Implementation{Name: "desktop-assistant", Version: "1.0"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, req.Params)
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		}})
+	ctx := testCtx(t)
+	s, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	tools, err := s.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, tl := range tools.Tools {
+		byName[tl.Name] = tl
+	}
+	if a := byName["list_runs"].Annotations; a == nil || !a.ReadOnlyHint {
+		t.Fatalf("list_runs annotations %+v", a)
+	}
+	if a := byName["delete_schedule"].Annotations; a == nil || a.DestructiveHint == nil || !*a.DestructiveHint {
+		t.Fatalf("delete_schedule annotations %+v", a)
+	}
+	if a := byName["set_schedule_enabled"].Annotations; a == nil || a.DestructiveHint == nil || *a.DestructiveHint || !a.IdempotentHint {
+		t.Fatalf("set_schedule_enabled annotations %+v", a)
+	}
+
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "list_schedules", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(mustMarshal(res.StructuredContent), "nightly-audit") {
+		t.Fatalf("list_schedules: %v %+v", err, res)
+	}
+	res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "set_schedule_enabled", Arguments: map[string]any{"schedule": "nightly-audit", "enabled": true}})
+	if err != nil || res.IsError {
+		t.Fatalf("set_schedule_enabled: %v %+v", err, res)
+	}
+	out := structured(t, res)
+	pid, _ := out["proposalId"].(string)
+	if out["status"] != "pending" || pid == "" {
+		t.Fatalf("command tool: %v", out)
+	}
+	mu.Lock()
+	if len(asked) != 1 || asked[0].Mode != "url" || !strings.Contains(asked[0].URL, pid) || !strings.HasPrefix(asked[0].URL, d.URL) {
+		t.Fatalf("elicitations %+v", asked)
+	}
+	mu.Unlock()
+	getProposal := func() map[string]any {
+		t.Helper()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "get_proposal", Arguments: map[string]any{"proposalId": pid}})
+		if err != nil || res.IsError {
+			t.Fatalf("get_proposal: %v %+v", err, res)
+		}
+		return structured(t, res)
+	}
+	if got := getProposal(); got["status"] != "pending" {
+		t.Fatalf("get_proposal: %v", got)
+	}
+	sc, err := d.client.GetSchedule(ctx, "nightly-audit")
+	if err != nil || sc.Enabled {
+		t.Fatalf("the schedule changed before a human confirmed: %+v %v", sc, err)
+	}
+
+	alice := httpapi.NewClient(d.URL, human, nil)
+	st, err := alice.Proposal(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SubmittedBy != "claude" || !strings.Contains(mustMarshal(st), "desktop-assistant") && st.ConversationID == "" {
+		t.Fatalf("proposal %+v", st)
+	}
+	conv, err := alice.GetConversation(ctx, st.ConversationID, 0, 1)
+	if err != nil || conv.Conversation.Title == nil || !strings.Contains(*conv.Conversation.Title, "desktop-assistant") {
+		t.Fatalf("the agent's conversation %+v %v: want it titled after the client", conv.Conversation, err)
+	}
+	r, err := alice.Confirm(ctx, st.ConversationID, pid, protocol.ConfirmProposalRequest{ExpectedCommandHash: st.CommandHash})
+	if err != nil || r.Status != protocol.ResultSucceeded {
+		t.Fatalf("confirm: %+v %v", r, err)
+	}
+	got := getProposal()
+	if got["status"] != "succeeded" || got["result"] == nil || got["decidedBy"] != "alice" {
+		t.Fatalf("get_proposal after the confirm: %v", got)
+	}
+	if sc, err := d.client.GetSchedule(ctx, "nightly-audit"); err != nil || !sc.Enabled {
+		t.Fatalf("the confirmed command did not run: %+v %v", sc, err)
+	}
+	page, err := d.client.ListAudit(ctx, map[string][]string{"targetId": {pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	executed := 0
+	for _, e := range page.Events {
+		if strings.Contains(mustMarshal(e), `"decision":"executed"`) {
+			executed++
+		}
+	}
+	if executed != 1 {
+		t.Fatalf("%d executed audit rows, want 1: %s", executed, mustMarshal(page))
+	}
+	// The access log has the calls, as every route's.
+	if logs := d.Logs(); !strings.Contains(logs, "route=/mcp") {
+		t.Fatalf("no access log line of /mcp:\n%s", logs)
+	}
+}
+
+func mustMarshal(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestProcessMCPTypeScriptClient: an outside client, the official
+// TypeScript SDK (tools/mcp-client-check), lists the tools and calls a
+// read and a command tool against the built binary, over Streamable HTTP
+// and over stdio (studio mcp). It needs node and that directory's
+// node_modules (npm ci); without them it skips, unless
+// STUDIO_REQUIRE_MCP_CLIENT=1 (CI) makes it fail.
+func TestProcessMCPTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "tools", "mcp-client-check")
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk"))
+	}
+	if err != nil {
+		if os.Getenv("STUDIO_REQUIRE_MCP_CLIENT") == "1" {
+			t.Fatalf("the TypeScript MCP client cannot run (node, and npm ci in %s): %v", dir, err)
+		}
+		t.Skipf("SKIP: node or %s/node_modules missing (npm ci there): %v", dir, err)
+	}
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	agent := principalToken(t, d, dataDir, "ts-agent", protocol.RoleAgent)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testCtx(t), node, "check.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "STUDIO_BIN="+bin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node check.mjs: %v\n%s", err, out)
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["transport"] != nil {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 2 || lines[0]["transport"] != "http" || lines[1]["transport"] != "stdio" {
+		t.Fatalf("check.mjs answered %s", out)
+	}
+	for _, l := range lines {
+		if id, _ := l["proposalId"].(string); id == "" {
+			t.Fatalf("no pending proposal over %v: %s", l["transport"], out)
+		}
+	}
+	t.Logf("TypeScript SDK client: %s", out)
+}
+
+// TestProcessMCPWithoutDaemon: `studio mcp` with no daemon answering
+// exits 5 and says so.
+func TestProcessMCPWithoutDaemon(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := studio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=stu_x"}, "mcp")
+	if code != exitUnreachable || !strings.Contains(errOut, "studio serve") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

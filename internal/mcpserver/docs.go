@@ -1,0 +1,35 @@
+package mcpserver
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ToolsMarkdown is the tool list with annotations as docs/mcp-tools.md
+// prints it (a test keeps the file fresh).
+func (s *Server) ToolsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# MCP tools\n\n")
+	b.WriteString("Generated from the operator's tool registry (`go test ./internal/mcpserver -run ToolsDoc -update`); ")
+	b.WriteString("the same list `tools/list` answers on `/mcp` and through `studio mcp`. ")
+	b.WriteString("Read tools run at once. A command tool never changes anything: it answers a pending proposal ")
+	b.WriteString("(`status`, `proposalId`, `summary`, `risk`, `impact`, `target`, `expiresAt`, `commandHash`, `conversationId`, `cockpitUrl`) ")
+	b.WriteString("that a human with the role for its risk confirms in the cockpit or with `studio operator confirm`; `get_proposal` follows it. ")
+	b.WriteString("Errors are tool results with `isError` and `{\"error\": ProtocolError}` (docs/protocol.md).\n\n")
+	b.WriteString("| tool | title | least role | readOnly | destructive | idempotent | openWorld |\n|---|---|---|---|---|---|---|\n")
+	yn := func(v bool) string {
+		if v {
+			return "yes"
+		}
+		return "no"
+	}
+	for _, o := range s.Tools() {
+		a := o.Tool.Annotations
+		destructive := a.DestructiveHint != nil && *a.DestructiveHint
+		open := a.OpenWorldHint == nil || *a.OpenWorldHint
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", o.Tool.Name, o.Tool.Title, o.Role,
+			yn(a.ReadOnlyHint), yn(destructive && !a.ReadOnlyHint), yn(a.IdempotentHint), yn(open))
+	}
+	b.WriteString("\nA command tool needs the `agent` role (or any above it) to propose; confirming needs `operator` for risks mutate and execute, `approver` for admin, and four-eyes (`--second-approver-for`) treats the agent's principal as the author.\n")
+	return b.String()
+}
