@@ -184,11 +184,12 @@ func WithBase(ctx context.Context, base string) context.Context {
 }
 
 // cockpitURL is where the proposal's card is: the cockpit with the
-// agent's conversation open in the dock.
+// agent's conversation open in the dock (the link webhook messages
+// give too).
 func cockpitURL(ctx context.Context, convID, proposalID string) string {
 	base, _ := ctx.Value(baseKey{}).(string)
 	q := url.Values{"conversation": {convID}, "proposal": {proposalID}}
-	return base + "/?" + q.Encode()
+	return base + "/#" + q.Encode()
 }
 
 // arguments is the call's arguments, {} when absent.

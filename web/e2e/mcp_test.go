@@ -3,10 +3,10 @@ package e2e_test
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/studio/operator/internal/mcpserver"
@@ -44,17 +44,17 @@ func TestProposalOfAnAgentOpensFromItsLink(t *testing.T) {
 	if err := json.Unmarshal(b, &pending); err != nil || pending.Status != "pending" {
 		t.Fatalf("pending %s: %v", b, err)
 	}
-	link, err := url.Parse(pending.CockpitURL)
-	if err != nil || !strings.HasPrefix(pending.CockpitURL, d.URL) {
+	if !strings.HasPrefix(pending.CockpitURL, d.URL+"/#") {
 		t.Fatalf("cockpitUrl %q", pending.CockpitURL)
 	}
-	p := openPage(t, d, link.RequestURI())
+	p := openPage(t, d, "/history") // signs in; the link below loads the page anew
+	p.do(chromedp.Navigate(pending.CockpitURL))
 	card := `document.querySelector('.proposal[data-proposal="` + pending.ProposalID + `"]')`
 	p.waitJS(card+` !== null`, "the agent's proposal card")
 	if !eval[bool](p, `document.querySelector('.dock-toggle').getAttribute('aria-expanded') === 'true'`) {
 		t.Fatal("the link did not open the dock")
 	}
-	if q := eval[string](p, `location.search`); strings.Contains(q, "conversation") {
+	if q := eval[string](p, `location.search + location.hash`); strings.Contains(q, "conversation") {
 		t.Fatalf("the link stayed in the address bar: %q", q)
 	}
 	p.shot("dock-agent-proposal")

@@ -124,19 +124,7 @@ export class Cockpit {
     addEventListener('hashchange', () => this.openFromFragment());
     addEventListener('popstate', () => this.onRoute());
     addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
-    // A proposal's card link (the cockpitUrl an MCP client is given):
-    // ?conversation=ID&proposal=ID opens the dock on it, then leaves the URL.
-    const linked = new URLSearchParams(location.search);
-    const conversation = linked.get('conversation');
-    const proposal = linked.get('proposal') || undefined;
-    if (conversation) {
-      linked.delete('conversation');
-      linked.delete('proposal');
-      const rest = linked.toString();
-      history.replaceState(null, '', location.pathname + (rest ? '?' + rest : ''));
-    }
     this.onRoute();
-    if (conversation) void this.openConversation(conversation, proposal);
   }
 
   /** @param {string} [message] */
@@ -209,7 +197,8 @@ export class Cockpit {
 
   /**
    * Opens the dock on the conversation (and proposal) a link's fragment
-   * names, #conversation=ID&proposal=ID: what webhook messages link to.
+   * names, #conversation=ID&proposal=ID: what webhook messages and MCP
+   * clients' cockpitUrl link to.
    * The fragment is removed, as the token's is.
    */
   openFromFragment() {
