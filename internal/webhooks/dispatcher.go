@@ -151,6 +151,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // Concurrency at once, and returns when none is left due; n is the
 // attempts made.
 func (d *Dispatcher) DeliverDue(ctx context.Context) (n int, err error) {
+	// A read first: an idle daemon polls without a write transaction.
+	if oldest, err := d.cfg.Store.OldestDueDelivery(ctx, d.cfg.Now()); err != nil || oldest == nil {
+		return 0, err
+	}
 	slots := make(chan struct{}, d.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
