@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -151,12 +152,35 @@ func TestViewerSeesWhyControlsAreDisabled(t *testing.T) {
 	d := startDaemon(t, operatorScript)
 	src := axeSource(t)
 	vicToken := addPrincipal(t, d, "vic", protocol.RoleViewer)
+	var zero int64
+	// First a finished turn that asked the cockpit to move (an effect),
+	// then one whose launch proposal waits: the dock opens on the newest.
+	nav := "Show the fleet"
+	navConv, err := d.client.CreateConversation(ctxT(t), protocol.CreateConversationRequest{Title: &nav})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.SubmitTurn(ctxT(t), navConv.ID, protocol.TurnRequest{Instruction: "e2e-go-fleet", Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitTimeout); ; {
+		done := false
+		for _, f := range conversationFrames(t, d, navConv.ID) {
+			done = done || f.Type == protocol.FrameDone
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the navigate turn did not end")
+		}
+		time.Sleep(pollEvery)
+	}
 	title := "Launch for review"
 	conv, err := d.client.CreateConversation(ctxT(t), protocol.CreateConversationRequest{Title: &title})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var zero int64
 	if _, err := d.client.SubmitTurn(ctxT(t), conv.ID, protocol.TurnRequest{Instruction: "e2e-launch please", Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +213,14 @@ func TestViewerSeesWhyControlsAreDisabled(t *testing.T) {
 	p.shot("team-viewer-disabled")
 	p.axeCheck(src, "the viewer's cockpit")
 	p.axeStrict(src, "the viewer's held controls", ".topbar", "#space", ".composer", card+" .actions")
+
+	// The other conversation's effect: a viewer's browser does not apply
+	// it (nor try to acknowledge it), and says why.
+	eval[bool](p, `(() => { const s = document.querySelector('#dock-conv'); s.value = `+jsString(navConv.ID)+`; s.dispatchEvent(new Event('change')); return true; })()`)
+	p.waitJS(`document.querySelector('.transcript .effect .effect-status')?.innerText.includes('not applied in this browser')`, "the effect row's reason")
+	if loc := p.location(); loc != "/library" {
+		t.Fatalf("a viewer's browser applied the effect: at %s", loc)
+	}
 
 	// No Team tab for a viewer.
 	p.click(`.rail-link[data-space=system]`)
