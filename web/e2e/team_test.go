@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -74,6 +76,7 @@ func TestFourEyesInTwoBrowsers(t *testing.T) {
 	eval[bool](owner, `(document.querySelector('`+card+` [data-why]').scrollIntoView({block: 'end'}), true)`)
 	owner.shot("team-four-eyes-author")
 	owner.axeCheck(src, "the author's waiting card")
+	owner.axeStrict(src, "the author's card and top bar", ".topbar", card+" .actions", card+" [data-people]")
 
 	bea := openPageAs(t, d, "/", beaToken)
 	bea.waitJS(`document.querySelector('[data-identity] [data-me]')?.innerText === 'bea' && document.querySelector('[data-identity] .role-badge')?.innerText === 'approver'`, "bea in the top bar")
@@ -149,12 +152,35 @@ func TestViewerSeesWhyControlsAreDisabled(t *testing.T) {
 	d := startDaemon(t, operatorScript)
 	src := axeSource(t)
 	vicToken := addPrincipal(t, d, "vic", protocol.RoleViewer)
+	var zero int64
+	// First a finished turn that asked the cockpit to move (an effect),
+	// then one whose launch proposal waits: the dock opens on the newest.
+	nav := "Show the fleet"
+	navConv, err := d.client.CreateConversation(ctxT(t), protocol.CreateConversationRequest{Title: &nav})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.SubmitTurn(ctxT(t), navConv.ID, protocol.TurnRequest{Instruction: "e2e-go-fleet", Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitTimeout); ; {
+		done := false
+		for _, f := range conversationFrames(t, d, navConv.ID) {
+			done = done || f.Type == protocol.FrameDone
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the navigate turn did not end")
+		}
+		time.Sleep(pollEvery)
+	}
 	title := "Launch for review"
 	conv, err := d.client.CreateConversation(ctxT(t), protocol.CreateConversationRequest{Title: &title})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var zero int64
 	if _, err := d.client.SubmitTurn(ctxT(t), conv.ID, protocol.TurnRequest{Instruction: "e2e-launch please", Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +212,15 @@ func TestViewerSeesWhyControlsAreDisabled(t *testing.T) {
 	eval[bool](p, `(document.querySelector('`+card+` [data-why]').scrollIntoView({block: 'end'}), true)`)
 	p.shot("team-viewer-disabled")
 	p.axeCheck(src, "the viewer's cockpit")
+	p.axeStrict(src, "the viewer's held controls", ".topbar", "#space", ".composer", card+" .actions")
+
+	// The other conversation's effect: a viewer's browser does not apply
+	// it (nor try to acknowledge it), and says why.
+	eval[bool](p, `(() => { const s = document.querySelector('#dock-conv'); s.value = `+jsString(navConv.ID)+`; s.dispatchEvent(new Event('change')); return true; })()`)
+	p.waitJS(`document.querySelector('.transcript .effect .effect-status')?.innerText.includes('not applied in this browser')`, "the effect row's reason")
+	if loc := p.location(); loc != "/library" {
+		t.Fatalf("a viewer's browser applied the effect: at %s", loc)
+	}
 
 	// No Team tab for a viewer.
 	p.click(`.rail-link[data-space=system]`)
@@ -236,11 +271,37 @@ func TestAdminTeamPage(t *testing.T) {
 	}
 	p.shot("team-admin-page")
 	p.axeCheck(src, "the team page")
+	p.axeStrict(src, "the team page", ".topbar", "#panel-tab")
 	// At a phone's width the identity and the tables stay usable.
 	p.do(chromedp.EmulateViewport(390, 844))
 	p.waitJS(`document.querySelector('[data-identity]').getBoundingClientRect().right <= window.innerWidth`, "the identity within the phone's width")
 	p.shot("team-admin-page-phone")
 	p.do(chromedp.EmulateViewport(1440, 960))
+}
+
+// axeStrict runs axe-core on the parts of the page a selector names and
+// fails on anything above minor (moderate included): the new screens are
+// held to that; the whole page's older moderate findings are the layout
+// work's.
+func (p *page) axeStrict(src, where string, selectors ...string) {
+	p.t.Helper()
+	if !eval[bool](p, `typeof window.axe === 'object'`) {
+		eval[bool](p, src+";\ntrue")
+	}
+	var sel []string
+	for _, s := range selectors {
+		sel = append(sel, jsString(s))
+	}
+	raw := eval[string](p, `axe.run({include: [`+strings.Join(sel, ",")+`].filter(s => document.querySelector(s)).map(s => [s])}, { resultTypes: ['violations'] }).then(r => JSON.stringify(r.violations
+		.filter(v => v.impact !== 'minor')
+		.map(v => v.id + ' (' + v.impact + '): ' + v.help + ' :: ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))))`)
+	var vs []string
+	if err := json.Unmarshal([]byte(raw), &vs); err != nil {
+		p.t.Fatal(err)
+	}
+	for _, v := range vs {
+		p.t.Errorf("%s: axe %s", where, v)
+	}
 }
 
 // jsString quotes s for a JavaScript expression.

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { roleAllows, confirmRole, may, mayConfirm, mayDeny, needsAnotherApprover, ROLES } from '../static/js/roles.js';
+import { roleAllows, confirmRole, may, mayConfirm, mayDeny, needsAnotherApprover, decisionReason, ROLES } from '../static/js/roles.js';
 import { riskText, commandTitle, actorName, errorSentence } from '../static/js/words.js';
 
 const me = (role, name = 'alice', secondApproverFor = []) => ({ id: 'id-' + name, name, role, secondApproverFor });
@@ -69,4 +69,12 @@ test('words: risks, commands, actions and actors as a person reads them', () => 
   assert.ok(!actorName('studio_cli').includes('cockpit'), 'the command line is not the cockpit');
   assert.equal(errorSentence({ code: 'not_found', message: 'run deadbeef-0000-4000-8000-000000000000 not found' }), 'No run deadbeef exists (it may have been deleted).');
   assert.equal(errorSentence({ code: 'validation', message: 'input is too long' }), 'Input is too long.');
+});
+
+test('a card says in one sentence why its controls are held', () => {
+  assert.equal(decisionReason(me('operator'), { risk: 'mutate' }), '');
+  assert.equal(decisionReason(me('viewer'), { risk: 'execute' }), 'Confirming or denying this needs the operator role; you are a viewer.');
+  assert.equal(decisionReason(me('viewer'), { risk: 'admin' }), 'Confirming this needs the approver role and denying it needs the operator role; you are a viewer.');
+  assert.equal(decisionReason(me('operator'), { risk: 'admin' }), 'Confirming this needs the approver role; you are an operator.');
+  assert.match(decisionReason(me('admin', 'alice', ['destructive']), { risk: 'execute', impact: 'destructive', submittedBy: 'alice' }), /^Waiting for another approver/);
 });

@@ -107,6 +107,26 @@ export function mayDeny(me) {
   return may(me, 'decide');
 }
 
+/**
+ * Why a proposal card's controls are held, in one sentence ('' when none
+ * is): the role for confirming and for denying, or four-eyes.
+ * @param {Me | null} me @param {ProposalLike} p
+ */
+export function decisionReason(me, p) {
+  const c = mayConfirm(me, p);
+  const d = mayDeny(me);
+  if (c.allowed && d.allowed) return '';
+  if (!me) return '';
+  if (c.allowed === false && c.waiting) return c.reason;
+  const you = `you are ${article(me.role)} ${me.role}.`;
+  const cNeed = confirmRole(p.risk);
+  if (!c.allowed && !d.allowed) {
+    return cNeed === ACTION_ROLES.decide ? `Confirming or denying this ${needsText(cNeed)}; ${you}`
+      : `Confirming this ${needsText(cNeed)} and denying it ${needsText(ACTION_ROLES.decide)}; ${you}`;
+  }
+  return `Confirming this ${needsText(cNeed)}; ${you}`;
+}
+
 /** @param {string} s */
 function cap(s) {
   return s.charAt(0).toUpperCase() + s.slice(1);

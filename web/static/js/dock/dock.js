@@ -286,7 +286,7 @@ export class Dock {
     // newest turn's may still apply.
     for (const f of deferred) {
       if (seq !== this.openSeq) return;
-      await this.effects.handle(f, 'catchup', f.requestId !== lastRequest);
+      await this.effect(f, 'catchup', f.requestId !== lastRequest);
     }
     this.cursors.advance(id, tail);
     this.lastSeq = Math.max(this.lastSeq, tail);
@@ -375,6 +375,21 @@ export class Dock {
     }
   }
 
+  /**
+   * Hands an effect to the runner, unless the signed-in role may not
+   * acknowledge effects (a viewer, an agent): its browser watches, and the
+   * row says why nothing was applied here.
+   * @param {Frame} f @param {Mode} mode @param {boolean} superseded
+   */
+  async effect(f, mode, superseded) {
+    const v = this.cockpit.may('acknowledgeEffect');
+    if (!v.allowed) {
+      if (f.type === 'ui_command') this.transcript.showEffect(f.payload.effectId, 'skipped', `not applied in this browser: applying the operator's requests ${v.reason.charAt(0).toLowerCase()}${v.reason.slice(1)}`);
+      return;
+    }
+    await this.effects.handle(f, mode, superseded);
+  }
+
   /** @param {Frame} f @param {Mode} mode */
   render(f, mode) {
     this.transcript.render(f, mode);
@@ -394,7 +409,7 @@ export class Dock {
   async handleFrame(f, mode, scroll) {
     this.lastSeq = Math.max(this.lastSeq, f.sequence);
     this.render(f, mode);
-    if (f.type === 'ui_command') await this.effects.handle(f, mode, false);
+    if (f.type === 'ui_command') await this.effect(f, mode, false);
     if (scroll) this.transcript.scrollDown();
     if (mode === 'live') this.updateComposer();
   }

@@ -9,7 +9,7 @@
 
 import { h, replace, icon } from '../dom.js';
 import { ApiError } from '../api.js';
-import { mayConfirm, mayDeny } from '../roles.js';
+import { mayConfirm, mayDeny, decisionReason } from '../roles.js';
 import { riskText, commandTitle, actorName } from '../words.js';
 
 /**
@@ -166,12 +166,10 @@ export class ProposalCard {
     const me = this.o.me ? this.o.me() : null;
     const c = mayConfirm(me, { risk: this.p.risk, impact: this.p.impact, submittedBy: this.submittedBy });
     const d = mayDeny(me);
-    const reasons = [];
-    if (!c.allowed) reasons.push(c.reason);
-    if (!d.allowed && c.allowed) reasons.push(`Denying or editing it ${d.reason.charAt(0).toLowerCase()}${d.reason.slice(1)}`);
+    const reason = decisionReason(me, { risk: this.p.risk, impact: this.p.impact, submittedBy: this.submittedBy });
     this.el.dataset.waiting = !c.allowed && c.waiting ? 'another-approver' : '';
-    this.why.hidden = reasons.length === 0;
-    this.why.textContent = reasons.join(' ');
+    this.why.hidden = !reason;
+    this.why.textContent = reason;
     for (const [btn, ok] of /** @type {[HTMLButtonElement | null, boolean][]} */ ([[this.confirmBtn, c.allowed], [this.denyBtn, d.allowed], [this.amendBtn, d.allowed]])) {
       if (!btn) continue;
       if (ok) btn.removeAttribute('aria-describedby');

@@ -143,7 +143,7 @@ export function team(el, ctx) {
       const t = await admin.createToken(p.id, life.value || undefined);
       const tokId = uid('tok');
       say(h('div', { class: 'card new-token', 'data-new-token': '' },
-        h('h3', { text: `Token for ${p.name}` }),
+        h('h2', { text: `Token for ${p.name}` }),
         h('p', { text: 'Copy it now: it is never shown again (only its prefix is kept).' }),
         h('label', { for: tokId, class: 'visually-hidden', text: 'The new token' }),
         h('input', { id: tokId, class: 'secret', readonly: true, value: t.token, onfocus: (/** @type {FocusEvent} */ ev) => /** @type {HTMLInputElement} */ (ev.target).select() }),
@@ -221,7 +221,7 @@ export function team(el, ctx) {
         try {
           const r = await admin.createWebhook({ url: url.value.trim(), events, format: format.value });
           say(h('div', { class: 'card new-token', 'data-new-secret': '' },
-            h('h3', { text: `Webhook to ${r.webhook.url}` }),
+            h('h2', { text: `Webhook to ${r.webhook.url}` }),
             h('p', { text: 'Its signing secret, shown once: give it to the receiver to verify the signatures.' }),
             h('code', { class: 'secret', text: r.secret })));
           reloadHooks();
