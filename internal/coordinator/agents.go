@@ -53,9 +53,23 @@ func (c *Coordinator) AgentConversation(ctx context.Context, p protocol.Principa
 		id := uuid.NewSHA1(agentNamespace, []byte(fmt.Sprintf("%s\x00%s\x00%d", p.ID, client, gen))).String()
 		conv, err := c.store.GetConversation(ctx, id)
 		if protocol.IsCode(err, protocol.NotFound) {
-			conv, err = c.store.CreateConversation(ctx, store.CreateConversationParams{ID: id, Title: &title, Now: c.now()})
-			if err != nil { // created meanwhile (a concurrent call, another daemon)
-				conv, err = c.store.GetConversation(ctx, id)
+			var cerr error
+			conv, cerr = c.store.CreateConversation(ctx, store.CreateConversationParams{ID: id, Title: &title, Now: c.now()})
+			err = cerr
+			// A failed create is one made meanwhile (a concurrent call,
+			// another daemon), whose commit may not be visible yet.
+			for wait := 5 * time.Millisecond; cerr != nil && wait <= 640*time.Millisecond; wait *= 2 {
+				if conv, err = c.store.GetConversation(ctx, id); !protocol.IsCode(err, protocol.NotFound) {
+					break
+				}
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					return protocol.Conversation{}, ctx.Err()
+				}
+			}
+			if protocol.IsCode(err, protocol.NotFound) {
+				err = cerr
 			}
 		}
 		if err != nil {
@@ -188,9 +202,31 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 		if p == nil {
 			return AgentProposal{}, protocol.Errorf(protocol.ServiceFailure, "the command's turn ended without a proposal")
 		}
+		c.auditAgentProposal(ctx, *p, call.Client)
 		return AgentProposal{Proposal: proposalView(*p)}, nil
 	}
 	return AgentProposal{}, protocol.Errorf(protocol.Conflict, "this client's conversation is busy; try again").With("retryable", true)
+}
+
+// AgentProposedAction is the audit action of a proposal an outside agent
+// made: its actor is the agent's principal. The proposal's decision rows
+// (ADR D8, their members fixed) have the deciding human as actor.
+const AgentProposedAction = "studio.agent.proposed"
+
+// auditAgentProposal appends the agent's proposal to the audit trail.
+// The proposal is stored already, with its author (submittedBy), so a
+// failure here is logged and the call still answers it.
+func (c *Coordinator) auditAgentProposal(ctx context.Context, p store.Proposal, client string) {
+	details, err := protocol.Marshal(map[string]any{"conversation_id": p.ConversationID, "request_id": p.RequestID, "proposal_id": p.ID,
+		"command_type": p.CommandType, "command_hash": p.CommandHash, "risk": p.Risk, "client": client})
+	if err == nil {
+		id := p.ID
+		_, err = c.store.AppendAdminEvent(ctx, store.AppendAdminEventParams{Actor: principalName(ctx), Action: AgentProposedAction,
+			TargetID: &id, Details: details, Now: c.now()})
+	}
+	if err != nil {
+		c.log.Error("audit an agent's proposal", "proposal", p.ID, "err", err)
+	}
 }
 
 // agentWindow refuses a proposal past MaxProposalsPerTurn in the last

@@ -924,7 +924,7 @@ func auditRow(p store.Proposal, ap auditParams) store.AppendAdminEventParams {
 	d := protocol.CommandAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
 		CommandType: p.CommandType, CommandHash: p.CommandHash, Target: p.Target, Risk: p.Risk,
 		IdempotencyKey: p.IdempotencyKey, Decision: ap.decision, Result: result, ErrorCode: ap.code,
-		ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt), SubmittedBy: p.SubmittedBy}
+		ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt)}
 	b, err := protocol.Marshal(d)
 	if err != nil {
 		b = []byte(`{}`)

@@ -162,15 +162,9 @@ func TestCommandToolProposesAndAHumanConfirms(t *testing.T) {
 	if got["status"] != "succeeded" || got["result"] == nil || got["decidedBy"] != "alice" || got["submittedBy"] != "claude" {
 		t.Fatalf("get_proposal after the decision: %v", got)
 	}
-	rows, err := d.db.ListAdminEvents(d.ctx(), store.ListAdminEventsParams{Action: protocol.AuditAction, TargetID: pid, Limit: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		var a protocol.CommandAudit
-		if err := protocol.Unmarshal(r.Details, &a); err != nil || a.SubmittedBy != "claude" {
-			t.Fatalf("audit row %s by %s: submitted_by %q, want the agent (%v)", a.Decision, r.Actor, a.SubmittedBy, err)
-		}
+	proposed, err := d.db.ListAdminEvents(d.ctx(), store.ListAdminEventsParams{Action: coordinator.AgentProposedAction, TargetID: pid, Limit: 50})
+	if err != nil || len(proposed) != 1 || proposed[0].Actor != "claude" || !strings.Contains(string(proposed[0].Details), "test-agent") {
+		t.Fatalf("the agent's proposal in the audit: %+v %v", proposed, err)
 	}
 	dec := d.decisions(pid)
 	if len(dec[protocol.DecisionExecuted]) != 1 || len(dec[protocol.DecisionConfirmed]) != 1 || dec[protocol.DecisionConfirmed][0] != "alice" {

@@ -54,8 +54,4 @@ type CommandAudit struct {
 	ErrorCode      *string          `json:"error_code"`
 	ConfirmedAt    *float64         `json:"confirmed_at"`
 	CompletedAt    *float64         `json:"completed_at"`
-	// SubmittedBy is the principal whose turn made the proposal (an
-	// agent's, for a command an outside agent sent); the row's actor is
-	// who decided. Omitted when no principal submitted it.
-	SubmittedBy string `json:"submitted_by,omitempty"`
 }
