@@ -27,7 +27,7 @@ const TokenPrefix = "stu_"
 const tokenBytes = 32
 
 // OwnerName is the bootstrap admin principal: the token file's.
-const OwnerName = "owner"
+const OwnerName = protocol.OwnerPrincipal
 
 // legacyOwner is the principal of the configured token when no principal
 // store is configured.
