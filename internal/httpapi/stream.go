@@ -48,10 +48,14 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both"))
 		return
 	case ticket == "":
-		if err := s.checkBearer(r); err != nil {
+		p, err := s.authenticate(r)
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+		// The principal's visibility applies (a ticket's was checked when
+		// it was issued).
+		r = r.WithContext(protocol.WithPrincipal(r.Context(), p))
 	}
 	cursor := q.Get("after_sequence")
 	if cursor == "" {
