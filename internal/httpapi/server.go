@@ -46,6 +46,9 @@ type Config struct {
 	// impacts (destructive, irreversible) of proposals that the principal
 	// whose turn produced them cannot confirm (four-eyes).
 	SecondApproverFor []string
+	// AuthProxy, when set (with Principals), signs requests in by a
+	// trusted proxy's header besides bearer tokens.
+	AuthProxy *AuthProxy
 	// Now is the clock of token expiry (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
