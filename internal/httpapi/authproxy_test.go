@@ -142,6 +142,25 @@ func TestAuthProxyUntrustedPeerRefused(t *testing.T) {
 			}
 		}
 	}
+	// Beside a stream ticket too.
+	conv := h.conversation()
+	tk, err := h.client.CreateTicket(h.ctx(), protocol.StreamTicketRequest{ConversationID: conv.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, h.srv.URL+"/api/operator/conversations/"+conv.ID+"/stream?ticket="+tk.Ticket, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Forwarded-User", "mallory")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a stream ticket with the header from loopback: %d, want 401", resp.StatusCode)
+	}
 	if _, err := h.store.GetPrincipal(h.ctx(), "mallory"); !protocol.IsCode(err, protocol.NotFound) {
 		t.Fatalf("mallory: %v, want not_found", err)
 	}
