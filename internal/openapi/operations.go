@@ -256,29 +256,31 @@ func enums() map[string][]string {
 	for i, c := range protocol.ErrorCodes {
 		codes[i] = string(c)
 	}
-	return map[string][]string{
-		"ContextSnapshot.Space":                protocol.Spaces,
-		"Conversation.Status":                  {"active", "archived", "deleted"},
-		"Turn.Status":                          {"queued", "running", "awaiting_confirmation", "completed", "failed", "cancelled"},
-		"TextPayload.Format":                   {"plain", "markdown"},
-		"TextPayload.Role":                     {protocol.RoleUser, protocol.RoleAssistant},
-		"ToolCallPayload.Mode":                 {"read", "draft"},
-		"ConfirmationPayload.State":            {"required", "confirmed", "expired", "executed", "denied", "failed"},
-		"DonePayload.Outcome":                  {"completed", "failed", "cancelled"},
-		"CommandProposal.Risk":                 {protocol.RiskMutate, protocol.RiskExecute, protocol.RiskAdmin},
-		"ProposalState.Status":                 {"pending", "confirmed", "executing", "succeeded", "failed", "expired", "cancelled", "conflict"},
-		"ProposalResult.Status":                {"succeeded", "failed", "conflict", "expired", "cancelled", "executing"},
-		"EffectState.Status":                   {"pending", "applied", "rejected", "expired"},
-		"AckEffectRequest.Status":              {"applied", "rejected"},
-		"AckEffectRequest.RejectionCode":       protocol.RejectionCodes,
-		"Run.Status":                           {"queued", "running", "succeeded", "failed", "cancelled"},
-		"Run.Trigger":                          {"manual", "operator", "schedule"},
-		"DoctorReport.Status":                  {app.StatusOK, app.StatusDegraded, app.StatusFailing},
-		"UpdateConversationRequest.Status":     {"active", "archived"},
-		"UpdateConversationRequest.Visibility": {protocol.VisibilityPrivate, protocol.VisibilityTeam},
-		"CreateConversationRequest.Visibility": {protocol.VisibilityPrivate, protocol.VisibilityTeam},
-		"Conversation.Visibility":              {protocol.VisibilityPrivate, protocol.VisibilityTeam},
+	m := map[string][]string{
+		"ContextSnapshot.Space":            protocol.Spaces,
+		"Conversation.Status":              {"active", "archived", "deleted"},
+		"Turn.Status":                      {"queued", "running", "awaiting_confirmation", "completed", "failed", "cancelled"},
+		"TextPayload.Format":               {"plain", "markdown"},
+		"TextPayload.Role":                 {protocol.RoleUser, protocol.RoleAssistant},
+		"ToolCallPayload.Mode":             {"read", "draft"},
+		"ConfirmationPayload.State":        {"required", "confirmed", "expired", "executed", "denied", "failed"},
+		"DonePayload.Outcome":              {"completed", "failed", "cancelled"},
+		"CommandProposal.Risk":             {protocol.RiskMutate, protocol.RiskExecute, protocol.RiskAdmin},
+		"ProposalState.Status":             {"pending", "confirmed", "executing", "succeeded", "failed", "expired", "cancelled", "conflict"},
+		"ProposalResult.Status":            {"succeeded", "failed", "conflict", "expired", "cancelled", "executing"},
+		"EffectState.Status":               {"pending", "applied", "rejected", "expired"},
+		"AckEffectRequest.Status":          {"applied", "rejected"},
+		"AckEffectRequest.RejectionCode":   protocol.RejectionCodes,
+		"Run.Status":                       {"queued", "running", "succeeded", "failed", "cancelled"},
+		"Run.Trigger":                      {"manual", "operator", "schedule"},
+		"DoctorReport.Status":              {app.StatusOK, app.StatusDegraded, app.StatusFailing},
+		"UpdateConversationRequest.Status": {"active", "archived"},
 	}
+	// A conversation's visibility, wherever it is read or written.
+	for _, f := range []string{"Conversation.Visibility", "CreateConversationRequest.Visibility", "UpdateConversationRequest.Visibility"} {
+		m[f] = []string{protocol.VisibilityPrivate, protocol.VisibilityTeam}
+	}
+	return m
 }
 
 // addProtocolComponents adds the hand-written schemas: the frame union, its
