@@ -29,6 +29,7 @@ import (
 	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
@@ -124,6 +125,35 @@ type httpOptions struct {
 	// secondApproverFor: risks and impacts whose proposals their own
 	// turn's principal cannot confirm (four-eyes).
 	secondApproverFor []string
+	// authProxy* configure sign-in by a trusted proxy's header.
+	authProxyHeader, authProxyGroupsHeader, authProxyDefaultRole string
+	authProxyTrusted, authProxyGroupRoles                        []string
+	authProxy                                                    *httpapi.AuthProxy
+}
+
+// authProxyConfig is the sign-in proxy of the flags, nil without
+// --auth-proxy-header; a flag that makes no sense alone is a usage error.
+func authProxyConfig(ho httpOptions) (*httpapi.AuthProxy, error) {
+	if ho.authProxyHeader == "" {
+		if len(ho.authProxyTrusted) > 0 || ho.authProxyGroupsHeader != "" || len(ho.authProxyGroupRoles) > 0 {
+			return nil, fmt.Errorf("--auth-proxy-trusted, --auth-proxy-groups-header and --auth-proxy-group-role need --auth-proxy-header")
+		}
+		return nil, nil
+	}
+	trusted, err := httpapi.ParseTrusted(ho.authProxyTrusted)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-proxy-trusted: %w", err)
+	}
+	roles, err := httpapi.ParseGroupRoles(ho.authProxyGroupRoles)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-proxy-group-role: %w", err)
+	}
+	ap := &httpapi.AuthProxy{Header: ho.authProxyHeader, Trusted: trusted, DefaultRole: protocol.Role(ho.authProxyDefaultRole),
+		GroupsHeader: ho.authProxyGroupsHeader, GroupRoles: roles}
+	if err := ap.Validate(); err != nil {
+		return nil, err
+	}
+	return ap, nil
 }
 
 func newServeCmd(cfg *config) *cobra.Command {
@@ -157,6 +187,10 @@ func newServeCmd(cfg *config) *cobra.Command {
 				}
 			}
 			if err := checkPublicURL(wo.publicURL); err != nil {
+				return usageError{err}
+			}
+
+			if ho.authProxy, err = authProxyConfig(ho); err != nil {
 				return usageError{err}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -193,6 +227,16 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&ho.secondApproverFor, "second-approver-for", nil,
 		"four-eyes: proposals of these risks (mutate, execute, admin) or impacts (destructive, irreversible) cannot be confirmed by the principal whose turn produced them, e.g. execute,destructive (default: none)")
+	f.StringVar(&ho.authProxyHeader, "auth-proxy-header", envOr("STUDIO_AUTH_PROXY_HEADER", ""),
+		"sign-in behind a proxy: the header naming the signed-in user, e.g. X-Forwarded-User, believed only from --auth-proxy-trusted (env STUDIO_AUTH_PROXY_HEADER; README \"Teams\")")
+	f.StringSliceVar(&ho.authProxyTrusted, "auth-proxy-trusted", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_TRUSTED"), ","),
+		"the sign-in proxy's addresses (CIDRs or addresses, the TCP peer): the header from anywhere else is refused (env STUDIO_AUTH_PROXY_TRUSTED)")
+	f.StringVar(&ho.authProxyGroupsHeader, "auth-proxy-groups-header", envOr("STUDIO_AUTH_PROXY_GROUPS_HEADER", ""),
+		"the header with the user's groups (comma-separated), e.g. X-Forwarded-Groups: then the groups set the role at every sign-in (env STUDIO_AUTH_PROXY_GROUPS_HEADER)")
+	f.StringSliceVar(&ho.authProxyGroupRoles, "auth-proxy-group-role", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_GROUP_ROLES"), ","),
+		"GROUP=ROLE, e.g. studio-admins=admin,studio-ops=operator: a user's role is the highest of its mapped groups (env STUDIO_AUTH_PROXY_GROUP_ROLES)")
+	f.StringVar(&ho.authProxyDefaultRole, "auth-proxy-default-role", envOr("STUDIO_AUTH_PROXY_DEFAULT_ROLE", string(protocol.RoleViewer)),
+		"the role of a user the proxy names for the first time (and, with groups, of one in no mapped group)")
 	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.IntVar(&ho.maxConns, "max-conns", httpapi.DefaultMaxConns, "connections the --addr listener holds open at once, all clients together (0: no cap); --metrics-addr holds at most "+strconv.Itoa(httpapi.MetricsMaxConns))
@@ -325,7 +369,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		holder = keeper
 	}
 	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
-	edge.Principals, edge.SecondApproverFor, edge.Webhooks = st, ho.secondApproverFor, st
+	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = st, ho.secondApproverFor, st, ho.authProxy
 	agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: coord.Tools(), Version: readVersion().Version, Logger: log, Metrics: reg})
 	edge.MCP = agents.Handler
 	api := httpapi.New(edge)

@@ -62,6 +62,14 @@ func (c *Coordinator) ackEffect(ctx context.Context, convID, effectID string, re
 			return eff, err
 		}
 	}
+	details := map[string]any{"conversationId": convID, "requestId": eff.RequestID, "kind": eff.Type, "status": p.Status}
+	if p.ClientRoute != nil {
+		details["clientRoute"] = *p.ClientRoute
+	}
+	if p.RejectionCode != nil {
+		details["rejectionCode"] = *p.RejectionCode
+	}
+	p.Audit = personAudit(ctx, EffectAcknowledgedAction, effectID, details, p.Now)
 	return c.store.AckEffect(ctx, p)
 }
 

@@ -70,7 +70,7 @@ func (c *Coordinator) ForkConversation(ctx context.Context, id string, req proto
 		return protocol.ConversationPage{}, protocol.Errorf(protocol.Validation, "upToSequence must be at least 0").With("field", "upToSequence")
 	}
 	fork, err := c.store.ForkConversation(ctx, store.ForkConversationParams{SourceID: id, ID: uuid.NewString(),
-		UpToSequence: req.UpToSequence, Title: req.Title, NewRequestID: uuid.NewString, Now: c.now()})
+		UpToSequence: req.UpToSequence, Title: req.Title, NewRequestID: uuid.NewString, Owner: principalName(ctx), Now: c.now()})
 	if err != nil {
 		return protocol.ConversationPage{}, err
 	}
@@ -80,8 +80,8 @@ func (c *Coordinator) ForkConversation(ctx context.Context, id string, req proto
 // RestoreConversation brings back a conversation deleted within the
 // recovery window, to the status it had, with an audit row.
 func (c *Coordinator) RestoreConversation(ctx context.Context, id string) (protocol.Conversation, error) {
-	if _, err := uuid.Parse(id); err != nil {
-		return protocol.Conversation{}, protocol.Errorf(protocol.NotFound, "conversation %s not found", id)
+	if _, err := c.anyConversation(ctx, id); err != nil {
+		return protocol.Conversation{}, err
 	}
 	now := c.now()
 	details, err := protocol.Marshal(map[string]any{"conversationId": id, "recoveryWindow": c.cfg.RecoveryWindow.String()})

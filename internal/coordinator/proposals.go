@@ -1028,7 +1028,8 @@ func (c *Coordinator) ListProposals(ctx context.Context, q ProposalQuery) ([]pro
 			return nil, err
 		}
 	}
-	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{ConversationID: q.ConversationID, Statuses: statuses, Limit: 200})
+	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{ConversationID: q.ConversationID, Statuses: statuses, Limit: 200,
+		VisibleTo: visibleTo(ctx)})
 	if err != nil {
 		return nil, err
 	}

@@ -62,10 +62,13 @@ func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.Tu
 			Message:      "too many turns are waiting for the model; try again shortly",
 			Details:      map[string]any{"queuedTurns": c.pool.depth()}}
 	}
+	requestID, now := uuid.NewString(), c.now()
 	turn, frame, err := c.store.SubmitTurn(ctx, store.SubmitTurnParams{
-		ConversationID: convID, RequestID: uuid.NewString(), Instruction: req.Instruction,
-		ContextJSON: record, ContextHash: hash, ExpectedLastSequence: *req.ExpectedLastSequence, Now: c.now(),
+		ConversationID: convID, RequestID: requestID, Instruction: req.Instruction,
+		ContextJSON: record, ContextHash: hash, ExpectedLastSequence: *req.ExpectedLastSequence, Now: now,
 		Instance: c.cfg.Instance, SubmittedBy: principalName(ctx),
+		Audit: personAudit(ctx, TurnSubmittedAction, requestID, map[string]any{"conversationId": convID, "requestId": requestID,
+			"contextHash": hash, "instructionChars": len([]rune(req.Instruction))}, now),
 	})
 	if err != nil {
 		c.pool.done(slot)

@@ -13,7 +13,10 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// Authentication: who a request acts for. A bearer token is a principal's
+// Authentication: who a request acts for. A request that carries the
+// sign-in proxy's header (Config.AuthProxy) acts for the user it names
+// when it comes from the proxy, and is refused otherwise (authproxy.go).
+// A bearer token is a principal's
 // personal token, looked up by its hash in StateDB on every request, so a
 // revocation committed by any daemon sharing the database refuses the
 // token from the next request on (no cache to outlive it). Without a
@@ -27,7 +30,7 @@ const TokenPrefix = "stu_"
 const tokenBytes = 32
 
 // OwnerName is the bootstrap admin principal: the token file's.
-const OwnerName = "owner"
+const OwnerName = protocol.OwnerPrincipal
 
 // legacyOwner is the principal of the configured token when no principal
 // store is configured.
@@ -76,6 +79,9 @@ func bearerToken(r *http.Request) (string, error) {
 // authenticate finds the principal of the request's bearer token: unknown,
 // revoked and expired tokens, and disabled principals', are auth_required.
 func (s *Server) authenticate(r *http.Request) (protocol.Principal, error) {
+	if s.cfg.AuthProxy != nil && s.cfg.Principals != nil && s.cfg.AuthProxy.carried(r) {
+		return s.proxyPrincipal(r)
+	}
 	token, err := bearerToken(r)
 	if err != nil {
 		return protocol.Principal{}, err

@@ -50,6 +50,10 @@ type harnessOpts struct {
 	// owner's; secondApprover is Config.SecondApproverFor.
 	principals     bool
 	secondApprover []string
+	// authProxy: Config.AuthProxy (with principals); logger replaces the
+	// quiet one.
+	authProxy *httpapi.AuthProxy
+	logger    *slog.Logger
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -81,8 +85,11 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		if _, err := httpapi.EnsureOwner(context.Background(), stack.DB, testToken, stack.Clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		apiCfg.Principals, apiCfg.SecondApproverFor, apiCfg.Now = stack.DB, o.secondApprover, stack.Clock.Now
+		apiCfg.Principals, apiCfg.SecondApproverFor, apiCfg.Now, apiCfg.AuthProxy = stack.DB, o.secondApprover, stack.Clock.Now, o.authProxy
 		apiCfg.Webhooks = stack.DB
+	}
+	if o.logger != nil {
+		apiCfg.Logger = o.logger
 	}
 	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)

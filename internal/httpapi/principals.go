@@ -29,14 +29,15 @@ const (
 // MaxTokenLifetime bounds a token's expiry.
 const MaxTokenLifetime = 10 * 365 * 24 * time.Hour
 
-// principalName: lowercase letters, digits and - _ . ; never studio_…,
-// the prefix of the daemon's own audit actors.
-var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+// principalName: lowercase letters, digits and - _ . @ + (a sign-in
+// proxy's users are often e-mail addresses); never studio_…, the prefix
+// of the daemon's own audit actors.
+var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9._@+-]{0,63}$`)
 
 // ValidPrincipalName reports why a principal name is refused ("" when not).
 func ValidPrincipalName(name string) error {
 	if !principalName.MatchString(name) {
-		return protocol.Errorf(protocol.Validation, "a principal's name has 1 to 64 lowercase letters, digits, '.', '_' or '-', and starts with a letter or digit").With("field", "name")
+		return protocol.Errorf(protocol.Validation, "a principal's name has 1 to 64 lowercase letters, digits, '.', '_', '-', '@' or '+', and starts with a letter or digit").With("field", "name")
 	}
 	if strings.HasPrefix(name, "studio_") {
 		return protocol.Errorf(protocol.Validation, "names starting with studio_ are the daemon's own audit actors").With("field", "name")

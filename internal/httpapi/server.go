@@ -49,6 +49,9 @@ type Config struct {
 	// Webhooks keeps webhooks and their deliveries (the admin routes);
 	// nil refuses those routes.
 	Webhooks store.WebhookStore
+	// AuthProxy, when set (with Principals), signs requests in by a
+	// trusted proxy's header besides bearer tokens.
+	AuthProxy *AuthProxy
 	// Now is the clock of token expiry (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger

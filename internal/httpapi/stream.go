@@ -47,11 +47,22 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	case q.Has("ticket") && r.Header.Get("Authorization") != "":
 		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both"))
 		return
-	case ticket == "":
-		if err := s.checkBearer(r); err != nil {
+	case ticket != "" && s.cfg.AuthProxy != nil && s.cfg.AuthProxy.carried(r):
+		// The sign-in proxy's header is refused from anyone but the proxy,
+		// beside a ticket too.
+		if _, err := s.authenticate(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+	case ticket == "":
+		p, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		// The principal's visibility applies (a ticket's was checked when
+		// it was issued).
+		r = r.WithContext(protocol.WithPrincipal(r.Context(), p))
 	}
 	cursor := q.Get("after_sequence")
 	if cursor == "" {

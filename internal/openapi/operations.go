@@ -96,16 +96,16 @@ func build() model {
 		{Method: "GET", Path: "/.well-known/oauth-protected-resource/mcp", ID: "resourceMetadataMCP", Tag: "mcp", Summary: "The same metadata at its path-suffixed address (RFC 9728 §3.1)", Auth: "none", Status: 200,
 			Resp: object(req("resource", str("the /mcp URL")), req("authorization_servers", arrayOf(str(""))), req("bearer_methods_supported", arrayOf(str(""))), req("resource_name", str("")), opt("resource_documentation", str("")))},
 
-		{Method: "POST", Path: "/api/operator/conversations", ID: "createConversation", Tag: "operator", Summary: "Create a conversation",
+		{Method: "POST", Path: "/api/operator/conversations", ID: "createConversation", Tag: "operator", Summary: "Create a conversation, owned by the caller; visibility team unless private is asked",
 			Body: t(reflect.TypeFor[protocol.CreateConversationRequest]()), Status: 201, Resp: conv},
-		{Method: "GET", Path: "/api/operator/conversations", ID: "listConversations", Tag: "operator", Summary: "List conversations, pinned first, then newest first",
+		{Method: "GET", Path: "/api/operator/conversations", ID: "listConversations", Tag: "operator", Summary: "List the conversations the caller may see (its own, the team's; admins all), pinned first, then newest first",
 			Query: pageParams(q("status", "active, archived, or deleted (those still within the recovery window); default active and archived", enum("", "active", "archived", "deleted")),
 				q("q", "keep the conversations whose title or turn text has every word (prefixes match); at most 200 characters", qString)),
 			Status: 200, Resp: t(reflect.TypeFor[protocol.ConversationList]())},
 		{Method: "GET", Path: "/api/operator/conversations/{id}", ID: "getConversation", Tag: "operator", Summary: "A conversation and one page of its frames",
 			Query:  []param{q("after_sequence", "frames after this sequence (default 0)", qInt), q("limit", "frames per page, 1 to 1000 (default 200)", qInt)},
 			Status: 200, Resp: t(reflect.TypeFor[protocol.ConversationPage]())},
-		{Method: "PATCH", Path: "/api/operator/conversations/{id}", ID: "updateConversation", Tag: "operator", Summary: "Rename, archive or unarchive, pin, choose the model of the next turns",
+		{Method: "PATCH", Path: "/api/operator/conversations/{id}", ID: "updateConversation", Tag: "operator", Summary: "Rename, archive or unarchive, pin, choose the model of the next turns; change the visibility (its owner or an admin)",
 			Body: t(reflect.TypeFor[protocol.UpdateConversationRequest]()), Status: 200, Resp: conv},
 		{Method: "DELETE", Path: "/api/operator/conversations/{id}", ID: "deleteConversation", Tag: "operator", Summary: "Mark deleted (purged later by maintenance)", Status: 200, Resp: conv},
 		{Method: "POST", Path: "/api/operator/conversations/{id}/turns", ID: "submitTurn", Tag: "operator", Summary: "Submit a turn (202); conflict while one is active, stale_context on a wrong expectedLastSequence",
@@ -272,7 +272,7 @@ func enums() map[string][]string {
 	for i, c := range protocol.ErrorCodes {
 		codes[i] = string(c)
 	}
-	return map[string][]string{
+	m := map[string][]string{
 		"ContextSnapshot.Space":            protocol.Spaces,
 		"Conversation.Status":              {"active", "archived", "deleted"},
 		"Turn.Status":                      {"queued", "running", "awaiting_confirmation", "completed", "failed", "cancelled"},
@@ -296,6 +296,11 @@ func enums() map[string][]string {
 		"WebhookDelivery.Status":           {"pending", "delivered", "failed"},
 		"WebhookDelivery.Event":            {"proposal.pending", "proposal.decided", "turn.failed", "run.failed"},
 	}
+	// A conversation's visibility, wherever it is read or written.
+	for _, f := range []string{"Conversation.Visibility", "CreateConversationRequest.Visibility", "UpdateConversationRequest.Visibility"} {
+		m[f] = []string{protocol.VisibilityPrivate, protocol.VisibilityTeam}
+	}
+	return m
 }
 
 // addProtocolComponents adds the hand-written schemas: the frame union, its

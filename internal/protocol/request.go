@@ -76,6 +76,8 @@ type TurnAccepted struct {
 type CreateConversationRequest struct {
 	Project *string `json:"project,omitempty"`
 	Title   *string `json:"title,omitempty"`
+	// Visibility is private or team (omitted: team).
+	Visibility *string `json:"visibility,omitempty"`
 }
 
 // UpdateConversationRequest is the body of PATCH /operator/conversations/{id}.
@@ -86,7 +88,8 @@ type UpdateConversationRequest struct {
 	// conversation's next turns use ("" for the daemon's default).
 	Pinned *bool   `json:"pinned,omitzero"`
 	Model  *string `json:"model,omitzero"` // omitzero: "" is a value
-
+	// Visibility is private or team; only the owner or an admin changes it.
+	Visibility *string `json:"visibility,omitempty"`
 }
 
 // AckEffectRequest is the body of POST .../effects/{id}/ack (ADR D5).
@@ -312,6 +315,10 @@ type Conversation struct {
 	ForkedFrom *ForkOrigin `json:"forkedFrom"`
 	// DeletedAt is set on a deleted conversation (listed with status=deleted).
 	DeletedAt *float64 `json:"deletedAt,omitempty"`
+	// Owner is the name of the principal that created it; Visibility is
+	// private (the owner and admins see it) or team (every principal).
+	Owner      string `json:"owner"`
+	Visibility string `json:"visibility"`
 }
 
 // ConversationPage is GET /operator/conversations/{id}: the conversation and

@@ -70,6 +70,26 @@ func SecondApproverDenied(risk string) *Error {
 		With("reason", "second_approver_required")
 }
 
+// OwnerPrincipal is the name of the bootstrap admin principal, whose
+// token is the data directory's token file.
+const OwnerPrincipal = "owner"
+
+// Conversation visibility: who besides admins sees a conversation.
+const (
+	// VisibilityPrivate: its owner (and admins) only.
+	VisibilityPrivate = "private"
+	// VisibilityTeam: every principal; the default.
+	VisibilityTeam = "team"
+)
+
+// ParseVisibility reads a visibility; anything else is a validation error.
+func ParseVisibility(s string) (string, error) {
+	if s != VisibilityPrivate && s != VisibilityTeam {
+		return "", Errorf(Validation, "visibility must be private or team, not %q", s).With("field", "visibility")
+	}
+	return s, nil
+}
+
 // Principal is who a request acts for: its id, unique name and role.
 type Principal struct {
 	ID   string `json:"id"`

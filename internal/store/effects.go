@@ -74,4 +74,7 @@ type AckEffectParams struct {
 	ClientRoute   *string
 	RejectionCode *string
 	Now           time.Time
+	// Audit, when set, is appended in the same transaction when the
+	// acknowledgement changes the effect (never for a repeat).
+	Audit *AppendAdminEventParams
 }

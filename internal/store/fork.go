@@ -28,5 +28,8 @@ type ForkConversationParams struct {
 	UpToSequence *int64
 	Title        *string
 	NewRequestID func() string
-	Now          time.Time
+	// Owner is the forking principal's name ("" for the bootstrap owner);
+	// the fork keeps the source's visibility.
+	Owner string
+	Now   time.Time
 }

@@ -125,6 +125,9 @@ type ListProposalsParams struct {
 	RequestID      string
 	Statuses       []ProposalStatus
 	Limit          int
+	// VisibleTo, when set, keeps the proposals of conversations the
+	// principal of that name may see (ListConversationsParams.VisibleTo).
+	VisibleTo string
 }
 
 // ConfirmProposalParams confirms a pending proposal.

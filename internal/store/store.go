@@ -82,6 +82,17 @@ type Conversation struct {
 	Model *string
 	// ForkedFrom is the source of a fork, nil for any other conversation.
 	ForkedFrom *ForkOrigin
+	// Owner is the name of the principal that created it; Visibility is
+	// protocol.VisibilityPrivate (its owner and admins see it) or
+	// protocol.VisibilityTeam (every principal does).
+	Owner      string
+	Visibility string
+}
+
+// VisibleTo reports whether the principal named name, of role, may see
+// the conversation: an admin sees all, others their own and the team's.
+func (c Conversation) VisibleTo(name string, role protocol.Role) bool {
+	return role == protocol.RoleAdmin || c.Visibility != protocol.VisibilityPrivate || c.Owner == name
 }
 
 // ForkOrigin is where a fork's history came from: the source conversation
@@ -200,7 +211,11 @@ type CreateConversationParams struct {
 	ID      string
 	Project *string
 	Title   *string
-	Now     time.Time
+	// Owner is the creating principal's name ("" for the bootstrap
+	// owner); Visibility is private or team ("" for team).
+	Owner      string
+	Visibility string
+	Now        time.Time
 }
 
 // ListConversationsParams pages conversations newest first. The cursor is the
@@ -219,6 +234,9 @@ type ListConversationsParams struct {
 	Terms []string
 	// DeletedAfter, when set, keeps the conversations deleted after it.
 	DeletedAfter *time.Time
+	// VisibleTo, when set, keeps the conversations the principal of that
+	// name may see: its own and the team's (admins set none).
+	VisibleTo string
 }
 
 // UpdateConversationParams changes a title and/or moves between active and archived.
@@ -229,7 +247,9 @@ type UpdateConversationParams struct {
 	Pinned *bool
 	// Model sets the conversation's model; "" clears it (the daemon's default).
 	Model *string
-	Now   time.Time
+	// Visibility sets private or team.
+	Visibility *string
+	Now        time.Time
 }
 
 // DeleteConversationParams marks a conversation deleted.
@@ -276,6 +296,9 @@ type SubmitTurnParams struct {
 	Instance string
 	// SubmittedBy is the submitting principal's name ("" for none).
 	SubmittedBy string
+	// Audit, when set, is appended in the submit's transaction: a turn
+	// refused leaves no audit row.
+	Audit *AppendAdminEventParams
 }
 
 // StartTurnParams starts a queued turn; Instance owns it from then on.

@@ -128,6 +128,8 @@ export interface Conversation {
   model: string | null;
   forkedFrom: ForkOrigin | null;
   deletedAt?: number;
+  owner: string;
+  visibility: "private" | "team";
 }
 
 export interface ConversationList {
@@ -147,6 +149,7 @@ export interface ConversationPage {
 export interface CreateConversationRequest {
   project?: string;
   title?: string;
+  visibility?: "private" | "team";
 }
 
 export interface CreatePlaybookCommand {
@@ -868,6 +871,7 @@ export interface UpdateConversationRequest {
   status?: "active" | "archived";
   pinned?: boolean;
   model?: string;
+  visibility?: "private" | "team";
 }
 
 export interface UpdatePlaybookCommand {

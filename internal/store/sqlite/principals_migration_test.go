@@ -13,7 +13,8 @@ import (
 
 // TestMigrateToPrincipalsKeepsRows: a database from before principals
 // (version 6) migrates without losing a row; its turns have no submitter
-// and its audit rows keep their actor.
+// and its audit rows keep their actor; its conversations belong to the
+// bootstrap owner and are the team's.
 func TestMigrateToPrincipalsKeepsRows(t *testing.T) {
 	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), "studio.db"))
@@ -48,6 +49,9 @@ func TestMigrateToPrincipalsKeepsRows(t *testing.T) {
 	tr, err := s.GetTurn(ctx, "r1")
 	if err != nil || tr.Instruction != "hello" || tr.SubmittedBy != "" {
 		t.Fatalf("the old turn: %+v, %v", tr, err)
+	}
+	if c, err := s.GetConversation(ctx, "c1"); err != nil || c.Owner != protocol.OwnerPrincipal || c.Visibility != protocol.VisibilityTeam {
+		t.Fatalf("the old conversation: %+v, %v; want owner's, team", c, err)
 	}
 	es, err := s.ListAdminEvents(ctx, store.ListAdminEventsParams{})
 	if err != nil || len(es) != 1 || es[0].Actor != "studio_operator" {

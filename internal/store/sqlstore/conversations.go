@@ -13,7 +13,7 @@ import (
 
 const conversationCols = `id, project, title, status, next_sequence, active_request_id,
 	created_at, updated_at, archived_at, deleted_at, retained_from_sequence,
-	pinned, model, forked_from_id, forked_from_sequence, forked_through`
+	pinned, model, forked_from_id, forked_from_sequence, forked_through, owner, visibility`
 
 func scanConversation(row scanner) (store.Conversation, error) {
 	var c store.Conversation
@@ -24,7 +24,7 @@ func scanConversation(row scanner) (store.Conversation, error) {
 	var pinned int
 	err := row.Scan(&c.ID, &project, &title, &c.Status, &c.NextSequence, &active,
 		&created, &updated, &archived, &deleted, &c.RetainedFrom,
-		&pinned, &model, &forkedFrom, &forkedSeq, &forkedThrough)
+		&pinned, &model, &forkedFrom, &forkedSeq, &forkedThrough, &c.Owner, &c.Visibility)
 	if err != nil {
 		return c, err
 	}
@@ -67,8 +67,9 @@ func (s *Store) CreateConversation(ctx context.Context, p store.CreateConversati
 	var c store.Conversation
 	err := s.txn(ctx, func(tx *writeTx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_conversations
-			(id, project, title, status, next_sequence, created_at, updated_at)
-			VALUES (?, ?, ?, 'active', 1, ?, ?)`, p.ID, p.Project, p.Title, ts(p.Now), ts(p.Now))
+			(id, project, title, status, next_sequence, created_at, updated_at, owner, visibility)
+			VALUES (?, ?, ?, 'active', 1, ?, ?, ?, ?)`, p.ID, p.Project, p.Title, ts(p.Now), ts(p.Now),
+			ownerOr(p.Owner), visibilityOr(p.Visibility))
 		if err != nil {
 			return fmt.Errorf("create conversation: %w", err)
 		}
@@ -104,6 +105,10 @@ func (s *Store) ListConversations(ctx context.Context, p store.ListConversations
 		query += ` AND id IN (` + s.d.SearchMatch() + `)`
 		args = append(args, s.d.SearchQuery(p.Terms))
 	}
+	if p.VisibleTo != "" {
+		query += ` AND (visibility = 'team' OR owner = ?)`
+		args = append(args, p.VisibleTo)
+	}
 	if p.AfterCreated != nil {
 		pinned := boolInt(p.AfterPinned)
 		query += ` AND (pinned < ? OR (pinned = ? AND (created_at < ? OR (created_at = ? AND id < ?))))`
@@ -137,6 +142,15 @@ func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversati
 		}
 		if err := updateSettings(ctx, tx, cur, p); err != nil {
 			return err
+		}
+		if p.Visibility != nil {
+			if _, err := protocol.ParseVisibility(*p.Visibility); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET visibility = ?, updated_at = ? WHERE id = ?`,
+				*p.Visibility, ts(p.Now), p.ID); err != nil {
+				return fmt.Errorf("set conversation visibility: %w", err)
+			}
 		}
 		if p.Status != nil && *p.Status != cur.Status {
 			if cur.ActiveRequestID != nil {
@@ -193,4 +207,21 @@ func (s *Store) DeleteConversation(ctx context.Context, p store.DeleteConversati
 		return err
 	})
 	return c, err
+}
+
+// ownerOr is a conversation's owner: the creating principal, or the
+// bootstrap owner for a conversation created without one.
+func ownerOr(name string) string {
+	if name == "" {
+		return protocol.OwnerPrincipal
+	}
+	return name
+}
+
+// visibilityOr is a new conversation's visibility: team unless asked.
+func visibilityOr(v string) string {
+	if v == "" {
+		return protocol.VisibilityTeam
+	}
+	return v
 }

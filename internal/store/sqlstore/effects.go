@@ -117,6 +117,11 @@ func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.E
 			p.Status, ts(p.Now), p.RejectionCode, p.ClientRoute, p.ID); err != nil {
 			return fmt.Errorf("ack effect: %w", err)
 		}
+		if p.Audit != nil {
+			if _, err := appendAdminEvent(ctx, tx, *p.Audit); err != nil {
+				return err
+			}
+		}
 		e, err = getEffect(ctx, tx, p.ID)
 		return err
 	})

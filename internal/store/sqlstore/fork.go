@@ -105,9 +105,11 @@ func (s *Store) ForkConversation(ctx context.Context, p store.ForkConversationPa
 			title = src.Title
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_conversations
-			(id, project, title, status, next_sequence, created_at, updated_at, model, forked_from_id, forked_from_sequence, forked_through)
-			VALUES (?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?)`,
-			p.ID, src.Project, title, copied+1, ts(p.Now), ts(p.Now), src.Model, src.ID, upTo, copied); err != nil {
+			(id, project, title, status, next_sequence, created_at, updated_at, model, forked_from_id, forked_from_sequence, forked_through,
+			 owner, visibility)
+			VALUES (?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.ID, src.Project, title, copied+1, ts(p.Now), ts(p.Now), src.Model, src.ID, upTo, copied,
+			ownerOr(p.Owner), src.Visibility); err != nil {
 			return fmt.Errorf("create fork: %w", err)
 		}
 		if upTo >= start {

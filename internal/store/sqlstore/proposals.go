@@ -144,6 +144,10 @@ func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) 
 		query += ` AND request_id = ?`
 		args = append(args, p.RequestID)
 	}
+	if p.VisibleTo != "" {
+		query += ` AND conversation_id IN (SELECT id FROM studio_operator_conversations WHERE visibility = 'team' OR owner = ?)`
+		args = append(args, p.VisibleTo)
+	}
 	if len(p.Statuses) > 0 {
 		query += ` AND status IN (?` + strings.Repeat(`, ?`, len(p.Statuses)-1) + `)`
 		for _, st := range p.Statuses {

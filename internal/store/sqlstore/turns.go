@@ -116,6 +116,11 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 			return err
 		}
 		f = frames[0]
+		if p.Audit != nil {
+			if _, err := appendAdminEvent(ctx, tx, *p.Audit); err != nil {
+				return err
+			}
+		}
 		tx.touch(p.ConversationID)
 		t, err = getTurn(ctx, tx, p.RequestID)
 		return err
