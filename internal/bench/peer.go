@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -262,16 +262,16 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 
 // runPeer runs the peer after the daemon's frame latency runs, one run for
 // each of them.
-func runPeer(ctx context.Context, o benchOptions, dir string, res *benchResult, p progress) error {
-	c, err := startCentrifugo(ctx, o.centrifugo, dir)
+func runPeer(ctx context.Context, o Options, dir string, res *Result, p progress) error {
+	c, err := startCentrifugo(ctx, o.Centrifugo, dir)
 	if err != nil {
 		return err
 	}
 	defer c.stop()
 	p.say("centrifugo: pid %d at %s", c.cmd.Process.Pid, c.base)
 	for _, lr := range res.Latency {
-		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s offered for %s", lr.Streams, lr.Conversations, lr.TokensPerSec, byteSize(lr.FrameBytes), o.duration)
-		pr, err := c.latency(ctx, lr, o.duration)
+		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s offered for %s", lr.Streams, lr.Conversations, lr.TokensPerSec, byteSize(lr.FrameBytes), o.Duration)
+		pr, err := c.latency(ctx, lr, o.Duration)
 		if err != nil {
 			return err
 		}
