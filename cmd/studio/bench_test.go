@@ -31,8 +31,12 @@ func TestProcessBenchQuick(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
 	}
-	if res.FsyncPerSec <= 0 || len(res.Appends) != 2 || res.Appends[1].PerSec <= 0 || res.Appends[1].RatioToFsync <= 0 {
+	if res.FsyncPerSec <= 0 || len(res.Appends) != 3 || res.Appends[1].PerSec <= 0 || res.Appends[1].RatioToFsync <= 0 {
 		t.Fatalf("fsync and appends not measured: %+v", res)
+	}
+	// The bandwidth probe, and 8 KiB frames by 8 conversations against it.
+	if big := res.Appends[2]; res.DiskBytesPerSec <= 0 || big.FrameBytes != bench.BigFrame || big.Conversations != 8 || big.BytesPerSec <= 0 || big.RatioToDisk <= 0 {
+		t.Fatalf("disk bandwidth or large appends not measured: %.0f B/s, %+v", res.DiskBytesPerSec, big)
 	}
 	if res.Idle.Streams != 40 || res.Idle.StoreReadsWhileIdle != 0 {
 		t.Fatalf("idle: %+v, want 40 streams and no store read", res.Idle)
@@ -50,7 +54,7 @@ func TestProcessBenchQuick(t *testing.T) {
 		if l.Streams != want.streams || l.StreamsPerConv != want.perConv || l.FrameBytes != want.bytes || l.Conversations != want.streams/want.perConv {
 			t.Errorf("run %d: %+v, want %d streams, %d per conversation, %d-byte tokens", i, l, want.streams, want.perConv, want.bytes)
 		}
-		if l.Frames == 0 || l.FrameP50Ms <= 0 || l.FrameP99Ms <= 0 || l.FramesPerSec <= 0 || l.DeliveriesSec <= 0 || l.OfferedSec <= 0 {
+		if l.Frames == 0 || l.BytesPerSec <= 0 || l.RatioToDisk <= 0 || l.FrameP50Ms <= 0 || l.FrameP99Ms <= 0 || l.FramesPerSec <= 0 || l.DeliveriesSec <= 0 || l.OfferedSec <= 0 {
 			t.Errorf("run %d not measured: %+v", i, l)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,24 +21,51 @@ import (
 // fsyncRate is how many write+fsync pairs a file in dir takes per second:
 // the most durable commits the disk allows one writer.
 func fsyncRate(dir string, d time.Duration) (float64, error) {
+	n, _, err := syncLoop(dir, 512, d)
+	return n, err
+}
+
+// BandwidthWrite is what each fsync of the bandwidth probe carries: enough
+// that the disk's transfer rate, not its flush latency, bounds the loop.
+const BandwidthWrite = 512 << 10
+
+// diskBandwidth is the bytes per second a file in dir takes when each
+// fsync carries BandwidthWrite bytes: the most a durable writer that fills
+// its commits can hope for.
+func diskBandwidth(dir string, d time.Duration) (float64, error) {
+	_, bytes, err := syncLoop(dir, BandwidthWrite, d)
+	return bytes, err
+}
+
+// syncLoopSpan is where syncLoop's file wraps around: the loop keeps
+// writing new blocks (as a log does) without filling the disk.
+const syncLoopSpan = 64 << 20
+
+// syncLoop writes size bytes then fsyncs, in a loop for d, and returns the
+// pairs and the bytes per second.
+func syncLoop(dir string, size int, d time.Duration) (perSec, bytesPerSec float64, err error) {
 	f, err := os.CreateTemp(dir, "fsync-*")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	buf := bytes.Repeat([]byte{'x'}, 512)
-	n, start := 0, time.Now()
+	buf := bytes.Repeat([]byte{'x'}, size)
+	n, off, start := 0, int64(0), time.Now()
 	for time.Since(start) < d {
-		if _, err := f.Write(buf); err != nil {
-			return 0, err
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return 0, 0, err
 		}
 		if err := f.Sync(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		n++
+		if off += int64(size); off+int64(size) > syncLoopSpan {
+			off = 0
+		}
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	secs := time.Since(start).Seconds()
+	return float64(n) / secs, float64(n) * float64(size) / secs, nil
 }
 
 func openBenchStore(ctx context.Context, path string) (*sqlite.Store, error) {
@@ -83,8 +111,9 @@ func activeConversations(ctx context.Context, st store.Store, n int) ([][2]strin
 }
 
 // appendRate is durable appends per second (one frame per AppendFrames,
-// each returned after its commit) by n concurrent conversations.
-func appendRate(ctx context.Context, path string, n int, d time.Duration) (float64, error) {
+// each returned after its commit) by n concurrent conversations, each
+// frame's text padded to size bytes (0: a line of ordinary length).
+func appendRate(ctx context.Context, path string, n, size int, d time.Duration) (float64, error) {
 	st, err := openBenchStore(ctx, path)
 	if err != nil {
 		return 0, err
@@ -95,7 +124,11 @@ func appendRate(ctx context.Context, path string, n int, d time.Duration) (float
 	if err != nil {
 		return 0, err
 	}
-	frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: protocol.RoleAssistant}}}
+	text := "a line of model output of ordinary length, streamed."
+	if size > len(text) {
+		text += strings.Repeat("x", size-len(text))
+	}
+	frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: text, Format: "markdown", Role: protocol.RoleAssistant}}}
 	var count atomic.Int64
 	var failed atomic.Value
 	start := time.Now()

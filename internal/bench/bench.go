@@ -1,6 +1,7 @@
 // Package bench measures a studio daemon against this machine's own disk:
-// the write+fsync rate of the data directory's file system is the
-// physical limit every durable figure is compared with. Run (`studio
+// the write+fsync rate and the write bandwidth (512 KiB per fsync) of the
+// data directory's file system are the physical limits every durable
+// figure is compared with. Run (`studio
 // bench`) writes SQLite files in a directory of its own, starts a daemon
 // (the running binary, `studio serve`, with the script model) on
 // loopback, drives it through its public API, stops it, and returns what
@@ -15,9 +16,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 )
+
+// BigFrame is the size of the large frames of the bandwidth runs.
+const BigFrame = 8 << 10
 
 // Options are the flags of `studio bench`.
 type Options struct {
@@ -46,18 +51,24 @@ type Result struct {
 		GoVersion string `json:"goVersion"`
 		Dir       string `json:"dir"`
 	} `json:"machine"`
-	FsyncPerSec float64        `json:"fsyncPerSec"`
-	Appends     []appendResult `json:"appends"`
-	Latency     []latencyRun   `json:"latency"`
-	Idle        idleResult     `json:"idle"`
-	Replay      replayResult   `json:"replay"`
-	Peer        []peerRun      `json:"centrifugo,omitempty"`
+	FsyncPerSec float64 `json:"fsyncPerSec"`
+	// DiskBytesPerSec is the bandwidth probe: BandwidthWrite bytes per
+	// fsync, the most the disk takes from one durable writer.
+	DiskBytesPerSec float64        `json:"diskWriteBytesPerSec"`
+	Appends         []appendResult `json:"appends"`
+	Latency         []latencyRun   `json:"latency"`
+	Idle            idleResult     `json:"idle"`
+	Replay          replayResult   `json:"replay"`
+	Peer            []peerRun      `json:"centrifugo,omitempty"`
 }
 
 type appendResult struct {
 	Conversations int     `json:"conversations"`
+	FrameBytes    int     `json:"frameBytes,omitempty"` // 0: a line of ordinary length
 	PerSec        float64 `json:"appendsPerSec"`
 	RatioToFsync  float64 `json:"ratioToFsync"`
+	BytesPerSec   float64 `json:"bytesPerSec,omitempty"`
+	RatioToDisk   float64 `json:"ratioToDiskBandwidth,omitempty"`
 }
 
 type latencyRun struct {
@@ -79,6 +90,11 @@ type latencyRun struct {
 	TokenP99Ms     float64 `json:"tokenP99Ms"`
 	TokenP999Ms    float64 `json:"tokenP999Ms"`
 	StoreReadsPerF float64 `json:"storeReadsPerFrame"`
+	// BytesPerSec is the frames' text delivered per second on one stream
+	// of each conversation (what the daemon stored), and RatioToDisk its
+	// share of the disk's bandwidth in the same run.
+	BytesPerSec float64 `json:"bytesPerSec"`
+	RatioToDisk float64 `json:"ratioToDiskBandwidth"`
 }
 
 type idleResult struct {
@@ -133,14 +149,36 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	res.FsyncPerSec = fs
 	p.say("fsync: %.0f/s", fs)
 
+	p.say("disk: write+fsync loop of %s per fsync", byteSize(BandwidthWrite))
+	bw, err := diskBandwidth(dir, min(o.Duration, 3*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	res.DiskBytesPerSec = bw
+	p.say("disk: %.1f MB/s", bw/1e6)
+
 	for _, n := range o.Conversations {
 		p.say("appends: %d concurrent conversations for %s", n, o.Duration)
-		rate, err := appendRate(ctx, filepath.Join(dir, fmt.Sprintf("appends-%d.db", n)), n, o.Duration)
+		rate, err := appendRate(ctx, filepath.Join(dir, fmt.Sprintf("appends-%d.db", n)), n, 0, o.Duration)
 		if err != nil {
 			return nil, err
 		}
 		res.Appends = append(res.Appends, appendResult{Conversations: n, PerSec: rate, RatioToFsync: rate / fs})
 		p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
+	}
+	// Large frames, against the disk's bandwidth: as many conversations as
+	// the largest small-frame run, at most 100.
+	if len(o.Conversations) > 0 {
+		n := min(100, slices.Max(o.Conversations))
+		p.say("appends: %d concurrent conversations of %s frames for %s", n, byteSize(BigFrame), o.Duration)
+		rate, err := appendRate(ctx, filepath.Join(dir, fmt.Sprintf("appends-big-%d.db", n)), n, BigFrame, o.Duration)
+		if err != nil {
+			return nil, err
+		}
+		a := appendResult{Conversations: n, FrameBytes: BigFrame, PerSec: rate, RatioToFsync: rate / fs, BytesPerSec: rate * BigFrame}
+		a.RatioToDisk = a.BytesPerSec / bw
+		res.Appends = append(res.Appends, a)
+		p.say("appends: %.0f/s, %.1f MB/s (%.3f x the disk's bandwidth)", rate, a.BytesPerSec/1e6, a.RatioToDisk)
 	}
 
 	daemonDir := filepath.Join(dir, "daemon")
@@ -197,6 +235,8 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		lr.BytesPerSec = lr.FramesPerSec * float64(lr.FrameBytes)
+		lr.RatioToDisk = lr.BytesPerSec / res.DiskBytesPerSec
 		res.Latency = append(res.Latency, lr)
 		p.say("latency: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
 			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
