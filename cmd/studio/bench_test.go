@@ -31,11 +31,14 @@ func TestProcessBenchQuick(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
 	}
-	if res.FsyncPerSec <= 0 || len(res.Appends) != 3 || res.Appends[1].PerSec <= 0 || res.Appends[1].RatioToFsync <= 0 {
+	if res.FsyncPerSec <= 0 || len(res.Appends) != 4 || res.Appends[1].PerSec <= 0 || res.Appends[1].RatioToFsync <= 0 {
 		t.Fatalf("fsync and appends not measured: %+v", res)
 	}
 	// The bandwidth probe, and 8 KiB frames by 8 conversations against it.
-	if big := res.Appends[2]; res.DiskBytesPerSec <= 0 || big.FrameBytes != bench.BigFrame || big.Conversations != 8 || big.BytesPerSec <= 0 || big.RatioToDisk <= 0 {
+	if pl := res.Appends[2]; !pl.Pipelined || pl.Conversations != 1 || pl.PerSec <= 0 {
+		t.Fatalf("pipelined appends not measured: %+v", pl)
+	}
+	if big := res.Appends[3]; res.DiskBytesPerSec <= 0 || big.FrameBytes != bench.BigFrame || big.Conversations != 8 || big.BytesPerSec <= 0 || big.RatioToDisk <= 0 {
 		t.Fatalf("disk bandwidth or large appends not measured: %.0f B/s, %+v", res.DiskBytesPerSec, big)
 	}
 	if res.Idle.Streams != 40 || res.Idle.StoreReadsWhileIdle != 0 {

@@ -152,6 +152,71 @@ func appendRate(ctx context.Context, path string, n, size int, d time.Duration) 
 	return float64(count.Load()) / time.Since(start).Seconds(), nil
 }
 
+// pipelinedRate is durable frames per second of one conversation whose
+// turn does not wait for each commit, as a turn's owner appends: a
+// producer queues frames as fast as it makes them, and one append at a
+// time stores everything queued since the last one. Each frame is still
+// on disk before AppendFrames returns it (and before any stream sees it).
+func pipelinedRate(ctx context.Context, path string, d time.Duration) (float64, error) {
+	st, err := openBenchStore(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(path)
+	defer st.Close()
+	convs, err := activeConversations(ctx, st, 1)
+	if err != nil {
+		return 0, err
+	}
+	frame := store.NewFrame{Payload: protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: protocol.RoleAssistant}}
+	const maxQueued = 1024 // the owner's bound (coordinator's maxQueuedFrames)
+	var mu sync.Mutex
+	ready := sync.NewCond(&mu)
+	queued, stop := 0, false
+	go func() { // the producer
+		for {
+			mu.Lock()
+			for queued >= maxQueued && !stop {
+				ready.Wait()
+			}
+			if stop {
+				mu.Unlock()
+				return
+			}
+			queued++
+			ready.Broadcast()
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		stop = true
+		ready.Broadcast()
+		mu.Unlock()
+	}()
+	stored, start := 0, time.Now()
+	batch := make([]store.NewFrame, 0, maxQueued)
+	for time.Since(start) < d {
+		mu.Lock()
+		for queued == 0 {
+			ready.Wait()
+		}
+		n := queued
+		queued = 0
+		ready.Broadcast()
+		mu.Unlock()
+		batch = batch[:0]
+		for range n {
+			batch = append(batch, frame)
+		}
+		if _, err := st.AppendFrames(ctx, store.AppendFramesParams{ConversationID: convs[0][0], RequestID: convs[0][1], Frames: batch, Now: time.Now()}); err != nil {
+			return 0, err
+		}
+		stored += n
+	}
+	return float64(stored) / time.Since(start).Seconds(), nil
+}
+
 // prepareReplay writes the daemon's database with one conversation of n
 // frames, and times reading it back from the store alone.
 func prepareReplay(ctx context.Context, daemonDir string, n int) (string, float64, error) {

@@ -63,12 +63,15 @@ type Result struct {
 }
 
 type appendResult struct {
-	Conversations int     `json:"conversations"`
-	FrameBytes    int     `json:"frameBytes,omitempty"` // 0: a line of ordinary length
-	PerSec        float64 `json:"appendsPerSec"`
-	RatioToFsync  float64 `json:"ratioToFsync"`
-	BytesPerSec   float64 `json:"bytesPerSec,omitempty"`
-	RatioToDisk   float64 `json:"ratioToDiskBandwidth,omitempty"`
+	Conversations int `json:"conversations"`
+	FrameBytes    int `json:"frameBytes,omitempty"` // 0: a line of ordinary length
+	// Pipelined: frames queued while the previous append commits, each
+	// append storing the queue (as a turn's owner appends).
+	Pipelined    bool    `json:"pipelined,omitempty"`
+	PerSec       float64 `json:"appendsPerSec"`
+	RatioToFsync float64 `json:"ratioToFsync"`
+	BytesPerSec  float64 `json:"bytesPerSec,omitempty"`
+	RatioToDisk  float64 `json:"ratioToDiskBandwidth,omitempty"`
 }
 
 type latencyRun struct {
@@ -166,6 +169,13 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 		res.Appends = append(res.Appends, appendResult{Conversations: n, PerSec: rate, RatioToFsync: rate / fs})
 		p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
 	}
+	p.say("appends: 1 conversation, pipelined, for %s", o.Duration)
+	rate, err := pipelinedRate(ctx, filepath.Join(dir, "appends-pipelined.db"), o.Duration)
+	if err != nil {
+		return nil, err
+	}
+	res.Appends = append(res.Appends, appendResult{Conversations: 1, Pipelined: true, PerSec: rate, RatioToFsync: rate / fs})
+	p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
 	// Large frames, against the disk's bandwidth: as many conversations as
 	// the largest small-frame run, at most 100.
 	if len(o.Conversations) > 0 {

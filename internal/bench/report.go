@@ -24,6 +24,10 @@ func Print(w io.Writer, r *Result) {
 			fmt.Fprintf(tw, "durable appends, %d conversations, %s frames\t%.0f/s\t%.1f MB/s\t%.3f x the disk's bandwidth\n", a.Conversations, byteSize(a.FrameBytes), a.PerSec, a.BytesPerSec/1e6, a.RatioToDisk)
 			continue
 		}
+		if a.Pipelined {
+			fmt.Fprintf(tw, "durable frames, 1 conversation, pipelined\t%.0f/s\t%.2f x fsync\n", a.PerSec, a.RatioToFsync)
+			continue
+		}
 		fmt.Fprintf(tw, "durable appends, %d conversations\t%.0f/s\t%.2f x fsync\n", a.Conversations, a.PerSec, a.RatioToFsync)
 	}
 	for _, l := range r.Latency {
