@@ -41,7 +41,9 @@ func BenchmarkAppender(b *testing.B) {
 				_, err := st.AppendFrames(ctx, store.AppendFramesParams{ConversationID: turn.ConversationID, RequestID: turn.RequestID,
 					Frames: frames, Now: storetest.Epoch})
 				return err
-			}, func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), time.Minute) })
+			}, func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), time.Minute)
+			})
 			frame := []protocol.Payload{protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: protocol.RoleAssistant}}
 			for b.Loop() {
 				if queued, _ := a.push(frame); sync || queued >= maxQueuedFrames {
