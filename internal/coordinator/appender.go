@@ -21,16 +21,32 @@ import (
 // needs it: before any other write of the turn (a proposal becoming
 // confirmable, a decision, the start of a round, the end of the turn with
 // its done frame: every write through durable, and finish), before a tool
-// runs, and when too many frames wait. A pipelined append that fails is
-// taken over by the owner at its next emit or settle: a transient failure
-// is ridden out by durable as any write is (a commit of unknown outcome
-// first looked for), a fence stops the owner (lost), anything else ends
-// the turn as service_failure. Frames that never committed were never
+// runs, and when too many frames or bytes wait. A pipelined append that
+// fails is taken over by the owner at its next emit or settle: a transient
+// failure is ridden out by durable as any write is (a commit of unknown
+// outcome first looked for), a fence stops the owner (lost), anything else
+// ends the turn as service_failure. Frames that never committed were never
 // streamed, so no client saw what a failure loses.
 
-// maxQueuedFrames bounds what a turn may have waiting for the store before
-// emit waits for it.
-const maxQueuedFrames = 1024
+// maxQueuedFrames and maxQueuedBytes bound what a turn may have waiting
+// for the store before emit waits for it: the model is slowed to the
+// store's pace instead of frames piling up (a frame's latency to its
+// clients grows with the queue ahead of it: 8 KiB frames offered faster
+// than the disk takes them queued seconds' worth under a frame bound
+// alone).
+const (
+	maxQueuedFrames = 1024
+	maxQueuedBytes  = 256 << 10
+)
+
+// payloadBytes is about what p takes in the store: its text, or a fixed
+// guess for the small structured payloads.
+func payloadBytes(p protocol.Payload) int {
+	if t, ok := p.(protocol.TextPayload); ok {
+		return len(t.Content) + 64
+	}
+	return 256
+}
 
 // appender carries a turn's frames to the store, one append in flight.
 type appender struct {
@@ -40,6 +56,7 @@ type appender struct {
 	mu     sync.Mutex
 	idle   *sync.Cond
 	queue  []protocol.Payload // waiting for the next append
+	bytes  int                // payloadBytes of queue
 	busy   bool               // the append goroutine runs
 	err    error              // the failure that stopped the goroutine
 	failed []protocol.Payload // what the failed append carried
@@ -52,20 +69,23 @@ func newAppender(write func(ctx context.Context, payloads []protocol.Payload) er
 }
 
 // push queues payloads and starts an append if none is in flight; it
-// reports how many payloads wait, and false when a failure waits for the
-// owner (nothing is started until it settles).
-func (a *appender) push(payloads []protocol.Payload) (queued int, ok bool) {
+// reports whether the queue is within its bounds, false too when a
+// failure waits for the owner (nothing is started until it settles).
+func (a *appender) push(payloads []protocol.Payload) (ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.queue = append(a.queue, payloads...)
+	for _, p := range payloads {
+		a.bytes += payloadBytes(p)
+	}
 	if a.err != nil {
-		return len(a.queue), false
+		return false
 	}
 	if !a.busy {
 		a.busy = true
 		go a.run()
 	}
-	return len(a.queue), true
+	return len(a.queue) < maxQueuedFrames && a.bytes < maxQueuedBytes
 }
 
 // run appends what is queued, batch after batch, until nothing is left or
@@ -74,7 +94,7 @@ func (a *appender) run() {
 	a.mu.Lock()
 	for len(a.queue) > 0 {
 		batch := a.queue
-		a.queue = nil
+		a.queue, a.bytes = nil, 0
 		a.mu.Unlock()
 		ctx, cancel := a.ctx()
 		err := a.write(ctx, batch)
@@ -101,7 +121,7 @@ func (a *appender) wait() (err error, failed, queued []protocol.Payload) {
 		a.idle.Wait()
 	}
 	err, failed, queued = a.err, a.failed, a.queue
-	a.err, a.failed, a.queue = nil, nil, nil
+	a.err, a.failed, a.queue, a.bytes = nil, nil, nil, 0
 	return err, failed, queued
 }
 
@@ -139,9 +159,9 @@ func appendFrames(ctx context.Context, c *Coordinator, convID, reqID string, pay
 // append ends the turn as service_failure, and a write refused by the fence
 // stops the owner (lost).
 func (o *owner) emit(payloads ...protocol.Payload) *protocol.Error {
-	queued, ok := o.app.push(payloads)
+	ok := o.app.push(payloads)
 	o.frames += len(payloads)
-	if ok && queued < maxQueuedFrames {
+	if ok {
 		return nil
 	}
 	if err := o.settle(); err != nil {

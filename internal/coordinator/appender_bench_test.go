@@ -46,7 +46,7 @@ func BenchmarkAppender(b *testing.B) {
 			})
 			frame := []protocol.Payload{protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: protocol.RoleAssistant}}
 			for b.Loop() {
-				if queued, _ := a.push(frame); sync || queued >= maxQueuedFrames {
+				if ok := a.push(frame); sync || !ok {
 					if err, _, _ := a.wait(); err != nil {
 						b.Fatal(err)
 					}
