@@ -2,9 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"math"
 	"os/exec"
 	"testing"
+
+	"github.com/studio/operator/internal/bench"
 )
 
 // TestProcessBenchQuick runs `studio bench` small, end to end (its own
@@ -26,12 +27,19 @@ func TestProcessBenchQuick(t *testing.T) {
 		}
 		t.Fatalf("bench: %v\n%s", err, stderr)
 	}
-	var res benchResult
+	var res bench.Result
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
 	}
-	if res.FsyncPerSec <= 0 || len(res.Appends) != 2 || res.Appends[1].PerSec <= 0 || res.Appends[1].RatioToFsync <= 0 {
+	if res.FsyncPerSec <= 0 || len(res.Appends) != 4 || res.Appends[1].PerSec <= 0 || res.Appends[1].RatioToFsync <= 0 {
 		t.Fatalf("fsync and appends not measured: %+v", res)
+	}
+	// The bandwidth probe, and 8 KiB frames by 8 conversations against it.
+	if pl := res.Appends[2]; !pl.Pipelined || pl.Conversations != 1 || pl.PerSec <= 0 {
+		t.Fatalf("pipelined appends not measured: %+v", pl)
+	}
+	if big := res.Appends[3]; res.DiskBytesPerSec <= 0 || big.FrameBytes != bench.BigFrame || big.Conversations != 8 || big.BytesPerSec <= 0 || big.RatioToDisk <= 0 {
+		t.Fatalf("disk bandwidth or large appends not measured: %.0f B/s, %+v", res.DiskBytesPerSec, big)
 	}
 	if res.Idle.Streams != 40 || res.Idle.StoreReadsWhileIdle != 0 {
 		t.Fatalf("idle: %+v, want 40 streams and no store read", res.Idle)
@@ -44,60 +52,13 @@ func TestProcessBenchQuick(t *testing.T) {
 	}
 	// The frame runs: 10 small-token streams per conversation; 1 per
 	// conversation with 8 KiB tokens; 1 conversation -> 5 streams; saturation.
-	for i, want := range []struct{ streams, perConv, bytes int }{{20, 10, stampBytes}, {4, 1, 8192}, {5, 5, stampBytes}, {20, 10, stampBytes}} {
+	for i, want := range []struct{ streams, perConv, bytes int }{{20, 10, bench.StampBytes}, {4, 1, 8192}, {5, 5, bench.StampBytes}, {20, 10, bench.StampBytes}} {
 		l := res.Latency[i]
 		if l.Streams != want.streams || l.StreamsPerConv != want.perConv || l.FrameBytes != want.bytes || l.Conversations != want.streams/want.perConv {
 			t.Errorf("run %d: %+v, want %d streams, %d per conversation, %d-byte tokens", i, l, want.streams, want.perConv, want.bytes)
 		}
-		if l.Frames == 0 || l.FrameP50Ms <= 0 || l.FrameP99Ms <= 0 || l.FramesPerSec <= 0 || l.DeliveriesSec <= 0 || l.OfferedSec <= 0 {
+		if l.Frames == 0 || l.BytesPerSec <= 0 || l.RatioToDisk <= 0 || l.FrameP50Ms <= 0 || l.FrameP99Ms <= 0 || l.FramesPerSec <= 0 || l.DeliveriesSec <= 0 || l.OfferedSec <= 0 {
 			t.Errorf("run %d not measured: %+v", i, l)
 		}
-	}
-}
-
-func TestParseLatencyRun(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		spec                  string
-		convs, perConv, bytes int
-		offered               float64
-	}{
-		{"100@1000", 10, 10, stampBytes, 1000},
-		{"10000@2000", 1000, 10, stampBytes, 2000},
-		{"100@20000/1x8192", 100, 1, 8192, 20000},
-		{"100@1000/100", 1, 100, stampBytes, 1000},
-		{"1000@50000", 100, 10, stampBytes, 50000},
-		{"5@100", 1, 5, stampBytes, 100},               // fewer streams than 10: one conversation
-		{"1@4000/1x9000", 1, 1, 9000, 4000},            // 4 tokens per 1 ms step
-		{"25@300/10", 2, 10, stampBytes, 2 * 1000 / 7}, // the script's whole-millisecond pace
-	} {
-		r, err := parseLatencyRun(tc.spec)
-		if err != nil {
-			t.Errorf("%s: %v", tc.spec, err)
-			continue
-		}
-		if r.convs != tc.convs || r.perConv != tc.perConv || r.bytes != tc.bytes || math.Abs(r.offered()-tc.offered) > 1 {
-			t.Errorf("%s: %d conversations x %d streams, %d bytes, %.0f/s offered; want %d x %d, %d, %.0f",
-				tc.spec, r.convs, r.perConv, r.bytes, r.offered(), tc.convs, tc.perConv, tc.bytes, tc.offered)
-		}
-	}
-	for _, spec := range []string{"", "100", "100@", "@100", "0@100", "100@0", "100@-5", "100@1000/0", "100@1000/101", "100@1000/x", "100@1000x20", "100@1000xx", "100@1000/1x"} {
-		if _, err := parseLatencyRun(spec); err == nil {
-			t.Errorf("%q: no error", spec)
-		}
-	}
-	// The defaults carry the runs of issue 12's table.
-	runs, err := latencyRuns(benchOptions{latency: defaultLatencyRuns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hundredBy1Big, oneTo100, saturation bool
-	for _, r := range runs {
-		hundredBy1Big = hundredBy1Big || r.convs == 100 && r.perConv == 1 && r.bytes == 8192
-		oneTo100 = oneTo100 || r.convs == 1 && r.perConv == 100
-		saturation = saturation || r.convs*r.perConv == 1000 && r.offered() >= 30000
-	}
-	if !hundredBy1Big || !oneTo100 || !saturation {
-		t.Errorf("default runs %+v: 100 x 1 with 8 KiB %v, 1 -> 100 %v, saturation at 1 000 streams %v", runs, hundredBy1Big, oneTo100, saturation)
 	}
 }

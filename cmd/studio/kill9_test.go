@@ -21,14 +21,35 @@ import (
 // only after the commit that makes it durable.
 func TestProcessKill9UnderSaturatedAppends(t *testing.T) {
 	t.Parallel()
-	const conversations, killAfter = 24, 1500
 	var steps []string
 	for i := range 3000 {
 		steps = append(steps, fmt.Sprintf(`{"text":"token-%d "},{"sleepMs":1}`, i))
 	}
-	scriptPath := writeScript(t, `{"turns":[{"steps":[`+strings.Join(steps, ",")+`]}]}`)
+	kill9UnderLoad(t, `{"turns":[{"steps":[`+strings.Join(steps, ",")+`]}]}`, 24, 1500, "--text-flush", "1ms", "--workers", "64")
+}
+
+// TestProcessKill9UnderPipelinedAppends: the same kill while a few turns
+// produce frames far faster than commits come (8 KiB texts, each a frame
+// at once, no pause), so each append carries the many frames its turn
+// queued while the previous one committed. What a client received is on
+// disk all the same.
+func TestProcessKill9UnderPipelinedAppends(t *testing.T) {
+	t.Parallel()
+	chunk := strings.Repeat("p", 8<<10)
+	var steps []string
+	for range 2000 {
+		steps = append(steps, `{"text":"`+chunk+`"}`)
+	}
+	kill9UnderLoad(t, `{"turns":[{"steps":[`+strings.Join(steps, ",")+`]}]}`, 4, 800, "--workers", "8")
+}
+
+// kill9UnderLoad starts a daemon with the script, submits a turn on each
+// of conversations, kills the daemon once clients received killAfter
+// frames, and checks the database against what they received.
+func kill9UnderLoad(t *testing.T, script string, conversations int, killAfter int64, flags ...string) {
+	scriptPath := writeScript(t, script)
 	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir, "--model", "script:"+scriptPath, "--text-flush", "1ms", "--workers", "64")
+	d := startDaemon(t, dataDir, append([]string{"--model", "script:" + scriptPath}, flags...)...)
 	ctx := testCtx(t)
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -135,7 +156,7 @@ func TestProcessKill9UnderSaturatedAppends(t *testing.T) {
 			checked++
 		}
 	}
-	if checked < killAfter {
+	if int64(checked) < killAfter {
 		t.Fatalf("checked %d received frames, want at least %d", checked, killAfter)
 	}
 }

@@ -35,7 +35,18 @@ const (
 // turn or the shutdown's deadline also ends the wait. landed, when set, is
 // asked before a retry that follows a commit of unknown outcome: true
 // means the first try committed.
+//
+// The turn's pipelined frames are settled first (appender.go): a write
+// comes after every frame the turn emitted before it.
 func (o *owner) durable(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
+	if err := o.settle(); err != nil {
+		return err
+	}
+	return o.durableWrite(what, write, landed)
+}
+
+// durableWrite is durable without settling the turn's frames first.
+func (o *owner) durableWrite(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
 	c := o.c
 	start := time.Now()
 	wait := c.cfg.OutageBackoff

@@ -17,8 +17,8 @@ func (o *owner) ending(status store.TurnStatus, perr *protocol.Error) step {
 	}
 }
 
-// finish ends the turn durably: its open proposals are closed (audited as
-// denied), an indeterminate audit row still owed is written, then the
+// finish ends the turn durably: its pipelined frames are settled, its
+// open proposals are closed (audited as denied), an indeterminate audit row still owed is written, then the
 // optional error frame and the done frame, the terminal status and the
 // release of the conversation commit together (store.FinishTurn). A store
 // that refuses is retried with capped backoff until the end is durable;
@@ -33,6 +33,19 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 	if o.fenced { // another daemon owns the turn now: it ends it
 		o.answerCancels()
 		return
+	}
+	// Every frame the turn emitted is durable before its done frame.
+	if err := o.settle(); err != nil {
+		if store.IsFenced(err) {
+			o.lost("append frames", err)
+			o.answerCancels()
+			return
+		}
+		if status == store.TurnCompleted {
+			// Frames of the answer never reached the store: the turn did not
+			// complete (no client saw them).
+			status, perr = store.TurnFailed, c.serviceError("append frames", err)
+		}
 	}
 	wait := c.cfg.EndRetryBackoff
 	for {

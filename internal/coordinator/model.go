@@ -498,29 +498,6 @@ func pump(ctx context.Context, stream func(context.Context) iter.Seq2[model.Even
 	}
 }
 
-// emit appends frames for the turn, riding out a database outage
-// (durable); a failure ends the turn as service_failure, and a write
-// refused by the fence stops the owner (lost).
-func (o *owner) emit(payloads ...protocol.Payload) *protocol.Error {
-	frames := make([]store.NewFrame, len(payloads))
-	for i, p := range payloads {
-		frames[i] = store.NewFrame{Payload: p}
-	}
-	err := o.durable("append frames", func(ctx context.Context) error {
-		_, err := o.c.store.AppendFrames(ctx, store.AppendFramesParams{ConversationID: o.turn.ConversationID,
-			RequestID: o.turn.RequestID, Frames: frames, Now: o.c.now()})
-		return err
-	}, func(ctx context.Context) (bool, error) { return o.framesLanded(ctx, payloads) })
-	if store.IsFenced(err) {
-		o.lost("append frames", err)
-	}
-	if err != nil {
-		return o.c.serviceError("append frames", err)
-	}
-	o.frames += len(frames)
-	return nil
-}
-
 // modelError types whatever a provider returned.
 func modelError(err error) *protocol.Error {
 	var pe *protocol.Error

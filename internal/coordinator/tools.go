@@ -47,6 +47,12 @@ func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot, re
 		out := ended(store.TurnFailed, perr)
 		return callResult{out: &out}
 	}
+	// A tool runs only after the turn's frames, its call included, are
+	// durable.
+	if err := o.settle(); err != nil {
+		out := ended(store.TurnFailed, o.frameFailure(err))
+		return callResult{out: &out}
+	}
 	res := protocol.ToolResultPayload{CallID: call.ID}
 	var err error
 	switch {

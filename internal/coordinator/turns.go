@@ -161,6 +161,7 @@ func (c *Coordinator) startOwnerWith(t store.Turn, from phase, slot *ticket, set
 	ctx, cancel := context.WithCancelCause(c.base)
 	o := &owner{c: c, turn: t, convID: t.ConversationID, ctx: ctx, cancelCtx: cancel, slot: slot, phase: from, since: time.Now(),
 		box: mailbox{sig: make(chan struct{}, 1)}, retired: make(chan struct{})}
+	o.app = o.newAppender()
 	if set != nil {
 		set(o)
 	}
@@ -315,6 +316,7 @@ type owner struct {
 	slot      *ticket
 	since     time.Time
 	frames    int
+	app       *appender // the turn's frames on their way to the store (appender.go)
 
 	cancelWanted  bool
 	cancelWaiters []chan protocol.Turn
@@ -357,6 +359,7 @@ func (o *owner) run() {
 	for next != nil {
 		next = next()
 	}
+	o.app.wait() // an owner that stopped without settling (lost) leaves no append behind
 	o.retire()
 }
 

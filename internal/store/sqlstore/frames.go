@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -59,25 +60,69 @@ func encodePayloads(payloads []protocol.Payload) ([]encodedPayload, error) {
 	return out, nil
 }
 
-// insertEncoded is insertFrames for payloads encoded already.
+// insertEncoded is insertFrames for payloads encoded already. The rows go
+// in multi-row INSERTs (frameInsertChunks) and the sequence advances once.
 func insertEncoded(ctx context.Context, tx *writeTx, convID, reqID string, next int64, now time.Time, payloads []encodedPayload) ([]store.Frame, error) {
-	out := make([]store.Frame, 0, len(payloads))
+	out := make([]store.Frame, len(payloads))
+	created := ts(now)
 	for i, p := range payloads {
-		f := store.Frame{ConversationID: convID, Sequence: next + int64(i), RequestID: reqID,
-			Type: p.typ, Payload: p.raw, CreatedAt: protocol.Time(ts(now))}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_frames
-			(conversation_id, sequence, request_id, frame_type, payload_json, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			convID, f.Sequence, reqID, string(f.Type), string(p.raw), ts(now)); err != nil {
+		out[i] = store.Frame{ConversationID: convID, Sequence: next + int64(i), RequestID: reqID,
+			Type: p.typ, Payload: p.raw, CreatedAt: protocol.Time(created)}
+	}
+	args := make([]any, 0, frameColumns*min(len(out), frameInsertChunks[0]))
+	for rest := out; len(rest) > 0; {
+		n := frameChunk(len(rest))
+		args = args[:0]
+		for _, f := range rest[:n] {
+			args = append(args, convID, f.Sequence, reqID, string(f.Type), string(f.Payload), created)
+		}
+		if _, err := tx.ExecContext(ctx, frameInserts[n], args...); err != nil {
 			return nil, fmt.Errorf("append frame: %w", err)
 		}
-		out = append(out, f)
+		rest = rest[n:]
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET next_sequence = ?, updated_at = ? WHERE id = ?`,
-		next+int64(len(payloads)), ts(now), convID); err != nil {
+		next+int64(len(payloads)), created, convID); err != nil {
 		return nil, fmt.Errorf("advance sequence: %w", err)
 	}
 	tx.appended = append(tx.appended, out...)
 	return out, nil
+}
+
+// frameColumns is the values of one frame's row.
+const frameColumns = 6
+
+// frameInsertChunks are the row counts of the frame INSERTs, largest
+// first: a few fixed statements the writer keeps prepared, whatever the
+// sizes of the appends (a count of their own would prepare a statement per
+// size). 256 rows are 1 536 values, far below either backend's limit.
+var frameInsertChunks = []int{256, 64, 16, 4, 1}
+
+// frameInserts is the INSERT of n frames, for each n of frameInsertChunks.
+var frameInserts = func() map[int]string {
+	m := make(map[int]string, len(frameInsertChunks))
+	for _, n := range frameInsertChunks {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at) VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?)")
+		}
+		m[n] = b.String()
+	}
+	return m
+}()
+
+// frameChunk is the rows of the next INSERT for n frames still to write.
+func frameChunk(n int) int {
+	for _, c := range frameInsertChunks {
+		if c <= n {
+			return c
+		}
+	}
+	return 1
 }
 
 // callerPayloads are the payloads of frames a caller appends (AppendFrames

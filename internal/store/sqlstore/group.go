@@ -243,22 +243,22 @@ func (g *group) run(batch []*job) (rest []*job) {
 			j.finish(err)
 			continue
 		}
-		if _, err := sqlTx.ExecContext(ctx, `SAVEPOINT logical`); err != nil {
+		if err := bc.exec(sqlTx, `SAVEPOINT logical`); err != nil {
 			j.finish(fmt.Errorf("savepoint: %w", err))
 			return g.abort(sqlTx, batch[i+1:], err)
 		}
 		j.tx = writeTx{conn: conn{tx: sqlTx, d: g.s.d, batch: bc}, locks: &g.s.locks}
 		if err := j.run(); err != nil {
 			j.finish(err)
-			if _, rerr := sqlTx.ExecContext(ctx, `ROLLBACK TO logical`); rerr != nil {
+			if rerr := bc.exec(sqlTx, `ROLLBACK TO logical`); rerr != nil {
 				return g.abort(sqlTx, batch[i+1:], rerr)
 			}
-			if _, rerr := sqlTx.ExecContext(ctx, `RELEASE logical`); rerr != nil {
+			if rerr := bc.exec(sqlTx, `RELEASE logical`); rerr != nil {
 				return g.abort(sqlTx, batch[i+1:], rerr)
 			}
 			continue
 		}
-		if _, err := sqlTx.ExecContext(ctx, `RELEASE logical`); err != nil {
+		if err := bc.exec(sqlTx, `RELEASE logical`); err != nil {
 			j.finish(fmt.Errorf("release savepoint: %w", err))
 			return g.abort(sqlTx, batch[i+1:], err)
 		}
@@ -353,4 +353,17 @@ func (b *batchConn) stmt(tx *sql.Tx, query string) *sql.Stmt {
 		return nil
 	}
 	return st
+}
+
+// exec runs one of the loop's own statements (the savepoints around each
+// logical transaction) prepared, as the transactions' statements are:
+// parsing them twice per logical transaction was a few per cent of the
+// loop.
+func (b *batchConn) exec(tx *sql.Tx, query string) error {
+	if st := b.stmt(tx, query); st != nil {
+		_, err := st.ExecContext(b.ctx)
+		return err
+	}
+	_, err := tx.ExecContext(b.ctx, b.g.s.d.Rebind(query))
+	return err
 }

@@ -11,6 +11,40 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
+// testAppendMany: one append of many frames (a pipelined turn's queue, a
+// backend writing them in several multi-row statements) stores each once,
+// in order, with the sequences that follow, and the next append goes on
+// after them.
+func testAppendMany(t *testing.T, f *fixture) {
+	c, tr := f.running()
+	for _, n := range []int{1, 7, 341} { // 341: 256 + 64 + 16 + 4 + 1
+		before := f.get(c.ID).NextSequence
+		payloads := make([]protocol.Payload, n)
+		for i := range payloads {
+			payloads[i] = text(fmt.Sprintf("frame %d of %d", i, n))
+		}
+		frames, err := f.s.AppendFrames(f.ctx, appendParams(c.ID, tr.RequestID, f.tick(), payloads...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(frames) != n {
+			t.Fatalf("appended %d frames, want %d", len(frames), n)
+		}
+		wantSequences(t, frames, before)
+		stored := f.frames(c.ID)
+		stored = stored[len(stored)-n:]
+		for i, fr := range stored {
+			want, _ := protocol.EncodePayload(payloads[i])
+			if fr.Sequence != before+int64(i) || !jsonEqual(t, fr.Payload, want) {
+				t.Fatalf("stored frame %d of %d: sequence %d payload %s, want %d %s", i, n, fr.Sequence, fr.Payload, before+int64(i), want)
+			}
+		}
+		if g := f.get(c.ID); g.NextSequence != before+int64(n) {
+			t.Fatalf("next_sequence = %d after %d frames from %d", g.NextSequence, n, before)
+		}
+	}
+}
+
 func testAppendActive(t *testing.T, f *fixture) {
 	c, tr := f.running()
 	payloads := []protocol.Payload{

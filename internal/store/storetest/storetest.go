@@ -67,6 +67,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	run("SetTurnContext", testSetTurnContext)
 
 	run("AppendFrames/ActiveRequest", testAppendActive)
+	run("AppendFrames/Many", testAppendMany)
 	run("AppendFrames/NotActive", testAppendNotActive)
 	run("AppendFrames/InvalidPayload", testAppendInvalid)
 	run("AppendFrames/DoneRefused", testAppendDone)

@@ -1,0 +1,294 @@
+// Package bench measures a studio daemon against this machine's own disk:
+// the write+fsync rate and the write bandwidth (512 KiB per fsync) of the
+// data directory's file system are the physical limits every durable
+// figure is compared with. Run (`studio
+// bench`) writes SQLite files in a directory of its own, starts a daemon
+// (the running binary, `studio serve`, with the script model) on
+// loopback, drives it through its public API, stops it, and returns what
+// it measured; Print writes it as a table. RunLoad (`studio operator
+// load`) drives a running daemon's turns.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// BigFrame is the size of the large frames of the bandwidth runs.
+const BigFrame = 8 << 10
+
+// Options are the flags of `studio bench`.
+type Options struct {
+	Dir           string
+	Keep          bool
+	Duration      time.Duration
+	Conversations []int
+	Latency       []string
+	Idle          int
+	Replay        int
+	TextFlush     time.Duration
+	Centrifugo    string // the peer's binary, or "" for none
+}
+
+// DefaultLatencyRuns are the latency runs BENCHMARKS.md reports: frame ->
+// client at 100, 1 000 and 10 000 streams; 100 conversations x 1 subscriber
+// with 8 KiB frames; 1 conversation -> 100 subscribers (1 000 frames/s, the
+// most one conversation carries with small frames); and saturation at
+// 1 000 streams, offered well above what one machine delivers.
+var DefaultLatencyRuns = []string{"100@1000", "1000@2000", "10000@2000", "100@20000/1x8192", "100@1000/100", "1000@50000"}
+
+// Result is everything bench measured.
+type Result struct {
+	Machine struct {
+		CPUs      int    `json:"cpus"`
+		GoVersion string `json:"goVersion"`
+		Dir       string `json:"dir"`
+	} `json:"machine"`
+	FsyncPerSec float64 `json:"fsyncPerSec"`
+	// DiskBytesPerSec is the bandwidth probe: BandwidthWrite bytes per
+	// fsync, the most the disk takes from one durable writer.
+	DiskBytesPerSec float64        `json:"diskWriteBytesPerSec"`
+	Appends         []appendResult `json:"appends"`
+	Latency         []latencyRun   `json:"latency"`
+	Idle            idleResult     `json:"idle"`
+	Replay          replayResult   `json:"replay"`
+	Peer            []peerRun      `json:"centrifugo,omitempty"`
+}
+
+type appendResult struct {
+	Conversations int `json:"conversations"`
+	FrameBytes    int `json:"frameBytes,omitempty"` // 0: a line of ordinary length
+	// Pipelined: frames queued while the previous append commits, each
+	// append storing the queue (as a turn's owner appends).
+	Pipelined    bool    `json:"pipelined,omitempty"`
+	PerSec       float64 `json:"appendsPerSec"`
+	RatioToFsync float64 `json:"ratioToFsync"`
+	BytesPerSec  float64 `json:"bytesPerSec,omitempty"`
+	RatioToDisk  float64 `json:"ratioToDiskBandwidth,omitempty"`
+}
+
+type latencyRun struct {
+	Name           string  `json:"name"`
+	Streams        int     `json:"streams"`
+	StreamsPerConv int     `json:"streamsPerConversation"`
+	Conversations  int     `json:"conversations"`
+	FrameBytes     int     `json:"frameBytes"`
+	TokensPerSec   float64 `json:"tokensPerSecTarget"`
+	OfferedSec     float64 `json:"deliveriesPerSecOffered"`
+	TextFlushMs    float64 `json:"textFlushMs"`
+	FramesPerSec   float64 `json:"framesPerSec"`
+	DeliveriesSec  float64 `json:"deliveriesPerSec"`
+	Frames         int     `json:"framesMeasured"`
+	FrameP50Ms     float64 `json:"frameP50Ms"`
+	FrameP99Ms     float64 `json:"frameP99Ms"`
+	FrameP999Ms    float64 `json:"frameP999Ms"`
+	TokenP50Ms     float64 `json:"tokenP50Ms"`
+	TokenP99Ms     float64 `json:"tokenP99Ms"`
+	TokenP999Ms    float64 `json:"tokenP999Ms"`
+	StoreReadsPerF float64 `json:"storeReadsPerFrame"`
+	// BytesPerSec is the frames' text delivered per second on one stream
+	// of each conversation (what the daemon stored), and RatioToDisk its
+	// share of the disk's bandwidth in the same run.
+	BytesPerSec float64 `json:"bytesPerSec"`
+	RatioToDisk float64 `json:"ratioToDiskBandwidth"`
+}
+
+type idleResult struct {
+	Streams             int     `json:"streams"`
+	RSSKiBPerStream     float64 `json:"rssKiBPerStream"`
+	GoKiBPerStream      float64 `json:"goHeapStackKiBPerStream"`
+	StoreReadsWhileIdle int64   `json:"storeReadsWhileIdle"`
+	IdleSeconds         float64 `json:"idleSeconds"`
+}
+
+type replayResult struct {
+	Frames            int     `json:"frames"`
+	StorePerSec       float64 `json:"storeFramesPerSec"`
+	StreamPerSec      float64 `json:"streamFramesPerSec"`
+	StreamRatioToRead float64 `json:"streamRatioToStoreRead"`
+}
+
+// progress reports what bench is doing, on stderr.
+type progress struct {
+	w     io.Writer
+	start time.Time
+}
+
+func (p progress) say(format string, args ...any) {
+	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
+	p := progress{w: stderr, start: time.Now()}
+	raiseFileLimit()
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "studio-bench-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if !o.Keep {
+		defer os.RemoveAll(dir)
+	}
+	res := &Result{}
+	res.Machine.CPUs, res.Machine.GoVersion, res.Machine.Dir = runtime.NumCPU(), runtime.Version(), dir
+
+	p.say("fsync: write+fsync loop in %s", dir)
+	fs, err := fsyncRate(dir, min(o.Duration, 3*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	res.FsyncPerSec = fs
+	p.say("fsync: %.0f/s", fs)
+
+	p.say("disk: write+fsync loop of %s per fsync", byteSize(BandwidthWrite))
+	bw, err := diskBandwidth(dir, min(o.Duration, 3*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	res.DiskBytesPerSec = bw
+	p.say("disk: %.1f MB/s", bw/1e6)
+
+	for _, n := range o.Conversations {
+		p.say("appends: %d concurrent conversations for %s", n, o.Duration)
+		rate, err := appendRate(ctx, filepath.Join(dir, fmt.Sprintf("appends-%d.db", n)), n, 0, o.Duration)
+		if err != nil {
+			return nil, err
+		}
+		res.Appends = append(res.Appends, appendResult{Conversations: n, PerSec: rate, RatioToFsync: rate / fs})
+		p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
+	}
+	p.say("appends: 1 conversation, pipelined, for %s", o.Duration)
+	rate, err := pipelinedRate(ctx, filepath.Join(dir, "appends-pipelined.db"), o.Duration)
+	if err != nil {
+		return nil, err
+	}
+	res.Appends = append(res.Appends, appendResult{Conversations: 1, Pipelined: true, PerSec: rate, RatioToFsync: rate / fs})
+	p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
+	// Large frames, against the disk's bandwidth: as many conversations as
+	// the largest small-frame run, at most 100.
+	if len(o.Conversations) > 0 {
+		n := min(100, slices.Max(o.Conversations))
+		p.say("appends: %d concurrent conversations of %s frames for %s", n, byteSize(BigFrame), o.Duration)
+		rate, err := appendRate(ctx, filepath.Join(dir, fmt.Sprintf("appends-big-%d.db", n)), n, BigFrame, o.Duration)
+		if err != nil {
+			return nil, err
+		}
+		a := appendResult{Conversations: n, FrameBytes: BigFrame, PerSec: rate, RatioToFsync: rate / fs, BytesPerSec: rate * BigFrame}
+		a.RatioToDisk = a.BytesPerSec / bw
+		res.Appends = append(res.Appends, a)
+		p.say("appends: %.0f/s, %.1f MB/s (%.3f x the disk's bandwidth)", rate, a.BytesPerSec/1e6, a.RatioToDisk)
+	}
+
+	daemonDir := filepath.Join(dir, "daemon")
+	p.say("replay: writing a %d-frame conversation", o.Replay)
+	replayConv, storeRate, err := prepareReplay(ctx, daemonDir, o.Replay)
+	if err != nil {
+		return nil, err
+	}
+	res.Replay = replayResult{Frames: o.Replay, StorePerSec: storeRate}
+	p.say("replay: store read alone %.0f frames/s", storeRate)
+
+	runs, err := latencyRuns(o)
+	if err != nil {
+		return nil, err
+	}
+	scriptPath := filepath.Join(dir, "script.json")
+	if err := writeBenchScript(scriptPath, runs, o.Duration); err != nil {
+		return nil, err
+	}
+
+	// The daemon: frames at the model's pace, so frame latency is the
+	// store and the streams'. Its coalescing (0.2 ms) is shorter than the
+	// script's 1 ms step, so a token is stored as it comes and one
+	// conversation can carry close to 1 000 frames/s.
+	d, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, 200*time.Microsecond)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	p.say("daemon: pid %d at %s", d.cmd.Process.Pid, d.base)
+
+	p.say("idle: opening %d streams", o.Idle)
+	res.Idle, err = d.idle(ctx, o.Idle, p)
+	if err != nil {
+		return nil, err
+	}
+	p.say("idle: %.1f KiB RSS per stream, %.1f KiB Go heap+stacks, %d store reads while idle",
+		res.Idle.RSSKiBPerStream, res.Idle.GoKiBPerStream, res.Idle.StoreReadsWhileIdle)
+
+	p.say("replay: streaming %d frames over SSE", o.Replay)
+	res.Replay.StreamPerSec, err = d.replay(ctx, replayConv, o.Replay)
+	if err != nil {
+		return nil, err
+	}
+	res.Replay.StreamRatioToRead = res.Replay.StreamPerSec / storeRate
+	p.say("replay: %.0f frames/s over SSE", res.Replay.StreamPerSec)
+
+	for i, r := range runs {
+		if r.textFlush {
+			continue
+		}
+		p.say("latency: %d streams (%d per conversation), %d-byte tokens, %.0f/s offered for %s", r.convs*r.perConv, r.perConv, r.bytes, r.offered(), o.Duration)
+		lr, err := d.latency(ctx, i, r, o.Duration)
+		if err != nil {
+			return nil, err
+		}
+		lr.BytesPerSec = lr.FramesPerSec * float64(lr.FrameBytes)
+		lr.RatioToDisk = lr.BytesPerSec / res.DiskBytesPerSec
+		res.Latency = append(res.Latency, lr)
+		p.say("latency: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
+			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
+	}
+	d.stop()
+
+	if o.Centrifugo != "" {
+		if err := runPeer(ctx, o, dir, res, p); err != nil {
+			return nil, err
+		}
+	}
+
+	// Token -> screen with the coalescing interval: another daemon.
+	d2, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, o.TextFlush)
+	if err != nil {
+		return nil, err
+	}
+	defer d2.stop()
+	for i, r := range runs {
+		if !r.textFlush {
+			continue
+		}
+		p.say("tokens: %d streams, %.0f tokens/s, --text-flush %s", r.convs*r.perConv, r.offered(), o.TextFlush)
+		lr, err := d2.latency(ctx, i, r, o.Duration)
+		if err != nil {
+			return nil, err
+		}
+		lr.TextFlushMs = float64(o.TextFlush) / float64(time.Millisecond)
+		res.Latency = append(res.Latency, lr)
+		p.say("tokens: token -> screen p50 %.2f ms, p99 %.2f ms", lr.TokenP50Ms, lr.TokenP99Ms)
+	}
+	d2.stop()
+	p.say("done")
+	return res, nil
+}
+
+// raiseFileLimit lifts the soft limit on open files to the hard one: the
+// idle run holds a socket per stream, and the daemon inherits the limit.
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}

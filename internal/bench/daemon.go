@@ -1,0 +1,287 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// benchDaemon is a `studio serve` that bench started.
+type benchDaemon struct {
+	cmd    *exec.Cmd
+	base   string
+	token  string
+	client *httpapi.Client
+	once   sync.Once
+}
+
+func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, textFlush time.Duration) (*benchDaemon, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, "serve", "--data-dir", dataDir, "--addr", "127.0.0.1:0", "--model", "script:"+scriptPath,
+		"--no-seed", "--print-token-url", "--workers", "20000", "--heartbeat", "1s", "--text-flush", textFlush.String(), "--max-client-conns", "0")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STUDIO_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &benchDaemon{cmd: cmd}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		rest, ok := strings.CutPrefix(lines.Text(), "Studio cockpit: ")
+		if !ok {
+			continue
+		}
+		u, err := url.Parse(rest)
+		if err != nil {
+			break
+		}
+		tok, _ := url.QueryUnescape(strings.TrimPrefix(u.Fragment, "token="))
+		d.base, d.token = "http://"+u.Host, tok
+		break
+	}
+	go io.Copy(io.Discard, out) //nolint:errcheck // the rest of stdout
+	if d.base == "" {
+		d.stop()
+		return nil, errors.New("the bench daemon did not start: see daemon.log in the bench directory (--keep)")
+	}
+	d.client = httpapi.NewClient(d.base, d.token, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}})
+	return d, nil
+}
+
+func (d *benchDaemon) stop() {
+	d.once.Do(func() { stopProcess(d.cmd, syscall.SIGTERM, 30*time.Second) })
+}
+
+// stopProcess sends cmd's process sig, waits for it to exit, and kills it
+// after grace.
+func stopProcess(cmd *exec.Cmd, sig os.Signal, grace time.Duration) {
+	_ = cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// rssKiB is the daemon's resident memory.
+func (d *benchDaemon) rssKiB() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// metric reads one value of the daemon's /metrics.
+func (d *benchDaemon) metric(ctx context.Context, name string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+func (d *benchDaemon) conversations(ctx context.Context, n int) ([]string, error) {
+	ids := make([]string, n)
+	return ids, inParallel(n, func(i int) error {
+		c, err := d.client.CreateConversation(ctx, protocol.CreateConversationRequest{})
+		ids[i] = c.ID
+		return err
+	})
+}
+
+// openStream opens a stream on a bare connection and reads its response
+// head and opening comment; nothing more is read unless the caller reads.
+func (d *benchDaemon) openStream(convID string, after int64) (net.Conn, *bufio.Reader, error) {
+	req := fmt.Sprintf("GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
+		convID, after, d.token)
+	return openSSE(d.base, req, "open stream", func(line string) bool { return strings.HasPrefix(line, ": connected") })
+}
+
+// openSSE sends req (a whole HTTP/1.1 request) on a new connection to base
+// and reads the response until the line ready accepts: a stream is open,
+// and nothing more is read unless the caller reads.
+func openSSE(base, req, what string, ready func(line string) bool) (net.Conn, *bufio.Reader, error) {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := io.WriteString(conn, req); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	r := bufio.NewReaderSize(conn, 512)
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if ready(line) {
+			_ = conn.SetReadDeadline(time.Time{})
+			return conn, r, nil
+		}
+		if strings.HasPrefix(line, "HTTP/1.1 ") && !strings.HasPrefix(line, "HTTP/1.1 200") {
+			conn.Close()
+			return nil, nil, fmt.Errorf("%s: %s", what, strings.TrimSpace(line))
+		}
+	}
+}
+
+// idle opens n streams (10 per conversation), lets them idle through
+// heartbeats, and measures what they cost the daemon.
+func (d *benchDaemon) idle(ctx context.Context, n int, p progress) (idleResult, error) {
+	res := idleResult{Streams: n}
+	ids, err := d.conversations(ctx, max(1, n/10))
+	if err != nil {
+		return res, err
+	}
+	// Warm the code paths, then the baseline.
+	warm := make([]net.Conn, 0, 10)
+	for i := range 10 {
+		c, _, err := d.openStream(ids[i%len(ids)], 0)
+		if err != nil {
+			return res, err
+		}
+		warm = append(warm, c)
+	}
+	time.Sleep(2 * time.Second) // let the daemon settle (GC, scavenger) before the baseline
+	rss0, err := d.rssKiB()
+	if err != nil {
+		return res, err
+	}
+	heap0, _ := d.metric(ctx, "studio_go_heap_stack_inuse_bytes")
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range append(conns, warm...) {
+			c.Close()
+		}
+	}()
+	for i := range n {
+		c, _, err := d.openStream(ids[i%len(ids)], 0)
+		if err != nil {
+			return res, fmt.Errorf("stream %d: %w", i, err)
+		}
+		conns = append(conns, c)
+		if (i+1)%2000 == 0 {
+			p.say("idle: %d streams open", i+1)
+		}
+	}
+	time.Sleep(2 * time.Second) // every stream has replayed and waits
+	reads0, err := d.metric(ctx, "studio_operator_stream_store_reads_total")
+	if err != nil {
+		return res, err
+	}
+	const idleFor = 5 * time.Second // five heartbeats of the bench daemon
+	time.Sleep(idleFor)
+	reads1, err := d.metric(ctx, "studio_operator_stream_store_reads_total")
+	if err != nil {
+		return res, err
+	}
+	rss1, err := d.rssKiB()
+	if err != nil {
+		return res, err
+	}
+	heap1, _ := d.metric(ctx, "studio_go_heap_stack_inuse_bytes")
+	res.RSSKiBPerStream = float64(rss1-rss0) / float64(n)
+	res.GoKiBPerStream = (heap1 - heap0) / 1024 / float64(n)
+	res.StoreReadsWhileIdle = int64(reads1 - reads0)
+	res.IdleSeconds = idleFor.Seconds()
+	return res, nil
+}
+
+// replay streams a conversation of n frames from cursor 0 over SSE.
+func (d *benchDaemon) replay(ctx context.Context, convID string, n int) (float64, error) {
+	conn, r, err := d.openStream(convID, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(5 * time.Minute))
+	seen := 0
+	for seen < n {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the rest of a long data line
+		}
+		if err != nil {
+			return 0, err
+		}
+		if bytes.HasPrefix(line, []byte("id: ")) {
+			seen++
+		}
+	}
+	return float64(seen) / time.Since(start).Seconds(), nil
+}
+
+// inParallel calls fn(0) … fn(n-1), 32 at a time, and returns the first
+// error.
+func inParallel(n int, fn func(j int) error) error {
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for j := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := fn(j); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

@@ -1,0 +1,278 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/studio/operator/internal/model/script"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// benchLatency is one latency run: convs conversations with perConv
+// streams each, and the model's token rate over all its conversations,
+// each token padded to bytes; textFlush: the token -> screen run on the
+// daemon with that coalescing.
+type benchLatency struct {
+	convs, perConv int
+	rate           float64
+	bytes          int
+	textFlush      bool
+}
+
+// StampBytes is the length of an unpadded token: "t", the Unix time in
+// nanoseconds (19 digits), ";".
+const StampBytes = 21
+
+// pace is how the script plays a run: tokens text steps, then a sleep of
+// ms, per conversation. Sleeps are whole milliseconds: above 1 000 tokens/s
+// a conversation emits several tokens per step.
+func (r benchLatency) pace() (tokens int, ms int64) {
+	per := r.rate / float64(r.convs)
+	if per >= 1000 {
+		return max(1, int(math.Round(per/1000))), 1
+	}
+	return 1, max(1, int64(math.Round(1000/per)))
+}
+
+// offered is the token rate the script plays, over all conversations.
+func (r benchLatency) offered() float64 {
+	tokens, ms := r.pace()
+	return float64(r.convs*tokens) * 1000 / float64(ms)
+}
+
+// parseLatencyRun reads STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES].
+func parseLatencyRun(spec string) (benchLatency, error) {
+	bad := fmt.Errorf("--latency %q: want STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES], e.g. 1000@2000 or 100@20000/1x8192", spec)
+	r := benchLatency{perConv: 10, bytes: StampBytes}
+	rest, size, sized := strings.Cut(spec, "x")
+	if sized {
+		b, err := strconv.Atoi(size)
+		if err != nil {
+			return r, bad
+		}
+		if b < StampBytes {
+			return r, fmt.Errorf("--latency %q: BYTES must be at least %d (the token's time stamp)", spec, StampBytes)
+		}
+		r.bytes = b
+	}
+	rest, per, perSet := strings.Cut(rest, "/")
+	s, rate, ok := strings.Cut(rest, "@")
+	streams, err1 := strconv.Atoi(s)
+	var err2 error
+	r.rate, err2 = strconv.ParseFloat(rate, 64)
+	if !ok || err1 != nil || err2 != nil || streams < 1 || r.rate <= 0 {
+		return r, bad
+	}
+	if perSet {
+		n, err := strconv.Atoi(per)
+		if err != nil || n < 1 || n > streams {
+			return r, fmt.Errorf("--latency %q: PER_CONV must be between 1 and STREAMS", spec)
+		}
+		r.perConv = n
+	}
+	r.perConv = min(r.perConv, streams)
+	r.convs = streams / r.perConv
+	return r, nil
+}
+
+func latencyRuns(o Options) ([]benchLatency, error) {
+	var runs []benchLatency
+	for _, spec := range o.Latency {
+		r, err := parseLatencyRun(spec)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	// The token -> screen run: the first latency run's load, coalesced.
+	if len(runs) > 0 {
+		t := runs[0]
+		t.textFlush = true
+		runs = append(runs, t)
+	}
+	return runs, nil
+}
+
+// writeBenchScript writes the script model's turns: turn i emits tokens
+// stamped with their time (padded to run i's size) at its share of run
+// i's rate, for d.
+func writeBenchScript(path string, runs []benchLatency, d time.Duration) error {
+	var s script.Script
+	for i, r := range runs {
+		tokens, ms := r.pace()
+		steps := int(d / time.Duration(ms*int64(time.Millisecond)))
+		tok := "t" + script.EmittedAt + ";" + strings.Repeat("x", r.bytes-StampBytes)
+		turn := script.Turn{Match: fmt.Sprintf("bench-run-%d.", i)}
+		for range max(1, steps) {
+			for range tokens {
+				turn.Steps = append(turn.Steps, script.Step{Text: &tok})
+			}
+			turn.Steps = append(turn.Steps, script.Step{SleepMs: &ms})
+		}
+		s.Turns = append(s.Turns, turn)
+	}
+	b, err := protocol.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// latency runs one latency run: conversations with r.perConv streams
+// each, one turn per conversation playing turn i of the script; every
+// stream times each frame (its createdAt) and each token (its stamp) to its
+// arrival. Turns still running after dur are cancelled, so a saturated run
+// ends once its streams have caught up.
+func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur time.Duration) (latencyRun, error) {
+	streams := r.convs * r.perConv
+	res := latencyRun{Name: fmt.Sprintf("%d streams (%d/conversation) @ %.0f/s x %d B", streams, r.perConv, r.offered(), r.bytes),
+		Streams: streams, StreamsPerConv: r.perConv, Conversations: r.convs, FrameBytes: r.bytes,
+		TokensPerSec: r.offered(), OfferedSec: r.offered() * float64(r.perConv)}
+	ids, err := d.conversations(ctx, r.convs)
+	if err != nil {
+		return res, err
+	}
+	type sample struct{ frames, tokens []time.Duration }
+	samples := make([]sample, streams)
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	warmup := time.Now().Add(dur / 10)
+	for s := range samples {
+		conn, br, err := d.openStream(ids[s/r.perConv], 0)
+		if err != nil {
+			return res, err
+		}
+		conns = append(conns, conn)
+		wg.Go(func() {
+			_ = conn.SetReadDeadline(time.Now().Add(dur + 2*time.Minute))
+			rd := bufio.NewReaderSize(br, max(16<<10, r.bytes+8<<10)) // a whole data line
+			for {
+				line, err := rd.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				data, ok := bytes.CutPrefix(line, []byte("data: "))
+				if !ok {
+					continue
+				}
+				if bytes.Contains(data, []byte(`"type":"done"`)) {
+					return
+				}
+				if now.Before(warmup) || !bytes.Contains(data, []byte(`"role":"assistant"`)) {
+					continue
+				}
+				if at, ok := jsonNumberAfter(data, `"createdAt":`); ok {
+					samples[s].frames = append(samples[s].frames, now.Sub(protocol.Time(at)))
+				}
+				if content, ok := jsonStringAfter(data, `"content":"`); ok {
+					for tok := range bytes.SplitSeq(content, []byte(";")) {
+						if len(tok) < 2 || tok[0] != 't' { // the padding
+							continue
+						}
+						if ns, err := strconv.ParseInt(string(tok[1:]), 10, 64); err == nil {
+							samples[s].tokens = append(samples[s].tokens, now.Sub(time.Unix(0, ns)))
+						}
+					}
+				}
+			}
+		})
+	}
+	streamsDone := make(chan struct{})
+	go func() { wg.Wait(); close(streamsDone) }()
+	reads0, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
+	start := time.Now()
+	requests := make([]string, len(ids))
+	err = inParallel(len(ids), func(j int) error {
+		zero := int64(0)
+		acc, err := d.client.SubmitTurn(ctx, ids[j], protocol.TurnRequest{Instruction: fmt.Sprintf("bench-run-%d.", i),
+			Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero})
+		requests[j] = acc.RequestID
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	select {
+	case <-streamsDone:
+	case <-time.After(time.Until(start.Add(dur))):
+		// The run's time is up: turns a saturated daemon has not finished
+		// are cancelled (a finished one answers its state).
+		if err := inParallel(len(ids), func(j int) error {
+			_, err := d.client.Cancel(ctx, ids[j], requests[j])
+			return err
+		}); err != nil {
+			return res, err
+		}
+		<-streamsDone
+	}
+	elapsed := time.Since(start)
+	reads1, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
+	var frames, tokens []time.Duration
+	for _, s := range samples {
+		frames = append(frames, s.frames...)
+		tokens = append(tokens, s.tokens...)
+	}
+	res.Frames = len(frames)
+	res.DeliveriesSec = float64(len(frames)) / (elapsed.Seconds() * 0.9)
+	res.FramesPerSec = res.DeliveriesSec / float64(r.perConv)
+	res.FrameP50Ms, res.FrameP99Ms, res.FrameP999Ms = pctMs(frames, 50), pctMs(frames, 99), pctMs(frames, 99.9)
+	res.TokenP50Ms, res.TokenP99Ms, res.TokenP999Ms = pctMs(tokens, 50), pctMs(tokens, 99), pctMs(tokens, 99.9)
+	if res.Frames > 0 {
+		res.StoreReadsPerF = (reads1 - reads0) / (float64(res.Frames) / float64(r.perConv))
+	}
+	return res, nil
+}
+
+// jsonNumberAfter parses the number that follows key in data.
+func jsonNumberAfter(data []byte, key string) (float64, bool) {
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	rest := data[i+len(key):]
+	end := bytes.IndexAny(rest, ",}")
+	if end < 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(rest[:end]), 64)
+	return v, err == nil
+}
+
+// jsonStringAfter is the string (without escapes) that follows key in data.
+func jsonStringAfter(data []byte, key string) ([]byte, bool) {
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return nil, false
+	}
+	rest := data[i+len(key):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return nil, false
+	}
+	return rest[:end], true
+}
+
+func pctMs(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := min(len(ds)-1, int(float64(len(ds))*p/100))
+	return float64(ds[i]) / float64(time.Millisecond)
+}
