@@ -215,6 +215,8 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 	p.waitJS(`document.querySelector('.dock-convs').getBoundingClientRect().height > 0`, "the conversation controls on request")
 	p.shot("phone-dock-conversations")
 	p.click(".dock-convs-toggle")
+	p.click(`.proposal button[data-action=deny]`)
+	p.waitTurnEnd(1)
 	// A navigation effect: the sheet steps aside so the change is seen.
 	p.send("e2e-go-fleet")
 	p.waitJS(`location.search.includes('view=fleet') && document.querySelector('#app').classList.contains('dock-min')`, "the sheet minimised after the effect")

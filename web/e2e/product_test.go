@@ -385,15 +385,15 @@ func axeSource(t *testing.T) string {
 	return string(b)
 }
 
-// axeCheck runs axe-core on the page and fails on serious or critical
-// violations.
+// axeCheck runs axe-core on the page and fails on moderate, serious or
+// critical violations (minor ones are advice).
 func (p *page) axeCheck(src, where string) {
 	p.t.Helper()
 	if !eval[bool](p, `typeof window.axe === 'object'`) {
 		eval[bool](p, src+";\ntrue")
 	}
 	raw := eval[string](p, `axe.run(document, { resultTypes: ['violations'] }).then(r => JSON.stringify(r.violations
-		.filter(v => v.impact === 'serious' || v.impact === 'critical')
+		.filter(v => v.impact === 'moderate' || v.impact === 'serious' || v.impact === 'critical')
 		.map(v => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 4).map(n => n.target.join(' ') + ' :: ' + (n.failureSummary || '').split('\n').slice(0, 2).join(' ')) }))))`)
 	var vs []struct {
 		ID, Impact, Help string

@@ -98,7 +98,7 @@ export class ProposalCard {
         h('span', { class: 'risk-badge' }, icon(risk.icon), h('span', { text: `${p.risk}: ${risk.label}` })),
         this.countdown),
       impact ? h('p', { class: 'impact-badge', 'data-impact': p.impact, text: impact }) : null,
-      h('h4', { id: titleId, class: 'proposal-summary', text: p.summary }),
+      h('h3', { id: titleId, class: 'proposal-summary', text: p.summary }),
       p.amends ? h('p', { class: 'muted small', 'data-amends': p.amends, text: 'Your amendment of an earlier proposal: confirm it to run this command.' }) : null,
       h('dl', { class: 'facts' },
         h('dt', { text: 'Command' }), h('dd', null, h('code', { text: p.commandType })),
