@@ -46,6 +46,7 @@ const clippedJS = `(() => { const out = [];
 func TestRunDetailOpensWhereTheEyeIs(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, operatorScript)
+	src := axeSource(t)
 	var ids []string
 	for i := 0; i < 14; i++ {
 		ids = append(ids, launch(t, d, fmt.Sprintf("acme/repo-%02d", i)))
@@ -74,6 +75,7 @@ func TestRunDetailOpensWhereTheEyeIs(t *testing.T) {
 			t.Errorf("%s: the run's heading is outside the window: %v", size.name, eval[any](p, `document.querySelector('.detail #run-title').getBoundingClientRect().toJSON()`))
 		}
 		p.waitJS(`document.activeElement && document.activeElement.closest('.detail') !== null`, size.name+": focus in the detail (it is on "+eval[string](p, `document.activeElement.tagName + '.' + document.activeElement.className`)+")")
+		p.axeCheck(src, "a run's detail ("+size.name+")")
 		p.shot(size.name + "-run-detail-in-view")
 		p.do(chromedp.KeyEvent(kb.Escape))
 		p.waitJS(`!location.search.includes('run=') && document.activeElement && document.activeElement.closest('tr') && document.activeElement.closest('tr').dataset.key === '`+id+`'`, size.name+": focus back on the run's row")
@@ -161,6 +163,7 @@ func TestDesktopTablesAreNotClipped(t *testing.T) {
 func TestPhoneKeepsEverythingReachable(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, operatorScript)
+	src := axeSource(t)
 	appDo(t, d, "POST", "/api/app/schedules", map[string]any{"name": "weekday-morning-audit-of-the-api", "cron": "15 9 * * 1-5",
 		"playbook": "audit-repo", "args": map[string]string{"repo": "acme/api"}, "enabled": true}, nil)
 	launch(t, d, "acme/api")
@@ -182,6 +185,7 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 				t.Errorf("%s at %d px: %v", v.name, w, got)
 			}
 			if w == 390 {
+				p.axeCheck(src, v.name+" as cards (phone)")
 				p.shot("phone-list-" + v.name)
 			}
 		}
@@ -217,6 +221,13 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 	p.click(".dock-convs-toggle")
 	p.click(`.proposal button[data-action=deny]`)
 	p.waitTurnEnd(1)
+	// Two proposals alike: each card is an article, not a second landmark
+	// of the same name; axe finds nothing above minor in the sheet.
+	p.send("e2e-launch the audit again")
+	p.waitJS(`document.querySelectorAll('.proposal').length === 2 && document.querySelector('.proposal[data-state=required]') !== null`, "a second proposal like the first")
+	p.axeCheck(src, "the dock's sheet with two like proposals (phone)")
+	p.click(`.proposal[data-state=required] button[data-action=deny]`)
+	p.waitTurnEnd(2)
 	// A navigation effect: the sheet steps aside so the change is seen.
 	p.send("e2e-go-fleet")
 	p.waitJS(`location.search.includes('view=fleet') && document.querySelector('#app').classList.contains('dock-min')`, "the sheet minimised after the effect")
@@ -226,6 +237,7 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 	if eval[float64](p, `document.querySelector('.dock').getBoundingClientRect().height`) > 120 {
 		t.Errorf("the minimised sheet is %.0f px tall", eval[float64](p, `document.querySelector('.dock').getBoundingClientRect().height`))
 	}
+	p.axeCheck(src, "the minimised sheet over the fleet (phone)")
 	p.shot("phone-dock-minimised")
 	// Pulled up again by its grip.
 	p.click(".dock-grip")
@@ -303,6 +315,7 @@ func TestUnknownAddressGetsTheCockpitsPage(t *testing.T) {
 	if n := eval[int](p, `document.querySelectorAll('[data-not-found] a[href]').length`); n != 6 {
 		t.Errorf("%d links to spaces", n)
 	}
+	p.axeCheck(axeSource(t), "the not-found page")
 	p.shot("1440-not-found")
 	p.click(`[data-not-found] a[href="/library"]`)
 	p.waitJS(`location.pathname === '/library' && document.querySelectorAll('.list-pane tbody tr').length > 0`, "the library from the not-found page")

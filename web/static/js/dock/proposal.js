@@ -93,7 +93,7 @@ export class ProposalCard {
     }
     const impact = p.impact && IMPACT[p.impact];
     const titleId = 'proposal-' + p.id;
-    this.el = h('section', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
+    this.el = h('article', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
       h('header', { class: 'proposal-head' },
         h('span', { class: 'risk-badge' }, icon(risk.icon), h('span', { text: `${p.risk}: ${risk.label}` })),
         this.countdown),
