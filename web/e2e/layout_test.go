@@ -156,7 +156,8 @@ func TestDesktopTablesAreNotClipped(t *testing.T) {
 	p.shot("1440-fleet-beside-run-detail")
 }
 
-// TestPhoneKeepsEverythingReachable: at 360, 390 and 430 px the lists
+// TestPhoneKeepsEverythingReachable: at 360, 390 and 430 px (and a
+// tablet's 800) the lists
 // (Fleet, Audit with its targets, Schedules with Next and Last run) clip
 // nothing, the rail's icons carry their names, and the dock is a sheet that
 // folds its conversation controls away and steps aside for an effect.
@@ -176,7 +177,8 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 		{"history", "/history", `document.querySelectorAll('.list-pane tbody tr[data-key]').length === 2`},
 		{"library", "/library", `document.querySelectorAll('.list-pane tbody tr[data-key]').length >= 2`},
 	}
-	for _, w := range []int64{360, 390, 430} {
+	// 800: a tablet, where the rail is a column of icons with their names.
+	for _, w := range []int64{360, 390, 430, 800} {
 		p.viewport(w, 844)
 		for _, v := range views {
 			eval[bool](p, `(window.studio.go('`+v.path+`'), true)`)
@@ -187,6 +189,9 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 			if w == 390 {
 				p.axeCheck(src, v.name+" as cards (phone)")
 				p.shot("phone-list-" + v.name)
+			}
+			if w == 800 {
+				p.shot("800-list-" + v.name)
 			}
 		}
 		// The audit's targets read in full.

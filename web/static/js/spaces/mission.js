@@ -133,7 +133,7 @@ function fleet(el, ctx) {
       h('button', { type: 'button', class: 'link', 'aria-label': `Clear the playbook filter ${p.playbook}`, text: '×', onclick: () => ctx.setParams({ playbook: null }) })) : null,
     searchBox(ctx, 'Search runs (playbook, input, id)'),
     h('button', { type: 'button', text: 'Refresh', onclick: () => load() }));
-  const counts = h('div', { class: 'status-chips', 'aria-label': 'Runs by status' });
+  const counts = h('div', { class: 'status-chips', role: 'group', 'aria-label': 'Runs by status' });
   const list = h('div', { class: 'list-pane' });
   const detail = h('div', { class: 'detail-pane' });
   el.append(filters, counts, h('div', { class: p.run ? 'split' : 'single' }, list, detail));
