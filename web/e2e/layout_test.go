@@ -305,10 +305,11 @@ func TestSignInByLinkWithoutReload(t *testing.T) {
 }
 
 // TestUnknownAddressGetsTheCockpitsPage: /nope shows the cockpit's own
-// not-found page, in its shell, with the way to every space.
+// not-found page, in its shell, with the way to every space; the operator's
+// navigation works from it.
 func TestUnknownAddressGetsTheCockpitsPage(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, failingModel)
+	d := startDaemon(t, operatorScript)
 	p := openPage(t, d, "/nope")
 	p.waitJS(`document.querySelector('[data-not-found]') !== null`, "the not-found page")
 	if got := eval[string](p, `document.querySelector('#space-title').innerText`); got != "Page not found" {
@@ -324,6 +325,12 @@ func TestUnknownAddressGetsTheCockpitsPage(t *testing.T) {
 	p.shot("1440-not-found")
 	p.click(`[data-not-found] a[href="/library"]`)
 	p.waitJS(`location.pathname === '/library' && document.querySelectorAll('.list-pane tbody tr').length > 0`, "the library from the not-found page")
+	// The operator can take a person away from a not-found page too.
+	eval[bool](p, `(history.pushState(null, '', '/old/link'), dispatchEvent(new PopStateEvent('popstate')), true)`)
+	p.waitJS(`document.querySelector('[data-not-found]') !== null`, "the not-found page after a popstate")
+	p.openDock()
+	p.send("e2e-go-fleet")
+	p.waitJS(`location.search.includes('view=fleet') && document.querySelector('[data-not-found]') === null`, "the operator's navigation from the not-found page")
 }
 
 // TestFreshInstallSaysWhatToDo: with no runs, Mission's activity has no

@@ -87,6 +87,8 @@ export class Cockpit {
     /** @type {Element | null} where focus was before Ctrl+. took it into the dock */
     this.beforeDock = null;
     this.listening = false;
+    /** whether the address has no space (the not-found page shows) */
+    this.lost = false;
     applyTheme(storedTheme());
   }
 
@@ -282,6 +284,7 @@ export class Cockpit {
     }
     const prev = this.route;
     this.route = parsed.route;
+    this.lost = false;
     for (const [id, a] of this.railLinks) {
       if (id === parsed.route.space.id) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
@@ -302,6 +305,10 @@ export class Cockpit {
     this.cleanup = undefined;
     this.mountSeq++;
     const reg = /** @type {Registry} */ (this.registry);
+    // No space shows: effects and the dock's context start from the first
+    // space's home, the page the not-found view offers first.
+    this.route = { space: reg.spaces[0], params: {} };
+    this.lost = true;
     for (const a of this.railLinks.values()) a.removeAttribute('aria-current');
     const crumb = document.getElementById('crumb');
     if (crumb) replace(crumb, h('h1', { id: 'space-title', text: 'Page not found' }));
@@ -372,7 +379,7 @@ export class Cockpit {
       else filters[k] = v;
     }
     /** @type {ContextSnapshot} */
-    const snap = { space: route.space.id, route: this.clientRoute(), filters };
+    const snap = { space: route.space.id, route: this.lost ? route.space.path : this.clientRoute(), filters };
     if (Object.keys(selection).length) snap.selection = selection;
     return snap;
   }
