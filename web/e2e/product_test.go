@@ -421,6 +421,7 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 	appDo(t, d, "POST", "/api/app/workflows", map[string]any{"name": "nightly-review", "description": "Audit, then summarise what failed.",
 		"steps": []map[string]string{{"playbook": "audit-repo"}, {"playbook": "summarize-failed-runs"}}}, nil)
 	p := openPage(t, d, "/")
+	p.do(chromedp.EmulateViewport(1440, 900))
 	p.openDock()
 	p.send("e2e-launch the audit")
 	p.waitJS(`document.querySelector('.proposal[data-state=required]') !== null`, "a proposal in the dock")
@@ -471,7 +472,7 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 	for _, size := range []struct {
 		name string
 		w, h int64
-	}{{"1440", 1440, 960}, {"phone", 390, 844}} {
+	}{{"1440", 1440, 900}, {"phone", 390, 844}} {
 		p.do(chromedp.EmulateViewport(size.w, size.h))
 		for _, theme := range []string{"light", "dark"} {
 			for _, v := range views {
