@@ -169,6 +169,21 @@ func (h *Handler) notFound(w http.ResponseWriter) {
 	http.Error(w, "404 page not found", http.StatusNotFound)
 }
 
+// NotFound answers an address the cockpit has no page at, asked for by a
+// browser: the page itself with status 404, which shows the cockpit's own
+// not-found view (with the rail) instead of an error body.
+func (h *Handler) NotFound(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	setSecurityHeaders(hd)
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Type", contentTypes[".html"])
+	hd.Del("Content-Length")
+	w.WriteHeader(http.StatusNotFound)
+	if r.Method != http.MethodHead {
+		w.Write(h.index)
+	}
+}
+
 // serveIndex answers the page. It is revalidated on every load (no-cache
 // with an ETag), so a new binary's page and asset hash are seen at once.
 func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request) {

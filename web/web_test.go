@@ -157,3 +157,24 @@ func TestNoHTMLSinks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNotFoundIsThePage: the not-found answer for a browser is the page
+// itself with status 404 (the cockpit then says so in its shell), with the
+// page's security headers and no caching.
+func TestNotFoundIsThePage(t *testing.T) {
+	t.Parallel()
+	_, h := newServer(t)
+	srv := httptest.NewServer(http.HandlerFunc(h.NotFound))
+	defer srv.Close()
+	res, body := get(t, srv.URL+"/nope")
+	if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("%d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	checkSecurityHeaders(t, res)
+	if res.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("Cache-Control %q", res.Header.Get("Cache-Control"))
+	}
+	if !strings.Contains(body, `src="`+h.AssetBase()+`/js/main.js"`) {
+		t.Fatalf("the not-found answer is not the page:\n%s", body)
+	}
+}

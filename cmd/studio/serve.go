@@ -356,6 +356,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	if err != nil {
 		return abort(fmt.Errorf("cockpit assets: %w", err))
 	}
+	edge.NotFoundPage = page.NotFound // a browser's unknown address gets the cockpit's own page
 	if _, err := httpapi.EnsureOwner(ctx, st, token, time.Now()); err != nil {
 		return abort(err)
 	}

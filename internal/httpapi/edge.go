@@ -46,7 +46,19 @@ const (
 // deadline comes first, so that no refusal waits for a body without one.
 func (s *Server) edge(next http.Handler) http.Handler {
 	g := &guard{allowedHosts: s.cfg.AllowedHosts, bodyTimeout: s.cfg.BodyTimeout, refuse: s.writeError}
-	return s.withLogger(g.wrap(s.checkAPIRequest(typedFallback(next, s.writeError))))
+	return s.withLogger(g.wrap(s.checkAPIRequest(typedFallback(next, s.refuseUnknown))))
+}
+
+// refuseUnknown answers what the mux does not serve: a browser's page
+// request outside /api gets the cockpit's not-found page when there is
+// one, everything else the typed error.
+func (s *Server) refuseUnknown(w http.ResponseWriter, r *http.Request, err error) {
+	if s.cfg.NotFoundPage != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !isAPI(r.URL.Path) &&
+		protocol.ErrorOf(err).Code == protocol.NotFound && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		s.cfg.NotFoundPage(w, r)
+		return
+	}
+	s.writeError(w, r, err)
 }
 
 // guard is the edge every listener of the daemon shares: body deadline,

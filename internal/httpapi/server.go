@@ -74,6 +74,10 @@ type Config struct {
 	// Extra registers more routes (the application API, the web page) on the
 	// same mux; /api routes are authenticated by the server.
 	Extra []func(mux *http.ServeMux)
+	// NotFoundPage, when set, answers a browser's GET of a path outside
+	// /api that no route serves (the cockpit's not-found page); anything
+	// else unknown gets the typed not_found.
+	NotFoundPage http.HandlerFunc
 	// Metrics records the HTTP, stream and error families; nil gets a
 	// registry of the server's own.
 	Metrics *metrics.Registry

@@ -385,15 +385,15 @@ func axeSource(t *testing.T) string {
 	return string(b)
 }
 
-// axeCheck runs axe-core on the page and fails on serious or critical
-// violations.
+// axeCheck runs axe-core on the page and fails on moderate, serious or
+// critical violations (minor ones are advice).
 func (p *page) axeCheck(src, where string) {
 	p.t.Helper()
 	if !eval[bool](p, `typeof window.axe === 'object'`) {
 		eval[bool](p, src+";\ntrue")
 	}
 	raw := eval[string](p, `axe.run(document, { resultTypes: ['violations'] }).then(r => JSON.stringify(r.violations
-		.filter(v => v.impact === 'serious' || v.impact === 'critical')
+		.filter(v => v.impact === 'moderate' || v.impact === 'serious' || v.impact === 'critical')
 		.map(v => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 4).map(n => n.target.join(' ') + ' :: ' + (n.failureSummary || '').split('\n').slice(0, 2).join(' ')) }))))`)
 	var vs []struct {
 		ID, Impact, Help string
@@ -421,6 +421,7 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 	appDo(t, d, "POST", "/api/app/workflows", map[string]any{"name": "nightly-review", "description": "Audit, then summarise what failed.",
 		"steps": []map[string]string{{"playbook": "audit-repo"}, {"playbook": "summarize-failed-runs"}}}, nil)
 	p := openPage(t, d, "/")
+	p.do(chromedp.EmulateViewport(1440, 900))
 	p.openDock()
 	p.send("e2e-launch the audit")
 	p.waitJS(`document.querySelector('.proposal[data-state=required]') !== null`, "a proposal in the dock")
@@ -471,7 +472,7 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 	for _, size := range []struct {
 		name string
 		w, h int64
-	}{{"1440", 1440, 960}, {"phone", 390, 844}} {
+	}{{"1440", 1440, 900}, {"phone", 390, 844}} {
 		p.do(chromedp.EmulateViewport(size.w, size.h))
 		for _, theme := range []string{"light", "dark"} {
 			for _, v := range views {

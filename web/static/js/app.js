@@ -17,6 +17,7 @@ import { applyEffect } from './apply-effect.js';
 import { may } from './roles.js';
 import { errorBox, guardControls } from './spaces/common.js';
 import { Dock } from './dock/dock.js';
+import { isSheet } from './dock/sheet.js';
 import * as mission from './spaces/mission.js';
 import * as designer from './spaces/designer.js';
 import * as library from './spaces/library.js';
@@ -50,7 +51,8 @@ const ICONS = {
   mission: 'M3 13h8V3H3v10zm0 8h8v-6H3v6zm10 0h8V11h-8v10zm0-18v6h8V3h-8z',
   designer: 'M4 6h10v2H4zm0 5h16v2H4zm0 5h10v2H4zm14-2 4 3-4 3z',
   library: 'M4 4h4v16H4zm6 0h4v16h-4zm6.5 1 3.9 1-3.6 15-3.9-1z',
-  history: 'M13 3a9 9 0 1 0 8.5 12h-2.2A7 7 0 1 1 13 5v3l4-4-4-4v3zm-1 5h2v5l4 2-1 1.7-5-2.7z',
+  // A clock with a turning-back arrow: never a crescent like the theme's.
+  history: 'M13 3a9 9 0 0 0-9 9H1l4 4 4-4H6a7 7 0 1 1 2.05 4.95l-1.42 1.42A9 9 0 1 0 13 3zm-1 5v5.4l4.3 2.6.8-1.3-3.6-2.1V8z',
   schedules: 'M7 2h2v2h6V2h2v2h3v18H4V4h3zm-1 8v10h12V10zm2 2h3v3H8z',
   system: 'M12 8a4 4 0 1 0 0 8 4 4 0 0 0 0-8zm9 5v-2l-2.3-.6-.7-1.7 1.2-2-1.4-1.4-2 1.2-1.7-.7L13.5 3h-2l-.6 2.3-1.7.7-2-1.2-1.4 1.4 1.2 2-.7 1.7L3 11v2l2.3.6.7 1.7-1.2 2 1.4 1.4 2-1.2 1.7.7.6 2.3h2l.6-2.3 1.7-.7 2 1.2 1.4-1.4-1.2-2 .7-1.7z',
 };
@@ -86,6 +88,11 @@ export class Cockpit {
     this.shortcuts = null;
     /** @type {Me | null} who is signed in (GET /api/auth/whoami) */
     this.me = null;
+    /** @type {Element | null} where focus was before Ctrl+. took it into the dock */
+    this.beforeDock = null;
+    this.listening = false;
+    /** whether the address has no space (the not-found page shows) */
+    this.lost = false;
     applyTheme(storedTheme());
   }
 
@@ -95,6 +102,17 @@ export class Cockpit {
   get theme() { return currentTheme(); }
 
   async start() {
+    if (!this.listening) {
+      this.listening = true;
+      // A #token= link opened in this tab (after a refused token, say)
+      // changes only the fragment: sign in with it, no reload needed.
+      addEventListener('hashchange', () => {
+        if (takeTokenFromFragment()) this.start();
+        else if (this.registry) this.openFromFragment();
+      });
+      addEventListener('popstate', () => this.registry && this.onRoute());
+      addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
+    }
     takeTokenFromFragment();
     if (!getToken()) return showSignIn(this.root);
     try {
@@ -112,7 +130,8 @@ export class Cockpit {
         this.go(s.path);
         this.main && this.main.focus({ preventScroll: true });
       },
-      toggleDock: () => this.toggleDock(),
+      dockKey: () => this.dockKey(),
+      escape: (t) => this.escape(t),
       focusSearch: () => {
         const s = /** @type {HTMLInputElement | null} */ (this.main && this.main.querySelector('input[type=search]'));
         if (s) s.focus();
@@ -121,9 +140,6 @@ export class Cockpit {
     });
     this.renderShell();
     this.openFromFragment();
-    addEventListener('hashchange', () => this.openFromFragment());
-    addEventListener('popstate', () => this.onRoute());
-    addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
     this.onRoute();
   }
 
@@ -157,6 +173,8 @@ export class Cockpit {
 
   renderShell() {
     const reg = /** @type {Registry} */ (this.registry);
+    if (this.dock) this.dock.stop();
+    this.railLinks = new Map();
     const nav = h('nav', { class: 'rail', 'aria-label': 'Spaces' },
       h('div', { class: 'brand' }, h('span', { class: 'brand-mark', 'aria-hidden': 'true', text: 'S' }), h('span', { text: 'Studio' })),
       h('ul', null, reg.spaces.map((s) => {
@@ -214,6 +232,45 @@ export class Cockpit {
   }
 
   /**
+   * Ctrl+.: opens the dock and moves focus into it; from inside the dock,
+   * closes it and gives focus back.
+   */
+  dockKey() {
+    const inDock = !!this.dock && this.dock.root.contains(document.activeElement);
+    if (inDock && this.root.classList.contains('dock-open')) {
+      this.closeDock();
+      return;
+    }
+    this.beforeDock = document.activeElement;
+    if (!this.root.classList.contains('dock-open')) this.setDockOpen(true);
+    else if (this.dock) this.dock.sheet.setMinimised(false);
+    if (this.dock) this.dock.focus();
+  }
+
+  /** Closes the dock; focus goes back where it was, else to the dock's toggle. */
+  closeDock() {
+    const back = this.beforeDock;
+    this.beforeDock = null;
+    this.setDockOpen(false);
+    if (back instanceof HTMLElement && back.isConnected && back !== document.body && !(this.dock && this.dock.root.contains(back))) back.focus();
+    else if (this.dockToggle) this.dockToggle.focus();
+  }
+
+  /**
+   * Escape outside a dialog and a detail: closes the dock when focus is in
+   * it, or is not in a field of the page. Returns whether it did.
+   * @param {EventTarget | null} target
+   */
+  escape(target) {
+    if (!this.root.classList.contains('dock-open') || !this.dock) return false;
+    const inDock = target instanceof Node && this.dock.root.contains(target);
+    const typing = target instanceof HTMLElement && (target.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(target.tagName));
+    if (!inDock && typing) return false;
+    this.closeDock();
+    return true;
+  }
+
+  /**
    * Opens the dock on a conversation (from an audit row), with a proposal
    * of it in view when given.
    * @param {string} conversationId @param {string} [proposalId]
@@ -231,6 +288,7 @@ export class Cockpit {
     if (this.dockToggle) this.dockToggle.setAttribute('aria-expanded', String(open));
     try { localStorage.setItem('studio.dock', open ? 'open' : 'closed'); } catch { /* no storage */ }
     if (this.dock) {
+      this.dock.sheet.setMinimised(false);
       if (open) this.dock.open();
       else this.dock.hide();
     }
@@ -267,10 +325,7 @@ export class Cockpit {
   onRoute() {
     const reg = /** @type {Registry} */ (this.registry);
     const parsed = parseRoute(reg, location.pathname, location.search);
-    if (!parsed) {
-      history.replaceState(null, '', '/');
-      return this.onRoute();
-    }
+    if (!parsed) return this.notFound();
     if (parsed.dropped.length) {
       // Keep the address bar honest: show only what the view applies.
       history.replaceState(null, '', routeOf(parsed.route.space, parsed.route.params));
@@ -278,6 +333,7 @@ export class Cockpit {
     }
     const prev = this.route;
     this.route = parsed.route;
+    this.lost = false;
     for (const [id, a] of this.railLinks) {
       if (id === parsed.route.space.id) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
@@ -290,6 +346,28 @@ export class Cockpit {
     if (prev && prev.space.id !== sp.id) this.formDirty = false;
     this.mount();
     if (this.dock) this.dock.onContextChange();
+  }
+
+  /** The cockpit's own page for an address it has no space at. */
+  notFound() {
+    if (typeof this.cleanup === 'function') this.cleanup();
+    this.cleanup = undefined;
+    this.mountSeq++;
+    const reg = /** @type {Registry} */ (this.registry);
+    // No space shows: effects and the dock's context start from the first
+    // space's home, the page the not-found view offers first.
+    this.route = { space: reg.spaces[0], params: {} };
+    this.lost = true;
+    for (const a of this.railLinks.values()) a.removeAttribute('aria-current');
+    const crumb = document.getElementById('crumb');
+    if (crumb) replace(crumb, h('h1', { id: 'space-title', text: 'Page not found' }));
+    document.title = 'Page not found · Studio';
+    if (!this.main) return;
+    replace(this.main, h('div', { class: 'space-body not-found', 'data-not-found': '' },
+      h('p', null, 'The cockpit has no page at ', h('code', { text: location.pathname }), '. It may be a mistyped or an old link.'),
+      h('p', { text: 'Go to one of its spaces:' }),
+      h('ul', { class: 'list' }, reg.spaces.map((s) => h('li', null,
+        h('a', { href: s.path, onclick: (/** @type {MouseEvent} */ ev) => { ev.preventDefault(); this.go(s.path); } }, h('strong', { text: s.title })), ' — ', s.subtitle)))));
   }
 
   mount() {
@@ -360,13 +438,21 @@ export class Cockpit {
       else filters[k] = v;
     }
     /** @type {ContextSnapshot} */
-    const snap = { space: route.space.id, route: this.clientRoute(), filters };
+    const snap = { space: route.space.id, route: this.lost ? route.space.path : this.clientRoute(), filters };
     if (Object.keys(selection).length) snap.selection = selection;
     return snap;
   }
 
-  /** Validates and applies one effect; see apply-effect.js. @param {Effect} e */
-  applyEffect(e) { return applyEffect(this, e); }
+  /**
+   * Validates and applies one effect; see apply-effect.js. On a phone the
+   * dock's sheet then steps aside, so the person sees what changed.
+   * @param {Effect} e
+   */
+  async applyEffect(e) {
+    const out = await applyEffect(this, e);
+    if (out.status === 'applied' && e.kind !== 'theme' && this.dock && this.root.classList.contains('dock-open') && isSheet()) this.dock.sheet.setMinimised(true);
+    return out;
+  }
 }
 
 /** @param {HTMLElement} root */

@@ -27,7 +27,7 @@ export function spaceKeys(s) {
 
 export class Shortcuts {
   /**
-   * @param {{registry: Registry, go: (s: Space) => void, toggleDock: () => void, focusSearch: () => boolean}} o
+   * @param {{registry: Registry, go: (s: Space) => void, dockKey: () => void, escape: (target: EventTarget | null) => boolean, focusSearch: () => boolean}} o
    */
   constructor(o) {
     this.o = o;
@@ -40,7 +40,12 @@ export class Shortcuts {
   onKey(ev) {
     if ((ev.ctrlKey || ev.metaKey) && !ev.altKey && ev.key === '.') {
       ev.preventDefault();
-      this.o.toggleDock();
+      this.o.dockKey();
+      return;
+    }
+    // Escape closes the dock, unless a dialog or a detail took it first.
+    if (ev.key === 'Escape') {
+      if (!ev.defaultPrevented && !this.dialog && !document.querySelector('dialog[open]') && this.o.escape(ev.target)) ev.preventDefault();
       return;
     }
     if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target) || this.dialog) return;
@@ -71,9 +76,9 @@ export class Shortcuts {
     const rows = [
       ...this.o.registry.spaces.map((s) => /** @type {[string[], string]} */ ([['g', s.shortcut], `Open ${s.title}`])),
       [['/'], 'Search in this space'],
-      [['Ctrl+.'], 'Open or close the operator dock'],
+      [['Ctrl+.'], 'Open the operator dock and type in it; from the dock, close it'],
       [['?'], 'Show these shortcuts'],
-      [['Esc'], 'Close a dialog'],
+      [['Esc'], 'Close a dialog, a detail (back to its row) or the dock'],
     ];
     const dlg = h('dialog', { class: 'dialog shortcuts', 'aria-labelledby': id, 'data-shortcuts': '' },
       h('h2', { id, text: 'Keyboard shortcuts' }),

@@ -14,6 +14,7 @@ import { EffectRunner } from './effect-runner.js';
 import { Composer } from './composer.js';
 import { ConversationList } from './conversations.js';
 import { openAmend } from './amend.js';
+import { Sheet } from './sheet.js';
 
 /**
  * @typedef {import('../frames.js').Frame} Frame
@@ -75,12 +76,20 @@ export class Dock {
       notice: (t) => this.notice('conv', 'error', t),
       may: (a) => cockpit.may(a),
     });
+    this.sheet = new Sheet({ app: cockpit.root, dock: this.root, convs: this.list.el });
+    this.closeBtn = h('button', { type: 'button', class: 'icon-button', 'data-action': 'close-dock', 'aria-label': 'Close the dock', 'aria-keyshortcuts': 'Escape', title: 'Close (Esc)', onclick: () => this.cockpit.closeDock() }, icon('M6.4 5 5 6.4 10.6 12 5 17.6 6.4 19l5.6-5.6 5.6 5.6 1.4-1.4-5.6-5.6L19 6.4 17.6 5 12 10.6z'));
     replace(this.root,
+      this.sheet.grip,
       h('header', { class: 'dock-head' },
-        h('h2', { text: 'Operator' }), this.statePill,
-        h('button', { type: 'button', class: 'icon-button', 'aria-label': 'Close the dock', title: 'Close (Ctrl+.)', onclick: () => this.cockpit.setDockOpen(false) }, icon('M6.4 5 5 6.4 10.6 12 5 17.6 6.4 19l5.6-5.6 5.6 5.6 1.4-1.4-5.6-5.6L19 6.4 17.6 5 12 10.6z'))),
+        h('h2', { text: 'Operator' }), this.statePill, this.sheet.convsBtn, this.sheet.minBtn, this.closeBtn),
       this.list.el, this.banner, this.transcript.el, this.progress.el, this.composer.el, this.announcer);
     this.onContextChange();
+  }
+
+  /** Moves focus into the dock: the message box, else its Close button. */
+  focus() {
+    if (!this.composer.input.disabled) this.composer.focus();
+    else this.closeBtn.focus();
   }
 
   /** Effects applied by this page since it loaded (tests read it). */

@@ -110,12 +110,12 @@ export class ProposalCard {
     }
     const impact = p.impact && IMPACT[p.impact];
     const titleId = 'proposal-' + p.id;
-    this.el = h('section', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
+    this.el = h('article', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
       h('header', { class: 'proposal-head' },
         h('span', { class: 'risk-badge', title: `Risk: ${p.risk}` }, icon(risk.icon), h('span', { text: risk.label })),
         this.countdown),
       impact ? h('p', { class: 'impact-badge', 'data-impact': p.impact, text: impact }) : null,
-      h('h4', { id: titleId, class: 'proposal-summary', text: p.summary }),
+      h('h3', { id: titleId, class: 'proposal-summary', text: p.summary }),
       p.amends ? h('p', { class: 'muted small', 'data-amends': p.amends, text: 'Your amendment of an earlier proposal: confirm it to run this command.' }) : null,
       this.people = h('p', { class: 'muted small proposal-people', 'data-people': '' }),
       h('dl', { class: 'facts' },

@@ -6,7 +6,7 @@
 // opens its conversation and proposal in the dock.
 
 import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js';
-import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo } from './common.js';
+import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, revealDetail, detailKeys, closeDetail } from './common.js';
 import { runDetail } from './run-detail.js';
 import { rangeFilter, RANGE_SECONDS } from './mission.js';
 import { actorName, commandTitle } from '../words.js';
@@ -45,7 +45,7 @@ function runs(el, ctx) {
     replace(list, table({
       caption: 'Finished runs', rows, key: (r) => r.id, selected: p.run, onSelect: (r) => ctx.setParams({ run: r.id }),
       href: (r) => selectHref(ctx, { run: r.id }),
-      empty: 'No finished runs match.',
+      empty: p.status || p.q ? 'No finished runs match.' : h('span', null, 'No finished runs yet. Runs show here once they end; launch one from the ', linkTo(ctx, '/library', 'Library'), '.'),
       columns: [
         { label: 'Outcome', cell: (r) => badge(r.status) },
         { label: 'Playbook', cell: (r) => r.playbookName, link: true, class: 'name' },
@@ -237,6 +237,7 @@ function audit(el, ctx) {
       cursor ? h('button', { type: 'button', class: 'more', 'data-more': '', text: 'Show older events', onclick: async () => { try { await more(); show(); } catch (e) { replace(list, errorBox(e)); } } }) : null);
     const sel = p.event ? rows.find((r) => String(r.e.id) === p.event) : null;
     if (p.event) {
+      const ev = p.event;
       replace(detail, sel ? h('section', { class: 'card detail', 'aria-labelledby': 'event-title' },
         h('header', { class: 'detail-head' }, h('h2', { id: 'event-title', text: `Event ${sel.e.id}` }), h('span', { title: sel.e.action, text: commandTitle(sel.e.action) })),
         h('dl', { class: 'facts' },
@@ -246,8 +247,13 @@ function audit(el, ctx) {
           h('dt', { text: 'Target' }), h('dd', null, targetCell(ctx, sel.target), sel.target ? [' ', shortId(sel.target.id)] : null),
           sel.e.details && sel.e.details.conversation_id ? [h('dt', { text: 'Operator' }), h('dd', null, operatorLinks(ctx, sel.e))] : null),
         h('h3', { text: 'Details' }), h('pre', { class: 'output', tabindex: '0', text: JSON.stringify(sel.e.details, null, 2) }),
-        h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => ctx.setParams({ event: null }) }))
+        h('button', { type: 'button', class: 'link', text: 'Close', 'aria-keyshortcuts': 'Escape', onclick: () => closeDetail(ctx, 'event', ev) }))
         : errorBox(new Error(`audit event ${p.event} is not among those shown; clear the filters or show older events`)));
+      const shown = /** @type {HTMLElement | null} */ (detail.querySelector('.detail'));
+      if (shown) {
+        detailKeys(shown, ctx, 'event', ev);
+        revealDetail(shown);
+      }
     }
   };
   Promise.all([targetNames(ctx.app), ctx.app.audit({ commandType: p.action, actor: p.actor, target: p.target, since, limit: 100 }), proposalPeople(ctx)]).then(([n, page, pp]) => {

@@ -2,7 +2,7 @@
 
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime } from '../dom.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo } from './common.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Playbook} Playbook @typedef {import('../appapi.js').PlaybookArg} PlaybookArg */
 
@@ -47,7 +47,7 @@ async function showDetail(ctx, ref, side) {
   }
   if (!ctx.isCurrent()) return;
   const status = h('p', { class: 'form-error', role: 'alert' });
-  replace(side, h('section', { class: 'card detail', 'aria-label': 'Playbook ' + b.name },
+  const panel = h('section', { class: 'card detail', 'aria-label': 'Playbook ' + b.name },
     h('header', { class: 'detail-head' }, h('h2', { text: b.name }), h('span', { class: 'muted', text: `v${b.version} · updated ${fmtTime(b.updatedAt)}` })),
     h('p', { text: b.description || 'No description.' }),
     h('h3', { text: 'Prompt' }),
@@ -69,7 +69,10 @@ async function showDetail(ctx, ref, side) {
           } catch (e) { status.textContent = errorText(e); }
         },
       }),
-      h('span', { class: 'muted small' }, 'id ', shortId(b.id)))));
+      h('span', { class: 'muted small' }, 'id ', shortId(b.id))));
+  detailKeys(panel, ctx, 'playbook', b.id);
+  replace(side, panel);
+  revealDetail(panel);
 }
 
 /** The launch form of a playbook: input and its declared arguments. @param {SpaceContext} ctx @param {Playbook} b */

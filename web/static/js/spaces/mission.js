@@ -80,6 +80,14 @@ function activityCharts(el, ctx) {
         (a.partial ? ' Counted from the newest 1000 runs only.' : '');
     };
     const d = week.durations;
+    if (week.total === 0 && day.total === 0) {
+      // Empty axes say nothing: say how to get runs instead.
+      replace(el, head, h('div', { class: 'empty-state', 'data-empty': 'activity' },
+        h('p', { text: 'No runs in the last 7 days, so there is nothing to chart yet.' }),
+        h('p', null, 'Launch a playbook from the ', linkTo(ctx, '/library', 'Library'), ', put one on a timetable in ',
+          linkTo(ctx, '/schedules', 'Schedules'), ', or ask the operator (Ctrl+.) to do it for you.')));
+      return;
+    }
     replace(el, head,
       h('div', { class: 'chart-grid' },
         barChart({ title: 'Runs per hour, last 24 hours', summary: words(day, 'last 24 hours', 'hour'), series, columns: columns(day), labelEvery: 3 }),
@@ -125,7 +133,7 @@ function fleet(el, ctx) {
       h('button', { type: 'button', class: 'link', 'aria-label': `Clear the playbook filter ${p.playbook}`, text: '×', onclick: () => ctx.setParams({ playbook: null }) })) : null,
     searchBox(ctx, 'Search runs (playbook, input, id)'),
     h('button', { type: 'button', text: 'Refresh', onclick: () => load() }));
-  const counts = h('div', { class: 'status-chips', 'aria-label': 'Runs by status' });
+  const counts = h('div', { class: 'status-chips', role: 'group', 'aria-label': 'Runs by status' });
   const list = h('div', { class: 'list-pane' });
   const detail = h('div', { class: 'detail-pane' });
   el.append(filters, counts, h('div', { class: p.run ? 'split' : 'single' }, list, detail));
@@ -156,7 +164,8 @@ function fleet(el, ctx) {
         table({
           caption: 'Runs', rows, key: (r) => r.id, selected: p.run,
           onSelect: (r) => ctx.setParams({ run: r.id }), href: (r) => selectHref(ctx, { run: r.id }),
-          empty: 'No runs match.',
+          empty: filter.status || filter.trigger || filter.playbook || filter.q || since ? 'No runs match these filters.'
+            : h('span', null, 'No runs yet. Launch a playbook from the ', linkTo(ctx, '/library', 'Library'), ', or ask the operator (Ctrl+.).'),
           columns: [
             { label: 'Status', cell: (r) => badge(r.status) },
             { label: 'Playbook', cell: (r) => r.playbookName, link: true, class: 'name' },

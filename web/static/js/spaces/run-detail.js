@@ -7,7 +7,7 @@
 import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js';
 import { confirmDialog } from '../dialogs.js';
 import { runRelations } from '../insights.js';
-import { loading, errorBox, errorText, shortId, linkTo, selectHref } from './common.js';
+import { loading, errorBox, errorText, shortId, linkTo, selectHref, revealDetail, detailKeys, closeDetail } from './common.js';
 import { actorName, commandTitle, errorSentence } from '../words.js';
 
 /** A run's trigger in words. @type {Record<string, string>} */
@@ -93,6 +93,7 @@ async function launchedBy(ctx, events) {
  */
 export function runDetail(ctx, id) {
   const el = h('section', { class: 'detail card', 'aria-labelledby': 'run-title' });
+  detailKeys(el, ctx, 'run', id);
   const related = h('div', { class: 'related' });
   /** @type {any} */
   let timer = null;
@@ -108,7 +109,8 @@ export function runDetail(ctx, id) {
       r = await ctx.app.getRun(id);
     } catch (e) {
       if (!ctx.isCurrent()) return;
-      replace(el, errorBox(e), h('button', { type: 'button', text: 'Close', onclick: () => ctx.setParams({ run: null }) }));
+      replace(el, errorBox(e), h('button', { type: 'button', text: 'Close', onclick: () => closeDetail(ctx, 'run', id) }));
+      revealDetail(el);
       return;
     }
     if (!ctx.isCurrent()) return;
@@ -138,7 +140,7 @@ export function runDetail(ctx, id) {
         },
       }));
     }
-    actions.appendChild(h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => ctx.setParams({ run: null }) }));
+    actions.appendChild(h('button', { type: 'button', class: 'link', text: 'Close', 'aria-keyshortcuts': 'Escape', onclick: () => closeDetail(ctx, 'run', id) }));
     const args = Object.entries(r.args || {});
     const playbookHref = `/library?playbook=${encodeURIComponent(r.playbookId)}`;
     replace(el,
@@ -157,6 +159,7 @@ export function runDetail(ctx, id) {
       h('h3', { id: 'run-output-title', text: 'Output' + (r.outputTruncated ? ' (truncated)' : '') }),
       h('pre', { class: 'output', tabindex: '0', 'aria-labelledby': 'run-output-title', 'data-run-output': '', text: r.output || (inFlight(r) ? 'No output yet.' : 'No output.') }),
       related, status, actions);
+    revealDetail(el);
     // Relations change only when the run does: read them once per version.
     const key = `${r.id}@${r.version}`;
     if (relatedFor !== key) {

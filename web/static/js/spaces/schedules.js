@@ -3,7 +3,7 @@
 
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime, fmtRelative, uid } from '../dom.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo } from './common.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, closeDetail } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Schedule} Schedule */
 
@@ -86,7 +86,7 @@ async function showDetail(ctx, ref, side, reload) {
   if (!ctx.isCurrent()) return;
   const status = h('p', { class: 'form-error', role: 'alert' });
   const next = h('div');
-  replace(side, h('section', { class: 'card detail', 'aria-label': 'Schedule ' + s.name },
+  const panel = h('section', { class: 'card detail', 'aria-label': 'Schedule ' + s.name },
     h('header', { class: 'detail-head' }, h('h2', { text: s.name }), h('span', { class: ['badge', s.enabled ? 'badge-succeeded' : 'badge-cancelled'], text: s.enabled ? 'enabled' : 'paused' })),
     h('dl', { class: 'facts' },
       h('dt', { text: 'Cron (UTC)' }), h('dd', null, h('code', { text: s.cron })),
@@ -109,7 +109,10 @@ async function showDetail(ctx, ref, side, reload) {
           try { await ctx.app.deleteSchedule(s.id); ctx.setParams({ schedule: null }); } catch (e) { status.textContent = errorText(e); }
         },
       }),
-      h('button', { type: 'button', class: 'link', text: 'Close', onclick: () => ctx.setParams({ schedule: null }) }))));
+      h('button', { type: 'button', class: 'link', text: 'Close', 'aria-keyshortcuts': 'Escape', onclick: () => closeDetail(ctx, 'schedule', s.id) })));
+  detailKeys(panel, ctx, 'schedule', s.id);
+  replace(side, panel);
+  revealDetail(panel);
   cronPreview(ctx, s.cron, next);
 }
 
