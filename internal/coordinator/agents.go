@@ -54,7 +54,7 @@ func (c *Coordinator) AgentConversation(ctx context.Context, p protocol.Principa
 		conv, err := c.store.GetConversation(ctx, id)
 		if protocol.IsCode(err, protocol.NotFound) {
 			var cerr error
-			conv, cerr = c.store.CreateConversation(ctx, store.CreateConversationParams{ID: id, Title: &title, Now: c.now()})
+			conv, cerr = c.store.CreateConversation(ctx, store.CreateConversationParams{ID: id, Title: &title, Owner: p.Name, Visibility: protocol.VisibilityTeam, Now: c.now()})
 			err = cerr
 			// A failed create is one made meanwhile (a concurrent call,
 			// another daemon), whose commit may not be visible yet.
