@@ -169,7 +169,7 @@ func pipelinedRate(ctx context.Context, path string, d time.Duration) (float64, 
 		return 0, err
 	}
 	frame := store.NewFrame{Payload: protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: protocol.RoleAssistant}}
-	const maxQueued = 1024 // the owner's bound (coordinator's maxQueuedFrames)
+	const maxQueued = 1024 // of the order of a turn owner's bounds (1 024 frames or 64 KiB: ~560 frames this small)
 	var mu sync.Mutex
 	ready := sync.NewCond(&mu)
 	queued, stop := 0, false
