@@ -45,6 +45,7 @@ var RouteRoles = map[string]protocol.Role{
 	"POST /api/operator/conversations/{id}/restore":                 protocol.RoleOperator,
 	"POST /api/operator/conversations/{id}/view":                    protocol.RoleAgent,
 
+	"GET /api/app/events":                   protocol.RoleViewer,
 	"GET /api/app/playbooks":                protocol.RoleViewer,
 	"POST /api/app/playbooks":               protocol.RoleOperator,
 	"GET /api/app/playbooks/{ref}":          protocol.RoleViewer,

@@ -10,6 +10,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/store"
 )
 
 // Operation is one endpoint of the API.
@@ -145,6 +146,10 @@ func build() model {
 		{Method: "GET", Path: "/api/operator/models", ID: "listModels", Tag: "operator", Summary: "The configured models: provider, model, reachable, context limits",
 			Status: 200, Resp: t(reflect.TypeFor[protocol.ModelList]())},
 
+		{Method: "GET", Path: "/api/app/events", ID: "streamAppEvents", Tag: "app",
+			Summary: "Server-Sent Events of application changes: `id: <seq>` and `data: <ChangeEvent JSON>` per committed change of a run, schedule, playbook or workflow, from every daemon; the cursor is Last-Event-ID or after (none: from now); a cursor older than the log keeps gets a reset event; comment heartbeats every 15 s",
+			Query:   []param{q("after", "the cursor: the last seq seen (default: Last-Event-ID, else the newest change)", qInt)},
+			Status:  200, Content: "text/event-stream"},
 		{Method: "GET", Path: "/api/app/playbooks", ID: "listPlaybooks", Tag: "app", Summary: "Playbooks by name",
 			Query: pageParams(q("q", "search name and description", qString), q("project", "only this project", qString)), Status: 200, Resp: t(reflect.TypeFor[app.PlaybookPage]())},
 		{Method: "POST", Path: "/api/app/playbooks", ID: "createPlaybook", Tag: "app", Summary: "Create a playbook",
@@ -278,6 +283,8 @@ func enums() map[string][]string {
 		"Run.Trigger":                      {"manual", "operator", "schedule"},
 		"DoctorReport.Status":              {app.StatusOK, app.StatusDegraded, app.StatusFailing},
 		"UpdateConversationRequest.Status": {"active", "archived"},
+		"ChangeEvent.Type": {store.ChangeRunCreated, store.ChangeRunChanged, store.ChangeScheduleChanged, store.ChangePlaybookChanged,
+			store.ChangeWorkflowChanged, app.ChangeReset},
 	}
 }
 
@@ -291,6 +298,7 @@ func addProtocolComponents(r *reflector) {
 	}
 	r.enums["Error.Code"] = codes
 	r.schemaOf(reflect.TypeFor[protocol.Error]())
+	r.schemaOf(reflect.TypeFor[app.ChangeEvent]()) // the data of GET /api/app/events
 	c["ErrorBody"] = object(req("error", ref("ProtocolError")))
 	c["ResourceVersion"] = object(req("kind", str("resource kind: playbook, workflow, run, schedule, proposal")), req("id", str("")),
 		req("version", &schema{Type: []string{"integer"}, Description: "the resource's version (ADR: opaque; compare for equality). Frames stored before versions were integers hold a decimal string."}))
