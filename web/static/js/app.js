@@ -16,6 +16,7 @@ import { Shortcuts, spaceKeys } from './shortcuts.js';
 import { applyEffect } from './apply-effect.js';
 import { errorBox } from './spaces/common.js';
 import { Dock } from './dock/dock.js';
+import { AppEvents, coalesce } from './live.js';
 import * as mission from './spaces/mission.js';
 import * as designer from './spaces/designer.js';
 import * as library from './spaces/library.js';
@@ -38,6 +39,8 @@ import * as system from './spaces/system.js';
  * @property {(form: string) => Prefill | null} takePrefill
  * @property {(dirty: boolean) => void} setFormDirty
  * @property {() => boolean} isCurrent whether this mount still shows
+ * @property {(types: string[], fn: () => void) => void} onChange calls fn (coalesced) after application
+ *   changes of these types (live.js), while this mount shows; a "reset" (missed changes) calls it too
  */
 
 /** @type {Record<string, SpaceModule>} */
@@ -80,6 +83,10 @@ export class Cockpit {
     this.cleanup = undefined;
     /** @type {Dock | null} */
     this.dock = null;
+    /** The live application changes every view listens to. */
+    this.live = new AppEvents(this.api);
+    /** @type {(() => void)[]} the current mount's change subscriptions */
+    this.mountSubs = [];
     /** @type {Shortcuts | null} */
     this.shortcuts = null;
     applyTheme(storedTheme());
@@ -114,6 +121,7 @@ export class Cockpit {
       },
     });
     this.renderShell();
+    this.live.start();
     addEventListener('popstate', () => this.onRoute());
     addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
     this.onRoute();
@@ -122,6 +130,7 @@ export class Cockpit {
   /** @param {string} [message] */
   signOut(message) {
     clearToken();
+    this.live.stop();
     if (this.dock) this.dock.stop();
     showSignIn(this.root, message);
   }
@@ -248,6 +257,7 @@ export class Cockpit {
   mount() {
     if (!this.main || !this.route) return;
     if (typeof this.cleanup === 'function') this.cleanup();
+    for (const unsub of this.mountSubs.splice(0)) unsub();
     const seq = ++this.mountSeq;
     const route = this.route;
     const el = h('div', { class: 'space-body', 'data-space': route.space.id });
@@ -268,6 +278,12 @@ export class Cockpit {
       },
       setFormDirty: (d) => { if (seq === this.mountSeq) this.formDirty = d; },
       isCurrent: () => seq === this.mountSeq,
+      onChange: (types, fn) => {
+        const later = coalesce(() => { if (seq === this.mountSeq) fn(); }, 250);
+        this.mountSubs.push(later.cancel, this.live.subscribe((e) => {
+          if (seq === this.mountSeq && (e.type === 'reset' || types.includes(e.type))) later();
+        }));
+      },
     };
     const mod = SPACES[route.space.id];
     if (!mod) {
