@@ -76,3 +76,31 @@ func waitRunsEnded(t *testing.T, d *daemon) {
 	}
 	t.Fatal("runs did not end")
 }
+
+// slowRunScript keeps a run whose input says e2e-slow-run running until it
+// is cancelled; every other run and turn answers at once.
+const slowRunScript = `{"turns":[
+ {"match":"e2e-slow-run","steps":[{"sleepMs":600000},{"text":"never reached"}]},
+ {"steps":[{"text":"ok"}]}]}`
+
+// TestMissionRunningNowUpdatesLive: Mission's "Running now" shows a run
+// started elsewhere while it runs, and drops it when it ends, without a
+// reload.
+func TestMissionRunningNowUpdatesLive(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, slowRunScript)
+	p := openPage(t, d, "/")
+	p.waitJS(`document.querySelector('#space #active-title') && document.querySelector('#space #active-title').parentElement.innerText.includes('Nothing is running')`, "an empty Running now")
+	p.waitJS(`window.studio.live ? window.studio.live.open : true`, "the live change stream")
+	eval[bool](p, `(window.__sameDocument = true)`)
+	id := launch(t, d, "e2e-slow-run")
+	p.waitJS(fmt.Sprintf(`document.querySelector('#space [data-running] li[data-key=%q]') !== null`, id), "the run in Running now, without a reload")
+	// The counts agree with the list.
+	p.waitJS(`/running\s*1\b/.test(document.querySelector('#space .card.stat')?.innerText || '')`, "the 24-hour counts showing one running")
+	p.shot("mission-running-now-live")
+	appDo(t, d, "POST", "/api/app/runs/"+id+"/cancel", map[string]any{}, nil)
+	p.waitJS(`document.querySelector('#space #active-title').parentElement.innerText.includes('Nothing is running')`, "the cancelled run gone from Running now")
+	if !eval[bool](p, `window.__sameDocument === true`) {
+		t.Fatal("the page reloaded")
+	}
+}

@@ -3,7 +3,7 @@
 // run detail with output). Fleet is a view of mission, not a seventh space.
 
 import { h, replace, badge, fmtDuration } from '../dom.js';
-import { into, tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, keepPlace } from './common.js';
+import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, keepPlace } from './common.js';
 import { runDetail } from './run-detail.js';
 import { barChart } from '../charts.js';
 import { activity, STATUSES } from '../insights.js';
@@ -28,15 +28,17 @@ function overview(el, ctx) {
   const charts = h('section', { class: 'card charts', 'aria-labelledby': 'charts-title' });
   el.append(stats, charts, h('div', { class: 'columns' }, failures, active));
   activityCharts(charts, ctx);
-  into(stats, async () => Promise.all([ctx.app.runStats('24h'), ctx.app.runStats('7d')]), ([day, week]) => [
+  const counts = () => Promise.all([ctx.app.runStats('24h'), ctx.app.runStats('7d')]).then(([day, week]) => ctx.isCurrent() && keepPlace(stats, () => replace(stats,
     statCard('Runs, last 24 hours', day.total, day.counts, day.medianDurationMs),
-    statCard('Runs, last 7 days', week.total, week.counts, week.medianDurationMs),
-  ], ctx);
+    statCard('Runs, last 7 days', week.total, week.counts, week.medianDurationMs))))
+    .catch((e) => ctx.isCurrent() && replace(stats, errorBox(e)));
+  replace(stats, loading());
+  counts();
   replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }), loading());
   replace(active, h('h2', { id: 'active-title', text: 'Running now' }), loading());
   runLists(ctx, failures, active);
   // Runs that start or end anywhere (the CLI, the dock, the scheduler, another daemon) show here.
-  ctx.onChange(['run.created', 'run.changed'], () => runLists(ctx, failures, active));
+  ctx.onChange(['run.created', 'run.changed'], () => { counts(); runLists(ctx, failures, active); });
 }
 
 /**
