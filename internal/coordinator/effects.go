@@ -21,6 +21,27 @@ func (c *Coordinator) AckEffect(ctx context.Context, convID, effectID string, re
 	return effectView(eff), nil
 }
 
+// EffectState is an effect's acknowledgement state as a client deciding
+// whether to apply it must see it: a pending effect that can no longer be
+// acknowledged (superseded, archived, past its expiry) reads as expired.
+// Reading changes nothing; the next acknowledgement records the expiry.
+func (c *Coordinator) EffectState(ctx context.Context, convID, effectID string) (protocol.EffectState, error) {
+	eff, err := ofConversation(ctx, c, convID, "effect", effectID, c.store.GetEffect, func(e store.Effect) string { return e.ConversationID })
+	if err != nil {
+		return protocol.EffectState{}, err
+	}
+	if eff.Status == store.EffectPending {
+		conv, err := c.store.GetConversation(ctx, convID)
+		if err != nil {
+			return protocol.EffectState{}, err
+		}
+		if c.effectExpired(ctx, conv, eff) != "" {
+			eff.Status = store.EffectExpired
+		}
+	}
+	return effectView(eff), nil
+}
+
 func (c *Coordinator) ackEffect(ctx context.Context, convID, effectID string, req protocol.AckEffectRequest) (store.Effect, error) {
 	eff, err := ofConversation(ctx, c, convID, "effect", effectID, c.store.GetEffect, func(e store.Effect) string { return e.ConversationID })
 	if err != nil {

@@ -25,6 +25,7 @@ const maxAppBody = 256 << 10
 
 func (s *Server) appRoutes() {
 	m, a := s.mux, s.authed
+	m.HandleFunc("GET /api/app/events", a(s.handleAppEvents))
 	m.HandleFunc("GET /api/app/playbooks", a(s.handleListPlaybooks))
 	m.HandleFunc("POST /api/app/playbooks", a(bodyCommand[app.CreatePlaybookCommand](s, maxAppBody, http.StatusCreated, nil, pickPlaybook)))
 	m.HandleFunc("GET /api/app/playbooks/{ref}", a(s.handleGetPlaybook))

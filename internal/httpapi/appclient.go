@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -192,4 +195,40 @@ func (c *Client) ListAudit(ctx context.Context, q url.Values) (app.AuditPage, er
 	var r app.AuditPage
 	err := c.Do(ctx, http.MethodGet, "/api/app/audit?"+q.Encode(), nil, &r)
 	return r, err
+}
+
+// AppEvents follows GET /api/app/events from a cursor (after < 0: from the
+// newest change on) and calls fn per change until fn returns an error
+// (ErrStopStream ends it quietly), the context ends or the stream does.
+func (c *Client) AppEvents(ctx context.Context, after int64, fn func(app.ChangeEvent) error) error {
+	path := "/api/app/events"
+	if after >= 0 {
+		path += "?after=" + strconv.FormatInt(after, 10)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return c.transportError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return responseError(resp.StatusCode, data)
+	}
+	err = ReadEvents(resp.Body, func(ev Event) error {
+		var ch app.ChangeEvent
+		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+			return err
+		}
+		return fn(ch)
+	})
+	if errors.Is(err, ErrStopStream) || ctx.Err() != nil {
+		return nil
+	}
+	return err
 }

@@ -322,6 +322,12 @@ func (c *Client) AckEffect(ctx context.Context, convID, effectID string, req pro
 	return out, c.Do(ctx, http.MethodPost, "/api/operator/conversations/"+url.PathEscape(convID)+"/effects/"+url.PathEscape(effectID)+"/ack", req, &out)
 }
 
+// GetEffect reads an effect's current acknowledgement state.
+func (c *Client) GetEffect(ctx context.Context, convID, effectID string) (protocol.EffectState, error) {
+	var out protocol.EffectState
+	return out, c.Do(ctx, http.MethodGet, "/api/operator/conversations/"+url.PathEscape(convID)+"/effects/"+url.PathEscape(effectID), nil, &out)
+}
+
 // Confirm confirms a proposal.
 func (c *Client) Confirm(ctx context.Context, convID, proposalID string, req protocol.ConfirmProposalRequest) (protocol.ProposalResult, error) {
 	var out protocol.ProposalResult

@@ -266,3 +266,39 @@ func TestEffectPersistenceFailureEmitsNothing(t *testing.T) {
 		t.Fatalf("the model was not told: %+v", res)
 	}
 }
+
+// TestEffectStateLookup: a client learns an effect's current state from the
+// server before it applies a replayed effect, so it never applies one some
+// client already acknowledged, and labels it truthfully.
+func TestEffectStateLookup(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{script: &effectScript})
+	ctx := h.ctx()
+	c := h.conversation()
+	effects, _ := h.emitted(c.ID, "go fleet")
+	id := effects[0].EffectID
+	st, err := h.client.GetEffect(ctx, c.ID, id)
+	if err != nil || st.Status != "pending" || st.EffectID != id || st.AcknowledgedAt != nil {
+		t.Fatalf("before any acknowledgement: %+v %v", st, err)
+	}
+	if _, err := h.client.AckEffect(ctx, c.ID, id, protocol.AckEffectRequest{Status: "applied", ClientRoute: ptr("/?view=fleet&status=failed")}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = h.client.GetEffect(ctx, c.ID, id)
+	if err != nil || st.Status != "applied" || st.ClientRoute == nil || *st.ClientRoute != "/?view=fleet&status=failed" || st.AcknowledgedAt == nil {
+		t.Fatalf("after another client applied it: %+v %v", st, err)
+	}
+
+	// A pending effect a newer turn superseded reads as expired: no client
+	// may apply it any more.
+	effects, _ = h.emitted(c.ID, "go fleet")
+	h.emitted(c.ID, "hello")
+	if st, err := h.client.GetEffect(ctx, c.ID, effects[0].EffectID); err != nil || st.Status != "expired" {
+		t.Fatalf("a superseded effect: %+v %v", st, err)
+	}
+
+	_, err = h.client.GetEffect(ctx, c.ID, "6f1c1c39-64b9-4b59-9d43-5bd0f1e0c2f1")
+	wantCode(t, err, protocol.NotFound)
+	_, err = h.client.GetEffect(ctx, h.conversation().ID, id)
+	wantCode(t, err, protocol.NotFound)
+}

@@ -60,9 +60,11 @@ func (w *fallbackWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// Flush reaches the connection through the writers it wraps (a writer
+// that only unwraps, such as the status recorder, is no http.Flusher).
 func (w *fallbackWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.replaced {
-		f.Flush()
+	if !w.replaced {
+		_ = http.NewResponseController(w.ResponseWriter).Flush()
 	}
 }
 

@@ -128,6 +128,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("POST", cp+"/proposals/"+missing+"/confirm", `{"expectedCommandHash":"x","expectedTargetVersion":3}`, 404)
 	call("POST", cp+"/proposals/"+missing+"/deny", "", 404)
 	call("POST", cp+"/effects/"+missing+"/ack", `{"status":"applied","clientRoute":"/"}`, 404)
+	call("GET", cp+"/effects/"+missing, "", 404)
+	call("GET", "/api/app/events?after=-1", "", 400) // the stream itself: app_events_test.go
 	call("GET", "/api/operator/routes", "", 200)
 	call("GET", "/api/operator/tools", "", 200)
 

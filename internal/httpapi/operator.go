@@ -144,6 +144,11 @@ func (s *Server) handleAckEffect(w http.ResponseWriter, r *http.Request) {
 	answer(w, r, s, e, err)
 }
 
+func (s *Server) handleGetEffect(w http.ResponseWriter, r *http.Request) {
+	e, err := s.coord.EffectState(r.Context(), r.PathValue("id"), r.PathValue("eid"))
+	answer(w, r, s, e, err)
+}
+
 func (s *Server) handleRoutes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.coord.Routes())
 }

@@ -29,6 +29,7 @@ var RouteRoles = map[string]protocol.Role{
 	"POST /api/operator/conversations/{id}/requests/{rid}/cancel":   protocol.RoleAgent,
 	"GET /api/operator/conversations/{id}/stream":                   protocol.RoleViewer,
 	"POST /api/operator/stream-tickets":                             protocol.RoleViewer,
+	"GET /api/operator/conversations/{id}/effects/{eid}":            protocol.RoleViewer,
 	"POST /api/operator/conversations/{id}/effects/{eid}/ack":       protocol.RoleOperator,
 	"POST /api/operator/conversations/{id}/proposals/{pid}/confirm": protocol.RoleOperator,
 	"POST /api/operator/conversations/{id}/proposals/{pid}/deny":    protocol.RoleOperator,
@@ -44,6 +45,7 @@ var RouteRoles = map[string]protocol.Role{
 	"POST /api/operator/conversations/{id}/restore":                 protocol.RoleOperator,
 	"POST /api/operator/conversations/{id}/view":                    protocol.RoleAgent,
 
+	"GET /api/app/events":                   protocol.RoleViewer,
 	"GET /api/app/playbooks":                protocol.RoleViewer,
 	"POST /api/app/playbooks":               protocol.RoleOperator,
 	"GET /api/app/playbooks/{ref}":          protocol.RoleViewer,

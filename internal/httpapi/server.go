@@ -199,6 +199,7 @@ func (s *Server) routes() {
 	if s.cfg.App != nil {
 		s.appRoutes()
 	}
+	m.HandleFunc("GET /api/operator/conversations/{id}/effects/{eid}", s.authed(s.handleGetEffect))
 	m.HandleFunc("POST /api/operator/conversations/{id}/effects/{eid}/ack", s.authed(s.handleAckEffect))
 	m.HandleFunc("POST /api/operator/conversations/{id}/proposals/{pid}/confirm", s.authed(s.handleConfirm))
 	m.HandleFunc("POST /api/operator/conversations/{id}/proposals/{pid}/deny", s.authed(s.handleDeny))

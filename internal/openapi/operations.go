@@ -10,6 +10,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/store"
 )
 
 // Operation is one endpoint of the API.
@@ -118,6 +119,9 @@ func build() model {
 			Status:  200, Content: "text/event-stream"},
 		{Method: "POST", Path: "/api/operator/stream-tickets", ID: "createStreamTicket", Tag: "operator", Summary: "A one-use, 60-second stream credential for one conversation and cursor",
 			Body: t(reflect.TypeFor[protocol.StreamTicketRequest]()), Status: 201, Resp: t(reflect.TypeFor[protocol.StreamTicket]())},
+		{Method: "GET", Path: "/api/operator/conversations/{id}/effects/{eid}", ID: "getEffect", Tag: "operator",
+			Summary: "An effect's current state (pending, applied, rejected, expired): a client replaying a ui_command applies it only while pending; expired also when a newer turn or the expiry made it stale",
+			Status:  200, Resp: t(reflect.TypeFor[protocol.EffectState]())},
 		{Method: "POST", Path: "/api/operator/conversations/{id}/effects/{eid}/ack", ID: "ackEffect", Tag: "operator", Summary: "Acknowledge a ui_command effect: applied or rejected, once",
 			Body: t(reflect.TypeFor[protocol.AckEffectRequest]()), Status: 200, Resp: t(reflect.TypeFor[protocol.EffectState]())},
 		{Method: "POST", Path: "/api/operator/conversations/{id}/proposals/{pid}/confirm", ID: "confirmProposal", Tag: "operator", Summary: "Confirm a proposal by its command hash (and target version): the server re-checks, audits and executes it once",
@@ -149,6 +153,10 @@ func build() model {
 		{Method: "GET", Path: "/api/operator/models", ID: "listModels", Tag: "operator", Summary: "The configured models: provider, model, reachable, context limits",
 			Status: 200, Resp: t(reflect.TypeFor[protocol.ModelList]())},
 
+		{Method: "GET", Path: "/api/app/events", ID: "streamAppEvents", Tag: "app",
+			Summary: "Server-Sent Events of application changes: `id: <seq>` and `data: <ChangeEvent JSON>` per committed change of a run, schedule, playbook or workflow, from every daemon; the cursor is Last-Event-ID or after (none: from now); a cursor older than the log keeps gets a reset event; comment heartbeats every 15 s",
+			Query:   []param{q("after", "the cursor: the last seq seen (default: Last-Event-ID, else the newest change)", qInt)},
+			Status:  200, Content: "text/event-stream"},
 		{Method: "GET", Path: "/api/app/playbooks", ID: "listPlaybooks", Tag: "app", Summary: "Playbooks by name",
 			Query: pageParams(q("q", "search name and description", qString), q("project", "only this project", qString)), Status: 200, Resp: t(reflect.TypeFor[app.PlaybookPage]())},
 		{Method: "POST", Path: "/api/app/playbooks", ID: "createPlaybook", Tag: "app", Summary: "Create a playbook",
@@ -295,6 +303,8 @@ func enums() map[string][]string {
 		"CreateWebhookRequest.Format":      {"standard", "slack"},
 		"WebhookDelivery.Status":           {"pending", "delivered", "failed"},
 		"WebhookDelivery.Event":            {"proposal.pending", "proposal.decided", "turn.failed", "run.failed"},
+		"ChangeEvent.Type": {store.ChangeRunCreated, store.ChangeRunChanged, store.ChangeScheduleChanged, store.ChangePlaybookChanged,
+			store.ChangeWorkflowChanged, app.ChangeReset},
 	}
 	// A conversation's visibility, wherever it is read or written.
 	for _, f := range []string{"Conversation.Visibility", "CreateConversationRequest.Visibility", "UpdateConversationRequest.Visibility"} {
@@ -313,6 +323,7 @@ func addProtocolComponents(r *reflector) {
 	}
 	r.enums["Error.Code"] = codes
 	r.schemaOf(reflect.TypeFor[protocol.Error]())
+	r.schemaOf(reflect.TypeFor[app.ChangeEvent]()) // the data of GET /api/app/events
 	c["ErrorBody"] = object(req("error", ref("ProtocolError")))
 	c["ResourceVersion"] = object(req("kind", str("resource kind: playbook, workflow, run, schedule, proposal")), req("id", str("")),
 		req("version", &schema{Type: []string{"integer"}, Description: "the resource's version (ADR: opaque; compare for equality). Frames stored before versions were integers hold a decimal string."}))

@@ -21,6 +21,7 @@ type AppStore interface {
 	RunStore
 	ScheduleStore
 	RetentionStore
+	AppChangeStore
 
 	// Diagnostics counts the work in flight, for doctor.
 	Diagnostics(ctx context.Context, p DiagnosticsParams) (Diagnostics, error)

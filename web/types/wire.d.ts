@@ -51,6 +51,13 @@ export interface CancelRunCommand {
   run: string;
 }
 
+export interface ChangeEvent {
+  type: "run.created" | "run.changed" | "schedule.changed" | "playbook.changed" | "workflow.changed" | "reset";
+  id: string;
+  seq: number;
+  at?: number;
+}
+
 export interface ClusterReport {
   self?: string;
   lease: LeaseReport;

@@ -22,7 +22,12 @@ var (
 	reCreatePB  = regexp.MustCompile(`^(?:please\s+)?(?:create|make|add)\s+(?:a\s+|new\s+)*playbook\s+(?:named|called)\s+["']?([a-z0-9][a-z0-9._-]*)["']?\s*(?:that|which|to|:)?\s*(.*)$`)
 	reLaunchWF  = regexp.MustCompile(`^(?:please\s+)?(?:launch|run|start|kick off|execute)\s+(?:the\s+)?(?:workflow\s+(?:named\s+|called\s+)?["']?([a-z0-9][a-z0-9._-]*)["']?|([a-z0-9][a-z0-9._-]*)\s+workflow)$`)
 	reDeleteWF  = regexp.MustCompile(`^(?:please\s+)?(?:delete|remove)\s+(?:the\s+)?(?:workflow\s+(?:named\s+|called\s+)?["']?([a-z0-9][a-z0-9._-]*)["']?|([a-z0-9][a-z0-9._-]*)\s+workflow)$`)
-	reMaint     = regexp.MustCompile(`^(?:please\s+)?(vacuum|checkpoint|integrity[- ]check|check the integrity of)\b.*\b(database|db|statedb)\b|^(?:please\s+)?(vacuum)$`)
+	reDeletePB  = regexp.MustCompile(`^(?:please\s+)?(?:delete|remove)\s+(?:the\s+)?(?:playbook\s+(?:named\s+|called\s+)?["']?([a-z0-9][a-z0-9._-]*)["']?|([a-z0-9][a-z0-9._-]*)\s+playbook)$`)
+	// reAlters starts a request to remove or change something. One that no
+	// change intent understood is refused in words: answering it with a
+	// navigation or a read would pass a substitute off as what was asked.
+	reAlters = regexp.MustCompile(`^(?:please\s+)?(?:can you\s+|could you\s+)?(delete|remove|drop|erase|destroy|purge|wipe|clear|rename|edit|update|modify|change|overwrite)\b`)
+	reMaint  = regexp.MustCompile(`^(?:please\s+)?(vacuum|checkpoint|integrity[- ]check|check the integrity of)\b.*\b(database|db|statedb)\b|^(?:please\s+)?(vacuum)$`)
 )
 
 func parseChange(s string) intent {
@@ -33,6 +38,9 @@ func parseChange(s string) intent {
 	case reDeleteWF.MatchString(s):
 		name := firstOf(reDeleteWF.FindStringSubmatch(s)[1:])
 		return propose{c: call("delete_workflow", map[string]any{"workflow": name}), what: "delete the workflow " + name}
+	case reDeletePB.MatchString(s):
+		name := firstOf(reDeletePB.FindStringSubmatch(s)[1:])
+		return propose{c: call("delete_playbook", map[string]any{"playbook": name}), what: "delete the playbook " + name}
 	case reRetry.MatchString(s):
 		return lookupThen{lookup: call("list_runs", map[string]any{"status": "failed", "limit": 1}),
 			pick: func(v map[string]any) (model.ToolCall, string, bool) {
@@ -124,9 +132,15 @@ func parseChange(s string) intent {
 				}
 				return call("launch_playbook", args), what, true
 			}}
+	case reAlters.MatchString(s) && !(reTheme.MatchString(s) && reThemeVerb.MatchString(s)):
+		return answer{cannotAlter}
 	}
 	return nil
 }
+
+const cannotAlter = "I cannot do that offline: I only propose the changes I know — launch a playbook or workflow, " +
+	"cancel or retry a run, pause, resume or delete a schedule, create or delete a playbook, delete a workflow, " +
+	"maintain the database (\"delete playbook NAME\" proposes that deletion). Other edits are yours to make in the cockpit."
 
 // notPlaybookWords follow "run" or "start" without naming a playbook.
 var notPlaybookWords = map[string]bool{"run": true, "runs": true, "stats": true, "statistics": true, "schedule": true,

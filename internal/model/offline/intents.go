@@ -139,7 +139,7 @@ const notUnderstoodHelp = "I am the offline operator. I can: show runs by status
 	"(\"open schedules\"), count runs (\"how many runs failed in the last day?\"), report system health, list playbooks, " +
 	"workflows, schedules and recent audit events, switch the theme (\"dark mode\"), draft a schedule " +
 	"(\"draft a schedule for audit every weekday at 9\"), and propose changes — launch a playbook, cancel or retry a run, " +
-	"pause or resume a schedule, create a playbook, delete a schedule, vacuum the database — for you to confirm."
+	"pause or resume a schedule, create or delete a playbook, delete a schedule, vacuum the database — for you to confirm."
 
 // statusWords are the status words, longest first, as word patterns.
 var statusWords = func() []struct {

@@ -305,3 +305,39 @@ func TestNoChangeIsNotCalledDone(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteIsNeverNavigation: a request to delete or change something is a
+// proposal of that command, or a plain refusal in words; it never becomes a
+// navigation or a read that the answer would pass off as done.
+func TestDeleteIsNeverNavigation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ instr, tool, args string }{
+		{"delete playbook audit-repo", "delete_playbook", `{"playbook":"audit-repo"}`},
+		{"Delete the playbook named audit-repo.", "delete_playbook", `{"playbook":"audit-repo"}`},
+		{"remove the audit-repo playbook", "delete_playbook", `{"playbook":"audit-repo"}`},
+	} {
+		step := Plan(request(tc.instr))
+		if len(step.Calls) != 1 {
+			t.Errorf("%q: step %+v, want a %s proposal", tc.instr, step, tc.tool)
+			continue
+		}
+		args, _ := protocol.Canonicalize(step.Calls[0].Arguments)
+		if step.Calls[0].Name != tc.tool || string(args) != tc.args {
+			t.Errorf("%q -> %s %s, want %s %s", tc.instr, step.Calls[0].Name, args, tc.tool, tc.args)
+		}
+		if !strings.Contains(step.Text, "proposed to delete the playbook audit-repo") {
+			t.Errorf("%q: text %q", tc.instr, step.Text)
+		}
+	}
+	for _, instr := range []string{"delete the failed runs", "delete playbooks", "remove the library", "erase history",
+		"rename playbook audit-repo to audit", "edit the nightly schedule", "delete everything in the designer"} {
+		step := Plan(request(instr))
+		if len(step.Calls) != 0 {
+			t.Errorf("%q -> %s, want an answer in words", instr, step.Calls[0].Name)
+			continue
+		}
+		if !strings.Contains(step.Text, "cannot do that") {
+			t.Errorf("%q: text %q, want a plain refusal", instr, step.Text)
+		}
+	}
+}

@@ -164,6 +164,7 @@ func (r *resource[T]) update(ctx context.Context, tx *writeTx, c change[T]) (T, 
 	if err := audit(ctx, tx, c.Audit); err != nil {
 		return cur, err
 	}
+	tx.changed(r.kind+".changed", c.ID)
 	return r.load(ctx, tx, c.ID, "")
 }
 
@@ -178,5 +179,6 @@ func (r *resource[T]) remove(ctx context.Context, tx *writeTx, c change[T]) (T, 
 	if err := c.apply(cur, r.name(cur)); err != nil {
 		return cur, err
 	}
+	tx.changed(r.kind+".changed", c.ID)
 	return cur, audit(ctx, tx, c.Audit)
 }

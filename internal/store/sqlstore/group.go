@@ -248,7 +248,11 @@ func (g *group) run(batch []*job) (rest []*job) {
 			return g.abort(sqlTx, batch[i+1:], err)
 		}
 		j.tx = writeTx{conn: conn{tx: sqlTx, d: g.s.d, batch: bc}, locks: &g.s.locks}
-		if err := j.run(); err != nil {
+		err := j.run()
+		if err == nil {
+			err = writeChanges(ctx, &j.tx)
+		}
+		if err != nil {
 			j.finish(err)
 			if rerr := bc.exec(sqlTx, `ROLLBACK TO logical`); rerr != nil {
 				return g.abort(sqlTx, batch[i+1:], rerr)

@@ -356,6 +356,7 @@ func (s *Store) ReapRun(ctx context.Context, p store.ReapRunParams) (store.Run, 
 				With("status", string(out.Status))
 		}
 		tx.control(store.RunKey(p.ID))
+		tx.changed(store.ChangeRunChanged, p.ID)
 		return enqueueRunFailed(ctx, tx, out, p.Now)
 	})
 	return out, err

@@ -67,6 +67,7 @@ func (s *Store) CreatePlaybook(ctx context.Context, p store.CreatePlaybookParams
 		if err := audit(ctx, tx, p.Audit); err != nil {
 			return err
 		}
+		tx.changed(store.ChangePlaybookChanged, p.ID)
 		out, err = getPlaybook(ctx, tx, "id", p.ID)
 		return err
 	})

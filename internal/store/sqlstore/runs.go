@@ -107,6 +107,7 @@ func createRun(ctx context.Context, tx *writeTx, p store.CreateRunParams) (store
 		return store.Run{}, err
 	}
 	tx.control(store.RunsQueued) // every daemon's idle workers may claim it
+	tx.changed(store.ChangeRunCreated, p.ID)
 	return getRun(ctx, tx, p.ID)
 }
 
@@ -198,6 +199,7 @@ func (s *Store) ClaimRun(ctx context.Context, p store.ClaimRunParams) (store.Run
 		if n, _ := res.RowsAffected(); n != 1 {
 			return nil
 		}
+		tx.changed(store.ChangeRunChanged, id)
 		out, err = getRun(ctx, tx, id)
 		ok = err == nil
 		return err
@@ -229,6 +231,7 @@ func (s *Store) FinishRun(ctx context.Context, p store.FinishRunParams) (store.R
 			p.Status, p.Output, boolInt(p.OutputTruncated), p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), p.ID); err != nil {
 			return fmt.Errorf("finish run: %w", err)
 		}
+		tx.changed(store.ChangeRunChanged, p.ID)
 		if out, err = getRun(ctx, tx, p.ID); err != nil {
 			return err
 		}
@@ -270,6 +273,7 @@ func (s *Store) CancelRun(ctx context.Context, p store.CancelRunParams) (store.R
 		if err := audit(ctx, tx, p.Audit); err != nil {
 			return err
 		}
+		tx.changed(store.ChangeRunChanged, p.ID)
 		out, err = getRun(ctx, tx, p.ID)
 		return err
 	})
@@ -292,6 +296,7 @@ func (s *Store) RecoverRuns(ctx context.Context, p store.RecoverRunsParams) ([]s
 				p.ErrorCode, p.ErrorMessage, ts(p.Now), ts(p.Now), id); err != nil {
 				return fmt.Errorf("recover run: %w", err)
 			}
+			tx.changed(store.ChangeRunChanged, id)
 			r, err := getRun(ctx, tx, id)
 			if err != nil {
 				return err

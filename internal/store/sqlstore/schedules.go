@@ -78,6 +78,7 @@ func (s *Store) CreateSchedule(ctx context.Context, p store.CreateScheduleParams
 		if err := audit(ctx, tx, p.Audit); err != nil {
 			return err
 		}
+		tx.changed(store.ChangeScheduleChanged, p.ID)
 		out, err = getSchedule(ctx, tx, "id", p.ID)
 		return err
 	})
@@ -267,6 +268,7 @@ func (s *Store) FireSchedule(ctx context.Context, p store.FireScheduleParams) (s
 			p.ScheduleID, ts(p.Now.Add(-slotRetention))); err != nil {
 			return fmt.Errorf("prune schedule slots: %w", err)
 		}
+		tx.changed(store.ChangeScheduleChanged, p.ScheduleID)
 		out.Schedule, err = getSchedule(ctx, tx, "id", p.ScheduleID)
 		return err
 	})

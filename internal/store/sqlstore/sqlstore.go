@@ -254,6 +254,9 @@ type writeTx struct {
 	// removed are the conversations the transaction deleted (purges):
 	// after the commit their live streams end.
 	removed []string
+	// changes are the application changes it makes (changes.go), logged
+	// at its end.
+	changes []appChange
 }
 
 // touch records a conversation whose frames the transaction changes: its
@@ -328,6 +331,10 @@ func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*write
 	}
 	tx := &writeTx{conn: conn{tx: sqlTx, d: s.d}, locks: &s.locks}
 	if err := fn(tx); err != nil {
+		_ = sqlTx.Rollback()
+		return nil, err
+	}
+	if err := writeChanges(ctx, tx); err != nil {
 		_ = sqlTx.Rollback()
 		return nil, err
 	}

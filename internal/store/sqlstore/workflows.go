@@ -124,6 +124,7 @@ func (s *Store) CreateWorkflow(ctx context.Context, p store.CreateWorkflowParams
 		if err := audit(ctx, tx, p.Audit); err != nil {
 			return err
 		}
+		tx.changed(store.ChangeWorkflowChanged, p.ID)
 		var err error
 		out, err = getWorkflow(ctx, tx, "id", p.ID)
 		return err

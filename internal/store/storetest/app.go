@@ -54,6 +54,8 @@ func ExerciseApp(t *testing.T, open func(t *testing.T) store.Store) {
 	run("Retention/PurgeDeletedConversations", testPurgeDeleted)
 	run("Retention/PurgeIdleConversations", testPurgeIdle)
 	run("Diagnostics", testDiagnostics)
+	run("Changes/LoggedInCommitOrder", testAppChanges)
+	run("Changes/ConcurrentWritersInOrder", testAppChangesConcurrent)
 }
 
 func (f *fixture) playbook(name string, args ...store.PlaybookArg) store.Playbook {

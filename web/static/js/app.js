@@ -18,6 +18,7 @@ import { may } from './roles.js';
 import { errorBox, guardControls } from './spaces/common.js';
 import { Dock } from './dock/dock.js';
 import { isSheet } from './dock/sheet.js';
+import { AppEvents, coalesce } from './live.js';
 import * as mission from './spaces/mission.js';
 import * as designer from './spaces/designer.js';
 import * as library from './spaces/library.js';
@@ -40,6 +41,8 @@ import * as system from './spaces/system.js';
  * @property {(form: string) => Prefill | null} takePrefill
  * @property {(dirty: boolean) => void} setFormDirty
  * @property {() => boolean} isCurrent whether this mount still shows
+ * @property {(types: string[], fn: () => void) => void} onChange calls fn (coalesced) after application
+ *   changes of these types (live.js), while this mount shows; a "reset" (missed changes) calls it too
  * @typedef {import('./roles.js').Me} Me
  */
 
@@ -84,6 +87,10 @@ export class Cockpit {
     this.cleanup = undefined;
     /** @type {Dock | null} */
     this.dock = null;
+    /** The live application changes every view listens to. */
+    this.live = new AppEvents(this.api);
+    /** @type {(() => void)[]} the current mount's change subscriptions */
+    this.mountSubs = [];
     /** @type {Shortcuts | null} */
     this.shortcuts = null;
     /** @type {Me | null} who is signed in (GET /api/auth/whoami) */
@@ -140,6 +147,7 @@ export class Cockpit {
     });
     this.renderShell();
     this.openFromFragment();
+    this.live.start();
     this.onRoute();
   }
 
@@ -147,6 +155,7 @@ export class Cockpit {
   signOut(message) {
     clearToken();
     this.me = null;
+    this.live.stop();
     if (this.dock) this.dock.stop();
     showSignIn(this.root, message);
   }
@@ -373,6 +382,7 @@ export class Cockpit {
   mount() {
     if (!this.main || !this.route) return;
     if (typeof this.cleanup === 'function') this.cleanup();
+    for (const unsub of this.mountSubs.splice(0)) unsub();
     const seq = ++this.mountSeq;
     const route = this.route;
     const el = h('div', { class: 'space-body', 'data-space': route.space.id });
@@ -393,6 +403,12 @@ export class Cockpit {
       },
       setFormDirty: (d) => { if (seq === this.mountSeq) this.formDirty = d; },
       isCurrent: () => seq === this.mountSeq,
+      onChange: (types, fn) => {
+        const later = coalesce(() => { if (seq === this.mountSeq) fn(); }, 250);
+        this.mountSubs.push(later.cancel, this.live.subscribe((e) => {
+          if (seq === this.mountSeq && (e.type === 'reset' || types.includes(e.type))) later();
+        }));
+      },
     };
     const mod = SPACES[route.space.id];
     if (!mod) {

@@ -41,6 +41,13 @@ export class OperatorClient {
    */
   ackEffect(id, effectId, body) { return this.api.post(`/api/operator/conversations/${enc(id)}/effects/${enc(effectId)}/ack`, body); }
   /**
+   * An effect's current state on the server: pending until some client
+   * acknowledges it; expired once stale.
+   * @param {string} id @param {string} effectId
+   * @returns {Promise<{effectId: string, status: 'pending'|'applied'|'rejected'|'expired', clientRoute: string|null, rejectionCode: string|null, acknowledgedAt: number|null, expiresAt: number}>}
+   */
+  getEffect(id, effectId) { return this.api.get(`/api/operator/conversations/${enc(id)}/effects/${enc(effectId)}`); }
+  /**
    * Confirms a proposal with the hash and target version it was shown with.
    * @param {string} id @param {CommandProposal} proposal
    */

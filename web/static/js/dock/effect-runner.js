@@ -1,8 +1,9 @@
 // Effects (ADR-0083 D5) as the dock meets them: decide whether this browser
 // applies an effect (never twice, never from history, never when expired or
-// superseded), let the cockpit apply it, remember the outcome, then send
-// the one acknowledgement. A replay repeats an undelivered acknowledgement
-// but never the effect.
+// superseded, never when another browser already acknowledged it: the
+// server's state of the effect decides), let the cockpit apply it, remember
+// the outcome, then send the one acknowledgement. A replay repeats an
+// undelivered acknowledgement but never the effect.
 
 import { ApiError, errorText } from '../api.js';
 import { EffectLog } from '../storage.js';
@@ -57,13 +58,24 @@ export class EffectRunner {
       if (!rec.acked && rec.status !== 'skipped') await this.ack(f, rec);
       return;
     }
+    // What the server knows: another browser (whose effect log this one
+    // cannot see) may have acknowledged it already.
+    const server = await this.serverState(f);
+    if (server && server.status === 'applied') {
+      this.o.show(id, 'applied', 'applied in another window', live);
+      return;
+    }
+    if (server && server.status === 'rejected') {
+      this.o.show(id, 'rejected', `rejected in another window (${server.rejectionCode})`, live);
+      return;
+    }
     if (mode === 'history') {
-      this.o.show(id, 'not-applied', 'not applied in this browser');
+      this.o.show(id, 'not-applied', server && server.status === 'expired' ? 'not applied (expired)' : 'not applied in this browser');
       return;
     }
     const stale = checkFresh(p, { nowSeconds: Date.now() / 1000, superseded });
-    if (stale) {
-      this.o.show(id, 'expired', `not applied: ${stale.reason}`, live);
+    if (stale || (server && server.status === 'expired')) {
+      this.o.show(id, 'expired', `not applied: ${stale ? stale.reason : 'it expired before any window applied it'}`, live);
       return;
     }
     const outcome = await this.o.apply(p.effect);
@@ -79,6 +91,19 @@ export class EffectRunner {
   }
 
   /**
+   * The effect's state on the server, or null when it cannot be read (the
+   * local checks then decide, as before the server could be asked).
+   * @param {Frame} f
+   */
+  async serverState(f) {
+    try {
+      return await this.o.client.getEffect(f.conversationId, /** @type {string} */ (f.payload.effectId));
+    } catch {
+      return null;
+    }
+  }
+
+  /**
    * Sends the one acknowledgement of an effect (repeats are identical).
    * @param {Frame} f @param {EffectRecord} rec
    */
@@ -91,8 +116,16 @@ export class EffectRunner {
       await this.o.client.ackEffect(f.conversationId, id, body);
       this.log.markAcked(id);
     } catch (e) {
-      if (e instanceof ApiError && e.status !== 0 && !e.retryable) {
-        // The server decided (expired, conflict, refused): repeating the same ack cannot change that.
+      if (e instanceof ApiError && e.code === 'conflict') {
+        // Another browser acknowledged it between this one's look-up and its
+        // application: say what the server kept.
+        this.log.markAcked(id);
+        const server = await this.serverState(f);
+        this.o.show(id, rec.status, server && server.status === 'applied'
+          ? `${rec.status === 'applied' ? 'applied here and' : `${rec.status} here;`} applied in another window`
+          : `${rec.status} here; another window acknowledged it first (${server ? server.status : 'conflict'})`);
+      } else if (e instanceof ApiError && e.status !== 0 && !e.retryable) {
+        // The server decided (expired, refused): repeating the same ack cannot change that.
         this.log.markAcked(id);
         this.o.show(id, e.code === 'stale_context' ? 'expired' : 'ack-error', e.code === 'stale_context'
           ? `${rec.status === 'applied' ? 'applied here, but ' : ''}the server says it expired (stale_context)`

@@ -363,3 +363,32 @@ export function guardControls(root, me) {
   }
   return held;
 }
+
+/**
+ * Re-renders a live region in place: the scroll positions (of the region,
+ * its scrolling ancestors, the page and its table's horizontal scroll) and
+ * the focused row stay as they were, so an update a change brought in
+ * never moves the reader.
+ * @param {HTMLElement} region @param {() => void} render
+ */
+export function keepPlace(region, render) {
+  const active = document.activeElement;
+  const row = active instanceof HTMLElement && region.contains(active) ? active.closest('[data-key]') : null;
+  const key = row ? row.getAttribute('data-key') : null;
+  /** @type {[Element, number, number][]} */
+  const scrolled = [];
+  for (let n = /** @type {Element | null} */ (region); n; n = n.parentElement) if (n.scrollTop || n.scrollLeft) scrolled.push([n, n.scrollTop, n.scrollLeft]);
+  const wrap = region.querySelector('.table-wrap');
+  const wrapLeft = wrap ? wrap.scrollLeft : 0;
+  const wx = scrollX, wy = scrollY;
+  render();
+  for (const [n, top, left] of scrolled) { n.scrollTop = top; n.scrollLeft = left; }
+  const newWrap = region.querySelector('.table-wrap');
+  if (newWrap) newWrap.scrollLeft = wrapLeft;
+  if (scrollX !== wx || scrollY !== wy) scrollTo(wx, wy);
+  if (key !== null) {
+    const again = region.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    const target = again && /** @type {HTMLElement | null} */ (again.querySelector('a, button, input'));
+    if (target) target.focus({ preventScroll: true });
+  }
+}

@@ -40,32 +40,151 @@ export function mount(el, ctx) {
 }
 
 /**
+ * @typedef {{playbook: string, input: string, args: Record<string, string>}} StepValue
+ * A step as the editor holds it and as the API takes it (WorkflowStepInput).
+ */
+
+/** @param {import('../appapi.js').WorkflowStep} s @returns {StepValue} */
+function stepValue(s) {
+  return { playbook: s.playbookName, input: s.input || '', args: { ...(s.args || {}) } };
+}
+
+/** The steps a prefill carries: playbook names in order ("a, b"), or step objects. @param {any} v @returns {StepValue[]} */
+function prefillSteps(v) {
+  if (Array.isArray(v)) return v.map((x) => (typeof x === 'string' ? { playbook: x, input: '', args: {} } : { playbook: String(x.playbook || ''), input: String(x.input || ''), args: { ...(x.args || {}) } }));
+  return String(v || '').split(',').map((x) => x.trim()).filter(Boolean).map((playbook) => ({ playbook, input: '', args: {} }));
+}
+
+/** Whether two step lists say the same. @param {StepValue[]} a @param {StepValue[]} b */
+function sameSteps(a, b) {
+  const norm = (/** @type {StepValue[]} */ l) => JSON.stringify(l.map((s) => [s.playbook, s.input, Object.entries(s.args).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))]));
+  return norm(a) === norm(b);
+}
+
+/**
  * The workflow editor: create (w null) or update with the version last read.
+ * Every part of a step is edited (playbook, input, each argument, order), and
+ * a save sends only the fields that changed, with the version it read: a
+ * workflow someone else saved first is a conflict the editor shows, with a
+ * reload, instead of overwriting their change.
  * @param {SpaceContext} ctx @param {Workflow | null} w @param {Record<string, any> | null} values
  */
 function editor(ctx, w, values) {
   const v = values || {};
   const status = h('p', { class: 'form-error', role: 'alert' });
-  const steps = w ? w.steps.map((s) => s.playbookName).join(', ') : (v.steps || '');
+  const conflict = h('div', { class: 'conflict-slot' });
+  /** @type {StepValue[]} */
+  const original = w ? w.steps.map(stepValue) : [];
+  const list = h('ol', { class: 'step-editor', 'aria-label': 'Steps' });
+  const playbooks = h('datalist', { id: 'wf-playbooks' });
+  /** @type {Map<string, import('../appapi.js').PlaybookArg[]>} */
+  const declared = new Map();
+  ctx.app.listPlaybooks({ limit: 200 }).then((page) => {
+    for (const pb of page.playbooks) declared.set(pb.name, pb.args || []);
+    replace(playbooks, page.playbooks.map((pb) => h('option', { value: pb.name })));
+  }).catch(() => { /* names are only suggestions; the server checks them on save */ });
+
+  /** One argument row. @param {string} name @param {string} value @param {string} [placeholder] */
+  const argRow = (name, value, placeholder) => {
+    const row = h('li', { class: 'arg-row' },
+      h('input', { type: 'text', class: 'arg-name', value: name, 'aria-label': 'Argument name', placeholder: 'name', autocomplete: 'off', maxlength: '64' }),
+      h('input', { type: 'text', class: 'arg-value', value, 'aria-label': `Value of ${name || 'the argument'}`, placeholder: placeholder || 'value', autocomplete: 'off' }),
+      h('button', { type: 'button', class: 'icon-button', 'data-action': 'remove-arg', 'aria-label': `Remove argument ${name}`.trim(), text: '×', onclick: () => { row.remove(); ctx.setFormDirty(true); } }));
+    return row;
+  };
+  /** Adds rows for the playbook's declared arguments the step does not set yet. @param {HTMLElement} args @param {string} playbook */
+  const addDeclared = (args, playbook) => {
+    const have = new Set([...args.querySelectorAll('.arg-name')].map((i) => /** @type {HTMLInputElement} */ (i).value.trim()));
+    for (const a of declared.get(playbook) || []) {
+      if (!have.has(a.name)) args.append(argRow(a.name, '', a.default !== undefined ? `default: ${a.default}` : a.required ? 'required' : 'optional'));
+    }
+  };
+  const renumber = () => {
+    [...list.children].forEach((li, i) => {
+      const n = /** @type {HTMLElement} */ (li.querySelector('.step-number'));
+      if (n) n.textContent = `Step ${i + 1}`;
+      /** @type {HTMLButtonElement} */ (li.querySelector('[data-action=step-up]')).disabled = i === 0;
+      /** @type {HTMLButtonElement} */ (li.querySelector('[data-action=step-down]')).disabled = i === list.children.length - 1;
+      /** @type {HTMLButtonElement} */ (li.querySelector('[data-action=remove-step]')).disabled = list.children.length === 1;
+    });
+  };
+  /** One step. @param {StepValue} st */
+  const stepItem = (st) => {
+    const args = h('ul', { class: 'arg-list' }, Object.entries(st.args).map(([k, val]) => argRow(k, val)));
+    const pbInput = h('input', { type: 'text', class: 'step-playbook', value: st.playbook, required: true, list: 'wf-playbooks', 'aria-label': 'Playbook', autocomplete: 'off', pattern: '[a-z0-9][a-z0-9._\\-]*', maxlength: '64',
+      onchange: () => addDeclared(args, pbInput.value.trim()) });
+    const li = h('li', { class: 'step-edit', 'data-step-edit': '' },
+      h('div', { class: 'step-head' },
+        h('strong', { class: 'step-number' }),
+        h('span', { class: 'step-buttons' },
+          h('button', { type: 'button', 'data-action': 'step-up', text: 'Move up', onclick: () => { if (li.previousElementSibling) list.insertBefore(li, li.previousElementSibling); renumber(); ctx.setFormDirty(true); } }),
+          h('button', { type: 'button', 'data-action': 'step-down', text: 'Move down', onclick: () => { if (li.nextElementSibling) list.insertBefore(li.nextElementSibling, li); renumber(); ctx.setFormDirty(true); } }),
+          h('button', { type: 'button', class: 'danger', 'data-action': 'remove-step', text: 'Remove', onclick: () => { li.remove(); renumber(); ctx.setFormDirty(true); } }))),
+      h('label', { class: 'field' }, h('span', { class: 'label', text: 'Playbook *' }), pbInput),
+      h('label', { class: 'field' }, h('span', { class: 'label', text: 'Input' }), h('input', { type: 'text', class: 'step-input', value: st.input, autocomplete: 'off', maxlength: '20000' })),
+      h('div', { class: 'field' }, h('span', { class: 'label', text: 'Arguments' }), args,
+        h('button', { type: 'button', 'data-action': 'add-arg', text: 'Add argument', onclick: () => { const r = argRow('', ''); args.append(r); /** @type {HTMLInputElement} */ (r.querySelector('input')).focus(); } })));
+    return li;
+  };
+  /** The steps as the form now says. @returns {StepValue[]} */
+  const current = () => [...list.querySelectorAll('[data-step-edit]')].map((li) => {
+    /** @type {Record<string, string>} */
+    const args = {};
+    for (const row of li.querySelectorAll('.arg-row')) {
+      const name = /** @type {HTMLInputElement} */ (row.querySelector('.arg-name')).value.trim();
+      const value = /** @type {HTMLInputElement} */ (row.querySelector('.arg-value')).value;
+      // An empty row, or a declared argument left empty, sets nothing: the
+      // playbook's default applies.
+      if (name && value !== '') args[name] = value;
+    }
+    return {
+      playbook: /** @type {HTMLInputElement} */ (li.querySelector('.step-playbook')).value.trim(),
+      input: /** @type {HTMLInputElement} */ (li.querySelector('.step-input')).value,
+      args,
+    };
+  });
+  const initial = w ? original : prefillSteps(v.steps);
+  for (const st of (initial.length ? initial : [{ playbook: '', input: '', args: {} }])) list.append(stepItem(st));
+  renumber();
+
+  /** Shows that someone else saved first, and offers to load their version. @param {any} e */
+  const showConflict = (e) => {
+    const now = e.details && e.details.actualVersion;
+    replace(conflict, h('div', { class: 'notice notice-warn', role: 'alert', 'data-conflict': '' },
+      h('span', { text: `Someone else saved ${w ? w.name : 'this workflow'}${now ? ` (now v${now})` : ''} after you opened it (v${w ? w.version : '?'}). Your changes are not saved: reload to see theirs, then make your change again.` }),
+      h('button', { type: 'button', class: 'primary', 'data-action': 'reload-workflow', text: 'Reload', onclick: () => { ctx.setFormDirty(false); ctx.cockpit.mount(); } })));
+  };
+
   const form = h('form', {
     class: 'card form', 'aria-labelledby': 'wf-title', 'data-form': 'workflow',
     onsubmit: async (/** @type {Event} */ ev) => {
       ev.preventDefault();
       status.textContent = '';
-      const stepList = val(form, 'steps').split(',').map((s) => s.trim()).filter(Boolean).map((playbook) => ({ playbook }));
+      replace(conflict);
+      const steps = current();
+      if (steps.length === 0) { status.textContent = 'A workflow needs at least one step.'; return; }
       try {
         if (!w) {
-          const created = await ctx.app.createWorkflow({ name: val(form, 'name'), description: val(form, 'description'), steps: stepList });
+          const created = await ctx.app.createWorkflow({ name: val(form, 'name'), description: val(form, 'description'), steps });
           ctx.setFormDirty(false);
           ctx.cockpit.flash(`Created workflow ${val(form, 'name')}.`);
           ctx.setParams({ workflow: (created && (created.id || (created.workflow && created.workflow.id))) || val(form, 'name') });
-        } else {
-          await ctx.app.updateWorkflow(w.id, { expectedVersion: w.version, name: val(form, 'name'), description: val(form, 'description'), steps: stepList });
-          ctx.setFormDirty(false);
-          ctx.cockpit.flash(`Saved workflow ${val(form, 'name')}.`);
-          ctx.cockpit.mount();
+          return;
         }
-      } catch (e) { status.textContent = errorText(e); }
+        /** @type {{expectedVersion: number, name?: string, description?: string, steps?: StepValue[]}} */
+        const patch = { expectedVersion: w.version };
+        if (val(form, 'name') !== w.name) patch.name = val(form, 'name');
+        if (val(form, 'description') !== w.description) patch.description = val(form, 'description');
+        if (!sameSteps(steps, original)) patch.steps = steps;
+        if (Object.keys(patch).length === 1) { status.textContent = 'Nothing to save: the workflow is as you opened it.'; return; }
+        await ctx.app.updateWorkflow(w.id, patch);
+        ctx.setFormDirty(false);
+        ctx.cockpit.flash(`Saved workflow ${val(form, 'name')}.`);
+        ctx.cockpit.mount();
+      } catch (e) {
+        if (w && /** @type {any} */ (e).code === 'conflict' && /** @type {any} */ (e).details && /** @type {any} */ (e).details.expectedVersion !== undefined) showConflict(e);
+        else status.textContent = errorText(e);
+      }
     },
   },
   h('h2', { id: 'wf-title', text: w ? `Edit ${w.name}` : 'New workflow' }),
@@ -73,8 +192,9 @@ function editor(ctx, w, values) {
   values ? h('p', { class: 'notice notice-info', text: 'Filled in by the operator. Review before saving; nothing is created until you do.' }) : null,
   field({ label: 'Name', name: 'name', value: w ? w.name : v.name, required: true, maxLength: 64, pattern: '[a-z0-9][a-z0-9._\\-]*' }),
   field({ label: 'Description', name: 'description', value: w ? w.description : v.description, textarea: true, rows: 2, maxLength: 2000 }),
-  field({ label: 'Steps', name: 'steps', value: steps, required: true, help: 'Playbook names in order, comma separated, e.g. audit-repo, summarize-failed-runs' }),
-  w && w.steps.length ? h('ol', { class: 'steps' }, w.steps.map((s) => h('li', null, h('strong', { text: s.playbookName }), s.input ? ` — input “${s.input}”` : ''))) : null,
+  h('fieldset', { class: 'steps-fieldset' }, h('legend', { text: 'Steps, in the order they run' }), list, playbooks,
+    h('button', { type: 'button', 'data-action': 'add-step', text: 'Add step', onclick: () => { const li = stepItem({ playbook: '', input: '', args: {} }); list.append(li); renumber(); /** @type {HTMLInputElement} */ (li.querySelector('.step-playbook')).focus(); ctx.setFormDirty(true); } })),
+  conflict,
   status,
   h('div', { class: 'actions' },
     h('button', { type: 'submit', class: 'primary', text: w ? 'Save' : 'Create workflow' }),

@@ -3,7 +3,7 @@
 // run detail with output). Fleet is a view of mission, not a seventh space.
 
 import { h, replace, badge, fmtDuration } from '../dom.js';
-import { into, tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo } from './common.js';
+import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, keepPlace } from './common.js';
 import { runDetail } from './run-detail.js';
 import { barChart } from '../charts.js';
 import { activity, STATUSES } from '../insights.js';
@@ -28,24 +28,36 @@ function overview(el, ctx) {
   const charts = h('section', { class: 'card charts', 'aria-labelledby': 'charts-title' });
   el.append(stats, charts, h('div', { class: 'columns' }, failures, active));
   activityCharts(charts, ctx);
-  into(stats, async () => Promise.all([ctx.app.runStats('24h'), ctx.app.runStats('7d')]), ([day, week]) => [
+  const counts = () => Promise.all([ctx.app.runStats('24h'), ctx.app.runStats('7d')]).then(([day, week]) => ctx.isCurrent() && keepPlace(stats, () => replace(stats,
     statCard('Runs, last 24 hours', day.total, day.counts, day.medianDurationMs),
-    statCard('Runs, last 7 days', week.total, week.counts, week.medianDurationMs),
-  ], ctx);
+    statCard('Runs, last 7 days', week.total, week.counts, week.medianDurationMs))))
+    .catch((e) => ctx.isCurrent() && replace(stats, errorBox(e)));
+  replace(stats, loading());
+  counts();
   replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }), loading());
+  replace(active, h('h2', { id: 'active-title', text: 'Running now' }), loading());
+  runLists(ctx, failures, active);
+  // Runs that start or end anywhere (the CLI, the dock, the scheduler, another daemon) show here.
+  ctx.onChange(['run.created', 'run.changed'], () => { counts(); runLists(ctx, failures, active); });
+}
+
+/**
+ * The overview's run lists, (re)read: the recent failures and what runs now.
+ * @param {SpaceContext} ctx @param {HTMLElement} failures @param {HTMLElement} active
+ */
+function runLists(ctx, failures, active) {
   ctx.app.listRuns({ status: 'failed', limit: 8 }).then((page) => {
     if (!ctx.isCurrent()) return;
-    replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }),
+    keepPlace(failures, () => replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }),
       page.runs.length === 0 ? h('p', { class: 'muted', text: 'No failed runs. ' }) : h('ul', { class: 'list' }, page.runs.map((r) => h('li', null,
         linkTo(ctx, `/?view=fleet&status=failed&run=${encodeURIComponent(r.id)}`, h('strong', { class: 'name', text: r.playbookName }), ' ', runCells(r).when),
         r.error ? h('div', { class: 'muted small', text: `${r.error.code}: ${r.error.message}` } ) : null))),
-      linkTo(ctx, '/?view=fleet&status=failed', 'All failed runs →'));
+      linkTo(ctx, '/?view=fleet&status=failed', 'All failed runs →')));
   }).catch((e) => ctx.isCurrent() && replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }), errorBox(e)));
-  replace(active, h('h2', { id: 'active-title', text: 'Running now' }), loading());
   ctx.app.listRuns({ status: 'running', limit: 8 }).then((page) => {
     if (!ctx.isCurrent()) return;
-    replace(active, h('h2', { id: 'active-title', text: 'Running now' }),
-      page.runs.length === 0 ? h('p', { class: 'muted', text: 'Nothing is running.' }) : h('ul', { class: 'list' }, page.runs.map((r) => h('li', null, badge(r.status), ' ', linkTo(ctx, `/?view=fleet&run=${encodeURIComponent(r.id)}`, h('strong', { class: 'name', text: r.playbookName })), ' ', runCells(r).when))));
+    keepPlace(active, () => replace(active, h('h2', { id: 'active-title', text: 'Running now' }),
+      page.runs.length === 0 ? h('p', { class: 'muted', text: 'Nothing is running.' }) : h('ul', { class: 'list', 'data-running': '' }, page.runs.map((r) => h('li', { 'data-key': r.id }, badge(r.status), ' ', linkTo(ctx, `/?view=fleet&run=${encodeURIComponent(r.id)}`, h('strong', { class: 'name', text: r.playbookName })), ' ', runCells(r).when)))));
   }).catch((e) => ctx.isCurrent() && replace(active, h('h2', { id: 'active-title', text: 'Running now' }), errorBox(e)));
 }
 
@@ -160,7 +172,7 @@ function fleet(el, ctx) {
       }
       if (!ctx.isCurrent() || !first) return;
       replace(counts, statusChips(ctx, first.counts || {}, first.total ?? rows.length));
-      replace(list, h('p', { class: 'muted small', role: 'status', text: `${rows.length} run${rows.length === 1 ? '' : 's'} shown${cursor ? ', more are older' : ''}` }),
+      keepPlace(list, () => replace(list, h('p', { class: 'muted small', role: 'status', text: `${rows.length} run${rows.length === 1 ? '' : 's'} shown${cursor ? ', more are older' : ''}` }),
         table({
           caption: 'Runs', rows, key: (r) => r.id, selected: p.run,
           onSelect: (r) => ctx.setParams({ run: r.id }), href: (r) => selectHref(ctx, { run: r.id }),
@@ -175,7 +187,7 @@ function fleet(el, ctx) {
             { label: 'Id', cell: (r) => shortId(r.id), class: 'hide-narrow' },
           ],
         }),
-        cursor ? h('button', { type: 'button', class: 'more', 'data-more': '', text: `Show ${PAGE} older runs`, onclick: () => { pages++; load(); } }) : null);
+        cursor ? h('button', { type: 'button', class: 'more', 'data-more': '', text: `Show ${PAGE} older runs`, onclick: () => { pages++; load(); } }) : null));
       // Running runs refresh themselves.
       if (rows.some((r) => r.status === 'queued' || r.status === 'running')) timer = setTimeout(() => ctx.isCurrent() && load(), 3000);
     } catch (e) {
@@ -184,6 +196,8 @@ function fleet(el, ctx) {
   };
   replace(list, loading());
   load();
+  // Runs launched or ended anywhere appear in place (live.js).
+  ctx.onChange(['run.created', 'run.changed'], () => load());
   return () => clearTimeout(timer);
 }
 

@@ -3,7 +3,7 @@
 
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, fmtTime, fmtRelative, uid } from '../dom.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, closeDetail } from './common.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace } from './common.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Schedule} Schedule */
 
@@ -25,7 +25,7 @@ export function mount(el, ctx) {
   const load = () => {
     ctx.app.listSchedules({ enabled: p.enabled, q: p.q, limit: 200 }).then((page) => {
       if (!ctx.isCurrent()) return;
-      replace(list, table({
+      keepPlace(list, () => replace(list, table({
         caption: 'Schedules', rows: page.schedules, key: (s) => s.id, selected: p.schedule, onSelect: (s) => ctx.setParams({ schedule: s.id }),
         href: (s) => selectHref(ctx, { schedule: s.id }),
         empty: p.q || p.enabled ? 'No schedules match.' : 'No schedules yet. Choose New schedule to run a playbook on a timetable.',
@@ -37,11 +37,13 @@ export function mount(el, ctx) {
           { label: 'Next run', cell: (s) => (s.enabled && s.nextRunAt ? fmtRelative(s.nextRunAt) : '—'), class: 'when' },
           { label: 'Last run', cell: (s) => (s.lastRunAt ? fmtRelative(s.lastRunAt) : 'never'), class: 'when hide-narrow' },
         ],
-      }));
+      })));
     }).catch((e) => ctx.isCurrent() && replace(list, errorBox(e)));
   };
   replace(list, loading());
   load();
+  // Schedules changed anywhere (another window, the CLI, the scheduler's own runs) update in place.
+  ctx.onChange(['schedule.changed', 'run.created'], load);
   if (prefill) replace(side, createForm(ctx, prefill.values));
   else if (p.schedule) showDetail(ctx, p.schedule, side, load);
   else replace(side, h('div', { class: 'card muted' }, h('p', { text: 'Select a schedule, or create one.' })));
