@@ -20,7 +20,7 @@ func chatter() *script.Script {
 	return &script.Script{Turns: []script.Turn{{Match: "talk", Steps: steps}, {Steps: []script.Step{{Text: ptr("ok")}}}}}
 }
 
-// Defect 3: every write of the coordinator fails for a while in the middle
+// Every write of the coordinator fails for a while in the middle
 // of streaming turns (a locked or full database). After the fault clears,
 // every accepted turn ends in exactly one done, the conversations take new
 // turns, and a cancel sent during the outage is honoured.
