@@ -499,8 +499,15 @@ func TestFleetOnTheServer(t *testing.T) {
 		t.Fatalf("second page: %v", next)
 	}
 	since := unix((d.clock.Now().Add(-90 * time.Second)))
-	if out := d.must("GET", "/api/app/runs?counts=true&since="+since, "", 200); count(out) != 2 || out["total"].(float64) != 2 {
+	out = d.must("GET", "/api/app/runs?counts=true&since="+since, "", 200)
+	if count(out) != 2 || out["total"].(float64) != 2 {
 		t.Fatalf("since: %v", out)
+	}
+	// The two runs since then are the last two launched.
+	for _, r := range out["runs"].([]any) {
+		if id := r.(map[string]any)["id"]; id != ids[1] && id != ids[2] {
+			t.Fatalf("since: run %v is not one of the last two launched %v", id, ids[1:])
+		}
 	}
 	if status, out := d.call("GET", "/api/app/runs?q="+url.QueryEscape(string(make([]byte, 300))), ""); status != 400 {
 		t.Fatalf("a 300-byte q: %d %v", status, out)
