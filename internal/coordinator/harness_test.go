@@ -142,7 +142,7 @@ func (e *engine) frames(convID string) []protocol.Frame {
 // woken by each commit, and returns them. The timeout is a safety net.
 func (e *engine) waitFor(convID string, what string, cond func([]protocol.Frame) bool) []protocol.Frame {
 	e.t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(testutil.Patience) // a safety net only
 	for {
 		sig := e.db.FrameSignal(convID)
 		fs := e.frames(convID)
