@@ -89,44 +89,16 @@ func (r *Recent) ModelAttempt(a ModelAttempt) {
 	r.mu.Unlock()
 }
 
-// OperatorBucket is one interval of the operator's recent activity.
-type OperatorBucket struct {
-	Start float64 `json:"start"`
-	End   float64 `json:"end"`
-	// Turns ended in the interval, Failed of them not completed, and the
-	// median and slowest turn's duration (nil: none ended).
-	Turns    int    `json:"turns"`
-	Failed   int    `json:"failed"`
-	MedianMs *int64 `json:"medianMs"`
-	MaxMs    *int64 `json:"maxMs"`
-	// ModelErrors counts the failed model attempts by error code.
-	ModelErrors map[string]int `json:"modelErrors"`
-}
-
-// OperatorActivity is the operator's recent turns and model failures in
-// equal intervals ending now.
-type OperatorActivity struct {
-	Since   float64          `json:"since"`
-	Until   float64          `json:"until"`
-	Buckets []OperatorBucket `json:"buckets"`
-	// Kept says how many turn ends and failures the rings hold: older ones
-	// were dropped, and a restart forgets them all.
-	Kept struct {
-		Turns    int `json:"turns"`
-		Failures int `json:"failures"`
-	} `json:"kept"`
-}
-
 // Activity summarises the last n intervals of width step.
-func (r *Recent) Activity(n int, step time.Duration) OperatorActivity {
+func (r *Recent) Activity(n int, step time.Duration) protocol.OperatorActivity {
 	until := r.now()
 	since := until.Add(-time.Duration(n) * step)
-	out := OperatorActivity{Since: protocol.Timestamp(since), Until: protocol.Timestamp(until)}
+	out := protocol.OperatorActivity{Since: protocol.Timestamp(since), Until: protocol.Timestamp(until)}
 	durations := make([][]time.Duration, n)
-	out.Buckets = make([]OperatorBucket, n)
+	out.Buckets = make([]protocol.OperatorBucket, n)
 	for i := range out.Buckets {
 		s := since.Add(time.Duration(i) * step)
-		out.Buckets[i] = OperatorBucket{Start: protocol.Timestamp(s), End: protocol.Timestamp(s.Add(step)), ModelErrors: map[string]int{}}
+		out.Buckets[i] = protocol.OperatorBucket{Start: protocol.Timestamp(s), End: protocol.Timestamp(s.Add(step)), ModelErrors: map[string]int{}}
 	}
 	index := func(at time.Time) int {
 		if at.Before(since) || !at.Before(until.Add(time.Nanosecond)) {
@@ -163,58 +135,4 @@ func (r *Recent) Activity(n int, step time.Duration) OperatorActivity {
 		out.Buckets[i].MedianMs, out.Buckets[i].MaxMs = &med, &mx
 	}
 	return out
-}
-
-// Observers fans every event out to each observer in turn: metrics and the
-// recent-activity ring observe the same coordinator.
-func Observers(obs ...Observer) Observer { return fanout(obs) }
-
-type fanout []Observer
-
-func (f fanout) TurnAccepted(e TurnAccepted) {
-	for _, o := range f {
-		o.TurnAccepted(e)
-	}
-}
-
-func (f fanout) TurnStarted(e TurnStarted) {
-	for _, o := range f {
-		o.TurnStarted(e)
-	}
-}
-
-func (f fanout) TurnEnded(e TurnEnded) {
-	for _, o := range f {
-		o.TurnEnded(e)
-	}
-}
-
-func (f fanout) QueueChanged(depth int) {
-	for _, o := range f {
-		o.QueueChanged(depth)
-	}
-}
-
-func (f fanout) WorkerGranted(e WorkerGranted) {
-	for _, o := range f {
-		o.WorkerGranted(e)
-	}
-}
-
-func (f fanout) ModelAttempt(e ModelAttempt) {
-	for _, o := range f {
-		o.ModelAttempt(e)
-	}
-}
-
-func (f fanout) ProposalDecided(e ProposalDecided) {
-	for _, o := range f {
-		o.ProposalDecided(e)
-	}
-}
-
-func (f fanout) EffectAcked(e EffectAcked) {
-	for _, o := range f {
-		o.EffectAcked(e)
-	}
 }
