@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model/openai"
@@ -449,7 +450,7 @@ func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, engineOpts{})
 	storetest.ActiveTurns(t, e.db, 2, e.clock.Now())
-	recent := coordinator.NewRecent(16, e.clock.Now)
+	recent := activity.New(16, e.clock.Now)
 	cfg := e.cfg
 	cfg.Observer = recent
 	next := coordinator.New(cfg)

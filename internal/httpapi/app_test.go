@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
@@ -50,7 +51,7 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recent := coordinator.NewRecent(16, clock.Now)
+	recent := activity.New(16, clock.Now)
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond,
 		Observer: recent})
 	svc, err := app.New(app.Config{Store: st, Maintenance: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond})

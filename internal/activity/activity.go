@@ -1,19 +1,23 @@
-package coordinator
+// Package activity keeps the operator's recent turn ends and model
+// failures in memory, a ring each, for the System space's charts
+// (GET /api/app/system/operator). A Ring is a coordinator.Observer: compose
+// it with others (Prometheus metrics) with coordinator.Observers. Nothing is
+// stored: a restart starts the picture afresh.
+package activity
 
 import (
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 )
 
-// Recent keeps the operator's recent turn ends and model failures in
-// memory (a ring each) for the System space's charts. It is an Observer;
-// compose it with others (Prometheus metrics) with Observers. Nothing is
-// stored: a restart starts the picture afresh.
-type Recent struct {
-	NopObserver
+// Ring keeps the newest turn ends and model failures the coordinator
+// reports; its zero value is not usable (New).
+type Ring struct {
+	coordinator.NopObserver
 	now func() time.Time
 
 	mu       sync.Mutex
@@ -59,28 +63,28 @@ func (r *ring[T]) each(fn func(T)) {
 	}
 }
 
-// NewRecent keeps the newest size turn ends and size model failures; now
-// is the clock (nil: time.Now).
-func NewRecent(size int, now func() time.Time) *Recent {
+// New keeps the newest size turn ends and size model failures; now is the
+// clock (nil: time.Now).
+func New(size int, now func() time.Time) *Ring {
 	if now == nil {
 		now = time.Now
 	}
 	if size < 1 {
 		size = 1
 	}
-	return &Recent{now: now, turns: ring[turnPoint]{items: make([]turnPoint, 0, size)},
+	return &Ring{now: now, turns: ring[turnPoint]{items: make([]turnPoint, 0, size)},
 		failures: ring[failurePoint]{items: make([]failurePoint, 0, size)}}
 }
 
-// TurnEnded implements Observer.
-func (r *Recent) TurnEnded(e TurnEnded) {
+// TurnEnded implements coordinator.Observer.
+func (r *Ring) TurnEnded(e coordinator.TurnEnded) {
 	r.mu.Lock()
 	r.turns.add(turnPoint{at: r.now(), duration: e.Duration, outcome: e.Outcome, code: e.ErrorCode, recovered: e.Recovered})
 	r.mu.Unlock()
 }
 
-// ModelAttempt implements Observer: failures only.
-func (r *Recent) ModelAttempt(a ModelAttempt) {
+// ModelAttempt implements coordinator.Observer: failures only.
+func (r *Ring) ModelAttempt(a coordinator.ModelAttempt) {
 	if a.ErrorCode == "" {
 		return
 	}
@@ -90,7 +94,7 @@ func (r *Recent) ModelAttempt(a ModelAttempt) {
 }
 
 // Activity summarises the last n intervals of width step.
-func (r *Recent) Activity(n int, step time.Duration) protocol.OperatorActivity {
+func (r *Ring) Activity(n int, step time.Duration) protocol.OperatorActivity {
 	until := r.now()
 	since := until.Add(-time.Duration(n) * step)
 	out := protocol.OperatorActivity{Since: protocol.Timestamp(since), Until: protocol.Timestamp(until)}
