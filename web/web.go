@@ -133,27 +133,6 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+AssetPrefix, h.serveAsset)
 }
 
-// ServeHTTP serves the page for a space path and assets; anything else is 404.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		setSecurityHeaders(w.Header())
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if strings.HasPrefix(r.URL.Path, AssetPrefix) {
-		h.serveAsset(w, r)
-		return
-	}
-	for _, p := range h.spacePaths {
-		if r.URL.Path == p {
-			h.serveIndex(w, r)
-			return
-		}
-	}
-	h.notFound(w)
-}
-
 func setSecurityHeaders(hd http.Header) {
 	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
 	hd.Set("Referrer-Policy", "no-referrer")

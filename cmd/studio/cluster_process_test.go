@@ -25,7 +25,7 @@ import (
 	"github.com/studio/operator/internal/store/postgres/pgtest"
 )
 
-// Several daemons on one PostgreSQL database (issue 13): real processes
+// Several daemons on one PostgreSQL database: real processes
 // of the built binary, a real server started by the tests (pgtest), one
 // shared data directory (and so one token), as deploy/compose.yaml runs
 // them. Leases are short so the tests do not wait long; they wait on

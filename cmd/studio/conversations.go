@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/protocol"
 )
 
-// The conversation commands beyond send and show: fork, restore, pin, the model choice, search and
-// the model list, with the -o table|json convention of every command.
+// The conversation commands of studio operator: create, list, show,
+// archive, rename, delete, fork, restore, pin, the model choice, search,
+// and the model list, with the -o table|json convention of every command.
 
 func forkCmd(cfg *config) *cobra.Command {
 	var upTo int64
@@ -166,6 +168,228 @@ func modelsCmd(cfg *config) *cobra.Command {
 				}
 				t.flush()
 			})
+		},
+	}
+	o = addOutput(c)
+	return c
+}
+
+func convCreateCmd(cfg *config) *cobra.Command {
+	var title, project string
+	var o *output
+	c := &cobra.Command{
+		Use: "create", Short: "Create a conversation", Args: cobra.NoArgs,
+		Example: `  studio operator conversations create --title "nightly triage"
+  id=$(studio operator conversations create -o json | jq -r .id)`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			var req protocol.CreateConversationRequest
+			if title != "" {
+				req.Title = &title
+			}
+			if project != "" {
+				req.Project = &project
+			}
+			conv, err := cl.CreateConversation(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { conversationFields(w, conv) })
+		},
+	}
+	o = addOutput(c)
+	c.Flags().StringVar(&title, "title", "", "title")
+	c.Flags().StringVar(&project, "project", "", "project")
+	return c
+}
+
+func convListCmd(cfg *config) *cobra.Command {
+	var status string
+	var o *output
+	c := &cobra.Command{
+		Use: "list", Short: "List conversations, pinned first, then newest first", Args: cobra.NoArgs,
+		Example: `  studio operator conversations list
+  studio operator conversations list --status archived -o json`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := o.operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			if err := oneOf("status", status, false, "active", "archived", "deleted"); err != nil {
+				return err
+			}
+			all := protocol.ConversationList{Conversations: []protocol.Conversation{}}
+			cursor := ""
+			for {
+				page, err := cl.ListConversations(cmd.Context(), status, cursor, 100)
+				if err != nil {
+					return err
+				}
+				all.Conversations = append(all.Conversations, page.Conversations...)
+				if page.NextCursor == "" {
+					break
+				}
+				cursor = page.NextCursor
+			}
+			return o.emit(cmd.OutOrStdout(), all, func(w io.Writer) { conversationTable(w, all.Conversations) })
+		},
+	}
+	o = addOutput(c)
+	c.Flags().StringVar(&status, "status", "", "active, archived, or deleted (those still recoverable); default active and archived")
+	return c
+}
+
+// conversationFields is the table form of one conversation.
+func conversationFields(w io.Writer, c protocol.Conversation) {
+	fields(w, "id", c.ID, "title", orDash(c.Title), "project", orDash(c.Project), "status", c.Status,
+		"last sequence", fmt.Sprint(c.LastSequence), "active turn", orDash(c.ActiveRequestID), "created", when(c.CreatedAt))
+}
+
+// when formats a wire timestamp (Unix seconds) for people, in UTC.
+func when(ts float64) string {
+	if ts == 0 {
+		return "-"
+	}
+	return protocol.Time(ts).Format(time.RFC3339)
+}
+
+// ago formats a wire timestamp as the time since then.
+func ago(ts float64) string {
+	if ts == 0 {
+		return "-"
+	}
+	return time.Since(protocol.Time(ts)).Truncate(time.Second).String() + " ago"
+}
+
+func convShowCmd(cfg *config) *cobra.Command {
+	var after int64
+	var o *output
+	c := &cobra.Command{
+		Use: "show ID", Short: "Show a conversation and its frames", Args: cobra.ExactArgs(1),
+		Example: `  studio operator conversations show 3f2a...    # the transcript
+  studio operator conversations show 3f2a... -o json --after 10`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := o.isJSON()
+			if err != nil {
+				return err
+			}
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			doc := struct {
+				Conversation protocol.Conversation `json:"conversation"`
+				Frames       []protocol.RawFrame   `json:"frames"`
+			}{Frames: []protocol.RawFrame{}}
+			first := true
+			for {
+				page, err := cl.GetConversation(cmd.Context(), id, after, 500)
+				if err != nil {
+					return err
+				}
+				if first {
+					first = false
+					doc.Conversation = page.Conversation
+					if !asJSON {
+						conversationFields(out, page.Conversation)
+					}
+				}
+				for _, rf := range page.Frames {
+					if asJSON {
+						doc.Frames = append(doc.Frames, rf)
+						continue
+					}
+					b, _ := protocol.Marshal(rf)
+					f, err := protocol.DecodeFrame(b)
+					if err != nil {
+						return err
+					}
+					printFrame(out, f, false)
+				}
+				if !page.HasMore {
+					break
+				}
+				after = page.NextAfterSequence
+			}
+			if asJSON {
+				return printJSON(out, doc)
+			}
+			fmt.Fprintln(out)
+			return nil
+		},
+	}
+	o = addOutput(c)
+	c.Flags().Int64Var(&after, "after", 0, "start after this sequence")
+	return c
+}
+
+func convArchiveCmd(cfg *config, archive bool) *cobra.Command {
+	use, status := "archive ID", "archived"
+	if !archive {
+		use, status = "unarchive ID", "active"
+	}
+	return convUpdateCmd(cfg, use, "Set a conversation "+status, 1, func([]string) protocol.UpdateConversationRequest {
+		return protocol.UpdateConversationRequest{Status: &status}
+	})
+}
+
+func convRenameCmd(cfg *config) *cobra.Command {
+	return convUpdateCmd(cfg, "rename ID TITLE", "Rename a conversation", 2, func(args []string) protocol.UpdateConversationRequest {
+		return protocol.UpdateConversationRequest{Title: &args[1]}
+	})
+}
+
+// convUpdateCmd PATCHes the conversation named by the first argument.
+func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []string) protocol.UpdateConversationRequest) *cobra.Command {
+	var o *output
+	c := &cobra.Command{
+		Use: use, Short: short, Args: cobra.ExactArgs(nargs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			conv, err := cl.UpdateConversation(cmd.Context(), id, req(args))
+			if err != nil {
+				return err
+			}
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { conversationFields(w, conv) })
+		},
+	}
+	o = addOutput(c)
+	return c
+}
+
+func convDeleteCmd(cfg *config) *cobra.Command {
+	var o *output
+	c := &cobra.Command{
+		Use: "delete ID", Short: "Delete a conversation (purged later by maintenance)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			if err != nil {
+				return err
+			}
+			conv, err := cl.DeleteConversation(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { fmt.Fprintln(w, "deleted", conv.ID) })
 		},
 	}
 	o = addOutput(c)

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Issue 11 item 4: a fresh data directory and everything the daemon puts in
+// A fresh data directory and everything the daemon puts in
 // it are private to their owner.
 func TestProcessFreshDataDirIsPrivate(t *testing.T) {
 	t.Parallel()
@@ -43,7 +43,7 @@ func TestProcessFreshDataDirIsPrivate(t *testing.T) {
 	}
 }
 
-// Issue 11 item 4: a data directory others can read is warned about at
+// A data directory others can read is warned about at
 // start and listed by studio doctor.
 func TestProcessExposedDataDirIsWarnedAbout(t *testing.T) {
 	t.Parallel()
@@ -67,7 +67,7 @@ func TestProcessExposedDataDirIsWarnedAbout(t *testing.T) {
 	}
 }
 
-// Issue 11 item 10: a second daemon (or migrate) on the same data directory
+// A second daemon (or migrate) on the same data directory
 // exits at once, naming the first one's pid and address; the first keeps
 // serving.
 func TestProcessSecondDaemonOnTheDataDirIsRefused(t *testing.T) {
@@ -116,7 +116,7 @@ func rawGet(t *testing.T, d *daemon, path, host, token string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// Issue 11 items 3 and 6 against the binary: a foreign Host is refused (and
+// The edge against the binary: a foreign Host is refused (and
 // --allowed-hosts admits one), and a trickling body is cut off at
 // --body-timeout.
 func TestProcessHostCheckAndSlowBodies(t *testing.T) {
@@ -177,7 +177,7 @@ func TestProcessHostCheckAndSlowBodies(t *testing.T) {
 
 }
 
-// Issue 11 item 3: one client's connections are capped at --max-client-conns;
+// One client's connections are capped at --max-client-conns;
 // the next is answered with the typed 429 and closed.
 func TestProcessConnectionsPerClientAreCapped(t *testing.T) {
 	t.Parallel()

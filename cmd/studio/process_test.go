@@ -439,7 +439,7 @@ func TestProcessBrokenStateDBAnswersServiceFailure(t *testing.T) {
 	if !protocol.IsCode(err, protocol.ServiceFailure) {
 		t.Fatalf("create conversation without StateDB: %v", err)
 	}
-	// Nothing answered names the database's path (issue 11 item 5); the open
+	// Nothing answered names the database's path; the open
 	// health check says degraded, the token adds why.
 	if strings.Contains(err.Error(), dataDir) {
 		t.Errorf("the 503 names the data dir: %v", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
@@ -311,7 +312,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	}
 	// The System space's charts of recent turns and model failures, beside
 	// the metrics and logs observer.
-	recent := coordinator.NewRecent(1024, nil)
+	recent := activity.New(1024, nil)
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models, RecoveryWindow: ao.recoveryWindow,
 		Commands: svc, Logger: log, ShutdownGrace: grace,
 		Workers: to.workers, MaxQueuedTurns: to.maxQueued,

@@ -9,6 +9,7 @@ import (
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 const ninetyDays = 90 * 24 * time.Hour
@@ -85,17 +86,10 @@ func TestRetentionPassRunsOnStart(t *testing.T) {
 	t.Parallel()
 	f, old, _, recent := retentionFx(t, time.Hour)
 	f.start()
-	deadline := time.Now().Add(30 * time.Second) // a safety net only
-	for {
+	testutil.Eventually(t, func() bool {
 		_, err := f.st.GetConversation(f.ctx, old)
-		if protocol.IsCode(err, protocol.NotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the started service never removed the unused conversation: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return protocol.IsCode(err, protocol.NotFound)
+	}, "the started service to remove the unused conversation")
 	if _, err := f.st.GetConversation(f.ctx, recent); err != nil {
 		t.Fatal(err)
 	}

@@ -341,8 +341,5 @@ func New(cfg Config) *Coordinator {
 // Routes is the route registry effects are validated against.
 func (c *Coordinator) Routes() *routes.Registry { return c.cfg.Routes }
 
-// Instance is the id this daemon's work carries in the store.
-func (c *Coordinator) Instance() string { return c.cfg.Instance }
-
 // Tools is the tool registry offered to the model.
 func (c *Coordinator) Tools() *tools.Registry { return c.cfg.Tools }

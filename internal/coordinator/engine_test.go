@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model/openai"
@@ -78,7 +79,7 @@ func (r *recorder) attempts() []coordinator.ModelAttempt {
 	return slices.Clone(r.model)
 }
 
-// Defect 4: a provider that accepts the connection and never answers. The
+// A provider that accepts the connection and never answers. The
 // first-event deadline ends each attempt with a retryable model_failure,
 // retried under the usual rules, then the turn fails and frees its worker:
 // a turn queued behind it runs.
@@ -157,7 +158,7 @@ func TestIdleDeadlineAfterText(t *testing.T) {
 	}
 }
 
-// Admission control (issue 11 item 8): with the queue bound at N and every
+// Admission control: with the queue bound at N and every
 // worker busy, N+5 submissions across conversations leave 5 refused with
 // rate_limited and retryAfterMs, and nothing of them created.
 func TestQueueBoundRefusesTurns(t *testing.T) {
@@ -257,7 +258,7 @@ func toolStep(name, args string) script.Step {
 	return script.Step{Tool: ptr(name), Arguments: jsontext.Value(args)}
 }
 
-// Defect 5: rounds are counted per turn, not per continuation after a
+// Rounds are counted per turn, not per continuation after a
 // decision, and proposals per turn are capped; past a limit the turn ends
 // failed and says which limit.
 func TestLimitsPerTurn(t *testing.T) {
@@ -297,7 +298,7 @@ func TestLimitsPerTurn(t *testing.T) {
 	}
 }
 
-// Defect 6: a command the model cannot run becomes the tool's validation or
+// A command the model cannot run becomes the tool's validation or
 // not_found result, never a proposal a human confirms in vain.
 func TestInvalidCommandsNeverBecomeProposals(t *testing.T) {
 	t.Parallel()
@@ -327,7 +328,7 @@ func TestInvalidCommandsNeverBecomeProposals(t *testing.T) {
 	}
 }
 
-// Defect 8: expectedTargetVersion is optional; omitted, it is the version
+// ExpectedTargetVersion is optional; omitted, it is the version
 // the proposal was made for, and the target is still re-read.
 func TestConfirmWithoutTargetVersion(t *testing.T) {
 	t.Parallel()
@@ -356,7 +357,7 @@ func TestConfirmWithoutTargetVersion(t *testing.T) {
 	e.waitDone(conv, acc.RequestID)
 }
 
-// Reads only read (defect 9): a due proposal stays pending under reads,
+// Reads only read: a due proposal stays pending under reads,
 // and a confirm refuses and expires it.
 func TestReadsDoNotExpire(t *testing.T) {
 	t.Parallel()
@@ -449,7 +450,7 @@ func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, engineOpts{})
 	storetest.ActiveTurns(t, e.db, 2, e.clock.Now())
-	recent := coordinator.NewRecent(16, e.clock.Now)
+	recent := activity.New(16, e.clock.Now)
 	cfg := e.cfg
 	cfg.Observer = recent
 	next := coordinator.New(cfg)
@@ -465,7 +466,7 @@ func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
 
 // A tool's error quotes what it was given; a secret in it (a token the
 // model pasted as a name) reaches the frames neither in the call's
-// arguments nor in its error (issue 11, ADR D3).
+// arguments nor in its error (ADR D3).
 func TestToolErrorsAreRedacted(t *testing.T) {
 	t.Parallel()
 	const token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"

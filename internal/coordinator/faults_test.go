@@ -8,6 +8,7 @@ import (
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // chatter streams ("talk") 100 small text frames with pauses, long enough for a
@@ -20,7 +21,7 @@ func chatter() *script.Script {
 	return &script.Script{Turns: []script.Turn{{Match: "talk", Steps: steps}, {Steps: []script.Step{{Text: ptr("ok")}}}}}
 }
 
-// Defect 3: every write of the coordinator fails for a while in the middle
+// Every write of the coordinator fails for a while in the middle
 // of streaming turns (a locked or full database). After the fault clears,
 // every accepted turn ends in exactly one done, the conversations take new
 // turns, and a cancel sent during the outage is honoured.
@@ -41,9 +42,7 @@ func TestStoreOutageEveryTurnEndsOnce(t *testing.T) {
 		e.waitFor(tr.conv, "some text", func(fs []protocol.Frame) bool { return len(fs) >= 3 })
 	}
 	e.store.FailWrites.Store(true)
-	for deadline := time.Now().Add(20 * time.Second); e.store.Faults.Load() < 8 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, func() bool { return e.store.Faults.Load() >= 8 }, "8 failed writes")
 	// A cancel during the outage is accepted and honoured once it clears.
 	_, cerr := e.coord.CancelTurn(e.ctx(), turns[0].conv, turns[0].rid)
 	e.store.FailWrites.Store(false)

@@ -14,6 +14,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // engine is a coordinator on a real SQLite file with the real application
@@ -141,7 +142,7 @@ func (e *engine) frames(convID string) []protocol.Frame {
 // woken by each commit, and returns them. The timeout is a safety net.
 func (e *engine) waitFor(convID string, what string, cond func([]protocol.Frame) bool) []protocol.Frame {
 	e.t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(testutil.Patience) // a safety net only
 	for {
 		sig := e.db.FrameSignal(convID)
 		fs := e.frames(convID)
@@ -187,20 +188,15 @@ func (e *engine) waitProposal(convID, requestID string) protocol.CommandProposal
 // waitTurn polls a turn's row until cond holds (no signal tells a status change).
 func (e *engine) waitTurn(requestID string, cond func(store.Turn) bool) store.Turn {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		t, err := e.db.GetTurn(e.ctx(), requestID)
-		if err != nil {
+	var t store.Turn
+	testutil.Eventually(e.t, func() bool {
+		var err error
+		if t, err = e.db.GetTurn(e.ctx(), requestID); err != nil {
 			e.t.Fatal(err)
 		}
-		if cond(t) {
-			return t
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("turn %s stayed %s", requestID, t.Status)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return cond(t)
+	}, "turn ", requestID, " to reach the state waited for")
+	return t
 }
 
 func (e *engine) proposal(id string) store.Proposal {

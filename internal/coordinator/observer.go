@@ -117,3 +117,57 @@ func (NopObserver) WorkerGranted(WorkerGranted)     {}
 func (NopObserver) ModelAttempt(ModelAttempt)       {}
 func (NopObserver) ProposalDecided(ProposalDecided) {}
 func (NopObserver) EffectAcked(EffectAcked)         {}
+
+// Observers fans every event out to each observer in turn: metrics and the
+// recent-activity ring observe the same coordinator.
+func Observers(obs ...Observer) Observer { return fanout(obs) }
+
+type fanout []Observer
+
+func (f fanout) TurnAccepted(e TurnAccepted) {
+	for _, o := range f {
+		o.TurnAccepted(e)
+	}
+}
+
+func (f fanout) TurnStarted(e TurnStarted) {
+	for _, o := range f {
+		o.TurnStarted(e)
+	}
+}
+
+func (f fanout) TurnEnded(e TurnEnded) {
+	for _, o := range f {
+		o.TurnEnded(e)
+	}
+}
+
+func (f fanout) QueueChanged(depth int) {
+	for _, o := range f {
+		o.QueueChanged(depth)
+	}
+}
+
+func (f fanout) WorkerGranted(e WorkerGranted) {
+	for _, o := range f {
+		o.WorkerGranted(e)
+	}
+}
+
+func (f fanout) ModelAttempt(e ModelAttempt) {
+	for _, o := range f {
+		o.ModelAttempt(e)
+	}
+}
+
+func (f fanout) ProposalDecided(e ProposalDecided) {
+	for _, o := range f {
+		o.ProposalDecided(e)
+	}
+}
+
+func (f fanout) EffectAcked(e EffectAcked) {
+	for _, o := range f {
+		o.EffectAcked(e)
+	}
+}

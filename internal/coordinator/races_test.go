@@ -70,10 +70,10 @@ func (e *engine) checkOneEnding(convID, requestID string, prop protocol.CommandP
 	return frames
 }
 
-// Defect 1: a cancel that checked for an executing proposal (none yet) and a
-// confirm that then moved the proposal to executing. The old coordinator
-// ended the turn under the confirm, so the executed command's result could
-// not be recorded: an indeterminate proposal on a healthy database.
+// A cancel that checked for an executing proposal (none yet) and a confirm
+// that then moved the proposal to executing. A cancel that ended the turn
+// under the confirm would leave the executed command's result unrecorded:
+// an indeterminate proposal on a healthy database.
 func TestCancelRacingConfirmCheckThenConfirm(t *testing.T) {
 	t.Parallel()
 	e, conv, acc, prop := newToggled(t, engineOpts{})
@@ -142,10 +142,10 @@ func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	}
 }
 
-// Defect 2: the confirmed command's result resumed the turn, which waited for
+// The confirmed command's result resumed the turn, which waited for
 // a worker (the only one was busy); a cancel then reached the waiting
-// continuation, which the old coordinator took for a queued turn the store
-// had already ended, and left the turn running for ever.
+// continuation, which must not be taken for a queued turn the store had
+// already ended, leaving the turn running for ever.
 func TestCancelOfContinuationWaitingForWorker(t *testing.T) {
 	t.Parallel()
 	e, conv, acc, prop := newToggled(t, engineOpts{workers: 1})
@@ -174,7 +174,7 @@ func TestCancelOfContinuationWaitingForWorker(t *testing.T) {
 	e.waitDone(conv, next.RequestID)
 }
 
-// Defect 7: a deny that read the proposal pending, then lost to a confirm,
+// A deny that read the proposal pending, then lost to a confirm,
 // answered 200 with the confirm's outcome; every loser must get the same
 // 409 conflict naming the proposal's status.
 func TestDenyLosingToConfirmIsConflict(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // Several daemons on one database (Config.Shared), in one process: two or
@@ -102,13 +103,7 @@ func TestSharedIdleDaemonClaimsQueuedTurn(t *testing.T) {
 		t.Fatalf("claimed turn: %v", k)
 	}
 	// The submitter no longer queues it, and its own turn runs on.
-	deadline := time.Now().Add(20 * time.Second)
-	for e.coord.QueueDepth() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a still queues %d turns", e.coord.QueueDepth())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, func() bool { return e.coord.QueueDepth() == 0 }, "a's queue to empty")
 	if got := e.waitTurn(busy.RequestID, func(store.Turn) bool { return true }); got.Status != store.TurnRunning || got.Owner != "a" {
 		t.Fatalf("a's running turn = %s owned by %q", got.Status, got.Owner)
 	}

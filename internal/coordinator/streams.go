@@ -109,9 +109,6 @@ func (c *Coordinator) ReadFrames(ctx context.Context, convID string, after int64
 	return out, nil
 }
 
-// FrameSignal is closed after the next commit of frames to the conversation.
-func (c *Coordinator) FrameSignal(convID string) <-chan struct{} { return c.store.FrameSignal(convID) }
-
 // Subscribe follows the conversation's commits from memory: the live part of a
 // stream (store.Feed).
 func (c *Coordinator) Subscribe(convID string) *store.Subscription { return c.store.Subscribe(convID) }

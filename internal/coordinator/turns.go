@@ -296,10 +296,9 @@ func (b *mailbox) drain() []request {
 	return q
 }
 
-func isCancel(r request) bool   { _, ok := r.(cancelRequest); return ok }
-func isRecheck(r request) bool  { _, ok := r.(recheckRequest); return ok }
-func isDecision(r request) bool { _, ok := r.(decisionRequest); return ok }
-func anyRequest(request) bool   { return true }
+func isCancel(r request) bool  { _, ok := r.(cancelRequest); return ok }
+func isRecheck(r request) bool { _, ok := r.(recheckRequest); return ok }
+func anyRequest(request) bool  { return true }
 
 // owner is the one goroutine that changes its turn (see the package
 // comment). Only run and what it calls touch the fields below box.

@@ -227,6 +227,22 @@ func (s *Server) handleGetWorkflow(w http.ResponseWriter, r *http.Request) {
 	answer(w, r, s, wf, err)
 }
 
+// handleDeleteWorkflow serves DELETE /api/app/workflows/{ref}[?expectedVersion=N].
+func (s *Server) handleDeleteWorkflow(w http.ResponseWriter, r *http.Request) {
+	v, err := expectedVersionQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.execute(w, r, app.DeleteWorkflowCommand{Workflow: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
+		func(res app.Result) any { return res })
+}
+
+// pickRuns answers a workflow launch: the workflow and its queued runs.
+func pickRuns(res app.Result) any {
+	return app.WorkflowLaunch{Workflow: res.Workflow, Runs: res.Runs}
+}
+
 // --- runs --------------------------------------------------------------------
 
 func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {

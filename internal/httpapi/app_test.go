@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
@@ -50,7 +51,7 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recent := coordinator.NewRecent(16, clock.Now)
+	recent := activity.New(16, clock.Now)
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond,
 		Observer: recent})
 	svc, err := app.New(app.Config{Store: st, Maintenance: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond})
@@ -455,5 +456,127 @@ func TestAppClientDoctor(t *testing.T) {
 	res, err := d.client.Execute(t.Context(), app.CreatePlaybookCommand{Name: "p", Prompt: "p"})
 	if err != nil || res.Playbook == nil || res.Playbook.Name != "p" {
 		t.Fatalf("execute = %+v, %v", res, err)
+	}
+}
+
+// TestFleetOnTheServer: q searches playbook, input and id on the server; the
+// first page counts by status what the other filters match; the cursor
+// pages the rest; since/until bound the range.
+func TestFleetOnTheServer(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	_, first := d.seed()
+	var ids []string
+	for i := range 3 {
+		d.clock.Advance(time.Minute)
+		r := d.must("POST", "/api/app/playbooks/notes/launch", fmt.Sprintf(`{"input":"ship v%d"}`, i), 202)
+		ids = append(ids, r["id"].(string))
+	}
+	count := func(out map[string]any) int { return len(out["runs"].([]any)) }
+	if out := d.must("GET", "/api/app/runs?counts=true&q=SHIP", "", 200); count(out) != 3 || out["total"].(float64) != 3 {
+		t.Fatalf("q=SHIP: %v", out)
+	}
+	if out := d.must("GET", "/api/app/runs?q=audit", "", 200); count(out) != 1 || out["runs"].([]any)[0].(map[string]any)["id"] != first {
+		t.Fatalf("q=audit: %v", out)
+	}
+	if out := d.must("GET", "/api/app/runs?q="+first[:8], "", 200); count(out) != 1 {
+		t.Fatalf("q=id prefix: %v", out)
+	}
+	if out := d.must("GET", "/api/app/runs?q=SHIP", "", 200); out["counts"] != nil {
+		t.Fatalf("counts without counts=true: %v", out)
+	}
+	// Counts ignore the status filter (they are the chips), not the others.
+	out := d.must("GET", "/api/app/runs?counts=true&status=failed&q=ship", "", 200)
+	if count(out) != 0 || out["counts"].(map[string]any)["queued"].(float64) != 3 {
+		t.Fatalf("status=failed&q=ship: %v", out)
+	}
+	// Paging with the cursor: counts on the first page only.
+	page := d.must("GET", "/api/app/runs?counts=true&limit=2", "", 200)
+	if count(page) != 2 || page["nextCursor"] == nil || page["counts"] == nil {
+		t.Fatalf("first page: %v", page)
+	}
+	next := d.must("GET", "/api/app/runs?counts=true&limit=2&cursor="+url.QueryEscape(page["nextCursor"].(string)), "", 200)
+	if count(next) != 2 || next["counts"] != nil {
+		t.Fatalf("second page: %v", next)
+	}
+	since := unix((d.clock.Now().Add(-90 * time.Second)))
+	out = d.must("GET", "/api/app/runs?counts=true&since="+since, "", 200)
+	if count(out) != 2 || out["total"].(float64) != 2 {
+		t.Fatalf("since: %v", out)
+	}
+	// The two runs since then are the last two launched.
+	for _, r := range out["runs"].([]any) {
+		if id := r.(map[string]any)["id"]; id != ids[1] && id != ids[2] {
+			t.Fatalf("since: run %v is not one of the last two launched %v", id, ids[1:])
+		}
+	}
+	if status, out := d.call("GET", "/api/app/runs?q="+url.QueryEscape(string(make([]byte, 300))), ""); status != 400 {
+		t.Fatalf("a 300-byte q: %d %v", status, out)
+	}
+}
+
+// TestAuditFiltersAPI: the audit trail by actor, command type, target and time.
+func TestAuditFiltersAPI(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	pb, run := d.seed()
+	events := func(q string) []any { return d.must("GET", "/api/app/audit?"+q, "", 200)["events"].([]any) }
+	if n := len(events("actor=owner")); n != 5 {
+		t.Fatalf("actor=owner: %d events", n)
+	}
+	if n := len(events("actor=studio_operator")); n != 0 {
+		t.Fatalf("actor=studio_operator: %d events", n)
+	}
+	if es := events("commandType=launch_playbook"); len(es) != 1 {
+		t.Fatalf("commandType=launch_playbook: %v", es)
+	}
+	if es := events("target=" + pb); len(es) != 2 { // created, launched
+		t.Fatalf("target=playbook: %v", es)
+	}
+	_ = run
+	later := unix((d.clock.Now().Add(time.Hour)))
+	if es := events("since=" + later); len(es) != 0 {
+		t.Fatalf("since the future: %v", es)
+	}
+	if status, out := d.call("GET", "/api/app/audit?commandType=nope", ""); status != 400 || errCode(out) != "validation" {
+		t.Fatalf("commandType=nope: %d %v", status, out)
+	}
+}
+
+// TestWorkflowLaunchAndDeleteAPI: a launch queues one run per step, each
+// naming the workflow and its step, findable with ?workflow=; a delete
+// removes the workflow and keeps its runs; both are audited.
+func TestWorkflowLaunchAndDeleteAPI(t *testing.T) {
+	t.Parallel()
+	d := newAppDaemon(t)
+	d.seed()
+	wf := d.must("POST", "/api/app/workflows", `{"name":"ship","steps":[{"playbook":"audit-repo","args":{"repo":"a"}},{"playbook":"notes","input":"v2"}]}`, 201)
+	out := d.must("POST", "/api/app/workflows/ship/launch", `{}`, 202)
+	runs := out["runs"].([]any)
+	if len(runs) != 2 || runs[1].(map[string]any)["workflowStep"].(float64) != 1 || runs[0].(map[string]any)["workflowId"] != wf["id"] {
+		t.Fatalf("launch: %v", out)
+	}
+	if listed := d.must("GET", "/api/app/runs?workflow="+wf["id"].(string), "", 200)["runs"].([]any); len(listed) != 2 {
+		t.Fatalf("runs of the workflow: %v", listed)
+	}
+	if status, out := d.call("POST", "/api/app/workflows/release/launch", `{"workflow":"ship"}`); status != 400 {
+		t.Fatalf("a body naming another workflow: %d %v", status, out)
+	}
+	if status, out := d.call("DELETE", "/api/app/workflows/ship?expectedVersion=2", ""); status != 409 || errCode(out) != "conflict" {
+		t.Fatalf("delete at a stale version: %d %v", status, out)
+	}
+	res := d.must("DELETE", "/api/app/workflows/ship", "", 200)
+	if res["deleted"] != true {
+		t.Fatalf("delete: %v", res)
+	}
+	d.must("GET", "/api/app/workflows/ship", "", 404)
+	if listed := d.must("GET", "/api/app/runs?workflow="+wf["id"].(string), "", 200)["runs"].([]any); len(listed) != 2 {
+		t.Fatalf("the runs went with the workflow: %v", listed)
+	}
+	if es := d.must("GET", "/api/app/audit?commandType=launch_workflow", "", 200)["events"].([]any); len(es) != 1 {
+		t.Fatalf("launch audit rows: %v", es)
+	}
+	if es := d.must("GET", "/api/app/audit?commandType=delete_workflow&target="+wf["id"].(string), "", 200)["events"].([]any); len(es) != 1 {
+		t.Fatalf("delete audit rows: %v", es)
 	}
 }

@@ -242,7 +242,7 @@ func (h *harness) turnEnded(convID, requestID string) *float64 {
 
 // Without StateDB every authenticated call is a 503 and the open health
 // check says degraded, nothing more; with the token it says why. No answer
-// names the database's path (issue 11 item 5).
+// names the database's path.
 func TestUnavailableStateDBAnswers503(t *testing.T) {
 	t.Parallel()
 	const reason = "migrate /var/lib/studio/state/studio.db: migration 0002 failed"

@@ -222,7 +222,7 @@ var malformedIDs = map[string]string{
 	"overlong escaped":       strings.Repeat("%41", 300),
 }
 
-// Issue 11 item 1 and the table test it asks for: every route, every
+// A table test: every route, every
 // malformed id in every id position, answers a typed 400 validation error —
 // never a 500, a redirect or a store lookup.
 func TestMalformedPathIDsOnEveryRoute(t *testing.T) {
@@ -250,7 +250,7 @@ func TestMalformedPathIDsOnEveryRoute(t *testing.T) {
 	}
 }
 
-// Issue 11 item 2: dot segments and empty segments in an /api path are a
+// Dot segments and empty segments in an /api path are a
 // typed 400, not the mux's redirect; unknown /api paths are a typed 404.
 func TestAPIPathsAlwaysAnswerTyped(t *testing.T) {
 	t.Parallel()
@@ -282,7 +282,7 @@ func TestAPIPathsAlwaysAnswerTyped(t *testing.T) {
 	}
 }
 
-// Issue 11 item 2: request headers over the limit get the typed error on
+// Request headers over the limit get the typed error on
 // every route, not net/http's plain-text 431.
 func TestOversizedHeadersOnEveryRoute(t *testing.T) {
 	t.Parallel()
@@ -302,7 +302,7 @@ func TestOversizedHeadersOnEveryRoute(t *testing.T) {
 	}
 }
 
-// Issue 11 item 2: every answer of the daemon carries the security headers,
+// Every answer of the daemon carries the security headers,
 // the page's and unknown paths' included.
 func TestEveryAnswerCarriesSecurityHeaders(t *testing.T) {
 	t.Parallel()
@@ -331,7 +331,7 @@ func TestEveryAnswerCarriesSecurityHeaders(t *testing.T) {
 	}
 }
 
-// Issue 11 item 6: a Host that is neither loopback nor allowed is refused
+// A Host that is neither loopback nor allowed is refused
 // with the typed error, on the page, the health check and the API alike.
 func TestForeignHostIsRefused(t *testing.T) {
 	t.Parallel()
@@ -352,7 +352,7 @@ func TestForeignHostIsRefused(t *testing.T) {
 	}
 }
 
-// Issue 11 item 5: the open health check says ok and nothing else.
+// The open health check says ok and nothing else.
 func TestHealthzSaysOnlyOK(t *testing.T) {
 	t.Parallel()
 	d := newEdgeDaemon(t, nil)
@@ -362,7 +362,7 @@ func TestHealthzSaysOnlyOK(t *testing.T) {
 	}
 }
 
-// Issue 11 item 9: the largest valid instruction in the worst JSON escaping
+// The largest valid instruction in the worst JSON escaping
 // (every character a \uXXXX surrogate pair, 12 bytes) with a large context
 // fits the turn body; one character more is refused for its length, and a
 // body over the limit is refused as such — all typed.
@@ -414,7 +414,7 @@ func TestNULInBodyIsRefused(t *testing.T) {
 	}
 }
 
-// Issue 11 item 1: a response that cannot be encoded (here a title that is
+// A response that cannot be encoded (here a title that is
 // not UTF-8, written past the API's validation) is logged at ERROR and
 // answered with the typed 503, never a bare 500.
 func TestUnencodableResponseIsLoggedAnd503(t *testing.T) {
@@ -462,7 +462,7 @@ func rawRequest(t *testing.T, addr, head string) (net.Conn, *bufio.Reader) {
 	return conn, bufio.NewReader(conn)
 }
 
-// Issue 11 item 3: a body that trickles in is cut off at the body deadline,
+// A body that trickles in is cut off at the body deadline,
 // with the token or without: the answer is typed and the connection closes.
 func TestSlowBodiesAreCutOff(t *testing.T) {
 	t.Parallel()

@@ -13,7 +13,7 @@ import (
 	"github.com/studio/operator/internal/httpapi"
 )
 
-// Issue 11 item 3: one client address holds at most max connections; the
+// One client address holds at most max connections; the
 // next is answered with a typed 429 and closed, and a freed slot is usable
 // again.
 func TestConnectionsPerClientAreCapped(t *testing.T) {

@@ -51,8 +51,8 @@ const RequestIDHeader = "X-Request-Id"
 
 type requestIDKey struct{}
 
-// RequestID is the id of the request ctx belongs to, if Observe saw it.
-func RequestID(ctx context.Context) string {
+// requestIDOf is the id of the request ctx belongs to, if Observe saw it.
+func requestIDOf(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }

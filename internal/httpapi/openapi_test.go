@@ -171,7 +171,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("DELETE", "/api/app/playbooks/"+pbID+"?expectedVersion=3", "", 409) // used by the workflow
 	spare := field(call("POST", "/api/app/playbooks", `{"name":"spare","prompt":"p"}`, 201), "id")
 	call("DELETE", "/api/app/playbooks/"+spare+"?expectedVersion=1", "", 200)
-	// Issue 15: search, pin and model, fork, the live view, amend, restore.
+	// Conversation history: search, pin and model, fork, the live view, amend, restore.
 	call("GET", "/api/operator/conversations?q=tour&status=active", "", 200)
 	call("PATCH", cp, `{"pinned":true,"model":""}`, 200)
 	call("GET", "/api/operator/models", "", 200)

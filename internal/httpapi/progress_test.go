@@ -67,7 +67,7 @@ func (h *harness) nextStatus(lines <-chan string, state protocol.ProgressState) 
 	}
 }
 
-// TestTurnProgress (defect 8): while the model retries, GET conversation
+// TestTurnProgress: while the model retries, GET conversation
 // and the stream's status comment say retrying with the attempt, the error
 // and when; a turn behind it waits queued at position 1; when the turns end
 // the status says no turn runs. No frame is added for any of it.

@@ -258,7 +258,7 @@ func TestConfirmRefusals(t *testing.T) {
 	// Archived conversation (refused also if it happens behind the API's
 	// back). The second connection waits for the daemon's writer like the
 	// daemon's own do (busy_timeout): without it, a write racing the
-	// turn's parking failed with "database is locked" (defect 10).
+	// turn's parking failed with "database is locked".
 	c = h.conversation()
 	acc, prop = h.proposed(c.ID)
 	h.waitTurnStatus(acc.RequestID, store.TurnAwaitingConfirmation)

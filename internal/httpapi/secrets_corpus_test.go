@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
@@ -140,7 +141,7 @@ func TestSecretsCorpusNeverStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recent := coordinator.NewRecent(1024, nil)
+	recent := activity.New(1024, nil)
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, ShutdownGrace: time.Millisecond, Observer: recent,
 		TextFlush: time.Millisecond, Tools: tools.Default(svc, routes.Default, time.Now), Logger: log, Commands: svc})
 	svc.SettleProposalsWith(coord)

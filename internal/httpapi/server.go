@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
@@ -63,7 +64,7 @@ type Config struct {
 	App *app.Service
 	// Recent, when set, is the operator's recent activity that GET
 	// /api/app/system/operator charts (an Observer of the coordinator).
-	Recent *coordinator.Recent
+	Recent *activity.Ring
 	// AllowedHosts are the Host header names answered besides loopback names
 	// and IP addresses (DNS rebinding): exact names, "*.example.com" for
 	// subdomains, "*" for any.

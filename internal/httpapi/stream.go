@@ -93,7 +93,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	st := &stream{s: s, convID: convID, after: after, opened: opened, requestID: RequestID(r.Context()), started: time.Now()}
+	st := &stream{s: s, convID: convID, after: after, opened: opened, requestID: requestIDOf(r.Context()), started: time.Now()}
 	// HTTP/1.1: take the connection over and serve the stream from one
 	// goroutine of its own, letting the server's go (with its request
 	// buffers and its background reader). Where the server does not allow

@@ -16,6 +16,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -49,18 +50,6 @@ func start(t *testing.T, s store.Store, clock *storetest.Clock, reapers ...lease
 	return k
 }
 
-// eventually waits for cond; the deadline only stops a hung test.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func instance(t *testing.T, s store.Store, id string) store.Instance {
 	t.Helper()
 	all, err := s.ListInstances(t.Context(), store.ListInstancesParams{})
@@ -82,7 +71,7 @@ func TestRenewAndStop(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	k := start(t, s, clock)
 	clock.Advance(500 * time.Millisecond)
-	eventually(t, "a renewal", func() bool { return k.Stats().Renewals >= 2 })
+	testutil.Eventually(t, func() bool { return k.Stats().Renewals >= 2 }, "a renewal")
 	in := instance(t, s, k.ID())
 	if in.State(clock.Now()) != store.InstanceLive || !in.LeaseExpiresAt.Equal(clock.Now().Add(time.Second)) {
 		t.Fatalf("renewed instance %+v", in)
@@ -168,12 +157,12 @@ func TestDeadDaemonReapedAndLeaseLost(t *testing.T) {
 	// The reaper hands the work over after the reaping that the hung
 	// daemon's renewal saw.
 	var got []string
-	eventually(t, "the hung daemon's work handed over", func() bool {
+	testutil.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append([]string(nil), handed...)
 		return len(got) > 0
-	})
+	}, "the hung daemon's work handed over")
 	if got[0] != tr.RequestID {
 		t.Fatalf("reapers were handed %v, want the hung daemon's turn", got)
 	}
@@ -229,16 +218,16 @@ func TestNoReapingRightAfterAnOutage(t *testing.T) {
 		k = start(t, s, clock)
 		s.down.Store(true)
 	}
-	eventually(t, "failed renewals", func() bool { return k.Stats().RenewFailures >= 2 })
+	testutil.Eventually(t, func() bool { return k.Stats().RenewFailures >= 2 }, "failed renewals")
 	clock.Advance(time.Hour) // the outage lasted long: every lease expired
 	s.down.Store(false)
 	before := k.Stats().Renewals
-	eventually(t, "renewals again", func() bool { return k.Stats().Renewals >= before+5 })
+	testutil.Eventually(t, func() bool { return k.Stats().Renewals >= before+5 }, "renewals again")
 	if st := instance(t, s, other.ID).State(clock.Now()); st != store.InstanceExpired {
 		t.Fatalf("right after the outage the other instance is %s, want expired and not reaped", st)
 	}
 	clock.Advance(time.Second)
-	eventually(t, "the dead instance reaped a lease after the outage", func() bool {
+	testutil.Eventually(t, func() bool {
 		return instance(t, s, other.ID).State(clock.Now()) == store.InstanceReaped
-	})
+	}, "the dead instance reaped a lease after the outage")
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/studio/operator/internal/app"
-	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
 	"github.com/studio/operator/internal/store"
@@ -212,7 +211,7 @@ func build() model {
 			Body: ref("SetEnabledRequest"), Status: 200, Resp: sched},
 		{Method: "GET", Path: "/api/app/system/health", ID: "systemHealth", Tag: "app", Summary: "The doctor report", Status: 200, Resp: t(reflect.TypeFor[app.DoctorReport]())},
 		{Method: "GET", Path: "/api/app/system/operator", ID: "operatorActivity", Tag: "app", Summary: "The operator's recent turns and model errors per interval, from this daemon's memory",
-			Query: []param{q("window", "1h (5-minute intervals, the default) or 24h (hours)", enum("", "1h", "24h"))}, Status: 200, Resp: t(reflect.TypeFor[coordinator.OperatorActivity]())},
+			Query: []param{q("window", "1h (5-minute intervals, the default) or 24h (hours)", enum("", "1h", "24h"))}, Status: 200, Resp: t(reflect.TypeFor[protocol.OperatorActivity]())},
 		{Method: "POST", Path: "/api/app/system/maintenance", ID: "runMaintenance", Tag: "app", Summary: "Run one maintenance action",
 			Body: t(reflect.TypeFor[app.RunMaintenanceCommand]()), Status: 200, Resp: t(reflect.TypeFor[app.MaintenanceResult]())},
 		{Method: "GET", Path: "/api/app/audit", ID: "listAudit", Tag: "app", Summary: "The audit trail, newest first",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 func frames(conv string, from, n int64, size int) []store.Frame {
@@ -156,10 +157,7 @@ func TestFeedRefreshReadsOncePerConversation(t *testing.T) {
 		f.Refresh("c")
 	}
 	once.Do(func() { close(release) })
-	deadline := time.Now().Add(30 * time.Second) // a safety net only
-	for reads.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, func() bool { return reads.Load() >= 2 }, "the second read")
 	f.Close() // waits for the refreshes
 	if n := reads.Load(); n != 2 {
 		t.Fatalf("%d reads for 10 wake-ups of 100 streams, want 2 (one, and one for the wake-ups during it)", n)

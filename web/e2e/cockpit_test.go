@@ -12,6 +12,7 @@ import (
 
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // failingModel: the provider fails every call (turns and runs alike).
@@ -103,10 +104,7 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 
 	// The sign-in URL is printed on stdout with the token in the fragment,
 	// and the token is not in the logs.
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(d.out(), "#token=") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, func() bool { return strings.Contains(d.out(), "#token=") }, "the sign-in URL on stdout")
 	if want := d.URL + "/#token=" + d.Token; !strings.Contains(d.out(), want) {
 		t.Fatalf("stdout %q lacks the sign-in URL %s/#token=…", d.out(), d.URL)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// Issue 15 in the browser: fork from a turn, the searchable picker with
+// Conversations in the browser: fork from a turn, the searchable picker with
 // pins and restore, switching the model between turns, and amending a
 // proposal from its card.
 

@@ -69,7 +69,7 @@ func (p *page) saveWorkflow(version int) {
 
 func TestDesignerEditsStepsWholeAndShowsConflicts(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, depthScript)
+	d := startDaemon(t, dockScript)
 	var created struct{ ID string }
 	appDo(t, d, "POST", "/api/app/workflows", map[string]any{"name": "ship", "description": "before", "steps": []map[string]any{
 		{"playbook": "audit-repo", "input": "repo a", "args": map[string]string{"repo": "a", "focus": "security"}},

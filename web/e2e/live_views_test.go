@@ -18,7 +18,7 @@ const scrollerJS = `(() => { let n = document.querySelector('#space .table-wrap'
 // paused in the open Schedules.
 func TestViewsUpdateLive(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, depthScript)
+	d := startDaemon(t, dockScript)
 	var ids []string
 	for i := range 30 {
 		ids = append(ids, launch(t, d, fmt.Sprintf("repo-%d", i)))

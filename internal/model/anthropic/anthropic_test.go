@@ -3,11 +3,9 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -87,64 +85,8 @@ func messageDelta(reason string) string {
 	return sse("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":89}}`, reason))
 }
 
-func userRequest() model.Request {
-	return model.Request{System: "You are the Studio operator.", Messages: []model.Message{{Role: model.RoleUser, Content: "show failed runs"}}}
-}
-
-func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
-	return modeltest.Collect(ctx, p, req)
-}
-
 func usageOf(t *testing.T, p model.Provider) model.Usage {
-	return modeltest.LastUsage(t, p, userRequest())
-}
-
-func text(evs []model.Event) string {
-	var b strings.Builder
-	for _, e := range evs {
-		if e.Kind == model.EventText {
-			b.WriteString(e.Text)
-		}
-	}
-	return b.String()
-}
-
-func toolCallsOf(evs []model.Event) []model.ToolCall {
-	var out []model.ToolCall
-	for _, e := range evs {
-		if e.Kind == model.EventToolCall {
-			out = append(out, e.ToolCall)
-		}
-	}
-	return out
-}
-
-func wantError(t *testing.T, err error, code protocol.ErrorCode, retryable bool) *protocol.Error {
-	t.Helper()
-	var pe *protocol.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *protocol.Error", err, err)
-	}
-	if pe.Code != code || pe.Retryable != retryable {
-		t.Fatalf("error = %s retryable=%v, want %s retryable=%v (%s)", pe.Code, pe.Retryable, code, retryable, pe.Message)
-	}
-	return pe
-}
-
-func TestStreamText(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sseHandler(messageStart, textStart(0), ping, textDelta(0, "Three runs"), textDelta(0, " failed"), textDelta(0, " today."),
-		blockStop(0), messageDelta("end_turn"), messageStop))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 3 || text(evs) != "Three runs failed today." {
-		t.Fatalf("events = %+v", evs)
-	}
-	if n := len(f.requests()); n != 1 {
-		t.Fatalf("server saw %d requests", n)
-	}
+	return modeltest.LastUsage(t, p, modeltest.UserRequest())
 }
 
 func TestStreamToolCallSplitInput(t *testing.T) {
@@ -155,11 +97,11 @@ func TestStreamToolCallSplitInput(t *testing.T) {
 	}
 	events = append(events, blockStop(0), messageDelta("tool_use"), messageStop)
 	f := newFake(t, sseHandler(events...))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := toolCallsOf(evs)
+	calls := modeltest.ToolCalls(evs)
 	if len(evs) != 1 || len(calls) != 1 {
 		t.Fatalf("events = %+v", evs)
 	}
@@ -177,11 +119,11 @@ func TestStreamTwoToolCalls(t *testing.T) {
 		toolStart(0, "toolu_A", "navigate"), inputDelta(0, `{"space":`), inputDelta(0, ` "mission"}`), blockStop(0),
 		toolStart(1, "toolu_B", "set_theme"), inputDelta(1, `{"theme": "da`), inputDelta(1, `rk"}`), blockStop(1),
 		messageDelta("tool_use"), messageStop))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := toolCallsOf(evs)
+	calls := modeltest.ToolCalls(evs)
 	if len(calls) != 2 {
 		t.Fatalf("calls = %+v", calls)
 	}
@@ -196,14 +138,14 @@ func TestStreamTextThenToolCall(t *testing.T) {
 	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Let me look"), textDelta(0, " that up."), blockStop(0),
 		toolStart(1, "toolu_Q", "list_failed_runs"), inputDelta(1, `{"since": "today"}`), blockStop(1),
 		messageDelta("tool_use"), messageStop))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(evs) != 3 || evs[0].Kind != model.EventText || evs[1].Kind != model.EventText || evs[2].Kind != model.EventToolCall {
 		t.Fatalf("events = %+v", evs)
 	}
-	if text(evs) != "Let me look that up." || evs[2].ToolCall.Name != "list_failed_runs" || string(evs[2].ToolCall.Arguments) != `{"since":"today"}` {
+	if modeltest.Text(evs) != "Let me look that up." || evs[2].ToolCall.Name != "list_failed_runs" || string(evs[2].ToolCall.Arguments) != `{"since":"today"}` {
 		t.Fatalf("events = %+v", evs)
 	}
 }
@@ -211,11 +153,11 @@ func TestStreamTextThenToolCall(t *testing.T) {
 func TestStreamToolWithoutInput(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, sseHandler(messageStart, toolStart(0, "toolu_E", "refresh"), inputDelta(0, ""), blockStop(0), messageDelta("tool_use"), messageStop))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := toolCallsOf(evs); len(calls) != 1 || string(calls[0].Arguments) != `{}` {
+	if calls := modeltest.ToolCalls(evs); len(calls) != 1 || string(calls[0].Arguments) != `{}` {
 		t.Fatalf("calls = %+v", calls)
 	}
 }
@@ -224,9 +166,9 @@ func TestStreamInvalidInput(t *testing.T) {
 	t.Parallel()
 	// A max_tokens cut inside the input leaves it truncated.
 	f := newFake(t, sseHandler(messageStart, toolStart(0, "toolu_X", "navigate"), inputDelta(0, `{"space": "hist`), blockStop(0), messageDelta("max_tokens"), messageStop))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
-	wantError(t, err, protocol.ModelFailure, false)
-	if len(toolCallsOf(evs)) != 0 {
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
+	modeltest.WantError(t, err, protocol.ModelFailure, false)
+	if len(modeltest.ToolCalls(evs)) != 0 {
 		t.Fatalf("a broken call was yielded: %+v", evs)
 	}
 }
@@ -252,7 +194,7 @@ func TestRequestBody(t *testing.T) {
 			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
 		},
 	}
-	if _, err := collect(context.Background(), f.provider(t), req); err != nil {
+	if _, err := modeltest.Collect(context.Background(), f.provider(t), req); err != nil {
 		t.Fatal(err)
 	}
 	reqs := f.requests()
@@ -358,8 +300,8 @@ func TestRateLimited(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 50 requests per minute."},"request_id":"req_011CZrl"}`)
 	})
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
-	pe := wantError(t, err, protocol.RateLimited, true)
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
+	pe := modeltest.WantError(t, err, protocol.RateLimited, true)
 	if pe.RetryAfterMs != 13000 {
 		t.Fatalf("RetryAfterMs = %d, want 13000", pe.RetryAfterMs)
 	}
@@ -412,8 +354,8 @@ func TestRateLimitResetEndToEnd(t *testing.T) {
 	})
 	p := f.provider(t)
 	p.now = func() time.Time { return now }
-	_, err := collect(context.Background(), p, userRequest())
-	if pe := wantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 7000 {
+	_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
+	if pe := modeltest.WantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 7000 {
 		t.Fatalf("RetryAfterMs = %d", pe.RetryAfterMs)
 	}
 }
@@ -432,8 +374,8 @@ func TestServerErrors(t *testing.T) {
 				w.WriteHeader(status)
 				io.WriteString(w, body)
 			})
-			_, err := collect(context.Background(), f.provider(t), userRequest())
-			pe := wantError(t, err, protocol.ModelFailure, true)
+			_, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
+			pe := modeltest.WantError(t, err, protocol.ModelFailure, true)
 			if pe.Details["httpStatus"] != status {
 				t.Fatalf("details = %v", pe.Details)
 			}
@@ -448,12 +390,12 @@ func TestErrorEventMidStream(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Three"),
 		sse("error", `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`)))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
-	pe := wantError(t, err, protocol.ModelFailure, true)
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
+	pe := modeltest.WantError(t, err, protocol.ModelFailure, true)
 	if pe.Details["httpStatus"] != 529 || pe.Details["midStream"] != true || !strings.Contains(pe.Message, "Overloaded") {
 		t.Fatalf("error = %+v", pe)
 	}
-	if text(evs) != "Three" {
+	if modeltest.Text(evs) != "Three" {
 		t.Fatalf("events = %+v", evs)
 	}
 }
@@ -469,11 +411,14 @@ func TestBadKey(t *testing.T) {
 	})
 	p := f.provider(t)
 	for name, call := range map[string]func() error{
-		"stream": func() error { _, err := collect(context.Background(), p, userRequest()); return err },
-		"check":  func() error { return p.Check(context.Background()) },
+		"stream": func() error {
+			_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
+			return err
+		},
+		"check": func() error { return p.Check(context.Background()) },
 	} {
 		err := call()
-		pe := wantError(t, err, protocol.ModelFailure, false)
+		pe := modeltest.WantError(t, err, protocol.ModelFailure, false)
 		if !strings.Contains(pe.Message, "ANTHROPIC_API_KEY") {
 			t.Errorf("%s: message does not name the configuration: %q", name, pe.Message)
 		}
@@ -504,10 +449,13 @@ func TestBadModel(t *testing.T) {
 			})
 			p := f.provider(t)
 			for _, err := range []error{
-				func() error { _, err := collect(context.Background(), p, userRequest()); return err }(),
+				func() error {
+					_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
+					return err
+				}(),
 				p.Check(context.Background()),
 			} {
-				pe := wantError(t, err, protocol.ModelFailure, false)
+				pe := modeltest.WantError(t, err, protocol.ModelFailure, false)
 				if !strings.Contains(pe.Message, "STUDIO_MODEL_NAME") || !strings.Contains(pe.Message, testModel) {
 					t.Fatalf("message = %q", pe.Message)
 				}
@@ -521,120 +469,10 @@ func TestMalformedEvent(t *testing.T) {
 	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Hel"),
 		sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo`),
 		blockStop(0), messageStop))
-	evs, err := collect(context.Background(), f.provider(t), userRequest())
-	wantError(t, err, protocol.ModelFailure, true)
-	if text(evs) != "Hel" {
+	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
+	modeltest.WantError(t, err, protocol.ModelFailure, true)
+	if modeltest.Text(evs) != "Hel" {
 		t.Fatalf("events = %+v", evs)
-	}
-}
-
-func TestEOFMidStream(t *testing.T) {
-	t.Parallel()
-	t.Run("clean close", func(t *testing.T) {
-		t.Parallel()
-		f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "Three runs"), blockStop(0),
-			toolStart(1, "toolu_1", "query_runs"), inputDelta(1, `{"st`)))
-		evs, err := collect(context.Background(), f.provider(t), userRequest())
-		wantError(t, err, protocol.ModelFailure, true)
-		if text(evs) != "Three runs" || len(toolCallsOf(evs)) != 0 {
-			t.Fatalf("events = %+v", evs)
-		}
-	})
-	t.Run("broken connection", func(t *testing.T) {
-		t.Parallel()
-		f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
-			sseHandler(messageStart, textStart(0), textDelta(0, "Three runs"))(w, r)
-			panic(http.ErrAbortHandler)
-		})
-		evs, err := collect(context.Background(), f.provider(t), userRequest())
-		wantError(t, err, protocol.ModelFailure, true)
-		if text(evs) != "Three runs" {
-			t.Fatalf("events = %+v", evs)
-		}
-	})
-}
-
-func TestNetworkFailure(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close()
-	p, err := New(Config{BaseURL: url, APIKey: testKey, Model: testModel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = collect(context.Background(), p, userRequest())
-	if pe := wantError(t, err, protocol.ModelFailure, true); strings.Contains(pe.Message, testKey) {
-		t.Fatalf("message leaks the key: %q", pe.Message)
-	}
-	wantError(t, p.Check(context.Background()), protocol.ModelFailure, true)
-}
-
-// waitClosed waits for the fake server to see the client go away. The
-// timeout only turns a hang into a failure; it asserts nothing about speed.
-func waitClosed(t *testing.T, closed <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-closed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the server never saw the connection close")
-	}
-}
-
-func hangingStream(closed chan<- struct{}) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
-		sseHandler(messageStart, textStart(0), textDelta(0, "Working"))(w, r)
-		<-r.Context().Done()
-		close(closed)
-	}
-}
-
-func TestCancelMidStream(t *testing.T) {
-	t.Parallel()
-	closed := make(chan struct{})
-	f := newFake(t, hangingStream(closed))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var evs []model.Event
-	var gotErr error
-	for ev, err := range f.provider(t).Stream(ctx, userRequest()) {
-		if err != nil {
-			gotErr = err
-			break
-		}
-		evs = append(evs, ev)
-		cancel()
-	}
-	if !errors.Is(gotErr, context.Canceled) {
-		t.Fatalf("error = %v, want context.Canceled", gotErr)
-	}
-	if text(evs) != "Working" {
-		t.Fatalf("events = %+v", evs)
-	}
-	waitClosed(t, closed)
-}
-
-func TestConsumerStopsEarly(t *testing.T) {
-	t.Parallel()
-	closed := make(chan struct{})
-	f := newFake(t, hangingStream(closed))
-	for ev, err := range f.provider(t).Stream(context.Background(), userRequest()) {
-		if err != nil || ev.Text != "Working" {
-			t.Fatalf("event %+v, error %v", ev, err)
-		}
-		break
-	}
-	waitClosed(t, closed)
-}
-
-func TestCancelBeforeStart(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sseHandler(messageStart, messageStop))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := collect(ctx, f.provider(t), userRequest())
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("error = %v", err)
 	}
 }
 
@@ -673,23 +511,36 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func TestBadRequestInputs(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sseHandler(messageStop))
-	p := f.provider(t)
-	_, err := collect(context.Background(), p, model.Request{Messages: []model.Message{{Role: "system", Content: "x"}}})
-	wantError(t, err, protocol.ModelFailure, false)
-	_, err = collect(context.Background(), p, model.Request{Tools: []model.Tool{{Name: "t", Schema: []byte(`"object"`)}}})
-	wantError(t, err, protocol.ModelFailure, false)
-	if n := len(f.requests()); n != 0 {
-		t.Fatalf("bad inputs reached the server: %d requests", n)
-	}
-}
-
 func TestUsageReported(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn"), messageStop))
 	if u := usageOf(t, f.provider(t)); u.InputTokens != 472 || u.OutputTokens != 89 {
 		t.Fatalf("usage = %+v, want 472 in, 89 out", u)
 	}
+}
+
+// TestConformance: the suite every remote provider passes, on the Messages
+// API's stream (a ping among the deltas, as the API sends).
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	modeltest.Exercise(t, modeltest.Subject{
+		New: func(t testing.TB, baseURL string, client *http.Client) model.Provider {
+			p, err := New(Config{BaseURL: baseURL, APIKey: testKey, Model: testModel, HTTPClient: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Key:    testKey,
+		Path:   "/v1/messages",
+		Header: http.Header{"Request-Id": {"req_011CZtestA1b2C3d4E5f6G7h8"}},
+		Open: func(deltas ...string) []string {
+			evs := []string{messageStart, textStart(0), ping}
+			for _, d := range deltas {
+				evs = append(evs, textDelta(0, d))
+			}
+			return evs
+		},
+		Close: []string{blockStop(0), messageDelta("end_turn"), messageStop},
+	})
 }

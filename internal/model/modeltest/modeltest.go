@@ -1,7 +1,8 @@
 // Package modeltest is the fake streaming server the remote providers'
 // tests share: a real HTTP server on loopback that records every request
 // (method, path, headers, body) and answers with a handler, and helpers
-// that write a Server-Sent Events stream chunk by chunk, flushing each.
+// that write a Server-Sent Events stream chunk by chunk, flushing each; and
+// Exercise, the conformance suite both remote providers pass.
 package modeltest
 
 import (

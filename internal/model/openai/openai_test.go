@@ -3,11 +3,9 @@ package openai
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -78,66 +76,8 @@ func toolArgs(index int, part string) string {
 	return chunk(fmt.Sprintf(`{"index":0,"delta":{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]},"logprobs":null,"finish_reason":null}`, index, b))
 }
 
-func userRequest() model.Request {
-	return model.Request{System: "You are the Studio operator.", Messages: []model.Message{{Role: model.RoleUser, Content: "show failed runs"}}}
-}
-
-func collect(ctx context.Context, p model.Provider, req model.Request) ([]model.Event, error) {
-	return modeltest.Collect(ctx, p, req)
-}
-
 func usageOf(t *testing.T, p model.Provider) model.Usage {
-	return modeltest.LastUsage(t, p, userRequest())
-}
-
-func text(evs []model.Event) string {
-	var b strings.Builder
-	for _, e := range evs {
-		if e.Kind == model.EventText {
-			b.WriteString(e.Text)
-		}
-	}
-	return b.String()
-}
-
-func toolCallsOf(evs []model.Event) []model.ToolCall {
-	var out []model.ToolCall
-	for _, e := range evs {
-		if e.Kind == model.EventToolCall {
-			out = append(out, e.ToolCall)
-		}
-	}
-	return out
-}
-
-func wantError(t *testing.T, err error, code protocol.ErrorCode, retryable bool) *protocol.Error {
-	t.Helper()
-	var pe *protocol.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *protocol.Error", err, err)
-	}
-	if pe.Code != code || pe.Retryable != retryable {
-		t.Fatalf("error = %s retryable=%v, want %s retryable=%v (%s)", pe.Code, pe.Retryable, code, retryable, pe.Message)
-	}
-	return pe
-}
-
-func TestStreamText(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sseHandler(roleChunk, textChunk("Three runs"), textChunk(" failed"), textChunk(" today."), stopChunk, "[DONE]"))
-	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 3 {
-		t.Fatalf("got %d events, want 3 text deltas: %+v", len(evs), evs)
-	}
-	if got := text(evs); got != "Three runs failed today." {
-		t.Fatalf("text = %q", got)
-	}
-	if n := len(f.requests()); n != 1 {
-		t.Fatalf("server saw %d requests, want 1", n)
-	}
+	return modeltest.LastUsage(t, p, modeltest.UserRequest())
 }
 
 func TestStreamToolCallSplitArguments(t *testing.T) {
@@ -149,11 +89,11 @@ func TestStreamToolCallSplitArguments(t *testing.T) {
 	}
 	lines = append(lines, toolStop, "[DONE]")
 	f := newFake(t, sseHandler(lines...))
-	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := toolCallsOf(evs)
+	calls := modeltest.ToolCalls(evs)
 	if len(evs) != 1 || len(calls) != 1 {
 		t.Fatalf("events = %+v, want exactly one tool call", evs)
 	}
@@ -182,11 +122,11 @@ func TestStreamTwoToolCalls(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, sseHandler(lines...))
-			evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+			evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls := toolCallsOf(evs)
+			calls := modeltest.ToolCalls(evs)
 			if len(calls) != 2 {
 				t.Fatalf("calls = %+v", calls)
 			}
@@ -204,14 +144,14 @@ func TestStreamTextThenToolCall(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, sseHandler(roleChunk, textChunk("Let me look"), textChunk(" that up."),
 		toolStart(0, "call_Q", "list_failed_runs"), toolArgs(0, `{"since":"today"}`), toolStop, "[DONE]"))
-	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
+	evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(evs) != 3 || evs[0].Kind != model.EventText || evs[1].Kind != model.EventText || evs[2].Kind != model.EventToolCall {
 		t.Fatalf("events = %+v, want text, text, tool call", evs)
 	}
-	if text(evs) != "Let me look that up." || evs[2].ToolCall.Name != "list_failed_runs" {
+	if modeltest.Text(evs) != "Let me look that up." || evs[2].ToolCall.Name != "list_failed_runs" {
 		t.Fatalf("events = %+v", evs)
 	}
 }
@@ -224,11 +164,11 @@ func TestStreamWholeToolCallWithoutID(t *testing.T) {
 		`{"id":"chatcmpl-475","object":"chat.completion.chunk","created":1745834101,"model":"llama3.2","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"type":"function","function":{"name":"set_theme","arguments":"{\"theme\":\"dark\"}"}}]},"finish_reason":null}]}`,
 		`{"id":"chatcmpl-475","object":"chat.completion.chunk","created":1745834101,"model":"llama3.2","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}`,
 		"[DONE]"))
-	evs, err := collect(context.Background(), f.provider(t, ""), userRequest())
+	evs, err := modeltest.Collect(context.Background(), f.provider(t, ""), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := toolCallsOf(evs)
+	calls := modeltest.ToolCalls(evs)
 	if len(calls) != 1 || calls[0].Name != "set_theme" || !strings.HasPrefix(calls[0].ID, "call_") || string(calls[0].Arguments) != `{"theme":"dark"}` {
 		t.Fatalf("calls = %+v", calls)
 	}
@@ -240,9 +180,9 @@ func TestStreamInvalidArguments(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, sseHandler(toolStart(0, "call_X", "navigate"), toolArgs(0, args), toolStop, "[DONE]"))
-			evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-			wantError(t, err, protocol.ModelFailure, false)
-			if len(toolCallsOf(evs)) != 0 {
+			evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+			modeltest.WantError(t, err, protocol.ModelFailure, false)
+			if len(modeltest.ToolCalls(evs)) != 0 {
 				t.Fatalf("a broken call was yielded: %+v", evs)
 			}
 		})
@@ -268,7 +208,7 @@ func TestRequestBody(t *testing.T) {
 			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
 		},
 	}
-	if _, err := collect(context.Background(), f.provider(t, testKey), req); err != nil {
+	if _, err := modeltest.Collect(context.Background(), f.provider(t, testKey), req); err != nil {
 		t.Fatal(err)
 	}
 	reqs := f.requests()
@@ -351,7 +291,7 @@ func TestRequestBody(t *testing.T) {
 func TestNoKeyNoAuthorization(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, sseHandler(textChunk("hi"), stopChunk, "[DONE]"))
-	if _, err := collect(context.Background(), f.provider(t, ""), userRequest()); err != nil {
+	if _, err := modeltest.Collect(context.Background(), f.provider(t, ""), modeltest.UserRequest()); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.requests()[0].Header.Get("Authorization"); got != "" {
@@ -370,8 +310,8 @@ func TestRateLimited(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"error":{"message":"Rate limit reached for gpt-4.1-mini in organization org-abc on tokens per min (TPM): Limit 200000, Used 199500, Requested 1200. Please try again in 1.5s.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`)
 	})
-	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-	pe := wantError(t, err, protocol.RateLimited, true)
+	evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	pe := modeltest.WantError(t, err, protocol.RateLimited, true)
 	if pe.RetryAfterMs != 1500 {
 		t.Fatalf("RetryAfterMs = %d, want 1500", pe.RetryAfterMs)
 	}
@@ -390,8 +330,8 @@ func TestInsufficientQuotaIsNotRetryable(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
 	})
-	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-	wantError(t, err, protocol.ModelFailure, false)
+	_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	modeltest.WantError(t, err, protocol.ModelFailure, false)
 }
 
 func TestRetryAfterHeaders(t *testing.T) {
@@ -435,8 +375,8 @@ func TestRetryAfterDateEndToEnd(t *testing.T) {
 	})
 	p := f.provider(t, testKey)
 	p.now = func() time.Time { return now }
-	_, err := collect(context.Background(), p, userRequest())
-	if pe := wantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 4000 {
+	_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
+	if pe := modeltest.WantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 4000 {
 		t.Fatalf("RetryAfterMs = %d", pe.RetryAfterMs)
 	}
 }
@@ -451,8 +391,8 @@ func TestServerErrors(t *testing.T) {
 				w.WriteHeader(status)
 				io.WriteString(w, `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`)
 			})
-			_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-			pe := wantError(t, err, protocol.ModelFailure, true)
+			_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+			pe := modeltest.WantError(t, err, protocol.ModelFailure, true)
 			if pe.Details["httpStatus"] != status {
 				t.Fatalf("details = %v", pe.Details)
 			}
@@ -468,8 +408,8 @@ func TestPlainTextServerError(t *testing.T) {
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream connect error or disconnect/reset before headers", http.StatusBadGateway)
 	})
-	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-	wantError(t, err, protocol.ModelFailure, true)
+	_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	modeltest.WantError(t, err, protocol.ModelFailure, true)
 }
 
 func TestBadKey(t *testing.T) {
@@ -483,11 +423,14 @@ func TestBadKey(t *testing.T) {
 	})
 	p := f.provider(t, testKey)
 	for name, call := range map[string]func() error{
-		"stream": func() error { _, err := collect(context.Background(), p, userRequest()); return err },
-		"check":  func() error { return p.Check(context.Background()) },
+		"stream": func() error {
+			_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
+			return err
+		},
+		"check": func() error { return p.Check(context.Background()) },
 	} {
 		err := call()
-		pe := wantError(t, err, protocol.ModelFailure, false)
+		pe := modeltest.WantError(t, err, protocol.ModelFailure, false)
 		if !strings.Contains(pe.Message, "STUDIO_OPENAI_API_KEY") || !strings.Contains(pe.Message, "OPENAI_API_KEY") {
 			t.Errorf("%s: message does not name the configuration: %q", name, pe.Message)
 		}
@@ -505,8 +448,8 @@ func TestForbidden(t *testing.T) {
 		w.WriteHeader(http.StatusForbidden)
 		io.WriteString(w, `{"error":{"message":"You are not allowed to sample from this model","type":"invalid_request_error","param":null,"code":null}}`)
 	})
-	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-	if pe := wantError(t, err, protocol.ModelFailure, false); !strings.Contains(pe.Message, "OPENAI_API_KEY") {
+	_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	if pe := modeltest.WantError(t, err, protocol.ModelFailure, false); !strings.Contains(pe.Message, "OPENAI_API_KEY") {
 		t.Fatalf("message = %q", pe.Message)
 	}
 }
@@ -529,8 +472,8 @@ func TestBadModel(t *testing.T) {
 				w.WriteHeader(c.status)
 				io.WriteString(w, c.body)
 			})
-			_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-			pe := wantError(t, err, protocol.ModelFailure, false)
+			_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+			pe := modeltest.WantError(t, err, protocol.ModelFailure, false)
 			if !strings.Contains(pe.Message, "STUDIO_MODEL_NAME") || !strings.Contains(pe.Message, "gpt-4.1-mini") {
 				t.Fatalf("message = %q", pe.Message)
 			}
@@ -544,9 +487,9 @@ func TestBadModel(t *testing.T) {
 func TestMalformedChunk(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, sseHandler(textChunk("Hel"), `{"id":"chatcmpl-x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo`, stopChunk, "[DONE]"))
-	evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-	wantError(t, err, protocol.ModelFailure, true)
-	if text(evs) != "Hel" {
+	evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	modeltest.WantError(t, err, protocol.ModelFailure, true)
+	if modeltest.Text(evs) != "Hel" {
 		t.Fatalf("events before the error: %+v", evs)
 	}
 }
@@ -554,122 +497,9 @@ func TestMalformedChunk(t *testing.T) {
 func TestErrorEventMidStream(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, sseHandler(textChunk("Hel"), `{"error":{"message":"The server had an error processing your request.","type":"server_error","param":null,"code":null}}`))
-	_, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-	if pe := wantError(t, err, protocol.ModelFailure, true); !strings.Contains(pe.Message, "server had an error") {
+	_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	if pe := modeltest.WantError(t, err, protocol.ModelFailure, true); !strings.Contains(pe.Message, "server had an error") {
 		t.Fatalf("message = %q", pe.Message)
-	}
-}
-
-func TestEOFMidStream(t *testing.T) {
-	t.Parallel()
-	t.Run("clean close", func(t *testing.T) {
-		t.Parallel()
-		// The body ends cleanly but before any finish_reason or [DONE].
-		f := newFake(t, sseHandler(roleChunk, textChunk("Three runs"), toolStart(0, "call_1", "query_runs"), toolArgs(0, `{"st`)))
-		evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-		wantError(t, err, protocol.ModelFailure, true)
-		if text(evs) != "Three runs" || len(toolCallsOf(evs)) != 0 {
-			t.Fatalf("events = %+v", evs)
-		}
-	})
-	t.Run("broken connection", func(t *testing.T) {
-		t.Parallel()
-		f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
-			sseHandler(roleChunk, textChunk("Three runs"))(w, r)
-			panic(http.ErrAbortHandler) // drop the connection without the final chunk
-		})
-		evs, err := collect(context.Background(), f.provider(t, testKey), userRequest())
-		wantError(t, err, protocol.ModelFailure, true)
-		if text(evs) != "Three runs" {
-			t.Fatalf("events = %+v", evs)
-		}
-	})
-}
-
-func TestNetworkFailure(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close()
-	p, err := New(Config{BaseURL: url + "/v1", APIKey: testKey, Model: "gpt-4.1-mini"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = collect(context.Background(), p, userRequest())
-	pe := wantError(t, err, protocol.ModelFailure, true)
-	if strings.Contains(pe.Message, testKey) {
-		t.Fatalf("message leaks the key: %q", pe.Message)
-	}
-	wantError(t, p.Check(context.Background()), protocol.ModelFailure, true)
-}
-
-// waitClosed waits for the fake server to see the client go away. The
-// timeout only turns a hang into a failure; it asserts nothing about speed.
-func waitClosed(t *testing.T, closed <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-closed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the server never saw the connection close")
-	}
-}
-
-// hangingStream sends one delta and then holds the stream open until the
-// client disconnects, which it reports on closed.
-func hangingStream(closed chan<- struct{}) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
-		sseHandler(roleChunk, textChunk("Working"))(w, r)
-		<-r.Context().Done()
-		close(closed)
-	}
-}
-
-func TestCancelMidStream(t *testing.T) {
-	t.Parallel()
-	closed := make(chan struct{})
-	f := newFake(t, hangingStream(closed))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var evs []model.Event
-	var gotErr error
-	for ev, err := range f.provider(t, testKey).Stream(ctx, userRequest()) {
-		if err != nil {
-			gotErr = err
-			break
-		}
-		evs = append(evs, ev)
-		cancel() // the user pressed stop after the first delta
-	}
-	if !errors.Is(gotErr, context.Canceled) {
-		t.Fatalf("error = %v, want context.Canceled", gotErr)
-	}
-	if text(evs) != "Working" {
-		t.Fatalf("events = %+v", evs)
-	}
-	waitClosed(t, closed)
-}
-
-func TestConsumerStopsEarly(t *testing.T) {
-	t.Parallel()
-	closed := make(chan struct{})
-	f := newFake(t, hangingStream(closed))
-	for ev, err := range f.provider(t, testKey).Stream(context.Background(), userRequest()) {
-		if err != nil || ev.Text != "Working" {
-			t.Fatalf("event %+v, error %v", ev, err)
-		}
-		break
-	}
-	waitClosed(t, closed)
-}
-
-func TestCancelBeforeStart(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sseHandler(textChunk("hi"), stopChunk, "[DONE]"))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := collect(ctx, f.provider(t, testKey), userRequest())
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("error = %v", err)
 	}
 }
 
@@ -709,19 +539,6 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func TestBadRequestInputs(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sseHandler(stopChunk))
-	p := f.provider(t, testKey)
-	_, err := collect(context.Background(), p, model.Request{Messages: []model.Message{{Role: "system", Content: "x"}}})
-	wantError(t, err, protocol.ModelFailure, false)
-	_, err = collect(context.Background(), p, model.Request{Tools: []model.Tool{{Name: "t", Schema: []byte(`[1]`)}}})
-	wantError(t, err, protocol.ModelFailure, false)
-	if n := len(f.requests()); n != 0 {
-		t.Fatalf("bad inputs reached the server: %d requests", n)
-	}
-}
-
 // The provider asks for usage (stream_options.include_usage) and reports
 // the final usage chunk as the stream's last event.
 func TestUsageReported(t *testing.T) {
@@ -739,4 +556,30 @@ func TestUsageReported(t *testing.T) {
 	if err := json.Unmarshal(f.requests()[0].Body, &body); err != nil || !body.StreamOptions.IncludeUsage {
 		t.Fatalf("request does not ask for usage: %s (%v)", f.requests()[0].Body, err)
 	}
+}
+
+// TestConformance: the suite every remote provider passes, on the
+// chat-completions stream.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	data := func(line string) string { return "data: " + line + "\n\n" }
+	modeltest.Exercise(t, modeltest.Subject{
+		New: func(t testing.TB, baseURL string, client *http.Client) model.Provider {
+			p, err := New(Config{BaseURL: baseURL + "/v1", APIKey: testKey, Model: "gpt-4.1-mini", HTTPClient: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Key:  testKey,
+		Path: "/v1/chat/completions",
+		Open: func(deltas ...string) []string {
+			evs := []string{data(roleChunk)}
+			for _, d := range deltas {
+				evs = append(evs, data(textChunk(d)))
+			}
+			return evs
+		},
+		Close: []string{data(stopChunk), data("[DONE]")},
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // openAt opens and migrates a store on the database at url, closed when tb ends.
@@ -312,21 +313,14 @@ func TestListenerReconnects(t *testing.T) {
 	}
 	waitClosed(t, sig)
 	// Listening again: the next commit by b reaches a.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, func() bool {
 		var n int
 		if err := b.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d listeners after 60s, want 2", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 2
+	}, "two listeners")
 	sig = a.FrameSignal(conv.ID)
 	c := b.getConv(t, conv.ID)
 	if _, err := b.AppendFrames(ctx, store.AppendFramesParams{ConversationID: conv.ID, RequestID: *c.ActiveRequestID,

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Issue 11 item 4: the database, its write-ahead log and its shared-memory
+// The database, its write-ahead log and its shared-memory
 // file are created readable by their owner only, whatever the umask.
 func TestNewDatabaseFilesArePrivate(t *testing.T) {
 	old := syscall.Umask(0o002) // the most permissive umask in common use; not parallel: the umask is the process's

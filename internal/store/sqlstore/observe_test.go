@@ -1,7 +1,6 @@
 package sqlstore_test
 
 import (
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // recorder is a sqlstore.Observer that keeps what it is told.
@@ -111,12 +111,7 @@ func TestWriterOldestWaitWhileABatchRuns(t *testing.T) {
 		t.Errorf("oldest wait %v while a batch is held", first)
 	}
 	// It grows while the batch is held (no fixed sleep: wait for the clock).
-	for deadline := time.Now().Add(10 * time.Second); s.WriterOldestWait() <= first && time.Now().Before(deadline); {
-		runtime.Gosched()
-	}
-	if s.WriterOldestWait() <= first {
-		t.Error("the oldest wait did not grow while the batch was held")
-	}
+	testutil.Eventually(t, func() bool { return s.WriterOldestWait() > first }, "the oldest wait to grow while the batch is held")
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Amending a proposal (issue 15): the operator edits the arguments of a
+// Amending a proposal: the operator edits the arguments of a
 // pending proposal's command in a form generated from the command's JSON
 // Schema (the tool catalog's inputSchema) and confirms the amended command.
 // The server validates it like a model's, makes it a new proposal (its own

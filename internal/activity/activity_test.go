@@ -1,9 +1,10 @@
-package coordinator_test
+package activity_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/storetest"
@@ -14,8 +15,8 @@ import (
 func TestRecentActivity(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock(storetest.Epoch)
-	r := coordinator.NewRecent(3, clock.Now)
-	other := coordinator.NewRecent(10, clock.Now)
+	r := activity.New(3, clock.Now)
+	other := activity.New(10, clock.Now)
 	obs := coordinator.Observers(r, other)
 	turn := func(d time.Duration, outcome protocol.Outcome) {
 		obs.TurnEnded(coordinator.TurnEnded{Duration: d, Outcome: outcome})

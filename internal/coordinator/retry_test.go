@@ -1,4 +1,4 @@
-package httpapi_test
+package coordinator_test
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// fakeProvider is a provider made of a function: attempt n (from 0) decides.
-type fakeProvider struct {
+// attemptProvider is a provider made of a function: attempt n (from 0)
+// streams what it returns.
+type attemptProvider struct {
 	calls  atomic.Int32
 	stream func(n int32) ([]model.Event, error)
 }
 
-func (f *fakeProvider) Name() string { return "fake" }
+func (f *attemptProvider) Name() string { return "attempts" }
 
-func (f *fakeProvider) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
+func (f *attemptProvider) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
 	n := f.calls.Add(1) - 1
 	evs, err := f.stream(n)
 	return func(yield func(model.Event, error) bool) {
@@ -33,10 +34,12 @@ func (f *fakeProvider) Stream(ctx context.Context, req model.Request) iter.Seq2[
 	}
 }
 
-func textEv(s string) model.Event { return model.Event{Kind: model.EventText, Text: s} }
-
+// The engine retries a retryable model failure (after its retry-after, up
+// to ModelRetries times) while nothing was shown; a failure that is not
+// retryable, or that comes after text, ends the turn failed at once.
 func TestRetryableModelFailureIsRetried(t *testing.T) {
 	t.Parallel()
+	text := func(s string) model.Event { return model.Event{Kind: model.EventText, Text: s} }
 	for _, tc := range []struct {
 		name      string
 		stream    func(n int32) ([]model.Event, error)
@@ -48,35 +51,34 @@ func TestRetryableModelFailureIsRetried(t *testing.T) {
 			if n == 0 {
 				return nil, &protocol.Error{Code: protocol.RateLimited, Message: "slow down", Retryable: true, RetryAfterMs: 5}
 			}
-			return []model.Event{textEv("ok")}, nil
+			return []model.Event{text("ok")}, nil
 		}, 2, "completed", ""},
 		{"retryable failures until the cap", func(int32) ([]model.Event, error) {
 			return nil, &protocol.Error{Code: protocol.ModelFailure, Message: "503", Retryable: true}
 		}, 4, "failed", protocol.ModelFailure},
 		{"not retryable: once", func(int32) ([]model.Event, error) {
-			return nil, &protocol.Error{Code: protocol.ModelFailure, Message: "bad key: check STUDIO_OPENAI_API_KEY", Retryable: false}
+			return nil, &protocol.Error{Code: protocol.ModelFailure, Message: "bad key", Retryable: false}
 		}, 1, "failed", protocol.ModelFailure},
 		{"text already streamed: not retried", func(int32) ([]model.Event, error) {
-			return []model.Event{textEv("partial")}, &protocol.Error{Code: protocol.ModelFailure, Message: "EOF mid-stream", Retryable: true}
+			return []model.Event{text("partial")}, &protocol.Error{Code: protocol.ModelFailure, Message: "EOF mid-stream", Retryable: true}
 		}, 1, "failed", protocol.ModelFailure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fp := &fakeProvider{stream: tc.stream}
-			h := newHarness(t, harnessOpts{provider: fp})
-			c := h.conversation()
-			acc := h.submit(c.ID, "hello")
-			frames := h.waitDone(c.ID, acc.RequestID)
-			if got := fp.calls.Load(); got != tc.calls {
-				t.Fatalf("provider called %d times, want %d", got, tc.calls)
+			p := &attemptProvider{stream: tc.stream}
+			e := newEngine(t, engineOpts{provider: p})
+			conv := e.conversation()
+			acc := e.submit(conv, "hello")
+			frames := e.waitDone(conv, acc.RequestID)
+			if got := p.calls.Load(); got != tc.calls {
+				t.Fatalf("provider called %d times, want %d (frames %v)", got, tc.calls, kinds(frames))
 			}
 			if d := frames[len(frames)-1].Payload.(protocol.DonePayload); d.Outcome != tc.outcome {
-				t.Fatalf("outcome %s", d.Outcome)
+				t.Fatalf("outcome %s, want %s", d.Outcome, tc.outcome)
 			}
 			if tc.errorCode != "" {
-				e, ok := frames[len(frames)-2].Payload.(protocol.ErrorPayload)
-				if !ok || e.Error.Code != tc.errorCode {
-					t.Fatalf("error frame %+v", frames[len(frames)-2])
+				if ep, ok := frames[len(frames)-2].Payload.(protocol.ErrorPayload); !ok || ep.Error.Code != tc.errorCode {
+					t.Fatalf("error frame %+v, want %s", frames[len(frames)-2], tc.errorCode)
 				}
 			}
 		})

@@ -19,7 +19,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// Issue 15 through the HTTP API: fork, search and pin, restore, the model
+// Conversation history through the HTTP API: fork, search and pin, restore, the model
 // choice, the live view and amending a proposal, on a real daemon.
 
 func (h *harness) turn(convID, instruction string) []protocol.Frame {
@@ -496,7 +496,7 @@ func (h *harness) auditDecisions(proposalID string) []string {
 
 func TestNoConversationToolsForTheModel(t *testing.T) {
 	t.Parallel()
-	// The hostile corpus of issue 15: a model that tries to fork, restore,
+	// A hostile model that tries to fork, restore,
 	// pin or re-route conversations finds no tool for it, and its calls are
 	// validation results that change nothing.
 	calls := []string{"fork_conversation", "restore_conversation", "pin_conversation", "set_conversation_model", "amend_proposal", "report_view"}

@@ -32,22 +32,6 @@ func (s *Server) handleRunActivity(w http.ResponseWriter, r *http.Request) {
 	answer(w, r, s, a, err)
 }
 
-// handleDeleteWorkflow serves DELETE /api/app/workflows/{ref}[?expectedVersion=N].
-func (s *Server) handleDeleteWorkflow(w http.ResponseWriter, r *http.Request) {
-	v, err := expectedVersionQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.execute(w, r, app.DeleteWorkflowCommand{Workflow: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
-		func(res app.Result) any { return res })
-}
-
-// pickRuns answers a workflow launch: the workflow and its queued runs.
-func pickRuns(res app.Result) any {
-	return app.WorkflowLaunch{Workflow: res.Workflow, Runs: res.Runs}
-}
-
 // operatorWindows are the windows of GET /api/app/system/operator: how
 // many intervals of what width.
 var operatorWindows = map[string]struct {

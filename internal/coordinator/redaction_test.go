@@ -1,4 +1,4 @@
-package httpapi_test
+package coordinator_test
 
 import (
 	"strings"
@@ -10,9 +10,9 @@ import (
 )
 
 // A playbook whose prompt holds host paths and secrets: what a read tool
-// returns of it reaches the tool_result frame redacted (ADR D3), whatever the
-// shape of the secret.
-func TestToolResultFramesCarryNoSecretsOrHostPaths(t *testing.T) {
+// returns of it reaches the tool_result frame redacted (ADR D3), whatever
+// the shape of the secret, and what the cockpit uses (routes, names) stays.
+func TestToolResultsAreRedacted(t *testing.T) {
 	t.Parallel()
 	secrets := []string{"/opt/studio/creds.txt", "/srv/app/.env", "/etc/shadow", "hunter2",
 		"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ghp_9aZ8bY7cX6dW5eV4fU3gT2hS1iR0jQ9kP8lO",
@@ -22,19 +22,18 @@ func TestToolResultFramesCarryNoSecretsOrHostPaths(t *testing.T) {
 		"or sk-proj-4fX9aQ2LmZ7bT1cR8dV3eW6gH0jK5nP2sU7yB9.\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n" +
 		"Then open /library and http://127.0.0.1:8765/history?status=failed."
 	s := script.Script{Turns: []script.Turn{{Steps: []script.Step{
-		{Tool: ptr("get_playbook"), Arguments: []byte(`{"playbook":"leaky"}`)},
-		{Tool: ptr("list_playbooks"), Arguments: []byte(`{"query":"leaky"}`)},
+		toolStep("get_playbook", `{"playbook":"leaky"}`),
+		toolStep("list_playbooks", `{"query":"leaky"}`),
 		{Text: ptr("read it")},
 	}}}}
-	h := newHarness(t, harnessOpts{script: &s})
-	if _, err := h.app.Execute(h.ctx(), app.CreatePlaybookCommand{Name: "leaky", Prompt: prompt}, app.ExecOptions{Trigger: app.TriggerManual}); err != nil {
+	e := newEngine(t, engineOpts{script: &s})
+	if _, err := e.app.Execute(e.ctx(), app.CreatePlaybookCommand{Name: "leaky", Prompt: prompt}, app.ExecOptions{Trigger: app.TriggerManual}); err != nil {
 		t.Fatal(err)
 	}
-	c := h.conversation()
-	acc := h.submit(c.ID, "show me the leaky playbook")
-	frames := h.waitDone(c.ID, acc.RequestID)
+	conv := e.conversation()
+	acc := e.submit(conv, "show me the leaky playbook")
 	results := 0
-	for _, f := range frames {
+	for _, f := range e.waitDone(conv, acc.RequestID) {
 		tr, ok := f.Payload.(protocol.ToolResultPayload)
 		if !ok {
 			continue
@@ -49,7 +48,6 @@ func TestToolResultFramesCarryNoSecretsOrHostPaths(t *testing.T) {
 				t.Errorf("tool_result frame %d carries %q: %s", f.Sequence, secret, got)
 			}
 		}
-		// What the cockpit uses stays.
 		for _, keep := range []string{"/library", "http://127.0.0.1:8765/history?status=failed", "leaky"} {
 			if !strings.Contains(got, keep) {
 				t.Errorf("tool_result frame %d lost %q: %s", f.Sequence, keep, got)

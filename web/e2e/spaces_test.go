@@ -14,8 +14,11 @@ import (
 	"github.com/studio/operator/internal/routes"
 )
 
-// The tests of issue 16: what an operator who knows Temporal UI, GitHub
-// Actions or Grafana expects of the cockpit. Each fails without its fix.
+// What an operator who knows Temporal UI, GitHub Actions or Grafana
+// expects of the cockpit's spaces: words written for people, decisions and
+// named targets in the audit trail, text that does not break, and the
+// queries the spaces leave to the server (fleet search, workflow launch and
+// delete, history filters).
 
 // appDo calls the application API as a test client; out takes the fields
 // it names and ignores the rest.
@@ -51,9 +54,9 @@ func launch(t *testing.T, d *daemon, input string) string {
 	return r.ID
 }
 
-// TestSpacesSpeakToPeople: subtitles written for people (defect 1), no raw
-// booleans on System (defect 2), a Designer empty state that matches its own
-// button (defect 3), and shortcuts that reach the page (defect 5).
+// TestSpacesSpeakToPeople: subtitles written for people, no raw booleans on
+// System, a Designer empty state that matches its own button, and
+// shortcuts that reach the page.
 func TestSpacesSpeakToPeople(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, failingModel)
@@ -109,7 +112,7 @@ func TestSpacesSpeakToPeople(t *testing.T) {
 }
 
 // TestSignInTextHasNoMarkup: the sign-in page shows commands as code, not
-// raw Markdown backticks (defect 3).
+// raw Markdown backticks.
 func TestSignInTextHasNoMarkup(t *testing.T) {
 	t.Parallel()
 	requireBrowser(t)
@@ -126,7 +129,7 @@ func TestSignInTextHasNoMarkup(t *testing.T) {
 
 // TestAuditTrailShowsDecisionsAndNamedTargets: the Decision column shows
 // the decision, not the command type, and Target the target's name with a
-// link to it, for the cockpit's own commands and the operator's (defect 2).
+// link to it, for the cockpit's own commands and the operator's.
 func TestAuditTrailShowsDecisionsAndNamedTargets(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, operatorScript)
@@ -183,7 +186,7 @@ func TestAuditTrailShowsDecisionsAndNamedTargets(t *testing.T) {
 }
 
 // TestNamesDoNotBreakWithTheDockOpen: at 1440 px with the dock open, names,
-// ids and cron expressions stay on one line (defect 3).
+// ids and cron expressions stay on one line.
 func TestNamesDoNotBreakWithTheDockOpen(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, failingModel)
@@ -210,9 +213,9 @@ func TestNamesDoNotBreakWithTheDockOpen(t *testing.T) {
 }
 
 // TestOfflineModelInTheDock: with the default offline model, a theme
-// request reads once and stays true beside the applied badge (defect 4),
+// request reads once and stays true beside the applied badge,
 // a pause of the paused seeded schedule is answered in words, not proposed
-// (defect 6), and each finished answer is announced politely.
+// and each finished answer is announced politely.
 func TestOfflineModelInTheDock(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, "{}", "--model", "offline")
@@ -261,7 +264,7 @@ const markdownScript = `{"turns":[{"match":"e2e-markdown","steps":[
 
 // TestMarkdownRendersIncrementally: streamed text deltas extend the bubble;
 // a settled paragraph is the same DOM node at the end (it is not re-parsed
-// and rebuilt per delta), and the result is exactly a full render (defect 9).
+// and rebuilt per delta), and the result is exactly a full render.
 func TestMarkdownRendersIncrementally(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, markdownScript)
@@ -514,5 +517,133 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 		if !reached[k] {
 			t.Errorf("Tab never reached the %s (reached %v)", k, reached)
 		}
+	}
+}
+
+// TestFleetSearchesOnTheServer: the fleet's search, counts and paging are
+// the server's: a run older than the newest hundred is found by its input,
+// the status chips count the range, and "Show older runs" pages with the
+// cursor (the old browser-side filter saw only the newest 100 runs).
+func TestFleetSearchesOnTheServer(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, dockScript)
+	oldest := launch(t, d, "needle-in-the-haystack")
+	for i := range 110 {
+		launch(t, d, fmt.Sprintf("hay %d", i))
+	}
+	p := openPage(t, d, "/?view=fleet&q=needle")
+	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 1`, "the one matching run")
+	if got := eval[string](p, `document.querySelector('.table tbody tr').dataset.key`); got != oldest {
+		t.Fatalf("the search found %s, want %s", got, oldest)
+	}
+	if got := eval[string](p, `document.querySelector('[data-count=all]').innerText`); !strings.Contains(got, "1") {
+		t.Fatalf("the All chip reads %q for one match", got)
+	}
+	p.do(chromedp.Navigate(d.URL + "/?view=fleet&range=24h"))
+	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 50 && document.querySelector('[data-more]') !== null`, "the first page of 50")
+	all := eval[string](p, `document.querySelector('[data-count=all]').innerText`)
+	if !strings.Contains(all, "111") {
+		t.Fatalf("the All chip reads %q, want 111 runs in the range", all)
+	}
+	p.click(`[data-more]`)
+	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 100`, "the second page appended")
+	p.shot("fleet-server-side")
+	// The hourly chart's labels never overlap.
+	p.do(chromedp.Navigate(d.URL + "/"))
+	p.waitJS(`document.querySelectorAll('figure.chart-figure svg[role=img]').length === 3`, "three charts")
+	overlaps := eval[int](p, `(() => {
+		const ts = [...document.querySelectorAll('figure.chart-figure')[0].querySelectorAll('text.axis')].filter(t => t.textContent.includes(':')).map(t => t.getBoundingClientRect());
+		let n = 0;
+		for (let i = 1; i < ts.length; i++) if (ts[i].left < ts[i - 1].right + 2) n++;
+		return n;
+	})()`)
+	if overlaps != 0 {
+		t.Fatalf("%d hourly axis labels overlap their neighbour", overlaps)
+	}
+	if got := eval[string](p, `document.querySelectorAll('figure.chart-figure')[0].querySelector('svg desc').textContent`); !strings.Contains(got, "111 runs in the last 24 hours") {
+		t.Fatalf("the hourly chart says %q", got)
+	}
+}
+
+// TestWorkflowsLaunchAndDeleteInDesigner: a workflow launched from the
+// Designer queues a run per step, shown by step and in the run detail; a
+// delete asks first, then removes it and audits it.
+func TestWorkflowsLaunchAndDeleteInDesigner(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, dockScript)
+	var wf struct{ ID string }
+	appDo(t, d, "POST", "/api/app/workflows", map[string]any{"name": "ship", "steps": []map[string]any{
+		{"playbook": "audit-repo", "args": map[string]string{"repo": "a"}}, {"playbook": "write-release-notes", "args": map[string]string{"version": "v2"}}}}, &wf)
+	p := openPage(t, d, "/designer?workflow="+wf.ID)
+	p.click(`button[data-action=launch-workflow]`)
+	p.waitJS(`document.querySelectorAll('.step-runs-list li[data-step] .list li').length === 2`, "a run for each step")
+	p.shot("designer-runs-by-step")
+	p.click(`.step-runs-list li[data-step="1"] .list a`)
+	p.waitJS(`document.querySelector('[data-run-workflow]') !== null`, "the run detail naming its workflow")
+	if got := eval[string](p, `document.querySelector('[data-run-workflow]').innerText`); !strings.Contains(got, "step 2") {
+		t.Fatalf("the run detail says %q", got)
+	}
+	p.do(chromedp.Navigate(d.URL + "/designer?workflow=" + wf.ID))
+	p.click(`button[data-action=delete-workflow]`)
+	p.waitJS(`document.querySelector('dialog[open]') !== null`, "the delete confirmation")
+	p.click(`dialog[open] button[value=ok]`)
+	p.waitJS(`!location.search.includes('workflow=')`, "the deleted workflow closed")
+	var list struct{ Workflows []struct{ Name string } }
+	appDo(t, d, "GET", "/api/app/workflows", nil, &list)
+	for _, w := range list.Workflows {
+		if w.Name == "ship" {
+			t.Fatal("the workflow is still there")
+		}
+	}
+	var audit struct{ Events []struct{ Actor string } }
+	appDo(t, d, "GET", "/api/app/audit?commandType=delete_workflow", nil, &audit)
+	if len(audit.Events) != 1 || audit.Events[0].Actor != "owner" { // the token file's principal
+
+		t.Fatalf("delete audit rows: %+v", audit.Events)
+	}
+}
+
+// TestHistoryFiltersAndOperatorLinks: the audit trail filters on the
+// server by command, actor and time, bound to the URL; an operator's row
+// opens its conversation in the dock with the proposal in view.
+func TestHistoryFiltersAndOperatorLinks(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, dockScript)
+	launch(t, d, "by hand")
+	p := openPage(t, d, "/")
+	p.openDock()
+	p.send("e2e-launch")
+	p.waitJS(`document.querySelector('.proposal[data-state=required] button[data-action=confirm]') !== null`, "the proposal card")
+	conv := p.conversationID()
+	p.click(`.proposal button[data-action=confirm]`)
+	p.waitJS(`document.querySelector('.proposal [data-result]') !== null`, "the confirmation result")
+	p.click(".dock-toggle") // close the dock
+	p.do(chromedp.Navigate(d.URL + "/history?tab=audit&actor=studio_operator"))
+	// The launch the application audited for the operator; the proposal's
+	// confirmed and executed rows are the confirming principal's (owner).
+	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 1`, "the operator's row")
+	if n := eval[int](p, `[...document.querySelectorAll('.table tbody tr')].filter(tr => !tr.innerText.includes('Launch playbook')).length`); n != 0 {
+		t.Fatalf("%d rows of other commands", n)
+	}
+	// The action filter is a select bound to the URL.
+	eval[bool](p, `(() => { const s = document.querySelector('select[name=action]'); s.value = 'cancel_run'; s.dispatchEvent(new Event('change')); return true; })()`)
+	p.waitJS(`location.search.includes('action=cancel_run') && document.querySelector('.table') === null && document.querySelector('.list-pane .empty') !== null`, "no cancel_run rows")
+	p.do(chromedp.Navigate(d.URL + "/history?tab=audit&action=launch_playbook"))
+	// By hand, the proposal's confirmed and executed rows, the operator's launch.
+	p.waitJS(`document.querySelectorAll('.table tbody tr').length === 4`, "the four launch rows")
+	p.waitJS(`document.querySelector('[data-open-conversation]') !== null`, "the proposal row's link")
+	if got := eval[string](p, `document.querySelector('[data-open-conversation]').dataset.openConversation`); got != conv {
+		t.Fatalf("the row opens conversation %s, want %s", got, conv)
+	}
+	p.shot("history-audit-filtered")
+	p.click(`[data-open-conversation]`)
+	p.waitJS(`document.querySelector('#app').classList.contains('dock-open') && document.querySelector('.proposal.highlight') !== null`, "the dock open on the proposal")
+	if got := p.conversationID(); got != conv {
+		t.Fatalf("the dock shows %s, want %s", got, conv)
+	}
+	p.do(chromedp.Navigate(d.URL + "/system"))
+	p.waitJS(`[...document.querySelectorAll('figure.chart-figure svg desc')].some(d => d.textContent.includes('turn'))`, "the operator charts")
+	if got := eval[string](p, `document.querySelector('#operator-charts-title').closest('section').innerText`); !strings.Contains(got, "Turn latency") || !strings.Contains(got, "Model errors") {
+		t.Fatalf("the System charts read %q", got)
 	}
 }

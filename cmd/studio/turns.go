@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// The turn commands of studio operator: send (streams the reply, with a
+// status line on a terminal), stream, cancel and ticket, and how a frame
+// is printed.
+
+// printFrame writes one frame for a human, or as a JSON line.
+func printFrame(w io.Writer, f protocol.Frame, raw bool) {
+	if raw {
+		b, _ := protocol.EncodeFrame(f)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	switch p := f.Payload.(type) {
+	case protocol.TextPayload:
+		if p.Role == protocol.RoleUser {
+			fmt.Fprintf(w, "\n[%d] > %s\n", f.Sequence, p.Content)
+		} else {
+			fmt.Fprint(w, p.Content)
+		}
+	case protocol.ToolCallPayload:
+		fmt.Fprintf(w, "\n[%d] tool %s %s (%s)\n", f.Sequence, p.Tool, string(p.Arguments), p.Mode)
+	case protocol.ToolResultPayload:
+		if p.OK {
+			fmt.Fprintf(w, "[%d] tool result ok %s\n", f.Sequence, truncate(string(p.Result), 200))
+		} else {
+			fmt.Fprintf(w, "[%d] tool result %s: %s\n", f.Sequence, p.Error.Code, p.Error.Message)
+		}
+	case protocol.UICommandPayload:
+		b, _ := protocol.Marshal(p.Effect)
+		fmt.Fprintf(w, "\n[%d] effect %s requested: %s\n", f.Sequence, p.EffectID, b)
+	case protocol.ProposalPayload:
+		fmt.Fprintf(w, "\n[%d] PROPOSAL %s (%s): %s\n      confirm: studio operator confirm %s\n", f.Sequence, p.Proposal.ID, p.Proposal.Risk, p.Proposal.Summary, p.Proposal.ID)
+	case protocol.ConfirmationPayload:
+		fmt.Fprintf(w, "[%d] proposal %s %s\n", f.Sequence, p.ProposalID, p.State)
+	case protocol.ErrorPayload:
+		fmt.Fprintf(w, "\n[%d] error %s: %s\n", f.Sequence, p.Error.Code, p.Error.Message)
+	case protocol.DonePayload:
+		fmt.Fprintf(w, "\n[%d] done: %s\n", f.Sequence, p.Outcome)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// defaultTitle is a new conversation's title from its first instruction:
+// the first words, at most about 60 characters.
+func defaultTitle(instruction string) string {
+	var b strings.Builder
+	for i, w := range strings.Fields(instruction) {
+		if i == 8 || (b.Len() > 0 && b.Len()+1+len(w) > 60) {
+			b.WriteString(" …")
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w)
+	}
+	return truncate(b.String(), 60)
+}
+
+func sendCmd(cfg *config) *cobra.Command {
+	var convID, space, route, project, model, title string
+	var wait, cancelOnInterrupt bool
+	var o *output
+	c := &cobra.Command{
+		Use:   `send "INSTRUCTION"`,
+		Short: "Submit a turn and print the reply as it streams",
+		Long: `send submits a turn and prints the reply as it streams. On a terminal a status line shows what
+the turn is doing (queued and its place in line, working, calling a tool, retrying the model and
+when, waiting for your confirmation). A turn runs on the
+server: Ctrl-C stops following it and says how to cancel it, or cancels it with --cancel-on-interrupt.`,
+		Example: `  studio operator send "how many runs failed today?"
+  studio operator send --conversation 3f2a... "pause the nightly schedule"
+  studio operator send --cancel-on-interrupt "summarize the audit log"
+  studio operator send --model local --title "triage" "what failed overnight?"
+  studio operator send -o json "show the failed runs" | jq -c 'select(.type == "proposal")'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := o.isJSON()
+			if err != nil {
+				return err
+			}
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			ctx := sigCtx
+			// With -o json stdout carries only frames, one JSON object a
+			// line; the status line and notes stay on stderr (none when
+			// stderr is not a terminal, as always).
+			status := newSpinner(cmd.ErrOrStderr())
+			defer status.stop()
+			out := status.output(cmd.OutOrStdout())
+			note := out
+			if asJSON {
+				note = cmd.ErrOrStderr()
+			}
+			if convID != "" {
+				if convID, err = resolveConversation(ctx, cl, convID, false); err != nil {
+					return err
+				}
+				if cmd.Flags().Changed("title") {
+					if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Title: &title}); err != nil {
+						return err
+					}
+				}
+			} else {
+				if title == "" {
+					title = defaultTitle(args[0])
+				}
+				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{Title: &title})
+				if err != nil {
+					return err
+				}
+				convID = conv.ID
+				fmt.Fprintln(cmd.ErrOrStderr(), "conversation", convID)
+			}
+			if cmd.Flags().Changed("model") {
+				if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Model: &model}); err != nil {
+					return err
+				}
+			}
+			page, err := cl.GetConversation(ctx, convID, 0, 1)
+			if err != nil {
+				return err
+			}
+			last := page.LatestSequence
+			snap := protocol.ContextSnapshot{Space: space, Route: route}
+			if project != "" {
+				snap.Project = &project
+			}
+			acc, err := cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: args[0], Context: snap, ExpectedLastSequence: &last})
+			if err != nil {
+				return err
+			}
+			status.set(turnQueued)
+			var outcome protocol.Outcome
+			progress := func(p *protocol.TurnProgress) {
+				if p != nil && p.RequestID == acc.RequestID {
+					status.set(progressWords(p))
+				}
+			}
+			err = cl.FollowProgress(ctx, convID, acc.AcceptedSequence, status.reconnecting, progress, func(f protocol.Frame) error {
+				if f.RequestID != acc.RequestID {
+					return nil
+				}
+				status.set(turnStateOf(f))
+				status.print(func() { printFrame(out, f, asJSON) })
+				if d, ok := f.Payload.(protocol.DonePayload); ok {
+					outcome = d.Outcome
+					return httpapi.ErrStopStream
+				}
+				if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !wait {
+					// The turn waits for a human; do not hold the terminal.
+					status.print(func() {
+						fmt.Fprintf(note, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
+							c.ProposalID, convID, f.Sequence)
+					})
+					outcome = protocol.OutcomeCompleted
+					return httpapi.ErrStopStream
+				}
+				return nil
+			})
+			status.stop()
+			if err != nil {
+				return err
+			}
+			if outcome == "" && sigCtx.Err() != nil && cmd.Context().Err() == nil {
+				return interrupted(cmd, cl, convID, acc.RequestID, cancelOnInterrupt)
+			}
+			if outcome != protocol.OutcomeCompleted {
+				return fmt.Errorf("turn %s ended %s", acc.RequestID, outcome)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&convID, "conversation", "", "conversation id (default: a new one)")
+	c.Flags().BoolVar(&wait, "wait", false, "keep streaming while a proposal awaits confirmation")
+	c.Flags().BoolVar(&cancelOnInterrupt, "cancel-on-interrupt", false, "on Ctrl-C, cancel the turn instead of leaving it running on the server")
+	c.Flags().StringVar(&space, "space", "mission", "the cockpit space you are looking at")
+	c.Flags().StringVar(&route, "route", "/", "the cockpit route you are looking at")
+	c.Flags().StringVar(&project, "project", "", "project")
+	c.Flags().StringVar(&model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
+	c.Flags().StringVar(&title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
+	o = addOutput(c)
+	return c
+}
+
+// interrupted handles Ctrl-C during send: the turn goes on unless asked to
+// cancel it; either way the user learns what happened and what to do.
+func interrupted(cmd *cobra.Command, cl *httpapi.Client, convID, requestID string, cancel bool) error {
+	errw := cmd.ErrOrStderr()
+	if !cancel {
+		fmt.Fprintf(errw, "\ninterrupted: the turn continues on the server.\n  follow it: studio operator stream --conversation %s\n  cancel it: studio operator cancel --conversation %s %s\n",
+			convID, convID, requestID)
+		return exitError{exitInterrupted, errors.New("interrupted")}
+	}
+	ctx, done := context.WithTimeout(context.Background(), 15*time.Second)
+	defer done()
+	t, err := cl.Cancel(ctx, convID, requestID)
+	if err != nil {
+		return fmt.Errorf("interrupted; cancelling turn %s failed: %w", requestID, err)
+	}
+	fmt.Fprintf(errw, "\ninterrupted: cancelled turn %s (now %s)\n", requestID, t.Status)
+	return exitError{exitInterrupted, errors.New("interrupted")}
+}
+
+func streamCmd(cfg *config) *cobra.Command {
+	var convID string
+	var after int64
+	var raw bool
+	c := &cobra.Command{
+		Use: "stream", Short: "Follow a conversation's frames from a cursor", Args: cobra.NoArgs,
+		Example: `  studio operator stream --conversation 3f2a... --after 12
+  studio operator stream --conversation 3f2a... --json | jq .type`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			err = cl.Follow(cmd.Context(), convID, after, reconnecting(cmd), func(f protocol.Frame) error {
+				printFrame(out, f, raw)
+				return nil
+			})
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
+	c.Flags().Int64Var(&after, "after", 0, "replay frames after this sequence")
+	c.Flags().BoolVar(&raw, "json", false, "print frames as JSON lines")
+	_ = c.MarkFlagRequired("conversation")
+	return c
+}
+
+// reconnecting tells the user the stream dropped and when it resumes.
+func reconnecting(cmd *cobra.Command) func(error, time.Duration) {
+	return func(err error, wait time.Duration) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "stream interrupted (%v); reconnecting from the cursor in %s\n", err, wait)
+	}
+}
+
+func cancelCmd(cfg *config) *cobra.Command {
+	var convID string
+	var o *output
+	c := &cobra.Command{
+		Use: "cancel REQUEST_ID", Short: "Cancel a turn (idempotent)", Args: cobra.ExactArgs(1),
+		Example: `  studio operator cancel --conversation 3f2a... 9b1c...`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
+			t, err := cl.Cancel(cmd.Context(), convID, args[0])
+			if err != nil {
+				return err
+			}
+			return o.emit(cmd.OutOrStdout(), t, func(w io.Writer) {
+				fields(w, "turn", t.RequestID, "conversation", t.ConversationID, "status", t.Status, "error code", orDash(t.ErrorCode))
+			})
+		},
+	}
+	o = addOutput(c)
+	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
+	_ = c.MarkFlagRequired("conversation")
+	return c
+}
+
+func ticketCmd(cfg *config) *cobra.Command {
+	var convID string
+	var after int64
+	var o *output
+	c := &cobra.Command{
+		Use: "ticket", Short: "Issue a one-use 60-second stream ticket", Args: cobra.NoArgs,
+		Example: `  studio operator ticket --conversation 3f2a... --after 0 -o json`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := operatorClient(cfg)
+			if err != nil {
+				return err
+			}
+			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			if err != nil {
+				return err
+			}
+			t, err := cl.CreateTicket(cmd.Context(), protocol.StreamTicketRequest{ConversationID: convID, AfterSequence: after})
+			if err != nil {
+				return err
+			}
+			return o.emit(cmd.OutOrStdout(), t, func(w io.Writer) { fields(w, "ticket", t.Ticket, "expires", when(t.ExpiresAt)) })
+		},
+	}
+	o = addOutput(c)
+	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
+	c.Flags().Int64Var(&after, "after", 0, "the cursor the ticket is for")
+	_ = c.MarkFlagRequired("conversation")
+	return c
+}

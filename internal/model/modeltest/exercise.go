@@ -1,0 +1,218 @@
+package modeltest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// Subject is a remote provider under Exercise: how to make one, and how its
+// API writes a stream of text, as complete Server-Sent Events.
+type Subject struct {
+	// New makes the provider for the API at baseURL (a fake's, or a closed
+	// server's) with client (nil: the provider's own).
+	New func(t testing.TB, baseURL string, client *http.Client) model.Provider
+	// Key is the API key New configures: no error message may carry it.
+	Key string
+	// Path is where the provider asks for a stream.
+	Path string
+	// Header is added to every stream's response (the API's request id).
+	Header http.Header
+	// Open is the start of a stream whose text arrives in these deltas.
+	Open func(deltas ...string) []string
+	// Close ends a stream of text as a finished answer.
+	Close []string
+}
+
+// Exercise runs the conformance suite every remote provider passes:
+// streaming text, a stream cut short, cancellation, a server that is down,
+// inputs refused before any request. Each provider's own tests keep what
+// only its API has (tool calls, error bodies, headers, usage).
+func Exercise(t *testing.T, s Subject) {
+	stream := func(chunks ...[]string) http.HandlerFunc {
+		var all []string
+		for _, c := range chunks {
+			all = append(all, c...)
+		}
+		return Stream(s.Path, s.Header, all...)
+	}
+	provider := func(t *testing.T, f *Fake) model.Provider { return s.New(t, f.URL(), f.Client()) }
+	// hanging sends one delta and holds the stream open until the client
+	// goes away, which it reports on closed.
+	hanging := func(closed chan<- struct{}) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			stream(s.Open("Working"))(w, r)
+			<-r.Context().Done()
+			close(closed)
+		}
+	}
+
+	t.Run("StreamText", func(t *testing.T) {
+		t.Parallel()
+		f := New(t, stream(s.Open("Three runs", " failed", " today."), s.Close))
+		evs, err := Collect(context.Background(), provider(t, f), UserRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 3 || Text(evs) != "Three runs failed today." {
+			t.Fatalf("events = %+v, want 3 text deltas", evs)
+		}
+		if r := f.Requests(); len(r) != 1 || r[0].Method != http.MethodPost || r[0].Path != s.Path {
+			t.Fatalf("the server saw %+v, want one POST %s", r, s.Path)
+		}
+	})
+	t.Run("EOFMidStream", func(t *testing.T) {
+		t.Parallel()
+		// The body ends cleanly, but before the answer finished.
+		f := New(t, stream(s.Open("Three runs")))
+		evs, err := Collect(context.Background(), provider(t, f), UserRequest())
+		WantError(t, err, protocol.ModelFailure, true)
+		if Text(evs) != "Three runs" || len(ToolCalls(evs)) != 0 {
+			t.Fatalf("events = %+v", evs)
+		}
+	})
+	t.Run("BrokenConnection", func(t *testing.T) {
+		t.Parallel()
+		f := New(t, func(w http.ResponseWriter, r *http.Request) {
+			stream(s.Open("Three runs"))(w, r)
+			panic(http.ErrAbortHandler) // drop the connection mid-answer
+		})
+		evs, err := Collect(context.Background(), provider(t, f), UserRequest())
+		WantError(t, err, protocol.ModelFailure, true)
+		if Text(evs) != "Three runs" {
+			t.Fatalf("events = %+v", evs)
+		}
+	})
+	t.Run("NetworkFailure", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close()
+		p := s.New(t, url, nil)
+		_, err := Collect(context.Background(), p, UserRequest())
+		if pe := WantError(t, err, protocol.ModelFailure, true); s.Key != "" && strings.Contains(pe.Message, s.Key) {
+			t.Fatalf("message leaks the key: %q", pe.Message)
+		}
+		if c, ok := p.(model.Checker); ok {
+			WantError(t, c.Check(context.Background()), protocol.ModelFailure, true)
+		}
+	})
+	t.Run("CancelMidStream", func(t *testing.T) {
+		t.Parallel()
+		closed := make(chan struct{})
+		f := New(t, hanging(closed))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var evs []model.Event
+		var gotErr error
+		for ev, err := range provider(t, f).Stream(ctx, UserRequest()) {
+			if err != nil {
+				gotErr = err
+				break
+			}
+			evs = append(evs, ev)
+			cancel() // the user pressed stop after the first delta
+		}
+		if !errors.Is(gotErr, context.Canceled) {
+			t.Fatalf("error = %v, want context.Canceled", gotErr)
+		}
+		if Text(evs) != "Working" {
+			t.Fatalf("events = %+v", evs)
+		}
+		waitClosed(t, closed)
+	})
+	t.Run("ConsumerStopsEarly", func(t *testing.T) {
+		t.Parallel()
+		closed := make(chan struct{})
+		f := New(t, hanging(closed))
+		for ev, err := range provider(t, f).Stream(context.Background(), UserRequest()) {
+			if err != nil || ev.Text != "Working" {
+				t.Fatalf("event %+v, error %v", ev, err)
+			}
+			break
+		}
+		waitClosed(t, closed)
+	})
+	t.Run("CancelBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		f := New(t, stream(s.Open("hi"), s.Close))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := Collect(ctx, provider(t, f), UserRequest()); !errors.Is(err, context.Canceled) {
+			t.Fatalf("error = %v, want context.Canceled", err)
+		}
+	})
+	t.Run("BadRequestInputs", func(t *testing.T) {
+		t.Parallel()
+		f := New(t, stream(s.Close))
+		p := provider(t, f)
+		_, err := Collect(context.Background(), p, model.Request{Messages: []model.Message{{Role: "system", Content: "x"}}})
+		WantError(t, err, protocol.ModelFailure, false)
+		for _, schema := range []string{`"object"`, `[1]`} {
+			_, err = Collect(context.Background(), p, model.Request{Tools: []model.Tool{{Name: "t", Schema: []byte(schema)}}})
+			WantError(t, err, protocol.ModelFailure, false)
+		}
+		if n := len(f.Requests()); n != 0 {
+			t.Fatalf("bad inputs reached the server: %d requests", n)
+		}
+	})
+}
+
+// waitClosed waits for the fake server to see the client go away. The
+// timeout only turns a hang into a failure; it asserts nothing about speed.
+func waitClosed(t *testing.T, closed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server never saw the connection close")
+	}
+}
+
+// UserRequest is a plain request: a system prompt and one user message.
+func UserRequest() model.Request {
+	return model.Request{System: "You are the Studio operator.", Messages: []model.Message{{Role: model.RoleUser, Content: "show failed runs"}}}
+}
+
+// Text is the text of a stream's events, concatenated.
+func Text(evs []model.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Kind == model.EventText {
+			b.WriteString(e.Text)
+		}
+	}
+	return b.String()
+}
+
+// ToolCalls are a stream's tool calls, in order.
+func ToolCalls(evs []model.Event) []model.ToolCall {
+	var out []model.ToolCall
+	for _, e := range evs {
+		if e.Kind == model.EventToolCall {
+			out = append(out, e.ToolCall)
+		}
+	}
+	return out
+}
+
+// WantError fails t unless err is a *protocol.Error with code and
+// retryable, and returns it.
+func WantError(t testing.TB, err error, code protocol.ErrorCode, retryable bool) *protocol.Error {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) is not a *protocol.Error", err, err)
+	}
+	if pe.Code != code || pe.Retryable != retryable {
+		t.Fatalf("error = %s retryable=%v, want %s retryable=%v (%s)", pe.Code, pe.Retryable, code, retryable, pe.Message)
+	}
+	return pe
+}
