@@ -27,7 +27,7 @@ func TestAuthProxyFromTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var who protocol.Principal
+	var who protocol.Whoami
 	var b strings.Builder
 	buf := make([]byte, 4096)
 	for {

@@ -129,7 +129,7 @@ func TestCaddyForwardAuthExample(t *testing.T) {
 	}
 	for _, forged := range []string{"", "owner"} {
 		resp, body = get("alice", forged)
-		var who protocol.Principal
+		var who protocol.Whoami
 		if resp.StatusCode != http.StatusOK || protocol.Unmarshal([]byte(body), &who) != nil || who.Name != "alice@example.com" || who.Role != protocol.RoleOperator {
 			t.Fatalf("signed in as alice (forged %q): %d %s; want alice@example.com, operator", forged, resp.StatusCode, body)
 		}

@@ -60,11 +60,11 @@ func proxyCall(t *testing.T, base, token string, headers map[string]string) (int
 		}
 		return resp.StatusCode, protocol.Principal{}, eb.Error
 	}
-	var p protocol.Principal
+	var p protocol.Whoami
 	if err := protocol.Unmarshal(buf.Bytes(), &p); err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, p, nil
+	return resp.StatusCode, p.Principal, nil
 }
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
