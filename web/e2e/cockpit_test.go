@@ -164,10 +164,11 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 	p.waitJS(`document.querySelector('.table, .empty') !== null`, "the workflows")
 	// Create a workflow with the editor form.
 	p.click(`.filters button.primary`)
-	p.do(
-		chromedp.SendKeys(chromedp.CSS(`form[data-form=workflow] input[name=name]`), "nightly-review"),
-		chromedp.SendKeys(chromedp.CSS(`form[data-form=workflow] input[name=steps]`), "audit-repo, summarize-failed-runs"),
-	)
+	p.do(chromedp.SendKeys(chromedp.CSS(`form[data-form=workflow] input[name=name]`), "nightly-review"))
+	// Two steps in the step editor: the first row is there, the second added.
+	p.setValue(`[data-step-edit]:nth-child(1) .step-playbook`, "audit-repo")
+	p.click(`[data-action=add-step]`)
+	p.setValue(`[data-step-edit]:nth-child(2) .step-playbook`, "summarize-failed-runs")
 	p.click(`form[data-form=workflow] button[type=submit]`)
 	p.waitJS(`[...document.querySelectorAll('.table tbody tr')].some(tr => tr.innerText.includes('nightly-review'))`, "the new workflow")
 	p.shot("space-2-designer")

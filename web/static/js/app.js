@@ -119,6 +119,21 @@ export class Cockpit {
       });
       addEventListener('popstate', () => this.registry && this.onRoute());
       addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
+      // Each stream holds a connection, and a browser allows six per host
+      // over HTTP/1.1 for all its tabs: a page that is left gives its
+      // streams back (one restored from the back/forward cache loads
+      // anew), and a hidden tab its change stream (resumed from its cursor
+      // when it shows again, so the views catch up).
+      addEventListener('pagehide', () => {
+        this.live.stop();
+        if (this.dock) this.dock.stop();
+      });
+      addEventListener('pageshow', (ev) => { if (ev.persisted) location.reload(); });
+      document.addEventListener('visibilitychange', () => {
+        if (!this.registry) return;
+        if (document.hidden) this.live.stop();
+        else this.live.start();
+      });
     }
     takeTokenFromFragment();
     if (!getToken()) return showSignIn(this.root);
