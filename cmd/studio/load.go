@@ -32,5 +32,3 @@ model, or a script with sleeps to model a slow provider).`,
 	c.Flags().StringVar(&instruction, "instruction", "how many runs failed in the last day?", "the instruction every turn sends")
 	return c
 }
-
-func ptrTo[T any](v T) *T { return &v }

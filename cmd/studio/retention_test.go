@@ -75,3 +75,5 @@ func TestDoctorCountsWhatRetentionRemoves(t *testing.T) {
 		t.Fatalf("without retention: %+v, %v", rep.Database.Retention, err)
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -115,7 +115,7 @@ func (a *appender) run() {
 // the appender (if any), the payloads of the failed append and those
 // queued after it: none of them is known stored. The appender is reset: it
 // starts afresh at the next push.
-func (a *appender) wait() (err error, failed, queued []protocol.Payload) {
+func (a *appender) wait() (failed, queued []protocol.Payload, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for a.busy {
@@ -123,14 +123,7 @@ func (a *appender) wait() (err error, failed, queued []protocol.Payload) {
 	}
 	err, failed, queued = a.err, a.failed, a.queue
 	a.err, a.failed, a.queue, a.bytes = nil, nil, nil, 0
-	return err, failed, queued
-}
-
-// failedNow says an append failed and waits for the owner.
-func (a *appender) failedNow() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.err != nil
+	return failed, queued, err
 }
 
 // newAppender is the owner's appender. Its goroutine writes with the
@@ -176,7 +169,7 @@ func (o *owner) emit(payloads ...protocol.Payload) *protocol.Error {
 // out an outage (durable). Its error is the store's: the frames it names
 // were never committed.
 func (o *owner) settle() error {
-	err, failed, queued := o.app.wait()
+	failed, queued, err := o.app.wait()
 	if err == nil {
 		return nil
 	}

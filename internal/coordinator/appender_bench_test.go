@@ -47,12 +47,12 @@ func BenchmarkAppender(b *testing.B) {
 			frame := []protocol.Payload{protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: protocol.RoleAssistant}}
 			for b.Loop() {
 				if ok := a.push(frame); sync || !ok {
-					if err, _, _ := a.wait(); err != nil {
+					if _, _, err := a.wait(); err != nil {
 						b.Fatal(err)
 					}
 				}
 			}
-			if err, _, _ := a.wait(); err != nil {
+			if _, _, err := a.wait(); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "frames/s")

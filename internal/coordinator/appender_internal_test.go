@@ -49,7 +49,7 @@ func TestAppenderBounds(t *testing.T) {
 	}
 	pushed := within + 1
 	close(hold)
-	err, failed, queued := a.wait()
+	failed, queued, err := a.wait()
 	if !errors.Is(err, fail) || len(failed) != 1 || len(queued) != pushed {
 		t.Fatalf("wait: %v, %d failed, %d queued; want the failure, 1 and %d", err, len(failed), len(queued), pushed)
 	}
@@ -57,7 +57,7 @@ func TestAppenderBounds(t *testing.T) {
 	if !a.push([]protocol.Payload{big}) {
 		t.Fatal("push after wait is over the bounds")
 	}
-	if err, failed, queued := a.wait(); err != nil || len(failed) != 0 || len(queued) != 0 {
+	if failed, queued, err := a.wait(); err != nil || len(failed) != 0 || len(queued) != 0 {
 		t.Fatalf("second wait: %v, %d, %d", err, len(failed), len(queued))
 	}
 }

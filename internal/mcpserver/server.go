@@ -102,9 +102,6 @@ const instructions = "Studio's tools. Read tools answer at once. A command tool 
 	"the call answers with the pending proposal and its cockpit URL. Follow it with get_proposal. " +
 	"Nothing you send, and no answer to an elicitation, confirms a proposal."
 
-// MCP is the SDK server (for the stdio transport and tests).
-func (s *Server) MCP() *mcp.Server { return s.mcp }
-
 // Offered is one tool as offered to clients.
 type Offered struct {
 	Tool *mcp.Tool
