@@ -63,7 +63,9 @@ export class Api {
   async request(method, path, body, opts = {}) {
     const headers = this.headers();
     /** @type {RequestInit} */
-    const init = { method, headers, cache: 'no-store', credentials: 'omit', signal: opts.signal };
+    // same-origin: behind a sign-in proxy its session cookie must reach the
+    // proxy; the daemon itself reads only the Authorization header.
+    const init = { method, headers, cache: 'no-store', credentials: 'same-origin', signal: opts.signal };
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);

@@ -136,7 +136,7 @@ export class Cockpit {
       });
     }
     takeTokenFromFragment();
-    if (!getToken()) return showSignIn(this.root);
+    if (!getToken() && !(await this.signedInByProxy())) return showSignIn(this.root);
     try {
       const [routes, me] = await Promise.all([this.operator.routes(), this.api.get('/api/auth/whoami')]);
       this.registry = new Registry(routes);
@@ -164,6 +164,20 @@ export class Cockpit {
     this.openFromFragment();
     this.live.start();
     this.onRoute();
+  }
+
+  /**
+   * Whether a sign-in proxy in front of the daemon already says who this
+   * is (its session cookie reaches it; the daemon answers whoami without
+   * a token): then no token is asked for.
+   */
+  async signedInByProxy() {
+    try {
+      const res = await this.api.fetchImpl(this.api.baseUrl + '/api/auth/whoami', { headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' });
+      return res.ok;
+    } catch {
+      return false;
+    }
   }
 
   /** @param {string} [message] */

@@ -58,7 +58,7 @@ export class AppEvents {
     try {
       const res = await this.api.fetchImpl(this.api.baseUrl + path, {
         headers: { ...this.api.headers(), Accept: 'text/event-stream' },
-        cache: 'no-store', credentials: 'omit', signal: ctrl.signal,
+        cache: 'no-store', credentials: 'same-origin', signal: ctrl.signal,
       });
       // Refused (signed out, a daemon without the stream): the views keep
       // their own refresh; nothing to retry with the same credentials.

@@ -131,7 +131,7 @@ export class ConversationStream {
       const res = await this.o.api.fetchImpl(this.o.api.baseUrl + path, {
         headers: { ...this.o.api.headers(), Accept: 'text/event-stream' },
         cache: 'no-store',
-        credentials: 'omit',
+        credentials: 'same-origin',
         signal: ctrl.signal,
       });
       if (!res.ok) {
