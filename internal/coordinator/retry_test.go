@@ -1,38 +1,12 @@
 package coordinator_test
 
 import (
-	"context"
-	"iter"
-	"sync/atomic"
 	"testing"
 
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/model/modeltest"
 	"github.com/studio/operator/internal/protocol"
 )
-
-// attemptProvider is a provider made of a function: attempt n (from 0)
-// streams what it returns.
-type attemptProvider struct {
-	calls  atomic.Int32
-	stream func(n int32) ([]model.Event, error)
-}
-
-func (f *attemptProvider) Name() string { return "attempts" }
-
-func (f *attemptProvider) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
-	n := f.calls.Add(1) - 1
-	evs, err := f.stream(n)
-	return func(yield func(model.Event, error) bool) {
-		for _, ev := range evs {
-			if !yield(ev, nil) {
-				return
-			}
-		}
-		if err != nil {
-			yield(model.Event{}, err)
-		}
-	}
-}
 
 // The engine retries a retryable model failure (after its retry-after, up
 // to ModelRetries times) while nothing was shown; a failure that is not
@@ -65,12 +39,12 @@ func TestRetryableModelFailureIsRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := &attemptProvider{stream: tc.stream}
+			p := modeltest.NewAttempts(tc.stream)
 			e := newEngine(t, engineOpts{provider: p})
 			conv := e.conversation()
 			acc := e.submit(conv, "hello")
 			frames := e.waitDone(conv, acc.RequestID)
-			if got := p.calls.Load(); got != tc.calls {
+			if got := p.Calls(); got != tc.calls {
 				t.Fatalf("provider called %d times, want %d (frames %v)", got, tc.calls, kinds(frames))
 			}
 			if d := frames[len(frames)-1].Payload.(protocol.DonePayload); d.Outcome != tc.outcome {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/model/modeltest"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -86,9 +87,9 @@ func TestFollowReconnectsFromItsCursor(t *testing.T) {
 // turn once it is cancelled — and frames as before.
 func TestFollowProgress(t *testing.T) {
 	t.Parallel()
-	fp := &fakeProvider{stream: func(n int32) ([]model.Event, error) {
+	fp := modeltest.NewAttempts(func(n int32) ([]model.Event, error) {
 		return nil, &protocol.Error{Code: protocol.RateLimited, Message: "slow down", Retryable: true, RetryAfterMs: 600_000}
-	}}
+	})
 	h := newHarness(t, harnessOpts{provider: fp, retryWait: 10 * time.Minute})
 	c := h.conversation()
 	acc := h.submit(c.ID, "hello")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/model/modeltest"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -73,12 +74,12 @@ func (h *harness) nextStatus(lines <-chan string, state protocol.ProgressState) 
 // the status says no turn runs. No frame is added for any of it.
 func TestTurnProgress(t *testing.T) {
 	t.Parallel()
-	fp := &fakeProvider{stream: func(n int32) ([]model.Event, error) {
+	fp := modeltest.NewAttempts(func(n int32) ([]model.Event, error) {
 		if n == 0 {
 			return nil, &protocol.Error{Code: protocol.RateLimited, Message: "slow down", Retryable: true, RetryAfterMs: 600_000}
 		}
-		return []model.Event{textEv("ok")}, nil
-	}}
+		return []model.Event{{Kind: model.EventText, Text: "ok"}}, nil
+	})
 	h := newHarness(t, harnessOpts{provider: fp, workers: 1, retryWait: 10 * time.Minute})
 	first, second := h.conversation(), h.conversation()
 	lines := h.statusLines(first.ID)
