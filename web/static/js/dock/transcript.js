@@ -10,8 +10,8 @@ import { MarkdownView } from '../markdown.js';
 import { ProposalCard } from './proposal.js';
 import { commandTitle, errorSentence } from '../words.js';
 
-/** What a tool call's mode means, in words. @type {Record<string, string>} */
-const MODE_WORDS = { read: 'reads', draft: 'drafts a step for you' };
+/** What a tool call's mode means, in words: a draft tool proposes (a change a person confirms, or an effect the page applies). @type {Record<string, string>} */
+const MODE_WORDS = { read: 'reads', draft: 'proposes' };
 
 /**
  * @typedef {import('../frames.js').Frame} Frame
