@@ -57,7 +57,7 @@ export function team(el, ctx) {
   const showPrincipals = (list) => {
     const nameId = uid('pname');
     const roleId = uid('prole');
-    const name = /** @type {HTMLInputElement} */ (h('input', { id: nameId, name: 'name', required: true, pattern: '[a-z0-9][a-z0-9._\\-]{0,63}', maxlength: '64', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': nameId + '-help' }));
+    const name = /** @type {HTMLInputElement} */ (h('input', { id: nameId, name: 'name', required: true, pattern: '[a-z0-9][a-z0-9._@+\\-]{0,63}', maxlength: '64', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': nameId + '-help' }));
     const role = /** @type {HTMLSelectElement} */ (h('select', { id: roleId, name: 'role' }, ROLES.map((r) => h('option', { value: r, text: `${r}: ${ROLE_HELP[r]}`, selected: r === 'operator' }))));
     const add = h('form', {
       class: 'inline-form', 'aria-label': 'Add a principal',
@@ -73,7 +73,7 @@ export function team(el, ctx) {
     h('div', { class: 'field inline' }, h('label', { for: nameId, text: 'Name' }), name),
     h('div', { class: 'field inline' }, h('label', { for: roleId, text: 'Role' }), role),
     h('button', { type: 'submit', class: 'primary', text: 'Add principal' }),
-    h('p', { id: nameId + '-help', class: 'muted small', text: 'Lowercase letters, digits, dot, dash or underscore, e.g. alice or ci-bot.' }));
+    h('p', { id: nameId + '-help', class: 'muted small', text: 'Lowercase letters, digits and . _ - @ +, e.g. alice, ci-bot or alice@example.com.' }));
     replace(people, h('h2', { id: 'team-principals', text: 'Principals' }),
       h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-principals': '' },
         h('caption', { class: 'visually-hidden', text: 'Principals' }),
