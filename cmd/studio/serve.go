@@ -62,6 +62,17 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 	}
 }
 
+// serveOptions are the flags of `studio serve`, by concern.
+type serveOptions struct {
+	grace   time.Duration // how long a shutdown waits for turns and streams
+	turn    turnOptions
+	app     appOptions
+	http    httpOptions
+	obs     obsOptions
+	lease   leaseOptions
+	webhook webhookOptions
+}
+
 // appOptions configure the application services of `studio serve`.
 type appOptions struct {
 	providers      []string // --provider entries: more models to choose from
@@ -158,13 +169,7 @@ func authProxyConfig(ho httpOptions) (*httpapi.AuthProxy, error) {
 }
 
 func newServeCmd(cfg *config) *cobra.Command {
-	var grace time.Duration
-	var to turnOptions
-	var ao appOptions
-	var oo obsOptions
-	var ho httpOptions
-	var lo leaseOptions
-	var wo webhookOptions
+	var o serveOptions
 	var keep retentionFlag
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -174,81 +179,81 @@ func newServeCmd(cfg *config) *cobra.Command {
   STUDIO_DATABASE_URL=postgres://studio@db/studio studio serve --addr 0.0.0.0:8765`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(os.Stderr, oo.logFormat, oo.logLevel)
+			log, err := newLogger(os.Stderr, o.obs.logFormat, o.obs.logLevel)
 			if err != nil {
 				return usageError{err}
 			}
 			slog.SetDefault(log)
-			if ao.retention, err = retention(cmd.Flags(), &keep); err != nil {
+			if o.app.retention, err = retention(cmd.Flags(), &keep); err != nil {
 				return err
 			}
-			for _, v := range ho.secondApproverFor {
+			for _, v := range o.http.secondApproverFor {
 				if !slices.Contains(httpapi.SecondApproverValues, v) {
 					return usageError{fmt.Errorf("--second-approver-for: %q is not one of %v", v, httpapi.SecondApproverValues)}
 				}
 			}
-			if err := checkPublicURL(wo.publicURL); err != nil {
+			if err := checkPublicURL(o.webhook.publicURL); err != nil {
 				return usageError{err}
 			}
 
-			if ho.authProxy, err = authProxyConfig(ho); err != nil {
+			if o.http.authProxy, err = authProxyConfig(o.http); err != nil {
 				return usageError{err}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, log, grace, to, ao, ho, oo, lo, wo)
+			return serve(ctx, cfg, log, o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&oo.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
-	f.StringVar(&oo.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
-	f.BoolVar(&oo.printTokenURL, "print-token-url", envOr("STUDIO_PRINT_TOKEN_URL", "") == "1",
+	f.StringVar(&o.obs.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
+	f.StringVar(&o.obs.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
+	f.BoolVar(&o.obs.printTokenURL, "print-token-url", envOr("STUDIO_PRINT_TOKEN_URL", "") == "1",
 		"print the sign-in URL with the token on stdout even when stdout is not a terminal (env STUDIO_PRINT_TOKEN_URL=1); by default a journal or a container log gets the address and `studio token` instead")
-	f.BoolVar(&oo.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-addr, without auth")
-	f.StringVar(&oo.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
+	f.BoolVar(&o.obs.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-addr, without auth")
+	f.StringVar(&o.obs.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
-	f.StringArrayVar(&ao.providers, "provider", splitNonEmpty(os.Getenv("STUDIO_PROVIDERS"), ";"),
+	f.StringArrayVar(&o.app.providers, "provider", splitNonEmpty(os.Getenv("STUDIO_PROVIDERS"), ";"),
 		"one more model conversations may choose: NAME=KIND[,model=M][,base-url=U][,api-key-env=VAR][,context-tokens=N]; repeatable (env STUDIO_PROVIDERS, ;-separated)")
-	f.DurationVar(&grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
-	f.IntVar(&to.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
-	f.IntVar(&to.maxQueued, "max-queued-turns", coordinator.DefaultMaxQueuedTurns, "new turns that may wait for a worker; past it a submission answers 429 rate_limited")
-	f.DurationVar(&to.firstEvent, "model-first-event-timeout", coordinator.DefaultFirstEventTimeout, "how long a model attempt may take to send its first event")
-	f.DurationVar(&to.idle, "model-idle-timeout", coordinator.DefaultIdleTimeout, "how long a model stream may pause between two events")
-	f.DurationVar(&to.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
-	f.DurationVar(&to.budget, "model-turn-budget", coordinator.DefaultModelBudget, "how long the model may take in all for one turn (its attempts and the waits between retries): one slow provider cannot hold the workers")
-	f.IntVar(&ao.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
-	f.DurationVar(&ao.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
+	f.DurationVar(&o.grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
+	f.IntVar(&o.turn.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
+	f.IntVar(&o.turn.maxQueued, "max-queued-turns", coordinator.DefaultMaxQueuedTurns, "new turns that may wait for a worker; past it a submission answers 429 rate_limited")
+	f.DurationVar(&o.turn.firstEvent, "model-first-event-timeout", coordinator.DefaultFirstEventTimeout, "how long a model attempt may take to send its first event")
+	f.DurationVar(&o.turn.idle, "model-idle-timeout", coordinator.DefaultIdleTimeout, "how long a model stream may pause between two events")
+	f.DurationVar(&o.turn.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
+	f.DurationVar(&o.turn.budget, "model-turn-budget", coordinator.DefaultModelBudget, "how long the model may take in all for one turn (its attempts and the waits between retries): one slow provider cannot hold the workers")
+	f.IntVar(&o.app.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
+	f.DurationVar(&o.app.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	cfg.walAutocheckpoint = new(int)
 	f.IntVar(cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", envInt("STUDIO_SQLITE_WAL_AUTOCHECKPOINT", -1),
 		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (README, \"Continuous replication\"); negative: SQLite's default, 1000 (env STUDIO_SQLITE_WAL_AUTOCHECKPOINT)")
 	addRetentionFlag(f, &keep, "remove conversations not used (no turn, frame or change) for this long, except pinned ones and ones with an active turn: checked at start and hourly, audited")
-	f.BoolVar(&ao.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
-	f.DurationVar(&ao.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
-	f.DurationVar(&ao.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
-	f.DurationVar(&ao.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
-	f.StringSliceVar(&ho.secondApproverFor, "second-approver-for", nil,
+	f.BoolVar(&o.app.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
+	f.DurationVar(&o.app.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.DurationVar(&o.app.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
+	f.DurationVar(&o.app.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
+	f.StringSliceVar(&o.http.secondApproverFor, "second-approver-for", nil,
 		"four-eyes: proposals of these risks (mutate, execute, admin) or impacts (destructive, irreversible) cannot be confirmed by the principal whose turn produced them, e.g. execute,destructive (default: none)")
-	f.StringVar(&ho.authProxyHeader, "auth-proxy-header", envOr("STUDIO_AUTH_PROXY_HEADER", ""),
+	f.StringVar(&o.http.authProxyHeader, "auth-proxy-header", envOr("STUDIO_AUTH_PROXY_HEADER", ""),
 		"sign-in behind a proxy: the header naming the signed-in user, e.g. X-Forwarded-User, believed only from --auth-proxy-trusted (env STUDIO_AUTH_PROXY_HEADER; README \"Teams\")")
-	f.StringSliceVar(&ho.authProxyTrusted, "auth-proxy-trusted", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_TRUSTED"), ","),
+	f.StringSliceVar(&o.http.authProxyTrusted, "auth-proxy-trusted", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_TRUSTED"), ","),
 		"the sign-in proxy's addresses (CIDRs or addresses, the TCP peer): the header from anywhere else is refused (env STUDIO_AUTH_PROXY_TRUSTED)")
-	f.StringVar(&ho.authProxyGroupsHeader, "auth-proxy-groups-header", envOr("STUDIO_AUTH_PROXY_GROUPS_HEADER", ""),
+	f.StringVar(&o.http.authProxyGroupsHeader, "auth-proxy-groups-header", envOr("STUDIO_AUTH_PROXY_GROUPS_HEADER", ""),
 		"the header with the user's groups (comma-separated), e.g. X-Forwarded-Groups: then the groups set the role at every sign-in (env STUDIO_AUTH_PROXY_GROUPS_HEADER)")
-	f.StringSliceVar(&ho.authProxyGroupRoles, "auth-proxy-group-role", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_GROUP_ROLES"), ","),
+	f.StringSliceVar(&o.http.authProxyGroupRoles, "auth-proxy-group-role", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_GROUP_ROLES"), ","),
 		"GROUP=ROLE, e.g. studio-admins=admin,studio-ops=operator: a user's role is the highest of its mapped groups (env STUDIO_AUTH_PROXY_GROUP_ROLES)")
-	f.StringVar(&ho.authProxyDefaultRole, "auth-proxy-default-role", envOr("STUDIO_AUTH_PROXY_DEFAULT_ROLE", string(protocol.RoleViewer)),
+	f.StringVar(&o.http.authProxyDefaultRole, "auth-proxy-default-role", envOr("STUDIO_AUTH_PROXY_DEFAULT_ROLE", string(protocol.RoleViewer)),
 		"the role of a user the proxy names for the first time (and, with groups, of one in no mapped group)")
-	f.StringSliceVar(&ho.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
-	f.IntVar(&ho.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
-	f.IntVar(&ho.maxConns, "max-conns", httpapi.DefaultMaxConns, "connections the --addr listener holds open at once, all clients together (0: no cap); --metrics-addr holds at most "+strconv.Itoa(httpapi.MetricsMaxConns))
-	f.DurationVar(&ho.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
-	f.StringVar(&wo.publicURL, "public-url", envOr("STUDIO_PUBLIC_URL", ""), "the cockpit's address as people reach it (https://studio.example.com), for the links in webhook messages (env STUDIO_PUBLIC_URL; empty: no links)")
-	f.DurationVar(&wo.timeout, "webhook-timeout", webhooks.DefaultTimeout, "how long a webhook receiver may take to answer one delivery; a slower one is tried again later")
-	f.IntVar(&wo.concurrency, "webhook-concurrency", webhooks.DefaultConcurrency, "webhook deliveries this daemon posts at once")
-	f.DurationVar(&lo.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
-	f.DurationVar(&lo.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
-	f.BoolVar(&lo.exitOnLoss, "exit-on-lease-loss", false, "exit (status 1) when another daemon took this one's work over, instead of rejoining as a new instance")
-	f.DurationVar(&lo.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail")
+	f.StringSliceVar(&o.http.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
+	f.IntVar(&o.http.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
+	f.IntVar(&o.http.maxConns, "max-conns", httpapi.DefaultMaxConns, "connections the --addr listener holds open at once, all clients together (0: no cap); --metrics-addr holds at most "+strconv.Itoa(httpapi.MetricsMaxConns))
+	f.DurationVar(&o.http.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
+	f.StringVar(&o.webhook.publicURL, "public-url", envOr("STUDIO_PUBLIC_URL", ""), "the cockpit's address as people reach it (https://studio.example.com), for the links in webhook messages (env STUDIO_PUBLIC_URL; empty: no links)")
+	f.DurationVar(&o.webhook.timeout, "webhook-timeout", webhooks.DefaultTimeout, "how long a webhook receiver may take to answer one delivery; a slower one is tried again later")
+	f.IntVar(&o.webhook.concurrency, "webhook-concurrency", webhooks.DefaultConcurrency, "webhook deliveries this daemon posts at once")
+	f.DurationVar(&o.lease.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
+	f.DurationVar(&o.lease.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
+	f.BoolVar(&o.lease.exitOnLoss, "exit-on-lease-loss", false, "exit (status 1) when another daemon took this one's work over, instead of rejoining as a new instance")
+	f.DurationVar(&o.lease.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail")
 	f.DurationVar(&cfg.pg.LockTimeout, "db-lock-timeout", postgres.DefaultLockTimeout, "PostgreSQL: longest wait for a row lock (lock_timeout); the write is then retried")
 	f.DurationVar(&cfg.pg.StatementTimeout, "db-statement-timeout", postgres.DefaultStatementTimeout, "PostgreSQL: longest statement (statement_timeout)")
 	f.DurationVar(&cfg.pg.IdleInTransactionTimeout, "db-idle-tx-timeout", postgres.DefaultIdleInTransactionTimeout,
@@ -256,7 +261,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	return cmd
 }
 
-func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Duration, to turnOptions, ao appOptions, ho httpOptions, oo obsOptions, lo leaseOptions, wo webhookOptions) error {
+func serve(ctx context.Context, cfg *config, log *slog.Logger, o serveOptions) error {
 	lock, err := lockDataDir(cfg)
 	if err != nil {
 		return err
@@ -266,7 +271,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	if err != nil {
 		return err
 	}
-	models, err := configuredModels(cfg.model, ao.providers)
+	models, err := configuredModels(cfg.model, o.app.providers)
 	if err != nil {
 		return err
 	}
@@ -280,7 +285,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		models[i].Provider = metrics.InstrumentProvider(m.Provider, m.Name, reg)
 	}
 	provider := models[0].Provider
-	if half := lo.expiry / 2; cfg.pg.IdleInTransactionTimeout > half {
+	if half := o.lease.expiry / 2; cfg.pg.IdleInTransactionTimeout > half {
 		// A paused daemon's locks must be gone before its lease expires
 		// and the others take its work over.
 		log.Info("--db-idle-tx-timeout lowered to half the lease expiry", "db_idle_tx_timeout", half)
@@ -290,13 +295,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	for _, p := range datadir.Exposed(cfg.dataDir) {
 		log.Warn("the data directory is open to other users", "problem", p)
 	}
-	edge := httpapi.Config{Token: token, Logger: log, AllowedHosts: allowedHosts(cfg.addr, ho.allowedHosts), BodyTimeout: ho.bodyTimeout}
+	edge := httpapi.Config{Token: token, Logger: log, AllowedHosts: allowedHosts(cfg.addr, o.http.allowedHosts), BodyTimeout: o.http.bodyTimeout}
 	if err != nil {
 		// No in-memory fallback under the same API (ADR D1): every call
 		// answers service_failure until the database is fixed and the
 		// daemon restarted.
 		log.Error("StateDB unavailable: serving service_failure for every API call", "err", err)
-		return serveUnavailable(ctx, cfg, log, ho, lock, httpapi.Unavailable(edge, err.Error()))
+		return serveUnavailable(ctx, cfg, log, o.http, lock, httpapi.Unavailable(edge, err.Error()))
 	}
 	defer st.Close()
 	observeStore(st, reg)
@@ -304,29 +309,29 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	// (the data directory's lock).
 	shared, _ := usesPostgres(cfg)
 	instance := uuid.NewString()
-	leases := app.LeaseSettings{Renew: lo.renew, Expiry: lo.expiry}
-	svc, err := newApp(ctx, st, provider, log, reg, grace, ao, app.Config{Instance: instance, Shared: shared, Lease: leases,
-		OutageBudget: lo.outageBudget})
+	leases := app.LeaseSettings{Renew: o.lease.renew, Expiry: o.lease.expiry}
+	svc, err := newApp(ctx, st, provider, log, reg, o.grace, o.app, app.Config{Instance: instance, Shared: shared, Lease: leases,
+		OutageBudget: o.lease.outageBudget})
 	if err != nil {
 		return err
 	}
 	// The System space's charts of recent turns and model failures, beside
 	// the metrics and logs observer.
 	recent := activity.New(1024, nil)
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models, RecoveryWindow: ao.recoveryWindow,
-		Commands: svc, Logger: log, ShutdownGrace: grace,
-		Workers: to.workers, MaxQueuedTurns: to.maxQueued,
-		FirstEventTimeout: to.firstEvent, IdleTimeout: to.idle, AttemptTimeout: to.attempt, ModelBudget: to.budget,
-		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: ao.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: ao.textFlush,
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models, RecoveryWindow: o.app.recoveryWindow,
+		Commands: svc, Logger: log, ShutdownGrace: o.grace,
+		Workers: o.turn.workers, MaxQueuedTurns: o.turn.maxQueued,
+		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
+		Tools: tools.Default(svc, routes.Default, time.Now), ProposalTTL: o.app.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(recent, coordObserver{reg: reg, log: log}), Instance: instance, Shared: shared,
-		OutageBudget: lo.outageBudget})
+		OutageBudget: o.lease.outageBudget})
 	svc.SettleProposalsWith(coord)
-	ln, err := listen(cfg, ho, lock)
+	ln, err := listen(cfg, o.http, lock)
 	if err != nil {
 		return err
 	}
 	keeper, err := lease.Start(ctx, lease.Config{
-		Store: st, Renew: lo.renew, Expiry: lo.expiry, Logger: log, Reap: shared, Reapers: []lease.Reaper{coord, svc},
+		Store: st, Renew: o.lease.renew, Expiry: o.lease.expiry, Logger: log, Reap: shared, Reapers: []lease.Reaper{coord, svc},
 		Instance: store.Instance{ID: instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: build.Version},
 	})
 	if err != nil {
@@ -361,7 +366,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 	if _, err := httpapi.EnsureOwner(ctx, st, token, time.Now()); err != nil {
 		return abort(err)
 	}
-	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, recent, []func(*http.ServeMux){page.Register}, ao.heartbeat, reg
+	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, recent, []func(*http.ServeMux){page.Register}, o.app.heartbeat, reg
 	ms, err := databaseMigrations(cfg)
 	if err != nil {
 		return abort(err)
@@ -371,31 +376,31 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		holder = keeper
 	}
 	edge.Ready = httpapi.StoreReadiness(st, len(ms), holder)
-	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = st, ho.secondApproverFor, st, ho.authProxy
+	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = st, o.http.secondApproverFor, st, o.http.authProxy
 	agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: coord.Tools(), Version: readVersion().Version, Logger: log, Metrics: reg})
 	edge.MCP = agents.Handler
 	api := httpapi.New(edge)
 	srv := httpapi.NewHTTPServer(api.Observed(), log)
 	errc := make(chan error, 2)
-	if oo.metricsAddr != "" {
-		medge := httpapi.EdgeConfig{AllowedHosts: allowedHosts(oo.metricsAddr, edge.AllowedHosts), BodyTimeout: ho.bodyTimeout, Logger: log, Errors: reg.HTTPError}
-		msrv, maddr, err := serveMetrics(oo.metricsAddr, reg, oo.pprof, medge, errc)
+	if o.obs.metricsAddr != "" {
+		medge := httpapi.EdgeConfig{AllowedHosts: allowedHosts(o.obs.metricsAddr, edge.AllowedHosts), BodyTimeout: o.http.bodyTimeout, Logger: log, Errors: reg.HTTPError}
+		msrv, maddr, err := serveMetrics(o.obs.metricsAddr, reg, o.obs.pprof, medge, errc)
 		if err != nil {
 			return abort(err)
 		}
 		defer msrv.Close()
-		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics", "pprof", oo.pprof)
-	} else if oo.pprof {
+		log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics", "pprof", o.obs.pprof)
+	} else if o.obs.pprof {
 		return abort(errors.New("--pprof serves on the --metrics-addr listener: give both"))
 	}
 	log.Info("studio serving", "addr", "http://"+ln.Addr().String(), "token_file", tokenPath(cfg.dataDir),
 		"db", databaseName(cfg), "schema_version", version, "model", models[0].Name, "models", len(models), "version", build.Version, "instance", instance)
-	printSignInURL(os.Stdout, ln.Addr(), token, cfg.dataDir, oo.printTokenURL || isTerminal(os.Stdout))
+	printSignInURL(os.Stdout, ln.Addr(), token, cfg.dataDir, o.obs.printTokenURL || isTerminal(os.Stdout))
 	// The webhook outbox: deliveries this daemon claims, posted until the
 	// daemon stops (before the store closes; any daemon's dispatcher
 	// takes over a claim this one leaves).
-	hooks := webhooks.New(webhooks.Config{Store: st, Instance: instance, Timeout: wo.timeout, Concurrency: wo.concurrency,
-		PublicURL: wo.publicURL, Observer: reg, Logger: log})
+	hooks := webhooks.New(webhooks.Config{Store: st, Instance: instance, Timeout: o.webhook.timeout, Concurrency: o.webhook.concurrency,
+		PublicURL: o.webhook.publicURL, Observer: reg, Logger: log})
 	reg.ObserveWebhookQueue(func() (time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -414,16 +419,16 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, grace time.Durati
 		// Another daemon took this one's work over: every write of the
 		// old instance is fenced off already. Start afresh as a new
 		// instance, in place; or exit, for a supervisor to restart.
-		if !lo.exitOnLoss {
+		if !o.lease.exitOnLoss {
 			return rejoin(log, ln, keeper.Err())
 		}
 		failure = keeper.Err()
 	}
 	// What becomes of each turn and run in flight is logged as it ends
 	// ("turn interrupted by shutdown", "run interrupted by shutdown").
-	log.Info("shutting down", "turns_in_flight", coord.TurnsInFlight(), "runs_in_flight", svc.RunsInFlight(), "grace", grace)
+	log.Info("shutting down", "turns_in_flight", coord.TurnsInFlight(), "runs_in_flight", svc.RunsInFlight(), "grace", o.grace)
 	api.Drain() // /readyz says so while running turns finish
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), o.grace+10*time.Second)
 	defer cancel()
 	coord.Shutdown(shutdownCtx)
 	svc.Stop(shutdownCtx)
