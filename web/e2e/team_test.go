@@ -237,8 +237,8 @@ func TestViewerSeesWhyControlsAreDisabled(t *testing.T) {
 
 // TestAdminTeamPage: System → Team lists principals (change a role,
 // disable) and tokens (prefix, created, last used, expires); a new token
-// is shown once; the webhooks section stays hidden when the daemon has no
-// webhooks API.
+// is shown once; a webhook added on the page (its secret shown once) is on
+// the server.
 func TestAdminTeamPage(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, failingModel)
@@ -265,9 +265,19 @@ func TestAdminTeamPage(t *testing.T) {
 	p.waitJS(`document.querySelector('[data-new-token] input')?.value.startsWith('stu_')`, "the new token, shown once")
 	p.waitJS(`document.querySelectorAll('[data-tokens] tbody tr').length >= 2`, "the token list with the new token")
 	p.waitJS(`document.querySelector('[data-webhooks]')?.dataset.webhooks !== 'loading'`, "the webhooks section to settle")
-	hooks := eval[string](p, `document.querySelector('[data-webhooks]').dataset.webhooks`)
-	if hooks == "unavailable" && !eval[bool](p, `document.querySelector('[data-webhooks]').hidden`) {
-		t.Error("the webhooks section shows though the daemon has no webhooks API")
+	if hooks := eval[string](p, `document.querySelector('[data-webhooks]').dataset.webhooks`); hooks != "shown" {
+		t.Fatalf("the webhooks section is %q, want shown", hooks)
+	}
+	// A webhook added on the page: its secret shown once, the webhook on
+	// the server and in the list with its (empty) deliveries.
+	const hookURL = "http://127.0.0.1:9/studio-hook"
+	p.setValue(`[data-webhooks] input[type=url]`, hookURL)
+	p.click(`[data-webhooks] form button[type=submit]`)
+	p.waitJS(`document.querySelector('[data-new-secret] code')?.textContent.startsWith('whsec_')`, "the webhook's secret, shown once")
+	p.waitJS(`document.querySelector('[data-webhook] .name')?.textContent === '`+hookURL+`' && document.querySelector('[data-webhook] .deliveries .loading') === null`, "the webhook in the list with its deliveries")
+	hooks, err := d.client.ListWebhooks(ctxT(t))
+	if err != nil || len(hooks) != 1 || hooks[0].URL != hookURL || len(hooks[0].Events) != 1 || hooks[0].Events[0] != "proposal.pending" {
+		t.Fatalf("webhooks on the server %+v, %v; want one to %s for proposal.pending", hooks, err, hookURL)
 	}
 	p.shot("team-admin-page")
 	p.axeCheck(src, "the team page")
