@@ -285,6 +285,9 @@ func TestAdminTeamPage(t *testing.T) {
 	// At a phone's width the identity and the tables stay usable.
 	p.do(chromedp.EmulateViewport(390, 844))
 	p.waitJS(`document.querySelector('[data-identity]').getBoundingClientRect().right <= window.innerWidth`, "the identity within the phone's width")
+	// The principals' table is wider than a phone: it scrolls sideways
+	// with the cue, and its frame stays within the screen.
+	p.waitJS(`(() => { const f = document.querySelector('[data-principals]').closest('.table-frame'); return !!f && (f.dataset.scroll || '').includes('right') && f.getBoundingClientRect().right <= window.innerWidth; })()`, "the principals' table scrolling sideways with its cue")
 	p.shot("team-admin-page-phone")
 	p.do(chromedp.EmulateViewport(1440, 960))
 }

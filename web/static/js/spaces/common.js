@@ -277,8 +277,7 @@ export function table(o) {
         return h('td', { class: c.class, 'data-label': c.label }, a);
       }));
     }))));
-  const frame = h('div', { class: 'table-frame' }, wrap, h('p', { class: 'scroll-cue muted small', 'aria-hidden': 'true', text: 'Scroll sideways for more →' }));
-  scrollCue(frame, wrap);
+  const frame = scrollFrame(wrap);
   if (refocus) {
     focusNext.row = '';
     const a = /** @type {HTMLAnchorElement} */ (refocus);
@@ -289,6 +288,17 @@ export function table(o) {
       a.scrollIntoView({ block: 'nearest' });
     });
   }
+  return frame;
+}
+
+/**
+ * A scrolling table's frame with its sideways cue, as table() builds it,
+ * for tables built by hand.
+ * @param {HTMLElement} wrap the scrolling box (.table-wrap)
+ */
+export function scrollFrame(wrap) {
+  const frame = h('div', { class: 'table-frame' }, wrap, h('p', { class: 'scroll-cue muted small', 'aria-hidden': 'true', text: 'Scroll sideways for more →' }));
+  scrollCue(frame, wrap);
   return frame;
 }
 

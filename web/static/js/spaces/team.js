@@ -8,7 +8,7 @@ import { ApiError } from '../api.js';
 import { AdminApi, WEBHOOK_EVENTS } from '../adminapi.js';
 import { confirmDialog, showDialog } from '../dialogs.js';
 import { ROLES, ROLE_HELP } from '../roles.js';
-import { errorBox, errorText, loading } from './common.js';
+import { errorBox, errorText, loading, scrollFrame } from './common.js';
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
@@ -75,10 +75,10 @@ export function team(el, ctx) {
     h('button', { type: 'submit', class: 'primary', text: 'Add principal' }),
     h('p', { id: nameId + '-help', class: 'muted small', text: 'Lowercase letters, digits and . _ - @ +, e.g. alice, ci-bot or alice@example.com.' }));
     replace(people, h('h2', { id: 'team-principals', text: 'Principals' }),
-      h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-principals': '' },
+      scrollFrame(h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-principals': '' },
         h('caption', { class: 'visually-hidden', text: 'Principals' }),
         h('thead', null, h('tr', null, ['Name', 'Role', 'Added', 'State', 'Actions'].map((c) => h('th', { scope: 'col', class: c === 'Added' ? 'hide-narrow' : undefined, text: c })))),
-        h('tbody', null, list.map((p) => principalRow(p))))),
+        h('tbody', null, list.map((p) => principalRow(p)))))),
       add);
   };
 
@@ -159,7 +159,7 @@ export function team(el, ctx) {
     const state = (/** @type {TokenView} */ t) => (t.revokedAt ? 'revoked' : t.expiresAt && t.expiresAt <= now ? 'expired' : 'active');
     replace(tokens, h('h2', { id: 'team-tokens', text: 'Tokens' }),
       list.length === 0 ? h('p', { class: 'muted', text: 'No tokens yet. Make one with “New token…” beside a principal.' }) :
-        h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-tokens': '' },
+        scrollFrame(h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-tokens': '' },
           h('caption', { class: 'visually-hidden', text: 'Tokens' }),
           h('thead', null, h('tr', null, ['Principal', 'Prefix', 'Created', 'Last used', 'Expires', 'State', ''].map((c, i) => h('th', { scope: 'col', text: c || undefined }, i === 6 ? h('span', { class: 'visually-hidden', text: 'Actions' }) : null)))),
           h('tbody', null, list.map((t) => h('tr', { 'data-token': t.prefix, class: state(t) === 'active' ? '' : 'muted' },
@@ -179,7 +179,7 @@ export function team(el, ctx) {
                 } catch (e) { say(errorText(e), 'error'); }
                 reload();
               },
-            }) : null)))))));
+            }) : null))))))));
   };
 
   const reloadHooks = async () => {
