@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -211,16 +210,12 @@ func (c *Client) AppEvents(ctx context.Context, after int64, fn func(app.ChangeE
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.HTTP.Do(req)
+	body, err := c.openStream(req)
 	if err != nil {
-		return c.transportError(err)
+		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return responseError(resp.StatusCode, data)
-	}
-	err = ReadEvents(resp.Body, func(ev Event) error {
+	defer body.Close()
+	err = ReadEvents(body, func(ev Event) error {
 		var ch app.ChangeEvent
 		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
 			return err

@@ -211,16 +211,27 @@ func (c *Client) StreamWithTicket(ctx context.Context, id string, after int64, t
 	return c.follow(req, nil, fn)
 }
 
-func (c *Client) follow(req *http.Request, onStatus func(*protocol.TurnProgress), fn func(protocol.Frame) error) error {
+// openStream sends a stream's request: the body of its 200 (the caller
+// closes it), else the typed error of the answer.
+func (c *Client) openStream(req *http.Request) (io.ReadCloser, error) {
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return c.transportError(err)
+		return nil, c.transportError(err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return responseError(resp.StatusCode, data)
+		return nil, responseError(resp.StatusCode, data)
 	}
+	return resp.Body, nil
+}
+
+func (c *Client) follow(req *http.Request, onStatus func(*protocol.TurnProgress), fn func(protocol.Frame) error) error {
+	body, err := c.openStream(req)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
 	// An error after the stream began comes as an ": error CODE" comment
 	// before the server ends it. replay_gap and not_found (the
 	// conversation's frames were purged meanwhile) end the stream for good;
@@ -246,7 +257,7 @@ func (c *Client) follow(req *http.Request, onStatus func(*protocol.TurnProgress)
 			}
 		}
 	}
-	err = readEvents(resp.Body, onComment, func(ev Event) error {
+	err = readEvents(body, onComment, func(ev Event) error {
 		if ev.Data == "" {
 			return nil
 		}
