@@ -17,8 +17,8 @@ func (s *Store) AmendProposal(ctx context.Context, p store.AmendProposalParams) 
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *writeTx) error {
 		code := protocol.ReasonAmended
-		orig, err := transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
-			`status = 'cancelled', completed_at = ?, error_code = ?`, []any{ts(p.Now), code}, p.Audit, nil, p.Now)
+		orig, err := transition(ctx, tx, transitionParams{ID: p.ID, From: []store.ProposalStatus{store.ProposalPending},
+			Set: `status = 'cancelled', completed_at = ?, error_code = ?`, Args: []any{ts(p.Now), code}, Audit: p.Audit, Now: p.Now})
 		if err != nil {
 			return err
 		}

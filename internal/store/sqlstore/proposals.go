@@ -159,14 +159,26 @@ func (s *Store) ListProposals(ctx context.Context, p store.ListProposalsParams) 
 	return collect(ctx, s.r, "list proposals", scanProposal, query, args...)
 }
 
-// transition moves a proposal from one of from to to, appending its audit
-// row and frames, in the caller's transaction. set's placeholders take args;
-// the proposal's id and status follow them. It returns the proposal as it
-// was found when the transition does not apply. Where rows are locked it
-// locks the conversation, then the proposal, then (resumeTurn) the turn:
-// the order FinishTurn keeps too.
-func transition(ctx context.Context, tx *writeTx, id string, from []store.ProposalStatus, set string, args []any,
-	audit store.AppendAdminEventParams, frames []store.NewFrame, now time.Time) (store.Proposal, error) {
+// transitionParams move one proposal: from one of From, by the SET clause
+// Set whose placeholders take Args (the proposal's id and status follow
+// them), with its audit row and frames.
+type transitionParams struct {
+	ID     string
+	From   []store.ProposalStatus
+	Set    string
+	Args   []any
+	Audit  store.AppendAdminEventParams
+	Frames []store.NewFrame
+	Now    time.Time
+}
+
+// transition moves a proposal, appending its audit row and frames, in the
+// caller's transaction. It returns the proposal as it was found when the
+// transition does not apply. Where rows are locked it locks the
+// conversation, then the proposal, then (resumeTurn) the turn: the order
+// FinishTurn keeps too.
+func transition(ctx context.Context, tx *writeTx, p transitionParams) (store.Proposal, error) {
+	id, from, set, args, audit, frames, now := p.ID, p.From, p.Set, p.Args, p.Audit, p.Frames, p.Now
 	payloads, err := callerPayloads(frames)
 	if err != nil {
 		return store.Proposal{}, err
@@ -224,9 +236,9 @@ func (s *Store) ConfirmProposal(ctx context.Context, p store.ConfirmProposalPara
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
-		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
-			`status = 'executing', confirmed_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1, decided_by = ?`,
-			[]any{ts(p.Now), nullIfEmpty(p.Instance), emptyNull(p.DecidedBy)}, p.Audit, p.Frames, p.Now)
+		out, err = transition(ctx, tx, transitionParams{ID: p.ID, From: []store.ProposalStatus{store.ProposalPending},
+			Set:  `status = 'executing', confirmed_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1, decided_by = ?`,
+			Args: []any{ts(p.Now), nullIfEmpty(p.Instance), emptyNull(p.DecidedBy)}, Audit: p.Audit, Frames: p.Frames, Now: p.Now})
 		if err != nil {
 			return err
 		}
@@ -259,9 +271,9 @@ func (s *Store) FinishProposal(ctx context.Context, p store.FinishProposalParams
 			result = string(p.Result)
 		}
 		var err error
-		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalExecuting},
-			`status = ?, completed_at = ?, result_json = ?, error_code = ?`, []any{string(p.Status), ts(p.Now), result, p.ErrorCode},
-			p.Audit, p.Frames, p.Now)
+		out, err = transition(ctx, tx, transitionParams{ID: p.ID, From: []store.ProposalStatus{store.ProposalExecuting},
+			Set:  `status = ?, completed_at = ?, result_json = ?, error_code = ?`,
+			Args: []any{string(p.Status), ts(p.Now), result, p.ErrorCode}, Audit: p.Audit, Frames: p.Frames, Now: p.Now})
 		if err != nil {
 			return err
 		}
@@ -291,9 +303,9 @@ func (s *Store) CloseProposal(ctx context.Context, p store.CloseProposalParams) 
 	var resumed bool
 	err := s.txn(ctx, func(tx *writeTx) error {
 		var err error
-		out, err = transition(ctx, tx, p.ID, []store.ProposalStatus{store.ProposalPending},
-			`status = ?, completed_at = ?, error_code = ?, decided_by = ?`, []any{string(p.Status), ts(p.Now), p.ErrorCode, emptyNull(p.DecidedBy)},
-			p.Audit, p.Frames, p.Now)
+		out, err = transition(ctx, tx, transitionParams{ID: p.ID, From: []store.ProposalStatus{store.ProposalPending},
+			Set:  `status = ?, completed_at = ?, error_code = ?, decided_by = ?`,
+			Args: []any{string(p.Status), ts(p.Now), p.ErrorCode, emptyNull(p.DecidedBy)}, Audit: p.Audit, Frames: p.Frames, Now: p.Now})
 		if err != nil {
 			return err
 		}
