@@ -136,9 +136,10 @@ export class Cockpit {
       });
     }
     takeTokenFromFragment();
-    if (!getToken() && !(await this.signedInByProxy())) return showSignIn(this.root);
+    const proxied = getToken() ? null : await this.proxyIdentity();
+    if (!getToken() && !proxied) return showSignIn(this.root);
     try {
-      const [routes, me] = await Promise.all([this.operator.routes(), this.api.get('/api/auth/whoami')]);
+      const [routes, me] = await Promise.all([this.operator.routes(), proxied || this.api.get('/api/auth/whoami')]);
       this.registry = new Registry(routes);
       this.me = me;
     } catch (e) {
@@ -167,16 +168,17 @@ export class Cockpit {
   }
 
   /**
-   * Whether a sign-in proxy in front of the daemon already says who this
-   * is (its session cookie reaches it; the daemon answers whoami without
-   * a token): then no token is asked for.
+   * Who a sign-in proxy in front of the daemon says this is (its session
+   * cookie reaches it; the daemon answers whoami without a token), or null:
+   * then a token is asked for. Quietly: a 401 here is no refused token.
+   * @returns {Promise<Me | null>}
    */
-  async signedInByProxy() {
+  async proxyIdentity() {
     try {
       const res = await this.api.fetchImpl(this.api.baseUrl + '/api/auth/whoami', { headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' });
-      return res.ok;
+      return res.ok ? await res.json() : null;
     } catch {
-      return false;
+      return null;
     }
   }
 
