@@ -237,3 +237,13 @@ type onces struct {
 	shutdownOnce sync.Once
 	abandonOnce  sync.Once
 }
+
+// isStopping reports whether Shutdown has begun.
+func (c *Coordinator) isStopping() bool {
+	select {
+	case <-c.stopping:
+		return true
+	default:
+		return false
+	}
+}
