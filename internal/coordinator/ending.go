@@ -96,38 +96,3 @@ func (o *owner) answerCancels() {
 	}
 	o.cancelWaiters = nil
 }
-
-// endParams is how a turn ends.
-type endParams struct {
-	turn          store.Turn
-	status        store.TurnStatus // terminal
-	err           *protocol.Error  // the error frame before done, if any
-	indeterminate *indeterminate   // an indeterminate audit row still owed
-}
-
-// endTurn is the turn's terminal transition: open proposals closed, then
-// error and done frames with the status. A turn that already ended (by
-// another daemon's recovery, say) is not an error.
-func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
-	if p.indeterminate != nil {
-		if err := c.markIndeterminate(ctx, *p.indeterminate); err != nil {
-			return err
-		}
-	}
-	open, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: p.turn.RequestID,
-		Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 100})
-	if err != nil {
-		return err
-	}
-	for _, prop := range open {
-		if err := c.cancelWithTurn(ctx, prop, p.status); err != nil {
-			return err
-		}
-	}
-	_, _, err = c.store.FinishTurn(ctx, store.FinishTurnParams{RequestID: p.turn.RequestID, Status: p.status, Error: p.err, Now: c.now(),
-		Instance: c.cfg.Instance})
-	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
-		return nil
-	}
-	return err
-}

@@ -1,0 +1,198 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// Decisions about proposals, from outside the turn (the API's side):
+// Confirm and Deny check the request, then deliver it to the owner of the
+// proposal's turn through its mailbox and wait for the answer; the owner
+// applies it (parked.go). A proposal that is no longer pending is
+// answered from the store. SettleProposal records a reconciled outcome.
+
+// Confirm is ADR D4's confirmation: the request is checked here (hash, and
+// the target version when given — omitted means the version the proposal
+// was made for), then the turn's owner re-reads the proposal and its target,
+// refuses an expired proposal, a changed target or an archived
+// conversation, appends the confirmed audit row and moves the proposal to
+// executing in one transaction, executes the command, records its result
+// with its audit row and frames, and continues the turn. A proposal that is
+// no longer pending answers its stored outcome.
+func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, req protocol.ConfirmProposalRequest) (protocol.ProposalResult, error) {
+	if req.ExpectedCommandHash == "" {
+		return protocol.ProposalResult{}, protocol.Errorf(protocol.Validation, "expectedCommandHash is required").With("field", "expectedCommandHash")
+	}
+	p, err := c.proposal(ctx, convID, proposalID)
+	if err != nil {
+		return protocol.ProposalResult{}, err
+	}
+	if req.ExpectedCommandHash != p.CommandHash {
+		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "the command hash does not match the proposal; refresh it").
+			With("proposalId", p.ID)
+	}
+	if !sameVersion(req.ExpectedTargetVersion, p.Target) {
+		return protocol.ProposalResult{}, protocol.Errorf(protocol.StaleContext, "the expected target version does not match the proposal; refresh it").
+			With("proposalId", p.ID)
+	}
+	return c.decide(ctx, p, decideConfirm)
+}
+
+// sameVersion checks the client's expected target version against the
+// proposal's; an omitted one is the proposal's own (ADR D4: optional).
+func sameVersion(expected *string, target *protocol.ResourceVersion) bool {
+	if expected == nil {
+		return true
+	}
+	if target == nil {
+		return *expected == ""
+	}
+	return *expected == target.Version
+}
+
+// Deny refuses a pending proposal: cancelled, audited as denied, and the
+// model continues knowing the operator declined. Denying a proposal that
+// is no longer pending is conflict (details.status says what it is),
+// except a repeat of a deny.
+func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (protocol.ProposalResult, error) {
+	p, err := c.proposal(ctx, convID, proposalID)
+	if err != nil {
+		return protocol.ProposalResult{}, err
+	}
+	return c.decide(ctx, p, decideDeny)
+}
+
+// decide hands a decision to the owner of the proposal's turn and waits for
+// its answer. A proposal that is no longer pending is answered from the
+// store: that is a read, which changes nothing.
+func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisionKind) (protocol.ProposalResult, error) {
+	reply, err := c.send(ctx, p, kind)
+	if err != nil || reply == nil {
+		// p was read before send looked for an owner: a decision that won
+		// the race meanwhile (and an owner that finished the turn since)
+		// is in the store, not in p. Answer from what is stored now.
+		if cur, gerr := c.store.GetProposal(ctx, p.ID); gerr == nil {
+			p = cur
+		}
+		if kind == decideConfirm && p.Status == store.ProposalExecuting && p.Owner != "" {
+			// Another daemon executes it: a repeat waits for the outcome,
+			// as it does where the command runs.
+			p = c.awaitOutcome(ctx, p)
+		}
+		return settledAnswer(kind, p)
+	}
+	select {
+	case r := <-reply:
+		if kind == decideConfirm && r.err == nil && r.result.Status == protocol.ResultExecuting && r.result.Error == nil {
+			// A concurrent confirm that lost to another daemon's owner,
+			// which executes it: wait for the outcome there.
+			if cur, err := c.store.GetProposal(ctx, p.ID); err == nil && cur.Owner != "" && cur.Owner != c.cfg.Instance {
+				return settledAnswer(kind, c.awaitOutcome(ctx, cur))
+			}
+		}
+		return r.result, r.err
+	case <-ctx.Done():
+		return protocol.ProposalResult{}, ctx.Err()
+	}
+}
+
+// send puts a decision in the mailbox of the proposal's turn's owner. It
+// returns a nil channel when the proposal is settled already (answer from
+// p), after closing a proposal whose turn ended without it (an orphan).
+func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionKind) (chan decisionReply, error) {
+	return c.sendRequest(ctx, p, decisionRequest{kind: kind, proposalID: p.ID})
+}
+
+// sendRequest is send for a request that carries more than its kind (an
+// amendment's command).
+func (c *Coordinator) sendRequest(ctx context.Context, p store.Proposal, r decisionRequest) (chan decisionReply, error) {
+	r.reply = make(chan decisionReply, 1)
+	r.by = principalName(ctx)
+	if p.Status == store.ProposalExecuting {
+		// Executing here: a repeat waits for the outcome (it never
+		// executes twice). Elsewhere, or indeterminate: its stored state.
+		c.mu.Lock()
+		o := c.owners[p.RequestID]
+		c.mu.Unlock()
+		if o == nil {
+			return nil, nil
+		}
+		o.box.put(r)
+		return r.reply, nil
+	}
+	if p.Status != store.ProposalPending {
+		return nil, nil
+	}
+	t, err := c.store.GetTurn(ctx, p.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := c.ownerFor(t)
+	if err != nil {
+		return nil, err
+	}
+	if o == nil {
+		if t.Status.Terminal() {
+			_, _, err := c.cancelOrphan(ctx, p)
+			return nil, err
+		}
+		return nil, nil
+	}
+	o.box.put(r)
+	return r.reply, nil
+}
+
+// awaitOutcome waits, up to RemoteDecisionWait, for a proposal that
+// another daemon executes to leave executing (its outcome's frames wake
+// this daemon's streams, across daemons), and returns it as it then is.
+// An executing proposal with no owner is indeterminate: returned at once.
+func (c *Coordinator) awaitOutcome(ctx context.Context, p store.Proposal) store.Proposal {
+	wait := time.NewTimer(c.cfg.RemoteDecisionWait)
+	defer wait.Stop()
+	for p.Status == store.ProposalExecuting && p.Owner != "" {
+		sig := c.store.FrameSignal(p.ConversationID) // before the read: no commit is missed
+		cur, err := c.store.GetProposal(ctx, p.ID)
+		if err != nil {
+			return p
+		}
+		if p = cur; p.Status != store.ProposalExecuting || p.Owner == "" {
+			return p
+		}
+		select {
+		case <-sig:
+		case <-time.After(time.Second): // a takeover writes no frame of the proposal
+		case <-wait.C:
+			return p
+		case <-ctx.Done():
+			return p
+		}
+	}
+	return p
+}
+
+// SettleProposal records the real outcome of a proposal left executing
+// (indeterminate), for reconcile_proposal: through finishProposal, the
+// code a confirmed execution finishes with, with the application's own
+// audit row in the same transaction. Nothing executes.
+func (c *Coordinator) SettleProposal(ctx context.Context, s app.Settlement) error {
+	p, err := c.store.GetProposal(ctx, s.ProposalID)
+	if err != nil {
+		return err
+	}
+	if p.Status != store.ProposalExecuting {
+		return protocol.Errorf(protocol.Conflict, "proposal %s is %s, not indeterminate; there is nothing to reconcile", p.ID, p.Status).
+			With("status", string(p.Status))
+	}
+	fp := finishParams{proposal: p, result: s.Result, actor: s.Actor, also: &s.Also}
+	if !s.Succeeded {
+		code := "reconciled_failed"
+		fp.code = &code
+		fp.failure = protocol.Errorf(protocol.ServiceFailure, "reconciled as failed")
+	}
+	_, err = c.finishProposal(ctx, fp)
+	return err
+}

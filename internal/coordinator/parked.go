@@ -1,0 +1,210 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// A turn parked on a human: its owner holds no worker and takes its
+// mailbox's requests one at a time. A decision is applied here
+// (applyDecision): expire, deny and amend end or replace the proposal;
+// confirm runs it (confirm.go). A cancel ends the turn (ending.go).
+
+// parked waits for a human's decision about the turn's open proposal,
+// holding no worker. Requests are taken in arrival order. On shutdown the
+// owner leaves without ending the turn: it stays parked in the store, and
+// its proposal confirmable, until the next start adopts it.
+func (o *owner) parked() step {
+	o.phase = phaseParked
+	o.report(protocol.ProgressAwaitingConfirmation, nil)
+	for {
+		r := o.box.take(anyRequest)
+		if r == nil {
+			sig := o.c.store.FrameSignal(o.turn.ConversationID) // before the check: no commit is missed
+			t, err := o.c.store.GetTurn(o.ctx, o.turn.RequestID)
+			switch {
+			case err != nil:
+			case t.Status != store.TurnAwaitingConfirmation:
+				return nil // it ended, or another daemon resumed it
+			case t.CancelRequestedAt != nil:
+				// A cancel recorded while no owner was here to take it
+				// (a shutdown under way, another daemon).
+				o.cancelWanted = true
+				return o.ending(store.TurnCancelled, nil)
+			}
+			select {
+			case <-o.box.sig:
+			case <-sig:
+			case <-o.c.stopping:
+				return nil
+			}
+			continue
+		}
+		switch r := r.(type) {
+		case cancelRequest:
+			o.cancelWanted = true
+			o.cancelWaiters = append(o.cancelWaiters, r.reply)
+			return o.ending(store.TurnCancelled, nil)
+		case recheckRequest: // the loop reads the turn again
+		case reapRequest:
+			return o.ending(store.TurnFailed, r.err)
+		case decisionRequest:
+			if next, moved := o.decide(r); moved {
+				return next
+			}
+		}
+	}
+}
+
+// adopted starts an owner for a turn this process did not run: one parked
+// before a restart, or by another daemon. Its counts come from the store.
+func (o *owner) adopted() step {
+	if ps, err := o.c.store.ListProposals(o.ctx, store.ListProposalsParams{RequestID: o.turn.RequestID, Limit: 1000}); err == nil {
+		o.proposals = len(ps)
+	}
+	if fs, err := o.c.turnFrames(o.ctx, o.turn); err == nil {
+		for _, f := range fs { // at least one round per tool call: never more rounds than allowed
+			if f.Type == protocol.FrameToolCall {
+				o.rounds++
+			}
+		}
+	}
+	return o.parked
+}
+
+// decide applies one decision while parked. moved says the owner leaves
+// the parked step for next (continue, end, or step aside when nil).
+func (o *owner) decide(r decisionRequest) (next step, moved bool) {
+	c := o.c
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), time.Minute)
+	defer cancel()
+	p, err := c.store.GetProposal(ctx, r.proposalID)
+	if err != nil {
+		r.answer(protocol.ProposalResult{}, err)
+		return nil, false
+	}
+	if p.RequestID != o.turn.RequestID || p.Status != store.ProposalPending {
+		r.answer(settledAnswer(r.kind, p))
+		return nil, false
+	}
+	if !c.now().Before(p.ExpiresAt) {
+		closed, resumed, err := c.expireProposal(ctx, p)
+		if err != nil {
+			o.answerFailed(ctx, r, p.ID, err)
+			return nil, false
+		}
+		if r.kind == decideExpire {
+			r.answer(settled(closed), nil)
+		} else {
+			r.answer(settledAnswer(r.kind, closed))
+		}
+		return o.afterDecision(resumed)
+	}
+	switch r.kind {
+	case decideExpire:
+		r.answer(settled(p), nil) // not due: nothing to do
+		return nil, false
+	case decideAmend:
+		o.amend(ctx, r, p)
+		return nil, false
+	case decideDeny:
+		closed, resumed, err := c.denyProposal(ctx, p, r.by)
+		if err != nil {
+			o.answerFailed(ctx, r, p.ID, err)
+			return nil, false
+		}
+		r.answer(settled(closed), nil)
+		return o.afterDecision(resumed)
+	}
+	return o.confirm(ctx, r, p)
+}
+
+// afterDecision continues the turn the decision resumed; a turn it did not
+// resume runs in another daemon, so this owner steps aside.
+func (o *owner) afterDecision(resumed bool) (step, bool) {
+	switch {
+	case !resumed:
+		return nil, true
+	case o.cancelWanted:
+		return o.ending(store.TurnCancelled, nil), true
+	}
+	if o.c.isStopping() {
+		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed")), true
+	}
+	return o.resuming, true
+}
+
+// answerFailed answers a decision whose transition failed. A conflict
+// there means the proposal was no longer pending when the transition ran:
+// another daemon's owner of the parked turn decided it first (the two
+// read it pending; the store let one through). The decision then gets the
+// stored outcome, as any decision about a settled proposal does.
+func (o *owner) answerFailed(ctx context.Context, r decisionRequest, proposalID string, err error) {
+	if !protocol.IsCode(err, protocol.Conflict) {
+		r.answer(protocol.ProposalResult{}, err)
+		return
+	}
+	cur, gerr := o.c.store.GetProposal(ctx, proposalID)
+	if gerr != nil {
+		r.answer(protocol.ProposalResult{}, gerr)
+		return
+	}
+	if cur.Status == store.ProposalPending { // not a lost race: say what failed
+		r.answer(protocol.ProposalResult{}, err)
+		return
+	}
+	r.answer(settledAnswer(r.kind, cur))
+}
+
+// answerWaiting answers the repeated confirms of a proposal that waited for
+// its execution.
+func (o *owner) answerWaiting(proposalID string, res protocol.ProposalResult) {
+	for {
+		r := o.box.take(func(r request) bool {
+			d, ok := r.(decisionRequest)
+			return ok && d.proposalID == proposalID
+		})
+		if r == nil {
+			return
+		}
+		d := r.(decisionRequest)
+		if d.kind == decideDeny || d.kind == decideAmend {
+			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s was confirmed; only a pending proposal can be denied or amended", proposalID).
+				With("status", string(store.ProposalExecuting)))
+			continue
+		}
+		d.answer(res, nil)
+	}
+}
+
+// answerStaleDecisions answers at once the decisions about proposals that
+// are not pending (except the one executing): they change nothing. The
+// others wait for the owner to park.
+func (o *owner) answerStaleDecisions() {
+	o.box.mu.Lock()
+	var pending []decisionRequest
+	for _, r := range o.box.q {
+		if d, ok := r.(decisionRequest); ok && d.proposalID != o.executing {
+			pending = append(pending, d)
+		}
+	}
+	o.box.mu.Unlock()
+	for _, d := range pending {
+		p, err := o.c.store.GetProposal(o.ctx, d.proposalID)
+		if err != nil || (p.Status == store.ProposalPending && o.phase != phaseEnding) {
+			continue
+		}
+		if o.box.take(func(r request) bool { return r == request(d) }) == nil {
+			continue
+		}
+		if p.Status == store.ProposalPending { // the turn is ending: it will be cancelled
+			d.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "the turn of proposal %s is ending; it will not be executed", p.ID).
+				With("status", string(p.Status)))
+			continue
+		}
+		d.answer(settledAnswer(d.kind, p))
+	}
+}
