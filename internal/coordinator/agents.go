@@ -164,7 +164,7 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 			if p != nil && p.Status == store.ProposalPending && !c.now().Before(p.ExpiresAt) {
 				// Past its expiry but not swept yet: expire it now (its
 				// owner does, as the sweeper would), then look again.
-				if _, err := c.decide(ctx, *p, decideExpire); err != nil && protocol.CodeOf(err) == "" {
+				if _, err := c.deliverDecision(ctx, *p, decideExpire); err != nil && protocol.CodeOf(err) == "" {
 					return AgentProposal{}, err
 				}
 				continue

@@ -45,12 +45,12 @@ func (c *Coordinator) AmendProposal(ctx context.Context, convID, proposalID stri
 		}
 		return protocol.ProposalState{}, err
 	}
-	reply, err := c.sendRequest(ctx, p, decisionRequest{kind: decideAmend, proposalID: p.ID, amended: cmd})
+	reply, err := c.sendDecisionRequest(ctx, p, decisionRequest{kind: decideAmend, proposalID: p.ID, amended: cmd})
 	if err != nil {
 		return protocol.ProposalState{}, err
 	}
 	if reply == nil {
-		_, err := settledAnswer(decideAmend, p)
+		_, err := notPendingAnswer(decideAmend, p)
 		return protocol.ProposalState{}, err
 	}
 	select {

@@ -49,7 +49,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
 		}
-		res := settled(closed)
+		res := storedResult(closed)
 		if target != nil {
 			res.Error = res.Error.With("currentVersion", target.Version)
 		}
@@ -104,7 +104,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 		if err != nil {
 			return false, err
 		}
-		fin = finished{proposal: cur, result: settled(cur), resumed: t.Status == store.TurnRunning && t.Owner == c.cfg.Instance}
+		fin = finished{proposal: cur, result: storedResult(cur), resumed: t.Status == store.TurnRunning && t.Owner == c.cfg.Instance}
 		return true, nil
 	})
 	if store.IsFenced(err) {

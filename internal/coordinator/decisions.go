@@ -39,7 +39,7 @@ func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, re
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.StaleContext, "the expected target version does not match the proposal; refresh it").
 			With("proposalId", p.ID)
 	}
-	return c.decide(ctx, p, decideConfirm)
+	return c.deliverDecision(ctx, p, decideConfirm)
 }
 
 // sameVersion checks the client's expected target version against the
@@ -63,16 +63,17 @@ func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (prot
 	if err != nil {
 		return protocol.ProposalResult{}, err
 	}
-	return c.decide(ctx, p, decideDeny)
+	return c.deliverDecision(ctx, p, decideDeny)
 }
 
-// decide hands a decision to the owner of the proposal's turn and waits for
-// its answer. A proposal that is no longer pending is answered from the
-// store: that is a read, which changes nothing.
-func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisionKind) (protocol.ProposalResult, error) {
-	reply, err := c.send(ctx, p, kind)
+// deliverDecision hands a decision to the owner of the proposal's turn
+// and waits for its answer (the owner's applyDecision, parked.go). A
+// proposal that is no longer pending is answered from the store: that is a
+// read, which changes nothing.
+func (c *Coordinator) deliverDecision(ctx context.Context, p store.Proposal, kind decisionKind) (protocol.ProposalResult, error) {
+	reply, err := c.sendDecision(ctx, p, kind)
 	if err != nil || reply == nil {
-		// p was read before send looked for an owner: a decision that won
+		// p was read before sendDecision looked for an owner: a decision that won
 		// the race meanwhile (and an owner that finished the turn since)
 		// is in the store, not in p. Answer from what is stored now.
 		if cur, gerr := c.store.GetProposal(ctx, p.ID); gerr == nil {
@@ -83,7 +84,7 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 			// as it does where the command runs.
 			p = c.awaitOutcome(ctx, p)
 		}
-		return settledAnswer(kind, p)
+		return notPendingAnswer(kind, p)
 	}
 	select {
 	case r := <-reply:
@@ -91,7 +92,7 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 			// A concurrent confirm that lost to another daemon's owner,
 			// which executes it: wait for the outcome there.
 			if cur, err := c.store.GetProposal(ctx, p.ID); err == nil && cur.Owner != "" && cur.Owner != c.cfg.Instance {
-				return settledAnswer(kind, c.awaitOutcome(ctx, cur))
+				return notPendingAnswer(kind, c.awaitOutcome(ctx, cur))
 			}
 		}
 		return r.result, r.err
@@ -100,16 +101,17 @@ func (c *Coordinator) decide(ctx context.Context, p store.Proposal, kind decisio
 	}
 }
 
-// send puts a decision in the mailbox of the proposal's turn's owner. It
-// returns a nil channel when the proposal is settled already (answer from
-// p), after closing a proposal whose turn ended without it (an orphan).
-func (c *Coordinator) send(ctx context.Context, p store.Proposal, kind decisionKind) (chan decisionReply, error) {
-	return c.sendRequest(ctx, p, decisionRequest{kind: kind, proposalID: p.ID})
+// sendDecision puts a decision in the mailbox of the proposal's turn's
+// owner. It returns a nil channel when the proposal is settled already
+// (answer from p), after closing a proposal whose turn ended without it
+// (an orphan).
+func (c *Coordinator) sendDecision(ctx context.Context, p store.Proposal, kind decisionKind) (chan decisionReply, error) {
+	return c.sendDecisionRequest(ctx, p, decisionRequest{kind: kind, proposalID: p.ID})
 }
 
-// sendRequest is send for a request that carries more than its kind (an
-// amendment's command).
-func (c *Coordinator) sendRequest(ctx context.Context, p store.Proposal, r decisionRequest) (chan decisionReply, error) {
+// sendDecisionRequest is sendDecision for a request that carries more
+// than its kind (an amendment's command).
+func (c *Coordinator) sendDecisionRequest(ctx context.Context, p store.Proposal, r decisionRequest) (chan decisionReply, error) {
 	r.reply = make(chan decisionReply, 1)
 	r.by = principalName(ctx)
 	if p.Status == store.ProposalExecuting {

@@ -33,5 +33,5 @@ func (c *Coordinator) WaitOwnersGone(timeout time.Duration) int {
 // ConfirmAsRead is a confirm whose caller read the proposal as stale (before
 // another decision settled it): the step after the read, for a test of that race.
 func (c *Coordinator) ConfirmAsRead(ctx context.Context, stale store.Proposal) (protocol.ProposalResult, error) {
-	return c.decide(ctx, stale, decideConfirm)
+	return c.deliverDecision(ctx, stale, decideConfirm)
 }

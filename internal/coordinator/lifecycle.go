@@ -168,7 +168,7 @@ func (c *Coordinator) expireDue(ctx context.Context, wait bool) error {
 		if c.now().Before(p.ExpiresAt) {
 			continue
 		}
-		reply, err := c.send(ctx, p, decideExpire)
+		reply, err := c.sendDecision(ctx, p, decideExpire)
 		if err != nil {
 			return err
 		}

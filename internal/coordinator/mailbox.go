@@ -121,10 +121,10 @@ func isCancel(r request) bool  { _, ok := r.(cancelRequest); return ok }
 func isRecheck(r request) bool { _, ok := r.(recheckRequest); return ok }
 func anyRequest(request) bool  { return true }
 
-// settledAnswer answers a decision about a proposal that is not pending:
+// notPendingAnswer answers a decision about a proposal that is not pending:
 // confirm and expiry get its stored outcome; deny gets conflict, unless the
 // proposal was denied or cancelled with its turn (a repeat is answered the same).
-func settledAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult, error) {
+func notPendingAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult, error) {
 	if p.Status == store.ProposalPending {
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is still pending; try again", p.ID).
 			With("status", string(p.Status))
@@ -137,5 +137,5 @@ func settledAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be denied", p.ID, p.Status).
 			With("status", string(p.Status))
 	}
-	return settled(p), nil
+	return storedResult(p), nil
 }

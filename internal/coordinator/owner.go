@@ -186,7 +186,7 @@ func (o *owner) answerLate(r request) {
 			r.answer(protocol.ProposalResult{}, shuttingDown())
 			return
 		}
-		r.answer(settledAnswer(r.kind, p))
+		r.answer(notPendingAnswer(r.kind, p))
 	}
 }
 

@@ -52,7 +52,7 @@ func (o *owner) parked() step {
 		case reapRequest:
 			return o.ending(store.TurnFailed, r.err)
 		case decisionRequest:
-			if next, moved := o.decide(r); moved {
+			if next, moved := o.applyDecision(r); moved {
 				return next
 			}
 		}
@@ -75,9 +75,10 @@ func (o *owner) adopted() step {
 	return o.parked
 }
 
-// decide applies one decision while parked. moved says the owner leaves
-// the parked step for next (continue, end, or step aside when nil).
-func (o *owner) decide(r decisionRequest) (next step, moved bool) {
+// applyDecision applies one decision while parked (deliverDecision sent
+// it). moved says the owner leaves the parked step for next (continue,
+// end, or step aside when nil).
+func (o *owner) applyDecision(r decisionRequest) (next step, moved bool) {
 	c := o.c
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), time.Minute)
 	defer cancel()
@@ -87,7 +88,7 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 		return nil, false
 	}
 	if p.RequestID != o.turn.RequestID || p.Status != store.ProposalPending {
-		r.answer(settledAnswer(r.kind, p))
+		r.answer(notPendingAnswer(r.kind, p))
 		return nil, false
 	}
 	if !c.now().Before(p.ExpiresAt) {
@@ -97,15 +98,15 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 			return nil, false
 		}
 		if r.kind == decideExpire {
-			r.answer(settled(closed), nil)
+			r.answer(storedResult(closed), nil)
 		} else {
-			r.answer(settledAnswer(r.kind, closed))
+			r.answer(notPendingAnswer(r.kind, closed))
 		}
 		return o.afterDecision(resumed)
 	}
 	switch r.kind {
 	case decideExpire:
-		r.answer(settled(p), nil) // not due: nothing to do
+		r.answer(storedResult(p), nil) // not due: nothing to do
 		return nil, false
 	case decideAmend:
 		o.amend(ctx, r, p)
@@ -116,7 +117,7 @@ func (o *owner) decide(r decisionRequest) (next step, moved bool) {
 			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
 		}
-		r.answer(settled(closed), nil)
+		r.answer(storedResult(closed), nil)
 		return o.afterDecision(resumed)
 	}
 	return o.confirm(ctx, r, p)
@@ -156,7 +157,7 @@ func (o *owner) answerFailed(ctx context.Context, r decisionRequest, proposalID 
 		r.answer(protocol.ProposalResult{}, err)
 		return
 	}
-	r.answer(settledAnswer(r.kind, cur))
+	r.answer(notPendingAnswer(r.kind, cur))
 }
 
 // answerWaiting answers the repeated confirms of a proposal that waited for
@@ -205,6 +206,6 @@ func (o *owner) answerStaleDecisions() {
 				With("status", string(p.Status)))
 			continue
 		}
-		d.answer(settledAnswer(d.kind, p))
+		d.answer(notPendingAnswer(d.kind, p))
 	}
 }

@@ -176,8 +176,9 @@ func proposalView(p store.Proposal) protocol.ProposalState {
 	}
 }
 
-// settled answers with a proposal's stored state.
-func settled(p store.Proposal) protocol.ProposalResult {
+// storedResult is the answer a proposal's stored state gives (a decision
+// about a settled proposal, or one just applied).
+func storedResult(p store.Proposal) protocol.ProposalResult {
 	r := protocol.ProposalResult{ProposalID: p.ID}
 	code := protocol.ErrorCode("")
 	if p.ErrorCode != nil {
