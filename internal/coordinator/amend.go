@@ -106,32 +106,12 @@ func (o *owner) amend(ctx context.Context, r decisionRequest, p store.Proposal) 
 		return
 	}
 	np.SubmittedBy = r.by // an amendment is its amender's command: four-eyes asks another principal to confirm it
-	linkActor := r.by
-	if linkActor == "" {
-		linkActor = protocol.AuditActor
-	}
-	closed := p
-	closed.CompletedAt = &now
-	reason := protocol.ReasonAmended
-	link, err := protocol.Marshal(protocol.AmendAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
-		AmendedBy: np.ID, CommandType: p.CommandType, CommandHashBefore: p.CommandHash, CommandHashAfter: np.CommandHash})
+	out, err := c.amendProposal(ctx, amendParams{proposal: p, amended: np, by: r.by, now: now})
 	if err != nil {
 		fail(err)
 		return
 	}
-	out, err := c.store.AmendProposal(ctx, store.AmendProposalParams{ID: p.ID, Proposal: np, Now: now,
-		Audit: auditRow(closed, auditParams{decision: protocol.DecisionDenied, code: &reason, actor: r.by, now: now}),
-		Link:  store.AppendAdminEventParams{Actor: linkActor, Action: protocol.AmendAction, TargetID: &p.ID, Details: link, Now: now}})
-	if err != nil {
-		if protocol.IsCode(err, protocol.Conflict) || protocol.IsCode(err, protocol.Validation) {
-			fail(err)
-			return
-		}
-		fail(c.auditUnavailable("amend proposal", err))
-		return
-	}
 	o.frames += 3
-	c.obs.ProposalDecided(decidedOf(p, protocol.DecisionDenied))
 	r.reply <- decisionReply{amended: &out}
 }
 

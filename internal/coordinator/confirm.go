@@ -44,7 +44,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 		return nil, false
 	}
 	if !sameTarget(p.Target, target, err) {
-		closed, resumed, err := c.refuseStale(ctx, p, target)
+		closed, resumed, err := c.refuseStale(ctx, staleParams{proposal: p, current: target})
 		if err != nil {
 			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
@@ -60,7 +60,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	pending := p
 	err = o.durable("confirm proposal", func(ctx context.Context) error {
 		var err error
-		p, err = c.confirmProposal(ctx, pending, r.by)
+		p, err = c.confirmProposal(ctx, confirmParams{proposal: pending, by: r.by})
 		return err
 	}, func(ctx context.Context) (bool, error) {
 		// The confirmation committed if the proposal executes here now.

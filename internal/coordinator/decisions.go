@@ -139,7 +139,7 @@ func (c *Coordinator) sendDecisionRequest(ctx context.Context, p store.Proposal,
 	}
 	if o == nil {
 		if t.Status.Terminal() {
-			_, _, err := c.cancelOrphan(ctx, p)
+			_, _, err := c.cancelOrphan(ctx, orphanParams{proposal: p})
 			return nil, err
 		}
 		return nil, nil

@@ -40,7 +40,7 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 		}
 		switch {
 		case t.Status.Terminal():
-			if _, _, err := c.cancelOrphan(ctx, p); err != nil {
+			if _, _, err := c.cancelOrphan(ctx, orphanParams{proposal: p}); err != nil {
 				return err
 			}
 		case t.Status == store.TurnAwaitingConfirmation && !c.cfg.Shared:

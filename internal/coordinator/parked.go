@@ -92,7 +92,7 @@ func (o *owner) applyDecision(r decisionRequest) (next step, moved bool) {
 		return nil, false
 	}
 	if !c.now().Before(p.ExpiresAt) {
-		closed, resumed, err := c.expireProposal(ctx, p)
+		closed, resumed, err := c.expireProposal(ctx, expireParams{proposal: p})
 		if err != nil {
 			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false
@@ -112,7 +112,7 @@ func (o *owner) applyDecision(r decisionRequest) (next step, moved bool) {
 		o.amend(ctx, r, p)
 		return nil, false
 	case decideDeny:
-		closed, resumed, err := c.denyProposal(ctx, p, r.by)
+		closed, resumed, err := c.denyProposal(ctx, denyParams{proposal: p, by: r.by})
 		if err != nil {
 			o.answerFailed(ctx, r, p.ID, err)
 			return nil, false

@@ -49,8 +49,7 @@ func (o *owner) propose(callID string, cmd app.Command) error {
 		return err
 	}
 	err = o.durable("store proposal", func(ctx context.Context) error {
-		_, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: p, Now: now})
-		return err
+		return c.createProposal(ctx, createParams{proposal: p, now: now})
 	}, func(ctx context.Context) (bool, error) {
 		_, err := c.store.GetProposal(ctx, p.ID)
 		if protocol.IsCode(err, protocol.NotFound) {

@@ -10,17 +10,48 @@ import (
 )
 
 // The store transitions of proposals, and the turn's end (endTurn), one
-// function each, each taking its params and making one store transaction
-// with its audit rows and frames. They read no owner state and call no owner: the owner
-// (parked.go, confirm.go, ending.go), the sweeper and the reaper call them.
+// function each, each taking its params struct and making one store
+// transaction with its audit rows and frames:
+//
+//	createProposal    (none)    → pending
+//	denyProposal      pending   → cancelled (denied)
+//	expireProposal    pending   → expired
+//	refuseStale       pending   → conflict (the target changed)
+//	cancelWithTurn    pending   → cancelled (its turn ended first)
+//	cancelOrphan      pending   → cancelled (its turn ended without it)
+//	amendProposal     pending   → cancelled (amended), and a new pending one
+//	confirmProposal   pending   → executing
+//	finishProposal    executing → succeeded | failed
+//	markIndeterminate executing, audited indeterminate (reconcile settles it)
+//	endTurn           the turn  → completed | failed | cancelled
+//
+// They read no owner state and call no owner: the owner (parked.go,
+// confirm.go, amend.go, ending.go), the sweeper and the reaper call them.
 
+// auditUnavailable logs a failed write of a proposal's transition and is
+// the error its caller answers: nothing executes without its audit row.
 func (c *Coordinator) auditUnavailable(what string, err error) *protocol.Error {
 	c.log.Error(what, "err", err)
 	return protocol.Errorf(protocol.AuditUnavailable, "the proposal could not be recorded durably, so nothing will be executed; try again later")
 }
 
+// createParams is a new pending proposal (newProposal) and when it was
+// made.
+type createParams struct {
+	proposal store.Proposal
+	now      time.Time
+}
+
+// createProposal: a new pending proposal, with its proposal and
+// confirmation(required) frames (ADR D4 step 2).
+func (c *Coordinator) createProposal(ctx context.Context, cp createParams) error {
+	_, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: cp.proposal, Now: cp.now})
+	return err
+}
+
 // closeParams is how a pending proposal ends without executing.
 type closeParams struct {
+	proposal store.Proposal
 	status   store.ProposalStatus // cancelled, expired or conflict
 	decision protocol.Decision
 	state    protocol.ConfirmationState
@@ -34,8 +65,8 @@ type closeParams struct {
 // row, and (frames) its confirmation frame and the tool_result the model
 // sees, in one transaction. resumed says the turn was waiting for it and
 // is running again.
-func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp closeParams) (store.Proposal, bool, error) {
-	now := c.now()
+func (c *Coordinator) closeProposal(ctx context.Context, cp closeParams) (store.Proposal, bool, error) {
+	p, now := cp.proposal, c.now()
 	closed := p
 	closed.CompletedAt = &now
 	code := cp.code
@@ -60,37 +91,59 @@ func (c *Coordinator) closeProposal(ctx context.Context, p store.Proposal, cp cl
 	return out, resumed, nil
 }
 
+// denyParams is a deny: the proposal and the denying principal's name.
+type denyParams struct {
+	proposal store.Proposal
+	by       string // "" for none: the audit's actor is studio_operator
+}
+
 // denyProposal: the operator declined.
-func (c *Coordinator) denyProposal(ctx context.Context, p store.Proposal, by string) (store.Proposal, bool, error) {
-	return c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
-		state: protocol.ConfirmationDenied, frames: true, by: by,
+func (c *Coordinator) denyProposal(ctx context.Context, dp denyParams) (store.Proposal, bool, error) {
+	return c.closeProposal(ctx, closeParams{proposal: dp.proposal, status: store.ProposalCancelled, decision: protocol.DecisionDenied,
+		state: protocol.ConfirmationDenied, frames: true, by: dp.by,
 		err: protocol.Errorf(protocol.Denied, "the operator declined this proposal; nothing was changed")})
 }
 
+// expireParams is an expiry: the proposal past its expiresAt.
+type expireParams struct{ proposal store.Proposal }
+
 // expireProposal: nobody decided within its time.
-func (c *Coordinator) expireProposal(ctx context.Context, p store.Proposal) (store.Proposal, bool, error) {
-	return c.closeProposal(ctx, p, closeParams{status: store.ProposalExpired, decision: protocol.DecisionExpired,
+func (c *Coordinator) expireProposal(ctx context.Context, ep expireParams) (store.Proposal, bool, error) {
+	return c.closeProposal(ctx, closeParams{proposal: ep.proposal, status: store.ProposalExpired, decision: protocol.DecisionExpired,
 		state: protocol.ConfirmationExpired, frames: true,
 		err: protocol.Errorf(protocol.StaleContext, "the proposal expired unconfirmed; nothing was changed")})
 }
 
+// staleParams is a confirm refused: the proposal and its target's current
+// version (nil when the target is gone).
+type staleParams struct {
+	proposal store.Proposal
+	current  *protocol.ResourceVersion
+}
+
 // refuseStale: the target changed after the proposal was made.
-func (c *Coordinator) refuseStale(ctx context.Context, p store.Proposal, current *protocol.ResourceVersion) (store.Proposal, bool, error) {
+func (c *Coordinator) refuseStale(ctx context.Context, sp staleParams) (store.Proposal, bool, error) {
 	perr := protocol.Errorf(protocol.StaleContext, "the target changed after the proposal was made; nothing was executed")
-	if current != nil {
-		perr = perr.With("currentVersion", current.Version)
+	if sp.current != nil {
+		perr = perr.With("currentVersion", sp.current.Version)
 	}
-	return c.closeProposal(ctx, p, closeParams{status: store.ProposalConflict, decision: protocol.DecisionFailed,
+	return c.closeProposal(ctx, closeParams{proposal: sp.proposal, status: store.ProposalConflict, decision: protocol.DecisionFailed,
 		state: protocol.ConfirmationFailed, frames: true, err: perr})
 }
 
+// withTurnParams is a proposal closed because its turn ends with status.
+type withTurnParams struct {
+	proposal store.Proposal
+	status   store.TurnStatus // the turn's terminal status
+}
+
 // cancelWithTurn: its turn is ending before anyone decided.
-func (c *Coordinator) cancelWithTurn(ctx context.Context, p store.Proposal, status store.TurnStatus) error {
+func (c *Coordinator) cancelWithTurn(ctx context.Context, wp withTurnParams) error {
 	perr := protocol.Errorf(protocol.Cancelled, "the turn was cancelled before the operator decided; nothing was changed")
-	if status != store.TurnCancelled {
+	if wp.status != store.TurnCancelled {
 		perr = protocol.Errorf(protocol.Cancelled, "the turn ended before the operator decided; nothing was changed")
 	}
-	_, _, err := c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
+	_, _, err := c.closeProposal(ctx, closeParams{proposal: wp.proposal, status: store.ProposalCancelled, decision: protocol.DecisionDenied,
 		state: protocol.ConfirmationDenied, frames: true, err: perr})
 	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
 		return nil // decided meanwhile (by another daemon)
@@ -98,11 +151,14 @@ func (c *Coordinator) cancelWithTurn(ctx context.Context, p store.Proposal, stat
 	return err
 }
 
+// orphanParams is a pending proposal whose turn ended without it.
+type orphanParams struct{ proposal store.Proposal }
+
 // cancelOrphan: its turn ended without it (a daemon that died between
 // storing the proposal and parking its turn). No frames: the turn is over.
-func (c *Coordinator) cancelOrphan(ctx context.Context, p store.Proposal) (store.Proposal, bool, error) {
-	code := string(protocol.ServiceRestarted)
-	out, resumed, err := c.closeProposal(ctx, p, closeParams{status: store.ProposalCancelled, decision: protocol.DecisionDenied,
+func (c *Coordinator) cancelOrphan(ctx context.Context, op orphanParams) (store.Proposal, bool, error) {
+	p, code := op.proposal, string(protocol.ServiceRestarted)
+	out, resumed, err := c.closeProposal(ctx, closeParams{proposal: p, status: store.ProposalCancelled, decision: protocol.DecisionDenied,
 		code: &code, err: protocol.Errorf(protocol.ServiceRestarted, "its turn ended before the proposal was decided")})
 	if err == nil {
 		c.log.Warn("cancelled a proposal whose turn had ended", "proposal", p.ID)
@@ -113,10 +169,57 @@ func (c *Coordinator) cancelOrphan(ctx context.Context, p store.Proposal) (store
 	return out, resumed, err
 }
 
+// amendParams is an amendment: the pending proposal, the new one that
+// replaces it (newProposal, submitted by the amender) and the amending
+// principal's name.
+type amendParams struct {
+	proposal store.Proposal
+	amended  store.Proposal
+	by       string
+	now      time.Time
+}
+
+// amendProposal: pending to cancelled (audited as denied, reason amended)
+// and the amended proposal pending in its place, with the link between
+// them in the audit, in one transaction; the turn stays parked.
+func (c *Coordinator) amendProposal(ctx context.Context, ap amendParams) (store.Proposal, error) {
+	p, np, now := ap.proposal, ap.amended, ap.now
+	linkActor := ap.by
+	if linkActor == "" {
+		linkActor = protocol.AuditActor
+	}
+	closed := p
+	closed.CompletedAt = &now
+	reason := protocol.ReasonAmended
+	link, err := protocol.Marshal(protocol.AmendAudit{ConversationID: p.ConversationID, RequestID: p.RequestID, ProposalID: p.ID,
+		AmendedBy: np.ID, CommandType: p.CommandType, CommandHashBefore: p.CommandHash, CommandHashAfter: np.CommandHash})
+	if err != nil {
+		return store.Proposal{}, err
+	}
+	out, err := c.store.AmendProposal(ctx, store.AmendProposalParams{ID: p.ID, Proposal: np, Now: now,
+		Audit: auditRow(closed, auditParams{decision: protocol.DecisionDenied, code: &reason, actor: ap.by, now: now}),
+		Link:  store.AppendAdminEventParams{Actor: linkActor, Action: protocol.AmendAction, TargetID: &p.ID, Details: link, Now: now}})
+	if err != nil {
+		if protocol.IsCode(err, protocol.Conflict) || protocol.IsCode(err, protocol.Validation) {
+			return out, err
+		}
+		return out, c.auditUnavailable("amend proposal", err)
+	}
+	c.obs.ProposalDecided(decidedOf(p, protocol.DecisionDenied))
+	return out, nil
+}
+
+// confirmParams is a confirm: the proposal and the confirming principal's
+// name.
+type confirmParams struct {
+	proposal store.Proposal
+	by       string
+}
+
 // confirmProposal: pending to executing with the confirmed audit row and
 // frame, before anything executes (ADR D4 step 5, D8).
-func (c *Coordinator) confirmProposal(ctx context.Context, p store.Proposal, by string) (store.Proposal, error) {
-	now := c.now()
+func (c *Coordinator) confirmProposal(ctx context.Context, cp confirmParams) (store.Proposal, error) {
+	p, by, now := cp.proposal, cp.by, c.now()
 	confirmed := p
 	confirmed.ConfirmedAt = &now
 	if c.cfg.Shared {
@@ -283,7 +386,7 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 		return err
 	}
 	for _, prop := range open {
-		if err := c.cancelWithTurn(ctx, prop, p.status); err != nil {
+		if err := c.cancelWithTurn(ctx, withTurnParams{proposal: prop, status: p.status}); err != nil {
 			return err
 		}
 	}
