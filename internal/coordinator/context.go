@@ -198,3 +198,13 @@ func toolMessage(v protocol.ToolResultPayload) model.Message {
 	}
 	return m
 }
+
+// contextRecord is what a turn's context_json holds: the snapshot the
+// operator submitted and, once compiled, the model context receipt.
+type contextRecord struct {
+	Snapshot protocol.ContextSnapshot `json:"snapshot"`
+	Receipt  *receipt                 `json:"receipt,omitempty"`
+	// Agent, set for a turn an outside agent submitted (agents.go), is the
+	// one command tool call the turn makes instead of asking a model.
+	Agent *agentCall `json:"agent,omitempty"`
+}

@@ -120,22 +120,3 @@ func (b *mailbox) drain() []request {
 func isCancel(r request) bool  { _, ok := r.(cancelRequest); return ok }
 func isRecheck(r request) bool { _, ok := r.(recheckRequest); return ok }
 func anyRequest(request) bool  { return true }
-
-// notPendingAnswer answers a decision about a proposal that is not pending:
-// confirm and expiry get its stored outcome; deny gets conflict, unless the
-// proposal was denied or cancelled with its turn (a repeat is answered the same).
-func notPendingAnswer(kind decisionKind, p store.Proposal) (protocol.ProposalResult, error) {
-	if p.Status == store.ProposalPending {
-		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is still pending; try again", p.ID).
-			With("status", string(p.Status))
-	}
-	if kind == decideAmend {
-		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be amended", p.ID, p.Status).
-			With("status", string(p.Status))
-	}
-	if kind == decideDeny && p.Status != store.ProposalCancelled {
-		return protocol.ProposalResult{}, protocol.Errorf(protocol.Conflict, "proposal %s is %s; only a pending proposal can be denied", p.ID, p.Status).
-			With("status", string(p.Status))
-	}
-	return storedResult(p), nil
-}

@@ -161,35 +161,6 @@ func (o *owner) retire() {
 	}
 }
 
-// answerLate answers a request the turn no longer needs: its end or its
-// step aside came first.
-func (o *owner) answerLate(r request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
-	defer cancel()
-	switch r := r.(type) {
-	case cancelRequest:
-		// Recorded: whoever owns the turn next (after a restart, or in
-		// another daemon) ends it cancelled.
-		t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
-		if err != nil {
-			r.reply <- o.view(ctx)
-			return
-		}
-		r.reply <- turnView(t)
-	case decisionRequest:
-		p, err := o.c.store.GetProposal(ctx, r.proposalID)
-		if err != nil {
-			r.answer(protocol.ProposalResult{}, err)
-			return
-		}
-		if p.Status == store.ProposalPending {
-			r.answer(protocol.ProposalResult{}, shuttingDown())
-			return
-		}
-		r.answer(notPendingAnswer(r.kind, p))
-	}
-}
-
 // view is the turn as it is now (from the store; from memory when the store
 // cannot answer), with the cancel request the owner holds.
 func (o *owner) view(ctx context.Context) protocol.Turn {
@@ -207,6 +178,10 @@ func (o *owner) view(ctx context.Context) protocol.Turn {
 		t.CancelRequestedAt = &now
 	}
 	return turnView(t)
+}
+
+func shuttingDown() *protocol.Error {
+	return &protocol.Error{Code: protocol.ServiceFailure, Retryable: true, Message: "the daemon is shutting down"}
 }
 
 // takeCancels takes in the cancel requests that arrived: the turn is to be

@@ -11,7 +11,8 @@ import (
 // The steps of an owner before a human is asked, in the order a turn goes
 // through them: queued (waiting for a worker) and resuming (a decided turn
 // waiting for one again) both wait in waiting, then converse talks to the
-// model (talk.go) and either parks (parked.go) or ends (ending.go).
+// model (talk.go) and either parks (parked.go) or ends (ending.go). After
+// a decision, afterDecision picks the next step: resuming, or the end.
 
 // queued waits for the worker of a new turn.
 func (o *owner) queued() step { return o.waiting }
@@ -127,4 +128,19 @@ func (o *owner) converse() step {
 
 func restartedError(msg string) *protocol.Error {
 	return protocol.Errorf(protocol.ServiceRestarted, "%s", msg)
+}
+
+// afterDecision continues the turn the decision resumed; a turn it did not
+// resume runs in another daemon, so this owner steps aside.
+func (o *owner) afterDecision(resumed bool) (step, bool) {
+	switch {
+	case !resumed:
+		return nil, true
+	case o.cancelWanted:
+		return o.ending(store.TurnCancelled, nil), true
+	}
+	if o.c.isStopping() {
+		return o.ending(store.TurnFailed, restartedError("the daemon shut down before this turn completed")), true
+	}
+	return o.resuming, true
 }

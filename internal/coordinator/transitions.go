@@ -397,3 +397,24 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 	}
 	return err
 }
+
+// amendedNote adds to an amended proposal's tool result what the model
+// must know: the operator changed its command, and this one ran.
+func amendedNote(p store.Proposal, result map[string]any) map[string]any {
+	if p.AmendedFrom == nil {
+		return result
+	}
+	result["amendedFrom"] = *p.AmendedFrom
+	result["executedCommand"] = p.Command
+	result["note"] = "The operator amended your proposed command before confirming it; executedCommand is what ran, not what you proposed."
+	return result
+}
+
+// amendedError adds the same to a failed or refused amended proposal's
+// tool error.
+func amendedError(p store.Proposal, err *protocol.Error) *protocol.Error {
+	if p.AmendedFrom == nil || err == nil {
+		return err
+	}
+	return err.With("amendedFrom", *p.AmendedFrom).With("amendedCommand", p.Command)
+}

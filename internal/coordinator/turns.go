@@ -12,16 +12,6 @@ import (
 // The public face of turns: submission and cancellation. Both hand the
 // turn to its owner (owner.go) through its mailbox (mailbox.go).
 
-// contextRecord is what a turn's context_json holds: the snapshot the
-// operator submitted and, once compiled, the model context receipt.
-type contextRecord struct {
-	Snapshot protocol.ContextSnapshot `json:"snapshot"`
-	Receipt  *receipt                 `json:"receipt,omitempty"`
-	// Agent, set for a turn an outside agent submitted (agents.go), is the
-	// one command tool call the turn makes instead of asking a model.
-	Agent *agentCall `json:"agent,omitempty"`
-}
-
 // SubmitTurn validates and durably accepts a turn, then hands it to its
 // owner. When MaxQueuedTurns new turns already wait for a worker it is
 // refused with rate_limited and nothing is created.
@@ -78,10 +68,6 @@ func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.Tu
 	c.startOwner(turn, phaseQueued, slot)
 	c.announceWaiting(ctx, slot)
 	return protocol.TurnAccepted{ConversationID: convID, RequestID: turn.RequestID, AcceptedSequence: frame.Sequence}, nil
-}
-
-func shuttingDown() *protocol.Error {
-	return &protocol.Error{Code: protocol.ServiceFailure, Retryable: true, Message: "the daemon is shutting down"}
 }
 
 // CancelTurn asks for a turn's cancellation; it is idempotent and answers
