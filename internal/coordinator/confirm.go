@@ -15,7 +15,8 @@ import (
 // execute the command while answering cancels and repeats, record its
 // outcome (finishProposal), or stop when another daemon took it over.
 
-// confirm runs a pending proposal to its end (ADR D4 steps 4-7).
+// confirm runs a pending proposal to its end (ADR D4 steps 4-7): its
+// checks and its confirmation here, its execution in executeConfirmed.
 func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal) (step, bool) {
 	c := o.c
 	conv, err := c.store.GetConversation(ctx, p.ConversationID)
@@ -85,13 +86,20 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 		return nil, false
 	}
 	o.frames++
+	return o.executeConfirmed(ctx, r, cmd, p)
+}
 
+// executeConfirmed executes a proposal its owner just confirmed (now
+// executing), records its outcome, answers the decision and its repeats,
+// and picks the turn's next step (ADR D4 steps 6-7).
+func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd app.Command, p store.Proposal) (step, bool) {
+	c := o.c
 	result, execErr := o.execute(cmd, p)
 	if execErr != nil && (store.IsFenced(execErr) || store.IsAlreadyExecuted(execErr)) {
 		return o.executionLost(r, p, execErr)
 	}
 	var fin finished
-	err = o.durable("record proposal result", func(ctx context.Context) error {
+	err := o.durable("record proposal result", func(ctx context.Context) error {
 		var err error
 		fin, err = c.finishProposal(c.executing(ctx, p, false), finishParams{proposal: p, result: result, failure: execErr, frames: true, actor: r.by})
 		return err
