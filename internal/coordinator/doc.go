@@ -146,7 +146,7 @@
 // Dependencies point one way: the public API (turns.go, decisions.go)
 // puts requests in an owner's mailbox; the owner's steps call the
 // transitions; the transitions call the store. No transition reads an
-// owner, and no step calls the public API.
+// owner, and no step calls the public API (layers_test.go checks both).
 //
 // # Where a confirm goes
 //
