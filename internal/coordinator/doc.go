@@ -132,10 +132,12 @@
 //	mailbox.go      the requests an owner takes, one at a time
 //	owner.go        the owner: its start, run loop, retirement
 //	steps.go        queued, waiting, resuming, conversing
-//	talk.go         the model loop: attempts, deadlines, retries
+//	talk.go         the model loop: its rounds, compiling the context
+//	attempts.go     one round's attempts: deadlines, retries
 //	tools.go        tool calls and effects; proposals.go's propose
 //	parked.go       parked on a decision; applyDecision
 //	confirm.go      confirm and execute on the owner's side
+//	answers.go      decisions answered from the store, not applied
 //	amend.go        an amended proposal
 //	ending.go       the turn's one end (finish)
 //	transitions.go  the store transitions, each with its params struct
