@@ -23,6 +23,7 @@ import (
 
 	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
@@ -318,7 +319,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, o serveOptions) e
 	// The System space's charts of recent turns and model failures, beside
 	// the metrics and logs observer.
 	recent := activity.New(1024, nil)
-	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models, RecoveryWindow: o.app.recoveryWindow,
+	coord := coordinator.New(coordinator.Config{Store: st, Provider: provider, Models: models,
 		Commands: svc, Logger: log, ShutdownGrace: o.grace,
 		Workers: o.turn.workers, MaxQueuedTurns: o.turn.maxQueued,
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
@@ -366,6 +367,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, o serveOptions) e
 	if _, err := httpapi.EnsureOwner(ctx, st, token, time.Now()); err != nil {
 		return abort(err)
 	}
+	edge.Conversations = conversations.New(conversations.Config{Store: st, Engine: coord, RecoveryWindow: o.app.recoveryWindow})
 	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = coord, svc, recent, []func(*http.ServeMux){page.Register}, o.app.heartbeat, reg
 	ms, err := databaseMigrations(cfg)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -76,7 +77,7 @@ func (c *Coordinator) AgentConversation(ctx context.Context, p protocol.Principa
 			return protocol.Conversation{}, err
 		}
 		if conv.Status == store.ConversationActive {
-			return conversationView(conv), nil
+			return conversations.View(conv), nil
 		}
 	}
 	return protocol.Conversation{}, protocol.Errorf(protocol.Conflict, "every conversation of this agent and client was deleted or archived; use another client name")

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
@@ -23,7 +24,6 @@ const (
 	DefaultMaxQueuedTurns      = 64
 	DefaultMaxToolRounds       = 8
 	DefaultMaxProposalsPerTurn = 5
-	DefaultTicketTTL           = 60 * time.Second
 	DefaultShutdownGrace       = 5 * time.Second
 	DefaultTextFlush           = 50 * time.Millisecond
 	DefaultEffectTTL           = 10 * time.Minute
@@ -62,12 +62,9 @@ type Config struct {
 	Provider     model.Provider
 	Models       []Model
 	DefaultModel string
-	// RecoveryWindow is how long a deleted conversation stays recoverable
-	// (default DefaultRecoveryWindow).
-	RecoveryWindow time.Duration
-	Commands       Commands
-	Now            func() time.Time
-	Logger         *slog.Logger
+	Commands     Commands
+	Now          func() time.Time
+	Logger       *slog.Logger
 	// Observer is told about turns, the queue, model attempts, proposal
 	// decisions and effect acknowledgements (default: nothing).
 	Observer Observer
@@ -89,8 +86,6 @@ type Config struct {
 	// nothing runs (tools.go).
 	MaxToolCallsPerAnswer int
 	MaxEffectsPerTurn     int
-	// TicketTTL is how long a stream ticket may be redeemed (ADR D6: 60 s).
-	TicketTTL time.Duration
 	// ShutdownGrace is how long Shutdown lets running turns finish.
 	ShutdownGrace time.Duration
 	// TextFlush coalesces model text deltas into frames at most this often.
@@ -163,14 +158,12 @@ func (cfg *Config) defaults() {
 		cfg.Observer = NopObserver{}
 	}
 	setDefault(&cfg.Workers, DefaultWorkers)
-	setDefault(&cfg.RecoveryWindow, DefaultRecoveryWindow)
 	setDefault(&cfg.MaxQueuedTurns, DefaultMaxQueuedTurns)
 	setDefault(&cfg.MaxToolRounds, DefaultMaxToolRounds)
 	setDefault(&cfg.MaxProposalsPerTurn, DefaultMaxProposalsPerTurn)
 	setDefault(&cfg.MaxToolCallsPerAnswer, DefaultMaxToolCallsPerAnswer)
 	setDefault(&cfg.MaxEffectsPerTurn, DefaultMaxEffectsPerTurn)
 	setDefault(&cfg.QueueRetryAfter, DefaultQueueRetryAfter)
-	setDefault(&cfg.TicketTTL, DefaultTicketTTL)
 	setDefault(&cfg.ShutdownGrace, DefaultShutdownGrace)
 	setDefault(&cfg.TextFlush, DefaultTextFlush)
 	setDefault(&cfg.EffectTTL, DefaultEffectTTL)
@@ -249,7 +242,7 @@ type Coordinator struct {
 	onces
 
 	models models
-	views  views // the cockpit's live view reports
+	views  *conversations.Views // the cockpit's live view reports
 }
 
 // Causes of an owner's context cancellation.
@@ -267,7 +260,7 @@ func New(cfg Config) *Coordinator {
 	}
 	c := &Coordinator{cfg: cfg, store: cfg.Store, log: cfg.Logger, obs: cfg.Observer, now: cfg.Now,
 		base: base, stop: stop, stopping: make(chan struct{}), abandon: make(chan struct{}),
-		owners: make(map[string]*owner), models: ms, views: newViews()}
+		owners: make(map[string]*owner), models: ms, views: conversations.NewViews()}
 	c.pool = newPool(cfg.Workers, cfg.MaxQueuedTurns, cfg.Observer)
 	c.pool.moved = c.progressed.NotifyAll // queue positions changed
 	return c

@@ -1,9 +1,12 @@
 // Package coordinator owns the operator's turns (ADR-0083 D1, D2, D4, D7,
-// D8): conversations, submission with one active turn per conversation and
-// a bounded queue, the model loop with deadlines and retries, tool calls and
-// effects, the proposal lifecycle (propose, confirm, deny, expire, execute,
-// reconcile), cancellation, restart recovery, shutdown, and stream tickets.
-// Every frame goes through the store before any stream sees it.
+// D8): submission with one active turn per conversation and a bounded
+// queue, the model loop with deadlines and retries, tool calls and
+// effects, the proposal lifecycle (propose, confirm, deny, expire,
+// execute, reconcile), cancellation, restart recovery and shutdown. Every
+// frame goes through the store before any stream sees it. Conversations
+// themselves, their pages, streams and tickets, and the live views are the
+// conversation service's (internal/conversations), whose visibility rules
+// the engine applies.
 //
 // # One owner per turn
 //
@@ -144,6 +147,7 @@
 //	durable.go      riding out the database; a fenced (lost) turn
 //	pool.go         the workers and the bounded queue in front of them
 //	claims.go, reaper.go, lifecycle.go: other daemons, recovery, shutdown
+//	conversations.go  the engine's side of internal/conversations
 //
 // Dependencies point one way: the public API (turns.go, decisions.go)
 // puts requests in an owner's mailbox; the owner's steps call the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/model"
@@ -27,6 +28,7 @@ type engine struct {
 	app   *app.Service
 	clock *storetest.Clock
 	coord *coordinator.Coordinator
+	convs *conversations.Service
 	cfg   coordinator.Config
 }
 
@@ -68,6 +70,7 @@ func newEngine(t testing.TB, o engineOpts) *engine {
 	}
 	e.register(cfg)
 	e.coord = coordinator.New(cfg)
+	e.convs = stack.Conversations(ts, e.coord)
 	stack.App.SettleProposalsWith(e.coord)
 	if err := e.coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)
@@ -87,7 +90,7 @@ func (e *engine) ctx() context.Context {
 
 func (e *engine) conversation() string {
 	e.t.Helper()
-	c, err := e.coord.CreateConversation(e.ctx(), protocol.CreateConversationRequest{})
+	c, err := e.convs.CreateConversation(e.ctx(), protocol.CreateConversationRequest{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -67,6 +67,16 @@ func (ms models) get(name string) *Model {
 	return nil
 }
 
+// CheckModel refuses, as a validation error of field model, a model this
+// daemon does not have, naming those it has (a conversation's choice).
+func (c *Coordinator) CheckModel(name string) error {
+	if c.models.get(name) == nil {
+		return protocol.Errorf(protocol.Validation, "model %q is not configured on this daemon; choose one of %s", name, c.models.names()).
+			With("field", "model")
+	}
+	return nil
+}
+
 func (ms models) names() string {
 	names := make([]string, len(ms.list))
 	for i, m := range ms.list {

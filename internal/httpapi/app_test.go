@@ -17,6 +17,7 @@ import (
 
 	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model/script"
@@ -32,6 +33,7 @@ type appDaemon struct {
 	clock  *storetest.Clock
 	store  *sqlite.Store
 	coord  *coordinator.Coordinator
+	convs  *conversations.Service
 	svc    *app.Service
 	srv    *httptest.Server
 	client *httpapi.Client
@@ -62,9 +64,10 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	if _, err := httpapi.EnsureOwner(context.Background(), st, testToken, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Recent: recent, Principals: st, Webhooks: st, Now: clock.Now})
+	convs := conversations.New(conversations.Config{Store: st, Engine: coord, Now: clock.Now})
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Conversations: convs, Token: testToken, App: svc, Recent: recent, Principals: st, Webhooks: st, Now: clock.Now})
 	srv := httptest.NewServer(api)
-	d := &appDaemon{t: t, clock: clock, store: st, coord: coord, svc: svc, srv: srv,
+	d := &appDaemon{t: t, clock: clock, store: st, coord: coord, convs: convs, svc: svc, srv: srv,
 		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
 	t.Cleanup(func() {
 		api.Close()

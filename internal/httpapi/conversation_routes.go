@@ -25,7 +25,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	page, err := s.coord.ForkConversation(r.Context(), r.PathValue("id"), req)
+	page, err := s.convs.ForkConversation(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -39,7 +39,7 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.coord.RestoreConversation(r.Context(), r.PathValue("id"))
+	c, err := s.convs.RestoreConversation(r.Context(), r.PathValue("id"))
 	answer(w, r, s, c, err)
 }
 
@@ -49,7 +49,7 @@ func (s *Server) handleReportView(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	v, err := s.coord.ReportView(r.Context(), r.PathValue("id"), req)
+	v, err := s.convs.ReportView(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
@@ -213,14 +214,14 @@ func TestSearchPinRestoreThroughAPI(t *testing.T) {
 	if frames := h.allFrames(b.ID); len(frames) < 3 {
 		t.Fatalf("restored frames: %d", len(frames))
 	}
-	rows, err := h.store.ListAdminEvents(h.ctx(), store.ListAdminEventsParams{Action: coordinator.RestoreAction, TargetID: b.ID})
+	rows, err := h.store.ListAdminEvents(h.ctx(), store.ListAdminEventsParams{Action: conversations.RestoreAction, TargetID: b.ID})
 	if err != nil || len(rows) != 1 || rows[0].Actor != "owner" { // the restoring principal
 
 		t.Fatalf("restore audit: %+v %v", rows, err)
 	}
 	_, err = h.client.RestoreConversation(h.ctx(), b.ID)
 	wantCode(t, err, protocol.Conflict)
-	h.clock.Advance(coordinator.DefaultRecoveryWindow + time.Hour)
+	h.clock.Advance(conversations.DefaultRecoveryWindow + time.Hour)
 	_, err = h.client.RestoreConversation(h.ctx(), c.ID)
 	wantCode(t, err, protocol.NotFound)
 	if del, _ := h.client.ListConversations(h.ctx(), "deleted", "", 10); len(del.Conversations) != 0 {

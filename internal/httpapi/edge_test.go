@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model/script"
@@ -81,7 +82,8 @@ func newEdgeDaemon(t testing.TB, configure func(*httpapi.Config)) *edgeDaemon {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	cfg := httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	convs := conversations.New(conversations.Config{Store: st, Engine: coord, Now: clock.Now})
+	cfg := httpapi.Config{Coordinator: coord, Conversations: convs, Token: testToken, App: svc, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Extra: []func(*http.ServeMux){page.Register}}
 	if configure != nil {
 		configure(&cfg)

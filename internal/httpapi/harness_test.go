@@ -77,7 +77,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err := coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	apiCfg := httpapi.Config{Coordinator: coord, Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()}
+	apiCfg := httpapi.Config{Coordinator: coord, Conversations: stack.Conversations(faults, coord), Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()}
 	if o.serveApp {
 		apiCfg.App = stack.App
 	}

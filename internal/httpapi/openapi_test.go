@@ -27,7 +27,7 @@ func TestOpenAPICoversTheRouter(t *testing.T) {
 		documented[op.Method+" "+op.Path] = true
 	}
 	d := newAppDaemon(t)
-	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Token: testToken, App: d.svc})
+	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Conversations: d.convs, Token: testToken, App: d.svc})
 	defer srv.Close()
 	registered := map[string]bool{}
 	for _, r := range httpapi.Patterns(srv) {

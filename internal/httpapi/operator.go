@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -14,7 +14,7 @@ func (s *Server) handleCreateConversation(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.coord.CreateConversation(r.Context(), req)
+	c, err := s.convs.CreateConversation(r.Context(), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -29,7 +29,7 @@ func (s *Server) handleListConversations(w http.ResponseWriter, r *http.Request)
 		s.writeError(w, r, err)
 		return
 	}
-	list, err := s.coord.ListConversations(r.Context(), coordinator.ConversationQuery{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor"), Q: q.Get("q")})
+	list, err := s.convs.ListConversations(r.Context(), conversations.ListQuery{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor"), Q: q.Get("q")})
 	answer(w, r, s, list, err)
 }
 
@@ -60,7 +60,7 @@ func (s *Server) handleGetConversation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	page, err := s.coord.Page(r.Context(), r.PathValue("id"), after, int(limit))
+	page, err := s.convs.Page(r.Context(), r.PathValue("id"), after, int(limit))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -74,12 +74,12 @@ func (s *Server) handleUpdateConversation(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.coord.UpdateConversation(r.Context(), r.PathValue("id"), req)
+	c, err := s.convs.UpdateConversation(r.Context(), r.PathValue("id"), req)
 	answer(w, r, s, c, err)
 }
 
 func (s *Server) handleDeleteConversation(w http.ResponseWriter, r *http.Request) {
-	c, err := s.coord.DeleteConversation(r.Context(), r.PathValue("id"))
+	c, err := s.convs.DeleteConversation(r.Context(), r.PathValue("id"))
 	answer(w, r, s, c, err)
 }
 
@@ -122,11 +122,11 @@ func (s *Server) handleCreateTicket(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.coord.OpenStream(r.Context(), req.ConversationID, req.AfterSequence); err != nil {
+	if _, err := s.convs.OpenStream(r.Context(), req.ConversationID, req.AfterSequence); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	t, err := s.coord.CreateStreamTicket(r.Context(), req)
+	t, err := s.convs.CreateStreamTicket(r.Context(), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -26,7 +26,7 @@ var openRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET
 func TestRouteRolesCoverTheRouter(t *testing.T) {
 	t.Parallel()
 	d := newAppDaemon(t)
-	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Token: testToken, App: d.svc})
+	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Conversations: d.convs, Token: testToken, App: d.svc})
 	defer srv.Close()
 	registered := map[string]bool{}
 	for _, pattern := range httpapi.Patterns(srv) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/metrics"
@@ -151,7 +152,7 @@ func TestSecretsCorpusNeverStored(t *testing.T) {
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Token: testToken, App: svc, Logger: log, Metrics: reg, Recent: recent})
+	api := httpapi.New(httpapi.Config{Coordinator: coord, Conversations: conversations.New(conversations.Config{Store: st, Engine: coord}), Token: testToken, App: svc, Logger: log, Metrics: reg, Recent: recent})
 	srv := httptest.NewServer(api.Observed())
 	t.Cleanup(func() {
 		api.Close()

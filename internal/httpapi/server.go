@@ -18,6 +18,7 @@ import (
 
 	"github.com/studio/operator/internal/activity"
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
@@ -37,6 +38,9 @@ const (
 // Config wires a Server.
 type Config struct {
 	Coordinator *coordinator.Coordinator
+	// Conversations serves conversations, their pages, streams and live
+	// views (the conversation service beside the Coordinator).
+	Conversations *conversations.Service
 	// Token is the bearer token of the bootstrap admin (owner) when
 	// Principals is nil; with Principals, tokens are looked up there.
 	Token string
@@ -97,6 +101,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	coord   *coordinator.Coordinator
+	convs   *conversations.Service
 	log     *slog.Logger
 	mux     *routeMux
 	handler http.Handler // the mux behind the edge
@@ -147,7 +152,7 @@ func newServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, coord: cfg.Coordinator, log: cfg.Logger, mux: newRouteMux(),
+	s := &Server{cfg: cfg, coord: cfg.Coordinator, convs: cfg.Conversations, log: cfg.Logger, mux: newRouteMux(),
 		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
 	s.base, s.stop = context.WithCancel(context.Background())
 	return s

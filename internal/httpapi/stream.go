@@ -78,12 +78,12 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ticket != "" {
-		if err := s.coord.RedeemStreamTicket(r.Context(), ticket, convID, after); err != nil {
+		if err := s.convs.RedeemStreamTicket(r.Context(), ticket, convID, after); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	opened, err := s.coord.OpenStream(r.Context(), convID, after)
+	opened, err := s.convs.OpenStream(r.Context(), convID, after)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -266,7 +266,7 @@ func (st *stream) run() {
 	defer st.closed()
 	// Subscribe before the first read of the store: whatever commits after
 	// the read is in the feed.
-	sub := s.coord.Subscribe(st.convID)
+	sub := s.convs.Subscribe(st.convID)
 	defer sub.Close()
 	defer st.release()
 	// A retry hint and an opening comment let the client see the stream is
@@ -327,7 +327,7 @@ func (st *stream) run() {
 func (st *stream) replay() (n int, ok bool) {
 	s, ctx := st.s, st.ctx
 	s.metrics.streamReads.Add(1)
-	frames, err := s.coord.ReadFrames(ctx, st.convID, st.after, replayPage)
+	frames, err := s.convs.ReadFrames(ctx, st.convID, st.after, replayPage)
 	if err != nil {
 		if ctx.Err() == nil {
 			st.failed = true

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
@@ -91,6 +92,12 @@ func (s *Stack) Config(st store.Store) coordinator.Config {
 	return coordinator.Config{Store: st, Provider: s.Provider, Commands: s.App, Now: s.Clock.Now, ShutdownGrace: time.Millisecond,
 		TextFlush: time.Millisecond, Tools: tools.Default(s.App, routes.Default, s.Clock.Now), Logger: Logger(),
 		RetryBackoff: time.Millisecond, MaxRetryWait: 50 * time.Millisecond}
+}
+
+// Conversations is the conversation service on st (the stack's database,
+// maybe wrapped) beside engine, on the stack's clock, as the daemon wires it.
+func (s *Stack) Conversations(st store.Store, engine conversations.Engine) *conversations.Service {
+	return conversations.New(conversations.Config{Store: st, Engine: engine, Now: s.Clock.Now})
 }
 
 // Logger drops the logs of expected failures; STUDIO_TEST_LOGS=1 shows them.

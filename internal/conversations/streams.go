@@ -1,4 +1,4 @@
-package coordinator
+package conversations
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 
 // CreateStreamTicket issues a one-use credential for one conversation and
 // cursor (ADR D6). Only its SHA-256 is stored.
-func (c *Coordinator) CreateStreamTicket(ctx context.Context, req protocol.StreamTicketRequest) (protocol.StreamTicket, error) {
-	conv, err := c.conversation(ctx, req.ConversationID)
+func (s *Service) CreateStreamTicket(ctx context.Context, req protocol.StreamTicketRequest) (protocol.StreamTicket, error) {
+	conv, err := Get(ctx, s.store, req.ConversationID)
 	if err != nil {
 		return protocol.StreamTicket{}, err
 	}
@@ -27,9 +27,9 @@ func (c *Coordinator) CreateStreamTicket(ctx context.Context, req protocol.Strea
 		return protocol.StreamTicket{}, fmt.Errorf("ticket entropy: %w", err)
 	}
 	ticket := base64.RawURLEncoding.EncodeToString(raw[:])
-	now := c.now()
-	expires := now.Add(c.cfg.TicketTTL)
-	if err := c.store.CreateStreamTicket(ctx, store.CreateStreamTicketParams{
+	now := s.now()
+	expires := now.Add(s.cfg.TicketTTL)
+	if err := s.store.CreateStreamTicket(ctx, store.CreateStreamTicketParams{
 		TicketHash: hashTicket(ticket), ConversationID: conv.ID, AfterSequence: req.AfterSequence,
 		ExpiresAt: expires, Now: now,
 	}); err != nil {
@@ -46,8 +46,8 @@ func hashTicket(ticket string) string {
 
 // RedeemStreamTicket spends a ticket for exactly the conversation and cursor
 // it was issued for; anything else is auth_required.
-func (c *Coordinator) RedeemStreamTicket(ctx context.Context, ticket, convID string, after int64) error {
-	t, err := c.store.RedeemStreamTicket(ctx, store.RedeemStreamTicketParams{TicketHash: hashTicket(ticket), Now: c.now()})
+func (s *Service) RedeemStreamTicket(ctx context.Context, ticket, convID string, after int64) error {
+	t, err := s.store.RedeemStreamTicket(ctx, store.RedeemStreamTicketParams{TicketHash: hashTicket(ticket), Now: s.now()})
 	if err != nil {
 		return err
 	}
@@ -60,13 +60,13 @@ func (c *Coordinator) RedeemStreamTicket(ctx context.Context, ticket, convID str
 // OpenStream checks that a stream from cursor after may start: the
 // conversation is visible and the cursor is not older than retained frames.
 // last is the conversation's last sequence as it read it.
-func (c *Coordinator) OpenStream(ctx context.Context, convID string, after int64) (last int64, err error) {
-	conv, err := c.openStream(ctx, convID, after)
+func (s *Service) OpenStream(ctx context.Context, convID string, after int64) (last int64, err error) {
+	conv, err := s.openStream(ctx, convID, after)
 	return conv.LastSequence(), err
 }
 
-func (c *Coordinator) openStream(ctx context.Context, convID string, after int64) (store.Conversation, error) {
-	conv, err := c.conversation(ctx, convID)
+func (s *Service) openStream(ctx context.Context, convID string, after int64) (store.Conversation, error) {
+	conv, err := Get(ctx, s.store, convID)
 	if err != nil {
 		return conv, err
 	}
@@ -88,13 +88,13 @@ func replayGap(conv store.Conversation, after int64) error {
 
 // ReadFrames reads one page of frames after a cursor, checking for a purge
 // that happened while the stream was open.
-func (c *Coordinator) ReadFrames(ctx context.Context, convID string, after int64, limit int) ([]protocol.RawFrame, error) {
-	frames, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: convID, AfterSequence: after, Limit: limit})
+func (s *Service) ReadFrames(ctx context.Context, convID string, after int64, limit int) ([]protocol.RawFrame, error) {
+	frames, err := s.store.ListFrames(ctx, store.ListFramesParams{ConversationID: convID, AfterSequence: after, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
 	if len(frames) > 0 && frames[0].Sequence != after+1 {
-		conv, err := c.store.GetConversation(ctx, convID)
+		conv, err := s.store.GetConversation(ctx, convID)
 		if err != nil {
 			return nil, err
 		}
@@ -111,23 +111,24 @@ func (c *Coordinator) ReadFrames(ctx context.Context, convID string, after int64
 
 // Subscribe follows the conversation's commits from memory: the live part of a
 // stream (store.Feed).
-func (c *Coordinator) Subscribe(convID string) *store.Subscription { return c.store.Subscribe(convID) }
+func (s *Service) Subscribe(convID string) *store.Subscription { return s.store.Subscribe(convID) }
 
-// Page returns a conversation with one page of frames after a cursor.
-func (c *Coordinator) Page(ctx context.Context, convID string, after int64, limit int) (protocol.ConversationPage, error) {
-	conv, err := c.openStream(ctx, convID, after)
+// Page returns a conversation with one page of frames after a cursor, and
+// its active turn's progress as the engine knows it.
+func (s *Service) Page(ctx context.Context, convID string, after int64, limit int) (protocol.ConversationPage, error) {
+	conv, err := s.openStream(ctx, convID, after)
 	if err != nil {
 		return protocol.ConversationPage{}, err
 	}
 	if limit <= 0 || limit > 1000 {
 		limit = 200
 	}
-	frames, err := c.ReadFrames(ctx, convID, after, limit+1)
+	frames, err := s.ReadFrames(ctx, convID, after, limit+1)
 	if err != nil {
 		return protocol.ConversationPage{}, err
 	}
-	page := protocol.ConversationPage{Conversation: conversationView(conv), Frames: []protocol.RawFrame{},
-		NextAfterSequence: after, LatestSequence: conv.LastSequence(), ActiveTurn: c.activeTurn(ctx, conv)}
+	page := protocol.ConversationPage{Conversation: View(conv), Frames: []protocol.RawFrame{},
+		NextAfterSequence: after, LatestSequence: conv.LastSequence(), ActiveTurn: s.engine.TurnProgress(ctx, conv)}
 	if len(frames) > limit {
 		frames, page.HasMore = frames[:limit], true
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package conversations
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/tools"
 )
 
 // The live view: while a turn runs, the cockpit reports what the
@@ -27,16 +26,19 @@ type viewReport struct {
 	observedAt time.Time
 }
 
-type views struct {
+// Views keeps the freshest view report of each conversation: the service
+// writes them (ReportView), the engine's turns read them (Latest).
+type Views struct {
 	mu sync.Mutex
 	m  map[string]viewReport
 }
 
-func newViews() views { return views{m: make(map[string]viewReport)} }
+// NewViews returns an empty Views.
+func NewViews() *Views { return &Views{m: make(map[string]viewReport)} }
 
 // put keeps r unless a report observed later is kept already; it returns
 // the report kept.
-func (v *views) put(convID string, r viewReport) (viewReport, bool) {
+func (v *Views) put(convID string, r viewReport) (viewReport, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if cur, ok := v.m[convID]; ok && !r.observedAt.After(cur.observedAt) {
@@ -56,41 +58,32 @@ func (v *views) put(convID string, r viewReport) (viewReport, bool) {
 	return r, true
 }
 
-func (v *views) get(convID string) (viewReport, bool) {
+// Latest is the freshest report of a conversation and when the operator
+// looked at it; ok is false when none is kept.
+func (v *Views) Latest(convID string) (view protocol.ContextSnapshot, observedAt time.Time, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	r, ok := v.m[convID]
-	return r, ok
+	return r.view, r.observedAt, ok
 }
 
 // ReportView records what the operator looks at in a conversation's
 // cockpit now. A report observed before the kept one (or at the same
 // time) is answered with accepted false, and changes nothing.
-func (c *Coordinator) ReportView(ctx context.Context, convID string, r protocol.ViewReport) (protocol.ViewAccepted, error) {
+func (s *Service) ReportView(ctx context.Context, convID string, r protocol.ViewReport) (protocol.ViewAccepted, error) {
 	if err := r.Validate(); err != nil {
 		return protocol.ViewAccepted{}, err
 	}
-	if _, err := c.conversation(ctx, convID); err != nil {
+	if _, err := Get(ctx, s.store, convID); err != nil {
 		return protocol.ViewAccepted{}, err
 	}
 	// The cockpit's clock orders its reports; one ahead of the daemon's is
 	// taken as observed now, so a skewed clock cannot pin a stale view as
 	// the freshest (one behind only costs freshness).
 	observed := protocol.Time(r.ObservedAt)
-	if now := c.now(); observed.After(now) {
+	if now := s.now(); observed.After(now) {
 		observed = now
 	}
-	kept, ok := c.views.put(convID, viewReport{view: r.ContextSnapshot, observedAt: observed})
+	kept, ok := s.engine.LiveViews().put(convID, viewReport{view: r.ContextSnapshot, observedAt: observed})
 	return protocol.ViewAccepted{Accepted: ok, ObservedAt: protocol.Timestamp(kept.observedAt)}, nil
-}
-
-// liveView is the view get_current_view answers with in a turn submitted
-// at submitted with snapshot snap: the freshest report observed after the
-// submission, else the snapshot.
-func (c *Coordinator) liveView(convID string, submitted time.Time, snap protocol.ContextSnapshot) tools.LiveView {
-	if r, ok := c.views.get(convID); ok && r.observedAt.After(submitted) {
-		obs := protocol.Timestamp(r.observedAt)
-		return tools.LiveView{View: r.view, Source: tools.ViewFromReport, ObservedAt: &obs}
-	}
-	return tools.LiveView{View: snap, Source: tools.ViewFromSnapshot}
 }
