@@ -299,6 +299,18 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	res.Replay.StreamRatioToRead = res.Replay.StreamPerSec / storeRate
 	p.say("replay: %.0f frames/s over SSE", res.Replay.StreamPerSec)
 
+	// Across daemons first, before the saturating runs leave the database
+	// and the daemon a backlog.
+	if crossIdx >= 0 {
+		lr, err := crossDaemonLatency(ctx, d, dir, scriptPath, o.Database, crossIdx, crossRun, o.Duration, p)
+		if err != nil {
+			return nil, err
+		}
+		res.CrossDaemon = &lr
+		p.say("cross-daemon: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
+			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
+	}
+
 	for i, r := range runs {
 		if r.textFlush {
 			continue
@@ -312,15 +324,6 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 		lr.RatioToDisk = lr.BytesPerSec / res.DiskBytesPerSec
 		res.Latency = append(res.Latency, lr)
 		p.say("latency: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
-			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
-	}
-	if crossIdx >= 0 {
-		lr, err := crossDaemonLatency(ctx, d, dir, scriptPath, o.Database, crossIdx, crossRun, o.Duration, p)
-		if err != nil {
-			return nil, err
-		}
-		res.CrossDaemon = &lr
-		p.say("cross-daemon: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
 			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
 	}
 	d.stop()
