@@ -50,7 +50,7 @@ type notifiedFrame struct {
 // framePayloads are the framesChannel payloads of a commit's frames of one
 // conversation, in sequence order: JSON arrays of at most
 // maxNotifyPayload bytes with their prefix, or the prefix alone (read
-// the store) when a frame does not fit in one.
+// the store) when a frame does not fit in one or there are none.
 func framePayloads(instance, conversationID string, frames []store.Frame) []string {
 	prefix := instance + " " + conversationID
 	room := maxNotifyPayload - len(prefix) - 1
@@ -76,8 +76,10 @@ func framePayloads(instance, conversationID string, frames []store.Frame) []stri
 		b.Write(enc)
 	}
 	flush()
-	if len(out) == 0 { // touched without frames: nothing to read
-		return []string{prefix + " []"}
+	if len(out) == 0 {
+		// Touched without frames (a status change, a purge): the listener
+		// does what it does for the plain channel, a wake-up and a read.
+		return []string{prefix}
 	}
 	return out
 }

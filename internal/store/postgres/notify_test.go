@@ -56,8 +56,9 @@ func TestFramePayloads(t *testing.T) {
 	if _, id, _, ok := parseFramePayload("inst c1"); ok || id != "c1" {
 		t.Fatalf("conversation alone: ok %v id %q, want a read of c1", ok, id)
 	}
-	// Touched without frames: an empty list, nothing to read.
-	if p := framePayloads("inst", "c1", nil); len(p) != 1 || p[0] != "inst c1 []" {
+	// Touched without frames (a status change, a purge): the conversation
+	// alone, so the listener wakes its streams and reads, as before.
+	if p := framePayloads("inst", "c1", nil); len(p) != 1 || p[0] != "inst c1" {
 		t.Fatalf("no frames: %q", p)
 	}
 	if _, _, fs, ok := parseFramePayload("inst c1 [not json"); ok || fs != nil {
