@@ -11,7 +11,7 @@ import (
 
 // `studio bench`: the command's flags; the measurements are internal/bench.
 
-func newBenchCmd() *cobra.Command {
+func newBenchCmd(cfg *config) *cobra.Command {
 	o := bench.Options{}
 	var jsonOut, quick bool
 	c := &cobra.Command{
@@ -27,6 +27,12 @@ func newBenchCmd() *cobra.Command {
   - token -> screen latency with the text coalescing interval (--text-flush of serve);
   - memory (RSS, and Go heap+stacks) per idle stream at --idle streams, and store reads while idle;
   - replay of a --replay-frame conversation: the store read alone, and over SSE.
+With --database postgres://… (the flag only, not STUDIO_DATABASE_URL) the appends and the daemons
+run on that PostgreSQL database, which bench writes to: give it a throwaway one. PostgreSQL's own
+commit rate is measured beside them (single-row INSERTs, each committed with synchronous_commit on,
+by 1 connection and by the store's pool of connections), and the appends are reported against it;
+a second daemon on the database times frames committed by the first to its own streams
+(--cross-daemon, a latency run).
 It starts a daemon of its own (this binary, "serve", script model) on a loopback port, stops
 it when done, and removes its directory unless --keep. With --centrifugo PATH it also runs
 Centrifugo v6 (memory engine, history on; build it with
@@ -47,6 +53,11 @@ saturates.`,
   studio bench --json --latency 1000@2000,100@20000/1x8192,100@1000/100 > run.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The flag only: bench writes to the database, so a
+			// STUDIO_DATABASE_URL meant for a daemon must not select it.
+			if f := cmd.Flag("database"); f != nil && f.Changed {
+				o.Database = cfg.database
+			}
 			if quick {
 				o.Duration = min(o.Duration, 3*time.Second)
 			}
@@ -75,5 +86,6 @@ saturates.`,
 	f.IntVar(&o.Replay, "replay", 100000, "frames of the replayed conversation")
 	f.DurationVar(&o.TextFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
 	f.StringVar(&o.Centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, offered the same frames/s (memory engine, history on)")
+	f.StringVar(&o.CrossDaemon, "cross-daemon", bench.DefaultCrossDaemonRun, "with --database: the cross-daemon latency run (turns on one daemon, streams on a second), as a --latency run")
 	return c
 }

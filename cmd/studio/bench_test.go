@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/studio/operator/internal/bench"
 )
@@ -60,5 +64,70 @@ func TestProcessBenchQuick(t *testing.T) {
 		if l.Frames == 0 || l.BytesPerSec <= 0 || l.RatioToDisk <= 0 || l.FrameP50Ms <= 0 || l.FrameP99Ms <= 0 || l.FramesPerSec <= 0 || l.DeliveriesSec <= 0 || l.OfferedSec <= 0 {
 			t.Errorf("run %d not measured: %+v", i, l)
 		}
+	}
+}
+
+// TestProcessBenchPostgres runs `studio bench --database` small against a
+// throwaway PostgreSQL server: the appends and the daemons run on it,
+// PostgreSQL's commit rate is measured in the same run and the appends are
+// reported against it, and a second daemon's streams time frames committed
+// by the first.
+func TestProcessBenchPostgres(t *testing.T) {
+	t.Parallel()
+	url := postgresServer(t).NewDatabase(t, "")
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testCtx(t), bin, "bench", "--json", "--dir", t.TempDir(), "--duration", "1s", "--database", url,
+		"--conversations", "1,4", "--latency", "10@200", "--cross-daemon", "2@100/1", "--idle", "10", "--replay", "600", "--text-flush", "20ms")
+	cmd.Env = append(os.Environ(), "STUDIO_DATABASE_URL=") // the flag alone selects the database
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	var res bench.Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if res.Backend != "postgres" || res.Postgres == nil {
+		t.Fatalf("backend %q, postgres %+v: want the PostgreSQL rows", res.Backend, res.Postgres)
+	}
+	if pg := res.Postgres; pg.CommitsPerSec <= 0 || pg.PoolCommitsPerSec <= 0 || pg.PoolConns != bench.ProbeConns {
+		t.Fatalf("commit probe not measured: %+v", pg)
+	}
+	if len(res.Appends) != 4 {
+		t.Fatalf("appends: %+v, want 4 runs", res.Appends)
+	}
+	for i, a := range res.Appends {
+		if a.PerSec <= 0 || a.RatioToCommits <= 0 || a.RatioToPoolCommits <= 0 {
+			t.Errorf("appends run %d not measured against PostgreSQL's commits: %+v", i, a)
+		}
+	}
+	// The appends went to PostgreSQL, not to SQLite files.
+	conn, err := pgx.Connect(testCtx(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var frames int
+	if err := conn.QueryRow(testCtx(t), `SELECT count(*) FROM studio_operator_frames`).Scan(&frames); err != nil {
+		t.Fatal(err)
+	}
+	if frames < 600 {
+		t.Errorf("%d frames in PostgreSQL, want the runs' (at least the 600 replayed)", frames)
+	}
+	if len(res.Latency) != 2 || res.Latency[0].Frames == 0 || res.Latency[0].FrameP99Ms <= 0 || res.Latency[1].TokenP99Ms <= 0 {
+		t.Fatalf("latency not measured: %+v", res.Latency)
+	}
+	if res.Replay.StreamPerSec <= 0 || res.Idle.Streams != 10 {
+		t.Fatalf("replay or idle not measured: %+v %+v", res.Replay, res.Idle)
+	}
+	if x := res.CrossDaemon; x == nil || x.Streams != 2 || x.StreamsPerConv != 1 || x.Frames == 0 || x.FrameP50Ms <= 0 || x.FrameP99Ms <= 0 {
+		t.Fatalf("cross-daemon run not measured: %+v", x)
 	}
 }

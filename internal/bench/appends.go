@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -68,7 +66,12 @@ func syncLoop(dir string, size int, d time.Duration) (perSec, bytesPerSec float6
 	return float64(n) / secs, float64(n) * float64(size) / secs, nil
 }
 
-func openBenchStore(ctx context.Context, path string) (*sqlite.Store, error) {
+// openBenchStore opens and migrates the store at path: a SQLite file, or
+// with a postgres:// URL the PostgreSQL database of `bench --database`.
+func openBenchStore(ctx context.Context, path string) (store.Store, error) {
+	if isPostgresURL(path) {
+		return openPostgresBenchStore(ctx, path)
+	}
 	st, err := sqlite.Open(path)
 	if err != nil {
 		return nil, err
@@ -118,7 +121,7 @@ func appendRate(ctx context.Context, path string, n, size int, d time.Duration) 
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(path)
+	defer removeBenchStore(path)
 	defer st.Close()
 	convs, err := activeConversations(ctx, st, n)
 	if err != nil {
@@ -162,7 +165,7 @@ func pipelinedRate(ctx context.Context, path string, d time.Duration) (float64, 
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(path)
+	defer removeBenchStore(path)
 	defer st.Close()
 	convs, err := activeConversations(ctx, st, 1)
 	if err != nil {
@@ -217,13 +220,13 @@ func pipelinedRate(ctx context.Context, path string, d time.Duration) (float64, 
 	return float64(stored) / time.Since(start).Seconds(), nil
 }
 
-// prepareReplay writes the daemon's database with one conversation of n
+// prepareReplay writes the daemon's database (path) with one conversation of n
 // frames, and times reading it back from the store alone.
-func prepareReplay(ctx context.Context, daemonDir string, n int) (string, float64, error) {
+func prepareReplay(ctx context.Context, daemonDir, path string, n int) (string, float64, error) {
 	if err := os.MkdirAll(daemonDir, 0o700); err != nil {
 		return "", 0, err
 	}
-	st, err := openBenchStore(ctx, filepath.Join(daemonDir, datadir.DatabaseFile))
+	st, err := openBenchStore(ctx, path)
 	if err != nil {
 		return "", 0, err
 	}

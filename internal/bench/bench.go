@@ -19,6 +19,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/studio/operator/internal/datadir"
 )
 
 // BigFrame is the size of the large frames of the bandwidth runs.
@@ -35,7 +37,19 @@ type Options struct {
 	Replay        int
 	TextFlush     time.Duration
 	Centrifugo    string // the peer's binary, or "" for none
+	// Database: a postgres:// URL runs the appends and the daemons on that
+	// database (written to: a throwaway one), with its commit rate
+	// measured beside them and a cross-daemon run (CrossDaemon, a
+	// --latency spec: turns on one daemon, streams on another).
+	Database    string
+	CrossDaemon string
 }
+
+// DefaultCrossDaemonRun is the cross-daemon latency run: one conversation
+// of 100 frames/s (a frame every 10 ms) and one stream, the load of
+// BenchmarkClusterFrameLatency, so that commits, not a saturated machine,
+// set the figure.
+const DefaultCrossDaemonRun = "1@100/1"
 
 // DefaultLatencyRuns are the latency runs BENCHMARKS.md reports: frame ->
 // client at 100, 1 000 and 10 000 streams; 100 conversations x 1 subscriber
@@ -46,6 +60,9 @@ var DefaultLatencyRuns = []string{"100@1000", "1000@2000", "10000@2000", "100@20
 
 // Result is everything bench measured.
 type Result struct {
+	// Backend is the store the appends and the daemons ran on: "sqlite" or
+	// "postgres".
+	Backend string `json:"backend"`
 	Machine struct {
 		CPUs      int    `json:"cpus"`
 		GoVersion string `json:"goVersion"`
@@ -60,6 +77,10 @@ type Result struct {
 	Idle            idleResult     `json:"idle"`
 	Replay          replayResult   `json:"replay"`
 	Peer            []peerRun      `json:"centrifugo,omitempty"`
+	// Postgres: PostgreSQL's own commit rate (--database); CrossDaemon: a
+	// frame committed on one daemon to a stream on another.
+	Postgres    *postgresResult `json:"postgres,omitempty"`
+	CrossDaemon *latencyRun     `json:"crossDaemon,omitempty"`
 }
 
 type appendResult struct {
@@ -72,6 +93,10 @@ type appendResult struct {
 	RatioToFsync float64 `json:"ratioToFsync"`
 	BytesPerSec  float64 `json:"bytesPerSec,omitempty"`
 	RatioToDisk  float64 `json:"ratioToDiskBandwidth,omitempty"`
+	// PostgreSQL runs: the rate against the commit loop of one connection
+	// and of the pool's connections, in the same run.
+	RatioToCommits     float64 `json:"ratioToPostgresCommits,omitempty"`
+	RatioToPoolCommits float64 `json:"ratioToPostgresPoolCommits,omitempty"`
 }
 
 type latencyRun struct {
@@ -141,7 +166,24 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	if !o.Keep {
 		defer os.RemoveAll(dir)
 	}
-	res := &Result{}
+	res := &Result{Backend: "sqlite"}
+	// storePath is where a run's store goes: a new SQLite file in dir, or
+	// the PostgreSQL database of --database.
+	storePath := func(name string) string { return filepath.Join(dir, name) }
+	var dbArgs []string
+	var crossRun benchLatency
+	if o.Database != "" {
+		if !isPostgresURL(o.Database) {
+			return nil, fmt.Errorf("--database %q: want a postgres:// URL", redactURL(o.Database))
+		}
+		var err error
+		if crossRun, err = parseLatencyRun(o.CrossDaemon); err != nil {
+			return nil, fmt.Errorf("--cross-daemon: %w", err)
+		}
+		res.Backend = "postgres"
+		storePath = func(string) string { return o.Database }
+		dbArgs = []string{"--database", o.Database}
+	}
 	res.Machine.CPUs, res.Machine.GoVersion, res.Machine.Dir = runtime.NumCPU(), runtime.Version(), dir
 
 	p.say("fsync: write+fsync loop in %s", dir)
@@ -160,32 +202,48 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	res.DiskBytesPerSec = bw
 	p.say("disk: %.1f MB/s", bw/1e6)
 
+	if o.Database != "" {
+		if res.Postgres, err = probePostgres(ctx, o.Database, min(o.Duration, 3*time.Second), p); err != nil {
+			return nil, err
+		}
+		res.Postgres.CrossDaemonRunSpec = o.CrossDaemon
+	}
+	// ratios sets an appends row's ratios to the same run's limits.
+	ratios := func(a appendResult) appendResult {
+		a.RatioToFsync = a.PerSec / fs
+		if pg := res.Postgres; pg != nil {
+			a.RatioToCommits = a.PerSec / pg.CommitsPerSec
+			a.RatioToPoolCommits = a.PerSec / pg.PoolCommitsPerSec
+		}
+		return a
+	}
+
 	for _, n := range o.Conversations {
 		p.say("appends: %d concurrent conversations for %s", n, o.Duration)
-		rate, err := appendRate(ctx, filepath.Join(dir, fmt.Sprintf("appends-%d.db", n)), n, 0, o.Duration)
+		rate, err := appendRate(ctx, storePath(fmt.Sprintf("appends-%d.db", n)), n, 0, o.Duration)
 		if err != nil {
 			return nil, err
 		}
-		res.Appends = append(res.Appends, appendResult{Conversations: n, PerSec: rate, RatioToFsync: rate / fs})
+		res.Appends = append(res.Appends, ratios(appendResult{Conversations: n, PerSec: rate}))
 		p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
 	}
 	p.say("appends: 1 conversation, pipelined, for %s", o.Duration)
-	rate, err := pipelinedRate(ctx, filepath.Join(dir, "appends-pipelined.db"), o.Duration)
+	rate, err := pipelinedRate(ctx, storePath("appends-pipelined.db"), o.Duration)
 	if err != nil {
 		return nil, err
 	}
-	res.Appends = append(res.Appends, appendResult{Conversations: 1, Pipelined: true, PerSec: rate, RatioToFsync: rate / fs})
+	res.Appends = append(res.Appends, ratios(appendResult{Conversations: 1, Pipelined: true, PerSec: rate}))
 	p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
 	// Large frames, against the disk's bandwidth: as many conversations as
 	// the largest small-frame run, at most 100.
 	if len(o.Conversations) > 0 {
 		n := min(100, slices.Max(o.Conversations))
 		p.say("appends: %d concurrent conversations of %s frames for %s", n, byteSize(BigFrame), o.Duration)
-		rate, err := appendRate(ctx, filepath.Join(dir, fmt.Sprintf("appends-big-%d.db", n)), n, BigFrame, o.Duration)
+		rate, err := appendRate(ctx, storePath(fmt.Sprintf("appends-big-%d.db", n)), n, BigFrame, o.Duration)
 		if err != nil {
 			return nil, err
 		}
-		a := appendResult{Conversations: n, FrameBytes: BigFrame, PerSec: rate, RatioToFsync: rate / fs, BytesPerSec: rate * BigFrame}
+		a := ratios(appendResult{Conversations: n, FrameBytes: BigFrame, PerSec: rate, BytesPerSec: rate * BigFrame})
 		a.RatioToDisk = a.BytesPerSec / bw
 		res.Appends = append(res.Appends, a)
 		p.say("appends: %.0f/s, %.1f MB/s (%.3f x the disk's bandwidth)", rate, a.BytesPerSec/1e6, a.RatioToDisk)
@@ -193,7 +251,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 
 	daemonDir := filepath.Join(dir, "daemon")
 	p.say("replay: writing a %d-frame conversation", o.Replay)
-	replayConv, storeRate, err := prepareReplay(ctx, daemonDir, o.Replay)
+	replayConv, storeRate, err := prepareReplay(ctx, daemonDir, storePath(filepath.Join("daemon", datadir.DatabaseFile)), o.Replay)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +263,12 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 	scriptPath := filepath.Join(dir, "script.json")
-	if err := writeBenchScript(scriptPath, runs, o.Duration); err != nil {
+	scriptRuns, crossIdx := runs, -1
+	if o.Database != "" {
+		crossIdx = len(runs)
+		scriptRuns = append(slices.Clip(runs), crossRun)
+	}
+	if err := writeBenchScript(scriptPath, scriptRuns, o.Duration); err != nil {
 		return nil, err
 	}
 
@@ -213,7 +276,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	// store and the streams'. Its coalescing (0.2 ms) is shorter than the
 	// script's 1 ms step, so a token is stored as it comes and one
 	// conversation can carry close to 1 000 frames/s.
-	d, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, 200*time.Microsecond)
+	d, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, 200*time.Microsecond, dbArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +298,18 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	}
 	res.Replay.StreamRatioToRead = res.Replay.StreamPerSec / storeRate
 	p.say("replay: %.0f frames/s over SSE", res.Replay.StreamPerSec)
+
+	// Across daemons first, before the saturating runs leave the database
+	// and the daemon a backlog.
+	if crossIdx >= 0 {
+		lr, err := crossDaemonLatency(ctx, d, dir, scriptPath, o.Database, crossIdx, crossRun, o.Duration, p)
+		if err != nil {
+			return nil, err
+		}
+		res.CrossDaemon = &lr
+		p.say("cross-daemon: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
+			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
+	}
 
 	for i, r := range runs {
 		if r.textFlush {
@@ -260,7 +335,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	}
 
 	// Token -> screen with the coalescing interval: another daemon.
-	d2, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, o.TextFlush)
+	d2, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, o.TextFlush, dbArgs...)
 	if err != nil {
 		return nil, err
 	}

@@ -30,9 +30,14 @@ type benchDaemon struct {
 	token  string
 	client *httpapi.Client
 	once   sync.Once
+	// streamsOn, when set, is the daemon whose streams openStream opens:
+	// another daemon on the same database (see via).
+	streamsOn *benchDaemon
 }
 
-func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, textFlush time.Duration) (*benchDaemon, error) {
+// startBenchDaemon starts `studio serve` on dataDir; extra are more flags
+// (the --database of a PostgreSQL run).
+func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, textFlush time.Duration, extra ...string) (*benchDaemon, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -44,6 +49,7 @@ func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, text
 	defer logf.Close()
 	cmd := exec.Command(self, "serve", "--data-dir", dataDir, "--addr", "127.0.0.1:0", "--model", "script:"+scriptPath,
 		"--no-seed", "--print-token-url", "--workers", "20000", "--heartbeat", "1s", "--text-flush", textFlush.String(), "--max-client-conns", "0")
+	cmd.Args = append(cmd.Args, extra...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "STUDIO_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -143,9 +149,13 @@ func (d *benchDaemon) conversations(ctx context.Context, n int) ([]string, error
 // openStream opens a stream on a bare connection and reads its response
 // head and opening comment; nothing more is read unless the caller reads.
 func (d *benchDaemon) openStream(convID string, after int64) (net.Conn, *bufio.Reader, error) {
+	on := d
+	if d.streamsOn != nil {
+		on = d.streamsOn
+	}
 	req := fmt.Sprintf("GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
-		convID, after, d.token)
-	return openSSE(d.base, req, "open stream", func(line string) bool { return strings.HasPrefix(line, ": connected") })
+		convID, after, on.token)
+	return openSSE(on.base, req, "open stream", func(line string) bool { return strings.HasPrefix(line, ": connected") })
 }
 
 // openSSE sends req (a whole HTTP/1.1 request) on a new connection to base

@@ -6,8 +6,9 @@
 // COMMITTED transaction that locks the rows it reads before changing them
 // (the conversation row first, then its turn or proposal), which is
 // what makes sequence allocation and the active-request compare-and-set hold
-// across processes. Commits that append frames NOTIFY the other processes;
-// one dedicated listening connection per Store wakes this process's streams.
+// across processes. Commits that append frames NOTIFY the other processes,
+// with the frames when they fit (notify.go); one dedicated listening
+// connection per Store hands them to this process's streams.
 package postgres
 
 import (
@@ -87,6 +88,9 @@ type Options struct {
 	// below the lease expiry, so a paused daemon's locks are gone before
 	// the other daemons take its work over.
 	IdleInTransactionTimeout time.Duration
+	// plainNotify: commits notify the conversation only, not its frames
+	// (as earlier releases do); for the benchmarks that compare the two.
+	plainNotify bool
 }
 
 func (o *Options) defaults() {
@@ -112,6 +116,9 @@ type Store struct {
 	signals  store.Signals
 	control  store.Signals
 	log      *slog.Logger
+	// framesSenders are the other instances seen on framesChannel: their
+	// notifications on channel are redundant.
+	framesSenders sync.Map
 
 	cancel   context.CancelFunc
 	listened chan struct{} // closed when the listener has stopped
@@ -159,7 +166,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{db: db, cfg: cfg, instance: uuid.NewString(), log: slog.Default(), listened: make(chan struct{})}
-	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance},
+	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance, plainNotify: opts.plainNotify},
 		Signals: &s.signals, Control: &s.control})
 	// LISTEN before Open returns: no commit after it can be missed.
 	conn, err := s.connectListener(ctx)
@@ -255,7 +262,7 @@ func (s *Store) connectListener(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	for _, ch := range []string{channel, controlChannel} {
+	for _, ch := range []string{framesChannel, channel, controlChannel} {
 		if _, err := conn.Exec(ctx, `LISTEN `+ch); err != nil {
 			conn.Close(context.Background())
 			return nil, fmt.Errorf("listen: %w", err)
@@ -273,11 +280,17 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err == nil {
+			if n.Channel == framesChannel {
+				s.onFrames(n.Payload)
+				continue
+			}
 			instance, key, ok := strings.Cut(n.Payload, " ")
+			_, carriesFrames := s.framesSenders.Load(instance)
 			switch {
 			case !ok || instance == s.instance:
 			case n.Channel == controlChannel:
 				s.control.Notify(key)
+			case carriesFrames: // its framesChannel notification came first
 			default:
 				s.signals.Notify(key)
 				s.Feed().Refresh(key)
@@ -309,7 +322,8 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 
 // dialect is PostgreSQL's part of sqlstore.
 type dialect struct {
-	instance string // this Store's, in its notifications
+	instance    string // this Store's, in its notifications
+	plainNotify bool   // Options.plainNotify
 }
 
 var _ sqlstore.Dialect = dialect{}

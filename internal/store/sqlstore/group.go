@@ -270,7 +270,7 @@ func (g *group) run(batch []*job) (rest []*job) {
 	}
 	for _, j := range g.ran {
 		for _, id := range j.tx.touched {
-			if err := g.s.d.Notify(ctx, sqlTx, id); err != nil {
+			if err := g.s.notify(ctx, sqlTx, id, j.tx.appended); err != nil {
 				return g.abort(sqlTx, nil, fmt.Errorf("notify: %w", err))
 			}
 		}

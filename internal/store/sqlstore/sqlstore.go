@@ -324,6 +324,33 @@ func (s *Store) committed(tx *writeTx) {
 	}
 }
 
+// FrameNotifier is a Dialect that tells the other processes the frames a
+// transaction appended, not only that it appended some: their streams
+// then need no read of the store to see them. sqlstore calls it instead
+// of Notify.
+type FrameNotifier interface {
+	// NotifyFrames is Notify with the frames the transaction appended to
+	// the conversation, in order (none: it touched the conversation
+	// without appending).
+	NotifyFrames(ctx context.Context, tx *sql.Tx, conversationID string, frames []store.Frame) error
+}
+
+// notify tells the other processes about a conversation a transaction
+// touched; appended are all the frames the transaction appended.
+func (s *Store) notify(ctx context.Context, tx *sql.Tx, conversationID string, appended []store.Frame) error {
+	fn, ok := s.d.(FrameNotifier)
+	if !ok {
+		return s.d.Notify(ctx, tx, conversationID)
+	}
+	var frames []store.Frame
+	for _, f := range appended {
+		if f.ConversationID == conversationID {
+			frames = append(frames, f)
+		}
+	}
+	return fn.NotifyFrames(ctx, tx, conversationID, frames)
+}
+
 func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*writeTx, error) {
 	sqlTx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
@@ -339,7 +366,7 @@ func (s *Store) txnOnce(ctx context.Context, fn func(tx *writeTx) error) (*write
 		return nil, err
 	}
 	for _, id := range tx.touched {
-		if err := s.d.Notify(ctx, sqlTx, id); err != nil {
+		if err := s.notify(ctx, sqlTx, id, tx.appended); err != nil {
 			_ = sqlTx.Rollback()
 			return nil, fmt.Errorf("notify: %w", err)
 		}
