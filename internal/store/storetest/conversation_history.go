@@ -10,11 +10,11 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// ExerciseConversationFeatures runs the subtests of a conversation's choices and history: pinning,
+// ExerciseConversationHistory runs the subtests of a conversation's choices and history: pinning,
 // search over titles and turn text, restoring a deleted conversation
 // within the recovery window, a model per conversation, forks, and
 // amended proposals.
-func ExerciseConversationFeatures(t *testing.T, open func(t *testing.T) store.Store) {
+func ExerciseConversationHistory(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
 	run := subtests(t, open)
 	run("Pin/FirstInListsAndPaging", testPinFirst)
