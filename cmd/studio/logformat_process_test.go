@@ -159,16 +159,7 @@ func TestProcessLogFormat(t *testing.T) {
 	// A turn that proposes (the offline model), confirmed.
 	proposing := newConv("offline")
 	acc1 := turn(proposing, "vacuum the database")
-	var prop protocol.CommandProposal
-	err = cl.Stream(ctx, proposing, 0, func(f protocol.Frame) error {
-		if p, ok := f.Payload.(protocol.ProposalPayload); ok {
-			prop = p.Proposal
-		}
-		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired {
-			return httpapi.ErrStopStream
-		}
-		return nil
-	})
+	prop, err := awaitProposal(ctx, cl, proposing)
 	if err != nil || prop.ID == "" {
 		t.Fatalf("no proposal: %v", err)
 	}
