@@ -252,13 +252,8 @@ func testProposalFinishRefused(t *testing.T, f *fixture) {
 	wantUnchanged(t, f, snap, "finishing a pending proposal")
 
 	// Only as succeeded or failed.
-	snap = f.snapshot(executing.ID)
-	for _, st := range []store.ProposalStatus{store.ProposalPending, store.ProposalExecuting, store.ProposalCancelled, store.ProposalConfirmed, ""} {
-		if err := finish(executing.ID, st); !protocol.IsCode(err, protocol.Validation) {
-			t.Fatalf("finish as %q: err = %v, want validation", st, err)
-		}
-		wantUnchanged(t, f, snap, fmt.Sprintf("finish as %q", st))
-	}
+	wantStatusesRefused(t, f, executing.ID, "finish", finish,
+		store.ProposalPending, store.ProposalExecuting, store.ProposalCancelled, store.ProposalConfirmed, "")
 	wantCode(t, finish(newID(), store.ProposalSucceeded), protocol.NotFound)
 }
 
@@ -343,13 +338,8 @@ func testProposalCloseRefused(t *testing.T, f *fixture) {
 	wantStatusConflict(t, closeAs(executing.ID, store.ProposalCancelled), store.ProposalExecuting, "closing an executing proposal")
 	wantUnchanged(t, f, snap, "closing an executing proposal")
 
-	snap = f.snapshot(pending.ID)
-	for _, st := range []store.ProposalStatus{store.ProposalSucceeded, store.ProposalFailed, store.ProposalPending, store.ProposalExecuting, ""} {
-		if err := closeAs(pending.ID, st); !protocol.IsCode(err, protocol.Validation) {
-			t.Fatalf("close as %q: err = %v, want validation", st, err)
-		}
-		wantUnchanged(t, f, snap, fmt.Sprintf("close as %q", st))
-	}
+	wantStatusesRefused(t, f, pending.ID, "close", closeAs,
+		store.ProposalSucceeded, store.ProposalFailed, store.ProposalPending, store.ProposalExecuting, "")
 	wantCode(t, closeAs(newID(), store.ProposalCancelled), protocol.NotFound)
 }
 

@@ -255,3 +255,16 @@ func wantStatusConflict(t *testing.T, err error, status store.ProposalStatus, wh
 		t.Fatalf("%s: conflict details = %v, want status %q", what, pe.Details, status)
 	}
 }
+
+// wantStatusesRefused: a transition (verb) of proposal id to any of
+// statuses is validation and changes nothing.
+func wantStatusesRefused(t *testing.T, f *fixture, id, verb string, to func(id string, st store.ProposalStatus) error, statuses ...store.ProposalStatus) {
+	t.Helper()
+	snap := f.snapshot(id)
+	for _, st := range statuses {
+		if err := to(id, st); !protocol.IsCode(err, protocol.Validation) {
+			t.Fatalf("%s as %q: err = %v, want validation", verb, st, err)
+		}
+		wantUnchanged(t, f, snap, fmt.Sprintf("%s as %q", verb, st))
+	}
+}
