@@ -262,11 +262,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			cl, id, err := conversationClient(cmd.Context(), cfg, args[0])
 			if err != nil {
 				return err
 			}

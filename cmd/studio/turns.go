@@ -238,11 +238,7 @@ func streamCmd(cfg *config) *cobra.Command {
 		Example: `  studio operator stream --conversation 3f2a... --after 12
   studio operator stream --conversation 3f2a... --json | jq .type`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			cl, convID, err := conversationClient(cmd.Context(), cfg, convID)
 			if err != nil {
 				return err
 			}
@@ -278,11 +274,7 @@ func cancelCmd(cfg *config) *cobra.Command {
 		Use: "cancel REQUEST_ID", Short: "Cancel a turn (idempotent)", Args: cobra.ExactArgs(1),
 		Example: `  studio operator cancel --conversation 3f2a... 9b1c...`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			cl, convID, err := conversationClient(cmd.Context(), cfg, convID)
 			if err != nil {
 				return err
 			}
@@ -309,11 +301,7 @@ func ticketCmd(cfg *config) *cobra.Command {
 		Use: "ticket", Short: "Issue a one-use 60-second stream ticket", Args: cobra.NoArgs,
 		Example: `  studio operator ticket --conversation 3f2a... --after 0 -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			cl, convID, err := conversationClient(cmd.Context(), cfg, convID)
 			if err != nil {
 				return err
 			}
