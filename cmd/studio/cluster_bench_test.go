@@ -10,7 +10,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// Measurements of several daemons on one PostgreSQL (issue 13), with the
+// Measurements of several daemons on one PostgreSQL, with the
 // built binary and a real server:
 //
 //	go test ./cmd/studio -run '^$' -bench Cluster -benchtime 3x

@@ -90,7 +90,7 @@ func answerKind(res protocol.ProposalResult, err error) string {
 // its indeterminate audit row; every execution audited; and no daemon
 // exited on its own (a daemon that lost its lease rejoins). The seed is
 // logged; STUDIO_CHAOS_SEED replays the same choices (not the same
-// timing). The outcome counts are logged for the closing note.
+// timing). The outcome counts are logged, for the benchmark report.
 func TestClusterChaosFaultSchedule(t *testing.T) {
 	skipLong(t)
 	duration := chaosDuration(t)

@@ -155,7 +155,7 @@ func waitRunning(ctx context.Context, d *daemon) bool {
 // turn, or while it confirms a proposal, holds whatever it held; the
 // others reap it and a confirm of another proposal (launching the same
 // playbook) on another daemon succeeds, both within the lease expiry and
-// a margin. The bound is expiry + 1 s; the test asserts a
+// a margin. The bound aimed at is expiry + 1 s; the test asserts a
 // generous expiry + 10 s (a busy CI machine) and logs what it measured.
 func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 	skipLong(t)

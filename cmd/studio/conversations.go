@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -61,27 +63,11 @@ func forkCmd(cfg *config) *cobra.Command {
 }
 
 func convRestoreCmd(cfg *config) *cobra.Command {
-	var o *output
-	c := &cobra.Command{
-		Use: "restore ID", Short: "Restore a conversation deleted within the recovery window (audited)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := o.operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			id, err := resolveConversation(cmd.Context(), cl, args[0], true)
-			if err != nil {
-				return err
-			}
-			conv, err := cl.RestoreConversation(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { fmt.Fprintln(w, "restored", conv.ID, "as", conv.Status) })
+	return convActionCmd(cfg, "restore ID", "Restore a conversation deleted within the recovery window (audited)", 1, true,
+		func(ctx context.Context, cl *httpapi.Client, id string, _ []string) (protocol.Conversation, error) {
+			return cl.RestoreConversation(ctx, id)
 		},
-	}
-	o = addOutput(c)
-	return c
+		func(w io.Writer, conv protocol.Conversation) { fmt.Fprintln(w, "restored", conv.ID, "as", conv.Status) })
 }
 
 func convPinCmd(cfg *config, pin bool) *cobra.Command {
@@ -276,11 +262,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			cl, id, err := conversationClient(cmd.Context(), cfg, args[0])
 			if err != nil {
 				return err
 			}
@@ -349,47 +331,43 @@ func convRenameCmd(cfg *config) *cobra.Command {
 
 // convUpdateCmd PATCHes the conversation named by the first argument.
 func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []string) protocol.UpdateConversationRequest) *cobra.Command {
+	return convActionCmd(cfg, use, short, nargs, false,
+		func(ctx context.Context, cl *httpapi.Client, id string, args []string) (protocol.Conversation, error) {
+			return cl.UpdateConversation(ctx, id, req(args))
+		}, conversationFields)
+}
+
+func convDeleteCmd(cfg *config) *cobra.Command {
+	return convActionCmd(cfg, "delete ID", "Delete a conversation (purged later by maintenance)", 1, false,
+		func(ctx context.Context, cl *httpapi.Client, id string, _ []string) (protocol.Conversation, error) {
+			return cl.DeleteConversation(ctx, id)
+		},
+		func(w io.Writer, conv protocol.Conversation) { fmt.Fprintln(w, "deleted", conv.ID) })
+}
+
+// convActionCmd is a command that acts on the conversation named by its
+// first argument (an id or its prefix; deleted: among the deleted ones
+// too) and shows the conversation act answers with, by say or as JSON.
+func convActionCmd(cfg *config, use, short string, nargs int, deleted bool,
+	act func(ctx context.Context, cl *httpapi.Client, id string, args []string) (protocol.Conversation, error),
+	say func(w io.Writer, conv protocol.Conversation)) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(nargs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := operatorClient(cfg)
+			cl, err := o.operatorClient(cfg)
 			if err != nil {
 				return err
 			}
-			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
+			id, err := resolveConversation(cmd.Context(), cl, args[0], deleted)
 			if err != nil {
 				return err
 			}
-			conv, err := cl.UpdateConversation(cmd.Context(), id, req(args))
+			conv, err := act(cmd.Context(), cl, id, args)
 			if err != nil {
 				return err
 			}
-			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { conversationFields(w, conv) })
-		},
-	}
-	o = addOutput(c)
-	return c
-}
-
-func convDeleteCmd(cfg *config) *cobra.Command {
-	var o *output
-	c := &cobra.Command{
-		Use: "delete ID", Short: "Delete a conversation (purged later by maintenance)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			id, err := resolveConversation(cmd.Context(), cl, args[0], false)
-			if err != nil {
-				return err
-			}
-			conv, err := cl.DeleteConversation(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { fmt.Fprintln(w, "deleted", conv.ID) })
+			return o.emit(cmd.OutOrStdout(), conv, func(w io.Writer) { say(w, conv) })
 		},
 	}
 	o = addOutput(c)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/store"
@@ -131,4 +132,26 @@ func databaseName(cfg *config) string {
 		return "the PostgreSQL database (unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+func newMigrateCmd(cfg *config) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply StateDB migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lock, err := lockDataDir(cfg)
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
+			st, v, err := openStore(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "StateDB %s at schema version %d\n", databaseName(cfg), v)
+			return nil
+		},
+	}
 }

@@ -108,6 +108,17 @@ func resolveRun(ctx context.Context, cl *httpapi.Client, ref string) (string, er
 	})
 }
 
+// conversationClient is the operator client and the id of the
+// conversation ref names (an id or its unique prefix).
+func conversationClient(ctx context.Context, cfg *config, ref string) (*httpapi.Client, string, error) {
+	cl, err := operatorClient(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := resolveConversation(ctx, cl, ref, false)
+	return cl, id, err
+}
+
 // resolveConversation resolves a conversation id prefix among the active
 // and archived conversations, and the deleted ones still recoverable when
 // deleted is set.

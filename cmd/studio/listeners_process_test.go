@@ -80,8 +80,8 @@ func TestProcessMetricsListenerIsGuardedAndCapped(t *testing.T) {
 	if resp.StatusCode != 403 || strings.Contains(string(b), "goroutine") || resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("foreign Host on the metrics listener: %d %s", resp.StatusCode, b)
 	}
-	// The repro on the main listener: an answer, and the close, at
-	// once, though the body deadline is an hour.
+	// A foreign Host with a body still to come on the main listener: an
+	// answer, and the close, at once, though the body deadline is an hour.
 	addr := strings.TrimPrefix(d.URL, "http://")
 	_, rd = send(addr, "POST /api/x HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 100\r\n\r\n")
 	resp, err = http.ReadResponse(rd, nil)

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"time"
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/sqlstore"
 )
 
 // coordObserver turns what the coordinator reports into metrics and the
@@ -70,4 +76,49 @@ func (o coordObserver) ProposalDecided(p coordinator.ProposalDecided) {
 
 func (o coordObserver) EffectAcked(e coordinator.EffectAcked) {
 	o.reg.EffectAcknowledged(e.Status, e.Kind)
+}
+
+// observeStore sends StateDB's operation timings and group-commit writer
+// figures to the metrics, and counts the pending proposals at each scrape.
+func observeStore(st database, reg *metrics.Registry) {
+	if o, ok := st.stateDB.(interface {
+		Observe(sqlstore.Observer)
+		WriterOldestWait() time.Duration
+	}); ok {
+		o.Observe(reg)
+		reg.ObserveWriter(o.WriterOldestWait)
+	}
+	reg.ObservePendingProposals(func() (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ps, err := st.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 100_000})
+		return len(ps), err
+	})
+}
+
+// newLogger builds the daemon's structured logger on w. Every duration
+// is written as seconds, a float (0.0123), in both formats: slog's JSON
+// handler would write Go's raw nanoseconds and its text handler a Go
+// duration string, and one unit everywhere is what a log query can rely on.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
+
+// durationSeconds rewrites a duration attribute as seconds.
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
 }

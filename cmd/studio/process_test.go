@@ -316,6 +316,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// awaitProposal follows a conversation's frames from the start until a
+// proposal waits for its confirmation, and returns that proposal.
+func awaitProposal(ctx context.Context, cl *httpapi.Client, convID string) (protocol.CommandProposal, error) {
+	var prop protocol.CommandProposal
+	err := cl.Stream(ctx, convID, 0, func(f protocol.Frame) error {
+		if p, ok := f.Payload.(protocol.ProposalPayload); ok {
+			prop = p.Proposal
+		}
+		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired {
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	return prop, err
+}
+
 func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
@@ -331,16 +347,7 @@ func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prop protocol.CommandProposal
-	err = d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
-		if p, ok := f.Payload.(protocol.ProposalPayload); ok {
-			prop = p.Proposal
-		}
-		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired {
-			return httpapi.ErrStopStream
-		}
-		return nil
-	})
+	prop, err := awaitProposal(ctx, d.client, conv.ID)
 	if err != nil || prop.CommandType != "run_maintenance" || prop.Risk != "admin" {
 		t.Fatalf("proposal %+v, %v", prop, err)
 	}

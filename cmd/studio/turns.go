@@ -80,9 +80,14 @@ func defaultTitle(instruction string) string {
 	return truncate(b.String(), 60)
 }
 
+// sendOptions are the flags of studio operator send.
+type sendOptions struct {
+	convID, space, route, project, model, title string
+	wait, cancelOnInterrupt                     bool
+}
+
 func sendCmd(cfg *config) *cobra.Command {
-	var convID, space, route, project, model, title string
-	var wait, cancelOnInterrupt bool
+	var so sendOptions
 	var o *output
 	c := &cobra.Command{
 		Use:   `send "INSTRUCTION"`,
@@ -119,78 +124,22 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			if asJSON {
 				note = cmd.ErrOrStderr()
 			}
-			if convID != "" {
-				if convID, err = resolveConversation(ctx, cl, convID, false); err != nil {
-					return err
-				}
-				if cmd.Flags().Changed("title") {
-					if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Title: &title}); err != nil {
-						return err
-					}
-				}
-			} else {
-				if title == "" {
-					title = defaultTitle(args[0])
-				}
-				conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{Title: &title})
-				if err != nil {
-					return err
-				}
-				convID = conv.ID
-				fmt.Fprintln(cmd.ErrOrStderr(), "conversation", convID)
-			}
-			if cmd.Flags().Changed("model") {
-				if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Model: &model}); err != nil {
-					return err
-				}
-			}
-			page, err := cl.GetConversation(ctx, convID, 0, 1)
+			convID, err := so.conversation(ctx, cmd, cl, args[0])
 			if err != nil {
 				return err
 			}
-			last := page.LatestSequence
-			snap := protocol.ContextSnapshot{Space: space, Route: route}
-			if project != "" {
-				snap.Project = &project
-			}
-			acc, err := cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: args[0], Context: snap, ExpectedLastSequence: &last})
+			acc, err := so.submit(ctx, cl, convID, args[0])
 			if err != nil {
 				return err
 			}
 			status.set(turnQueued)
-			var outcome protocol.Outcome
-			progress := func(p *protocol.TurnProgress) {
-				if p != nil && p.RequestID == acc.RequestID {
-					status.set(progressWords(p))
-				}
-			}
-			err = cl.FollowProgress(ctx, convID, acc.AcceptedSequence, status.reconnecting, progress, func(f protocol.Frame) error {
-				if f.RequestID != acc.RequestID {
-					return nil
-				}
-				status.set(turnStateOf(f))
-				status.print(func() { printFrame(out, f, asJSON) })
-				if d, ok := f.Payload.(protocol.DonePayload); ok {
-					outcome = d.Outcome
-					return httpapi.ErrStopStream
-				}
-				if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !wait {
-					// The turn waits for a human; do not hold the terminal.
-					status.print(func() {
-						fmt.Fprintf(note, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
-							c.ProposalID, convID, f.Sequence)
-					})
-					outcome = protocol.OutcomeCompleted
-					return httpapi.ErrStopStream
-				}
-				return nil
-			})
+			outcome, err := so.follow(ctx, cl, convID, acc, status, out, note, asJSON)
 			status.stop()
 			if err != nil {
 				return err
 			}
 			if outcome == "" && sigCtx.Err() != nil && cmd.Context().Err() == nil {
-				return interrupted(cmd, cl, convID, acc.RequestID, cancelOnInterrupt)
+				return interrupted(cmd, cl, convID, acc.RequestID, so.cancelOnInterrupt)
 			}
 			if outcome != protocol.OutcomeCompleted {
 				return fmt.Errorf("turn %s ended %s", acc.RequestID, outcome)
@@ -198,16 +147,102 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			return nil
 		},
 	}
-	c.Flags().StringVar(&convID, "conversation", "", "conversation id (default: a new one)")
-	c.Flags().BoolVar(&wait, "wait", false, "keep streaming while a proposal awaits confirmation")
-	c.Flags().BoolVar(&cancelOnInterrupt, "cancel-on-interrupt", false, "on Ctrl-C, cancel the turn instead of leaving it running on the server")
-	c.Flags().StringVar(&space, "space", "mission", "the cockpit space you are looking at")
-	c.Flags().StringVar(&route, "route", "/", "the cockpit route you are looking at")
-	c.Flags().StringVar(&project, "project", "", "project")
-	c.Flags().StringVar(&model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
-	c.Flags().StringVar(&title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
+	c.Flags().StringVar(&so.convID, "conversation", "", "conversation id (default: a new one)")
+	c.Flags().BoolVar(&so.wait, "wait", false, "keep streaming while a proposal awaits confirmation")
+	c.Flags().BoolVar(&so.cancelOnInterrupt, "cancel-on-interrupt", false, "on Ctrl-C, cancel the turn instead of leaving it running on the server")
+	c.Flags().StringVar(&so.space, "space", "mission", "the cockpit space you are looking at")
+	c.Flags().StringVar(&so.route, "route", "/", "the cockpit route you are looking at")
+	c.Flags().StringVar(&so.project, "project", "", "project")
+	c.Flags().StringVar(&so.model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
+	c.Flags().StringVar(&so.title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
 	o = addOutput(c)
 	return c
+}
+
+// conversation is the conversation send submits to: --conversation's
+// (renamed with --title) or a new one titled after the instruction; with
+// --model, its model from this turn on.
+func (so sendOptions) conversation(ctx context.Context, cmd *cobra.Command, cl *httpapi.Client, instruction string) (string, error) {
+	var convID string
+	if so.convID != "" {
+		id, err := resolveConversation(ctx, cl, so.convID, false)
+		if err != nil {
+			return "", err
+		}
+		convID = id
+		if cmd.Flags().Changed("title") {
+			if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Title: &so.title}); err != nil {
+				return "", err
+			}
+		}
+	} else {
+		title := so.title
+		if title == "" {
+			title = defaultTitle(instruction)
+		}
+		conv, err := cl.CreateConversation(ctx, protocol.CreateConversationRequest{Title: &title})
+		if err != nil {
+			return "", err
+		}
+		convID = conv.ID
+		fmt.Fprintln(cmd.ErrOrStderr(), "conversation", convID)
+	}
+	if cmd.Flags().Changed("model") {
+		if _, err := cl.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Model: &so.model}); err != nil {
+			return "", err
+		}
+	}
+	return convID, nil
+}
+
+// submit submits the instruction as the conversation's next turn, after
+// its latest frame, with the cockpit context of the flags.
+func (so sendOptions) submit(ctx context.Context, cl *httpapi.Client, convID, instruction string) (protocol.TurnAccepted, error) {
+	page, err := cl.GetConversation(ctx, convID, 0, 1)
+	if err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	last := page.LatestSequence
+	snap := protocol.ContextSnapshot{Space: so.space, Route: so.route}
+	if so.project != "" {
+		snap.Project = &so.project
+	}
+	return cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction, Context: snap, ExpectedLastSequence: &last})
+}
+
+// follow prints the turn's frames to out as they stream and what it is
+// doing on the status line, until it ends or (without --wait) waits for a
+// confirmation, which it notes with how to go on. The outcome is "" when
+// the stream stopped first (an interrupt).
+func (so sendOptions) follow(ctx context.Context, cl *httpapi.Client, convID string, acc protocol.TurnAccepted, status *spinner, out, note io.Writer, asJSON bool) (protocol.Outcome, error) {
+	var outcome protocol.Outcome
+	progress := func(p *protocol.TurnProgress) {
+		if p != nil && p.RequestID == acc.RequestID {
+			status.set(progressWords(p))
+		}
+	}
+	err := cl.FollowProgress(ctx, convID, acc.AcceptedSequence, status.reconnecting, progress, func(f protocol.Frame) error {
+		if f.RequestID != acc.RequestID {
+			return nil
+		}
+		status.set(turnStateOf(f))
+		status.print(func() { printFrame(out, f, asJSON) })
+		if d, ok := f.Payload.(protocol.DonePayload); ok {
+			outcome = d.Outcome
+			return httpapi.ErrStopStream
+		}
+		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !so.wait {
+			// The turn waits for a human; do not hold the terminal.
+			status.print(func() {
+				fmt.Fprintf(note, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
+					c.ProposalID, convID, f.Sequence)
+			})
+			outcome = protocol.OutcomeCompleted
+			return httpapi.ErrStopStream
+		}
+		return nil
+	})
+	return outcome, err
 }
 
 // interrupted handles Ctrl-C during send: the turn goes on unless asked to
@@ -238,11 +273,7 @@ func streamCmd(cfg *config) *cobra.Command {
 		Example: `  studio operator stream --conversation 3f2a... --after 12
   studio operator stream --conversation 3f2a... --json | jq .type`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			cl, convID, err := conversationClient(cmd.Context(), cfg, convID)
 			if err != nil {
 				return err
 			}
@@ -278,11 +309,7 @@ func cancelCmd(cfg *config) *cobra.Command {
 		Use: "cancel REQUEST_ID", Short: "Cancel a turn (idempotent)", Args: cobra.ExactArgs(1),
 		Example: `  studio operator cancel --conversation 3f2a... 9b1c...`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			cl, convID, err := conversationClient(cmd.Context(), cfg, convID)
 			if err != nil {
 				return err
 			}
@@ -309,11 +336,7 @@ func ticketCmd(cfg *config) *cobra.Command {
 		Use: "ticket", Short: "Issue a one-use 60-second stream ticket", Args: cobra.NoArgs,
 		Example: `  studio operator ticket --conversation 3f2a... --after 0 -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := operatorClient(cfg)
-			if err != nil {
-				return err
-			}
-			convID, err := resolveConversation(cmd.Context(), cl, convID, false)
+			cl, convID, err := conversationClient(cmd.Context(), cfg, convID)
 			if err != nil {
 				return err
 			}

@@ -190,16 +190,7 @@ func TestProcessWebhookSurvivesKill9(t *testing.T) {
 		Context: protocol.ContextSnapshot{Space: "system", Route: "/system"}, ExpectedLastSequence: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	var prop2 protocol.CommandProposal
-	err = d2.client.Stream(ctx, conv2.ID, 0, func(f protocol.Frame) error {
-		if p, ok := f.Payload.(protocol.ProposalPayload); ok {
-			prop2 = p.Proposal
-		}
-		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired {
-			return httpapi.ErrStopStream
-		}
-		return nil
-	})
+	prop2, err := awaitProposal(ctx, d2.client, conv2.ID)
 	if err != nil || prop2.ID == "" {
 		t.Fatalf("second proposal %+v, %v", prop2, err)
 	}

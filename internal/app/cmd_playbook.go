@@ -90,15 +90,8 @@ func (c UpdatePlaybookCommand) Validate() error {
 	if c.Name == nil && c.Description == nil && c.Prompt == nil && c.Args == nil {
 		return invalid("playbook", "nothing to change: give name, description, prompt or args")
 	}
-	if c.Name != nil {
-		if err := checkName("name", *c.Name); err != nil {
-			return err
-		}
-	}
-	if c.Description != nil {
-		if err := CheckText("description", *c.Description, MaxDescriptionLen, false); err != nil {
-			return err
-		}
+	if err := checkChangedNameDescription(c.Name, c.Description); err != nil {
+		return err
 	}
 	if c.Prompt != nil {
 		if err := CheckText("prompt", *c.Prompt, MaxPromptLen, true); err != nil {
@@ -113,13 +106,7 @@ func (c UpdatePlaybookCommand) Validate() error {
 
 // Summary implements Command.
 func (c UpdatePlaybookCommand) Summary() string {
-	var parts []string
-	if c.Name != nil {
-		parts = append(parts, fmt.Sprintf("rename to %q", *c.Name))
-	}
-	if c.Description != nil {
-		parts = append(parts, "description")
-	}
+	parts := changedNameDescription(c.Name, c.Description)
 	if c.Prompt != nil {
 		parts = append(parts, "prompt")
 	}

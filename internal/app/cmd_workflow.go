@@ -137,15 +137,8 @@ func (c UpdateWorkflowCommand) Validate() error {
 	if c.Name == nil && c.Description == nil && c.Steps == nil {
 		return invalid("workflow", "nothing to change: give name, description or steps")
 	}
-	if c.Name != nil {
-		if err := checkName("name", *c.Name); err != nil {
-			return err
-		}
-	}
-	if c.Description != nil {
-		if err := CheckText("description", *c.Description, MaxDescriptionLen, false); err != nil {
-			return err
-		}
+	if err := checkChangedNameDescription(c.Name, c.Description); err != nil {
+		return err
 	}
 	if c.Steps != nil {
 		return checkSteps(*c.Steps)
@@ -155,13 +148,7 @@ func (c UpdateWorkflowCommand) Validate() error {
 
 // Summary implements Command.
 func (c UpdateWorkflowCommand) Summary() string {
-	var parts []string
-	if c.Name != nil {
-		parts = append(parts, fmt.Sprintf("rename to %q", *c.Name))
-	}
-	if c.Description != nil {
-		parts = append(parts, "description")
-	}
+	parts := changedNameDescription(c.Name, c.Description)
 	if c.Steps != nil {
 		parts = append(parts, fmt.Sprintf("steps: %s", stepNames(*c.Steps)))
 	}

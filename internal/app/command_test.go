@@ -474,7 +474,7 @@ func TestEveryCommandHasACase(t *testing.T) {
 		}
 	}
 	if len(app.CommandTypes()) != 16 {
-		t.Fatalf("command types = %v, want the 13 of the issue, reconcile_proposal, launch_workflow and delete_workflow", app.CommandTypes())
+		t.Fatalf("command types = %v, want the ADR's 13 application commands, reconcile_proposal, launch_workflow and delete_workflow", app.CommandTypes())
 	}
 }
 

@@ -37,6 +37,33 @@ func invalid(field, format string, args ...any) *protocol.Error {
 	return protocol.Errorf(protocol.Validation, format, args...).With("field", field)
 }
 
+// checkChangedNameDescription checks the name and description an update
+// changes (nil: unchanged).
+func checkChangedNameDescription(name, description *string) error {
+	if name != nil {
+		if err := checkName("name", *name); err != nil {
+			return err
+		}
+	}
+	if description != nil {
+		return CheckText("description", *description, MaxDescriptionLen, false)
+	}
+	return nil
+}
+
+// changedNameDescription names, for an update's summary, the name and
+// description it changes.
+func changedNameDescription(name, description *string) []string {
+	var parts []string
+	if name != nil {
+		parts = append(parts, fmt.Sprintf("rename to %q", *name))
+	}
+	if description != nil {
+		parts = append(parts, "description")
+	}
+	return parts
+}
+
 // checkName validates a resource name: 1–64 characters of [a-z0-9-_.],
 // starting with a letter or digit, and not a UUID (so that a reference is
 // either an id or a name, never both).

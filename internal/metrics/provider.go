@@ -81,3 +81,44 @@ func (i instrumented) Stream(ctx context.Context, req model.Request) iter.Seq2[m
 		}
 	}
 }
+
+// ModelFirstToken records the time to a call's first event.
+func (r *Registry) ModelFirstToken(provider string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.modelFirstToken.WithLabelValues(provider).Observe(max(d, 0).Seconds())
+}
+
+// ModelCall records a finished call: outcome is ok, error or cancelled, code
+// the protocol error code of an error.
+func (r *Registry) ModelCall(provider, outcome, code string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.modelCalls.WithLabelValues(provider, outcome).Inc()
+	r.modelDuration.WithLabelValues(provider, outcome).Observe(max(d, 0).Seconds())
+	if outcome == OutcomeError {
+		r.modelFailures.WithLabelValues(provider, code).Inc()
+	}
+}
+
+// ModelTokens records the tokens a provider reported for one call.
+func (r *Registry) ModelTokens(provider string, input, output int64) {
+	if r == nil {
+		return
+	}
+	if input > 0 {
+		r.modelTokens.WithLabelValues(provider, "input").Add(float64(input))
+	}
+	if output > 0 {
+		r.modelTokens.WithLabelValues(provider, "output").Add(float64(output))
+	}
+}
+
+// Model call outcomes.
+const (
+	OutcomeOK        = "ok"
+	OutcomeError     = "error"
+	OutcomeCancelled = "cancelled"
+)

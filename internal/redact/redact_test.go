@@ -38,8 +38,8 @@ func TestText(t *testing.T) {
 	cases := []struct {
 		name, in, want string
 	}{
-		// The issue's playbook prompt.
-		{"issue prompt", "read /opt/studio/creds.txt /srv/app/.env /etc/shadow password=hunter2 AWS_SECRET_ACCESS_KEY=" + awsSecret,
+		// A playbook prompt naming secret files and credentials.
+		{"prompt with secret paths and credentials", "read /opt/studio/creds.txt /srv/app/.env /etc/shadow password=hunter2 AWS_SECRET_ACCESS_KEY=" + awsSecret,
 			"read [path] [path] [path] password=[redacted] AWS_SECRET_ACCESS_KEY=[redacted]"},
 
 		// key=value and its relatives.

@@ -23,7 +23,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Effects", func(t *testing.T) { ExerciseEffects(t, open) })
 	t.Run("Proposals", func(t *testing.T) { ExerciseProposals(t, open) })
 	t.Run("Engine", func(t *testing.T) { ExerciseEngine(t, open) })
-	t.Run("ConversationFeatures", func(t *testing.T) { ExerciseConversationFeatures(t, open) })
+	t.Run("ConversationHistory", func(t *testing.T) { ExerciseConversationHistory(t, open) })
 	t.Run("Instances", func(t *testing.T) { ExerciseInstances(t, open) })
 	t.Run("Fences", func(t *testing.T) { ExerciseFences(t, open) })
 	t.Run("Principals", func(t *testing.T) { ExercisePrincipals(t, open) })

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/studio/operator/internal/activity"
+	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/conversations"
+	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/datadir"
+	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/mcpserver"
+	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/tools"
+	"github.com/studio/operator/internal/webhooks"
+	"github.com/studio/operator/web"
+)
+
+// daemonParts is what `studio serve` builds, field by field in the order serve
+// builds them: each step reads the fields of the steps before it.
+type daemonParts struct {
+	cfg *config
+	log *slog.Logger
+	o   serveOptions
+
+	lock   *datadir.Lock // the data directory's (SQLite: one daemon per file)
+	token  string
+	build  metrics.Build
+	reg    *metrics.Registry
+	models []coordinator.Model // the default first
+
+	st       database
+	version  int            // StateDB's schema version
+	edge     httpapi.Config // the main listener's, filled in step by step
+	instance string         // this daemon's id in the lease table
+	shared   bool           // several daemons share the database (PostgreSQL)
+	svc      *app.Service   // playbooks, runs, schedules, workflows
+	recent   *activity.Ring // the System space's charts
+	coord    *coordinator.Coordinator
+	ln       net.Listener
+	keeper   *lease.Keeper
+	api      *httpapi.Server
+	srv      *http.Server
+	errc     chan error // a listener that failed
+
+	// undo is what the steps started that serve stops on return, in
+	// reverse.
+	undo []func()
+}
+
+// cleanup runs the undo steps, the last one first.
+func (d *daemonParts) cleanup() {
+	for i := len(d.undo) - 1; i >= 0; i-- {
+		d.undo[i]()
+	}
+}
+
+// claimDataDir takes the data directory (its lock, for SQLite) and the
+// owner's token in it.
+func (d *daemonParts) claimDataDir() error {
+	lock, err := lockDataDir(d.cfg)
+	if err != nil {
+		return err
+	}
+	d.lock = lock
+	d.undo = append(d.undo, func() { lock.Release() })
+	d.token, err = loadOrCreateToken(d.cfg.dataDir)
+	return err
+}
+
+// newModelRegistry builds the configured models, each provider measured
+// into the metrics registry (built here: the models are its first users).
+func (d *daemonParts) newModelRegistry() error {
+	models, err := configuredModels(d.cfg.model, d.o.app.providers)
+	if err != nil {
+		return err
+	}
+	d.build = buildInfo()
+	d.reg = metrics.New(d.build)
+	for i, m := range models {
+		if problem := providerProblem(m.Provider); problem != "" {
+			d.log.Warn("a configured model provider cannot work: its turns (and, for the default, playbook runs) will fail until it is fixed",
+				"model", m.Name, "problem", problem)
+		}
+		models[i].Provider = metrics.InstrumentProvider(m.Provider, m.Name, d.reg)
+	}
+	d.models = models
+	return nil
+}
+
+// openStore opens StateDB and sets the main listener's edge. On an error
+// the edge is still set: the daemon serves service_failure behind it.
+func (d *daemonParts) openStore(ctx context.Context) error {
+	if half := d.o.lease.expiry / 2; d.cfg.pg.IdleInTransactionTimeout > half {
+		// A paused daemon's locks must be gone before its lease expires
+		// and the others take its work over.
+		d.log.Info("--db-idle-tx-timeout lowered to half the lease expiry", "db_idle_tx_timeout", half)
+		d.cfg.pg.IdleInTransactionTimeout = half
+	}
+	st, version, err := openStore(ctx, d.cfg)
+	for _, p := range datadir.Exposed(d.cfg.dataDir) {
+		d.log.Warn("the data directory is open to other users", "problem", p)
+	}
+	d.edge = httpapi.Config{Token: d.token, Logger: d.log, AllowedHosts: allowedHosts(d.cfg.addr, d.o.http.allowedHosts), BodyTimeout: d.o.http.bodyTimeout}
+	if err != nil {
+		return err
+	}
+	d.st, d.version = st, version
+	d.undo = append(d.undo, func() { st.Close() })
+	observeStore(st, d.reg)
+	return nil
+}
+
+// newApplication builds the application services over the store and the
+// default model (not started yet: startWork fails the runs a previous
+// process left behind, then runs the executor and the scheduler), seeds a
+// new database, and sets this daemon's identity among those sharing it.
+func (d *daemonParts) newApplication(ctx context.Context) error {
+	// Several daemons share a PostgreSQL database; a SQLite file has one
+	// (the data directory's lock).
+	d.shared, _ = usesPostgres(d.cfg)
+	d.instance = uuid.NewString()
+	ao := d.o.app
+	svc, err := app.New(app.Config{Instance: d.instance, Shared: d.shared, OutageBudget: d.o.lease.outageBudget,
+		Lease: app.LeaseSettings{Renew: d.o.lease.renew, Expiry: d.o.lease.expiry},
+		Store: d.st, Maintenance: d.st.maint, Provider: d.models[0].Provider, Logger: d.log, Workers: ao.runWorkers, Observer: d.reg,
+		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: d.o.grace, Retention: ao.retention})
+	if err != nil {
+		return err
+	}
+	d.svc = svc
+	if ao.noSeed {
+		return nil
+	}
+	// Daemons that start together on a new database seed one at a time:
+	// the second finds the first one's rows.
+	var created bool
+	err = d.st.Exclusive(ctx, func(ctx context.Context) error {
+		var err error
+		created, err = svc.Seed(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create starter content: %w", err)
+	}
+	if created {
+		d.log.Info("created starter playbooks", "playbooks", len(app.StarterPlaybooks))
+	}
+	return nil
+}
+
+// newCoordinator builds the operator's turn engine (not recovering yet),
+// its tools over the application services, and the ring of recent
+// activity it reports to beside the metrics and logs.
+func (d *daemonParts) newCoordinator() {
+	d.recent = activity.New(1024, nil)
+	o := d.o
+	d.coord = coordinator.New(coordinator.Config{Store: d.st, Provider: d.models[0].Provider, Models: d.models,
+		Commands: d.svc, Logger: d.log, ShutdownGrace: o.grace,
+		Workers: o.turn.workers, MaxQueuedTurns: o.turn.maxQueued,
+		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
+		Tools: tools.Default(d.svc, routes.Default, time.Now), ProposalTTL: o.app.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
+		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
+		OutageBudget: o.lease.outageBudget})
+	d.svc.SettleProposalsWith(d.coord)
+}
+
+// startLease opens the main listener (its address goes into the lease)
+// and starts renewing this daemon's lease, reaping dead daemons' work
+// where the database is shared.
+func (d *daemonParts) startLease(ctx context.Context) error {
+	ln, err := listen(d.cfg, d.o.http, d.lock)
+	if err != nil {
+		return err
+	}
+	d.ln = ln
+	d.keeper, err = lease.Start(ctx, lease.Config{
+		Store: d.st, Renew: d.o.lease.renew, Expiry: d.o.lease.expiry, Logger: d.log, Reap: d.shared, Reapers: []lease.Reaper{d.coord, d.svc},
+		Instance: store.Instance{ID: d.instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: d.build.Version},
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	d.reg.ObserveLeases(func() metrics.LeaseStats {
+		s := d.keeper.Stats()
+		return metrics.LeaseStats{Instances: s.Instances, Renewals: s.Renewals, RenewFailures: s.RenewFailures, Reaped: s.Reaped}
+	})
+	return nil
+}
+
+// abort ends a start that failed after the lease began: the lease ends at
+// once, for no other daemon to wait for it.
+func (d *daemonParts) abort(err error) error {
+	d.ln.Close()
+	d.coord.Shutdown(context.Background())
+	d.svc.Stop(context.Background())
+	if serr := d.keeper.Stop(context.Background()); serr != nil {
+		d.log.Warn("end the lease", "err", serr)
+	}
+	return err
+}
+
+// startWork recovers the turns and runs a previous process left behind
+// and starts the application's executor and scheduler.
+func (d *daemonParts) startWork(ctx context.Context) error {
+	if err := d.coord.Recover(ctx); err != nil {
+		return fmt.Errorf("recover turns: %w", err)
+	}
+	if err := d.svc.Start(ctx); err != nil {
+		return fmt.Errorf("start application services: %w", err)
+	}
+	return nil
+}
+
+// newHTTPServers builds the main listener's server (the operator
+// protocol, the application API, the cockpit, MCP) and, with
+// --metrics-addr, starts the metrics listener.
+func (d *daemonParts) newHTTPServers(ctx context.Context) error {
+	page, err := web.New(*d.coord.Routes())
+	if err != nil {
+		return fmt.Errorf("cockpit assets: %w", err)
+	}
+	edge := &d.edge
+	edge.NotFoundPage = page.NotFound // a browser's unknown address gets the cockpit's own page
+	if _, err := httpapi.EnsureOwner(ctx, d.st, d.token, time.Now()); err != nil {
+		return err
+	}
+	edge.Conversations = conversations.New(conversations.Config{Store: d.st, Engine: d.coord, RecoveryWindow: d.o.app.recoveryWindow})
+	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = d.coord, d.svc, d.recent, []func(*http.ServeMux){page.Register}, d.o.app.heartbeat, d.reg
+	ms, err := databaseMigrations(d.cfg)
+	if err != nil {
+		return err
+	}
+	var holder httpapi.LeaseHolder // a lone SQLite daemon's lease is bookkeeping only
+	if d.shared {
+		holder = d.keeper
+	}
+	edge.Ready = httpapi.StoreReadiness(d.st, len(ms), holder)
+	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = d.st, d.o.http.secondApproverFor, d.st, d.o.http.authProxy
+	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg})
+	edge.MCP = agents.Handler
+	d.api = httpapi.New(*edge)
+	d.srv = httpapi.NewHTTPServer(d.api.Observed(), d.log)
+	return d.startMetricsListener()
+}
+
+// startMetricsListener serves /metrics (and, with --pprof, Go's profiles)
+// on --metrics-addr.
+func (d *daemonParts) startMetricsListener() error {
+	obs := d.o.obs
+	if obs.metricsAddr == "" {
+		if obs.pprof {
+			return errors.New("--pprof serves on the --metrics-addr listener: give both")
+		}
+		return nil
+	}
+	medge := httpapi.EdgeConfig{AllowedHosts: allowedHosts(obs.metricsAddr, d.edge.AllowedHosts), BodyTimeout: d.o.http.bodyTimeout, Logger: d.log, Errors: d.reg.HTTPError}
+	msrv, maddr, err := serveMetrics(obs.metricsAddr, d.reg, obs.pprof, medge, d.errc)
+	if err != nil {
+		return err
+	}
+	d.undo = append(d.undo, func() { msrv.Close() })
+	d.log.Info("metrics serving without auth", "metrics_addr", "http://"+maddr+"/metrics", "pprof", obs.pprof)
+	return nil
+}
+
+// announce logs what serves where and prints the cockpit's sign-in URL.
+func (d *daemonParts) announce() {
+	d.log.Info("studio serving", "addr", "http://"+d.ln.Addr().String(), "token_file", tokenPath(d.cfg.dataDir),
+		"db", databaseName(d.cfg), "schema_version", d.version, "model", d.models[0].Name, "models", len(d.models), "version", d.build.Version, "instance", d.instance)
+	printSignInURL(os.Stdout, d.ln.Addr(), d.token, d.cfg.dataDir, d.o.obs.printTokenURL || isTerminal(os.Stdout))
+}
+
+// startWebhooks runs the webhook outbox's dispatcher: deliveries this
+// daemon claims, posted until the daemon stops (before the store closes;
+// any daemon's dispatcher takes over a claim this one leaves).
+func (d *daemonParts) startWebhooks(ctx context.Context) {
+	hooks := webhooks.New(webhooks.Config{Store: d.st, Instance: d.instance, Timeout: d.o.webhook.timeout, Concurrency: d.o.webhook.concurrency,
+		PublicURL: d.o.webhook.publicURL, Observer: d.reg, Logger: d.log})
+	d.reg.ObserveWebhookQueue(func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return hooks.QueueAge(ctx)
+	})
+	hooksCtx, stopHooks := context.WithCancel(ctx)
+	hooksDone := make(chan struct{})
+	go func() { defer close(hooksDone); hooks.Run(hooksCtx) }()
+	d.undo = append(d.undo, func() { stopHooks(); <-hooksDone })
+}
+
+// run serves the main listener until ctx ends, a listener fails or the
+// lease is lost, then shuts down.
+func (d *daemonParts) run(ctx context.Context) error {
+	go func() { d.errc <- d.srv.Serve(d.ln) }()
+	var failure error
+	select {
+	case failure = <-d.errc:
+	case <-ctx.Done():
+	case <-d.keeper.Lost():
+		// Another daemon took this one's work over: every write of the
+		// previous instance is fenced off already. Start afresh as a new
+		// instance, in place; or exit, for a supervisor to restart.
+		if !d.o.lease.exitOnLoss {
+			return rejoin(d.log, d.ln, d.keeper.Err())
+		}
+		failure = d.keeper.Err()
+	}
+	d.shutdown()
+	return failure
+}
+
+// shutdown lets running turns and runs finish within the grace, then
+// stops the servers and ends the lease (after the work stopped, before
+// the store closes).
+func (d *daemonParts) shutdown() {
+	// What becomes of each turn and run in flight is logged as it ends
+	// ("turn interrupted by shutdown", "run interrupted by shutdown").
+	d.log.Info("shutting down", "turns_in_flight", d.coord.TurnsInFlight(), "runs_in_flight", d.svc.RunsInFlight(), "grace", d.o.grace)
+	d.api.Drain() // /readyz says so while running turns finish
+	ctx, cancel := context.WithTimeout(context.Background(), d.o.grace+10*time.Second)
+	defer cancel()
+	d.coord.Shutdown(ctx)
+	d.svc.Stop(ctx)
+	d.api.Close()
+	if err := d.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		d.log.Warn("http shutdown", "err", err)
+	}
+	if err := d.keeper.Stop(ctx); err != nil {
+		d.log.Warn("end the lease", "err", err)
+	}
+}

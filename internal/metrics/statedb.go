@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StoreOperation records one store operation's duration.
+func (r *Registry) StoreOperation(op string, d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.storeOps.WithLabelValues(op).Observe(max(d, 0).Seconds())
+}
+
+// WriterBatch records the size of one group-commit batch.
+func (r *Registry) WriterBatch(size int) {
+	if r == nil {
+		return
+	}
+	r.writerBatch.Observe(float64(size))
+}
+
+// WriterQueueWait records how long one write transaction waited for the
+// group-commit writer.
+func (r *Registry) WriterQueueWait(d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.writerQueueWait.Observe(max(d, 0).Seconds())
+}
+
+// ObserveWriter exposes the age of the oldest write transaction the
+// group-commit writer has not answered yet, read from oldest at each
+// scrape. Call it once.
+func (r *Registry) ObserveWriter(oldest func() time.Duration) {
+	if r == nil {
+		return
+	}
+	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_store_writer_oldest_wait_seconds",
+		Help: "Age of the oldest write transaction handed to the group-commit writer (SQLite) and not yet committed; 0 when none waits."},
+		func() float64 { return oldest().Seconds() }))
+}
+
+// ObservePendingProposals exposes the proposals waiting for a person's
+// decision, counted by pending at each scrape (from StateDB: every
+// daemon's, across restarts). A count that fails keeps the last value.
+func (r *Registry) ObservePendingProposals(pending func() (int, error)) {
+	if r == nil {
+		return
+	}
+	var mu sync.Mutex
+	var last float64
+	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_operator_proposals_pending",
+		Help: "Proposals waiting for a person to confirm or deny them (all daemons on the database)."},
+		func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			if n, err := pending(); err == nil {
+				last = float64(n)
+			}
+			return last
+		}))
+}
