@@ -67,9 +67,12 @@ type group struct {
 
 	// Test hooks (export_test.go): gather runs when the loop has taken a
 	// batch's first transaction, before it takes the others that wait;
-	// beforeCommit runs before COMMIT, and its error fails the commit.
+	// beforeCommit runs before COMMIT, and its error fails the commit;
+	// afterMerged runs after a run of appends' merged writes, and its
+	// error fails them.
 	gather       func()
 	beforeCommit func(n int) error
+	afterMerged  func(n int) error
 }
 
 // job is one logical transaction.
@@ -79,10 +82,10 @@ type job struct {
 	fn       func(tx *writeTx) error
 	// app, when set, is an append the loop may merge with the others of
 	// its batch (mergedappends.go); fn is still its ordinary transaction.
-	app *appendJob
-	tx  writeTx
-	err      error
-	done     chan struct{}
+	app  *appendJob
+	tx   writeTx
+	err  error
+	done chan struct{}
 }
 
 // run runs the logical transaction. A panic in it fails it alone, as an

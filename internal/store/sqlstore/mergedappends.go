@@ -115,7 +115,11 @@ func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*j
 	if err := bc.exec(sqlTx, `SAVEPOINT merged`); err != nil {
 		return broke(fmt.Errorf("savepoint: %w", err))
 	}
-	if werr := writeMerged(ctx, c, passed, convs, rows); werr != nil {
+	werr := writeMerged(ctx, c, passed, convs, rows)
+	if werr == nil && g.afterMerged != nil {
+		werr = g.afterMerged(len(passed))
+	}
+	if werr != nil {
 		if err := bc.exec(sqlTx, `ROLLBACK TO merged`); err != nil {
 			return broke(err)
 		}
