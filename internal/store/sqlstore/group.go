@@ -117,14 +117,9 @@ func newGroup(s *Store, max int) *group {
 	return g
 }
 
-// do runs fn as one logical transaction and returns after the commit of
-// its batch.
-func (g *group) do(ctx context.Context, fn func(tx *writeTx) error) error {
-	return g.submit(ctx, fn, nil)
-}
-
-// submit is do for a transaction that may be an append the loop merges
-// (app, or nil).
+// submit runs fn as one logical transaction and returns after the commit
+// of its batch. app, when not nil, is the same transaction as an append
+// the loop may merge with the other appends of its batch.
 func (g *group) submit(ctx context.Context, fn func(tx *writeTx) error, app *appendJob) error {
 	if err := ctx.Err(); err != nil {
 		return err
