@@ -80,7 +80,7 @@ type group struct {
 // job is one logical transaction.
 type job struct {
 	ctx      context.Context
-	enqueued time.Time // when do handed it to the loop
+	enqueued time.Time // when submit handed it to the loop
 	fn       func(tx *writeTx) error
 	// app, when set, is an append the loop may merge with the others of
 	// its batch (mergedappends.go); fn is still its ordinary transaction.
