@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,15 +15,25 @@ import (
 )
 
 // BenchmarkGroupCommit measures durable appends (one frame per
-// AppendFrames, each acknowledged only after its fsync) by 1, 16 and 256
-// concurrent appenders, each with a conversation and an active turn of its
-// own: the case group commit is for.
+// AppendFrames, each acknowledged only after its fsync) by 1, 16, 256 and
+// 1 000 concurrent appenders, each with a conversation and an active turn
+// of its own: the case group commit, and the merging of a batch's appends
+// into shared statements, are for. The bytes= runs append 8 KiB frames.
 func BenchmarkGroupCommit(b *testing.B) {
-	for _, n := range []int{1, 16, 256} {
-		b.Run(fmt.Sprintf("appenders=%d", n), func(b *testing.B) {
+	line := "a line of model output of ordinary length, streamed."
+	for _, c := range []struct{ appenders, bytes int }{{1, 0}, {16, 0}, {256, 0}, {1000, 0}, {100, 8192}} {
+		name := fmt.Sprintf("appenders=%d", c.appenders)
+		text := line
+		if c.bytes > 0 {
+			name += fmt.Sprintf("/bytes=%d", c.bytes)
+			text += strings.Repeat("x", c.bytes-len(line))
+		}
+		b.Run(name, func(b *testing.B) {
 			s := mustOpen(b)
-			convs := storetest.ActiveTurns(b, s, n, storetest.Epoch)
-			frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: "assistant"}}}
+			convs := storetest.ActiveTurns(b, s, c.appenders, storetest.Epoch)
+			frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: text, Format: "markdown", Role: "assistant"}}}
+			var batches batchCounter
+			s.Observe(&batches)
 			var next atomic.Int64
 			cpu0 := cpuTime()
 			b.ResetTimer()
@@ -39,11 +50,26 @@ func BenchmarkGroupCommit(b *testing.B) {
 				})
 			}
 			wg.Wait()
+			b.StopTimer()
+			s.Observe(nil)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 			// CPU per append: what the machine's other load cannot blur.
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/append")
+			if n := batches.n.Load(); n > 0 {
+				b.ReportMetric(float64(batches.txns.Load())/float64(n), "appends/commit")
+			}
 		})
 	}
+}
+
+// batchCounter counts the writer loop's batches and their transactions.
+type batchCounter struct{ n, txns atomic.Int64 }
+
+func (c *batchCounter) StoreOperation(string, time.Duration) {}
+func (c *batchCounter) WriterQueueWait(time.Duration)        {}
+func (c *batchCounter) WriterBatch(size int) {
+	c.n.Add(1)
+	c.txns.Add(int64(size))
 }
 
 // cpuTime is the CPU time (user and system) this process has used.

@@ -17,7 +17,18 @@ import (
 // Vacuum rebuilds the database file, returning free pages to the file
 // system. It takes the writer, so writes wait while it runs.
 func (s *Store) Vacuum(ctx context.Context) error {
-	if _, err := s.w.ExecContext(ctx, `VACUUM`); err != nil {
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	defer c.Close()
+	// VACUUM builds the new file in a temporary database: on disk, not in
+	// the memory the writer's journals use (Open).
+	if _, err := c.ExecContext(ctx, `PRAGMA temp_store = FILE`); err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), `PRAGMA temp_store = MEMORY`)
+	if _, err := c.ExecContext(ctx, `VACUUM`); err != nil {
 		return fmt.Errorf("vacuum: %w", err)
 	}
 	return nil

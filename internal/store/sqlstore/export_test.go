@@ -38,3 +38,8 @@ func AppendThenFail(s *Store, ctx context.Context, convID, reqID string, now tim
 		return cause
 	})
 }
+
+// SetAfterMergedHook sets a function the loop runs after the merged writes
+// of a run of appends (n appends), before their savepoint is released; an
+// error fails those writes as a failed statement would.
+func SetAfterMergedHook(s *Store, fn func(n int) error) { s.group.afterMerged = fn }

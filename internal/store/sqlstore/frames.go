@@ -154,8 +154,12 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 	if err != nil {
 		return nil, err
 	}
+	var app *appendJob
+	if instance, ok := s.mergeable(ctx); ok && len(encoded) > 0 {
+		app = &appendJob{convID: p.ConversationID, reqID: p.RequestID, now: p.Now, payloads: encoded, instance: instance}
+	}
 	var frames []store.Frame
-	err = s.txn(ctx, func(tx *writeTx) error {
+	err = s.txnAppend(ctx, func(tx *writeTx) error {
 		// The hot path: one read, locked, of what the append checks and
 		// needs (lockConversation reads the whole row).
 		var active sql.NullString
@@ -187,7 +191,10 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 		frames, err = insertEncoded(ctx, tx, p.ConversationID, p.RequestID, next, p.Now, encoded)
 		tx.touch(p.ConversationID)
 		return err
-	})
+	}, app)
+	if err == nil && app != nil && app.frames != nil {
+		frames = app.frames // the loop merged it
+	}
 	return frames, err
 }
 

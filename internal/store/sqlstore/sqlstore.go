@@ -280,6 +280,13 @@ func (tx *writeTx) control(key string) {
 // dialect calls retryable runs fn again on a fresh transaction, so the
 // checks it makes see the row that a concurrent writer just committed.
 func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
+	return s.txnAppend(ctx, fn, nil)
+}
+
+// txnAppend is txn for a transaction that the group-commit loop may run
+// merged with the other appends of its batch (app, when not nil:
+// mergedappends.go); fn is how it runs otherwise.
+func (s *Store) txnAppend(ctx context.Context, fn func(tx *writeTx) error, app *appendJob) error {
 	if f, ok := store.FenceFrom(ctx); ok {
 		inner := fn
 		fn = func(tx *writeTx) error {
@@ -290,7 +297,7 @@ func (s *Store) txn(ctx context.Context, fn func(tx *writeTx) error) error {
 		}
 	}
 	if s.group != nil {
-		return s.group.do(ctx, fn)
+		return s.group.submit(ctx, fn, app)
 	}
 	const attempts = 3
 	var err error
