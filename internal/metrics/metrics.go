@@ -34,8 +34,8 @@ var (
 	// second, up to a cockpit left open for a day.
 	streamBuckets = []float64{1, 10, 60, 300, 900, 1800, 3600, 3 * 3600, 8 * 3600, 24 * 3600}
 	// batchBuckets cover the group-commit writer's batch sizes (at most
-	// 512 logical transactions).
-	batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+	// 1 024 logical transactions).
+	batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 )
 
 // Registry holds every family. Its methods are safe for concurrent use; a
