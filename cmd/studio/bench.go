@@ -87,5 +87,6 @@ saturates.`,
 	f.DurationVar(&o.TextFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
 	f.StringVar(&o.Centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, offered the same frames/s (memory engine, history on)")
 	f.StringVar(&o.CrossDaemon, "cross-daemon", bench.DefaultCrossDaemonRun, "with --database: the cross-daemon latency run (turns on one daemon, streams on a second), as a --latency run")
+	f.IntVar(&o.PeerPublishers, "centrifugo-publishers", bench.DefaultPeerPublishers, "batch publish calls to Centrifugo in flight at once (its publishers must not limit the comparison)")
 	return c
 }

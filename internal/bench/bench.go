@@ -43,6 +43,9 @@ type Options struct {
 	// --latency spec: turns on one daemon, streams on another).
 	Database    string
 	CrossDaemon string
+	// PeerPublishers is how many of the peer's batch publish calls may be
+	// in flight at once; 0: DefaultPeerPublishers.
+	PeerPublishers int
 }
 
 // DefaultCrossDaemonRun is the cross-daemon latency run: one conversation
@@ -110,14 +113,17 @@ type latencyRun struct {
 	TextFlushMs    float64 `json:"textFlushMs"`
 	FramesPerSec   float64 `json:"framesPerSec"`
 	DeliveriesSec  float64 `json:"deliveriesPerSec"`
-	Frames         int     `json:"framesMeasured"`
-	FrameP50Ms     float64 `json:"frameP50Ms"`
-	FrameP99Ms     float64 `json:"frameP99Ms"`
-	FrameP999Ms    float64 `json:"frameP999Ms"`
-	TokenP50Ms     float64 `json:"tokenP50Ms"`
-	TokenP99Ms     float64 `json:"tokenP99Ms"`
-	TokenP999Ms    float64 `json:"tokenP999Ms"`
-	StoreReadsPerF float64 `json:"storeReadsPerFrame"`
+	// TokenDeliveriesSec counts each token delivered (several share a
+	// frame when the model emits them within the coalescing interval).
+	TokenDeliveriesSec float64 `json:"tokenDeliveriesPerSec"`
+	Frames             int     `json:"framesMeasured"`
+	FrameP50Ms         float64 `json:"frameP50Ms"`
+	FrameP99Ms         float64 `json:"frameP99Ms"`
+	FrameP999Ms        float64 `json:"frameP999Ms"`
+	TokenP50Ms         float64 `json:"tokenP50Ms"`
+	TokenP99Ms         float64 `json:"tokenP99Ms"`
+	TokenP999Ms        float64 `json:"tokenP999Ms"`
+	StoreReadsPerF     float64 `json:"storeReadsPerFrame"`
 	// BytesPerSec is the frames' text delivered per second on one stream
 	// of each conversation (what the daemon stored), and RatioToDisk its
 	// share of the disk's bandwidth in the same run.

@@ -45,6 +45,7 @@ type peerRun struct {
 	// offer: then the bench process, not the peer, limited the run.
 	Dropped          int64 `json:"publicationsDropped"`
 	PublishersBehind bool  `json:"publishersBehind"`
+	Publishers       int   `json:"publishers"` // batch calls in flight at most
 	// StudioP99Ratio is the daemon's frame -> client p99 over the peer's,
 	// same machine, same run.
 	StudioP99Ratio float64 `json:"studioP99Ratio"`
@@ -97,7 +98,7 @@ func startCentrifugo(ctx context.Context, bin, dir string) (*centrifugo, error) 
 		return nil, err
 	}
 	c := &centrifugo{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: logf,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := c.http.Get(c.base + "/health")
@@ -130,8 +131,11 @@ func (c *centrifugo) subscribe(channel string) (net.Conn, *bufio.Reader, error) 
 	})
 }
 
-// peerPublishers is how many batch calls may be in flight at once.
-const peerPublishers = 8
+// DefaultPeerPublishers is how many batch calls may be in flight at once:
+// enough that a peer answering each call in tens of milliseconds on a busy
+// machine still takes every millisecond's batch (with 8, its publishers
+// fell behind at 2 000 frames/s while it had CPU to spare).
+const DefaultPeerPublishers = 32
 
 // publishBatch publishes one frame to each of chans' channels in one call
 // of the batch API, each stamped with the time of the call, and returns
@@ -193,8 +197,8 @@ func (c *centrifugo) publishBatch(ctx context.Context, chans []int, channel func
 // second the daemon was offered (a token a frame), padded to its frame
 // size, for dur. Publications the publishers cannot keep up with are not
 // made: a saturated run measures what the peer takes, as the daemon's does.
-func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Duration) (peerRun, error) {
-	res := peerRun{Name: lr.Name, Streams: lr.Streams, Channels: lr.Conversations, FrameBytes: lr.FrameBytes}
+func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Duration, publishers int) (peerRun, error) {
+	res := peerRun{Name: lr.Name, Streams: lr.Streams, Channels: lr.Conversations, FrameBytes: lr.FrameBytes, Publishers: publishers}
 	rate := lr.TokensPerSec
 	if rate <= 0 || lr.Conversations == 0 {
 		return res, nil
@@ -237,11 +241,11 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 	// of the batch API, several calls in flight, so the bench process
 	// (which shares the machine with the peer) spends a request per
 	// millisecond, not one per frame, and the peer's figures are its own.
-	jobs := make(chan []int, 256)
+	jobs := make(chan []int, 1024)
 	var published, dropped atomic.Int64
 	var failed atomic.Value
 	var pubs sync.WaitGroup
-	for range peerPublishers {
+	for range publishers {
 		pubs.Go(func() {
 			for chans := range jobs {
 				n, err := c.publishBatch(ctx, chans, channel, pad)
@@ -312,7 +316,11 @@ func runPeer(ctx context.Context, o Options, dir string, res *Result, p progress
 	p.say("centrifugo: pid %d at %s", c.cmd.Process.Pid, c.base)
 	for _, lr := range res.Latency {
 		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s offered for %s", lr.Streams, lr.Conversations, lr.TokensPerSec, byteSize(lr.FrameBytes), o.Duration)
-		pr, err := c.latency(ctx, lr, o.Duration)
+		publishers := o.PeerPublishers
+		if publishers <= 0 {
+			publishers = DefaultPeerPublishers
+		}
+		pr, err := c.latency(ctx, lr, o.Duration, publishers)
 		if err != nil {
 			return err
 		}

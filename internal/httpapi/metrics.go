@@ -1,13 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/studio/operator/internal/metrics"
-	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -38,36 +35,15 @@ func (m *serverMetrics) handle(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveFlushed records, for the live frames of one flushed write, the time
-// from each frame's commit (its createdAt, read from the encoded frame) to
-// the flush.
+// from each frame's commit (its createdAt, which the feed keeps beside the
+// encoded frame) to the flush.
 func (m *serverMetrics) liveFlushed(events []store.Event) {
 	now := time.Now()
 	for _, e := range events {
-		if at, ok := createdAt(e.SSE); ok {
-			m.reg.CommitToFlush(now.Sub(at))
+		if !e.CreatedAt.IsZero() {
+			m.reg.CommitToFlush(now.Sub(e.CreatedAt))
 		}
 	}
-}
-
-var createdAtKey = []byte(`"createdAt":`)
-
-// createdAt reads the createdAt member of an encoded frame (the envelope's
-// is the last one: the payload comes before it in the deterministic form).
-func createdAt(sse []byte) (time.Time, bool) {
-	i := bytes.LastIndex(sse, createdAtKey)
-	if i < 0 {
-		return time.Time{}, false
-	}
-	rest := sse[i+len(createdAtKey):]
-	end := bytes.IndexAny(rest, ",}\n")
-	if end < 0 {
-		return time.Time{}, false
-	}
-	f, err := strconv.ParseFloat(string(bytes.TrimSpace(rest[:end])), 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return protocol.Time(f), true
 }
 
 type turnCounter struct{ reg *metrics.Registry }

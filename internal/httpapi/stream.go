@@ -195,7 +195,9 @@ type stream struct {
 	convID string
 	after  int64   // the cursor: the last sequence written
 	buf    *[]byte // pooled, held from the first write to the flush
-	status statusState
+	// deadline is the write deadline set on the connection.
+	deadline time.Time
+	status   statusState
 	// opened is the conversation's last sequence when the stream was
 	// checked, before its first status: a frame after it that the stream
 	// replays may have moved the turn since (statusState.movedBy).
@@ -299,9 +301,11 @@ func (st *stream) run() {
 			replay = true
 			continue
 		}
-		if n > 0 {
-			continue
+		if n == liveBatch {
+			continue // the window may hold more
 		}
+		// The window is written out: a commit since Next has left a
+		// wake-up in Ready, so the stream waits without asking again.
 		select {
 		case <-sub.Ready():
 		case <-progressed:
@@ -430,7 +434,13 @@ func (st *stream) push() bool {
 		return false // the server is closing: its streams end
 	default:
 	}
-	st.out.setWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
+	// The deadline moves only once half of it is spent: a write that
+	// blocks is still cut off within WriteTimeout, and a busy stream does
+	// not reset a timer on every write.
+	if now := time.Now(); st.deadline.Sub(now) < st.s.cfg.WriteTimeout/2 {
+		st.deadline = now.Add(st.s.cfg.WriteTimeout)
+		st.out.setWriteDeadline(st.deadline)
+	}
 	_, err := st.out.Write(*st.buf)
 	*st.buf = (*st.buf)[:0]
 	return err == nil

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/studio/operator/internal/protocol"
 )
@@ -45,6 +46,9 @@ type Event struct {
 	Sequence int64
 	Type     protocol.FrameType
 	SSE      []byte
+	// CreatedAt is the frame's createdAt, kept beside its encoding so that
+	// a stream timing its deliveries does not parse it back per stream.
+	CreatedAt time.Time
 }
 
 // refreshPage is how many frames one read of Refresh takes.
@@ -283,7 +287,7 @@ func (f *Feed) publish(id string, frames []Frame) {
 			// reading it from the store, where they report it.
 			break
 		}
-		events = append(events, Event{Sequence: fr.Sequence, Type: fr.Type, SSE: b})
+		events = append(events, Event{Sequence: fr.Sequence, Type: fr.Type, SSE: b, CreatedAt: fr.CreatedAt})
 	}
 	if len(events) == 0 {
 		return

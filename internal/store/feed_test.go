@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,4 +169,122 @@ func TestFeedRefreshReadsOncePerConversation(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// TestFeedConcurrentReadersExactlyOnce: streams that join while commits
+// land (subscribe, read the store to its end, then follow the window)
+// read the window together, fall back to the store when the window has moved past them, and wait for Ready as soon as a
+// read comes back short, without asking again: each gets every frame
+// exactly once, in order, whatever the interleaving with the commits.
+func TestFeedConcurrentReadersExactlyOnce(t *testing.T) {
+	t.Parallel()
+	const total, readers, limit = 6000, 24, 16
+	f := store.NewFeed(nil)
+	defer f.Close()
+	var mu sync.Mutex
+	var committed []store.Frame // the store: what committed, in order
+	readStore := func(after int64, n int) []store.Frame {
+		mu.Lock()
+		defer mu.Unlock()
+		if after >= int64(len(committed)) {
+			return nil
+		}
+		return committed[after:min(int64(len(committed)), after+int64(n))]
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, readers)
+	for r := range readers {
+		wg.Go(func() {
+			<-start
+			for range r * 40 { // join at different points of the commits
+				if len(readStore(0, total)) >= total {
+					break
+				}
+				runtime.Gosched()
+			}
+			sub := f.Subscribe("c") // before the store read: nothing is missed
+			defer sub.Close()
+			var cursor int64
+			fromStore := true
+			timeout := time.After(time.Minute) // a safety net only
+			for cursor < total {
+				if fromStore {
+					page := readStore(cursor, 500)
+					for _, fr := range page {
+						if fr.Sequence != cursor+1 {
+							errs <- fmt.Errorf("reader %d: store frame %d after %d", r, fr.Sequence, cursor)
+							return
+						}
+						cursor = fr.Sequence
+					}
+					if len(page) == 500 {
+						continue
+					}
+					fromStore = false
+				}
+				evs, behind := sub.Next(cursor, nil, limit)
+				if behind {
+					fromStore = true
+					continue
+				}
+				for _, e := range evs {
+					if e.Sequence != cursor+1 {
+						errs <- fmt.Errorf("reader %d: event %d after %d", r, e.Sequence, cursor)
+						return
+					}
+					if !e.CreatedAt.Equal(time.Unix(1_700_000_000, 0)) {
+						errs <- fmt.Errorf("reader %d: event %d has createdAt %v", r, e.Sequence, e.CreatedAt)
+						return
+					}
+					cursor = e.Sequence
+				}
+				if len(evs) == limit || cursor == total {
+					continue
+				}
+				select {
+				case <-sub.Ready():
+				case <-timeout:
+					errs <- fmt.Errorf("reader %d: stuck at %d of %d", r, cursor, total)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	for seq := int64(1); seq <= total; {
+		n := min(int64(1+seq%7), total-seq+1) // commits of 1 to 7 frames
+		batch := frames("c", seq, n, 20)
+		mu.Lock()
+		committed = append(committed, batch...)
+		mu.Unlock()
+		f.Publish(batch) // after the commit, as the backends do
+		seq += n
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// BenchmarkFeedNext measures a conversation's streams reading the window
+// together, as they do when a commit wakes them all: one Next per
+// stream, run in parallel.
+func BenchmarkFeedNext(b *testing.B) {
+	f := store.NewFeed(nil)
+	defer f.Close()
+	sub := f.Subscribe("c")
+	defer sub.Close()
+	f.Publish(frames("c", 1, store.FeedWindow, 40))
+	b.RunParallel(func(pb *testing.PB) {
+		dst := make([]store.Event, 0, 4)
+		for pb.Next() {
+			evs, _ := sub.Next(store.FeedWindow-4, dst[:0], 4)
+			if len(evs) != 4 {
+				b.Error("short read")
+				return
+			}
+		}
+	})
 }

@@ -28,6 +28,12 @@ type Script struct {
 type Turn struct {
 	Match string `json:"match,omitempty"`
 	Steps []Step `json:"steps"`
+	// Paced keeps the turn's sleeps to a schedule from its start: a sleep
+	// ends when the sleeps so far add up, so time lost elsewhere (a timer
+	// that fires late on a busy machine, a slow consumer) shortens the next
+	// sleep instead of slowing the turn. A benchmark offering N tokens/s
+	// then offers N, not what the timers allow.
+	Paced bool `json:"paced,omitempty"`
 }
 
 // Step is exactly one of: text, sleepMs, fail, or tool (with arguments).
@@ -57,6 +63,7 @@ func ptr[T any](v T) *T { return &v }
 type Provider struct {
 	script Script
 	sleep  func(ctx context.Context, d time.Duration) error
+	now    func() time.Time
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -82,7 +89,7 @@ func New(s Script) (*Provider, error) {
 			}
 		}
 	}
-	return &Provider{script: s, sleep: sleepCtx}, nil
+	return &Provider{script: s, sleep: sleepCtx, now: time.Now}, nil
 }
 
 // Load reads a script file.
@@ -126,6 +133,7 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 				return // every scripted tool call is answered: nothing more to say
 			}
 		}
+		due := p.now() // a paced turn's schedule: when its sleeps so far end
 		for i := start; i < len(turn.Steps); i++ {
 			st := turn.Steps[i]
 			if err := ctx.Err(); err != nil {
@@ -142,7 +150,14 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 					return
 				}
 			case st.SleepMs != nil:
-				if err := p.sleep(ctx, time.Duration(*st.SleepMs)*time.Millisecond); err != nil {
+				d := time.Duration(*st.SleepMs) * time.Millisecond
+				if turn.Paced {
+					due = due.Add(d)
+					if d = due.Sub(p.now()); d <= 0 {
+						continue // behind the schedule: no sleep
+					}
+				}
+				if err := p.sleep(ctx, d); err != nil {
 					yield(model.Event{}, err)
 					return
 				}

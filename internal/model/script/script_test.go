@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -99,5 +100,42 @@ func TestScriptValidation(t *testing.T) {
 	os.WriteFile(path, []byte(`{"turns":[{"steps":[{"text":"hi"}]}],"extra":1}`), 0o600)
 	if _, err := Load(path); err == nil {
 		t.Fatal("a script with an unknown member loaded")
+	}
+}
+
+// A paced turn's sleeps keep to its schedule: a timer that fires late
+// shortens the next sleep, and a turn far behind does not sleep at all;
+// an unpaced turn sleeps what it says.
+func TestScriptPacedSleepsKeepSchedule(t *testing.T) {
+	t.Parallel()
+	ms := func(n int64) *int64 { return &n }
+	steps := []Step{{SleepMs: ms(10)}, {Text: ptr("a")}, {SleepMs: ms(10)}, {Text: ptr("b")}, {SleepMs: ms(10)}, {SleepMs: ms(1)}}
+	for _, paced := range []bool{false, true} {
+		p, err := New(Script{Turns: []Turn{{Steps: steps, Paced: paced}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := time.Unix(1000, 0)
+		var slept []time.Duration
+		p.now = func() time.Time { return clock }
+		p.sleep = func(_ context.Context, d time.Duration) error {
+			slept = append(slept, d)
+			clock = clock.Add(d + 3*time.Millisecond) // each timer fires 3 ms late
+			if d == 7*time.Millisecond && len(slept) == 3 {
+				clock = clock.Add(20 * time.Millisecond) // then the turn falls far behind
+			}
+			return nil
+		}
+		text, _, err := play(t, p, context.Background(), model.Message{Role: model.RoleUser, Content: "go"})
+		if err != nil || text != "ab" {
+			t.Fatalf("paced=%v: %q %v", paced, text, err)
+		}
+		want := []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, time.Millisecond}
+		if paced {
+			want = []time.Duration{10 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond} // the last sleep is past due
+		}
+		if !slices.Equal(slept, want) {
+			t.Errorf("paced=%v: slept %v, want %v", paced, slept, want)
+		}
 	}
 }
