@@ -17,24 +17,7 @@ import (
 // every figure was measured, and that idle streams made no store read.
 func TestProcessBenchQuick(t *testing.T) {
 	t.Parallel()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(testCtx(t), bin, "bench", "--json", "--dir", t.TempDir(), "--duration", "1s",
-		"--conversations", "1,8", "--latency", "20@200,4@100/1x8192,5@300/5,20@2000", "--idle", "40", "--replay", "1200", "--text-flush", "20ms")
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("bench: %v\n%s", err, stderr)
-	}
-	var res bench.Result
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("bench --json: %v\n%s", err, out)
-	}
+	res := runBenchJSON(t, nil, "--conversations", "1,8", "--latency", "20@200,4@100/1x8192,5@300/5,20@2000", "--idle", "40", "--replay", "1200", "--text-flush", "20ms")
 	if res.FsyncPerSec <= 0 || len(res.Appends) != 4 || res.Appends[1].PerSec <= 0 || res.Appends[1].RatioToFsync <= 0 {
 		t.Fatalf("fsync and appends not measured: %+v", res)
 	}
@@ -75,25 +58,9 @@ func TestProcessBenchQuick(t *testing.T) {
 func TestProcessBenchPostgres(t *testing.T) {
 	t.Parallel()
 	url := postgresServer(t).NewDatabase(t, "")
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(testCtx(t), bin, "bench", "--json", "--dir", t.TempDir(), "--duration", "1s", "--database", url,
+	// The flag alone selects the database.
+	res := runBenchJSON(t, []string{"STUDIO_DATABASE_URL="}, "--database", url,
 		"--conversations", "1,4", "--latency", "10@200", "--cross-daemon", "2@100/1", "--idle", "10", "--replay", "600", "--text-flush", "20ms")
-	cmd.Env = append(os.Environ(), "STUDIO_DATABASE_URL=") // the flag alone selects the database
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("bench: %v\n%s", err, stderr)
-	}
-	var res bench.Result
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("bench --json: %v\n%s", err, out)
-	}
 	if res.Backend != "postgres" || res.Postgres == nil {
 		t.Fatalf("backend %q, postgres %+v: want the PostgreSQL rows", res.Backend, res.Postgres)
 	}
@@ -130,4 +97,30 @@ func TestProcessBenchPostgres(t *testing.T) {
 	if x := res.CrossDaemon; x == nil || x.Streams != 2 || x.StreamsPerConv != 1 || x.Frames == 0 || x.FrameP50Ms <= 0 || x.FrameP99Ms <= 0 {
 		t.Fatalf("cross-daemon run not measured: %+v", x)
 	}
+}
+
+// runBenchJSON runs `studio bench --json` for a second a run in a
+// temporary directory, with env added to this process's, and decodes its
+// result.
+func runBenchJSON(t *testing.T, env []string, args ...string) bench.Result {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testCtx(t), bin, append([]string{"bench", "--json", "--dir", t.TempDir(), "--duration", "1s"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("bench: %v\n%s", err, stderr)
+	}
+	var res bench.Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	return res
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/sqlite"
 )
 
@@ -69,10 +70,16 @@ func syncLoop(dir string, size int, d time.Duration) (perSec, bytesPerSec float6
 // openBenchStore opens and migrates the store at path: a SQLite file, or
 // with a postgres:// URL the PostgreSQL database of `bench --database`.
 func openBenchStore(ctx context.Context, path string) (store.Store, error) {
-	if isPostgresURL(path) {
-		return openPostgresBenchStore(ctx, path)
+	var st interface {
+		store.Store
+		Migrate(context.Context, time.Time) (int, error)
 	}
-	st, err := sqlite.Open(path)
+	var err error
+	if isPostgresURL(path) {
+		st, err = postgres.Open(ctx, path)
+	} else {
+		st, err = sqlite.Open(path)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
 )
 
@@ -27,19 +26,6 @@ import (
 // isPostgresURL reports whether a bench store path is a PostgreSQL URL.
 func isPostgresURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
-// openPostgresBenchStore opens and migrates the database of `bench --database`.
-func openPostgresBenchStore(ctx context.Context, url string) (store.Store, error) {
-	st, err := postgres.Open(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := st.Migrate(ctx, time.Now()); err != nil {
-		st.Close()
-		return nil, err
-	}
-	return st, nil
 }
 
 // removeBenchStore removes a run's SQLite file; a PostgreSQL run's rows
