@@ -157,150 +157,199 @@ func (p progress) say(format string, args ...any) {
 }
 
 func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
-	p := progress{w: stderr, start: time.Now()}
 	raiseFileLimit()
-	dir := o.Dir
-	if dir == "" {
+	r, err := newRun(o, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if !o.Keep {
+		defer os.RemoveAll(r.dir)
+	}
+	for _, step := range []func(context.Context) error{r.limits, r.appends, r.daemonRuns, r.peerRuns, r.tokenRuns} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r.p.say("done")
+	return r.res, nil
+}
+
+// run is one `studio bench`: its options, directory and backend, what
+// its steps share, and the result they fill in, in order: the limits
+// (fsync loop, disk bandwidth, PostgreSQL's commits), the appends, the
+// daemon's runs (idle, replay, across daemons, latency), the peer's, and
+// token -> screen on a second daemon.
+type run struct {
+	o   Options
+	p   progress
+	dir string
+	res *Result
+	// storePath is where a run's store goes: a new SQLite file in dir, or
+	// the PostgreSQL database of --database.
+	storePath func(name string) string
+	dbArgs    []string     // the daemons' --database, if any
+	crossRun  benchLatency // with --database: the cross-daemon run
+	// The latency runs and the script the daemons play them from.
+	runs       []benchLatency
+	scriptPath string
+	daemonDir  string
+}
+
+// newRun makes the bench directory and settles the backend.
+func newRun(o Options, stderr io.Writer) (*run, error) {
+	r := &run{o: o, p: progress{w: stderr, start: time.Now()}, dir: o.Dir, res: &Result{Backend: "sqlite"}}
+	if r.dir == "" {
 		d, err := os.MkdirTemp("", "studio-bench-")
 		if err != nil {
 			return nil, err
 		}
-		dir = d
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		r.dir = d
+	} else if err := os.MkdirAll(r.dir, 0o700); err != nil {
 		return nil, err
 	}
-	if !o.Keep {
-		defer os.RemoveAll(dir)
-	}
-	res := &Result{Backend: "sqlite"}
-	// storePath is where a run's store goes: a new SQLite file in dir, or
-	// the PostgreSQL database of --database.
-	storePath := func(name string) string { return filepath.Join(dir, name) }
-	var dbArgs []string
-	var crossRun benchLatency
+	r.storePath = func(name string) string { return filepath.Join(r.dir, name) }
+	r.daemonDir = filepath.Join(r.dir, "daemon")
+	r.scriptPath = filepath.Join(r.dir, "script.json")
 	if o.Database != "" {
 		if !isPostgresURL(o.Database) {
 			return nil, fmt.Errorf("--database %q: want a postgres:// URL", redactURL(o.Database))
 		}
 		var err error
-		if crossRun, err = parseLatencyRun(o.CrossDaemon); err != nil {
+		if r.crossRun, err = parseLatencyRun(o.CrossDaemon); err != nil {
 			return nil, fmt.Errorf("--cross-daemon: %w", err)
 		}
-		res.Backend = "postgres"
-		storePath = func(string) string { return o.Database }
-		dbArgs = []string{"--database", o.Database}
+		r.res.Backend = "postgres"
+		r.storePath = func(string) string { return o.Database }
+		r.dbArgs = []string{"--database", o.Database}
 	}
-	res.Machine.CPUs, res.Machine.GoVersion, res.Machine.Dir = runtime.NumCPU(), runtime.Version(), dir
+	r.res.Machine.CPUs, r.res.Machine.GoVersion, r.res.Machine.Dir = runtime.NumCPU(), runtime.Version(), r.dir
+	return r, nil
+}
 
-	p.say("fsync: write+fsync loop in %s", dir)
-	fs, err := fsyncRate(dir, min(o.Duration, 3*time.Second))
+// limits measures what the appends are reported against, in the same
+// run: the disk's write+fsync loop, its bandwidth with large writes per
+// fsync, and with --database PostgreSQL's own commit rate.
+func (r *run) limits(ctx context.Context) error {
+	o, p, res := r.o, r.p, r.res
+	p.say("fsync: write+fsync loop in %s", r.dir)
+	fs, err := fsyncRate(r.dir, min(o.Duration, 3*time.Second))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.FsyncPerSec = fs
 	p.say("fsync: %.0f/s", fs)
 
 	p.say("disk: write+fsync loop of %s per fsync", byteSize(BandwidthWrite))
-	bw, err := diskBandwidth(dir, min(o.Duration, 3*time.Second))
+	bw, err := diskBandwidth(r.dir, min(o.Duration, 3*time.Second))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.DiskBytesPerSec = bw
 	p.say("disk: %.1f MB/s", bw/1e6)
 
 	if o.Database != "" {
 		if res.Postgres, err = probePostgres(ctx, o.Database, min(o.Duration, 3*time.Second), p); err != nil {
-			return nil, err
+			return err
 		}
 		res.Postgres.CrossDaemonRunSpec = o.CrossDaemon
 	}
-	// ratios sets an appends row's ratios to the same run's limits.
-	ratios := func(a appendResult) appendResult {
-		a.RatioToFsync = a.PerSec / fs
-		if pg := res.Postgres; pg != nil {
-			a.RatioToCommits = a.PerSec / pg.CommitsPerSec
-			a.RatioToPoolCommits = a.PerSec / pg.PoolCommitsPerSec
-		}
-		return a
-	}
+	return nil
+}
 
+// ratios sets an appends row's ratios to the same run's limits.
+func (r *run) ratios(a appendResult) appendResult {
+	a.RatioToFsync = a.PerSec / r.res.FsyncPerSec
+	if pg := r.res.Postgres; pg != nil {
+		a.RatioToCommits = a.PerSec / pg.CommitsPerSec
+		a.RatioToPoolCommits = a.PerSec / pg.PoolCommitsPerSec
+	}
+	return a
+}
+
+// appends measures durable appends at the store: by each number of
+// concurrent conversations, one conversation pipelined, and large frames
+// against the disk's bandwidth.
+func (r *run) appends(ctx context.Context) error {
+	o, p, res, fs := r.o, r.p, r.res, r.res.FsyncPerSec
 	for _, n := range o.Conversations {
 		p.say("appends: %d concurrent conversations for %s", n, o.Duration)
-		rate, err := appendRate(ctx, storePath(fmt.Sprintf("appends-%d.db", n)), n, 0, o.Duration)
+		rate, err := appendRate(ctx, r.storePath(fmt.Sprintf("appends-%d.db", n)), n, 0, o.Duration)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		res.Appends = append(res.Appends, ratios(appendResult{Conversations: n, PerSec: rate}))
+		res.Appends = append(res.Appends, r.ratios(appendResult{Conversations: n, PerSec: rate}))
 		p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
 	}
 	p.say("appends: 1 conversation, pipelined, for %s", o.Duration)
-	rate, err := pipelinedRate(ctx, storePath("appends-pipelined.db"), o.Duration)
+	rate, err := pipelinedRate(ctx, r.storePath("appends-pipelined.db"), o.Duration)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res.Appends = append(res.Appends, ratios(appendResult{Conversations: 1, Pipelined: true, PerSec: rate}))
+	res.Appends = append(res.Appends, r.ratios(appendResult{Conversations: 1, Pipelined: true, PerSec: rate}))
 	p.say("appends: %.0f/s (%.2f x fsync)", rate, rate/fs)
 	// Large frames, against the disk's bandwidth: as many conversations as
 	// the largest small-frame run, at most 100.
 	if len(o.Conversations) > 0 {
 		n := min(100, slices.Max(o.Conversations))
 		p.say("appends: %d concurrent conversations of %s frames for %s", n, byteSize(BigFrame), o.Duration)
-		rate, err := appendRate(ctx, storePath(fmt.Sprintf("appends-big-%d.db", n)), n, BigFrame, o.Duration)
+		rate, err := appendRate(ctx, r.storePath(fmt.Sprintf("appends-big-%d.db", n)), n, BigFrame, o.Duration)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		a := ratios(appendResult{Conversations: n, FrameBytes: BigFrame, PerSec: rate, BytesPerSec: rate * BigFrame})
-		a.RatioToDisk = a.BytesPerSec / bw
+		a := r.ratios(appendResult{Conversations: n, FrameBytes: BigFrame, PerSec: rate, BytesPerSec: rate * BigFrame})
+		a.RatioToDisk = a.BytesPerSec / res.DiskBytesPerSec
 		res.Appends = append(res.Appends, a)
 		p.say("appends: %.0f/s, %.1f MB/s (%.3f x the disk's bandwidth)", rate, a.BytesPerSec/1e6, a.RatioToDisk)
 	}
+	return nil
+}
 
-	daemonDir := filepath.Join(dir, "daemon")
+// daemonRuns writes the replayed conversation and the script, starts the
+// daemon and measures over its streams: idle streams, replay, with
+// --database frames across daemons, and the frame latency runs.
+func (r *run) daemonRuns(ctx context.Context) error {
+	o, p, res := r.o, r.p, r.res
 	p.say("replay: writing a %d-frame conversation", o.Replay)
-	replayConv, storeRate, err := prepareReplay(ctx, daemonDir, storePath(filepath.Join("daemon", datadir.DatabaseFile)), o.Replay)
+	replayConv, storeRate, err := prepareReplay(ctx, r.daemonDir, r.storePath(filepath.Join("daemon", datadir.DatabaseFile)), o.Replay)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.Replay = replayResult{Frames: o.Replay, StorePerSec: storeRate}
 	p.say("replay: store read alone %.0f frames/s", storeRate)
 
-	runs, err := latencyRuns(o)
-	if err != nil {
-		return nil, err
+	if r.runs, err = latencyRuns(o); err != nil {
+		return err
 	}
-	scriptPath := filepath.Join(dir, "script.json")
-	scriptRuns, crossIdx := runs, -1
+	scriptRuns, crossIdx := r.runs, -1
 	if o.Database != "" {
-		crossIdx = len(runs)
-		scriptRuns = append(slices.Clip(runs), crossRun)
+		crossIdx = len(r.runs)
+		scriptRuns = append(slices.Clip(r.runs), r.crossRun)
 	}
-	if err := writeBenchScript(scriptPath, scriptRuns, o.Duration); err != nil {
-		return nil, err
+	if err := writeBenchScript(r.scriptPath, scriptRuns, o.Duration); err != nil {
+		return err
 	}
 
 	// The daemon: frames at the model's pace, so frame latency is the
 	// store and the streams'. Its coalescing (0.2 ms) is shorter than the
 	// script's 1 ms step, so a token is stored as it comes and one
 	// conversation can carry close to 1 000 frames/s.
-	d, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, 200*time.Microsecond, dbArgs...)
+	d, err := startBenchDaemon(ctx, r.dir, r.daemonDir, r.scriptPath, 200*time.Microsecond, r.dbArgs...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer d.stop()
 	p.say("daemon: pid %d at %s", d.cmd.Process.Pid, d.base)
 
 	p.say("idle: opening %d streams", o.Idle)
-	res.Idle, err = d.idle(ctx, o.Idle, p)
-	if err != nil {
-		return nil, err
+	if res.Idle, err = d.idle(ctx, o.Idle, p); err != nil {
+		return err
 	}
 	p.say("idle: %.1f KiB RSS per stream, %.1f KiB Go heap+stacks, %d store reads while idle",
 		res.Idle.RSSKiBPerStream, res.Idle.GoKiBPerStream, res.Idle.StoreReadsWhileIdle)
 
 	p.say("replay: streaming %d frames over SSE", o.Replay)
-	res.Replay.StreamPerSec, err = d.replay(ctx, replayConv, o.Replay)
-	if err != nil {
-		return nil, err
+	if res.Replay.StreamPerSec, err = d.replay(ctx, replayConv, o.Replay); err != nil {
+		return err
 	}
 	res.Replay.StreamRatioToRead = res.Replay.StreamPerSec / storeRate
 	p.say("replay: %.0f frames/s over SSE", res.Replay.StreamPerSec)
@@ -308,23 +357,23 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	// Across daemons first, before the saturating runs leave the database
 	// and the daemon a backlog.
 	if crossIdx >= 0 {
-		lr, err := crossDaemonLatency(ctx, d, dir, scriptPath, o.Database, crossIdx, crossRun, o.Duration, p)
+		lr, err := crossDaemonLatency(ctx, d, r.dir, r.scriptPath, o.Database, crossIdx, r.crossRun, o.Duration, p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res.CrossDaemon = &lr
 		p.say("cross-daemon: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
 			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
 	}
 
-	for i, r := range runs {
-		if r.textFlush {
+	for i, lrun := range r.runs {
+		if lrun.textFlush {
 			continue
 		}
-		p.say("latency: %d streams (%d per conversation), %d-byte tokens, %.0f/s offered for %s", r.convs*r.perConv, r.perConv, r.bytes, r.offered(), o.Duration)
-		lr, err := d.latency(ctx, i, r, o.Duration)
+		p.say("latency: %d streams (%d per conversation), %d-byte tokens, %.0f/s offered for %s", lrun.convs*lrun.perConv, lrun.perConv, lrun.bytes, lrun.offered(), o.Duration)
+		lr, err := d.latency(ctx, i, lrun, o.Duration)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		lr.BytesPerSec = lr.FramesPerSec * float64(lr.FrameBytes)
 		lr.RatioToDisk = lr.BytesPerSec / res.DiskBytesPerSec
@@ -332,36 +381,41 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 		p.say("latency: frame -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); %.0f of %.0f deliveries/s offered",
 			lr.FrameP50Ms, lr.FrameP99Ms, lr.FrameP999Ms, lr.Frames, lr.DeliveriesSec, lr.OfferedSec)
 	}
-	d.stop()
+	return nil
+}
 
-	if o.Centrifugo != "" {
-		if err := runPeer(ctx, o, dir, res, p); err != nil {
-			return nil, err
-		}
+// peerRuns repeats the frame latency runs against Centrifugo, with
+// --centrifugo, after the daemon stopped.
+func (r *run) peerRuns(ctx context.Context) error {
+	if r.o.Centrifugo == "" {
+		return nil
 	}
+	return runPeer(ctx, r.o, r.dir, r.res, r.p)
+}
 
-	// Token -> screen with the coalescing interval: another daemon.
-	d2, err := startBenchDaemon(ctx, dir, daemonDir, scriptPath, o.TextFlush, dbArgs...)
+// tokenRuns measures token -> screen with the coalescing interval of
+// --text-flush, on a daemon of its own.
+func (r *run) tokenRuns(ctx context.Context) error {
+	o, p := r.o, r.p
+	d, err := startBenchDaemon(ctx, r.dir, r.daemonDir, r.scriptPath, o.TextFlush, r.dbArgs...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer d2.stop()
-	for i, r := range runs {
-		if !r.textFlush {
+	defer d.stop()
+	for i, lrun := range r.runs {
+		if !lrun.textFlush {
 			continue
 		}
-		p.say("tokens: %d streams, %.0f tokens/s, --text-flush %s", r.convs*r.perConv, r.offered(), o.TextFlush)
-		lr, err := d2.latency(ctx, i, r, o.Duration)
+		p.say("tokens: %d streams, %.0f tokens/s, --text-flush %s", lrun.convs*lrun.perConv, lrun.offered(), o.TextFlush)
+		lr, err := d.latency(ctx, i, lrun, o.Duration)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		lr.TextFlushMs = float64(o.TextFlush) / float64(time.Millisecond)
-		res.Latency = append(res.Latency, lr)
+		r.res.Latency = append(r.res.Latency, lr)
 		p.say("tokens: token -> screen p50 %.2f ms, p99 %.2f ms", lr.TokenP50Ms, lr.TokenP99Ms)
 	}
-	d2.stop()
-	p.say("done")
-	return res, nil
+	return nil
 }
 
 // raiseFileLimit lifts the soft limit on open files to the hard one: the
