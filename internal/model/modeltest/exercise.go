@@ -29,12 +29,45 @@ type Subject struct {
 	Open func(deltas ...string) []string
 	// Close ends a stream of text as a finished answer.
 	Close []string
+
+	// Name is the provider's Name.
+	Name string
+	// KeyEnv names the configuration a refused key's message points to.
+	KeyEnv []string
+	// Model is the model name New configures.
+	Model string
+	// CheckPath is where Check asks (GET); CheckBody the API's answer.
+	CheckPath, CheckBody string
+	// ErrorBody is the API's error body for an HTTP status with message.
+	ErrorBody func(status int, message string) string
+	// RateLimitHeader goes with a 429; the error must carry RetryAfter ms.
+	RateLimitHeader http.Header
+	RetryAfter      int64
+	// RetryAfterMs is the provider's reading of a 429's headers at now.
+	RetryAfterMs func(h http.Header, now time.Time) int64
+	// ErrorEvent is an error the API sends mid-stream; its message
+	// contains ErrorMessage and its details hold ErrorDetails.
+	ErrorEvent   string
+	ErrorMessage string
+	ErrorDetails map[string]any
+	// Malformed is an event whose data is cut off mid-JSON.
+	Malformed string
+	// Usage is a whole stream of text reporting in and out tokens.
+	Usage func(in, out int) []string
+
+	// Start opens a stream whose answer has tool calls; ToolClose ends it.
+	Start, ToolClose []string
+	// ToolCall is one tool call whose arguments arrive in parts: the
+	// answer's block (text counts) and its place among the calls.
+	ToolCall func(block, call int, id, name string, parts ...string) []string
 }
 
 // Exercise runs the conformance suite every remote provider passes:
 // streaming text, a stream cut short, cancellation, a server that is down,
-// inputs refused before any request. Each provider's own tests keep what
-// only its API has (tool calls, error bodies, headers, usage).
+// inputs refused before any request; the typed errors for 429, 5xx, 401 and
+// 404, Retry-After, Check, usage, malformed events and tool calls assembled
+// from split deltas. Subject supplies each API's wire (bodies, events,
+// headers); each provider's own tests keep what only its API has.
 func Exercise(t *testing.T, s Subject) {
 	stream := func(chunks ...[]string) http.HandlerFunc {
 		var all []string
@@ -163,6 +196,8 @@ func Exercise(t *testing.T, s Subject) {
 			t.Fatalf("bad inputs reached the server: %d requests", n)
 		}
 	})
+	exerciseErrors(t, s)
+	exerciseStreams(t, s)
 }
 
 // waitClosed waits for the fake server to see the client go away. The
