@@ -26,17 +26,8 @@ const (
 	testModel = "claude-sonnet-4-5"
 )
 
-// fake is the shared fake streaming server (package modeltest).
-type fake struct{ *modeltest.Fake }
-
-func newFake(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *fake {
-	t.Helper()
-	return &fake{modeltest.New(t, h)}
-}
-
-func (f *fake) requests() []modeltest.Request { return f.Requests() }
-
-func (f *fake) provider(t *testing.T) *Provider {
+// provider is the provider for the fake f.
+func provider(t *testing.T, f *modeltest.Fake) *Provider {
 	t.Helper()
 	p, err := New(Config{BaseURL: f.URL(), APIKey: testKey, Model: testModel, HTTPClient: f.Client()})
 	if err != nil {
@@ -87,8 +78,8 @@ func messageDelta(reason string) string {
 
 func TestStreamToolWithoutInput(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, sseHandler(messageStart, toolStart(0, "toolu_E", "refresh"), inputDelta(0, ""), blockStop(0), messageDelta("tool_use"), messageStop))
-	evs, err := modeltest.Collect(context.Background(), f.provider(t), modeltest.UserRequest())
+	f := modeltest.New(t, sseHandler(messageStart, toolStart(0, "toolu_E", "refresh"), inputDelta(0, ""), blockStop(0), messageDelta("tool_use"), messageStop))
+	evs, err := modeltest.Collect(context.Background(), provider(t, f), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +90,7 @@ func TestStreamToolWithoutInput(t *testing.T) {
 
 func TestRequestBody(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, sseHandler(messageStart, textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn"), messageStop))
+	f := modeltest.New(t, sseHandler(messageStart, textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn"), messageStop))
 	req := model.Request{
 		System: "You are the Studio operator. Current view: mission.",
 		Messages: []model.Message{
@@ -118,10 +109,10 @@ func TestRequestBody(t *testing.T) {
 			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
 		},
 	}
-	if _, err := modeltest.Collect(context.Background(), f.provider(t), req); err != nil {
+	if _, err := modeltest.Collect(context.Background(), provider(t, f), req); err != nil {
 		t.Fatal(err)
 	}
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
@@ -215,43 +206,16 @@ func TestRequestBody(t *testing.T) {
 }
 
 // The Messages API's own rate-limit reset headers (the Retry-After ones
-// are in the conformance suite).
-func TestRateLimitResetHeaders(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name string
-		h    map[string]string
-		want int64
-	}{
-		{"exhausted tokens reset", map[string]string{
-			"anthropic-ratelimit-requests-remaining": "40", "anthropic-ratelimit-requests-reset": "2026-03-01T12:00:01Z",
-			"anthropic-ratelimit-tokens-remaining": "0", "anthropic-ratelimit-tokens-reset": "2026-03-01T12:00:30Z"}, 30000},
-		{"nearest reset", map[string]string{
-			"anthropic-ratelimit-input-tokens-reset": "2026-03-01T12:00:02Z", "anthropic-ratelimit-output-tokens-reset": "2026-03-01T12:00:09Z"}, 2000},
-		{"garbage", map[string]string{"anthropic-ratelimit-tokens-reset": "later"}, 0},
-	}
-	for _, c := range cases {
-		h := http.Header{}
-		for k, v := range c.h {
-			h.Set(k, v)
-		}
-		if got := retryAfterMs(h, now); got != c.want {
-			t.Errorf("%s: retryAfterMs = %d, want %d", c.name, got, c.want)
-		}
-	}
-}
-
 func TestRateLimitResetEndToEnd(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := modeltest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Anthropic-Ratelimit-Output-Tokens-Remaining", "0")
 		w.Header().Set("Anthropic-Ratelimit-Output-Tokens-Reset", "2026-03-01T12:00:07Z")
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"Output token rate limit exceeded."}}`)
 	})
-	p := f.provider(t)
+	p := provider(t, f)
 	p.now = func() time.Time { return now }
 	_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
 	if pe := modeltest.WantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 7000 {
@@ -262,12 +226,12 @@ func TestRateLimitResetEndToEnd(t *testing.T) {
 // An invalid model name is refused with a 400, not the 404 of an unknown one.
 func TestBadModelName(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := modeltest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"model: String should match pattern"}}`)
 	})
-	p := f.provider(t)
+	p := provider(t, f)
 	_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
 	for _, err := range []error{err, p.Check(context.Background())} {
 		pe := modeltest.WantError(t, err, protocol.ModelFailure, false)
@@ -334,6 +298,14 @@ func TestConformance(t *testing.T) {
 			"Anthropic-Ratelimit-Requests-Remaining": {"0"}, "Anthropic-Ratelimit-Requests-Reset": {"2026-03-01T12:00:13Z"}},
 		RetryAfter:   13000,
 		RetryAfterMs: retryAfterMs,
+		RetryAfterCases: []modeltest.RetryAfterCase{
+			{Name: "exhausted tokens reset", Header: map[string]string{
+				"anthropic-ratelimit-requests-remaining": "40", "anthropic-ratelimit-requests-reset": "2026-03-01T12:00:01Z",
+				"anthropic-ratelimit-tokens-remaining": "0", "anthropic-ratelimit-tokens-reset": "2026-03-01T12:00:30Z"}, Want: 30000},
+			{Name: "nearest reset", Header: map[string]string{
+				"anthropic-ratelimit-input-tokens-reset": "2026-03-01T12:00:02Z", "anthropic-ratelimit-output-tokens-reset": "2026-03-01T12:00:09Z"}, Want: 2000},
+			{Name: "garbage", Header: map[string]string{"anthropic-ratelimit-tokens-reset": "later"}, Want: 0},
+		},
 		ErrorEvent:   sse("error", `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`),
 		ErrorMessage: "Overloaded",
 		ErrorDetails: map[string]any{"httpStatus": 529, "midStream": true},

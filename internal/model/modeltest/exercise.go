@@ -43,8 +43,11 @@ type Subject struct {
 	// RateLimitHeader goes with a 429; the error must carry RetryAfter ms.
 	RateLimitHeader http.Header
 	RetryAfter      int64
-	// RetryAfterMs is the provider's reading of a 429's headers at now.
-	RetryAfterMs func(h http.Header, now time.Time) int64
+	// RetryAfterMs is the provider's reading of a 429's headers at now;
+	// RetryAfterCases are the API's own rate-limit headers it reads, at
+	// RateLimitNow, besides the Retry-After ones every API has.
+	RetryAfterMs    func(h http.Header, now time.Time) int64
+	RetryAfterCases []RetryAfterCase
 	// ErrorEvent is an error the API sends mid-stream; its message
 	// contains ErrorMessage and its details hold ErrorDetails.
 	ErrorEvent   string

@@ -13,6 +13,16 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
+// RateLimitNow is the clock's reading when RetryAfterCases are read.
+var RateLimitNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// RetryAfterCase is a 429's headers and the wait, in ms, they mean.
+type RetryAfterCase struct {
+	Name   string
+	Header map[string]string
+	Want   int64
+}
+
 // exerciseErrors: every API's refusals become the same typed errors, and
 // no request is retried behind the engine's back.
 func exerciseErrors(t *testing.T, s Subject) {
@@ -48,12 +58,8 @@ func exerciseErrors(t *testing.T, s Subject) {
 	})
 	t.Run("RetryAfterHeaders", func(t *testing.T) {
 		t.Parallel()
-		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		cases := []struct {
-			name string
-			h    map[string]string
-			want int64
-		}{
+		now := RateLimitNow
+		cases := append([]RetryAfterCase{
 			{"none", nil, 0},
 			{"ms", map[string]string{"retry-after-ms": "800"}, 800},
 			{"ms fraction", map[string]string{"retry-after-ms": "250.2"}, 251},
@@ -63,14 +69,14 @@ func exerciseErrors(t *testing.T, s Subject) {
 			{"date", map[string]string{"retry-after": now.Add(5 * time.Second).Format(http.TimeFormat)}, 5000},
 			{"past date", map[string]string{"retry-after": now.Add(-time.Minute).Format(http.TimeFormat)}, 0},
 			{"garbage", map[string]string{"retry-after": "soon"}, 0},
-		}
+		}, s.RetryAfterCases...)
 		for _, c := range cases {
 			h := http.Header{}
-			for k, v := range c.h {
+			for k, v := range c.Header {
 				h.Set(k, v)
 			}
-			if got := s.RetryAfterMs(h, now); got != c.want {
-				t.Errorf("%s: retryAfterMs = %d, want %d", c.name, got, c.want)
+			if got := s.RetryAfterMs(h, now); got != c.Want {
+				t.Errorf("%s: retryAfterMs = %d, want %d", c.Name, got, c.Want)
 			}
 		}
 	})

@@ -23,17 +23,8 @@ func TestMain(m *testing.M) {
 
 const testKey = "sk-test-4f9c2b7e1d8a6053c0ffee1234"
 
-// fake is the shared fake streaming server (package modeltest).
-type fake struct{ *modeltest.Fake }
-
-func newFake(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *fake {
-	t.Helper()
-	return &fake{modeltest.New(t, h)}
-}
-
-func (f *fake) requests() []modeltest.Request { return f.Requests() }
-
-func (f *fake) provider(t *testing.T, key string) *Provider {
+// provider is the provider for the fake f, with key.
+func provider(t *testing.T, f *modeltest.Fake, key string) *Provider {
 	t.Helper()
 	p, err := New(Config{BaseURL: f.URL() + "/v1", APIKey: key, Model: "gpt-4.1-mini", HTTPClient: f.Client()})
 	if err != nil {
@@ -80,10 +71,10 @@ func toolArgs(index int, part string) string {
 // they are assembled by index and yielded in index order.
 func TestStreamInterleavedToolCalls(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, sseHandler(toolStart(1, "call_B2", "set_theme"), toolStart(0, "call_A1", "navigate"),
+	f := modeltest.New(t, sseHandler(toolStart(1, "call_B2", "set_theme"), toolStart(0, "call_A1", "navigate"),
 		toolArgs(0, `{"space":`), toolArgs(1, `{"theme"`), toolArgs(1, `:"dark"}`), toolArgs(0, `"mission"}`),
 		toolStop, "[DONE]"))
-	evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	evs, err := modeltest.Collect(context.Background(), provider(t, f, testKey), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +89,11 @@ func TestStreamInterleavedToolCalls(t *testing.T) {
 // sometimes without an id; the provider makes one up.
 func TestStreamWholeToolCallWithoutID(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, sseHandler(
+	f := modeltest.New(t, sseHandler(
 		`{"id":"chatcmpl-475","object":"chat.completion.chunk","created":1745834101,"model":"llama3.2","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"type":"function","function":{"name":"set_theme","arguments":"{\"theme\":\"dark\"}"}}]},"finish_reason":null}]}`,
 		`{"id":"chatcmpl-475","object":"chat.completion.chunk","created":1745834101,"model":"llama3.2","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}`,
 		"[DONE]"))
-	evs, err := modeltest.Collect(context.Background(), f.provider(t, ""), modeltest.UserRequest())
+	evs, err := modeltest.Collect(context.Background(), provider(t, f, ""), modeltest.UserRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +110,8 @@ func TestStreamInvalidArguments(t *testing.T) {
 	for name, args := range map[string]string{"array": `[1,2]`, "string": `"dark"`} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, sseHandler(toolStart(0, "call_X", "navigate"), toolArgs(0, args), toolStop, "[DONE]"))
-			evs, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+			f := modeltest.New(t, sseHandler(toolStart(0, "call_X", "navigate"), toolArgs(0, args), toolStop, "[DONE]"))
+			evs, err := modeltest.Collect(context.Background(), provider(t, f, testKey), modeltest.UserRequest())
 			modeltest.WantError(t, err, protocol.ModelFailure, false)
 			if len(modeltest.ToolCalls(evs)) != 0 {
 				t.Fatalf("a broken call was yielded: %+v", evs)
@@ -131,7 +122,7 @@ func TestStreamInvalidArguments(t *testing.T) {
 
 func TestRequestBody(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, sseHandler(textChunk("ok"), stopChunk, "[DONE]"))
+	f := modeltest.New(t, sseHandler(textChunk("ok"), stopChunk, "[DONE]"))
 	req := model.Request{
 		System: "You are the Studio operator. Current view: mission.",
 		Messages: []model.Message{
@@ -148,10 +139,10 @@ func TestRequestBody(t *testing.T) {
 			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
 		},
 	}
-	if _, err := modeltest.Collect(context.Background(), f.provider(t, testKey), req); err != nil {
+	if _, err := modeltest.Collect(context.Background(), provider(t, f, testKey), req); err != nil {
 		t.Fatal(err)
 	}
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
@@ -230,60 +221,35 @@ func TestRequestBody(t *testing.T) {
 
 func TestNoKeyNoAuthorization(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, sseHandler(textChunk("hi"), stopChunk, "[DONE]"))
-	if _, err := modeltest.Collect(context.Background(), f.provider(t, ""), modeltest.UserRequest()); err != nil {
+	f := modeltest.New(t, sseHandler(textChunk("hi"), stopChunk, "[DONE]"))
+	if _, err := modeltest.Collect(context.Background(), provider(t, f, ""), modeltest.UserRequest()); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.requests()[0].Header.Get("Authorization"); got != "" {
+	if got := f.Requests()[0].Header.Get("Authorization"); got != "" {
 		t.Fatalf("Authorization = %q, want none", got)
 	}
 }
 
 func TestInsufficientQuotaIsNotRetryable(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := modeltest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
 	})
-	_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	_, err := modeltest.Collect(context.Background(), provider(t, f, testKey), modeltest.UserRequest())
 	modeltest.WantError(t, err, protocol.ModelFailure, false)
 }
 
 // The API's own x-ratelimit reset headers (the Retry-After ones are in the
-// conformance suite).
-func TestRateLimitResetHeaders(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name string
-		h    map[string]string
-		want int64
-	}{
-		{"exhausted tokens", map[string]string{
-			"x-ratelimit-remaining-requests": "4999", "x-ratelimit-reset-requests": "12ms",
-			"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"}, 360000},
-		{"nearest reset", map[string]string{"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "20ms"}, 20},
-	}
-	for _, c := range cases {
-		h := http.Header{}
-		for k, v := range c.h {
-			h.Set(k, v)
-		}
-		if got := retryAfterMs(h, now); got != c.want {
-			t.Errorf("%s: retryAfterMs = %d, want %d", c.name, got, c.want)
-		}
-	}
-}
-
 func TestRetryAfterDateEndToEnd(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := modeltest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", now.Add(4*time.Second).Format(http.TimeFormat))
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
-	p := f.provider(t, testKey)
+	p := provider(t, f, testKey)
 	p.now = func() time.Time { return now }
 	_, err := modeltest.Collect(context.Background(), p, modeltest.UserRequest())
 	if pe := modeltest.WantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 4000 {
@@ -293,11 +259,11 @@ func TestRetryAfterDateEndToEnd(t *testing.T) {
 
 func TestForbidden(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := modeltest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusForbidden)
 		io.WriteString(w, `{"error":{"message":"You are not allowed to sample from this model","type":"invalid_request_error","param":null,"code":null}}`)
 	})
-	_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+	_, err := modeltest.Collect(context.Background(), provider(t, f, testKey), modeltest.UserRequest())
 	if pe := modeltest.WantError(t, err, protocol.ModelFailure, false); !strings.Contains(pe.Message, "OPENAI_API_KEY") {
 		t.Fatalf("message = %q", pe.Message)
 	}
@@ -317,12 +283,12 @@ func TestBadModelCompatibleServers(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+			f := modeltest.New(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(c.status)
 				io.WriteString(w, c.body)
 			})
-			_, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest())
+			_, err := modeltest.Collect(context.Background(), provider(t, f, testKey), modeltest.UserRequest())
 			pe := modeltest.WantError(t, err, protocol.ModelFailure, false)
 			if !strings.Contains(pe.Message, "STUDIO_MODEL_NAME") || !strings.Contains(pe.Message, "gpt-4.1-mini") {
 				t.Fatalf("message = %q", pe.Message)
@@ -336,14 +302,14 @@ func TestBadModelCompatibleServers(t *testing.T) {
 
 func TestCheckSendsKey(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+	f := modeltest.New(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"object":"list","data":[]}`)
 	})
-	if err := f.provider(t, testKey).Check(context.Background()); err != nil {
+	if err := provider(t, f, testKey).Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
+	if got := f.Requests()[0].Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Fatalf("Authorization = %q", got)
 	}
 }
@@ -366,8 +332,8 @@ func TestNewValidates(t *testing.T) {
 // conformance suite checks it reports the usage chunk.
 func TestRequestAsksForUsage(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, sseHandler(roleChunk, textChunk("ok"), stopChunk, "[DONE]"))
-	if _, err := modeltest.Collect(context.Background(), f.provider(t, testKey), modeltest.UserRequest()); err != nil {
+	f := modeltest.New(t, sseHandler(roleChunk, textChunk("ok"), stopChunk, "[DONE]"))
+	if _, err := modeltest.Collect(context.Background(), provider(t, f, testKey), modeltest.UserRequest()); err != nil {
 		t.Fatal(err)
 	}
 	var body struct {
@@ -375,8 +341,8 @@ func TestRequestAsksForUsage(t *testing.T) {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
-	if err := json.Unmarshal(f.requests()[0].Body, &body); err != nil || !body.StreamOptions.IncludeUsage {
-		t.Fatalf("request does not ask for usage: %s (%v)", f.requests()[0].Body, err)
+	if err := json.Unmarshal(f.Requests()[0].Body, &body); err != nil || !body.StreamOptions.IncludeUsage {
+		t.Fatalf("request does not ask for usage: %s (%v)", f.Requests()[0].Body, err)
 	}
 }
 
@@ -426,6 +392,12 @@ func TestConformance(t *testing.T) {
 			"X-Ratelimit-Remaining-Tokens": {"0"}, "X-Ratelimit-Reset-Tokens": {"1.5s"}},
 		RetryAfter:   1500,
 		RetryAfterMs: retryAfterMs,
+		RetryAfterCases: []modeltest.RetryAfterCase{
+			{Name: "exhausted tokens", Header: map[string]string{
+				"x-ratelimit-remaining-requests": "4999", "x-ratelimit-reset-requests": "12ms",
+				"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"}, Want: 360000},
+			{Name: "nearest reset", Header: map[string]string{"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "20ms"}, Want: 20},
+		},
 		ErrorEvent:   data(`{"error":{"message":"The server had an error processing your request.","type":"server_error","param":null,"code":null}}`),
 		ErrorMessage: "server had an error",
 		Malformed:    data(`{"id":"chatcmpl-x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo`),
