@@ -91,35 +91,11 @@ func TestStreamToolWithoutInput(t *testing.T) {
 func TestRequestBody(t *testing.T) {
 	t.Parallel()
 	f := modeltest.New(t, sseHandler(messageStart, textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn"), messageStop))
-	req := model.Request{
-		System: "You are the Studio operator. Current view: mission.",
-		Messages: []model.Message{
-			{Role: model.RoleUser, Content: "show failed runs and switch to dark mode"},
-			{Role: model.RoleAssistant, Content: "Checking.", ToolCalls: []model.ToolCall{
-				{ID: "toolu_1", Name: "query_runs", Arguments: []byte(`{"status":"failed"}`)},
-				{ID: "toolu_2", Name: "set_theme", Arguments: []byte(`{"theme":"dark"}`)},
-			}},
-			{Role: model.RoleTool, ToolCallID: "toolu_1", ToolName: "query_runs", Content: `{"runs":[]}`},
-			{Role: model.RoleTool, ToolCallID: "toolu_2", ToolName: "set_theme", Content: "theme locked", ToolError: true},
-			{Role: model.RoleAssistant, Content: "No failed runs; the theme is locked."},
-			{Role: model.RoleUser, Content: "thanks"},
-		},
-		Tools: []model.Tool{
-			{Name: "query_runs", Description: "Query workflow runs.", Schema: []byte(`{"type":"object","properties":{"status":{"type":"string","enum":["failed","ok"]}},"required":["status"],"additionalProperties":false}`)},
-			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
-		},
-	}
+	req := modeltest.ConversationRequest()
 	if _, err := modeltest.Collect(context.Background(), provider(t, f), req); err != nil {
 		t.Fatal(err)
 	}
-	reqs := f.Requests()
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests", len(reqs))
-	}
-	r := reqs[0]
-	if r.Method != http.MethodPost || r.Path != "/v1/messages" {
-		t.Fatalf("%s %s", r.Method, r.Path)
-	}
+	r := f.OnlyPost(t, "/v1/messages")
 	if r.Header.Get("Anthropic-Version") == "" {
 		t.Fatalf("no anthropic-version header: %v", r.Header)
 	}
@@ -176,17 +152,17 @@ func TestRequestBody(t *testing.T) {
 	if a.Role != "assistant" || len(a.Content) != 3 || a.Content[0].Type != "text" || a.Content[0].Text != "Checking." {
 		t.Fatalf("assistant message: %+v", a)
 	}
-	if tu := a.Content[2]; tu.Type != "tool_use" || tu.ID != "toolu_2" || tu.Name != "set_theme" || string(tu.Input) != `{"theme":"dark"}` {
+	if tu := a.Content[2]; tu.Type != "tool_use" || tu.ID != "call_2" || tu.Name != "set_theme" || string(tu.Input) != `{"theme":"dark"}` {
 		t.Fatalf("tool_use block: %+v (%s)", tu, tu.Input)
 	}
 	res := m[2]
 	if res.Role != "user" || len(res.Content) != 2 {
 		t.Fatalf("tool results must share one user message: %+v", res)
 	}
-	if tr := res.Content[0]; tr.Type != "tool_result" || tr.ToolUseID != "toolu_1" || tr.IsError != nil || len(tr.Content) != 1 || tr.Content[0].Text != `{"runs":[]}` {
+	if tr := res.Content[0]; tr.Type != "tool_result" || tr.ToolUseID != "call_1" || tr.IsError != nil || len(tr.Content) != 1 || tr.Content[0].Text != `{"runs":[]}` {
 		t.Fatalf("first tool_result: %+v", tr)
 	}
-	if tr := res.Content[1]; tr.Type != "tool_result" || tr.ToolUseID != "toolu_2" || tr.IsError == nil || !*tr.IsError || tr.Content[0].Text != "theme locked" {
+	if tr := res.Content[1]; tr.Type != "tool_result" || tr.ToolUseID != "call_2" || tr.IsError == nil || !*tr.IsError || tr.Content[0].Text != "theme locked" {
 		t.Fatalf("second tool_result: %+v", tr)
 	}
 	if m[3].Role != "assistant" || m[4].Role != "user" || m[4].Content[0].Text != "thanks" {

@@ -100,9 +100,7 @@ func Exercise(t *testing.T, s Subject) {
 		if len(evs) != 3 || Text(evs) != "Three runs failed today." {
 			t.Fatalf("events = %+v, want 3 text deltas", evs)
 		}
-		if r := f.Requests(); len(r) != 1 || r[0].Method != http.MethodPost || r[0].Path != s.Path {
-			t.Fatalf("the server saw %+v, want one POST %s", r, s.Path)
-		}
+		f.OnlyPost(t, s.Path)
 	})
 	t.Run("EOFMidStream", func(t *testing.T) {
 		t.Parallel()
@@ -217,6 +215,31 @@ func waitClosed(t *testing.T, closed <-chan struct{}) {
 // UserRequest is a plain request: a system prompt and one user message.
 func UserRequest() model.Request {
 	return model.Request{System: "You are the Studio operator.", Messages: []model.Message{{Role: model.RoleUser, Content: "show failed runs"}}}
+}
+
+// ConversationRequest is a request with all a conversation can hold: a
+// system prompt, two tool calls answered (one with an error), a reply
+// after them, and two tools, one with a strict schema. Each provider's
+// tests check how its API's request body writes it.
+func ConversationRequest() model.Request {
+	return model.Request{
+		System: "You are the Studio operator. Current view: mission.",
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "show failed runs and switch to dark mode"},
+			{Role: model.RoleAssistant, Content: "Checking.", ToolCalls: []model.ToolCall{
+				{ID: "call_1", Name: "query_runs", Arguments: []byte(`{"status":"failed"}`)},
+				{ID: "call_2", Name: "set_theme", Arguments: []byte(`{"theme":"dark"}`)},
+			}},
+			{Role: model.RoleTool, ToolCallID: "call_1", ToolName: "query_runs", Content: `{"runs":[]}`},
+			{Role: model.RoleTool, ToolCallID: "call_2", ToolName: "set_theme", Content: "theme locked", ToolError: true},
+			{Role: model.RoleAssistant, Content: "No failed runs; the theme is locked."},
+			{Role: model.RoleUser, Content: "thanks"},
+		},
+		Tools: []model.Tool{
+			{Name: "query_runs", Description: "Query workflow runs.", Schema: []byte(`{"type":"object","properties":{"status":{"type":"string","enum":["failed","ok"]}},"required":["status"],"additionalProperties":false}`)},
+			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
+		},
+	}
 }
 
 // Text is the text of a stream's events, concatenated.

@@ -58,6 +58,17 @@ func (f *Fake) Requests() []Request {
 	return append([]Request(nil), f.req...)
 }
 
+// OnlyPost is the one request the fake received, which must be a POST to
+// path.
+func (f *Fake) OnlyPost(t testing.TB, path string) Request {
+	t.Helper()
+	reqs := f.Requests()
+	if len(reqs) != 1 || reqs[0].Method != http.MethodPost || reqs[0].Path != path {
+		t.Fatalf("the server saw %+v, want one POST %s", reqs, path)
+	}
+	return reqs[0]
+}
+
 // Stream answers requests to path with an event stream: each chunk is
 // written as it is and flushed; other paths are 404. header, if set,
 // adds response headers.

@@ -123,33 +123,11 @@ func TestStreamInvalidArguments(t *testing.T) {
 func TestRequestBody(t *testing.T) {
 	t.Parallel()
 	f := modeltest.New(t, sseHandler(textChunk("ok"), stopChunk, "[DONE]"))
-	req := model.Request{
-		System: "You are the Studio operator. Current view: mission.",
-		Messages: []model.Message{
-			{Role: model.RoleUser, Content: "show failed runs and switch to dark mode"},
-			{Role: model.RoleAssistant, Content: "Checking.", ToolCalls: []model.ToolCall{
-				{ID: "call_1", Name: "query_runs", Arguments: []byte(`{"status":"failed"}`)},
-				{ID: "call_2", Name: "set_theme", Arguments: []byte(`{"theme":"dark"}`)},
-			}},
-			{Role: model.RoleTool, ToolCallID: "call_1", ToolName: "query_runs", Content: `{"runs":[]}`},
-			{Role: model.RoleTool, ToolCallID: "call_2", ToolName: "set_theme", Content: `theme locked`, ToolError: true},
-		},
-		Tools: []model.Tool{
-			{Name: "query_runs", Description: "Query workflow runs.", Schema: []byte(`{"type":"object","properties":{"status":{"type":"string","enum":["failed","ok"]}},"required":["status"],"additionalProperties":false}`)},
-			{Name: "set_theme", Schema: []byte(`{"type":"object","properties":{"theme":{"type":"string"}}}`)},
-		},
-	}
+	req := modeltest.ConversationRequest()
 	if _, err := modeltest.Collect(context.Background(), provider(t, f, testKey), req); err != nil {
 		t.Fatal(err)
 	}
-	reqs := f.Requests()
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests", len(reqs))
-	}
-	r := reqs[0]
-	if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" {
-		t.Fatalf("%s %s", r.Method, r.Path)
-	}
+	r := f.OnlyPost(t, "/v1/chat/completions")
 	if got := r.Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Fatalf("Authorization = %q", got)
 	}
@@ -184,7 +162,7 @@ func TestRequestBody(t *testing.T) {
 	if body.Model != "gpt-4.1-mini" || !body.Stream {
 		t.Fatalf("model=%q stream=%v", body.Model, body.Stream)
 	}
-	if len(body.Messages) != 5 {
+	if len(body.Messages) != 7 {
 		t.Fatalf("messages: %s", r.Body)
 	}
 	m := body.Messages
@@ -206,6 +184,9 @@ func TestRequestBody(t *testing.T) {
 	}
 	if m[4].Role != "tool" || m[4].ToolCallID != "call_2" || !strings.Contains(string(m[4].Content), "error") {
 		t.Fatalf("tool error message: %+v", m[4])
+	}
+	if m[5].Role != "assistant" || m[6].Role != "user" || string(m[6].Content) != `"thanks"` {
+		t.Fatalf("tail: %+v", m[5:])
 	}
 	if len(body.Tools) != 2 || body.Tools[0].Type != "function" || body.Tools[0].Function.Name != "query_runs" || body.Tools[0].Function.Description != "Query workflow runs." {
 		t.Fatalf("tools: %s", r.Body)
