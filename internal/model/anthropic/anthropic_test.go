@@ -181,7 +181,7 @@ func TestRequestBody(t *testing.T) {
 	}
 }
 
-// The Messages API's own rate-limit reset headers (the Retry-After ones
+// A 429 with only the Messages API's reset headers waits until the reset.
 func TestRateLimitResetEndToEnd(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -274,6 +274,7 @@ func TestConformance(t *testing.T) {
 			"Anthropic-Ratelimit-Requests-Remaining": {"0"}, "Anthropic-Ratelimit-Requests-Reset": {"2026-03-01T12:00:13Z"}},
 		RetryAfter:   13000,
 		RetryAfterMs: retryAfterMs,
+		SetClock:     func(p model.Provider, now func() time.Time) { p.(*Provider).now = now },
 		RetryAfterCases: []modeltest.RetryAfterCase{
 			{Name: "exhausted tokens reset", Header: map[string]string{
 				"anthropic-ratelimit-requests-remaining": "40", "anthropic-ratelimit-requests-reset": "2026-03-01T12:00:01Z",

@@ -48,6 +48,8 @@ type Subject struct {
 	// RateLimitNow, besides the Retry-After ones every API has.
 	RetryAfterMs    func(h http.Header, now time.Time) int64
 	RetryAfterCases []RetryAfterCase
+	// SetClock sets the provider's clock, which dates are read against.
+	SetClock func(p model.Provider, now func() time.Time)
 	// ErrorEvent is an error the API sends mid-stream; its message
 	// contains ErrorMessage and its details hold ErrorDetails.
 	ErrorEvent   string

@@ -80,6 +80,17 @@ func exerciseErrors(t *testing.T, s Subject) {
 			}
 		}
 	})
+	t.Run("RetryAfterDate", func(t *testing.T) {
+		t.Parallel()
+		now := RateLimitNow
+		f := New(t, answer(http.StatusTooManyRequests, http.Header{"Retry-After": {now.Add(4 * time.Second).Format(http.TimeFormat)}}, ""))
+		p := s.New(t, f.URL(), f.Client())
+		s.SetClock(p, func() time.Time { return now })
+		_, err := Collect(context.Background(), p, UserRequest())
+		if pe := WantError(t, err, protocol.RateLimited, true); pe.RetryAfterMs != 4000 {
+			t.Fatalf("RetryAfterMs = %d, want 4000", pe.RetryAfterMs)
+		}
+	})
 	t.Run("ServerErrors", func(t *testing.T) {
 		t.Parallel()
 		bodies := map[string]struct {
