@@ -148,6 +148,9 @@ func exerciseErrors(t *testing.T, s Subject) {
 			if !strings.Contains(pe.Message, "STUDIO_MODEL_NAME") || !strings.Contains(pe.Message, s.Model) {
 				t.Fatalf("%s: message = %q", name, pe.Message)
 			}
+			if !strings.Contains(pe.Message, "does not exist") {
+				t.Fatalf("%s: message lost the server's explanation: %q", name, pe.Message)
+			}
 		}
 	})
 	t.Run("Check", func(t *testing.T) {
