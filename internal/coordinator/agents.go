@@ -203,7 +203,6 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 		if p == nil {
 			return AgentProposal{}, protocol.Errorf(protocol.ServiceFailure, "the command's turn ended without a proposal")
 		}
-		c.auditAgentProposal(ctx, *p, call.Client)
 		return AgentProposal{Proposal: proposalView(*p)}, nil
 	}
 	return AgentProposal{}, protocol.Errorf(protocol.Conflict, "this client's conversation is busy; try again").With("retryable", true)
@@ -214,20 +213,17 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 // (ADR D8, their members fixed) have the deciding human as actor.
 const AgentProposedAction = "studio.agent.proposed"
 
-// auditAgentProposal appends the agent's proposal to the audit trail.
-// The proposal is stored already, with its author (submittedBy), so a
-// failure here is logged and the call still answers it.
-func (c *Coordinator) auditAgentProposal(ctx context.Context, p store.Proposal, client string) {
+// agentProposalAudit is the audit row of a proposal an agent made, by
+// the agent's principal (the turn's submitter); it is written in the
+// proposal's own transaction, so no agent's proposal is stored without it.
+func agentProposalAudit(p store.Proposal, agent, client string, now time.Time) (*store.AppendAdminEventParams, error) {
 	details, err := protocol.Marshal(map[string]any{"conversation_id": p.ConversationID, "request_id": p.RequestID, "proposal_id": p.ID,
 		"command_type": p.CommandType, "command_hash": p.CommandHash, "risk": p.Risk, "client": client})
-	if err == nil {
-		id := p.ID
-		_, err = c.store.AppendAdminEvent(ctx, store.AppendAdminEventParams{Actor: principalName(ctx), Action: AgentProposedAction,
-			TargetID: &id, Details: details, Now: c.now()})
-	}
 	if err != nil {
-		c.log.Error("audit an agent's proposal", "proposal", p.ID, "err", err)
+		return nil, err
 	}
+	id := p.ID
+	return &store.AppendAdminEventParams{Actor: agent, Action: AgentProposedAction, TargetID: &id, Details: details, Now: now}, nil
 }
 
 // agentWindow refuses a proposal past MaxProposalsPerTurn in the last

@@ -89,3 +89,30 @@ func TestAgentCommandValidatedBeforeAnything(t *testing.T) {
 		t.Fatalf("frames written: %v", kinds(fs))
 	}
 }
+
+// TestAgentProposalAuditedInItsWrite: an agent's proposal and its
+// studio.agent.proposed audit row are one write, so a failing separate
+// audit append (the store refuses AppendAdminEvent) cannot leave a
+// proposal without the row naming its author.
+func TestAgentProposalAuditedInItsWrite(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, engineOpts{})
+	e.store.Fail("AppendAdminEvent", true)
+	ctx := protocol.WithPrincipal(e.ctx(), agentPrincipal)
+	conv, err := e.coord.AgentConversation(ctx, agentPrincipal, "ide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := e.coord.ProposeForAgent(ctx, coordinator.AgentCommand{ConversationID: conv.ID, Tool: "set_schedule_enabled", Client: "ide",
+		Arguments: jsontext.Value(`{"schedule":"nightly-audit","enabled":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := e.db.ListAdminEvents(context.Background(), store.ListAdminEventsParams{Action: coordinator.AgentProposedAction, TargetID: ap.Proposal.ID, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Actor != "claude" {
+		t.Fatalf("audit rows of the agent's proposal %s: %+v, want one by claude", ap.Proposal.ID, rows)
+	}
+}

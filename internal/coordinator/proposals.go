@@ -48,8 +48,14 @@ func (o *owner) propose(callID string, cmd app.Command) error {
 	if err != nil {
 		return err
 	}
+	var audit *store.AppendAdminEventParams
+	if a := o.agentCall(); a != nil {
+		if audit, err = agentProposalAudit(p, t.SubmittedBy, a.Client, now); err != nil {
+			return err
+		}
+	}
 	err = o.durable("store proposal", func(ctx context.Context) error {
-		return c.createProposal(ctx, createParams{proposal: p, now: now})
+		return c.createProposal(ctx, createParams{proposal: p, now: now, audit: audit})
 	}, func(ctx context.Context) (bool, error) {
 		_, err := c.store.GetProposal(ctx, p.ID)
 		if protocol.IsCode(err, protocol.NotFound) {

@@ -40,12 +40,13 @@ func (c *Coordinator) auditUnavailable(what string, err error) *protocol.Error {
 type createParams struct {
 	proposal store.Proposal
 	now      time.Time
+	audit    *store.AppendAdminEventParams // an agent's proposal: its audit row, in the same write
 }
 
 // createProposal: a new pending proposal, with its proposal and
 // confirmation(required) frames (ADR D4 step 2).
 func (c *Coordinator) createProposal(ctx context.Context, cp createParams) error {
-	_, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: cp.proposal, Now: cp.now})
+	_, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: cp.proposal, Now: cp.now, Audit: cp.audit})
 	return err
 }
 

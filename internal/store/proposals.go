@@ -117,6 +117,10 @@ type ProposalStore interface {
 type CreateProposalParams struct {
 	Proposal Proposal
 	Now      time.Time
+	// Audit, if set, is an audit row written in the proposal's
+	// transaction (an outside agent's proposal names its author there):
+	// the proposal is not stored without it.
+	Audit *AppendAdminEventParams
 }
 
 // ListProposalsParams filters proposals, newest first.

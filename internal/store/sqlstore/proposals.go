@@ -83,7 +83,12 @@ func (s *Store) CreateProposal(ctx context.Context, p store.CreateProposalParams
 			return err
 		}
 		var err error
-		out, err = insertProposal(ctx, tx, pr, p.Now)
+		if out, err = insertProposal(ctx, tx, pr, p.Now); err != nil {
+			return err
+		}
+		if p.Audit != nil {
+			_, err = appendAdminEvent(ctx, tx, *p.Audit)
+		}
 		return err
 	})
 	return out, err

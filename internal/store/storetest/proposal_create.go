@@ -3,6 +3,7 @@ package storetest
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -49,12 +50,16 @@ func testProposalCreate(t *testing.T, f *fixture) {
 		t.Fatalf("proposing moved the turn to %s", g.Status)
 	}
 
-	// A proposal without a target; its frames follow the first one's.
+	// A proposal without a target, with an audit row written in its
+	// transaction; its frames follow the first one's.
 	bare := f.newProposal(c.ID, tr.RequestID)
 	bare.Target, bare.Risk = nil, protocol.RiskMutate
 	now = f.tick()
-	if _, err := f.s.CreateProposal(f.ctx, store.CreateProposalParams{Proposal: bare, Now: now}); err != nil {
+	if _, err := f.s.CreateProposal(f.ctx, store.CreateProposalParams{Proposal: bare, Now: now, Audit: agentProposalAudit(bare.ID, now)}); err != nil {
 		t.Fatal(err)
+	}
+	if rows := f.auditOf(bare.ID); len(rows) != 1 || rows[0].Action != "test.proposed" || rows[0].Actor != "agent" {
+		t.Fatalf("the proposal's audit rows: %+v, want its one row", rows)
 	}
 	wantProposal(t, f.proposal(bare.ID), bare, now)
 	cp = protocol.CommandProposal{ID: bare.ID, CommandType: bare.CommandType, Command: bare.Command, CommandHash: bare.CommandHash,
@@ -83,11 +88,15 @@ func testProposalCreateNotActive(t *testing.T, f *fixture) {
 		t.Helper()
 		before := f.get(c.ID)
 		p := f.newProposal(c.ID, requestID)
-		_, err := f.s.CreateProposal(f.ctx, store.CreateProposalParams{Proposal: p, Now: f.tick()})
+		now := f.tick()
+		_, err := f.s.CreateProposal(f.ctx, store.CreateProposalParams{Proposal: p, Now: now, Audit: agentProposalAudit(p.ID, now)})
 		if !protocol.IsCode(err, code) {
 			t.Fatalf("%s: err = %v, want %s", what, err, code)
 		}
 		wantNoProposal(t, f, before, p.ID, what)
+		if rows := f.auditOf(p.ID); len(rows) != 0 {
+			t.Fatalf("%s: a refused proposal left audit rows %+v", what, rows)
+		}
 	}
 	refuse(newID(), protocol.Conflict, "an unknown request")
 	refuse(otherTurn.RequestID, protocol.Conflict, "another conversation's active turn")
@@ -211,4 +220,19 @@ func testProposalList(t *testing.T, f *fixture) {
 			}
 		}
 	}
+}
+
+// agentProposalAudit is an audit row written with a proposal (an agent's).
+func agentProposalAudit(id string, now time.Time) *store.AppendAdminEventParams {
+	return &store.AppendAdminEventParams{Actor: "agent", Action: "test.proposed", TargetID: &id, Details: jsontext.Value(`{"client":"ide"}`), Now: now}
+}
+
+// auditOf is the audit rows whose target is id.
+func (f *fixture) auditOf(id string) []store.AdminEvent {
+	f.t.Helper()
+	rows, err := f.s.ListAdminEvents(f.ctx, store.ListAdminEventsParams{TargetID: id, Limit: 10})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rows
 }
