@@ -58,7 +58,7 @@ func testProposalCreate(t *testing.T, f *fixture) {
 	if _, err := f.s.CreateProposal(f.ctx, store.CreateProposalParams{Proposal: bare, Now: now, Audit: agentProposalAudit(bare.ID, now)}); err != nil {
 		t.Fatal(err)
 	}
-	if rows := f.auditOf(bare.ID); len(rows) != 1 || rows[0].Action != "test.proposed" || rows[0].Actor != "agent" {
+	if rows := f.audits(bare.ID); len(rows) != 1 || rows[0].Action != "test.proposed" || rows[0].Actor != "agent" {
 		t.Fatalf("the proposal's audit rows: %+v, want its one row", rows)
 	}
 	wantProposal(t, f.proposal(bare.ID), bare, now)
@@ -94,7 +94,7 @@ func testProposalCreateNotActive(t *testing.T, f *fixture) {
 			t.Fatalf("%s: err = %v, want %s", what, err, code)
 		}
 		wantNoProposal(t, f, before, p.ID, what)
-		if rows := f.auditOf(p.ID); len(rows) != 0 {
+		if rows := f.audits(p.ID); len(rows) != 0 {
 			t.Fatalf("%s: a refused proposal left audit rows %+v", what, rows)
 		}
 	}
@@ -225,14 +225,4 @@ func testProposalList(t *testing.T, f *fixture) {
 // agentProposalAudit is an audit row written with a proposal (an agent's).
 func agentProposalAudit(id string, now time.Time) *store.AppendAdminEventParams {
 	return &store.AppendAdminEventParams{Actor: "agent", Action: "test.proposed", TargetID: &id, Details: jsontext.Value(`{"client":"ide"}`), Now: now}
-}
-
-// auditOf is the audit rows whose target is id.
-func (f *fixture) auditOf(id string) []store.AdminEvent {
-	f.t.Helper()
-	rows, err := f.s.ListAdminEvents(f.ctx, store.ListAdminEventsParams{TargetID: id, Limit: 10})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return rows
 }
