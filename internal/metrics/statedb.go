@@ -51,16 +51,26 @@ func (r *Registry) ObservePendingProposals(pending func() (int, error)) {
 	if r == nil {
 		return
 	}
+	r.register(lastGoodGauge(prometheus.GaugeOpts{Name: "studio_operator_proposals_pending",
+		Help: "Proposals waiting for a person to confirm or deny them (all daemons on the database)."},
+		func() (float64, error) {
+			n, err := pending()
+			return float64(n), err
+		}))
+}
+
+// lastGoodGauge is a gauge read by read at each scrape that keeps its last
+// good value when a read fails (a database away for a moment), rather
+// than dropping to 0 and firing alerts on a reading nobody made.
+func lastGoodGauge(opts prometheus.GaugeOpts, read func() (float64, error)) prometheus.GaugeFunc {
 	var mu sync.Mutex
 	var last float64
-	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_operator_proposals_pending",
-		Help: "Proposals waiting for a person to confirm or deny them (all daemons on the database)."},
-		func() float64 {
-			mu.Lock()
-			defer mu.Unlock()
-			if n, err := pending(); err == nil {
-				last = float64(n)
-			}
-			return last
-		}))
+	return prometheus.NewGaugeFunc(opts, func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if v, err := read(); err == nil {
+			last = v
+		}
+		return last
+	})
 }

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,16 +22,10 @@ func (r *Registry) ObserveWebhookQueue(age func() (time.Duration, error)) {
 	if r == nil {
 		return
 	}
-	var mu sync.Mutex
-	var last float64
-	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_webhook_queue_age_seconds",
+	r.register(lastGoodGauge(prometheus.GaugeOpts{Name: "studio_webhook_queue_age_seconds",
 		Help: "How long the oldest webhook delivery that is due has waited since its event (0: none is due; all daemons on the database). It grows while a receiver refuses or the dispatchers fall behind."},
-		func() float64 {
-			mu.Lock()
-			defer mu.Unlock()
-			if d, err := age(); err == nil {
-				last = d.Seconds()
-			}
-			return last
+		func() (float64, error) {
+			d, err := age()
+			return d.Seconds(), err
 		}))
 }
