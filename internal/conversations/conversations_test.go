@@ -2,14 +2,13 @@ package conversations_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
-	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/store/storetest"
 )
 
@@ -38,15 +37,8 @@ func (e *engine) LiveViews() *conversations.Views { return e.views }
 
 func newService(t *testing.T) (*conversations.Service, *engine, *storetest.Clock) {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	clock := storetest.NewClock(storetest.Epoch)
-	if _, err := st.Migrate(context.Background(), clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	st := sqlitetest.Open(t, clock.Now())
 	e := &engine{views: conversations.NewViews(), models: map[string]bool{"big": true}}
 	return conversations.New(conversations.Config{Store: st, Engine: e, Now: clock.Now}), e, clock
 }

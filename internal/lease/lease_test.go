@@ -3,7 +3,6 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/studio/operator/internal/lease"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/testutil"
 )
@@ -23,15 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func open(t *testing.T) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(t.Context(), storetest.Epoch); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqlitetest.Open(t, storetest.Epoch)
 }
 
 // reaperFunc is a Reaper from a function.

@@ -3,7 +3,6 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,20 +11,13 @@ import (
 	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/routes"
-	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/tools"
 )
 
 func registry(t *testing.T) (*tools.Registry, *app.Service) {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(t.Context(), time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	st := sqlitetest.Open(t, time.Now())
 	svc, err := app.New(app.Config{Store: st, Maintenance: st})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
-	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/webhooks"
 )
@@ -33,15 +32,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // openSQLite is a fresh, migrated store in a temporary directory.
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(t.Context(), storetest.Epoch); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqlitetest.Open(t, storetest.Epoch)
 }
 
 // received is one request a receiver took.

@@ -3,7 +3,6 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,21 +14,14 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
 )
 
 func openSQLite(t *testing.T) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Migrate(t.Context(), storetest.Epoch); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sqlitetest.Open(t, storetest.Epoch)
 }
 
 // gatherAll makes the loop's next batch hold n transactions: when it has
