@@ -101,24 +101,12 @@ func (d *daemon) api(token string) *httpapi.Client {
 	return httpapi.NewClient(d.srv.URL, token, d.srv.Client())
 }
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // connect is the SDK's client over Streamable HTTP with a token.
 func (d *daemon) connect(token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	d.t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1.0"}, opts)
 	tr := &mcp.StreamableClientTransport{Endpoint: d.srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token: token, next: d.srv.Client().Transport}}}
+		HTTPClient: &http.Client{Transport: mcpserver.BearerTransport{Token: token, Next: d.srv.Client().Transport}}}
 	s, err := c.Connect(d.ctx(), tr, nil)
 	if err != nil {
 		d.t.Fatal(err)
