@@ -161,26 +161,33 @@ func TestClusterChaosFaultSchedule(t *testing.T) {
 		}
 	}
 	// Turns still waiting for a human are cancelled, so every turn ends.
+	// The sweep goes on until no turn is open at all: a turn still queued
+	// behind the faults (or still talking to the model) parks only later.
 	cancelled := 0
-	c.waitUntil(ctx, "every parked turn cancelled", func(ctx context.Context) (bool, error) {
-		rows, err := c.pool.Query(ctx, `SELECT conversation_id, request_id FROM studio_operator_turns WHERE status = 'awaiting_confirmation'`)
+	c.waitUntil(ctx, "every turn ended or its parked turn cancelled", func(ctx context.Context) (bool, error) {
+		rows, err := c.pool.Query(ctx, `SELECT conversation_id, request_id, status FROM studio_operator_turns
+			WHERE status NOT IN ('completed', 'failed', 'cancelled')`)
 		if err != nil {
 			return false, err
 		}
-		var open [][2]string
+		var parked [][2]string
+		open := 0
 		for rows.Next() {
-			var conv, req string
-			if err := rows.Scan(&conv, &req); err != nil {
+			var conv, req, status string
+			if err := rows.Scan(&conv, &req, &status); err != nil {
 				rows.Close()
 				return false, err
 			}
-			open = append(open, [2]string{conv, req})
+			open++
+			if status == "awaiting_confirmation" {
+				parked = append(parked, [2]string{conv, req})
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return false, err
 		}
-		for _, o := range open {
+		for _, o := range parked {
 			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			_, err := c.d(cancelled%3).client.Cancel(rctx, o[0], o[1])
 			cancel()
@@ -188,7 +195,7 @@ func TestClusterChaosFaultSchedule(t *testing.T) {
 				cancelled++
 			}
 		}
-		return len(open) == 0, nil
+		return open == 0, nil
 	})
 	settle, cancelSettle := context.WithTimeout(ctx, 3*time.Minute)
 	ends := c.waitTurnsEnded(settle, nil)
