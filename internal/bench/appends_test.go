@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,5 +40,28 @@ func TestAppendRunsLeaveNoWorkOnPostgres(t *testing.T) {
 	}
 	if len(left) != 0 {
 		t.Fatalf("the append runs left %d turns queued or running in the daemon's database, want none", len(left))
+	}
+}
+
+// TestSumSeries: a metric's series are summed whatever their labels, and
+// metrics whose names extend it are not counted.
+func TestSumSeries(t *testing.T) {
+	t.Parallel()
+	text := `# HELP studio_operator_turns_total Turns ended.
+# TYPE studio_operator_turns_total counter
+studio_operator_turns_total{code="",outcome="completed"} 3
+studio_operator_turns_total{code="model_failure",outcome="failed"} 1100
+studio_operator_turns_total_extra 7
+studio_operator_turns 2
+`
+	got, err := sumSeries(strings.NewReader(text), "studio_operator_turns_total")
+	if err != nil || got != 1103 {
+		t.Fatalf("sumSeries = %v, %v; want 1103", got, err)
+	}
+	if got, err := sumSeries(strings.NewReader(text), "studio_operator_turns"); err != nil || got != 2 {
+		t.Fatalf("sumSeries(studio_operator_turns) = %v, %v; want 2", got, err)
+	}
+	if got, err := sumSeries(strings.NewReader(text), "studio_absent_total"); err != nil || got != 0 {
+		t.Fatalf("sumSeries(absent) = %v, %v; want 0", got, err)
 	}
 }
