@@ -120,6 +120,20 @@ func activeConversations(ctx context.Context, st store.Store, n int) ([][2]strin
 	return out, <-errs
 }
 
+// endTurns completes the turns of an append run on PostgreSQL, whose
+// database the bench daemon serves next (a SQLite run's file is removed):
+// left queued, the daemon would claim and run every one of them while the
+// idle streams are measured, and that work would read as their memory.
+func endTurns(ctx context.Context, st store.Store, path string, convs [][2]string) error {
+	if !isPostgresURL(path) {
+		return nil
+	}
+	return inParallel(len(convs), func(i int) error {
+		_, _, err := st.FinishTurn(ctx, store.FinishTurnParams{RequestID: convs[i][1], Status: store.TurnCompleted, Now: time.Now()})
+		return err
+	})
+}
+
 // appendRate is durable appends per second (one frame per AppendFrames,
 // each returned after its commit) by n concurrent conversations, each
 // frame's text padded to size bytes (0: a line of ordinary length).
@@ -159,7 +173,8 @@ func appendRate(ctx context.Context, path string, n, size int, d time.Duration) 
 	if err, ok := failed.Load().(error); ok {
 		return 0, err
 	}
-	return float64(count.Load()) / time.Since(start).Seconds(), nil
+	rate := float64(count.Load()) / time.Since(start).Seconds()
+	return rate, endTurns(ctx, st, path, convs)
 }
 
 // pipelinedRate is durable frames per second of one conversation whose
@@ -224,7 +239,8 @@ func pipelinedRate(ctx context.Context, path string, d time.Duration) (float64, 
 		}
 		stored += n
 	}
-	return float64(stored) / time.Since(start).Seconds(), nil
+	rate := float64(stored) / time.Since(start).Seconds()
+	return rate, endTurns(ctx, st, path, convs)
 }
 
 // prepareReplay writes the daemon's database (path) with one conversation of n

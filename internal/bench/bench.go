@@ -137,6 +137,9 @@ type idleResult struct {
 	GoKiBPerStream      float64 `json:"goHeapStackKiBPerStream"`
 	StoreReadsWhileIdle int64   `json:"storeReadsWhileIdle"`
 	IdleSeconds         float64 `json:"idleSeconds"`
+	// TurnsEnded is the turns the daemon ended while the streams were
+	// measured: 0, or the figures include that work.
+	TurnsEnded int64 `json:"turnsEndedWhileMeasured"`
 }
 
 type replayResult struct {
@@ -344,8 +347,8 @@ func (r *run) daemonRuns(ctx context.Context) error {
 	if res.Idle, err = d.idle(ctx, o.Idle, p); err != nil {
 		return err
 	}
-	p.say("idle: %.1f KiB RSS per stream, %.1f KiB Go heap+stacks, %d store reads while idle",
-		res.Idle.RSSKiBPerStream, res.Idle.GoKiBPerStream, res.Idle.StoreReadsWhileIdle)
+	p.say("idle: %.1f KiB RSS per stream, %.1f KiB Go heap+stacks, %d store reads while idle, %d turns ended meanwhile",
+		res.Idle.RSSKiBPerStream, res.Idle.GoKiBPerStream, res.Idle.StoreReadsWhileIdle, res.Idle.TurnsEnded)
 
 	p.say("replay: streaming %d frames over SSE", o.Replay)
 	if res.Replay.StreamPerSec, err = d.replay(ctx, replayConv, o.Replay); err != nil {

@@ -137,6 +137,44 @@ func (d *benchDaemon) metric(ctx context.Context, name string) (float64, error) 
 	return 0, fmt.Errorf("metric %s not found", name)
 }
 
+// metricSum is the sum of a metric's series, whatever their labels (0
+// when it has none yet).
+func (d *benchDaemon) metricSum(ctx context.Context, name string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return sumSeries(resp.Body, name)
+}
+
+// sumSeries sums the samples of name's series in a Prometheus text
+// exposition.
+func sumSeries(r io.Reader, name string) (float64, error) {
+	sum := 0.0
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name)
+		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
+			continue // another metric, or one whose name extends name
+		}
+		if rest[0] == '{' {
+			_, rest, ok = strings.Cut(rest, "} ")
+			if !ok {
+				continue
+			}
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric %s: %w", name, err)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
+
 func (d *benchDaemon) conversations(ctx context.Context, n int) ([]string, error) {
 	ids := make([]string, n)
 	return ids, inParallel(n, func(i int) error {
@@ -212,6 +250,13 @@ func (d *benchDaemon) idle(ctx context.Context, n int, p progress) (idleResult, 
 		return res, err
 	}
 	heap0, _ := d.metric(ctx, "studio_go_heap_stack_inuse_bytes")
+	// Turns the daemon ends meanwhile are work beside the streams (a
+	// database another run left queued turns in): their memory is not the
+	// streams'.
+	turns0, err := d.metricSum(ctx, "studio_operator_turns_total")
+	if err != nil {
+		return res, err
+	}
 	conns := make([]net.Conn, 0, n)
 	defer func() {
 		for _, c := range append(conns, warm...) {
@@ -244,6 +289,11 @@ func (d *benchDaemon) idle(ctx context.Context, n int, p progress) (idleResult, 
 		return res, err
 	}
 	heap1, _ := d.metric(ctx, "studio_go_heap_stack_inuse_bytes")
+	turns1, err := d.metricSum(ctx, "studio_operator_turns_total")
+	if err != nil {
+		return res, err
+	}
+	res.TurnsEnded = int64(turns1 - turns0)
 	res.RSSKiBPerStream = float64(rss1-rss0) / float64(n)
 	res.GoKiBPerStream = (heap1 - heap0) / 1024 / float64(n)
 	res.StoreReadsWhileIdle = int64(reads1 - reads0)

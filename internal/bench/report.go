@@ -68,8 +68,8 @@ func Print(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "centrifugo, %d streams on %d channels, %s frames, %.0f/s published\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\tdelivered %.0f deliveries/s; the daemon's p99 is %.1f x%s\n",
 			pr.Streams, pr.Channels, byteSize(pr.FrameBytes), pr.PublishedSec, pr.P50Ms, pr.P99Ms, pr.P999Ms, pr.DeliveriesSec, pr.StudioP99Ratio, behind)
 	}
-	fmt.Fprintf(tw, "idle streams: %d\t%.1f KiB RSS/stream\t%.1f KiB Go heap+stacks/stream\t%d store reads in %.0f s idle\n",
-		r.Idle.Streams, r.Idle.RSSKiBPerStream, r.Idle.GoKiBPerStream, r.Idle.StoreReadsWhileIdle, r.Idle.IdleSeconds)
+	fmt.Fprintf(tw, "idle streams: %d\t%.1f KiB RSS/stream\t%.1f KiB Go heap+stacks/stream\t%d store reads in %.0f s idle\t%d turns ended meanwhile\n",
+		r.Idle.Streams, r.Idle.RSSKiBPerStream, r.Idle.GoKiBPerStream, r.Idle.StoreReadsWhileIdle, r.Idle.IdleSeconds, r.Idle.TurnsEnded)
 	fmt.Fprintf(tw, "replay, %d frames\tstore read %.0f/s\tSSE %.0f/s\t%.2f x store read\n",
 		r.Replay.Frames, r.Replay.StorePerSec, r.Replay.StreamPerSec, r.Replay.StreamRatioToRead)
 	tw.Flush()

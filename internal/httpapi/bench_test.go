@@ -13,6 +13,9 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/postgres"
+	"github.com/studio/operator/internal/store/postgres/pgtest"
+	"github.com/studio/operator/internal/store/storetest"
 )
 
 // BenchmarkStreamReplay measures replay throughput over real HTTP/SSE: a
@@ -105,34 +108,62 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkIdleStreams measures what an idle stream costs the server:
-// 2 000 streams (of 200 conversations) opened and left idle through
-// heartbeats. KiB/stream is the growth of the Go heap and stacks in use
-// after a GC, per stream (client sockets included, so it errs high);
-// db-calls/idle is the reads they made while idle.
+// BenchmarkIdleStreams measures what an idle stream costs the server, on
+// each backend: 2 000 streams (of 200 conversations) opened and left idle
+// through heartbeats. KiB/stream is the growth of the Go heap and stacks
+// in use after a GC, per stream (client sockets and the store's
+// connections included, so it errs high); goroutines/stream the growth
+// of the goroutines; db-calls/idle the reads they made while idle. On
+// PostgreSQL a stream must cost what it costs on SQLite: the store's one
+// listening connection feeds every stream, and no stream holds a
+// connection, a LISTEN or a poll of its own.
 func BenchmarkIdleStreams(b *testing.B) {
+	b.Run("backend=sqlite", func(b *testing.B) { benchIdleStreams(b, func(testing.TB) store.Store { return nil }) })
+	b.Run("backend=postgres", func(b *testing.B) {
+		srv := pgtest.New(b)
+		benchIdleStreams(b, func(tb testing.TB) store.Store {
+			st, err := postgres.Open(tb.Context(), srv.NewDatabase(tb, ""))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { st.Close() })
+			if _, err := st.Migrate(tb.Context(), time.Now()); err != nil {
+				tb.Fatal(err)
+			}
+			return st
+		})
+	})
+}
+
+// benchIdleStreams is BenchmarkIdleStreams on the store open returns (nil:
+// the harness's SQLite file).
+func benchIdleStreams(b *testing.B, open func(testing.TB) store.Store) {
 	const streams, convs = 2000, 200
 	for b.Loop() {
 		b.StopTimer()
-		h := newHarness(b, harnessOpts{heartbeat: 50 * time.Millisecond})
+		h := newHarness(b, harnessOpts{heartbeat: 50 * time.Millisecond, db: open(b)})
 		ids := make([]string, convs)
-		for i := range ids {
-			ids[i], _, _ = h.activeTurn()
+		for i, a := range storetest.ActiveTurns(b, h.reads.Store, convs, time.Now()) {
+			// Running, as in activeTurn: no worker claims it.
+			if _, err := h.reads.StartTurn(b.Context(), store.StartTurnParams{RequestID: a.RequestID, Now: time.Now()}); err != nil {
+				b.Fatal(err)
+			}
+			ids[i] = a.ConversationID
 		}
-		before := inUse()
+		before, goroutines := inUse(), runtime.NumGoroutine()
 		b.StartTimer()
-		open := make([]*rawStream, streams)
-		for i := range open {
-			open[i] = h.openRaw(ids[i%convs], 1)
+		conns := make([]*rawStream, streams)
+		for i := range conns {
+			conns[i] = h.openRaw(ids[i%convs], 1)
 		}
 		b.StopTimer()
-		for _, rs := range open { // each has replayed and waits
+		for _, rs := range conns { // each has replayed and waits
 			if err := rs.until(": heartbeat"); err != nil {
 				b.Fatal(err)
 			}
 		}
 		reads := h.reads.n.Load()
-		for _, rs := range open[:10] { // a few more heartbeats go by
+		for _, rs := range conns[:10] { // a few more heartbeats go by
 			for range 2 {
 				if err := rs.until(": heartbeat"); err != nil {
 					b.Fatal(err)
@@ -141,8 +172,9 @@ func BenchmarkIdleStreams(b *testing.B) {
 		}
 		after := inUse()
 		b.ReportMetric(float64(after-before)/1024/streams, "KiB/stream")
+		b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/streams, "goroutines/stream")
 		b.ReportMetric(float64(h.reads.n.Load()-reads), "db-calls/idle")
-		for _, rs := range open {
+		for _, rs := range conns {
 			rs.conn.Close()
 		}
 		b.StartTimer()

@@ -14,6 +14,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/tools"
@@ -54,12 +55,20 @@ type harnessOpts struct {
 	// quiet one.
 	authProxy *httpapi.AuthProxy
 	logger    *slog.Logger
+	// db, when set, is the store under the coordinator and the streams
+	// (a PostgreSQL one) instead of the stack's SQLite file; h.store stays
+	// the stack's.
+	db store.Store
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	stack := coordtest.New(t, coordtest.Options{Provider: o.provider, Script: o.script})
-	reads := &readCounter{Store: stack.DB}
+	var db store.Store = stack.DB
+	if o.db != nil {
+		db = o.db
+	}
+	reads := &readCounter{Store: db}
 	faults := &coordtest.Store{Store: reads}
 	cfg := stack.Config(faults)
 	cfg.Workers, cfg.SweepInterval, cfg.MaxQueuedTurns = o.workers, o.sweep, o.maxQueued
