@@ -237,45 +237,19 @@ func writeMerged(ctx context.Context, c conn, passed []*job, convs map[string]*c
 			}
 		}
 	}
-	// Each conversation's sequence advances once, in multi-row UPDATEs: a
-	// statement per conversation cost the writer a call through
-	// database/sql and the driver per conversation of the batch.
-	args = args[:0]
 	for _, j := range passed {
 		st := convs[j.app.convID]
 		if st.next == st.first {
-			continue // listed already (or nothing to advance)
+			continue // advanced already (one UPDATE per conversation)
 		}
-		args = append(args, j.app.convID, st.next, ts(st.now))
-		st.first = st.next
-	}
-	for rest := args; len(rest) > 0; {
-		n := frameChunk(len(rest) / sequenceColumns)
-		if _, err := c.ExecContext(ctx, sequenceUpdates[n], rest[:sequenceColumns*n]...); err != nil {
+		if _, err := c.ExecContext(ctx, `UPDATE studio_operator_conversations SET next_sequence = ?, updated_at = ? WHERE id = ?`,
+			st.next, ts(st.now), j.app.convID); err != nil {
 			return fmt.Errorf("advance sequence: %w", err)
 		}
-		rest = rest[sequenceColumns*n:]
+		st.first = st.next
 	}
 	return nil
 }
-
-// sequenceColumns is the values of one conversation's advance: its id,
-// next sequence and update time.
-const sequenceColumns = 3
-
-// sequenceUpdates is the merged appends' advance of n conversations'
-// sequences, for each n of frameInsertChunks: one UPDATE joined to the
-// rows of a VALUES list (SQLite's UPDATE … FROM; the merged path runs on
-// SQLite only).
-var sequenceUpdates = func() map[int]string {
-	m := make(map[int]string, len(frameInsertChunks))
-	for _, n := range frameInsertChunks {
-		m[n] = `UPDATE studio_operator_conversations SET next_sequence = v.column2, updated_at = v.column3
-			FROM (VALUES (?, ?, ?)` + strings.Repeat(", (?, ?, ?)", n-1) + `) AS v
-			WHERE studio_operator_conversations.id = v.column1`
-	}
-	return m
-}()
 
 // conversationReads is the merged appends' read of n conversations, for
 // each n of frameInsertChunks.
