@@ -28,37 +28,41 @@ func BenchmarkGroupCommit(b *testing.B) {
 			name += fmt.Sprintf("/bytes=%d", c.bytes)
 			text += strings.Repeat("x", c.bytes-len(line))
 		}
-		b.Run(name, func(b *testing.B) {
-			s := mustOpen(b)
-			convs := storetest.ActiveTurns(b, s, c.appenders, storetest.Epoch)
-			frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: text, Format: "markdown", Role: "assistant"}}}
-			var batches batchCounter
-			s.Observe(&batches)
-			var next atomic.Int64
-			cpu0 := cpuTime()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for _, c := range convs {
-				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						if _, err := s.AppendFrames(b.Context(), store.AppendFramesParams{ConversationID: c.ConversationID, RequestID: c.RequestID,
-							Frames: frame, Now: storetest.Epoch}); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			s.Observe(nil)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
-			// CPU per append: what the machine's other load cannot blur.
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/append")
-			if n := batches.n.Load(); n > 0 {
-				b.ReportMetric(float64(batches.txns.Load())/float64(n), "appends/commit")
+		b.Run(name, func(b *testing.B) { benchAppends(b, mustOpen(b), c.appenders, text) })
+	}
+}
+
+// benchAppends runs BenchmarkGroupCommit's appends on s: appenders
+// conversations with an active turn each, one frame of text per
+// AppendFrames, b.N in all.
+func benchAppends(b *testing.B, s *Store, appenders int, text string) {
+	convs := storetest.ActiveTurns(b, s, appenders, storetest.Epoch)
+	frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: text, Format: "markdown", Role: "assistant"}}}
+	var batches batchCounter
+	s.Observe(&batches)
+	var next atomic.Int64
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, c := range convs {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := s.AppendFrames(b.Context(), store.AppendFramesParams{ConversationID: c.ConversationID, RequestID: c.RequestID,
+					Frames: frame, Now: storetest.Epoch}); err != nil {
+					b.Error(err)
+					return
+				}
 			}
 		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	s.Observe(nil)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+	// CPU per append: what the machine's other load cannot blur.
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/append")
+	if n := batches.n.Load(); n > 0 {
+		b.ReportMetric(float64(batches.txns.Load())/float64(n), "appends/commit")
 	}
 }
 

@@ -191,3 +191,52 @@ func TestGroupCommitMergedWriteFailureRunsAppendsAlone(t *testing.T) {
 		wantStored(t, s, i, tn.ConversationID, 2)
 	}
 }
+
+// TestGroupCommitMergedAppendsAdvanceEachConversation: one batch's appends
+// to more conversations than one multi-row statement holds (256 + 4 + 1)
+// advance every conversation's sequence past its frames once, with the
+// time of its append, and a conversation appended to twice in the batch
+// advances past both appends.
+func TestGroupCommitMergedAppendsAdvanceEachConversation(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	const n = 261
+	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
+	calls := append(slices.Clone(turns), turns[7]) // the eighth twice
+	at := func(i int) time.Time { return storetest.Epoch.Add(time.Duration(min(i, 7)+1) * time.Minute) }
+	gatherAll(t, s, len(calls))
+	batch := 0
+	sqlstore.SetBeforeCommitHook(s.Store, func(ran int) error {
+		if batch == 0 {
+			batch = ran
+		}
+		return nil
+	})
+	errs := allAtOnce(len(calls), func(i int) error {
+		_, err := s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: calls[i].ConversationID, RequestID: calls[i].RequestID,
+			Frames: append(text("one"), text("two")...), Now: at(i)})
+		return err
+	})
+	if batch != len(calls) {
+		t.Fatalf("%d appends ran to the batch's commit, want %d", batch, len(calls))
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	for i, c := range turns {
+		want := 3 // the instruction, then two frames
+		if i == 7 {
+			want = 5
+		}
+		wantStored(t, s, i, c.ConversationID, want)
+		conv, err := s.GetConversation(t.Context(), c.ConversationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !conv.UpdatedAt.Equal(at(i)) {
+			t.Errorf("conversation %d updated at %v, want %v", i, conv.UpdatedAt, at(i))
+		}
+	}
+}

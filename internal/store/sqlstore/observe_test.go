@@ -116,7 +116,7 @@ func TestWriterOldestWaitWhileABatchRuns(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if w := s.WriterOldestWait(); w != 0 {
-		t.Errorf("after the commit the oldest wait is %v", w)
-	}
+	// The loop answers the batch's callers, then clears the oldest wait:
+	// on a loaded machine the caller can look in between.
+	testutil.Eventually(t, func() bool { return s.WriterOldestWait() == 0 }, "the oldest wait to clear after the batch")
 }
