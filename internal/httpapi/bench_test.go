@@ -1,9 +1,12 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -187,4 +190,104 @@ func inUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse + ms.StackInuse
+}
+
+// BenchmarkFanOutLatency measures frame -> client latency over real
+// HTTP/SSE under the load of `studio bench`'s 1 000 streams x 2 000/s: 100
+// conversations with 10 streams each, every conversation appending one
+// frame each 50 ms, each append waiting for its commit as a turn's
+// appender does. One iteration is one such round on every conversation. A
+// frame's latency is from its createdAt (set before the append is handed
+// to the store) to the line's read by its client, so it holds the wait
+// for the group commit, the commit, the feed's wake-up, the stream's turn
+// on the processor and its socket write.
+func BenchmarkFanOutLatency(b *testing.B) {
+	const convs, perConv, every = 100, 10, 50 * time.Millisecond
+	h := newHarness(b, harnessOpts{})
+	type conv struct {
+		id, rid string
+		last    int64
+	}
+	cs := make([]conv, convs)
+	for i := range cs {
+		cs[i].id, cs[i].rid, cs[i].last = h.activeTurn()
+	}
+	lat := make([][]time.Duration, convs*perConv)
+	var readers sync.WaitGroup
+	for i := range lat {
+		rs := h.openRaw(cs[i/perConv].id, cs[i/perConv].last)
+		readers.Go(func() {
+			_ = rs.conn.SetReadDeadline(time.Now().Add(10 * time.Minute)) // a safety net only
+			for seen := 0; seen < b.N; {
+				line, err := rs.r.ReadSlice('\n')
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				now := time.Now()
+				data, ok := bytes.CutPrefix(line, []byte("data: "))
+				if !ok {
+					continue
+				}
+				at, ok := createdAt(data)
+				if !ok {
+					continue
+				}
+				lat[i] = append(lat[i], now.Sub(at))
+				seen++
+			}
+		})
+	}
+	cpu0 := processCPU()
+	b.ResetTimer()
+	var turns sync.WaitGroup
+	start := time.Now()
+	for c := range cs {
+		turns.Go(func() {
+			// The conversations' frames spread over the round, as turns
+			// started at different times are.
+			next := start.Add(every * time.Duration(c) / convs)
+			for range b.N {
+				time.Sleep(time.Until(next))
+				h.appendText(cs[c].id, cs[c].rid, 1, 21)
+				next = next.Add(every)
+			}
+		})
+	}
+	turns.Wait()
+	readers.Wait()
+	b.StopTimer()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	if len(all) == 0 {
+		b.Fatal("no frame read")
+	}
+	pct := func(p float64) float64 {
+		return float64(all[min(len(all)-1, int(float64(len(all))*p))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(len(all)), "cpu-µs/delivery")
+}
+
+// createdAt is the frame's createdAt in an SSE data line.
+func createdAt(data []byte) (time.Time, bool) {
+	const key = `"createdAt":`
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := data[i+len(key):]
+	end := bytes.IndexAny(rest, ",}")
+	if end < 0 {
+		return time.Time{}, false
+	}
+	v, err := strconv.ParseFloat(string(rest[:end]), 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return protocol.Time(v), true
 }

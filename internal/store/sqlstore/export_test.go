@@ -43,3 +43,7 @@ func AppendThenFail(s *Store, ctx context.Context, convID, reqID string, now tim
 // of a run of appends (n appends), before their savepoint is released; an
 // error fails those writes as a failed statement would.
 func SetAfterMergedHook(s *Store, fn func(n int) error) { s.group.afterMerged = fn }
+
+// SetBeforePublishHook sets a function the loop runs after a commit, once
+// its callers are answered and before its frames go to the streams.
+func SetBeforePublishHook(s *Store, fn func()) { s.group.beforePublish = fn }

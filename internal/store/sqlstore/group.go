@@ -71,10 +71,12 @@ type group struct {
 	// batch's first transaction, before it takes the others that wait;
 	// beforeCommit runs before COMMIT, and its error fails the commit;
 	// afterMerged runs after a run of appends' merged writes, and its
-	// error fails them.
-	gather       func()
-	beforeCommit func(n int) error
-	afterMerged  func(n int) error
+	// error fails them; beforePublish runs after a commit's callers are
+	// answered, before its streams are told.
+	gather        func()
+	beforeCommit  func(n int) error
+	afterMerged   func(n int) error
+	beforePublish func()
 }
 
 // job is one logical transaction.
@@ -192,26 +194,34 @@ func (g *group) loop() {
 	}
 }
 
-// gatherBatch adds the transactions waiting to batch, and keeps adding
-// while yielding the processor brings more: the callers the last commit
-// woke are runnable, and each is about to send its next transaction. On a
-// busy machine they would otherwise trickle in behind the loop, which
-// would take a handful each time and pay a commit and an fsync for each
-// handful. Yielding costs a lone caller only a scheduler pass.
+// gatherBatch adds the transactions waiting to batch, then yields the
+// processor once and adds those that came meanwhile: the callers the last
+// commit woke are runnable (ahead of the streams it woke, see run), and
+// each is about to send its next transaction. On a busy machine they
+// would otherwise trickle in behind the loop, which would take a handful
+// each time and pay a commit and an fsync for each handful. One yield,
+// not one per caller that trickles in: the streams a commit woke queue
+// for the processor too, and each further yield waited behind their
+// socket writes while the batch's frames, already gathered, waited for
+// their commit (BenchmarkFanOutLatency). Yielding costs a lone caller
+// only a scheduler pass.
 func (g *group) gatherBatch(batch []*job) []*job {
-	for len(batch) < g.max {
-	drain:
-		for len(batch) < g.max {
-			select {
-			case j := <-g.queue:
-				batch = append(batch, j)
-			default:
-				break drain
-			}
-		}
+	batch = g.drain(batch)
+	if len(batch) < g.max {
 		runtime.Gosched()
-		if len(g.queue) == 0 {
-			return batch // the yield brought nothing more
+		batch = g.drain(batch)
+	}
+	return batch
+}
+
+// drain adds the transactions waiting, up to the batch's bound.
+func (g *group) drain(batch []*job) []*job {
+	for len(batch) < g.max {
+		select {
+		case j := <-g.queue:
+			batch = append(batch, j)
+		default:
+			return batch
 		}
 	}
 	return batch
@@ -305,9 +315,24 @@ func (g *group) run(batch []*job) (rest []*job) {
 		}
 		return nil
 	}
+	// The callers first, then the streams: both only after the commit.
+	// Every goroutine woken here queues for the processor in the order
+	// woken, and a batch of a hundred conversations wakes a thousand
+	// streams, each with a socket write to do. Woken after them, the turns
+	// waited for that whole fan-out before they could hand the writer
+	// their next frames, and those frames waited for it again before
+	// their commit (BenchmarkFanOutLatency). The streams are told in this
+	// loop, before the next batch runs, so the feed still sees commits in
+	// order.
+	hook := g.beforePublish // read before the callers go on: they may set it
+	for _, j := range g.ran {
+		j.finish(nil)
+	}
+	if hook != nil {
+		hook()
+	}
 	for _, j := range g.ran {
 		g.s.committed(&j.tx)
-		j.finish(nil)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +225,99 @@ func TestGroupCommitPanicFailsAlone(t *testing.T) {
 			t.Fatalf("append %d beside the panic: %v", i, errs[i+1])
 		}
 		wantStored(t, s, i, tn.ConversationID, 2)
+	}
+}
+
+// TestGroupCommitStreamsSeeFramesOnlyAfterCommit: the frames of a batch
+// are nowhere a stream reads (the feed's window, its wake-up) until the
+// batch's commit returned, and the callers of the batch are answered
+// before its streams are woken (a turn hands the writer its next frames
+// without waiting for the commit's fan-out to the sockets); then every
+// stream gets its frame.
+func TestGroupCommitStreamsSeeFramesOnlyAfterCommit(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	const n = 6
+	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
+	subs := make([]*store.Subscription, n)
+	for i, tn := range turns {
+		subs[i] = s.Subscribe(tn.ConversationID)
+		defer subs[i].Close()
+	}
+	// The setup's last commit may reach the feed after Subscribe: a write
+	// after it means the loop told its streams (it does before its next
+	// batch), and its wake-ups are drained.
+	if err := sqlstore.Txn(s.Store, t.Context(), func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range subs {
+		select {
+		case <-sub.Ready():
+		default:
+		}
+	}
+	// Nothing a stream reads holds a frame after the instruction (1).
+	unseen := func(when string) {
+		for i, sub := range subs {
+			if ev, behind := sub.Next(1, nil, 10); len(ev) != 0 || behind {
+				t.Errorf("%s: conversation %d's stream sees %d frames (behind %v)", when, i, len(ev), behind)
+			}
+			select {
+			case <-sub.Ready():
+				t.Errorf("%s: conversation %d's stream was woken", when, i)
+			default:
+			}
+		}
+	}
+	gatherAll(t, s, n)
+	var committed, published atomic.Bool
+	var returned atomic.Int32
+	sqlstore.SetBeforeCommitHook(s.Store, func(ran int) error {
+		if ran != n {
+			t.Errorf("the batch held %d transactions, want %d", ran, n)
+		}
+		wantStored(t, s, 0, turns[0].ConversationID, 1) // the readers do not see the batch either
+		unseen("before the commit")
+		committed.Store(true)
+		return nil
+	})
+	sqlstore.SetBeforePublishHook(s.Store, func() {
+		if !committed.Load() || published.Swap(true) {
+			return // another batch's commit
+		}
+		// Every caller is answered before the streams are woken; a
+		// caller that never returns fails the test here.
+		deadline := time.Now().Add(30 * time.Second) // a safety net, not a measurement
+		for returned.Load() < n && time.Now().Before(deadline) {
+			runtime.Gosched()
+		}
+		if got := returned.Load(); got != n {
+			t.Errorf("%d of %d callers answered before the streams were woken", got, n)
+		}
+		unseen("before the streams are told")
+	})
+	errs := allAtOnce(n, func(i int) error {
+		_, err := s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: turns[i].ConversationID,
+			RequestID: turns[i].RequestID, Frames: text("after the commit"), Now: storetest.Epoch})
+		returned.Add(1)
+		return err
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	for i, sub := range subs {
+		select {
+		case <-sub.Ready():
+		case <-time.After(30 * time.Second): // a safety net, not a measurement
+			t.Fatalf("conversation %d's stream was never woken", i)
+		}
+		if ev, _ := sub.Next(1, nil, 10); len(ev) != 1 || ev[0].Sequence != 2 {
+			t.Errorf("conversation %d's stream got %d frames after the commit, want its frame 2", i, len(ev))
+		}
+	}
+	if !published.Load() {
+		t.Error("the batch's streams were told without the hook between its callers and them")
 	}
 }
