@@ -20,8 +20,13 @@ const replayPage = 500
 // takes.
 const liveBatch = 256
 
-// flushAt is how many bytes of replay a stream encodes before it writes.
+// flushAt is how many bytes of live frames a stream encodes before it
+// writes.
 const flushAt = 16 << 10
+
+// replayFlushAt is flushAt for replay, where a page's frames are all at
+// hand: fewer, larger writes (a page of small frames is 150 KiB).
+const replayFlushAt = 64 << 10
 
 // handleStream serves GET .../stream?after_sequence=N as Server-Sent Events
 // (ADR D6, DESIGN.md §6): committed frames after the cursor, in order, then
@@ -375,7 +380,7 @@ func (st *stream) replay() (n int, ok bool) {
 		}
 		st.after = f.Sequence
 		moved = moved || (f.Sequence > st.opened && st.status.movedBy(f.Type))
-		if len(*b) >= flushAt && !st.push() {
+		if len(*b) >= replayFlushAt && !st.push() {
 			return 0, false
 		}
 	}
@@ -511,7 +516,7 @@ func (st *stream) flush() bool {
 
 func (st *stream) release() {
 	if st.buf != nil {
-		if cap(*st.buf) <= 4*flushAt { // an outsized one goes to the GC
+		if cap(*st.buf) <= 2*replayFlushAt { // an outsized one goes to the GC
 			sseBuffers.Put(st.buf)
 		}
 		st.buf = nil
