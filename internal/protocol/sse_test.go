@@ -89,7 +89,7 @@ func TestAppendSSEWritesMarshalsBytes(t *testing.T) {
 
 func FuzzAppendSSE(f *testing.F) {
 	f.Add("c", "r", int64(1), "text", []byte(`{"content":"x"}`), 1.5)
-	f.Add("c\"", "r\xff", int64(-1), "", []byte(` [ 1 , "\u0041" ] `), -0.0)
+	f.Add("c\"", "r\xff", int64(-1), "", []byte(` [ 1 , "\u0041" ] `), math.Copysign(0, -1))
 	f.Fuzz(func(t *testing.T, conv, req string, seq int64, typ string, payload []byte, created float64) {
 		checkSSE(t, protocol.RawFrame{Version: protocol.Version, ConversationID: conv, RequestID: req, Sequence: seq,
 			Type: protocol.FrameType(typ), Payload: payload, CreatedAt: created})
