@@ -26,7 +26,8 @@ func newBenchCmd(cfg *config) *cobra.Command {
     (saturation);
   - token -> screen latency with the text coalescing interval (--text-flush of serve);
   - memory (RSS, and Go heap+stacks) per idle stream at --idle streams, and store reads while idle;
-  - replay of a --replay-frame conversation: the store read alone, and over SSE.
+  - replay of a --replay-frame conversation: the store read alone, and over SSE (three passes of each,
+    interleaved; the best of each, and the CPU per frame of the client and of the daemon).
 With --database postgres://… (the flag only, not STUDIO_DATABASE_URL) the appends and the daemons
 run on that PostgreSQL database, which bench writes to: give it a throwaway one. PostgreSQL's own
 commit rate is measured beside them (single-row INSERTs, each committed with synchronous_commit on,

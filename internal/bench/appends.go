@@ -243,20 +243,28 @@ func pipelinedRate(ctx context.Context, path string, d time.Duration) (float64, 
 	return rate, endTurns(ctx, st, path, convs)
 }
 
-// prepareReplay writes the daemon's database (path) with one conversation of n
-// frames, and times reading it back from the store alone.
-func prepareReplay(ctx context.Context, daemonDir, path string, n int) (string, float64, error) {
+// prepareReplay writes the daemon's database (path) with one conversation
+// of n frames; the store stays open for storeReadRate.
+func prepareReplay(ctx context.Context, daemonDir, path string, n int) (store.Store, string, error) {
 	if err := os.MkdirAll(daemonDir, 0o700); err != nil {
-		return "", 0, err
+		return nil, "", err
 	}
 	st, err := openBenchStore(ctx, path)
 	if err != nil {
-		return "", 0, err
+		return nil, "", err
 	}
-	defer st.Close()
+	conv, err := writeReplay(ctx, st, n)
+	if err != nil {
+		st.Close()
+		return nil, "", err
+	}
+	return st, conv, nil
+}
+
+func writeReplay(ctx context.Context, st store.Store, n int) (string, error) {
 	convs, err := activeConversations(ctx, st, 1)
 	if err != nil {
-		return "", 0, err
+		return "", err
 	}
 	conv, rid := convs[0][0], convs[0][1]
 	batch := make([]store.NewFrame, 500)
@@ -266,17 +274,28 @@ func prepareReplay(ctx context.Context, daemonDir, path string, n int) (string, 
 	for written := 1; written < n-1; written += len(batch) {
 		b := batch[:min(len(batch), n-1-written)]
 		if _, err := st.AppendFrames(ctx, store.AppendFramesParams{ConversationID: conv, RequestID: rid, Frames: b, Now: time.Now()}); err != nil {
-			return "", 0, err
+			return "", err
 		}
 	}
 	if _, _, err := st.FinishTurn(ctx, store.FinishTurnParams{RequestID: rid, Status: store.TurnCompleted, Now: time.Now()}); err != nil {
-		return "", 0, err
+		return "", err
 	}
+	return conv, nil
+}
+
+// replayPage is the frames of one store read: the daemon's stream reads
+// pages of the same size (httpapi's replayPage), so the two figures read
+// the same frames the same way.
+const replayPage = 500
+
+// storeReadRate times reading the conversation back from the store alone,
+// a page at a time, from cursor 0 as the stream does.
+func storeReadRate(ctx context.Context, st store.Store, conv string) (float64, error) {
 	start, after, read := time.Now(), int64(0), 0
 	for {
-		fs, err := st.ListFrames(ctx, store.ListFramesParams{ConversationID: conv, AfterSequence: after, Limit: 500})
+		fs, err := st.ListFrames(ctx, store.ListFramesParams{ConversationID: conv, AfterSequence: after, Limit: replayPage})
 		if err != nil {
-			return "", 0, err
+			return 0, err
 		}
 		if len(fs) == 0 {
 			break
@@ -284,5 +303,5 @@ func prepareReplay(ctx context.Context, daemonDir, path string, n int) (string, 
 		read += len(fs)
 		after = fs[len(fs)-1].Sequence
 	}
-	return conv, float64(read) / time.Since(start).Seconds(), nil
+	return float64(read) / time.Since(start).Seconds(), nil
 }

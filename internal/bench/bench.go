@@ -142,11 +142,20 @@ type idleResult struct {
 	TurnsEnded int64 `json:"turnsEndedWhileMeasured"`
 }
 
+// replayResult is the best of replayPasses of each figure, and each
+// pass's.
 type replayResult struct {
-	Frames            int     `json:"frames"`
-	StorePerSec       float64 `json:"storeFramesPerSec"`
-	StreamPerSec      float64 `json:"streamFramesPerSec"`
-	StreamRatioToRead float64 `json:"streamRatioToStoreRead"`
+	Frames            int       `json:"frames"`
+	StorePerSec       float64   `json:"storeFramesPerSec"`
+	StreamPerSec      float64   `json:"streamFramesPerSec"`
+	StreamRatioToRead float64   `json:"streamRatioToStoreRead"`
+	StorePasses       []float64 `json:"storeFramesPerSecPasses"`
+	StreamPasses      []float64 `json:"streamFramesPerSecPasses"`
+	// The CPU per frame streamed of the client (bench itself, finding
+	// each event's id) and of the daemon: the client's should be a small
+	// part, or the harness limits the figure.
+	ClientCPUMicros float64 `json:"clientCpuMicrosPerFrame"`
+	DaemonCPUMicros float64 `json:"daemonCpuMicrosPerFrame"`
 }
 
 // progress reports what bench is doing, on stderr.
@@ -313,12 +322,11 @@ func (r *run) appends(ctx context.Context) error {
 func (r *run) daemonRuns(ctx context.Context) error {
 	o, p, res := r.o, r.p, r.res
 	p.say("replay: writing a %d-frame conversation", o.Replay)
-	replayConv, storeRate, err := prepareReplay(ctx, r.daemonDir, r.storePath(filepath.Join("daemon", datadir.DatabaseFile)), o.Replay)
+	replayStore, replayConv, err := prepareReplay(ctx, r.daemonDir, r.storePath(filepath.Join("daemon", datadir.DatabaseFile)), o.Replay)
 	if err != nil {
 		return err
 	}
-	res.Replay = replayResult{Frames: o.Replay, StorePerSec: storeRate}
-	p.say("replay: store read alone %.0f frames/s", storeRate)
+	defer replayStore.Close()
 
 	if r.runs, err = latencyRuns(o); err != nil {
 		return err
@@ -350,12 +358,9 @@ func (r *run) daemonRuns(ctx context.Context) error {
 	p.say("idle: %.1f KiB RSS per stream, %.1f KiB Go heap+stacks, %d store reads while idle, %d turns ended meanwhile",
 		res.Idle.RSSKiBPerStream, res.Idle.GoKiBPerStream, res.Idle.StoreReadsWhileIdle, res.Idle.TurnsEnded)
 
-	p.say("replay: streaming %d frames over SSE", o.Replay)
-	if res.Replay.StreamPerSec, err = d.replay(ctx, replayConv, o.Replay); err != nil {
+	if res.Replay, err = replay(ctx, d, replayStore, replayConv, o.Replay, p); err != nil {
 		return err
 	}
-	res.Replay.StreamRatioToRead = res.Replay.StreamPerSec / storeRate
-	p.say("replay: %.0f frames/s over SSE", res.Replay.StreamPerSec)
 
 	// Across daemons first, before the saturating runs leave the database
 	// and the daemon a backlog.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 )
 
 // benchDaemon is a `studio serve` that bench started.
@@ -301,13 +302,55 @@ func (d *benchDaemon) idle(ctx context.Context, n int, p progress) (idleResult, 
 	return res, nil
 }
 
-// replay streams a conversation of n frames from cursor 0 over SSE.
-func (d *benchDaemon) replay(ctx context.Context, convID string, n int) (float64, error) {
-	conn, r, err := d.openStream(convID, 0)
+// replayPasses is how many times replay reads the conversation from the
+// store and streams it: the best of each stands for what the machine
+// can do, the others for what else ran on it meanwhile.
+const replayPasses = 3
+
+// replay measures a conversation of n frames read from the store alone
+// (st, the bench's own connection to the daemon's database) and
+// streamed over SSE from cursor 0, replayPasses times each, interleaved:
+// both figures meet the same load.
+func replay(ctx context.Context, d *benchDaemon, st store.Store, convID string, n int, p progress) (replayResult, error) {
+	res := replayResult{Frames: n}
+	var client, daemon float64
+	for i := range replayPasses {
+		read, err := storeReadRate(ctx, st, convID)
+		if err != nil {
+			return res, err
+		}
+		p.say("replay: store read alone %.0f frames/s", read)
+		stream, c, dc, err := d.replay(ctx, convID, n)
+		if err != nil {
+			return res, err
+		}
+		p.say("replay: %.0f frames/s over SSE; CPU per frame: client %.2f µs, daemon %.2f µs", stream, c, dc)
+		res.StorePasses, res.StreamPasses = append(res.StorePasses, read), append(res.StreamPasses, stream)
+		if i == 0 || stream > res.StreamPerSec {
+			client, daemon = c, dc // of the best stream
+		}
+		res.StorePerSec, res.StreamPerSec = max(res.StorePerSec, read), max(res.StreamPerSec, stream)
+	}
+	res.StreamRatioToRead = res.StreamPerSec / res.StorePerSec
+	res.ClientCPUMicros, res.DaemonCPUMicros = client, daemon
+	p.say("replay: the best of %d, %.2f x the store read", replayPasses, res.StreamRatioToRead)
+	return res, nil
+}
+
+// replay streams a conversation of n frames from cursor 0 over SSE: the
+// frames/s, and the CPU the bench (the client) and the daemon spent per
+// frame, which tell whether the client's reading limits the figure.
+func (d *benchDaemon) replay(ctx context.Context, convID string, n int) (rate, clientCPU, daemonCPU float64, err error) {
+	conn, r0, err := d.openStream(convID, 0)
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	defer conn.Close()
+	// Reads of 64 KiB: openStream's small buffer would cost the client a
+	// read system call per couple of events. Once that buffer is drained,
+	// the reads go straight to the connection.
+	r := bufio.NewReaderSize(r0, 64<<10)
+	client0, daemon0 := processCPU(), d.cpu()
 	start := time.Now()
 	_ = conn.SetReadDeadline(start.Add(5 * time.Minute))
 	seen := 0
@@ -317,13 +360,46 @@ func (d *benchDaemon) replay(ctx context.Context, convID string, n int) (float64
 			continue // the rest of a long data line
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, 0, err
 		}
 		if bytes.HasPrefix(line, []byte("id: ")) {
 			seen++
 		}
 	}
-	return float64(seen) / time.Since(start).Seconds(), nil
+	rate = float64(seen) / time.Since(start).Seconds()
+	perFrame := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(seen) }
+	return rate, perFrame(processCPU() - client0), perFrame(d.cpu() - daemon0), nil
+}
+
+// processCPU is the CPU time (user and system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpu is the CPU time (user and system) the daemon used so far, to the
+// kernel's clock tick (10 ms); 0 where /proc cannot tell.
+func (d *benchDaemon) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name (in parentheses, which may
+	// hold spaces): utime and stime are the 12th and 13th of them.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 // inParallel calls fn(0) … fn(n-1), 32 at a time, and returns the first

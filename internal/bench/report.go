@@ -70,7 +70,7 @@ func Print(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(tw, "idle streams: %d\t%.1f KiB RSS/stream\t%.1f KiB Go heap+stacks/stream\t%d store reads in %.0f s idle\t%d turns ended meanwhile\n",
 		r.Idle.Streams, r.Idle.RSSKiBPerStream, r.Idle.GoKiBPerStream, r.Idle.StoreReadsWhileIdle, r.Idle.IdleSeconds, r.Idle.TurnsEnded)
-	fmt.Fprintf(tw, "replay, %d frames\tstore read %.0f/s\tSSE %.0f/s\t%.2f x store read\n",
-		r.Replay.Frames, r.Replay.StorePerSec, r.Replay.StreamPerSec, r.Replay.StreamRatioToRead)
+	fmt.Fprintf(tw, "replay, %d frames\tstore read %.0f/s\tSSE %.0f/s\t%.2f x store read\tCPU/frame: client %.2f µs, daemon %.2f µs\n",
+		r.Replay.Frames, r.Replay.StorePerSec, r.Replay.StreamPerSec, r.Replay.StreamRatioToRead, r.Replay.ClientCPUMicros, r.Replay.DaemonCPUMicros)
 	tw.Flush()
 }

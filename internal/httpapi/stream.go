@@ -20,8 +20,13 @@ const replayPage = 500
 // takes.
 const liveBatch = 256
 
-// flushAt is how many bytes of replay a stream encodes before it writes.
+// flushAt is how many bytes of live frames a stream encodes before it
+// writes.
 const flushAt = 16 << 10
+
+// replayFlushAt is flushAt for replay, where a page's frames are all at
+// hand: fewer, larger writes (a page of small frames is 150 KiB).
+const replayFlushAt = 64 << 10
 
 // handleStream serves GET .../stream?after_sequence=N as Server-Sent Events
 // (ADR D6, DESIGN.md §6): committed frames after the cursor, in order, then
@@ -208,6 +213,17 @@ type stream struct {
 	started   time.Time
 	frames    int
 	failed    bool
+	// ahead is the replay page after the one being written, read
+	// meanwhile (readAhead); stopAhead ends that read.
+	ahead     chan replayRead
+	aheadCtx  context.Context
+	stopAhead context.CancelFunc
+}
+
+// replayRead is one page of replay as the store returned it.
+type replayRead struct {
+	frames []protocol.RawFrame
+	err    error
 }
 
 // Why a stream ended (the reason of its "stream closed" line and of its
@@ -271,6 +287,7 @@ func (st *stream) run() {
 	sub := s.convs.Subscribe(st.convID)
 	defer sub.Close()
 	defer st.release()
+	defer st.endAhead()
 	// A retry hint and an opening comment let the client see the stream is
 	// live; then the active turn's progress (stream_status.go).
 	st.write([]byte("retry: 2000\n: connected\n\n"))
@@ -330,8 +347,16 @@ func (st *stream) run() {
 // replay writes one page of frames from the store; n is how many.
 func (st *stream) replay() (n int, ok bool) {
 	s, ctx := st.s, st.ctx
-	s.metrics.streamReads.Add(1)
-	frames, err := s.convs.ReadFrames(ctx, st.convID, st.after, replayPage)
+	var frames []protocol.RawFrame
+	var err error
+	if st.ahead != nil {
+		r := <-st.ahead
+		st.ahead = nil
+		frames, err = r.frames, r.err
+	} else {
+		s.metrics.streamReads.Add(1)
+		frames, err = s.convs.ReadFrames(ctx, st.convID, st.after, replayPage)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			st.failed = true
@@ -339,6 +364,9 @@ func (st *stream) replay() (n int, ok bool) {
 			st.flush()
 		}
 		return 0, false
+	}
+	if len(frames) == replayPage {
+		st.readAhead(frames[len(frames)-1].Sequence)
 	}
 	if len(frames) == 0 {
 		return 0, true
@@ -352,7 +380,7 @@ func (st *stream) replay() (n int, ok bool) {
 		}
 		st.after = f.Sequence
 		moved = moved || (f.Sequence > st.opened && st.status.movedBy(f.Type))
-		if len(*b) >= flushAt && !st.push() {
+		if len(*b) >= replayFlushAt && !st.push() {
 			return 0, false
 		}
 	}
@@ -365,6 +393,39 @@ func (st *stream) replay() (n int, ok bool) {
 	s.metrics.framesSent.Add(int64(len(frames)))
 	st.frames += len(frames)
 	return len(frames), true
+}
+
+// readAhead starts reading the page after sequence after, for the next
+// call of replay: a full page says more may follow, and the store's read
+// of it then runs beside the encoding and the socket writes of this one
+// (on another core) rather than after them. One page at most is ahead.
+func (st *stream) readAhead(after int64) {
+	if st.stopAhead == nil {
+		var ctx context.Context
+		ctx, st.stopAhead = context.WithCancel(st.ctx)
+		st.aheadCtx = ctx
+	}
+	ch := make(chan replayRead, 1)
+	st.ahead = ch
+	st.s.metrics.streamReads.Add(1)
+	ctx, s, convID := st.aheadCtx, st.s, st.convID
+	go func() {
+		frames, err := s.convs.ReadFrames(ctx, convID, after, replayPage)
+		ch <- replayRead{frames, err}
+	}()
+}
+
+// endAhead ends a read ahead that replay will not take, and waits for it:
+// a stream leaves no goroutine behind.
+func (st *stream) endAhead() {
+	if st.stopAhead == nil {
+		return
+	}
+	st.stopAhead()
+	if st.ahead != nil {
+		<-st.ahead
+		st.ahead = nil
+	}
 }
 
 // live writes what the feed holds after the cursor; behind: the feed no
@@ -455,7 +516,7 @@ func (st *stream) flush() bool {
 
 func (st *stream) release() {
 	if st.buf != nil {
-		if cap(*st.buf) <= 4*flushAt { // an outsized one goes to the GC
+		if cap(*st.buf) <= 2*replayFlushAt { // an outsized one goes to the GC
 			sseBuffers.Put(st.buf)
 		}
 		st.buf = nil

@@ -55,6 +55,12 @@ type rawStream struct {
 // openRaw opens a stream and reads up to its opening comment.
 func (h *harness) openRaw(convID string, after int64) *rawStream {
 	h.t.Helper()
+	return h.openRawSize(convID, after, 4096)
+}
+
+// openRawSize is openRaw reading through a buffer of size bytes.
+func (h *harness) openRawSize(convID string, after int64, size int) *rawStream {
+	h.t.Helper()
 	conn, err := net.Dial("tcp", h.srv.Listener.Addr().String())
 	if err != nil {
 		h.t.Fatal(err)
@@ -62,7 +68,7 @@ func (h *harness) openRaw(convID string, after int64) *rawStream {
 	h.t.Cleanup(func() { conn.Close() })
 	fmt.Fprintf(conn, "GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
 		convID, after, testToken)
-	rs := &rawStream{conn: conn, r: bufio.NewReaderSize(conn, 4096)}
+	rs := &rawStream{conn: conn, r: bufio.NewReaderSize(conn, size)}
 	if err := rs.until(": connected"); err != nil {
 		h.t.Fatalf("open stream: %v", err)
 	}
