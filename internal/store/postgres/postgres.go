@@ -91,6 +91,10 @@ type Options struct {
 	// plainNotify: commits notify the conversation only, not its frames
 	// (as earlier releases do); for the benchmarks that compare the two.
 	plainNotify bool
+	// appendWriters: the writer loops of batched appends
+	// (sqlstore.Config.AppendWriters); 0 is the default, negative leaves
+	// each append its own transaction (for the benchmarks that compare).
+	appendWriters int
 }
 
 func (o *Options) defaults() {
@@ -166,8 +170,18 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{db: db, cfg: cfg, instance: uuid.NewString(), log: slog.Default(), listened: make(chan struct{})}
+	// Appends are batched (several per transaction and commit) by a few
+	// writer loops, each holding one of the pool's connections while it
+	// writes.
+	writers := opts.appendWriters
+	switch {
+	case writers == 0:
+		writers = min(sqlstore.DefaultAppendWriters, max(1, maxConns/2))
+	case writers < 0:
+		writers = 0
+	}
 	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance, plainNotify: opts.plainNotify},
-		Signals: &s.signals, Control: &s.control})
+		Signals: &s.signals, Control: &s.control, AppendWriters: writers})
 	// LISTEN before Open returns: no commit after it can be missed.
 	conn, err := s.connectListener(ctx)
 	if err != nil {
@@ -367,6 +381,10 @@ func (d dialect) Notify(ctx context.Context, tx *sql.Tx, conversationID string) 
 	_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, d.instance+" "+conversationID)
 	return err
 }
+
+// LockOrder: the batched appends lock conversation rows in the order of
+// their ids' bytes, whatever the database's collation.
+func (dialect) LockOrder(col string) string { return col + ` COLLATE "C"` }
 
 // JSON: text is cast to json explicitly.
 func (dialect) JSON(expr string) string { return "CAST(" + expr + " AS JSON)" }
