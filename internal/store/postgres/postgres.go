@@ -382,9 +382,21 @@ func (d dialect) Notify(ctx context.Context, tx *sql.Tx, conversationID string) 
 	return err
 }
 
-// LockOrder: the batched appends lock conversation rows in the order of
-// their ids' bytes, whatever the database's collation.
-func (dialect) LockOrder(col string) string { return col + ` COLLATE "C"` }
+// AppendQueries: the batched appends' statements, on arrays. The lock
+// orders the conversations by their ids' bytes (COLLATE "C"), the same
+// order in every daemon whatever the database's collation: two batches
+// that share conversations wait for each other instead of deadlocking.
+func (dialect) AppendQueries() sqlstore.AppendQueries {
+	return sqlstore.AppendQueries{
+		Lock: `SELECT id, active_request_id, next_sequence FROM studio_operator_conversations
+			WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C" FOR UPDATE`,
+		Owners: `SELECT request_id, owner_instance FROM studio_operator_turns WHERE request_id = ANY($1::text[])`,
+		Insert: `INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at)
+			SELECT c, s, r, t, CAST(p AS JSON), a FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS f(c, s, r, t, p, a)`,
+		Advance: `UPDATE studio_operator_conversations AS c SET next_sequence = v.n, updated_at = v.u
+			FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS v(id, n, u) WHERE c.id = v.id`,
+	}
+}
 
 // JSON: text is cast to json explicitly.
 func (dialect) JSON(expr string) string { return "CAST(" + expr + " AS JSON)" }

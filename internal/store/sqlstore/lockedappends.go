@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/studio/operator/internal/protocol"
@@ -51,28 +50,42 @@ const DefaultAppendWriters = 4
 // runs it the ordinary way.
 var errAlone = errors.New("append: run alone")
 
-// LockOrderer is a Dialect whose text ordering may differ from Go's
-// (a collation): LockOrder is an ORDER BY expression of the text column
-// col in the order of its bytes, the order in which the batches lock
-// conversation rows.
-type LockOrderer interface {
-	LockOrder(col string) string
+// BatchAppender is a Dialect whose engine takes arrays as parameters and
+// runs writes concurrently under row locks (PostgreSQL): it gives the
+// batched appends their statements, each for any number of rows, so that a
+// batch costs the same few round trips whatever its size.
+type BatchAppender interface {
+	AppendQueries() AppendQueries
+	// NotifyFramesBatch is FrameNotifier.NotifyFrames for each
+	// conversationIDs[i] and frames[i], in one statement.
+	NotifyFramesBatch(ctx context.Context, tx *sql.Tx, conversationIDs []string, frames [][]store.Frame) error
 }
 
-// BatchFrameNotifier is a FrameNotifier that tells the other processes
-// the frames of several conversations in one statement.
-type BatchFrameNotifier interface {
-	// NotifyFramesBatch is NotifyFrames for each conversationIDs[i] and
-	// frames[i].
-	NotifyFramesBatch(ctx context.Context, tx *sql.Tx, conversationIDs []string, frames [][]store.Frame) error
+// AppendQueries are the statements of the batched appends. Each takes
+// slices ([]string, []int64, []float64) as its parameters, one per column.
+type AppendQueries struct {
+	// Lock reads id, active_request_id and next_sequence of the
+	// conversations whose ids are its parameter and locks their rows for
+	// update, in the order of the ids' bytes whatever the collation.
+	Lock string
+	// Owners reads request_id and owner_instance of the turns whose
+	// request ids are its parameter.
+	Owners string
+	// Insert writes frames: conversation ids, sequences, request ids,
+	// frame types, payloads (JSON text), created_at.
+	Insert string
+	// Advance sets next_sequence and updated_at of conversations: ids,
+	// next sequences, updated_at.
+	Advance string
 }
 
 // appendBatcher is the writer loops of batched appends.
 type appendBatcher struct {
 	s     *Store
+	d     BatchAppender
+	q     AppendQueries
 	max   int
 	queue chan *lockedJob
-	reads map[int]string // the locking reads of n conversations
 
 	mu     sync.RWMutex // closed, against a send racing close
 	closed bool
@@ -93,19 +106,11 @@ func (j *lockedJob) finish(err error) {
 	close(j.done)
 }
 
-func newAppendBatcher(s *Store, writers, max int) *appendBatcher {
+func newAppendBatcher(s *Store, d BatchAppender, writers, max int) *appendBatcher {
 	if max <= 0 {
 		max = DefaultMaxBatch
 	}
-	order := "id"
-	if lo, ok := s.d.(LockOrderer); ok {
-		order = lo.LockOrder("id")
-	}
-	reads := make(map[int]string, len(frameInsertChunks))
-	for n, q := range conversationReads {
-		reads[n] = q + ` ORDER BY ` + order + s.locks.update
-	}
-	b := &appendBatcher{s: s, max: max, queue: make(chan *lockedJob, max), reads: reads, quit: make(chan struct{})}
+	b := &appendBatcher{s: s, d: d, q: d.AppendQueries(), max: max, queue: make(chan *lockedJob, max), quit: make(chan struct{})}
 	b.wg.Add(writers)
 	for range writers {
 		go b.loop()
@@ -249,30 +254,22 @@ func (b *appendBatcher) run(batch []*lockedJob) {
 // commit or, with an error (the transaction is broken), to run alone.
 func (b *appendBatcher) write(ctx context.Context, sqlTx *sql.Tx, live []*lockedJob) (passed []*lockedJob, err error) {
 	c := conn{tx: sqlTx, d: b.s.d}
-	apps := make([]*appendJob, len(live))
-	for i, j := range live {
-		apps[i] = j.app
-	}
-	convs, err := readConversations(ctx, c, apps, b.reads)
+	convs, err := b.lock(ctx, sqlTx, live)
 	if err != nil {
 		return live, err
 	}
-	owners, err := readOwners(ctx, c, apps, convs)
+	owners, err := b.owners(ctx, sqlTx, live, convs)
 	if err != nil {
 		return live, err
 	}
 	instances := make(map[string]error)
 	passed = live[:0:0]
-	apps = apps[:0]
-	rows := 0
 	for i, j := range live {
 		err := admit(ctx, c, j.app, convs, instances, owners)
 		var pe *protocol.Error
 		switch {
 		case err == nil:
 			passed = append(passed, j)
-			apps = append(apps, j.app)
-			rows += len(j.app.payloads)
 		case errors.As(err, &pe):
 			j.finish(err) // refused: it fails alone
 		default:
@@ -283,22 +280,127 @@ func (b *appendBatcher) write(ctx context.Context, sqlTx *sql.Tx, live []*locked
 	if len(passed) == 0 {
 		return nil, nil
 	}
-	if err := writeMerged(ctx, c, apps, convs, rows); err != nil {
+	if err := b.insert(ctx, sqlTx, passed, convs); err != nil {
 		return passed, err
 	}
-	if err := b.notify(ctx, sqlTx, apps); err != nil {
+	if err := b.notify(ctx, sqlTx, passed); err != nil {
 		return passed, fmt.Errorf("notify: %w", err)
 	}
 	return passed, nil
 }
 
+// lock reads the batch's conversations and locks their rows, in one
+// statement.
+func (b *appendBatcher) lock(ctx context.Context, sqlTx *sql.Tx, live []*lockedJob) (map[string]*convState, error) {
+	convs := make(map[string]*convState, len(live))
+	ids := make([]string, 0, len(live))
+	for _, j := range live {
+		if _, ok := convs[j.app.convID]; !ok {
+			convs[j.app.convID] = &convState{}
+			ids = append(ids, j.app.convID)
+		}
+	}
+	rows, err := sqlTx.QueryContext(ctx, b.q.Lock, ids)
+	if err != nil {
+		return nil, fmt.Errorf("append frames: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var active sql.NullString
+		var next int64
+		if err := rows.Scan(&id, &active, &next); err != nil {
+			return nil, fmt.Errorf("append frames: %w", err)
+		}
+		if st, ok := convs[id]; ok {
+			*st = convState{found: true, active: active, next: next, first: next}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("append frames: %w", err)
+	}
+	return convs, nil
+}
+
+// owners reads, in one statement after the conversations' lock, the
+// owners of the turns the fenced appends name, where they are their
+// conversations' active turns (the owner check reads them only then);
+// checkMerged reads one it misses itself.
+func (b *appendBatcher) owners(ctx context.Context, sqlTx *sql.Tx, live []*lockedJob, convs map[string]*convState) (map[string]sql.NullString, error) {
+	owners := make(map[string]sql.NullString)
+	seen := make(map[string]bool)
+	var ids []string
+	for _, j := range live {
+		a, st := j.app, convs[j.app.convID]
+		if a.instance == "" || seen[a.reqID] || !st.found || !st.active.Valid || st.active.String != a.reqID {
+			continue
+		}
+		seen[a.reqID] = true
+		ids = append(ids, a.reqID)
+	}
+	if len(ids) == 0 {
+		return owners, nil
+	}
+	rows, err := sqlTx.QueryContext(ctx, b.q.Owners, ids)
+	if err != nil {
+		return nil, fmt.Errorf("append frames: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var owner sql.NullString
+		if err := rows.Scan(&id, &owner); err != nil {
+			return nil, fmt.Errorf("append frames: %w", err)
+		}
+		owners[id] = owner
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("append frames: %w", err)
+	}
+	return owners, nil
+}
+
+// insert writes the frames of the appends that passed in one statement and
+// advances each conversation's sequence in one more.
+func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*lockedJob, convs map[string]*convState) error {
+	var (
+		conv, req, typ, payload []string
+		seq                     []int64
+		created                 []float64
+	)
+	for _, j := range passed {
+		a := j.app
+		at := ts(a.now)
+		for _, f := range a.frames {
+			conv, seq, req = append(conv, a.convID), append(seq, f.Sequence), append(req, a.reqID)
+			typ, payload, created = append(typ, string(f.Type)), append(payload, string(f.Payload)), append(created, at)
+		}
+	}
+	if _, err := sqlTx.ExecContext(ctx, b.q.Insert, conv, seq, req, typ, payload, created); err != nil {
+		return fmt.Errorf("append frame: %w", err)
+	}
+	var ids []string
+	var next []int64
+	var updated []float64
+	for id, st := range convs {
+		if st.found && st.next != st.first {
+			ids, next, updated = append(ids, id), append(next, st.next), append(updated, ts(st.now))
+		}
+	}
+	if _, err := sqlTx.ExecContext(ctx, b.q.Advance, ids, next, updated); err != nil {
+		return fmt.Errorf("advance sequence: %w", err)
+	}
+	return nil
+}
+
 // notify tells the other processes the batch's frames, per conversation
-// in the order the batch wrote them.
-func (b *appendBatcher) notify(ctx context.Context, sqlTx *sql.Tx, apps []*appendJob) error {
+// in the order the batch wrote them, in one statement.
+func (b *appendBatcher) notify(ctx context.Context, sqlTx *sql.Tx, passed []*lockedJob) error {
 	var ids []string
 	var frames [][]store.Frame
-	at := make(map[string]int, len(apps))
-	for _, a := range apps {
+	at := make(map[string]int, len(passed))
+	for _, j := range passed {
+		a := j.app
 		i, ok := at[a.convID]
 		if !ok {
 			i = len(ids)
@@ -308,15 +410,7 @@ func (b *appendBatcher) notify(ctx context.Context, sqlTx *sql.Tx, apps []*appen
 		}
 		frames[i] = append(frames[i], a.frames...)
 	}
-	if bn, ok := b.s.d.(BatchFrameNotifier); ok {
-		return bn.NotifyFramesBatch(ctx, sqlTx, ids, frames)
-	}
-	for i, id := range ids {
-		if err := b.s.notify(ctx, sqlTx, id, frames[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.d.NotifyFramesBatch(ctx, sqlTx, ids, frames)
 }
 
 // alone answers appends the batch did not write: each runs the ordinary
@@ -327,57 +421,6 @@ func alone(jobs []*lockedJob) {
 		j.finish(errAlone)
 	}
 }
-
-// readOwners reads, in multi-row SELECTs, the owners of the turns that the
-// fenced appends name and that are their conversations' active turns (the
-// owner check reads them only then); checkMerged reads one it misses.
-func readOwners(ctx context.Context, c conn, apps []*appendJob, convs map[string]*convState) (map[string]sql.NullString, error) {
-	owners := make(map[string]sql.NullString)
-	seen := make(map[string]bool)
-	var ids []any
-	for _, a := range apps {
-		st := convs[a.convID]
-		if a.instance == "" || seen[a.reqID] || !st.found || !st.active.Valid || st.active.String != a.reqID {
-			continue
-		}
-		seen[a.reqID] = true
-		ids = append(ids, a.reqID)
-	}
-	for rest := ids; len(rest) > 0; {
-		n := frameChunk(len(rest))
-		if err := func() error {
-			rows, err := c.QueryContext(ctx, ownerReads[n], rest[:n]...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id string
-				var owner sql.NullString
-				if err := rows.Scan(&id, &owner); err != nil {
-					return err
-				}
-				owners[id] = owner
-			}
-			return rows.Err()
-		}(); err != nil {
-			return nil, fmt.Errorf("append frames: %w", err)
-		}
-		rest = rest[n:]
-	}
-	return owners, nil
-}
-
-// ownerReads is the read of n turns' owners, for each n of
-// frameInsertChunks.
-var ownerReads = func() map[int]string {
-	m := make(map[int]string, len(frameInsertChunks))
-	for _, n := range frameInsertChunks {
-		m[n] = `SELECT request_id, owner_instance FROM studio_operator_turns WHERE request_id IN (?` +
-			strings.Repeat(", ?", n-1) + `)`
-	}
-	return m
-}()
 
 // batchable reports whether the append of ctx may go to the batched
 // appends: they run, and its fence (if any) is an instance's alone, read
@@ -394,4 +437,13 @@ func (s *Store) batchable(ctx context.Context) (instance string, ok bool) {
 		return "", false
 	}
 	return f.Instance, true
+}
+
+// AppendsWaiting is the appends waiting for a writer loop of the batched
+// appends (0 without them): how far the loops are behind.
+func (s *Store) AppendsWaiting() int {
+	if s.appends == nil {
+		return 0
+	}
+	return len(s.appends.queue)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -76,7 +75,7 @@ type convState struct {
 func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*job, err error) {
 	ctx := bc.ctx
 	c := conn{tx: sqlTx, d: g.s.d, batch: bc}
-	convs, err := readConversations(ctx, c, appsOf(run), conversationReads)
+	convs, err := readConversations(ctx, c, appsOf(run))
 	if err != nil {
 		return run, nil // the ordinary way reports it, append by append
 	}
@@ -199,27 +198,20 @@ func checkMerged(ctx context.Context, c conn, a *appendJob, st *convState, insta
 }
 
 // readConversations reads, in multi-row SELECTs, the conversations the
-// appends name, with queries (conversationReads, or the locking reads of
-// lockedappends.go): in the order of their ids, so that the locking reads
-// of concurrent batches take their locks in one order.
-func readConversations(ctx context.Context, c conn, apps []*appendJob, queries map[int]string) (map[string]*convState, error) {
+// appends name.
+func readConversations(ctx context.Context, c conn, apps []*appendJob) (map[string]*convState, error) {
 	convs := make(map[string]*convState, len(apps))
-	ids := make([]string, 0, len(apps))
+	args := make([]any, 0, len(apps))
 	for _, a := range apps {
 		if _, ok := convs[a.convID]; !ok {
 			convs[a.convID] = &convState{}
-			ids = append(ids, a.convID)
+			args = append(args, a.convID)
 		}
-	}
-	slices.Sort(ids)
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
 	}
 	for rest := args; len(rest) > 0; {
 		n := frameChunk(len(rest))
 		if err := func() error {
-			rows, err := c.QueryContext(ctx, queries[n], rest[:n]...)
+			rows, err := c.QueryContext(ctx, conversationReads[n], rest[:n]...)
 			if err != nil {
 				return err
 			}

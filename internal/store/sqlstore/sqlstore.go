@@ -118,7 +118,7 @@ type Config struct {
 	// DefaultMaxBatch.
 	MaxBatch int
 	// AppendWriters, on an engine that locks rows and runs its writes
-	// concurrently (PostgreSQL), sends AppendFrames calls to that many
+	// concurrently (PostgreSQL, a BatchAppender dialect), sends AppendFrames calls to that many
 	// writer loops, each writing the appends waiting in one transaction
 	// (lockedappends.go); 0 leaves each append its own transaction, -1 is
 	// DefaultAppendWriters. Ignored with GroupCommit, which merges appends
@@ -171,12 +171,12 @@ func New(c Config) *Store {
 	})
 	if c.GroupCommit {
 		s.group = newGroup(s, c.MaxBatch)
-	} else if c.AppendWriters != 0 && s.locks.rows() {
+	} else if d, ok := c.Dialect.(BatchAppender); ok && c.AppendWriters != 0 && s.locks.rows() {
 		n := c.AppendWriters
 		if n < 0 {
 			n = DefaultAppendWriters
 		}
-		s.appends = newAppendBatcher(s, n, c.MaxBatch)
+		s.appends = newAppendBatcher(s, d, n, c.MaxBatch)
 	}
 	return s
 }
