@@ -391,10 +391,11 @@ func (dialect) AppendQueries() sqlstore.AppendQueries {
 		Lock: `SELECT id, active_request_id, next_sequence FROM studio_operator_conversations
 			WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C" FOR UPDATE`,
 		Owners: `SELECT request_id, owner_instance FROM studio_operator_turns WHERE request_id = ANY($1::text[])`,
-		Insert: `INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at)
-			SELECT c, s, r, t, CAST(p AS JSON), a FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS f(c, s, r, t, p, a)`,
-		Advance: `UPDATE studio_operator_conversations AS c SET next_sequence = v.n, updated_at = v.u
-			FROM unnest($1::text[], $2::bigint[], $3::float8[]) AS v(id, n, u) WHERE c.id = v.id`,
+		Write: `WITH frames AS (
+				INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at)
+				SELECT c, s, r, t, CAST(p AS JSON), a FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS f(c, s, r, t, p, a))
+			UPDATE studio_operator_conversations AS c SET next_sequence = v.n, updated_at = v.u
+			FROM unnest($7::text[], $8::bigint[], $9::float8[]) AS v(id, n, u) WHERE c.id = v.id`,
 	}
 }
 

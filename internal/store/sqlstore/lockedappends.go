@@ -71,12 +71,11 @@ type AppendQueries struct {
 	// Owners reads request_id and owner_instance of the turns whose
 	// request ids are its parameter.
 	Owners string
-	// Insert writes frames: conversation ids, sequences, request ids,
-	// frame types, payloads (JSON text), created_at.
-	Insert string
-	// Advance sets next_sequence and updated_at of conversations: ids,
-	// next sequences, updated_at.
-	Advance string
+	// Write writes frames and advances their conversations, in one
+	// statement: the frames' conversation ids, sequences, request ids,
+	// frame types, payloads (JSON text) and created_at; then the
+	// conversations' ids, next sequences and updated_at.
+	Write string
 }
 
 // appendBatcher is the writer loops of batched appends.
@@ -360,8 +359,8 @@ func (b *appendBatcher) owners(ctx context.Context, sqlTx *sql.Tx, live []*locke
 	return owners, nil
 }
 
-// insert writes the frames of the appends that passed in one statement and
-// advances each conversation's sequence in one more.
+// insert writes the frames of the appends that passed and advances each
+// conversation's sequence, in one statement.
 func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*lockedJob, convs map[string]*convState) error {
 	var (
 		conv, req, typ, payload []string
@@ -376,9 +375,6 @@ func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*loc
 			typ, payload, created = append(typ, string(f.Type)), append(payload, string(f.Payload)), append(created, at)
 		}
 	}
-	if _, err := sqlTx.ExecContext(ctx, b.q.Insert, conv, seq, req, typ, payload, created); err != nil {
-		return fmt.Errorf("append frame: %w", err)
-	}
 	var ids []string
 	var next []int64
 	var updated []float64
@@ -387,8 +383,8 @@ func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*loc
 			ids, next, updated = append(ids, id), append(next, st.next), append(updated, ts(st.now))
 		}
 	}
-	if _, err := sqlTx.ExecContext(ctx, b.q.Advance, ids, next, updated); err != nil {
-		return fmt.Errorf("advance sequence: %w", err)
+	if _, err := sqlTx.ExecContext(ctx, b.q.Write, conv, seq, req, typ, payload, created, ids, next, updated); err != nil {
+		return fmt.Errorf("append frames: %w", err)
 	}
 	return nil
 }
