@@ -6,7 +6,11 @@
 // COMMITTED transaction that locks the rows it reads before changing them
 // (the conversation row first, then its turn or proposal), which is
 // what makes sequence allocation and the active-request compare-and-set hold
-// across processes. Commits that append frames NOTIFY the other processes,
+// across processes. Appends are batched: a few writer loops each write the
+// appends waiting (any conversations) in one such transaction, locking
+// the conversations' rows in the order of their ids (sqlstore's
+// lockedappends.go, with this dialect's AppendQueries on arrays). Commits
+// that append frames NOTIFY the other processes,
 // with the frames when they fit (notify.go); one dedicated listening
 // connection per Store hands them to this process's streams.
 package postgres
