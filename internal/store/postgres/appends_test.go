@@ -110,14 +110,7 @@ func TestBatchedAppendsFailAlone(t *testing.T) {
 
 	// Hold the loop on a first batch (its conversation's row locked
 	// elsewhere) until every call waits for it: they then make one batch.
-	hold, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback()
-	if _, err := hold.ExecContext(ctx, `SELECT 1 FROM studio_operator_conversations WHERE id = $1 FOR UPDATE`, blocker.ConversationID); err != nil {
-		t.Fatal(err)
-	}
+	release := lockRow(t, s, blocker.ConversationID)
 	obs := &batches{}
 	s.Observe(obs)
 	first := make(chan error, 1)
@@ -126,11 +119,7 @@ func TestBatchedAppendsFailAlone(t *testing.T) {
 			Frames: []store.NewFrame{{Payload: text("first")}}, Now: storetest.Epoch})
 		first <- err
 	}()
-	testutil.Eventually(t, func() bool {
-		var waiting int
-		err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		return err == nil && waiting == 1
-	}, "the first batch waits for its lock")
+	lockWaits(t, s, 1)
 	got := make([][]store.Frame, len(calls))
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
@@ -148,9 +137,7 @@ func TestBatchedAppendsFailAlone(t *testing.T) {
 		})
 	}
 	testutil.Eventually(t, func() bool { return s.AppendsWaiting() == len(calls) }, "every call waits for the loop")
-	if err := hold.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatalf("first append: %v", err)
@@ -195,6 +182,88 @@ func TestBatchedAppendsFailAlone(t *testing.T) {
 		}
 		if got[i][1].Sequence != got[i][0].Sequence+1 {
 			t.Errorf("%s: sequences %d, %d", c.name, got[i][0].Sequence, got[i][1].Sequence)
+		}
+	}
+}
+
+// lockRow locks a conversation's row in a transaction of its own until
+// the test ends or the returned function releases it.
+func lockRow(t *testing.T, s *Store, convID string) (release func()) {
+	t.Helper()
+	tx, err := s.db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), `SELECT 1 FROM studio_operator_conversations WHERE id = $1 FOR UPDATE`, convID); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// lockWaits waits until n sessions of s's database wait for a lock.
+func lockWaits(t *testing.T, s *Store, n int) {
+	t.Helper()
+	testutil.Eventually(t, func() bool {
+		var waiting int
+		err := s.db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting == n
+	}, n, "sessions waiting for a lock")
+}
+
+// TestBatchedAppendsRunAloneWhenTheBatchFails: a batch that cannot write
+// (here one of its conversations is locked elsewhere past lock_timeout)
+// is rolled back and each of its appends runs alone: the append to the
+// free conversation commits, the one to the locked conversation fails
+// with a transient error, and nothing is stored twice.
+func TestBatchedAppendsRunAloneWhenTheBatchFails(t *testing.T) {
+	t.Parallel()
+	s := openWith(t, newDatabase(t), Options{appendWriters: 1, LockTimeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	turns := storetest.ActiveTurns(t, s, 3, storetest.Epoch)
+	blocker, locked, free := turns[0], turns[1], turns[2]
+	obs := &batches{}
+	s.Observe(obs)
+	appendTo := func(tr storetest.ActiveTurn, what string) ([]store.Frame, error) {
+		return s.AppendFrames(ctx, store.AppendFramesParams{ConversationID: tr.ConversationID, RequestID: tr.RequestID,
+			Frames: []store.NewFrame{{Payload: text(what)}}, Now: storetest.Epoch})
+	}
+	// The loop's first batch waits for the blocker's lock while the two
+	// appends queue behind it: they make the second batch.
+	release := lockRow(t, s, blocker.ConversationID)
+	lockRow(t, s, locked.ConversationID)
+	first := make(chan error, 1)
+	go func() { _, err := appendTo(blocker, "first"); first <- err }()
+	lockWaits(t, s, 1)
+	var wg sync.WaitGroup
+	var lockedErr, freeErr error
+	var freeFrames []store.Frame
+	wg.Go(func() { _, lockedErr = appendTo(locked, "to the locked conversation") })
+	wg.Go(func() { freeFrames, freeErr = appendTo(free, "to the free conversation") })
+	testutil.Eventually(t, func() bool { return s.AppendsWaiting() == 2 }, "both appends wait for the loop")
+	release()
+	if err := <-first; err != nil {
+		t.Fatalf("first append: %v", err)
+	}
+	wg.Wait()
+	if sizes := obs.get(); !slices.Equal(sizes, []int{1, 2}) {
+		t.Fatalf("batches of %v, want [1 2]", sizes)
+	}
+	if freeErr != nil || len(freeFrames) != 1 {
+		t.Fatalf("append to the free conversation: %v frames, err %v", len(freeFrames), freeErr)
+	}
+	if !store.Transient(lockedErr) {
+		t.Fatalf("append to the locked conversation: err = %v, want a transient error (lock timeout)", lockedErr)
+	}
+	for conv, want := range map[string]int{free.ConversationID: 2, locked.ConversationID: 1} {
+		fs, err := s.ListFrames(ctx, store.ListFramesParams{ConversationID: conv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != want {
+			t.Errorf("conversation %s: %d frames stored, want %d", conv, len(fs), want)
 		}
 	}
 }
