@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,24 +21,27 @@ import (
 // bench --database` measures the durable rates.
 //
 //	go test ./internal/store/postgres -run '^$' -bench Appends -benchtime 3s -count 3
+//
+// appenders=1/frames=1000 is one turn appending 1 000 frames per call, as a
+// turn whose frames pile up behind a slow commit does.
 func BenchmarkAppends(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
+	for _, c := range []struct{ appenders, frames int }{{10, 1}, {100, 1}, {1000, 1}, {1, 1000}} {
 		for _, mode := range []string{"batched", "single"} {
-			b.Run(fmt.Sprintf("appenders=%d/%s", n, mode), func(b *testing.B) {
+			b.Run(fmt.Sprintf("appenders=%d/frames=%d/%s", c.appenders, c.frames, mode), func(b *testing.B) {
 				opts := Options{}
 				if mode == "single" {
 					opts.appendWriters = -1
 				}
-				benchAppends(b, n, opts)
+				benchAppends(b, c.appenders, c.frames, opts)
 			})
 		}
 	}
 }
 
-func benchAppends(b *testing.B, n int, opts Options) {
+func benchAppends(b *testing.B, n, frames int, opts Options) {
 	s := openWith(b, newDatabase(b), opts)
 	turns := storetest.ActiveTurns(b, s, n, storetest.Epoch)
-	frame := []store.NewFrame{{Payload: text("a line of model output of ordinary length, streamed.")}}
+	frame := slices.Repeat([]store.NewFrame{{Payload: text("a line of model output of ordinary length, streamed.")}}, frames)
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	var failed atomic.Pointer[error]
@@ -62,4 +66,5 @@ func benchAppends(b *testing.B, n int, opts Options) {
 		b.Fatal(*err)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
+	b.ReportMetric(float64(b.N*frames)/elapsed.Seconds(), "frames/s")
 }
