@@ -23,9 +23,11 @@ import (
 // owners in one more; each append is checked in Go, in the ordinary
 // path's order and with its errors (the fence's instance, the
 // conversation, its active turn, the turn's owner); the frames of those
-// that pass go in multi-row INSERTs, each conversation's sequence advances
-// in one UPDATE, one statement notifies the other processes, and one
-// commit makes it all durable before any caller is answered.
+// that pass and their conversations' next sequences are written in one
+// statement, one more notifies the other processes, and one commit makes
+// it all durable before any caller is answered. (The fence's instance is
+// read after the conversations' lock, the ordinary path reads it before:
+// the later read sees at least as much.)
 //
 // An append a check refuses fails alone and writes nothing. When anything
 // else goes wrong before the commit (a lock wait that times out, a
