@@ -6,7 +6,11 @@
 // COMMITTED transaction that locks the rows it reads before changing them
 // (the conversation row first, then its turn or proposal), which is
 // what makes sequence allocation and the active-request compare-and-set hold
-// across processes. Commits that append frames NOTIFY the other processes,
+// across processes. Appends are batched: a few writer loops each write the
+// appends waiting (any conversations) in one such transaction, locking
+// the conversations' rows in the order of their ids (sqlstore's
+// lockedappends.go, with this dialect's AppendQueries on arrays). Commits
+// that append frames NOTIFY the other processes,
 // with the frames when they fit (notify.go); one dedicated listening
 // connection per Store hands them to this process's streams.
 package postgres
@@ -91,6 +95,10 @@ type Options struct {
 	// plainNotify: commits notify the conversation only, not its frames
 	// (as earlier releases do); for the benchmarks that compare the two.
 	plainNotify bool
+	// appendWriters: the writer loops of batched appends
+	// (sqlstore.Config.AppendWriters); 0 is the default, negative leaves
+	// each append its own transaction (for the benchmarks that compare).
+	appendWriters int
 }
 
 func (o *Options) defaults() {
@@ -166,8 +174,18 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{db: db, cfg: cfg, instance: uuid.NewString(), log: slog.Default(), listened: make(chan struct{})}
+	// Appends are batched (several per transaction and commit) by a few
+	// writer loops, each holding one of the pool's connections while it
+	// writes.
+	writers := opts.appendWriters
+	switch {
+	case writers == 0:
+		writers = min(sqlstore.DefaultAppendWriters, max(1, maxConns/2))
+	case writers < 0:
+		writers = 0
+	}
 	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance, plainNotify: opts.plainNotify},
-		Signals: &s.signals, Control: &s.control})
+		Signals: &s.signals, Control: &s.control, AppendWriters: writers})
 	// LISTEN before Open returns: no commit after it can be missed.
 	conn, err := s.connectListener(ctx)
 	if err != nil {
@@ -366,6 +384,23 @@ func (dialect) Snapshot() *sql.TxOptions {
 func (d dialect) Notify(ctx context.Context, tx *sql.Tx, conversationID string) error {
 	_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, d.instance+" "+conversationID)
 	return err
+}
+
+// AppendQueries: the batched appends' statements, on arrays. The lock
+// orders the conversations by their ids' bytes (COLLATE "C"), the same
+// order in every daemon whatever the database's collation: two batches
+// that share conversations wait for each other instead of deadlocking.
+func (dialect) AppendQueries() sqlstore.AppendQueries {
+	return sqlstore.AppendQueries{
+		Lock: `SELECT id, active_request_id, next_sequence FROM studio_operator_conversations
+			WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C" FOR UPDATE`,
+		Owners: `SELECT request_id, owner_instance FROM studio_operator_turns WHERE request_id = ANY($1::text[])`,
+		Write: `WITH frames AS (
+				INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at)
+				SELECT c, s, r, t, CAST(p AS JSON), a FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS f(c, s, r, t, p, a))
+			UPDATE studio_operator_conversations AS c SET next_sequence = v.n, updated_at = v.u
+			FROM unnest($7::text[], $8::bigint[], $9::float8[]) AS v(id, n, u) WHERE c.id = v.id`,
+	}
 }
 
 // JSON: text is cast to json explicitly.

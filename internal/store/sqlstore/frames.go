@@ -154,6 +154,16 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 	if err != nil {
 		return nil, err
 	}
+	if instance, ok := s.batchable(ctx); ok && len(encoded) > 0 {
+		a := &appendJob{convID: p.ConversationID, reqID: p.RequestID, now: p.Now, payloads: encoded, instance: instance}
+		switch err := s.appends.submit(ctx, a); {
+		case err == nil:
+			return a.frames, nil
+		case err != errAlone:
+			return nil, err
+		}
+		// The batch could not write it: the ordinary way, below.
+	}
 	var app *appendJob
 	if instance, ok := s.mergeable(ctx); ok && len(encoded) > 0 {
 		app = &appendJob{convID: p.ConversationID, reqID: p.RequestID, now: p.Now, payloads: encoded, instance: instance}

@@ -75,7 +75,7 @@ type convState struct {
 func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*job, err error) {
 	ctx := bc.ctx
 	c := conn{tx: sqlTx, d: g.s.d, batch: bc}
-	convs, err := readConversations(ctx, c, run)
+	convs, err := readConversations(ctx, c, appsOf(run))
 	if err != nil {
 		return run, nil // the ordinary way reports it, append by append
 	}
@@ -83,23 +83,15 @@ func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*j
 	owners := make(map[string]sql.NullString)
 	passed := run[:0:0]
 	rows := 0
+	apps := make([]*appendJob, 0, len(run))
 	for _, j := range run {
-		a := j.app
-		if err := checkMerged(ctx, c, a, convs[a.convID], instances, owners); err != nil {
+		if err := admit(ctx, c, j.app, convs, instances, owners); err != nil {
 			j.finish(err)
 			continue
 		}
-		st := convs[a.convID]
-		created := protocol.Time(ts(a.now))
-		a.frames = make([]store.Frame, len(a.payloads))
-		for i, p := range a.payloads {
-			a.frames[i] = store.Frame{ConversationID: a.convID, Sequence: st.next + int64(i), RequestID: a.reqID,
-				Type: p.typ, Payload: p.raw, CreatedAt: created}
-		}
-		st.next += int64(len(a.payloads))
-		st.now = a.now
-		rows += len(a.payloads)
+		rows += len(j.app.payloads)
 		passed = append(passed, j)
+		apps = append(apps, j.app)
 	}
 	if len(passed) == 0 {
 		return nil, nil
@@ -115,7 +107,7 @@ func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*j
 	if err := bc.exec(sqlTx, `SAVEPOINT merged`); err != nil {
 		return broke(fmt.Errorf("savepoint: %w", err))
 	}
-	werr := writeMerged(ctx, c, passed, convs, rows)
+	werr := writeMerged(ctx, c, apps, convs, rows)
 	if werr == nil && g.afterMerged != nil {
 		werr = g.afterMerged(len(passed))
 	}
@@ -140,6 +132,33 @@ func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*j
 		g.ran = append(g.ran, j)
 	}
 	return nil, nil
+}
+
+// admit checks an append against the conversation as the appends before
+// it in the batch left it and, when it passes, gives its frames their
+// sequences and advances the conversation.
+func admit(ctx context.Context, c conn, a *appendJob, convs map[string]*convState, instances map[string]error, owners map[string]sql.NullString) error {
+	st := convs[a.convID]
+	if err := checkMerged(ctx, c, a, st, instances, owners); err != nil {
+		return err
+	}
+	created := protocol.Time(ts(a.now))
+	a.frames = make([]store.Frame, len(a.payloads))
+	for i, p := range a.payloads {
+		a.frames[i] = store.Frame{ConversationID: a.convID, Sequence: st.next + int64(i), RequestID: a.reqID,
+			Type: p.typ, Payload: p.raw, CreatedAt: created}
+	}
+	st.next += int64(len(a.payloads))
+	st.now = a.now
+	return nil
+}
+
+func appsOf(run []*job) []*appendJob {
+	apps := make([]*appendJob, len(run))
+	for i, j := range run {
+		apps[i] = j.app
+	}
+	return apps
 }
 
 // checkMerged makes an append's checks, in the order the ordinary
@@ -179,17 +198,17 @@ func checkMerged(ctx context.Context, c conn, a *appendJob, st *convState, insta
 }
 
 // readConversations reads, in multi-row SELECTs, the conversations the
-// appends of run name.
-func readConversations(ctx context.Context, c conn, run []*job) (map[string]*convState, error) {
-	convs := make(map[string]*convState, len(run))
-	ids := make([]any, 0, len(run))
-	for _, j := range run {
-		if _, ok := convs[j.app.convID]; !ok {
-			convs[j.app.convID] = &convState{}
-			ids = append(ids, j.app.convID)
+// appends name.
+func readConversations(ctx context.Context, c conn, apps []*appendJob) (map[string]*convState, error) {
+	convs := make(map[string]*convState, len(apps))
+	args := make([]any, 0, len(apps))
+	for _, a := range apps {
+		if _, ok := convs[a.convID]; !ok {
+			convs[a.convID] = &convState{}
+			args = append(args, a.convID)
 		}
 	}
-	for rest := ids; len(rest) > 0; {
+	for rest := args; len(rest) > 0; {
 		n := frameChunk(len(rest))
 		if err := func() error {
 			rows, err := c.QueryContext(ctx, conversationReads[n], rest[:n]...)
@@ -220,11 +239,10 @@ func readConversations(ctx context.Context, c conn, run []*job) (map[string]*con
 // writeMerged writes the frames of the appends that passed, in multi-row
 // INSERTs across conversations, and advances each conversation's sequence
 // once.
-func writeMerged(ctx context.Context, c conn, passed []*job, convs map[string]*convState, rows int) error {
+func writeMerged(ctx context.Context, c conn, passed []*appendJob, convs map[string]*convState, rows int) error {
 	args := make([]any, 0, frameColumns*min(rows, frameInsertChunks[0]))
 	n, left := frameChunk(rows), rows
-	for _, j := range passed {
-		a := j.app
+	for _, a := range passed {
 		created := ts(a.now)
 		for _, f := range a.frames {
 			args = append(args, a.convID, f.Sequence, a.reqID, string(f.Type), string(f.Payload), created)
@@ -237,13 +255,13 @@ func writeMerged(ctx context.Context, c conn, passed []*job, convs map[string]*c
 			}
 		}
 	}
-	for _, j := range passed {
-		st := convs[j.app.convID]
+	for _, a := range passed {
+		st := convs[a.convID]
 		if st.next == st.first {
 			continue // advanced already (one UPDATE per conversation)
 		}
 		if _, err := c.ExecContext(ctx, `UPDATE studio_operator_conversations SET next_sequence = ?, updated_at = ? WHERE id = ?`,
-			st.next, ts(st.now), j.app.convID); err != nil {
+			st.next, ts(st.now), a.convID); err != nil {
 			return fmt.Errorf("advance sequence: %w", err)
 		}
 		st.first = st.next

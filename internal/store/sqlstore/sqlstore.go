@@ -117,6 +117,13 @@ type Config struct {
 	// MaxBatch bounds the logical transactions of one batch; 0 is
 	// DefaultMaxBatch.
 	MaxBatch int
+	// AppendWriters, on an engine that locks rows and runs its writes
+	// concurrently (PostgreSQL, a BatchAppender dialect), sends AppendFrames calls to that many
+	// writer loops, each writing the appends waiting in one transaction
+	// (lockedappends.go); 0 leaves each append its own transaction, -1 is
+	// DefaultAppendWriters. Ignored with GroupCommit, which merges appends
+	// itself.
+	AppendWriters int
 }
 
 // Store is store.Store on database/sql.
@@ -128,7 +135,8 @@ type Store struct {
 	snapshot       *sql.TxOptions
 	signals        *store.Signals
 	control        *store.Signals
-	group          *group // nil: each write transaction commits alone
+	group          *group         // nil: each write transaction commits alone
+	appends        *appendBatcher // nil: each append commits alone (or in group)
 	feed           *store.Feed
 	obs            atomic.Pointer[observerBox] // Observe; nil: nobody
 }
@@ -163,6 +171,12 @@ func New(c Config) *Store {
 	})
 	if c.GroupCommit {
 		s.group = newGroup(s, c.MaxBatch)
+	} else if d, ok := c.Dialect.(BatchAppender); ok && c.AppendWriters != 0 && s.locks.rows() {
+		n := c.AppendWriters
+		if n < 0 {
+			n = DefaultAppendWriters
+		}
+		s.appends = newAppendBatcher(s, d, n, c.MaxBatch)
 	}
 	return s
 }
@@ -266,6 +280,9 @@ func (s *Store) Feed() *store.Feed { return s.feed }
 func (s *Store) Close() error {
 	if s.group != nil {
 		s.group.close()
+	}
+	if s.appends != nil {
+		s.appends.close()
 	}
 	s.feed.Close()
 	return errors.Join(s.reader.Close(), s.writer.Close())
