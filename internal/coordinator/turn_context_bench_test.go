@@ -62,7 +62,7 @@ func liveHeap() uint64 {
 
 // benchTurnStore is a store with one running turn of an instruction and
 // n assistant text frames.
-func benchTurnStore(b *testing.B, n int) (*sqlite.Store, store.Turn) {
+func benchTurnStore(b testing.TB, n int) (*sqlite.Store, store.Turn) {
 	st, err := sqlite.Open(filepath.Join(b.TempDir(), "studio.db"))
 	if err != nil {
 		b.Fatal(err)
