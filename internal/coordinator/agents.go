@@ -313,25 +313,26 @@ func (c *Coordinator) awaitTurnEnd(ctx context.Context, convID, requestID string
 // agentTurnError is why an ended agent turn made no proposal: its tool
 // result's error, else its own.
 func (c *Coordinator) agentTurnError(ctx context.Context, t store.Turn) error {
-	frames, err := c.turnFrames(ctx, t)
-	if err != nil {
-		return err
-	}
-	for _, f := range frames {
+	var found error
+	err := c.scanTurn(ctx, t, func(f store.Frame) bool { // page by page, to the first error
 		switch f.Type {
 		case protocol.FrameToolResult:
 			var r protocol.ToolResultPayload
 			if protocol.Unmarshal(f.Payload, &r) == nil && r.Error != nil {
-				return r.Error
+				found = r.Error
 			}
 		case protocol.FrameError:
 			var e protocol.Error
 			if protocol.Unmarshal(f.Payload, &e) == nil && e.Code != "" {
-				return &e
+				found = &e
 			}
 		}
+		return found == nil
+	})
+	if err != nil {
+		return err
 	}
-	return nil
+	return found
 }
 
 // agentCall is the turn's agent command, nil for a model's turn.

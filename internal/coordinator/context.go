@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
@@ -122,39 +123,72 @@ func (c *Coordinator) loadHistory(ctx context.Context, convID string, firstSeq i
 // messages turns stored frames into model messages: user and assistant text,
 // assistant tool calls and their results. Other frames are the client's.
 func messages(frames []store.Frame) []model.Message {
-	var msgs []model.Message
-	assistant := func() *model.Message {
-		if n := len(msgs); n > 0 && msgs[n-1].Role == model.RoleAssistant {
-			return &msgs[n-1]
-		}
-		msgs = append(msgs, model.Message{Role: model.RoleAssistant})
-		return &msgs[len(msgs)-1]
-	}
+	var b messageBuilder
 	for _, f := range frames {
-		p, err := protocol.DecodePayload(f.Type, f.Payload)
-		if err != nil {
-			continue
-		}
-		switch v := p.(type) {
-		case protocol.TextPayload:
-			if v.Role == protocol.RoleUser {
-				msgs = append(msgs, model.Message{Role: model.RoleUser, Content: v.Content})
-				continue
-			}
-			a := assistant()
-			if len(a.ToolCalls) > 0 { // text after tool calls starts a new message
-				msgs = append(msgs, model.Message{Role: model.RoleAssistant})
-				a = &msgs[len(msgs)-1]
-			}
-			a.Content += v.Content
-		case protocol.ToolCallPayload:
-			a := assistant()
-			a.ToolCalls = append(a.ToolCalls, model.ToolCall{ID: v.CallID, Name: v.Tool, Arguments: v.Arguments})
-		case protocol.ToolResultPayload:
-			msgs = append(msgs, toolMessage(v))
-		}
+		b.add(f)
 	}
-	return answerEveryCall(msgs)
+	return b.done()
+}
+
+// messageBuilder builds model messages frame by frame, so a turn's frames
+// can be read a page at a time and dropped. An assistant message's text
+// streamed over many frames goes into a strings.Builder: appending each
+// frame's text to a string copied it whole each time (quadratic in a turn
+// of many frames).
+type messageBuilder struct {
+	msgs []model.Message
+	text strings.Builder // text of the last message (an assistant's) not yet in it
+}
+
+// flush puts the buffered text into the last message.
+func (b *messageBuilder) flush() {
+	if b.text.Len() > 0 {
+		b.msgs[len(b.msgs)-1].Content += b.text.String()
+		b.text.Reset()
+	}
+}
+
+func (b *messageBuilder) push(m model.Message) {
+	b.flush()
+	b.msgs = append(b.msgs, m)
+}
+
+// assistant is the open assistant message, a new one if the last is not.
+func (b *messageBuilder) assistant() *model.Message {
+	if n := len(b.msgs); n > 0 && b.msgs[n-1].Role == model.RoleAssistant {
+		return &b.msgs[n-1]
+	}
+	b.push(model.Message{Role: model.RoleAssistant})
+	return &b.msgs[len(b.msgs)-1]
+}
+
+func (b *messageBuilder) add(f store.Frame) {
+	p, err := protocol.DecodePayload(f.Type, f.Payload)
+	if err != nil {
+		return
+	}
+	switch v := p.(type) {
+	case protocol.TextPayload:
+		if v.Role == protocol.RoleUser {
+			b.push(model.Message{Role: model.RoleUser, Content: v.Content})
+			return
+		}
+		if a := b.assistant(); len(a.ToolCalls) > 0 { // text after tool calls starts a new message
+			b.push(model.Message{Role: model.RoleAssistant})
+		}
+		b.text.WriteString(v.Content)
+	case protocol.ToolCallPayload:
+		a := b.assistant()
+		a.ToolCalls = append(a.ToolCalls, model.ToolCall{ID: v.CallID, Name: v.Tool, Arguments: v.Arguments})
+	case protocol.ToolResultPayload:
+		b.push(toolMessage(v))
+	}
+}
+
+// done returns the messages built, every tool call answered.
+func (b *messageBuilder) done() []model.Message {
+	b.flush()
+	return answerEveryCall(b.msgs)
 }
 
 // answerEveryCall gives each tool call without a result (its turn ended in

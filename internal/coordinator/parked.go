@@ -65,12 +65,11 @@ func (o *owner) adopted() step {
 	if ps, err := o.c.store.ListProposals(o.ctx, store.ListProposalsParams{RequestID: o.turn.RequestID, Limit: 1000}); err == nil {
 		o.proposals = len(ps)
 	}
-	if fs, err := o.c.turnFrames(o.ctx, o.turn); err == nil {
-		for _, f := range fs { // at least one round per tool call: never more rounds than allowed
-			if f.Type == protocol.FrameToolCall {
-				o.rounds++
-			}
-		}
+	// At least one round per tool call: never more rounds than allowed.
+	// Counted, not read: the turn may hold very many frames.
+	if n, err := o.c.store.CountFrames(o.ctx, store.CountFramesParams{ConversationID: o.turn.ConversationID,
+		RequestID: o.turn.RequestID, Type: protocol.FrameToolCall}); err == nil {
+		o.rounds += int(n)
 	}
 	return o.parked
 }

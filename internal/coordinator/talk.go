@@ -169,14 +169,20 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	if err := protocol.Unmarshal(t.ContextJSON, &rec); err != nil {
 		return model.Request{}, err
 	}
-	current, err := c.turnFrames(ctx, t)
+	// The reads end with the turn (the shutdown's deadline, a cancel):
+	// durable's context outlives it, so that writes finish, but a turn of
+	// very many frames must not hold the shutdown while it is read.
+	read, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(o.ctx, stop)()
+	current, first, err := c.turnMessages(read, t)
 	if err != nil {
 		return model.Request{}, err
 	}
-	if len(current) == 0 {
+	if first == 0 {
 		return model.Request{}, fmt.Errorf("turn %s has no frames", t.RequestID)
 	}
-	history, err := c.loadHistory(ctx, t.ConversationID, current[0].Sequence)
+	history, err := c.loadHistory(read, t.ConversationID, first)
 	if err != nil {
 		return model.Request{}, err
 	}
@@ -202,26 +208,52 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 		}
 		o.turn.ContextJSON = record
 	}
-	msgs := append(messages(picked), messages(current)...)
+	msgs := append(messages(picked), current...)
 	snap := rec.Snapshot
 	return model.Request{System: systemPrompt(snap), Messages: msgs, Tools: c.cfg.Tools.Catalog(), View: &snap}, nil
 }
 
-// turnFrames reads every frame of one turn, in order.
-func (c *Coordinator) turnFrames(ctx context.Context, t store.Turn) ([]store.Frame, error) {
-	var out []store.Frame
+// turnPage is how many of a turn's frames are read at a time.
+const turnPage = 500
+
+// scanTurn reads one turn's frames a page at a time, in order, handing
+// each to fn until fn returns false; no more than a page is held. It
+// stops when ctx ends.
+func (c *Coordinator) scanTurn(ctx context.Context, t store.Turn, fn func(store.Frame) bool) error {
 	after := int64(0)
 	for {
-		page, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: t.ConversationID, RequestID: t.RequestID, AfterSequence: after, Limit: 500})
+		page, err := c.store.ListFrames(ctx, store.ListFramesParams{ConversationID: t.ConversationID, RequestID: t.RequestID, AfterSequence: after, Limit: turnPage})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, page...)
-		if len(page) < 500 {
-			return out, nil
+		for _, f := range page {
+			if !fn(f) {
+				return nil
+			}
+		}
+		if len(page) < turnPage {
+			return nil
 		}
 		after = page[len(page)-1].Sequence
 	}
+}
+
+// turnMessages builds the model messages of one turn's frames without
+// holding the frames, and the sequence of its first frame (0: none).
+func (c *Coordinator) turnMessages(ctx context.Context, t store.Turn) ([]model.Message, int64, error) {
+	var b messageBuilder
+	var first int64
+	err := c.scanTurn(ctx, t, func(f store.Frame) bool {
+		if first == 0 {
+			first = f.Sequence
+		}
+		b.add(f)
+		return true
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return b.done(), first, nil
 }
 
 // sleep waits d, taking requests in; a non-nil outcome means a cancel or

@@ -346,6 +346,17 @@ type FrameStore interface {
 	AppendFrames(ctx context.Context, p AppendFramesParams) ([]Frame, error)
 	// ListFrames returns up to Limit frames with sequence > AfterSequence, in order.
 	ListFrames(ctx context.Context, p ListFramesParams) ([]Frame, error)
+	// CountFrames counts one request's frames (of one type when Type is
+	// set) without reading them: a turn may hold very many.
+	CountFrames(ctx context.Context, p CountFramesParams) (int64, error)
+}
+
+// CountFramesParams selects the frames CountFrames counts.
+type CountFramesParams struct {
+	ConversationID string
+	RequestID      string
+	// Type, when set, counts only frames of that type.
+	Type protocol.FrameType
 }
 
 // AppendFramesParams appends frames for the active request of a conversation.

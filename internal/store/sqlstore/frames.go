@@ -208,6 +208,22 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 	return frames, err
 }
 
+// CountFrames implements store.FrameStore.
+func (s *Store) CountFrames(ctx context.Context, p store.CountFramesParams) (int64, error) {
+	defer s.timed("count_frames", time.Now())
+	query := `SELECT COUNT(*) FROM studio_operator_frames WHERE request_id = ? AND conversation_id = ?`
+	args := []any{p.RequestID, p.ConversationID}
+	if p.Type != "" {
+		query += ` AND frame_type = ?`
+		args = append(args, string(p.Type))
+	}
+	var n int64
+	if err := s.r.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count frames: %w", err)
+	}
+	return n, nil
+}
+
 // ListFrames implements store.FrameStore.
 func (s *Store) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
 	defer s.timed("list_frames", time.Now())

@@ -266,6 +266,33 @@ func testListFramesPaging(t *testing.T, f *fixture) {
 	}
 }
 
+func testCountFrames(t *testing.T, f *fixture) {
+	c, tr := f.running()
+	other, otherTurn := f.running()
+	for i := range 7 {
+		f.append(c.ID, tr.RequestID, text(fmt.Sprint(i)))
+		f.append(other.ID, otherTurn.RequestID, text("noise"))
+	}
+	f.append(c.ID, tr.RequestID, protocol.ToolCallPayload{CallID: "c1", Tool: "list_flags", Arguments: jsontext.Value(`{}`), Mode: "read"})
+	f.append(c.ID, tr.RequestID, protocol.ToolCallPayload{CallID: "c2", Tool: "list_flags", Arguments: jsontext.Value(`{}`), Mode: "read"})
+	for _, tc := range []struct {
+		p    store.CountFramesParams
+		want int64
+	}{
+		{store.CountFramesParams{ConversationID: c.ID, RequestID: tr.RequestID}, 10}, // its instruction too
+		{store.CountFramesParams{ConversationID: c.ID, RequestID: tr.RequestID, Type: protocol.FrameToolCall}, 2},
+		{store.CountFramesParams{ConversationID: c.ID, RequestID: tr.RequestID, Type: protocol.FrameError}, 0},
+		{store.CountFramesParams{ConversationID: other.ID, RequestID: otherTurn.RequestID, Type: protocol.FrameText}, 8},
+		{store.CountFramesParams{ConversationID: other.ID, RequestID: tr.RequestID}, 0},
+		{store.CountFramesParams{ConversationID: c.ID, RequestID: newID()}, 0},
+	} {
+		got, err := f.s.CountFrames(f.ctx, tc.p)
+		if err != nil || got != tc.want {
+			t.Errorf("CountFrames(%+v) = %d, %v; want %d", tc.p, got, err, tc.want)
+		}
+	}
+}
+
 // --- signals ------------------------------------------------------------------
 
 func testSignalAppend(t *testing.T, f *fixture) {

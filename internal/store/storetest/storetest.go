@@ -73,6 +73,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	run("AppendFrames/DoneRefused", testAppendDone)
 	run("AppendFrames/Concurrent", testAppendConcurrent)
 	run("ListFrames/Paging", testListFramesPaging)
+	run("CountFrames", testCountFrames)
 
 	run("FrameSignal/AppendWakesOnlyItsConversation", testSignalAppend)
 	run("FrameSignal/TurnTransitions", testSignalTurn)
