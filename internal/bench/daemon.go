@@ -122,25 +122,25 @@ func (d *benchDaemon) rssKiB() (int64, error) {
 
 // metric reads one value of the daemon's /metrics.
 func (d *benchDaemon) metric(ctx context.Context, name string) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+d.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
+	return d.scrapeMetrics(ctx, func(r io.Reader) (float64, error) {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				return strconv.ParseFloat(v, 64)
+			}
 		}
-	}
-	return 0, fmt.Errorf("metric %s not found", name)
+		return 0, fmt.Errorf("metric %s not found", name)
+	})
 }
 
 // metricSum is the sum of a metric's series, whatever their labels (0
 // when it has none yet).
 func (d *benchDaemon) metricSum(ctx context.Context, name string) (float64, error) {
+	return d.scrapeMetrics(ctx, func(r io.Reader) (float64, error) { return sumSeries(r, name) })
+}
+
+// scrapeMetrics fetches the daemon's /metrics and reads a figure from it.
+func (d *benchDaemon) scrapeMetrics(ctx context.Context, read func(io.Reader) (float64, error)) (float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+d.token)
 	resp, err := http.DefaultClient.Do(req)
@@ -148,7 +148,7 @@ func (d *benchDaemon) metricSum(ctx context.Context, name string) (float64, erro
 		return 0, err
 	}
 	defer resp.Body.Close()
-	return sumSeries(resp.Body, name)
+	return read(resp.Body)
 }
 
 // sumSeries sums the samples of name's series in a Prometheus text
