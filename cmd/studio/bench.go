@@ -89,5 +89,6 @@ saturates.`,
 	f.StringVar(&o.Centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, offered the same frames/s (memory engine, history on)")
 	f.StringVar(&o.CrossDaemon, "cross-daemon", bench.DefaultCrossDaemonRun, "with --database: the cross-daemon latency run (turns on one daemon, streams on a second), as a --latency run")
 	f.IntVar(&o.PeerPublishers, "centrifugo-publishers", bench.DefaultPeerPublishers, "batch publish calls to Centrifugo in flight at once (its publishers must not limit the comparison)")
+	f.StringArrayVar(&o.ServeFlags, "serve-flag", nil, "a flag for the bench's daemon of the frame runs, repeatable (--serve-flag=--metrics-addr=127.0.0.1:6060 --serve-flag=--pprof to profile it)")
 	return c
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// PeerPublishers is how many of the peer's batch publish calls may be
 	// in flight at once; 0: DefaultPeerPublishers.
 	PeerPublishers int
+	// ServeFlags are more flags for the bench's own daemon (the first, whose
+	// frame runs are timed), for example --metrics-addr and --pprof to
+	// profile it under a run.
+	ServeFlags []string
 }
 
 // DefaultCrossDaemonRun is the cross-daemon latency run: one conversation
@@ -344,7 +348,7 @@ func (r *run) daemonRuns(ctx context.Context) error {
 	// store and the streams'. Its coalescing (0.2 ms) is shorter than the
 	// script's 1 ms step, so a token is stored as it comes and one
 	// conversation can carry close to 1 000 frames/s.
-	d, err := startBenchDaemon(ctx, r.dir, r.daemonDir, r.scriptPath, 200*time.Microsecond, r.dbArgs...)
+	d, err := startBenchDaemon(ctx, r.dir, r.daemonDir, r.scriptPath, 200*time.Microsecond, append(slices.Clip(r.dbArgs), o.ServeFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -379,7 +383,7 @@ func (r *run) daemonRuns(ctx context.Context) error {
 			continue
 		}
 		p.say("latency: %d streams (%d per conversation), %d-byte tokens, %.0f/s offered for %s", lrun.convs*lrun.perConv, lrun.perConv, lrun.bytes, lrun.offered(), o.Duration)
-		lr, err := d.latency(ctx, i, lrun, o.Duration)
+		lr, err := d.latency(ctx, i, lrun, o.Duration, p)
 		if err != nil {
 			return err
 		}
@@ -415,7 +419,7 @@ func (r *run) tokenRuns(ctx context.Context) error {
 			continue
 		}
 		p.say("tokens: %d streams, %.0f tokens/s, --text-flush %s", lrun.convs*lrun.perConv, lrun.offered(), o.TextFlush)
-		lr, err := d.latency(ctx, i, lrun, o.Duration)
+		lr, err := d.latency(ctx, i, lrun, o.Duration, p)
 		if err != nil {
 			return err
 		}

@@ -136,7 +136,7 @@ func writeBenchScript(path string, runs []benchLatency, d time.Duration) error {
 // stream times each frame (its createdAt) and each token (its stamp) to its
 // arrival. Turns still running after dur are cancelled, so a saturated run
 // ends once its streams have caught up.
-func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur time.Duration) (latencyRun, error) {
+func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur time.Duration, p progress) (latencyRun, error) {
 	streams := r.convs * r.perConv
 	res := latencyRun{Name: fmt.Sprintf("%d streams (%d/conversation) @ %.0f/s x %d B", streams, r.perConv, r.offered(), r.bytes),
 		Streams: streams, StreamsPerConv: r.perConv, Conversations: r.convs, FrameBytes: r.bytes,
@@ -145,7 +145,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 	if err != nil {
 		return res, err
 	}
-	type sample struct{ frames, tokens []time.Duration }
+	type sample struct{ frames, tokens []arrival }
 	samples := make([]sample, streams)
 	var wg sync.WaitGroup
 	var conns []net.Conn
@@ -154,7 +154,6 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 			c.Close()
 		}
 	}()
-	warmup := time.Now().Add(dur / 10)
 	for s := range samples {
 		conn, br, err := d.openStream(ids[s/r.perConv], 0)
 		if err != nil {
@@ -177,11 +176,11 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 				if bytes.Contains(data, []byte(`"type":"done"`)) {
 					return
 				}
-				if now.Before(warmup) || !bytes.Contains(data, []byte(`"role":"assistant"`)) {
+				if !bytes.Contains(data, []byte(`"role":"assistant"`)) {
 					continue
 				}
 				if at, ok := jsonNumberAfter(data, `"createdAt":`); ok {
-					samples[s].frames = append(samples[s].frames, now.Sub(protocol.Time(at)))
+					samples[s].frames = append(samples[s].frames, arrival{now, now.Sub(protocol.Time(at))})
 				}
 				if content, ok := jsonStringAfter(data, `"content":"`); ok {
 					for tok := range bytes.SplitSeq(content, []byte(";")) {
@@ -189,7 +188,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 							continue
 						}
 						if ns, err := strconv.ParseInt(string(tok[1:]), 10, 64); err == nil {
-							samples[s].tokens = append(samples[s].tokens, now.Sub(time.Unix(0, ns)))
+							samples[s].tokens = append(samples[s].tokens, arrival{now, now.Sub(time.Unix(0, ns))})
 						}
 					}
 				}
@@ -211,6 +210,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 	if err != nil {
 		return res, err
 	}
+	submitted := time.Now()
 	select {
 	case <-streamsDone:
 	case <-time.After(time.Until(start.Add(dur))):
@@ -224,19 +224,28 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 		}
 		<-streamsDone
 	}
-	elapsed := time.Since(start)
 	reads1, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
-	var frames, tokens []time.Duration
-	for _, s := range samples {
-		frames = append(frames, s.frames...)
-		tokens = append(tokens, s.tokens...)
+	frameArrivals, tokenArrivals := make([][]arrival, len(samples)), make([][]arrival, len(samples))
+	for i, s := range samples {
+		frameArrivals[i], tokenArrivals[i] = s.frames, s.tokens
 	}
-	res.Frames = len(frames)
-	res.DeliveriesSec = float64(len(frames)) / (elapsed.Seconds() * 0.9)
-	res.FramesPerSec = res.DeliveriesSec / float64(r.perConv)
+	// Every turn plays its script for dur from its own start: all of them
+	// offer their rate from the last submission to dur after the first.
+	// The submissions' burst (1 000 turns claimed at 10 000 streams) is
+	// not streaming's steady state, which the peer's figures are of: the
+	// latencies too are of what arrived once all turns ran.
+	steady, to := submitted, start.Add(dur)
+	if warm := start.Add(dur / 10); steady.Before(warm) {
+		steady = warm
+	}
+	p.say("latency: every turn submitted %.1fs into the run; measured from %.1fs to %.1fs", submitted.Sub(start).Seconds(), steady.Sub(start).Seconds(), dur.Seconds())
+	frames, perSec := window(frameArrivals, steady, steady, to)
 	// Tokens a late step coalesced into one frame still count one each,
 	// as the peer's publications do.
-	res.TokenDeliveriesSec = float64(len(tokens)) / (elapsed.Seconds() * 0.9)
+	tokens, tokensPerSec := window(tokenArrivals, steady, steady, to)
+	res.Frames = len(frames)
+	res.DeliveriesSec, res.TokenDeliveriesSec = perSec, tokensPerSec
+	res.FramesPerSec = res.DeliveriesSec / float64(r.perConv)
 	res.FrameP50Ms, res.FrameP99Ms, res.FrameP999Ms = pctMs(frames, 50), pctMs(frames, 99), pctMs(frames, 99.9)
 	res.TokenP50Ms, res.TokenP99Ms, res.TokenP999Ms = pctMs(tokens, 50), pctMs(tokens, 99), pctMs(tokens, 99.9)
 	if res.Frames > 0 {
@@ -281,4 +290,39 @@ func pctMs(ds []time.Duration, p float64) float64 {
 	slices.Sort(ds)
 	i := min(len(ds)-1, int(float64(len(ds))*p/100))
 	return float64(ds[i]) / float64(time.Millisecond)
+}
+
+// arrival is one timed delivery: when the client read it, and its latency.
+type arrival struct {
+	at time.Time
+	d  time.Duration
+}
+
+// window turns a run's arrivals into its figures. Latencies are those of
+// what was sent (a frame created, a publication stamped) in [from, to],
+// whenever it arrived: the start-up before from and what the run's end
+// brings (the bench cancelling the turns still running) are left out, a
+// saturated server's late arrivals are not. The delivery rate counts what
+// was read in [steady, to], the part of the run when everything was
+// offered at the full rate (all turns submitted, or the publishers
+// running), over that span. Rates over the whole run would count the
+// turns' staggered start and the tail's catching up as time, and its
+// frames as delivered, in proportions that differ between the daemon and
+// the peer.
+func window(streams [][]arrival, from, steady, to time.Time) (lat []time.Duration, perSec float64) {
+	var n int
+	for _, s := range streams {
+		for _, a := range s {
+			if sent := a.at.Add(-a.d); !sent.Before(from) && !sent.After(to) {
+				lat = append(lat, a.d)
+			}
+			if !a.at.Before(steady) && !a.at.After(to) {
+				n++
+			}
+		}
+	}
+	if span := to.Sub(steady); span > 0 {
+		perSec = float64(n) / span.Seconds()
+	}
+	return lat, perSec
 }

@@ -204,7 +204,7 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 		return res, nil
 	}
 	channel := func(i int) string { return "bench-" + strconv.Itoa(i) }
-	samples := make([][]time.Duration, lr.Streams)
+	samples := make([][]arrival, lr.Streams)
 	var conns []net.Conn
 	defer func() {
 		for _, conn := range conns {
@@ -212,7 +212,6 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 		}
 	}()
 	var wg sync.WaitGroup
-	warmup := time.Now().Add(dur / 10)
 	for s := range samples {
 		conn, br, err := c.subscribe(channel(s / max(1, lr.StreamsPerConv)))
 		if err != nil {
@@ -227,11 +226,8 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 					return
 				}
 				now := time.Now()
-				if now.Before(warmup) {
-					continue
-				}
 				if ns, ok := jsonNumberAfter(line, `"t":`); ok {
-					samples[s] = append(samples[s], now.Sub(time.Unix(0, int64(ns))))
+					samples[s] = append(samples[s], arrival{now, now.Sub(time.Unix(0, int64(ns)))})
 				}
 			}
 		})
@@ -289,15 +285,14 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 	if err, ok := failed.Load().(error); ok && published.Load() == 0 {
 		return res, err
 	}
-	var all []time.Duration
-	for _, s := range samples {
-		all = append(all, s...)
-	}
+	// The publishers offer the full rate from their start: the same
+	// window as the daemon's turns once all are submitted.
+	all, perSec := window(samples, start.Add(dur/10), start.Add(dur/10), start.Add(dur))
 	res.Frames = len(all)
 	res.PublishedSec = float64(published.Load()) / elapsed.Seconds()
 	res.Dropped = dropped.Load()
 	res.PublishersBehind = res.PublishedSec < 0.95*rate
-	res.DeliveriesSec = float64(len(all)) / (elapsed.Seconds() * 0.9)
+	res.DeliveriesSec = perSec
 	res.P50Ms, res.P99Ms, res.P999Ms = pctMs(all, 50), pctMs(all, 99), pctMs(all, 99.9)
 	if res.P99Ms > 0 {
 		res.StudioP99Ratio = lr.FrameP99Ms / res.P99Ms

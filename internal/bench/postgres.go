@@ -152,7 +152,7 @@ func crossDaemonLatency(ctx context.Context, a *benchDaemon, dir, scriptPath, db
 	p.say("cross-daemon: turns on pid %d, %d streams (%d per conversation) on pid %d, %.0f frames/s offered for %s",
 		a.cmd.Process.Pid, r.convs*r.perConv, r.perConv, b.cmd.Process.Pid, r.offered(), dur)
 	reads0, _ := b.metric(ctx, "studio_operator_stream_store_reads_total")
-	lr, err := a.via(b).latency(ctx, i, r, dur)
+	lr, err := a.via(b).latency(ctx, i, r, dur, p)
 	if err != nil {
 		return lr, err
 	}

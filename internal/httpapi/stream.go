@@ -213,6 +213,8 @@ type stream struct {
 	started   time.Time
 	frames    int
 	failed    bool
+	// wrote: bytes went out since the last heartbeat (see run).
+	wrote bool
 	// ahead is the replay page after the one being written, read
 	// meanwhile (readAhead); stopAhead ends that read.
 	ahead     chan replayRead
@@ -331,11 +333,20 @@ func (st *stream) run() {
 				return
 			}
 		case <-beats.wait(slot):
-			// A client that left is noticed here, when the write fails.
+			// A stream that wrote since its last beat is alive as far as
+			// the client and any proxy can tell: only a quiet one is sent
+			// a comment (a busy daemon's 10 000 streams would otherwise
+			// write 10 000 heartbeats a second beside their frames). A
+			// client that left is noticed here, when the write fails.
+			if st.wrote {
+				st.wrote = false
+				break
+			}
 			st.write([]byte(": heartbeat\n\n"))
 			if !st.flush() {
 				return
 			}
+			st.wrote = false
 		case <-st.ctx.Done():
 			return
 		case <-s.closing:
@@ -504,6 +515,7 @@ func (st *stream) push() bool {
 	}
 	_, err := st.out.Write(*st.buf)
 	*st.buf = (*st.buf)[:0]
+	st.wrote = true
 	return err == nil
 }
 

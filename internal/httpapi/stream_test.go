@@ -210,6 +210,60 @@ func TestStreamIdleAndLiveReadNoDatabase(t *testing.T) {
 	}
 }
 
+// TestStreamHeartbeatsOnlyWhenQuiet: a stream that wrote frames since its
+// last heartbeat is not sent one (its frames show it alive); a quiet
+// stream is, every interval.
+func TestStreamHeartbeatsOnlyWhenQuiet(t *testing.T) {
+	t.Parallel()
+	const beats = 8
+	h := newHarness(t, harnessOpts{heartbeat: 100 * time.Millisecond})
+	convID, rid, last := h.activeTurn()
+	busy := h.openRaw(convID, last)
+	quiet := h.openRaw(h.conversation().ID, 0)
+	quietDone := make(chan error, 1)
+	go func() {
+		for range beats {
+			if err := quiet.until(": heartbeat"); err != nil {
+				quietDone <- err
+				return
+			}
+		}
+		quietDone <- nil
+	}()
+	// A frame at a time, each read before the next: the busy stream
+	// writes far more often than once a heartbeat interval.
+	busyBeats := 0
+	for seq := last + 1; ; seq++ {
+		select {
+		case err := <-quietDone:
+			if err != nil {
+				t.Fatalf("the quiet stream: %v", err)
+			}
+			// A stall of the machine longer than an interval may let one
+			// through; a beat every interval is what this test rules out.
+			if busyBeats > 2 {
+				t.Fatalf("the busy stream was sent %d heartbeats while the quiet one got %d", busyBeats, beats)
+			}
+			return
+		default:
+		}
+		h.appendText(convID, rid, 1, 10)
+		_ = busy.conn.SetReadDeadline(time.Now().Add(60 * time.Second)) // a safety net only
+		for {
+			line, err := busy.r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the busy stream: %v", err)
+			}
+			if strings.HasPrefix(line, ": heartbeat") {
+				busyBeats++
+			}
+			if line == fmt.Sprintf("id: %d\n", seq) {
+				break
+			}
+		}
+	}
+}
+
 // endElsewhere completes a turn as its owner, another daemon ("elsewhere"),
 // would: its done frame is committed, and this daemon only sees it.
 func (h *harness) endElsewhere(requestID string) error {
