@@ -145,8 +145,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 	if err != nil {
 		return res, err
 	}
-	type sample struct{ frames, tokens []arrival }
-	samples := make([]sample, streams)
+	frameArrivals, tokenArrivals := make([][]arrival, streams), make([][]arrival, streams)
 	var wg sync.WaitGroup
 	var conns []net.Conn
 	defer func() {
@@ -154,7 +153,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 			c.Close()
 		}
 	}()
-	for s := range samples {
+	for s := range streams {
 		conn, br, err := d.openStream(ids[s/r.perConv], 0)
 		if err != nil {
 			return res, err
@@ -180,7 +179,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 					continue
 				}
 				if at, ok := jsonNumberAfter(data, `"createdAt":`); ok {
-					samples[s].frames = append(samples[s].frames, arrival{now, now.Sub(protocol.Time(at))})
+					frameArrivals[s] = append(frameArrivals[s], arrival{now, now.Sub(protocol.Time(at))})
 				}
 				if content, ok := jsonStringAfter(data, `"content":"`); ok {
 					for tok := range bytes.SplitSeq(content, []byte(";")) {
@@ -188,7 +187,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 							continue
 						}
 						if ns, err := strconv.ParseInt(string(tok[1:]), 10, 64); err == nil {
-							samples[s].tokens = append(samples[s].tokens, arrival{now, now.Sub(time.Unix(0, ns))})
+							tokenArrivals[s] = append(tokenArrivals[s], arrival{now, now.Sub(time.Unix(0, ns))})
 						}
 					}
 				}
@@ -225,24 +224,20 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 		<-streamsDone
 	}
 	reads1, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
-	frameArrivals, tokenArrivals := make([][]arrival, len(samples)), make([][]arrival, len(samples))
-	for i, s := range samples {
-		frameArrivals[i], tokenArrivals[i] = s.frames, s.tokens
-	}
 	// Every turn plays its script for dur from its own start: all of them
 	// offer their rate from the last submission to dur after the first.
 	// The submissions' burst (1 000 turns claimed at 10 000 streams) is
 	// not streaming's steady state, which the peer's figures are of: the
-	// latencies too are of what arrived once all turns ran.
+	// latencies too are of what was sent once all turns ran.
 	steady, to := submitted, start.Add(dur)
 	if warm := start.Add(dur / 10); steady.Before(warm) {
 		steady = warm
 	}
 	p.say("latency: every turn submitted %.1fs into the run; measured from %.1fs to %.1fs", submitted.Sub(start).Seconds(), steady.Sub(start).Seconds(), dur.Seconds())
-	frames, perSec := window(frameArrivals, steady, steady, to)
+	frames, perSec := window(frameArrivals, steady, to)
 	// Tokens a late step coalesced into one frame still count one each,
 	// as the peer's publications do.
-	tokens, tokensPerSec := window(tokenArrivals, steady, steady, to)
+	tokens, tokensPerSec := window(tokenArrivals, steady, to)
 	res.Frames = len(frames)
 	res.DeliveriesSec, res.TokenDeliveriesSec = perSec, tokensPerSec
 	res.FramesPerSec = res.DeliveriesSec / float64(r.perConv)
@@ -298,30 +293,29 @@ type arrival struct {
 	d  time.Duration
 }
 
-// window turns a run's arrivals into its figures. Latencies are those of
-// what was sent (a frame created, a publication stamped) in [from, to],
-// whenever it arrived: the start-up before from and what the run's end
-// brings (the bench cancelling the turns still running) are left out, a
-// saturated server's late arrivals are not. The delivery rate counts what
-// was read in [steady, to], the part of the run when everything was
-// offered at the full rate (all turns submitted, or the publishers
-// running), over that span. Rates over the whole run would count the
-// turns' staggered start and the tail's catching up as time, and its
-// frames as delivered, in proportions that differ between the daemon and
-// the peer.
-func window(streams [][]arrival, from, steady, to time.Time) (lat []time.Duration, perSec float64) {
+// window turns a run's arrivals into its figures over [from, to], the
+// part of the run when everything was offered at the full rate (all turns
+// submitted, or the publishers running). Latencies are those of what was
+// sent (a frame created, a publication stamped) in it, whenever it
+// arrived: the start-up and what the run's end brings (the bench
+// cancelling the turns still running) are left out, a saturated server's
+// late arrivals are not. The delivery rate counts what was read in it,
+// over its span. Rates over the whole run would count the turns'
+// staggered start and the tail's catching up as time, and its frames as
+// delivered, in proportions that differ between the daemon and the peer.
+func window(streams [][]arrival, from, to time.Time) (lat []time.Duration, perSec float64) {
 	var n int
 	for _, s := range streams {
 		for _, a := range s {
 			if sent := a.at.Add(-a.d); !sent.Before(from) && !sent.After(to) {
 				lat = append(lat, a.d)
 			}
-			if !a.at.Before(steady) && !a.at.After(to) {
+			if !a.at.Before(from) && !a.at.After(to) {
 				n++
 			}
 		}
 	}
-	if span := to.Sub(steady); span > 0 {
+	if span := to.Sub(from); span > 0 {
 		perSec = float64(n) / span.Seconds()
 	}
 	return lat, perSec

@@ -287,7 +287,7 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 	}
 	// The publishers offer the full rate from their start: the same
 	// window as the daemon's turns once all are submitted.
-	all, perSec := window(samples, start.Add(dur/10), start.Add(dur/10), start.Add(dur))
+	all, perSec := window(samples, start.Add(dur/10), start.Add(dur))
 	res.Frames = len(all)
 	res.PublishedSec = float64(published.Load()) / elapsed.Seconds()
 	res.Dropped = dropped.Load()

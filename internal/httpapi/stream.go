@@ -338,13 +338,11 @@ func (st *stream) run() {
 			// a comment (a busy daemon's 10 000 streams would otherwise
 			// write 10 000 heartbeats a second beside their frames). A
 			// client that left is noticed here, when the write fails.
-			if st.wrote {
-				st.wrote = false
-				break
-			}
-			st.write([]byte(": heartbeat\n\n"))
-			if !st.flush() {
-				return
+			if !st.wrote {
+				st.write([]byte(": heartbeat\n\n"))
+				if !st.flush() {
+					return
+				}
 			}
 			st.wrote = false
 		case <-st.ctx.Done():
