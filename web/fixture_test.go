@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 )
 
 // TestRegistryFixtureIsCurrent keeps web/test/routes.json — the registry the
 // JavaScript unit tests use — equal to what GET /api/operator/routes serves.
 // STUDIO_UPDATE_FIXTURES=1 rewrites it.
 func TestRegistryFixtureIsCurrent(t *testing.T) {
-	want, err := protocol.Marshal(routes.Default)
+	want, err := protocol.Marshal(spaces.Default)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 )
 
 //go:embed static
@@ -70,7 +70,7 @@ var contentTypes = map[string]string{
 
 // New builds the handler for a route registry: the page is served at the
 // path of each of its spaces.
-func New(reg routes.Registry) (*Handler, error) {
+func New(reg spaces.Registry) (*Handler, error) {
 	h := &Handler{assets: map[string]asset{}}
 	for _, s := range reg.Spaces {
 		h.spacePaths = append(h.spacePaths, s.Path)

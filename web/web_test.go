@@ -11,13 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/web"
 )
 
 func newServer(t *testing.T) (*httptest.Server, *web.Handler) {
 	t.Helper()
-	h, err := web.New(routes.Default)
+	h, err := web.New(spaces.Default)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func checkSecurityHeaders(t *testing.T, res *http.Response) {
 
 func TestPageAtEverySpacePath(t *testing.T) {
 	srv, h := newServer(t)
-	for _, sp := range routes.Default.Spaces {
+	for _, sp := range spaces.Default.Spaces {
 		res, body := get(t, srv.URL+sp.Path+"?view=fleet")
 		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
 			t.Fatalf("%s: %d %s", sp.Path, res.StatusCode, res.Header.Get("Content-Type"))

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The application commands: runs, playbooks and schedules over the
@@ -104,8 +104,8 @@ func runsListCmd(cfg *config) *cobra.Command {
 				}
 				q.Set("since", s)
 			}
-			list := func(ctx context.Context) ([]app.Run, error) {
-				return pages(ctx, limit, func(q url.Values) ([]app.Run, string, error) {
+			list := func(ctx context.Context) ([]studio.Run, error) {
+				return pages(ctx, limit, func(q url.Values) ([]studio.Run, string, error) {
 					p, err := cl.ListRuns(ctx, q)
 					return p.Runs, p.NextCursor, err
 				}, maps.Clone(q))
@@ -118,7 +118,7 @@ func runsListCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.emit(out, app.RunPage{Runs: runs}, func(w io.Writer) { runTable(w, runs) })
+			return o.emit(out, studio.RunPage{Runs: runs}, func(w io.Writer) { runTable(w, runs) })
 		}),
 	}
 	o = addOutput(c)
@@ -134,7 +134,7 @@ func runsListCmd(cfg *config) *cobra.Command {
 }
 
 // runTable is the table form of a list of runs.
-func runTable(w io.Writer, runs []app.Run) {
+func runTable(w io.Writer, runs []studio.Run) {
 	t := newTable(w, "ID", "STATUS", "PLAYBOOK", "TRIGGER", "CREATED", "DURATION", "ERROR")
 	for _, r := range runs {
 		t.row(r.ID, r.Status, r.PlaybookName, r.Trigger, ago(r.CreatedAt), durationMs(r.DurationMs), runError(r))
@@ -161,14 +161,14 @@ func durationMs(ms *int64) string {
 	return (time.Duration(*ms) * time.Millisecond).String()
 }
 
-func runError(r app.Run) string {
+func runError(r studio.Run) string {
 	if r.Error == nil {
 		return ""
 	}
 	return r.Error.Code + ": " + truncate(r.Error.Message, 60)
 }
 
-func runFields(w io.Writer, r app.Run) {
+func runFields(w io.Writer, r studio.Run) {
 	kv := []string{"id", r.ID, "status", r.Status, "playbook", fmt.Sprintf("%s (version %d)", r.PlaybookName, r.PlaybookVersion),
 		"trigger", r.Trigger, "created", when(r.CreatedAt), "duration", durationMs(r.DurationMs)}
 	if r.RetryOf != nil {
@@ -258,14 +258,14 @@ func playbooksListCmd(cfg *config) *cobra.Command {
 			if query != "" {
 				q.Set("q", query)
 			}
-			pbs, err := pages(ctx, 0, func(q url.Values) ([]app.Playbook, string, error) {
+			pbs, err := pages(ctx, 0, func(q url.Values) ([]studio.Playbook, string, error) {
 				p, err := cl.ListPlaybooks(ctx, q)
 				return p.Playbooks, p.NextCursor, err
 			}, q)
 			if err != nil {
 				return err
 			}
-			return o.emit(out, app.PlaybookPage{Playbooks: pbs}, func(w io.Writer) {
+			return o.emit(out, studio.PlaybookPage{Playbooks: pbs}, func(w io.Writer) {
 				t := newTable(w, "NAME", "VERSION", "ARGS", "UPDATED", "DESCRIPTION")
 				for _, p := range pbs {
 					names := make([]string, 0, len(p.Args))
@@ -309,7 +309,7 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
 		Example: `  studio playbooks launch audit-repo --arg repo=acme/api
   studio playbooks launch write-release-notes --arg version=1.4.0 -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
-			cmd := app.LaunchPlaybookCommand{Playbook: args[0], Input: input}
+			cmd := studio.LaunchPlaybookCommand{Playbook: args[0], Input: input}
 			for _, kv := range argPairs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
@@ -361,14 +361,14 @@ func schedulesListCmd(cfg *config) *cobra.Command {
 			if enabled != "" {
 				q.Set("enabled", enabled)
 			}
-			scs, err := pages(ctx, 0, func(q url.Values) ([]app.Schedule, string, error) {
+			scs, err := pages(ctx, 0, func(q url.Values) ([]studio.Schedule, string, error) {
 				p, err := cl.ListSchedules(ctx, q)
 				return p.Schedules, p.NextCursor, err
 			}, q)
 			if err != nil {
 				return err
 			}
-			return o.emit(out, app.SchedulePage{Schedules: scs}, func(w io.Writer) { scheduleTable(w, scs) })
+			return o.emit(out, studio.SchedulePage{Schedules: scs}, func(w io.Writer) { scheduleTable(w, scs) })
 		}),
 	}
 	o = addOutput(c)
@@ -376,7 +376,7 @@ func schedulesListCmd(cfg *config) *cobra.Command {
 	return c
 }
 
-func scheduleTable(w io.Writer, scs []app.Schedule) {
+func scheduleTable(w io.Writer, scs []studio.Schedule) {
 	t := newTable(w, "NAME", "ENABLED", "CRON (UTC)", "PLAYBOOK", "NEXT RUN", "LAST RUN", "SKIPPED")
 	for _, s := range scs {
 		next, last := "-", "-"
@@ -406,7 +406,7 @@ func scheduleEnableCmd(cfg *config, enabled bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.emit(out, s, func(w io.Writer) { scheduleTable(w, []app.Schedule{s}) })
+			return o.emit(out, s, func(w io.Writer) { scheduleTable(w, []studio.Schedule{s}) })
 		}),
 	}
 	o = addOutput(c)

@@ -9,15 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The audit command: the append-only trail over /api/app/audit, filtered
 // on the server.
 
 // auditActors are the actors the trail names.
-var auditActors = []string{app.ActorCockpit, app.ActorCLI, app.ActorOperator, app.ActorScheduler, app.ActorSystem}
+var auditActors = []string{studio.ActorCockpit, studio.ActorCLI, studio.ActorOperator, studio.ActorScheduler, studio.ActorSystem}
 
 func newAuditCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
@@ -56,14 +56,14 @@ func auditListCmd(cfg *config) *cobra.Command {
 				}
 				q.Set(k, s)
 			}
-			events, err := pages(ctx, limit, func(q url.Values) ([]app.AuditEvent, string, error) {
+			events, err := pages(ctx, limit, func(q url.Values) ([]studio.AuditEvent, string, error) {
 				p, err := cl.ListAudit(ctx, q)
 				return p.Events, p.NextCursor, err
 			}, q)
 			if err != nil {
 				return err
 			}
-			return o.emit(out, app.AuditPage{Events: events}, func(w io.Writer) {
+			return o.emit(out, studio.AuditPage{Events: events}, func(w io.Writer) {
 				t := newTable(w, "ID", "TIME", "ACTOR", "ACTION", "TARGET", "DETAILS")
 				for _, e := range events {
 					t.row(strconv.FormatInt(e.ID, 10), when(e.CreatedAt), e.Actor, e.Action, orDash(e.TargetID), truncate(string(e.Details), 80))

@@ -46,7 +46,7 @@ func TestAuthProxyFromTheBinary(t *testing.T) {
 		{"--auth-proxy-header", "X-Forwarded-User", "--auth-proxy-trusted", "bogus"},                                     // a bad CIDR
 		{"--auth-proxy-header", "X-Forwarded-User", "--auth-proxy-trusted", "::1", "--auth-proxy-group-role", "a=admin"}, // roles without the groups header
 	} {
-		out, errOut, code := studio(t, nil, append([]string{"serve", "--data-dir", t.TempDir()}, args...)...)
+		out, errOut, code := runStudio(t, nil, append([]string{"serve", "--data-dir", t.TempDir()}, args...)...)
 		if code != exitUsage || !strings.Contains(out+errOut, "auth") && !strings.Contains(out+errOut, "group") {
 			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, exitUsage, out, errOut)
 		}

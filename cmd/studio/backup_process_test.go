@@ -120,7 +120,7 @@ func TestProcessBackupAndRestore(t *testing.T) {
 	}
 
 	backup := filepath.Join(t.TempDir(), "studio-backup.db")
-	if out, errOut, code := studio(t, env, "backup", backup); code != 0 || !strings.Contains(out, "backed up") {
+	if out, errOut, code := runStudio(t, env, "backup", backup); code != 0 || !strings.Contains(out, "backed up") {
 		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
 	}
 	keys := frameKeys(t, ctx, backup)
@@ -129,7 +129,7 @@ func TestProcessBackupAndRestore(t *testing.T) {
 			t.Fatalf("the backup lacks frame %s that a client saw", k)
 		}
 	}
-	if _, errOut, code := studio(t, env, "backup", backup); code == 0 || !strings.Contains(errOut, "exists") {
+	if _, errOut, code := runStudio(t, env, "backup", backup); code == 0 || !strings.Contains(errOut, "exists") {
 		t.Fatalf("backup over an existing file: exit %d %s", code, errOut)
 	}
 
@@ -138,7 +138,7 @@ func TestProcessBackupAndRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := studio(t, env, "restore", backup); code == 0 || !strings.Contains(errOut, "restore refused") ||
+	if _, errOut, code := runStudio(t, env, "restore", backup); code == 0 || !strings.Contains(errOut, "restore refused") ||
 		!strings.Contains(errOut, "holds the data directory") {
 		t.Fatalf("restore beside a running daemon: exit %d %s", code, errOut)
 	}
@@ -156,17 +156,17 @@ func TestProcessBackupAndRestore(t *testing.T) {
 	if err := os.WriteFile(corrupt, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := studio(t, env, "restore", corrupt); code == 0 || !strings.Contains(errOut, "restore refused") {
+	if _, errOut, code := runStudio(t, env, "restore", corrupt); code == 0 || !strings.Contains(errOut, "restore refused") {
 		t.Fatalf("restore of a corrupt file: exit %d %s", code, errOut)
 	}
-	out, errOut, code := studio(t, env, "restore", backup)
+	out, errOut, code := runStudio(t, env, "restore", backup)
 	if code != 0 || !strings.Contains(out, "restored") || !strings.Contains(out, "before-restore") {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
 	}
 
 	d2 := startDaemon(t, dataDir, "--model", "script:"+scriptPath)
 	// Ready: the restored database answers at this binary's schema.
-	if out, errOut, code := studio(t, env, "healthz", "--ready", "--server", d2.URL); code != 0 || strings.TrimSpace(out) != "ready" {
+	if out, errOut, code := runStudio(t, env, "healthz", "--ready", "--server", d2.URL); code != 0 || strings.TrimSpace(out) != "ready" {
 		t.Fatalf("healthz --ready after the restore: exit %d %s%s", code, out, errOut)
 	}
 	page, err := d2.client.GetConversation(ctx, conv.ID, 0, 100)
@@ -200,7 +200,7 @@ func TestProcessBackupOnPostgresSaysPgDump(t *testing.T) {
 	t.Parallel()
 	env := []string{"STUDIO_DATA_DIR=" + t.TempDir(), "STUDIO_DATABASE_URL=postgres://studio@127.0.0.1:1/studio"}
 	for _, cmd := range []string{"backup", "restore"} {
-		_, errOut, code := studio(t, env, cmd, filepath.Join(t.TempDir(), "x.db"))
+		_, errOut, code := runStudio(t, env, cmd, filepath.Join(t.TempDir(), "x.db"))
 		if code == 0 || !strings.Contains(errOut, "pg_dump") || !strings.Contains(errOut, "pg_restore") {
 			t.Fatalf("%s on PostgreSQL: exit %d %s", cmd, code, errOut)
 		}

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // cliRunner runs the binary against one daemon and checks the exit code.
@@ -32,7 +32,7 @@ func newCLIRunner(t *testing.T, d *daemon, dataDir string) *cliRunner {
 // run runs studio with args and fails the test unless it exits with want.
 func (c *cliRunner) run(want int, args ...string) (string, string) {
 	c.t.Helper()
-	out, errOut, code := studio(c.t, c.env, args...)
+	out, errOut, code := runStudio(c.t, c.env, args...)
 	if code != want {
 		c.t.Fatalf("studio %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out, errOut)
 	}
@@ -87,7 +87,7 @@ func TestProcessIDPrefixes(t *testing.T) {
 	// 17 runs and 17 conversations: two of each share a first character.
 	var runIDs, convIDs []string
 	for range 17 {
-		r, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+		r, err := d.client.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestProcessIDPrefixes(t *testing.T) {
 		convIDs = append(convIDs, conv.ID)
 	}
 
-	var shown app.Run
+	var shown studio.Run
 	c.json(&shown, "runs", "show", runIDs[3][:8], "-o", "json")
 	if shown.ID != runIDs[3] {
 		t.Fatalf("runs show %s: %s", runIDs[3][:8], shown.ID)
@@ -214,28 +214,28 @@ func TestProcessTokenSources(t *testing.T) {
 	d := startDaemon(t, dataDir)
 
 	empty := t.TempDir()
-	_, errOut, code := studio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", empty)
+	_, errOut, code := runStudio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", empty)
 	if code != exitFailure || !strings.Contains(errOut, "no daemon state in "+empty) {
 		t.Fatalf("token of an empty directory: exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(empty, "token")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("token minted a token in an empty directory: %v", err)
 	}
-	out, _, code := studio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", empty, "--create")
+	out, _, code := runStudio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", empty, "--create")
 	if code != exitOK || len(strings.TrimSpace(out)) < 32 {
 		t.Fatalf("token --create: exit %d: %s", code, out)
 	}
-	out, _, code = studio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", dataDir)
+	out, _, code = runStudio(t, []string{"STUDIO_TOKEN="}, "token", "--data-dir", dataDir)
 	if b, _ := os.ReadFile(filepath.Join(dataDir, "token")); code != exitOK || out != string(b) {
 		t.Fatalf("token of the daemon's directory: exit %d: %q", code, out)
 	}
 
 	// Refused: the message names the environment variable or the file.
-	_, errOut, code = studio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=wrong"}, "runs", "list")
+	_, errOut, code = runStudio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=wrong"}, "runs", "list")
 	if code != exitFailure || !strings.Contains(errOut, "the STUDIO_TOKEN environment variable") {
 		t.Fatalf("a wrong STUDIO_TOKEN: exit %d: %s", code, errOut)
 	}
-	_, errOut, code = studio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN="}, "--data-dir", empty, "runs", "list")
+	_, errOut, code = runStudio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN="}, "--data-dir", empty, "runs", "list")
 	if code != exitFailure || !strings.Contains(errOut, "read from "+filepath.Join(empty, "token")) {
 		t.Fatalf("another daemon's token file: exit %d: %s", code, errOut)
 	}
@@ -300,7 +300,7 @@ func TestProcessLibraryCommands(t *testing.T) {
 
 	// Playbooks: create (flags), edit (only what changed, at the version
 	// read), a stale --expected-version is a conflict, delete.
-	var pb app.Playbook
+	var pb studio.Playbook
 	c.json(&pb, "playbooks", "create", "triage", "--prompt", "Triage {{input}} for {{team}}", "--required-arg", "team",
 		"--arg", "tone=plain", "--description", "sort issues", "-o", "json")
 	if pb.Name != "triage" || pb.Version != 1 || len(pb.Args) != 2 || !pb.Args[1].Required {
@@ -315,7 +315,7 @@ func TestProcessLibraryCommands(t *testing.T) {
 	c.run(exitUsage, "playbooks", "create", "nameless")
 
 	// Schedules: create, show, delete.
-	var sc app.Schedule
+	var sc studio.Schedule
 	c.json(&sc, "schedules", "create", "hourly-triage", "--cron", "0 * * * *", "--playbook", "triage", "--arg", "team=web", "--paused", "-o", "json")
 	if sc.Name != "hourly-triage" || sc.Enabled || sc.Args["team"] != "web" {
 		t.Fatalf("schedules create: %+v", sc)
@@ -328,21 +328,21 @@ func TestProcessLibraryCommands(t *testing.T) {
 	c.run(exitNotFound, "schedules", "show", "hourly-triage")
 
 	// Workflows: create with a name and a JSON step, list, show, launch, delete.
-	var wf app.Workflow
+	var wf studio.Workflow
 	c.json(&wf, "workflows", "create", "pair", "--step", `{"playbook":"audit-repo","args":{"repo":"acme/api"}}`,
 		"--step", `{"playbook":"triage","input":"the backlog","args":{"team":"api"}}`, "-o", "json")
 	if wf.Name != "pair" || len(wf.Steps) != 2 || wf.Steps[1].Args["team"] != "api" || wf.Steps[1].Input != "the backlog" {
 		t.Fatalf("workflows create: %+v", wf)
 	}
-	var wfs app.WorkflowPage
+	var wfs studio.WorkflowPage
 	c.json(&wfs, "workflows", "list", "-o", "json")
-	if !slices.ContainsFunc(wfs.Workflows, func(w app.Workflow) bool { return w.ID == wf.ID }) {
+	if !slices.ContainsFunc(wfs.Workflows, func(w studio.Workflow) bool { return w.ID == wf.ID }) {
 		t.Fatalf("workflows list: %+v", wfs)
 	}
 	if out, _ := c.run(exitOK, "workflows", "show", "pair"); !strings.Contains(out, "team=api") || !strings.Contains(out, "triage") {
 		t.Fatalf("workflows show: %s", out)
 	}
-	var launch app.WorkflowLaunch
+	var launch studio.WorkflowLaunch
 	c.json(&launch, "workflows", "launch", "pair", "-o", "json")
 	if len(launch.Runs) != 2 || launch.Runs[0].PlaybookName != "audit-repo" {
 		t.Fatalf("workflows launch: %+v", launch)
@@ -354,7 +354,7 @@ func TestProcessLibraryCommands(t *testing.T) {
 	c.run(exitNotFound, "playbooks", "show", "triage")
 
 	// Audit: the server's filters.
-	var audit app.AuditPage
+	var audit studio.AuditPage
 	c.json(&audit, "audit", "list", "--command-type", "create_workflow", "-o", "json")
 	if len(audit.Events) != 1 || audit.Events[0].TargetID == nil || *audit.Events[0].TargetID != wf.ID {
 		t.Fatalf("audit list --command-type create_workflow: %+v", audit)
@@ -379,9 +379,9 @@ func TestProcessLibraryCommands(t *testing.T) {
 	// Who acted: the principal whose token the client used (the data
 	// directory's owner), whichever client it was — the command line or
 	// another (a client without the CLI's User-Agent).
-	var launched app.Run
+	var launched studio.Run
 	c.json(&launched, "playbooks", "launch", "audit-repo", "--arg", "repo=acme/web", "-o", "json")
-	byGo, err := d.client.LaunchPlaybook(testCtx(t), app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/web"}})
+	byGo, err := d.client.LaunchPlaybook(testCtx(t), studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/web"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +472,7 @@ func TestProcessFollowRuns(t *testing.T) {
 	watch, pagesOut, watchErr := startStudio(t, env, "runs", "list", "--watch", "--interval", "50ms", "-o", "json")
 	waitLine(t, pagesOut, `{"runs":[]}`)
 
-	r, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+	r, err := d.client.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func TestProcessFollowRuns(t *testing.T) {
 // carries.
 func TestProcessVersion(t *testing.T) {
 	t.Parallel()
-	out, _, code := studio(t, nil, "version", "-o", "json")
+	out, _, code := runStudio(t, nil, "version", "-o", "json")
 	var v binaryVersion
 	if err := json.Unmarshal([]byte(out), &v); code != exitOK || err != nil || v.Version == "" || v.Module != "github.com/studio/operator" ||
 		v.GoVersion == "" || v.ProtocolVersion != 1 {
@@ -545,19 +545,19 @@ func TestProcessDoctorDaemonDown(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir)
-	if out, _, code := studio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}, "doctor"); code != exitOK ||
+	if out, _, code := runStudio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}, "doctor"); code != exitOK ||
 		!regexp.MustCompile(`[0-9.]+ GiB free`).MatchString(out) {
 		t.Fatalf("doctor, daemon up: exit %d:\n%s", code, out)
 	}
 	env := []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=x", "STUDIO_DATA_DIR=" + dataDir}
-	out, _, code := studio(t, env, "doctor")
+	out, _, code := runStudio(t, env, "doctor")
 	if code != exitUnreachable || strings.Contains(out, "status:     ok") || !strings.Contains(out, "status:     failing") ||
 		!strings.Contains(out, "the daemon is down") {
 		t.Fatalf("doctor, daemon down: exit %d:\n%s", code, out)
 	}
-	var rep app.DoctorReport
-	out, _, code = studio(t, env, "doctor", "-o", "json")
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitUnreachable || rep.Status != app.StatusFailing {
+	var rep studio.DoctorReport
+	out, _, code = runStudio(t, env, "doctor", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitUnreachable || rep.Status != studio.StatusFailing {
 		t.Fatalf("doctor -o json, daemon down: exit %d: %v: %s", code, err, out)
 	}
 }

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
-// studio runs the built binary against a daemon and returns stdout, stderr
+// runStudio runs the built binary against a daemon and returns stdout, stderr
 // and the exit code.
-func studio(t *testing.T, env []string, args ...string) (string, string, int) {
+func runStudio(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
@@ -50,7 +50,7 @@ func TestProcessExitCodesAndJSON(t *testing.T) {
 	env := []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}
 	run := func(want int, args ...string) (string, string) {
 		t.Helper()
-		out, errOut, code := studio(t, env, args...)
+		out, errOut, code := runStudio(t, env, args...)
 		if code != want {
 			t.Fatalf("studio %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out, errOut)
 		}
@@ -96,17 +96,17 @@ func TestProcessExitCodesAndJSON(t *testing.T) {
 	run(exitConflict, "operator", "send", "--conversation", conv.ID, "hello")
 
 	// Unreachable: 5, in words.
-	_, errOut, code := studio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=x"}, "runs", "list")
+	_, errOut, code := runStudio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=x"}, "runs", "list")
 	if code != exitUnreachable || !strings.Contains(errOut, "cannot reach the daemon at http://127.0.0.1:1: is `studio serve` running?") {
 		t.Fatalf("unreachable: exit %d: %s", code, errOut)
 	}
 	// doctor with the daemon down: the database report, and exit 5.
-	out, errOut, code = studio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=x", "STUDIO_DATA_DIR=" + dataDir}, "doctor")
+	out, errOut, code = runStudio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=x", "STUDIO_DATA_DIR=" + dataDir}, "doctor")
 	if code != exitUnreachable || !strings.Contains(out, "no daemon answered") || !strings.Contains(errOut, "the daemon is down") {
 		t.Fatalf("doctor, daemon down: exit %d\n%s\n%s", code, out, errOut)
 	}
 	// Other errors: 1 (doctor of a data dir without a database).
-	_, _, code = studio(t, []string{"STUDIO_TOKEN=x", "STUDIO_DATA_DIR=" + t.TempDir()}, "doctor", "--local")
+	_, _, code = runStudio(t, []string{"STUDIO_TOKEN=x", "STUDIO_DATA_DIR=" + t.TempDir()}, "doctor", "--local")
 	if code != exitFailure {
 		t.Fatalf("doctor --local without a database: exit %d", code)
 	}
@@ -130,37 +130,37 @@ func TestProcessExitCodesAndJSON(t *testing.T) {
 	if page.Conversation.ID != conv.ID || page.Frames == nil {
 		t.Fatalf("conversations show: %s", out)
 	}
-	var pbs app.PlaybookPage
+	var pbs studio.PlaybookPage
 	out, _ = run(exitOK, "playbooks", "list", "-o", "json")
 	jsonOf(out, &pbs)
-	if len(pbs.Playbooks) != len(app.StarterPlaybooks) {
+	if len(pbs.Playbooks) != len(studio.StarterPlaybooks) {
 		t.Fatalf("playbooks list: %s", out)
 	}
 	if out, _ := run(exitOK, "playbooks", "list"); !strings.HasPrefix(out, "NAME ") || !strings.Contains(out, "audit-repo") {
 		t.Fatalf("playbooks table: %s", out)
 	}
-	var pb app.Playbook
+	var pb studio.Playbook
 	out, _ = run(exitOK, "playbooks", "show", "audit-repo", "-o", "json")
 	jsonOf(out, &pb)
-	var launched app.Run
+	var launched studio.Run
 	out, _ = run(exitOK, "playbooks", "launch", "audit-repo", "--arg", "repo=acme/api", "-o", "json")
 	jsonOf(out, &launched)
 	if launched.PlaybookID != pb.ID || launched.Status != "queued" {
 		t.Fatalf("launch: %s", out)
 	}
-	var runs app.RunPage
+	var runs studio.RunPage
 	out, _ = run(exitOK, "runs", "list", "--playbook", "audit-repo", "-o", "json")
 	jsonOf(out, &runs)
 	if len(runs.Runs) != 1 || runs.Runs[0].ID != launched.ID {
 		t.Fatalf("runs list: %s", out)
 	}
-	var shown app.Run
+	var shown studio.Run
 	out, _ = run(exitOK, "runs", "show", launched.ID, "--json")
 	jsonOf(out, &shown)
 	if shown.ID != launched.ID {
 		t.Fatalf("runs show: %s", out)
 	}
-	var scs app.SchedulePage
+	var scs studio.SchedulePage
 	out, _ = run(exitOK, "schedules", "list", "-o", "json")
 	jsonOf(out, &scs)
 	if len(scs.Schedules) != 1 || scs.Schedules[0].Enabled {
@@ -175,7 +175,7 @@ func TestProcessExitCodesAndJSON(t *testing.T) {
 	}
 	out, _ = run(exitOK, "operator", "proposals", "-o", "json")
 	jsonOf(out, &props)
-	var rep app.DoctorReport
+	var rep studio.DoctorReport
 	out, _ = run(exitOK, "doctor", "-o", "json")
 	jsonOf(out, &rep)
 	if rep.Status == "" {
@@ -264,11 +264,11 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	run, err := d.client.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+	run, err := d.client.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for !app.RunEnded(run) {
+	for !studio.RunEnded(run) {
 		select { // the run executes on the daemon: look again shortly
 		case <-ctx.Done():
 			t.Fatalf("the run did not end: %+v", run)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/studio"
 )
 
 // TestProcessClusterAppEvents: a run launched on daemon B shows on daemon
@@ -18,10 +18,10 @@ func TestProcessClusterAppEvents(t *testing.T) {
 	a, b := c.ds[0], c.ds[1]
 	ctx := testCtx(t)
 	sctx, stop := context.WithCancel(ctx)
-	events := make(chan app.ChangeEvent, 100)
+	events := make(chan studio.ChangeEvent, 100)
 	ended := make(chan error, 1)
 	go func() {
-		ended <- a.client.AppEvents(sctx, 0, func(e app.ChangeEvent) error {
+		ended <- a.client.AppEvents(sctx, 0, func(e studio.ChangeEvent) error {
 			select {
 			case events <- e:
 			case <-sctx.Done():
@@ -31,7 +31,7 @@ func TestProcessClusterAppEvents(t *testing.T) {
 	}()
 	t.Cleanup(func() { stop(); <-ended })
 
-	var run app.Run
+	var run studio.Run
 	if err := b.client.Do(ctx, "POST", "/api/app/runs", map[string]any{"playbook": "audit-repo", "args": map[string]string{"repo": "x"}}, &run); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestProcessClusterAppEvents(t *testing.T) {
 		}
 	}
 
-	var pb app.Playbook
+	var pb studio.Playbook
 	if err := b.client.Do(ctx, "POST", "/api/app/playbooks", map[string]any{"name": "made-on-b", "prompt": "x"}, &pb); err != nil {
 		t.Fatal(err)
 	}

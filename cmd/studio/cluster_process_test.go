@@ -19,10 +19,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/postgres/pgtest"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Several daemons on one PostgreSQL database: real processes
@@ -703,7 +703,7 @@ func TestProcessClusterConfirmsAndRunsOnce(t *testing.T) {
 	for i := range ids {
 		d := c.ds[i%3]
 		wg.Go(func() {
-			var r app.Run
+			var r studio.Run
 			errs[i] = d.client.Do(ctx, http.MethodPost, "/api/app/playbooks/summarize-failed-runs/launch", map[string]any{"input": "none"}, &r)
 			ids[i] = r.ID
 		})
@@ -750,13 +750,13 @@ func TestProcessClusterStartTogether(t *testing.T) {
 	if n := c.count(ctx, `SELECT COUNT(DISTINCT version) FROM schema_migrations`); n != len(ms) || c.count(ctx, `SELECT COUNT(*) FROM schema_migrations`) != len(ms) {
 		t.Fatalf("schema_migrations has %d versions, want each of %d once", n, len(ms))
 	}
-	if n := c.count(ctx, `SELECT COUNT(*) FROM studio_playbooks`); n != len(app.StarterPlaybooks) {
-		t.Fatalf("%d playbooks, want the %d starters once", n, len(app.StarterPlaybooks))
+	if n := c.count(ctx, `SELECT COUNT(*) FROM studio_playbooks`); n != len(studio.StarterPlaybooks) {
+		t.Fatalf("%d playbooks, want the %d starters once", n, len(studio.StarterPlaybooks))
 	}
-	if n := c.count(ctx, `SELECT COUNT(*) FROM studio_schedules`); n != len(app.StarterSchedules) {
+	if n := c.count(ctx, `SELECT COUNT(*) FROM studio_schedules`); n != len(studio.StarterSchedules) {
 		t.Fatalf("%d schedules", n)
 	}
-	if n := c.count(ctx, `SELECT COUNT(*) FROM admin_events WHERE action = $1`, app.ActionSeeded); n != 1 {
+	if n := c.count(ctx, `SELECT COUNT(*) FROM admin_events WHERE action = $1`, studio.ActionSeeded); n != 1 {
 		t.Fatalf("%d seeded audit rows, want 1", n)
 	}
 	for _, d := range c.ds {

@@ -12,8 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/studio/operator/internal/activity"
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
@@ -21,9 +19,11 @@ import (
 	"github.com/studio/operator/internal/lease"
 	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/metrics"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
+	"github.com/studio/operator/internal/turnstats"
 	"github.com/studio/operator/internal/webhooks"
 	"github.com/studio/operator/web"
 )
@@ -42,12 +42,12 @@ type daemonParts struct {
 	models []coordinator.Model // the default first
 
 	st       database
-	version  int            // StateDB's schema version
-	edge     httpapi.Config // the main listener's, filled in step by step
-	instance string         // this daemon's id in the lease table
-	shared   bool           // several daemons share the database (PostgreSQL)
-	svc      *app.Service   // playbooks, runs, schedules, workflows
-	recent   *activity.Ring // the System space's charts
+	version  int             // StateDB's schema version
+	edge     httpapi.Config  // the main listener's, filled in step by step
+	instance string          // this daemon's id in the lease table
+	shared   bool            // several daemons share the database (PostgreSQL)
+	svc      *studio.Service // playbooks, runs, schedules, workflows
+	recent   *turnstats.Ring // the System space's charts
 	coord    *coordinator.Coordinator
 	ln       net.Listener
 	keeper   *lease.Keeper
@@ -133,10 +133,10 @@ func (d *daemonParts) newApplication(ctx context.Context) error {
 	d.shared, _ = usesPostgres(d.cfg)
 	d.instance = uuid.NewString()
 	ao := d.o.app
-	svc, err := app.New(app.Config{Instance: d.instance, Shared: d.shared, OutageBudget: d.o.lease.outageBudget,
-		Lease: app.LeaseSettings{Renew: d.o.lease.renew, Expiry: d.o.lease.expiry},
+	svc, err := studio.New(studio.Config{Instance: d.instance, Shared: d.shared, OutageBudget: d.o.lease.outageBudget,
+		Lease: studio.LeaseSettings{Renew: d.o.lease.renew, Expiry: d.o.lease.expiry},
 		Store: d.st, Maintenance: d.st.maint, Provider: d.models[0].Provider, Logger: d.log, Workers: ao.runWorkers, Observer: d.reg,
-		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: app.DefaultSchedulerInterval, ShutdownGrace: d.o.grace, Retention: ao.retention})
+		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: studio.DefaultSchedulerInterval, ShutdownGrace: d.o.grace, Retention: ao.retention})
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (d *daemonParts) newApplication(ctx context.Context) error {
 		return fmt.Errorf("create starter content: %w", err)
 	}
 	if created {
-		d.log.Info("created starter playbooks", "playbooks", len(app.StarterPlaybooks))
+		d.log.Info("created starter playbooks", "playbooks", len(studio.StarterPlaybooks))
 	}
 	return nil
 }
@@ -165,13 +165,13 @@ func (d *daemonParts) newApplication(ctx context.Context) error {
 // its tools over the application services, and the ring of recent
 // activity it reports to beside the metrics and logs.
 func (d *daemonParts) newCoordinator() {
-	d.recent = activity.New(1024, nil)
+	d.recent = turnstats.New(1024, nil)
 	o := d.o
 	d.coord = coordinator.New(coordinator.Config{Store: d.st, Provider: d.models[0].Provider, Models: d.models,
 		Commands: d.svc, Logger: d.log, ShutdownGrace: o.grace,
 		Workers: o.turn.workers, MaxQueuedTurns: o.turn.maxQueued,
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
-		Tools: tools.Default(d.svc, routes.Default, time.Now), ProposalTTL: o.app.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
+		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
 		OutageBudget: o.lease.outageBudget})
 	d.svc.SettleProposalsWith(d.coord)

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/studio"
 )
 
 // StateDB selection: --database (env STUDIO_DATABASE_URL) empty means the
@@ -37,7 +37,7 @@ type stateDB interface {
 // has none (PostgreSQL).
 type database struct {
 	stateDB
-	maint app.Maintenance
+	maint studio.Maintenance
 }
 
 // usesPostgres reports whether --database selects PostgreSQL; any other

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/datadir"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/studio"
 )
 
 // newDoctorCmd is `studio doctor`. It asks the running daemon first, since
@@ -57,7 +57,7 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 			if down != nil {
 				// The database may be fine, but the installation is not: no
 				// daemon serves it. The report must not say ok.
-				rep.Status = app.StatusFailing
+				rep.Status = studio.StatusFailing
 				rep.Problems = append([]string{"the daemon is down: " + down.Error()}, rep.Problems...)
 			}
 			if err := o.emit(out, rep, func(w io.Writer) { printDoctor(w, rep, source) }); err != nil {
@@ -66,9 +66,9 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 			switch {
 			case down != nil:
 				return exitError{exitUnreachable, fmt.Errorf("the daemon is down: %w", down)}
-			case rep.Status == app.StatusFailing && local:
+			case rep.Status == studio.StatusFailing && local:
 				return errors.New("the database check is failing: " + strings.Join(rep.Problems, "; "))
-			case rep.Status == app.StatusFailing:
+			case rep.Status == studio.StatusFailing:
 				return errors.New("the daemon is unhealthy: " + strings.Join(rep.Problems, "; "))
 			}
 			return nil
@@ -84,22 +84,22 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 // answers, and adds what in the data directory other users can read; down
 // is why the daemon could not be asked (nil when it answered or was not
 // asked).
-func doctorReport(ctx context.Context, cfg *config, local bool, keep time.Duration) (rep app.DoctorReport, source string, down, err error) {
+func doctorReport(ctx context.Context, cfg *config, local bool, keep time.Duration) (rep studio.DoctorReport, source string, down, err error) {
 	rep, source, down, err = healthReport(ctx, cfg, local, keep)
 	if err != nil {
 		return rep, source, down, err
 	}
 	if exposed := datadir.Exposed(cfg.dataDir); len(exposed) > 0 {
 		rep.Problems = append(rep.Problems, exposed...)
-		if rep.Status == app.StatusOK {
-			rep.Status = app.StatusDegraded
+		if rep.Status == studio.StatusOK {
+			rep.Status = studio.StatusDegraded
 		}
 	}
 	return rep, source, down, nil
 }
 
 // healthReport asks the daemon, or reads the database when no daemon answers.
-func healthReport(ctx context.Context, cfg *config, local bool, keep time.Duration) (rep app.DoctorReport, source string, down, err error) {
+func healthReport(ctx context.Context, cfg *config, local bool, keep time.Duration) (rep studio.DoctorReport, source string, down, err error) {
 	if !local {
 		cl, err := operatorClient(cfg)
 		if err != nil {
@@ -129,34 +129,34 @@ func healthReport(ctx context.Context, cfg *config, local bool, keep time.Durati
 }
 
 // localDoctor checks the database without a daemon. PostgreSQL offers no
-// file checks (app.Maintenance): those parts of the report say unavailable.
-func localDoctor(ctx context.Context, cfg *config, keep time.Duration) (app.DoctorReport, error) {
+// file checks (studio.Maintenance): those parts of the report say unavailable.
+func localDoctor(ctx context.Context, cfg *config, keep time.Duration) (studio.DoctorReport, error) {
 	st, err := openDatabase(ctx, cfg, false)
 	if err != nil {
-		return app.DoctorReport{}, err
+		return studio.DoctorReport{}, err
 	}
 	defer st.Close()
-	svc, err := app.New(app.Config{Store: st, Maintenance: st.maint, Retention: keep})
+	svc, err := studio.New(studio.Config{Store: st, Maintenance: st.maint, Retention: keep})
 	if err != nil {
-		return app.DoctorReport{}, err
+		return studio.DoctorReport{}, err
 	}
 	rep, err := svc.Doctor(ctx)
 	if err != nil {
 		return rep, err
 	}
 	// Without the daemon the model provider and the executor are unknown, not missing.
-	rep.Model = app.ModelReport{Error: "not checked: the daemon is not running"}
+	rep.Model = studio.ModelReport{Error: "not checked: the daemon is not running"}
 	rep.Runs.Workers = 0
 	rep.Problems = slices.DeleteFunc(rep.Problems, func(p string) bool { return strings.HasPrefix(p, "no model provider") })
 	if ms, err := databaseMigrations(cfg); err == nil && rep.Database.SchemaVersion < len(ms) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("the database schema is at version %d, this binary's is %d: run studio migrate or start the daemon",
 			rep.Database.SchemaVersion, len(ms)))
-		if rep.Status == app.StatusOK {
-			rep.Status = app.StatusDegraded
+		if rep.Status == studio.StatusOK {
+			rep.Status = studio.StatusDegraded
 		}
 	}
-	if rep.Status == app.StatusDegraded && len(rep.Problems) == 0 {
-		rep.Status = app.StatusOK
+	if rep.Status == studio.StatusDegraded && len(rep.Problems) == 0 {
+		rep.Status = studio.StatusOK
 	}
 	return rep, nil
 }
@@ -176,7 +176,7 @@ func gib(n *int64) string {
 	return fmt.Sprintf("%.1f GiB", float64(*n)/(1<<30))
 }
 
-func printDoctor(w io.Writer, r app.DoctorReport, source string) {
+func printDoctor(w io.Writer, r studio.DoctorReport, source string) {
 	fmt.Fprintf(w, "Studio doctor (%s)\n", source)
 	fmt.Fprintf(w, "status:     %s\n", r.Status)
 	db := r.Database
@@ -225,7 +225,7 @@ func printDoctor(w io.Writer, r app.DoctorReport, source string) {
 
 // printCluster prints the daemons on the database, their leases and who
 // owns the work in flight.
-func printCluster(w io.Writer, c app.ClusterReport) {
+func printCluster(w io.Writer, c studio.ClusterReport) {
 	fmt.Fprintf(w, "instances:  %d live, %d expired", c.Live, c.Expired)
 	if c.Lease.RenewSeconds > 0 {
 		fmt.Fprintf(w, " (lease renewed every %gs, expires after %gs)", c.Lease.RenewSeconds, c.Lease.ExpirySeconds)
@@ -239,7 +239,7 @@ func printCluster(w io.Writer, c app.ClusterReport) {
 		fmt.Fprintf(w, "  %s  %-7s  %s  pid %d  %s  heartbeat %s%s\n", in.ID, in.State, in.Address, in.PID, in.Version,
 			time.Unix(0, int64(in.HeartbeatAt*1e9)).UTC().Format(time.RFC3339), self)
 	}
-	owners := func(kind string, ws []app.OwnedReport) {
+	owners := func(kind string, ws []studio.OwnedReport) {
 		for _, o := range ws {
 			owner := "no owner"
 			if o.Owner != "" {

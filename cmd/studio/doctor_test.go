@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // TestDoctorWithoutDaemon: with no daemon at --server, doctor reads the
@@ -52,7 +52,7 @@ func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 	if down == nil || exitCode(exitError{exitUnreachable, down}) != exitUnreachable {
 		t.Fatalf("doctor did not report the daemon down: %v", down)
 	}
-	if rep.Status != app.StatusOK || rep.Database.QuickCheck != "ok" || rep.Model.Configured || !strings.Contains(source, "directly") {
+	if rep.Status != studio.StatusOK || rep.Database.QuickCheck != "ok" || rep.Model.Configured || !strings.Contains(source, "directly") {
 		t.Fatalf("report = %+v from %s", rep, source)
 	}
 	var out bytes.Buffer

@@ -6,9 +6,9 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Id prefixes: the cockpit shows the first 8 characters of a run's,
@@ -93,7 +93,7 @@ func resolveID(ctx context.Context, kind, ref string, list func(ctx context.Cont
 // prefix on the server (and names and inputs, filtered out here).
 func resolveRun(ctx context.Context, cl *httpapi.Client, ref string) (string, error) {
 	return resolveID(ctx, "run", ref, func(ctx context.Context, prefix string) ([]candidate, error) {
-		runs, err := pages(ctx, 0, func(q url.Values) ([]app.Run, string, error) {
+		runs, err := pages(ctx, 0, func(q url.Values) ([]studio.Run, string, error) {
 			p, err := cl.ListRuns(ctx, q)
 			return p.Runs, p.NextCursor, err
 		}, url.Values{"q": {prefix}, "limit": {"200"}})

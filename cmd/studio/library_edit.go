@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The editing commands of the library: playbooks create, edit and delete;
@@ -57,17 +57,17 @@ func (f *playbookFlags) promptText(cmd *cobra.Command) (string, bool, error) {
 }
 
 // argDecls is the argument declarations the flags give (nil: none given).
-func (f *playbookFlags) argDecls() ([]app.PlaybookArg, error) {
+func (f *playbookFlags) argDecls() ([]studio.PlaybookArg, error) {
 	if f.args == nil && f.required == nil {
 		return nil, nil
 	}
-	decls := []app.PlaybookArg{}
+	decls := []studio.PlaybookArg{}
 	for _, a := range f.args {
 		name, def, hasDef := strings.Cut(a, "=")
 		if name == "" {
 			return nil, usageError{fmt.Errorf("--arg %q: NAME or NAME=DEFAULT", a)}
 		}
-		d := app.PlaybookArg{Name: name}
+		d := studio.PlaybookArg{Name: name}
 		if hasDef {
 			d.Default = &def
 		}
@@ -77,7 +77,7 @@ func (f *playbookFlags) argDecls() ([]app.PlaybookArg, error) {
 		if name == "" {
 			return nil, usageError{fmt.Errorf("--required-arg needs a NAME")}
 		}
-		decls = append(decls, app.PlaybookArg{Name: name, Required: true})
+		decls = append(decls, studio.PlaybookArg{Name: name, Required: true})
 	}
 	return decls, nil
 }
@@ -94,7 +94,7 @@ func playbooksCreateCmd(cfg *config) *cobra.Command {
   studio playbooks create notes --prompt-file notes.md --arg tone=plain
   studio playbooks create --from-file playbook.json -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var pc app.CreatePlaybookCommand
+			var pc studio.CreatePlaybookCommand
 			if fromFile != "" {
 				if err := readCommandFile(cmd, fromFile, &pc); err != nil {
 					return err
@@ -159,7 +159,7 @@ func playbooksEditCmd(cfg *config) *cobra.Command {
   studio playbooks edit triage --prompt-file triage.md --expected-version 3`,
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		uc := app.UpdatePlaybookCommand{Playbook: args[0], ExpectedVersion: expected}
+		uc := studio.UpdatePlaybookCommand{Playbook: args[0], ExpectedVersion: expected}
 		if cmd.Flags().Changed("name") {
 			uc.Name = &f.name
 		}
@@ -207,13 +207,13 @@ func playbooksEditCmd(cfg *config) *cobra.Command {
 }
 
 func playbooksDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "playbook", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (app.Result, error) {
+	return deleteCmd(cfg, "playbook", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeletePlaybook(ctx, ref, v)
 	})
 }
 
 // playbookFields is the table form of one playbook.
-func playbookFields(w io.Writer, p app.Playbook) {
+func playbookFields(w io.Writer, p studio.Playbook) {
 	fields(w, "id", p.ID, "name", p.Name, "version", fmt.Sprint(p.Version), "project", p.Project,
 		"description", p.Description, "updated", when(p.UpdatedAt))
 	if len(p.Args) > 0 {
@@ -245,7 +245,7 @@ func schedulesShowCmd(cfg *config) *cobra.Command {
 }
 
 // scheduleFields is the table form of one schedule.
-func scheduleFields(w io.Writer, s app.Schedule) {
+func scheduleFields(w io.Writer, s studio.Schedule) {
 	next, last := "-", "-"
 	if s.NextRunAt != nil && s.Enabled {
 		next = when(*s.NextRunAt)
@@ -268,7 +268,7 @@ func schedulesCreateCmd(cfg *config) *cobra.Command {
 		Example: `  studio schedules create nightly-audit --cron "0 2 * * *" --playbook audit-repo --arg repo=acme/api
   studio schedules create weekly --cron "0 9 * * 1" --playbook summarize-failures --paused -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
-			sc := app.CreateScheduleCommand{Name: args[0], Cron: cron, Playbook: playbook, Input: input, Project: project}
+			sc := studio.CreateScheduleCommand{Name: args[0], Cron: cron, Playbook: playbook, Input: input, Project: project}
 			for _, kv := range argPairs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
@@ -304,7 +304,7 @@ func schedulesCreateCmd(cfg *config) *cobra.Command {
 }
 
 func schedulesDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "schedule", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (app.Result, error) {
+	return deleteCmd(cfg, "schedule", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeleteSchedule(ctx, ref, v)
 	})
 }

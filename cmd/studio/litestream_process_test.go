@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Continuous replication with Litestream (README, "Continuous
@@ -126,7 +126,7 @@ func replicateUnderLoad(t *testing.T, bin string, args []string) {
 			}
 		}()
 	}
-	var checkpoint app.MaintenanceResult
+	var checkpoint studio.MaintenanceResult
 	if err := d.client.Do(ctx, "POST", "/api/app/system/maintenance", map[string]string{"action": "checkpoint"}, &checkpoint); err != nil {
 		t.Fatal(err)
 	}

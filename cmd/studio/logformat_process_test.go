@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // logLine is one JSON log line of the daemon, its raw text kept for messages.
@@ -215,7 +215,7 @@ type loggedSession struct {
 	confirmed, cancelled, inFlight protocol.TurnAccepted
 	cancelledConv                  string
 	prop                           protocol.CommandProposal
-	run                            app.Run // executing at shutdown
+	run                            studio.Run // executing at shutdown
 }
 
 // loggedSession runs the session whose log lines the test checks: an
@@ -272,7 +272,7 @@ func (d *jsonLogDaemon) loggedSession(t *testing.T) loggedSession {
 	}
 	d.untilText(t, inFlight, "thinking")
 	// A playbook run (the default model: slow) executing at shutdown too.
-	run, err := cl.LaunchPlaybook(ctx, app.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+	run, err := cl.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,10 @@ import (
 func principalToken(t *testing.T, d *daemon, dataDir, name string, role protocol.Role) string {
 	t.Helper()
 	owner := []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}
-	if out, errOut, code := studio(t, owner, "principals", "add", name, "--role", string(role)); code != exitOK {
+	if out, errOut, code := runStudio(t, owner, "principals", "add", name, "--role", string(role)); code != exitOK {
 		t.Fatalf("principals add: %d %s %s", code, out, errOut)
 	}
-	out, errOut, code := studio(t, owner, "tokens", "create", name, "-o", "json")
+	out, errOut, code := runStudio(t, owner, "tokens", "create", name, "-o", "json")
 	if code != exitOK {
 		t.Fatalf("tokens create: %d %s", code, errOut)
 	}
@@ -183,14 +183,14 @@ func mustMarshal(v any) string {
 }
 
 // TestProcessMCPTypeScriptClient: an outside client, the official
-// TypeScript SDK (tools/mcp-client-check), lists the tools and calls a
+// TypeScript SDK (checks/mcp-client-check), lists the tools and calls a
 // read and a command tool against the built binary, over Streamable HTTP
 // and over stdio (studio mcp). It needs node and that directory's
 // node_modules (npm ci); without them it skips, unless
 // STUDIO_REQUIRE_MCP_CLIENT=1 (CI) makes it fail.
 func TestProcessMCPTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join("..", "..", "tools", "mcp-client-check")
+	dir := filepath.Join("..", "..", "checks", "mcp-client-check")
 	node, err := exec.LookPath("node")
 	if err == nil {
 		_, err = os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk"))
@@ -237,7 +237,7 @@ func TestProcessMCPTypeScriptClient(t *testing.T) {
 // exits 5 and says so.
 func TestProcessMCPWithoutDaemon(t *testing.T) {
 	t.Parallel()
-	_, errOut, code := studio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=stu_x"}, "mcp")
+	_, errOut, code := runStudio(t, []string{"STUDIO_URL=http://127.0.0.1:1", "STUDIO_TOKEN=stu_x"}, "mcp")
 	if code != exitUnreachable || !strings.Contains(errOut, "studio serve") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -17,7 +17,7 @@ func TestProcessTeamCLI(t *testing.T) {
 	owner := []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}
 	run := func(env []string, want int, args ...string) string {
 		t.Helper()
-		out, errOut, code := studio(t, env, args...)
+		out, errOut, code := runStudio(t, env, args...)
 		if code != want {
 			t.Fatalf("studio %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out, errOut)
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Following runs: runs logs -f and runs list --watch poll the application
@@ -75,7 +75,7 @@ func runsLogsCmd(cfg *config) *cobra.Command {
 						fmt.Fprint(out, piece)
 					}
 				}
-				ended := app.RunEnded(r)
+				ended := studio.RunEnded(r)
 				if !follow || ended {
 					if !asJSON && printed != "" && !strings.HasSuffix(printed, "\n") {
 						fmt.Fprintln(out)
@@ -98,7 +98,7 @@ func runsLogsCmd(cfg *config) *cobra.Command {
 }
 
 // runOutcome is a followed run's end: nil when it succeeded.
-func runOutcome(r app.Run) error {
+func runOutcome(r studio.Run) error {
 	if r.Status == "succeeded" {
 		return nil
 	}
@@ -121,7 +121,7 @@ func printJSONLine(w io.Writer, v any) error {
 
 // watchRuns prints the runs list again each time it changes, until
 // Ctrl-C: a table headed by the time, or one JSON page a line.
-func watchRuns(ctx context.Context, out io.Writer, asJSON bool, interval time.Duration, list func(context.Context) ([]app.Run, error), table func(io.Writer, []app.Run)) error {
+func watchRuns(ctx context.Context, out io.Writer, asJSON bool, interval time.Duration, list func(context.Context) ([]studio.Run, error), table func(io.Writer, []studio.Run)) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	last := ""
@@ -133,7 +133,7 @@ func watchRuns(ctx context.Context, out io.Writer, asJSON bool, interval time.Du
 			}
 			return err
 		}
-		b, err := protocol.Marshal(app.RunPage{Runs: runs})
+		b, err := protocol.Marshal(studio.RunPage{Runs: runs})
 		if err != nil {
 			return err
 		}

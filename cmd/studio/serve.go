@@ -15,12 +15,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/lease"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/postgres"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/webhooks"
 )
 
@@ -183,8 +183,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.turn.idle, "model-idle-timeout", coordinator.DefaultIdleTimeout, "how long a model stream may pause between two events")
 	f.DurationVar(&o.turn.attempt, "model-attempt-timeout", coordinator.DefaultAttemptTimeout, "how long one model attempt may take in all")
 	f.DurationVar(&o.turn.budget, "model-turn-budget", coordinator.DefaultModelBudget, "how long the model may take in all for one turn (its attempts and the waits between retries): one slow provider cannot hold the workers")
-	f.IntVar(&o.app.runWorkers, "run-workers", app.DefaultWorkers, "playbook runs that execute at once")
-	f.DurationVar(&o.app.recoveryWindow, "recovery-window", app.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
+	f.IntVar(&o.app.runWorkers, "run-workers", studio.DefaultWorkers, "playbook runs that execute at once")
+	f.DurationVar(&o.app.recoveryWindow, "recovery-window", studio.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	cfg.walAutocheckpoint = new(int)
 	f.IntVar(cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", envInt("STUDIO_SQLITE_WAL_AUTOCHECKPOINT", -1),
 		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (README, \"Continuous replication\"); negative: SQLite's default, 1000 (env STUDIO_SQLITE_WAL_AUTOCHECKPOINT)")

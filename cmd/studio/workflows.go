@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The workflows commands: ordered playbook steps over /api/app/workflows.
@@ -43,14 +43,14 @@ func workflowsListCmd(cfg *config) *cobra.Command {
 			if query != "" {
 				q.Set("q", query)
 			}
-			wfs, err := pages(ctx, 0, func(q url.Values) ([]app.Workflow, string, error) {
+			wfs, err := pages(ctx, 0, func(q url.Values) ([]studio.Workflow, string, error) {
 				p, err := cl.ListWorkflows(ctx, q)
 				return p.Workflows, p.NextCursor, err
 			}, q)
 			if err != nil {
 				return err
 			}
-			return o.emit(out, app.WorkflowPage{Workflows: wfs}, func(w io.Writer) {
+			return o.emit(out, studio.WorkflowPage{Workflows: wfs}, func(w io.Writer) {
 				t := newTable(w, "NAME", "VERSION", "STEPS", "UPDATED", "DESCRIPTION")
 				for _, wf := range wfs {
 					names := make([]string, 0, len(wf.Steps))
@@ -69,7 +69,7 @@ func workflowsListCmd(cfg *config) *cobra.Command {
 }
 
 // workflowFields is the table form of one workflow.
-func workflowFields(w io.Writer, wf app.Workflow) {
+func workflowFields(w io.Writer, wf studio.Workflow) {
 	fields(w, "id", wf.ID, "name", wf.Name, "version", strconv.FormatInt(wf.Version, 10), "project", wf.Project,
 		"description", wf.Description, "updated", when(wf.UpdatedAt))
 	fmt.Fprintln(w)
@@ -142,8 +142,8 @@ func workflowsLaunchCmd(cfg *config) *cobra.Command {
 
 // parseStep reads a --step: a playbook name or id, or a JSON step object
 // {"playbook", "input", "args"}.
-func parseStep(v string) (app.WorkflowStepInput, error) {
-	var s app.WorkflowStepInput
+func parseStep(v string) (studio.WorkflowStepInput, error) {
+	var s studio.WorkflowStepInput
 	if strings.HasPrefix(strings.TrimSpace(v), "{") {
 		if err := protocol.Unmarshal([]byte(v), &s); err != nil {
 			return s, usageError{fmt.Errorf("--step %s: not a step object {\"playbook\", \"input\", \"args\"}: %v", v, err)}
@@ -153,7 +153,7 @@ func parseStep(v string) (app.WorkflowStepInput, error) {
 	if v == "" {
 		return s, usageError{fmt.Errorf("--step needs a playbook name or a JSON step")}
 	}
-	return app.WorkflowStepInput{Playbook: v}, nil
+	return studio.WorkflowStepInput{Playbook: v}, nil
 }
 
 // readCommandFile decodes a JSON command from a file ("-": stdin) into v.
@@ -187,7 +187,7 @@ func workflowsCreateCmd(cfg *config) *cobra.Command {
   studio workflows create release --step '{"playbook":"write-release-notes","args":{"version":"1.4.0"}}'
   studio workflows create --from-file release.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var wc app.CreateWorkflowCommand
+			var wc studio.CreateWorkflowCommand
 			if fromFile != "" {
 				if err := readCommandFile(cmd, fromFile, &wc); err != nil {
 					return err
@@ -239,7 +239,7 @@ func workflowsCreateCmd(cfg *config) *cobra.Command {
 }
 
 // deleteCmd is the delete of a playbook, workflow or schedule by name or id.
-func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *httpapi.Client, ref string, expected int64) (app.Result, error)) *cobra.Command {
+func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *httpapi.Client, ref string, expected int64) (studio.Result, error)) *cobra.Command {
 	var expected int64
 	var o *output
 	c := &cobra.Command{
@@ -259,7 +259,7 @@ func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *httpa
 }
 
 func workflowsDeleteCmd(cfg *config) *cobra.Command {
-	c := deleteCmd(cfg, "workflow", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (app.Result, error) {
+	c := deleteCmd(cfg, "workflow", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeleteWorkflow(ctx, ref, v)
 	})
 	c.Short = "Delete a workflow (the runs it launched stay; audited)"

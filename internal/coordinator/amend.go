@@ -3,9 +3,9 @@ package coordinator
 import (
 	"context"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Amending a proposal: the operator edits the arguments of a
@@ -38,7 +38,7 @@ func (c *Coordinator) AmendProposal(ctx context.Context, convID, proposalID stri
 		return protocol.ProposalState{}, protocol.Errorf(protocol.Conflict, "the command hash does not match the proposal; refresh it").
 			With("proposalId", p.ID)
 	}
-	cmd, err := app.DecodeCommand(p.CommandType, req.Command)
+	cmd, err := studio.DecodeCommand(p.CommandType, req.Command)
 	if err != nil {
 		if protocol.CodeOf(err) == "" {
 			err = protocol.Errorf(protocol.Validation, "%v", err).With("field", "command")

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The confirm path on the owner's side (ADR D4 steps 4-7): re-read the
@@ -34,7 +34,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	}
 	// The stored command, decoded once: its target is re-read and it is
 	// executed from this value.
-	cmd, err := app.DecodeCommand(p.CommandType, p.Command)
+	cmd, err := studio.DecodeCommand(p.CommandType, p.Command)
 	if err != nil {
 		r.answer(protocol.ProposalResult{}, c.serviceError("decode stored command", err))
 		return nil, false
@@ -92,7 +92,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 // executeConfirmed executes a proposal its owner just confirmed (now
 // executing), records its outcome, answers the decision and its repeats,
 // and picks the turn's next step (ADR D4 steps 6-7).
-func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd app.Command, p store.Proposal) (step, bool) {
+func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd studio.Command, p store.Proposal) (step, bool) {
 	c := o.c
 	result, execErr := o.execute(cmd, p)
 	if execErr != nil && (store.IsFenced(execErr) || store.IsAlreadyExecuted(execErr)) {
@@ -156,12 +156,12 @@ func sameTarget(proposed, current *protocol.ResourceVersion, err error) bool {
 // the owner answers cancels at once (the turn ends after the result is
 // recorded) and repeats of other decisions; repeated confirms of this
 // proposal wait for its result.
-func (o *owner) execute(cmd app.Command, p store.Proposal) (jsontext.Value, *protocol.Error) {
+func (o *owner) execute(cmd studio.Command, p store.Proposal) (jsontext.Value, *protocol.Error) {
 	o.phase = phaseExecuting
 	o.executing = p.ID
 	o.report(protocol.ProgressExecuting, func(tp *protocol.TurnProgress) { tp.ProposalID = p.ID })
 	defer func() { o.executing = "" }()
-	var res app.Result
+	var res studio.Result
 	var err error
 	done := make(chan struct{})
 	go func() {
@@ -174,7 +174,7 @@ func (o *owner) execute(cmd app.Command, p store.Proposal) (jsontext.Value, *pro
 			o.c.log.Warn("execute proposal: the database is unavailable; retrying", "proposal", p.ID, "wait", wait, "err", err)
 		}, func(ctx context.Context) error {
 			var err error
-			res, err = o.c.cfg.Commands.Execute(o.c.executing(ctx, p, true), cmd, app.ExecOptions{Trigger: app.TriggerOperator, ExpectedTarget: p.Target})
+			res, err = o.c.cfg.Commands.Execute(o.c.executing(ctx, p, true), cmd, studio.ExecOptions{Trigger: studio.TriggerOperator, ExpectedTarget: p.Target})
 			return err
 		})
 	}()

@@ -9,12 +9,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
 )
 
@@ -45,11 +45,11 @@ const (
 
 // Commands is what the proposal lifecycle needs of the application:
 // preparing a model's command as a proposal, re-reading its target, and
-// executing it once confirmed. *app.Service implements it.
+// executing it once confirmed. *studio.Service implements it.
 type Commands interface {
-	Prepare(ctx context.Context, cmd app.Command) (app.Prepared, error)
-	ResolveTarget(ctx context.Context, cmd app.Command) (*protocol.ResourceVersion, error)
-	Execute(ctx context.Context, cmd app.Command, opts app.ExecOptions) (app.Result, error)
+	Prepare(ctx context.Context, cmd studio.Command) (studio.Prepared, error)
+	ResolveTarget(ctx context.Context, cmd studio.Command) (*protocol.ResourceVersion, error)
+	Execute(ctx context.Context, cmd studio.Command, opts studio.ExecOptions) (studio.Result, error)
 }
 
 // Config wires a Coordinator. Store and Provider (or Models) are required;
@@ -92,8 +92,8 @@ type Config struct {
 	TextFlush time.Duration
 	// Tools is the tool registry offered to the model; nil offers none.
 	Tools *tools.Registry
-	// Routes validates effects and acknowledgements (default routes.Default).
-	Routes *routes.Registry
+	// Routes validates effects and acknowledgements (default spaces.Default).
+	Routes *spaces.Registry
 	// EffectTTL is how long an emitted effect stays valid (default 10 minutes).
 	EffectTTL time.Duration
 	// ProposalTTL is how long a proposal waits for a human (default 10 minutes).
@@ -192,7 +192,7 @@ func (cfg *Config) defaults() {
 		cfg.ModelRetries = 0
 	}
 	if cfg.Routes == nil {
-		cfg.Routes = &routes.Default
+		cfg.Routes = &spaces.Default
 	}
 	if cfg.Tools == nil {
 		cfg.Tools = tools.NewRegistry()
@@ -267,7 +267,7 @@ func New(cfg Config) *Coordinator {
 }
 
 // Routes is the route registry effects are validated against.
-func (c *Coordinator) Routes() *routes.Registry { return c.cfg.Routes }
+func (c *Coordinator) Routes() *spaces.Registry { return c.cfg.Routes }
 
 // Tools is the tool registry offered to the model.
 func (c *Coordinator) Tools() *tools.Registry { return c.cfg.Tools }

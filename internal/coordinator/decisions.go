@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Decisions about proposals, from outside the turn (the API's side):
@@ -180,7 +180,7 @@ func (c *Coordinator) awaitOutcome(ctx context.Context, p store.Proposal) store.
 // (indeterminate), for reconcile_proposal: through finishProposal, the
 // code a confirmed execution finishes with, with the application's own
 // audit row in the same transaction. Nothing executes.
-func (c *Coordinator) SettleProposal(ctx context.Context, s app.Settlement) error {
+func (c *Coordinator) SettleProposal(ctx context.Context, s studio.Settlement) error {
 	p, err := c.store.GetProposal(ctx, s.ProposalID)
 	if err != nil {
 		return err

@@ -13,14 +13,14 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/studio/operator/internal/activity"
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model/openai"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/turnstats"
 )
 
 // hungServer accepts connections and never answers: a model provider that
@@ -346,7 +346,7 @@ func TestConfirmWithoutTargetVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	acc, prop = e.toggle(conv)
-	if _, err := e.app.Execute(e.ctx(), app.UpdateScheduleCommand{Schedule: sc.Name, ExpectedVersion: int64(e.schedule().Version),
+	if _, err := e.app.Execute(e.ctx(), studio.UpdateScheduleCommand{Schedule: sc.Name, ExpectedVersion: int64(e.schedule().Version),
 		Input: ptr("changed")}, appManual()); err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, engineOpts{})
 	storetest.ActiveTurns(t, e.db, 2, e.clock.Now())
-	recent := activity.New(16, e.clock.Now)
+	recent := turnstats.New(16, e.clock.Now)
 	cfg := e.cfg
 	cfg.Observer = recent
 	next := coordinator.New(cfg)

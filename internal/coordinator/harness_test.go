@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
@@ -15,6 +14,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/testutil"
 )
 
@@ -25,7 +25,7 @@ type engine struct {
 	t     testing.TB
 	db    *sqlite.Store
 	store *coordtest.Store
-	app   *app.Service
+	app   *studio.Service
 	clock *storetest.Clock
 	coord *coordinator.Coordinator
 	convs *conversations.Service
@@ -310,17 +310,17 @@ func either(t testing.TB, a, b <-chan struct{}) {
 // testCommands is the application as the coordinator uses it, with a
 // pause point where a confirmed command starts executing.
 type testCommands struct {
-	*app.Service
+	*studio.Service
 	store *coordtest.Store
 }
 
-func (c testCommands) Execute(ctx context.Context, cmd app.Command, opts app.ExecOptions) (app.Result, error) {
+func (c testCommands) Execute(ctx context.Context, cmd studio.Command, opts studio.ExecOptions) (studio.Result, error) {
 	c.store.At("Execute", cmd)
 	return c.Service.Execute(ctx, cmd, opts)
 }
 
 // schedule returns the seeded nightly-audit schedule.
-func (e *engine) schedule() app.Schedule {
+func (e *engine) schedule() studio.Schedule {
 	e.t.Helper()
 	sc, err := e.app.GetSchedule(e.ctx(), "nightly-audit")
 	if err != nil {
@@ -329,8 +329,8 @@ func (e *engine) schedule() app.Schedule {
 	return sc
 }
 
-func appDisable(name string) app.Command {
-	return app.SetScheduleEnabledCommand{Schedule: name, Enabled: ptr(false)}
+func appDisable(name string) studio.Command {
+	return studio.SetScheduleEnabledCommand{Schedule: name, Enabled: ptr(false)}
 }
 
-func appManual() app.ExecOptions { return app.ExecOptions{Trigger: app.TriggerManual} }
+func appManual() studio.ExecOptions { return studio.ExecOptions{Trigger: studio.TriggerManual} }

@@ -15,11 +15,11 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"pgregory.net/rapid"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // planProvider is a model whose every answer is written in the turn's
@@ -364,13 +364,13 @@ func (w *world) verify(rt *rapid.T) {
 
 // operatorChanges counts this run's application audit rows by the operator.
 func (w *world) operatorChanges(rt *rapid.T) int {
-	rows, err := w.e.db.ListAdminEvents(context.Background(), store.ListAdminEventsParams{Action: app.ActionCommand, Limit: 100})
+	rows, err := w.e.db.ListAdminEvents(context.Background(), store.ListAdminEventsParams{Action: studio.ActionCommand, Limit: 100})
 	if err != nil {
 		rt.Fatal(err)
 	}
 	n := 0
 	for _, r := range rows {
-		if r.Actor == app.ActorOperator && r.ID > w.auditID {
+		if r.Actor == studio.ActorOperator && r.ID > w.auditID {
 			n++
 		}
 	}

@@ -3,9 +3,9 @@ package coordinator
 import (
 	"sync"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The owner's mailbox: what other goroutines may ask of a turn's owner
@@ -35,8 +35,8 @@ const (
 type decisionRequest struct {
 	kind       decisionKind
 	proposalID string
-	amended    app.Command // decideAmend: the operator's edited command
-	by         string      // the deciding principal's name ("" for none)
+	amended    studio.Command // decideAmend: the operator's edited command
+	by         string         // the deciding principal's name ("" for none)
 	reply      chan decisionReply
 }
 

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The proposal lifecycle (ADR D4, D8). A proposal is made by its turn's
@@ -25,7 +25,7 @@ import (
 // canonical hash, target, summary, risk, a fresh idempotency key and expiry,
 // and its proposal and confirmation(required) frames. If it cannot be
 // stored the tool answers audit_unavailable and nothing will execute.
-func (o *owner) propose(callID string, cmd app.Command) error {
+func (o *owner) propose(callID string, cmd studio.Command) error {
 	c, t := o.c, o.turn
 	if c.cfg.Commands == nil {
 		return protocol.Errorf(protocol.Denied, "commands cannot be proposed here")
@@ -75,7 +75,7 @@ func (o *owner) propose(callID string, cmd app.Command) error {
 
 // newProposal is a pending proposal of a prepared command, answering the
 // tool call callID of a turn: a new id, idempotency key and expiry.
-func (c *Coordinator) newProposal(prep app.Prepared, convID, requestID, callID string, now time.Time) (store.Proposal, error) {
+func (c *Coordinator) newProposal(prep studio.Prepared, convID, requestID, callID string, now time.Time) (store.Proposal, error) {
 	id := uuid.NewString()
 	hash, err := protocol.ProposalHash(prep.Canonical, id) // bound to this proposal: never the same twice
 	if err != nil {

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // A playbook whose prompt holds host paths and secrets: what a read tool
@@ -27,7 +27,7 @@ func TestToolResultsAreRedacted(t *testing.T) {
 		{Text: ptr("read it")},
 	}}}}
 	e := newEngine(t, engineOpts{script: &s})
-	if _, err := e.app.Execute(e.ctx(), app.CreatePlaybookCommand{Name: "leaky", Prompt: prompt}, app.ExecOptions{Trigger: app.TriggerManual}); err != nil {
+	if _, err := e.app.Execute(e.ctx(), studio.CreatePlaybookCommand{Name: "leaky", Prompt: prompt}, studio.ExecOptions{Trigger: studio.TriggerManual}); err != nil {
 		t.Fatal(err)
 	}
 	conv := e.conversation()

@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/testutil"
 )
 
@@ -316,7 +316,7 @@ type firstResolve struct {
 	before func()
 }
 
-func (f *firstResolve) ResolveTarget(ctx context.Context, cmd app.Command) (*protocol.ResourceVersion, error) {
+func (f *firstResolve) ResolveTarget(ctx context.Context, cmd studio.Command) (*protocol.ResourceVersion, error) {
 	f.once.Do(f.before)
 	return f.Commands.ResolveTarget(ctx, cmd)
 }

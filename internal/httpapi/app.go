@@ -8,13 +8,13 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The cockpit's application API (DESIGN.md §5): /api/app/... over the same
 // application services the operator's tools call, with no model and no dock
-// involved. Every change goes through app.Service.Execute with the manual
+// involved. Every change goes through studio.Service.Execute with the manual
 // trigger, so it is validated, version-checked, applied in one transaction
 // and audited as "studio.app.command" by "studio_cockpit" (or "studio_cli"
 // for the command line's requests).
@@ -27,21 +27,21 @@ func (s *Server) appRoutes() {
 	m, a := s.mux, s.authed
 	m.HandleFunc("GET /api/app/events", a(s.handleAppEvents))
 	m.HandleFunc("GET /api/app/playbooks", a(s.handleListPlaybooks))
-	m.HandleFunc("POST /api/app/playbooks", a(bodyCommand[app.CreatePlaybookCommand](s, maxAppBody, http.StatusCreated, nil, pickPlaybook)))
+	m.HandleFunc("POST /api/app/playbooks", a(bodyCommand[studio.CreatePlaybookCommand](s, maxAppBody, http.StatusCreated, nil, pickPlaybook)))
 	m.HandleFunc("GET /api/app/playbooks/{ref}", a(s.handleGetPlaybook))
-	m.HandleFunc("PATCH /api/app/playbooks/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *app.UpdatePlaybookCommand) (string, *string) { return "playbook", &c.Playbook }, pickPlaybook)))
+	m.HandleFunc("PATCH /api/app/playbooks/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *studio.UpdatePlaybookCommand) (string, *string) { return "playbook", &c.Playbook }, pickPlaybook)))
 	m.HandleFunc("DELETE /api/app/playbooks/{ref}", a(s.handleDeletePlaybook))
-	m.HandleFunc("POST /api/app/playbooks/{ref}/launch", a(bodyCommand(s, maxAppBody, http.StatusAccepted, func(c *app.LaunchPlaybookCommand) (string, *string) { return "playbook", &c.Playbook }, pickRun)))
+	m.HandleFunc("POST /api/app/playbooks/{ref}/launch", a(bodyCommand(s, maxAppBody, http.StatusAccepted, func(c *studio.LaunchPlaybookCommand) (string, *string) { return "playbook", &c.Playbook }, pickRun)))
 
 	m.HandleFunc("GET /api/app/workflows", a(s.handleListWorkflows))
-	m.HandleFunc("POST /api/app/workflows", a(bodyCommand[app.CreateWorkflowCommand](s, maxAppBody, http.StatusCreated, nil, pickWorkflow)))
+	m.HandleFunc("POST /api/app/workflows", a(bodyCommand[studio.CreateWorkflowCommand](s, maxAppBody, http.StatusCreated, nil, pickWorkflow)))
 	m.HandleFunc("GET /api/app/workflows/{ref}", a(s.handleGetWorkflow))
-	m.HandleFunc("PATCH /api/app/workflows/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *app.UpdateWorkflowCommand) (string, *string) { return "workflow", &c.Workflow }, pickWorkflow)))
+	m.HandleFunc("PATCH /api/app/workflows/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *studio.UpdateWorkflowCommand) (string, *string) { return "workflow", &c.Workflow }, pickWorkflow)))
 	m.HandleFunc("DELETE /api/app/workflows/{ref}", a(s.handleDeleteWorkflow))
-	m.HandleFunc("POST /api/app/workflows/{ref}/launch", a(bodyCommand(s, maxSmallBody, http.StatusAccepted, func(c *app.LaunchWorkflowCommand) (string, *string) { return "workflow", &c.Workflow }, pickRuns)))
+	m.HandleFunc("POST /api/app/workflows/{ref}/launch", a(bodyCommand(s, maxSmallBody, http.StatusAccepted, func(c *studio.LaunchWorkflowCommand) (string, *string) { return "workflow", &c.Workflow }, pickRuns)))
 
 	m.HandleFunc("GET /api/app/runs", a(s.handleListRuns))
-	m.HandleFunc("POST /api/app/runs", a(bodyCommand[app.LaunchPlaybookCommand](s, maxAppBody, http.StatusAccepted, nil, pickRun)))
+	m.HandleFunc("POST /api/app/runs", a(bodyCommand[studio.LaunchPlaybookCommand](s, maxAppBody, http.StatusAccepted, nil, pickRun)))
 	m.HandleFunc("GET /api/app/runs/stats", a(s.handleRunStats))
 	m.HandleFunc("GET /api/app/runs/activity", a(s.handleRunActivity))
 	m.HandleFunc("GET /api/app/runs/{id}", a(s.handleGetRun))
@@ -49,32 +49,32 @@ func (s *Server) appRoutes() {
 	m.HandleFunc("POST /api/app/runs/{id}/retry", a(s.handleRetryRun))
 
 	m.HandleFunc("GET /api/app/schedules", a(s.handleListSchedules))
-	m.HandleFunc("POST /api/app/schedules", a(bodyCommand[app.CreateScheduleCommand](s, maxAppBody, http.StatusCreated, nil, pickSchedule)))
+	m.HandleFunc("POST /api/app/schedules", a(bodyCommand[studio.CreateScheduleCommand](s, maxAppBody, http.StatusCreated, nil, pickSchedule)))
 	m.HandleFunc("GET /api/app/schedules/preview", a(s.handleCronPreview))
 	m.HandleFunc("GET /api/app/schedules/{ref}", a(s.handleGetSchedule))
-	m.HandleFunc("PATCH /api/app/schedules/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *app.UpdateScheduleCommand) (string, *string) { return "schedule", &c.Schedule }, pickSchedule)))
+	m.HandleFunc("PATCH /api/app/schedules/{ref}", a(bodyCommand(s, maxAppBody, http.StatusOK, func(c *studio.UpdateScheduleCommand) (string, *string) { return "schedule", &c.Schedule }, pickSchedule)))
 	m.HandleFunc("DELETE /api/app/schedules/{ref}", a(s.handleDeleteSchedule))
 	m.HandleFunc("POST /api/app/schedules/{ref}/enable", a(s.handleEnableSchedule(true)))
 	m.HandleFunc("POST /api/app/schedules/{ref}/disable", a(s.handleEnableSchedule(false)))
 
 	m.HandleFunc("GET /api/app/system/health", a(s.handleHealth))
 	m.HandleFunc("GET /api/app/system/operator", a(s.handleOperatorActivity))
-	m.HandleFunc("POST /api/app/system/maintenance", a(bodyCommand[app.RunMaintenanceCommand](s, maxSmallBody, http.StatusOK, nil, func(res app.Result) any { return res.Maintenance })))
+	m.HandleFunc("POST /api/app/system/maintenance", a(bodyCommand[studio.RunMaintenanceCommand](s, maxSmallBody, http.StatusOK, nil, func(res studio.Result) any { return res.Maintenance })))
 	m.HandleFunc("GET /api/app/audit", a(s.handleAudit))
 	m.HandleFunc("POST /api/app/commands/{type}", a(s.handleCommand))
 }
 
 // execute runs a cockpit command and answers status with what pick takes
 // from the result.
-func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd app.Command, status int, pick func(app.Result) any) {
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Command, status int, pick func(studio.Result) any) {
 	who, _ := protocol.PrincipalFrom(r.Context())
-	if app.SpecOf(cmd).Risk == protocol.RiskAdmin {
+	if studio.SpecOf(cmd).Risk == protocol.RiskAdmin {
 		if err := requireRole(who, protocol.RoleAdmin); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	res, err := s.cfg.App.Execute(r.Context(), cmd, app.ExecOptions{Trigger: app.TriggerManual, Actor: manualActor(r, who)})
+	res, err := s.cfg.App.Execute(r.Context(), cmd, studio.ExecOptions{Trigger: studio.TriggerManual, Actor: manualActor(r, who)})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -94,9 +94,9 @@ func manualActor(r *http.Request, who protocol.Principal) string {
 		return who.Name // who it was: the principal, whatever client it used
 	}
 	if strings.HasPrefix(r.UserAgent(), CLIUserAgent) {
-		return app.ActorCLI
+		return studio.ActorCLI
 	}
-	return app.ActorCockpit
+	return studio.ActorCockpit
 }
 
 func answer[T any](w http.ResponseWriter, r *http.Request, s *Server, v T, err error) {
@@ -110,8 +110,8 @@ func answer[T any](w http.ResponseWriter, r *http.Request, s *Server, v T, err e
 // bodyCommand serves a command decoded from the request body. When ref is
 // set, the command names its resource by the path's {ref}: a body naming
 // another one is refused. pick chooses what of the result to answer.
-func bodyCommand[C app.Command](s *Server, limit int64, status int, ref func(*C) (field string, value *string),
-	pick func(app.Result) any) http.HandlerFunc {
+func bodyCommand[C studio.Command](s *Server, limit int64, status int, ref func(*C) (field string, value *string),
+	pick func(studio.Result) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var cmd C
 		if err := decodeBody(w, r, limit, &cmd); err != nil {
@@ -130,10 +130,10 @@ func bodyCommand[C app.Command](s *Server, limit int64, status int, ref func(*C)
 	}
 }
 
-func pickPlaybook(res app.Result) any { return res.Playbook }
-func pickWorkflow(res app.Result) any { return res.Workflow }
-func pickRun(res app.Result) any      { return res.Run }
-func pickSchedule(res app.Result) any { return res.Schedule }
+func pickPlaybook(res studio.Result) any { return res.Playbook }
+func pickWorkflow(res studio.Result) any { return res.Workflow }
+func pickRun(res studio.Result) any      { return res.Run }
+func pickSchedule(res studio.Result) any { return res.Schedule }
 
 // samePathRef refuses a body that names another resource than the path.
 func samePathRef(field, inBody, inPath string) error {
@@ -144,7 +144,7 @@ func samePathRef(field, inBody, inPath string) error {
 }
 
 func pageLimit(r *http.Request) (int, error) {
-	n, err := queryInt(r.URL.Query().Get("limit"), app.DefaultPageSize, 1, app.MaxPageSize, "limit")
+	n, err := queryInt(r.URL.Query().Get("limit"), studio.DefaultPageSize, 1, studio.MaxPageSize, "limit")
 	return int(n), err
 }
 
@@ -188,7 +188,7 @@ func (s *Server) handleListPlaybooks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	page, err := s.cfg.App.ListPlaybooks(r.Context(), app.PlaybookQuery{Query: q.Get("q"), Project: q.Get("project"),
+	page, err := s.cfg.App.ListPlaybooks(r.Context(), studio.PlaybookQuery{Query: q.Get("q"), Project: q.Get("project"),
 		Limit: limit, Cursor: q.Get("cursor")})
 	answer(w, r, s, page, err)
 }
@@ -204,8 +204,8 @@ func (s *Server) handleDeletePlaybook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.execute(w, r, app.DeletePlaybookCommand{Playbook: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
-		func(res app.Result) any { return res })
+	s.execute(w, r, studio.DeletePlaybookCommand{Playbook: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
+		func(res studio.Result) any { return res })
 }
 
 // --- workflows ---------------------------------------------------------------
@@ -217,7 +217,7 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	page, err := s.cfg.App.ListWorkflows(r.Context(), app.WorkflowQuery{Query: q.Get("q"), Project: q.Get("project"),
+	page, err := s.cfg.App.ListWorkflows(r.Context(), studio.WorkflowQuery{Query: q.Get("q"), Project: q.Get("project"),
 		Limit: limit, Cursor: q.Get("cursor")})
 	answer(w, r, s, page, err)
 }
@@ -234,13 +234,13 @@ func (s *Server) handleDeleteWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.execute(w, r, app.DeleteWorkflowCommand{Workflow: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
-		func(res app.Result) any { return res })
+	s.execute(w, r, studio.DeleteWorkflowCommand{Workflow: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
+		func(res studio.Result) any { return res })
 }
 
 // pickRuns answers a workflow launch: the workflow and its queued runs.
-func pickRuns(res app.Result) any {
-	return app.WorkflowLaunch{Workflow: res.Workflow, Runs: res.Runs}
+func pickRuns(res studio.Result) any {
+	return studio.WorkflowLaunch{Workflow: res.Workflow, Runs: res.Runs}
 }
 
 // --- runs --------------------------------------------------------------------
@@ -252,7 +252,7 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	rq := app.RunQuery{Status: q.Get("status"), Playbook: q.Get("playbook"), Project: q.Get("project"),
+	rq := studio.RunQuery{Status: q.Get("status"), Playbook: q.Get("playbook"), Project: q.Get("project"),
 		Trigger: q.Get("trigger"), Schedule: q.Get("schedule"), Workflow: q.Get("workflow"), Query: q.Get("q"),
 		Limit: limit, Cursor: q.Get("cursor")}
 	counts, err := queryBool(q.Get("counts"), "counts")
@@ -291,7 +291,7 @@ func (s *Server) handleCancelRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.execute(w, r, app.CancelRunCommand{Run: r.PathValue("id")}, http.StatusOK, func(res app.Result) any { return res.Run })
+	s.execute(w, r, studio.CancelRunCommand{Run: r.PathValue("id")}, http.StatusOK, func(res studio.Result) any { return res.Run })
 }
 
 func (s *Server) handleRetryRun(w http.ResponseWriter, r *http.Request) {
@@ -299,7 +299,7 @@ func (s *Server) handleRetryRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.execute(w, r, app.RetryRunCommand{Run: r.PathValue("id")}, http.StatusAccepted, func(res app.Result) any { return res.Run })
+	s.execute(w, r, studio.RetryRunCommand{Run: r.PathValue("id")}, http.StatusAccepted, func(res studio.Result) any { return res.Run })
 }
 
 // --- schedules ---------------------------------------------------------------
@@ -316,14 +316,14 @@ func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	page, err := s.cfg.App.ListSchedules(r.Context(), app.ScheduleQuery{Enabled: enabled, Playbook: q.Get("playbook"),
+	page, err := s.cfg.App.ListSchedules(r.Context(), studio.ScheduleQuery{Enabled: enabled, Playbook: q.Get("playbook"),
 		Query: q.Get("q"), Limit: limit, Cursor: q.Get("cursor")})
 	answer(w, r, s, page, err)
 }
 
 func (s *Server) handleCronPreview(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	count, err := queryInt(q.Get("count"), 5, 1, app.MaxPreview, "count")
+	count, err := queryInt(q.Get("count"), 5, 1, studio.MaxPreview, "count")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -343,8 +343,8 @@ func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.execute(w, r, app.DeleteScheduleCommand{Schedule: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
-		func(res app.Result) any { return res })
+	s.execute(w, r, studio.DeleteScheduleCommand{Schedule: r.PathValue("ref"), ExpectedVersion: v}, http.StatusOK,
+		func(res studio.Result) any { return res })
 }
 
 // enableBody is the optional body of enable and disable.
@@ -359,8 +359,8 @@ func (s *Server) handleEnableSchedule(enabled bool) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		cmd := app.SetScheduleEnabledCommand{Schedule: r.PathValue("ref"), Enabled: &enabled, ExpectedVersion: body.ExpectedVersion}
-		s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res.Schedule })
+		cmd := studio.SetScheduleEnabledCommand{Schedule: r.PathValue("ref"), Enabled: &enabled, ExpectedVersion: body.ExpectedVersion}
+		s.execute(w, r, cmd, http.StatusOK, func(res studio.Result) any { return res.Schedule })
 	}
 }
 
@@ -378,7 +378,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	aq := app.AuditQuery{Action: q.Get("action"), TargetID: q.Get("targetId"), Actor: q.Get("actor"),
+	aq := studio.AuditQuery{Action: q.Get("action"), TargetID: q.Get("targetId"), Actor: q.Get("actor"),
 		CommandType: q.Get("commandType"), Target: q.Get("target"), Limit: limit, Cursor: q.Get("cursor")}
 	if aq.Since, err = queryTime(q.Get("since"), "since"); err != nil {
 		s.writeError(w, r, err)
@@ -400,10 +400,10 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	cmd, err := app.DecodeCommand(r.PathValue("type"), raw)
+	cmd, err := studio.DecodeCommand(r.PathValue("type"), raw)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.execute(w, r, cmd, http.StatusOK, func(res app.Result) any { return res })
+	s.execute(w, r, cmd, http.StatusOK, func(res studio.Result) any { return res })
 }

@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/studio"
 )
 
 // The application change stream, GET /api/app/events: Server-Sent Events,
 // one per committed change of a run, schedule, playbook or workflow
-// (app.ChangeEvent), with the change's number as the event id. It reads the
+// (studio.ChangeEvent), with the change's number as the event id. It reads the
 // change log that the writes append to in their own transactions, and
 // wakes on the commits of every daemon sharing the database (the control
 // signal PostgreSQL's NOTIFY carries across processes). A client
@@ -58,7 +58,7 @@ func (s *Server) handleAppEvents(w http.ResponseWriter, r *http.Request) {
 	ev := &appEvents{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 	ev.buf.WriteString("retry: 2000\n: connected\n\n")
 	if reset {
-		ev.event(app.ChangeEvent{Type: app.ChangeReset, Seq: after})
+		ev.event(studio.ChangeEvent{Type: studio.ChangeReset, Seq: after})
 	}
 	if !ev.flush() {
 		return
@@ -105,7 +105,7 @@ type appEvents struct {
 }
 
 // replay writes the changes after the cursor (one page) and moves it on.
-func (e *appEvents) replay(ctx context.Context, a *app.Service, after *int64) (int, error) {
+func (e *appEvents) replay(ctx context.Context, a *studio.Service, after *int64) (int, error) {
 	cs, err := a.Changes(ctx, *after, appEventsPage)
 	if err != nil {
 		return 0, err
@@ -117,7 +117,7 @@ func (e *appEvents) replay(ctx context.Context, a *app.Service, after *int64) (i
 	return len(cs), nil
 }
 
-func (e *appEvents) event(c app.ChangeEvent) {
+func (e *appEvents) event(c studio.ChangeEvent) {
 	b, _ := json.Marshal(c) // a struct of strings and numbers
 	e.buf.WriteString("id: " + strconv.FormatInt(c.Seq, 10) + "\ndata: ")
 	e.buf.Write(b)

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/studio"
 )
 
 // eventLog follows the application change stream in the background.
 type eventLog struct {
-	ch     chan app.ChangeEvent
+	ch     chan studio.ChangeEvent
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the stream has ended, with err
 	err    error
@@ -21,10 +21,10 @@ type eventLog struct {
 func followAppEvents(t *testing.T, c *httpapi.Client, after int64) *eventLog {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	l := &eventLog{ch: make(chan app.ChangeEvent, 100), cancel: cancel, done: make(chan struct{})}
+	l := &eventLog{ch: make(chan studio.ChangeEvent, 100), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		l.err = c.AppEvents(ctx, after, func(e app.ChangeEvent) error {
+		l.err = c.AppEvents(ctx, after, func(e studio.ChangeEvent) error {
 			select {
 			case l.ch <- e:
 			case <-ctx.Done():
@@ -42,7 +42,7 @@ func (l *eventLog) stop() {
 }
 
 // waitFor waits for an event of a type about a resource; it returns it.
-func (l *eventLog) waitFor(t *testing.T, typ, id string) app.ChangeEvent {
+func (l *eventLog) waitFor(t *testing.T, typ, id string) studio.ChangeEvent {
 	t.Helper()
 	timeout := time.After(20 * time.Second) // a safety net
 	for {
@@ -61,7 +61,7 @@ func (l *eventLog) waitFor(t *testing.T, typ, id string) app.ChangeEvent {
 
 func launchRun(t *testing.T, d *appDaemon) string {
 	t.Helper()
-	var r app.Run
+	var r studio.Run
 	if err := d.client.Do(t.Context(), "POST", "/api/app/runs", map[string]any{"playbook": "audit-repo", "args": map[string]string{"repo": "x"}}, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestAppEventsStream(t *testing.T) {
 
 	// While no stream is open: a schedule changes and another run starts.
 	second := launchRun(t, d)
-	var sc app.Schedule
+	var sc studio.Schedule
 	if err := d.client.Do(t.Context(), "POST", "/api/app/schedules/nightly/disable", map[string]any{}, &sc); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestAppEventsStream(t *testing.T) {
 	reset := followAppEvents(t, d.client, 1<<40)
 	select {
 	case e := <-reset.ch:
-		if e.Type != app.ChangeReset {
+		if e.Type != studio.ChangeReset {
 			t.Fatalf("first event after a foreign cursor: %+v", e)
 		}
 	case <-time.After(20 * time.Second):

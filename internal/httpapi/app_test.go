@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/activity"
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
@@ -24,6 +22,8 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/turnstats"
 )
 
 // appDaemon is a daemon with the application API: SQLite file, coordinator,
@@ -34,7 +34,7 @@ type appDaemon struct {
 	store  *sqlite.Store
 	coord  *coordinator.Coordinator
 	convs  *conversations.Service
-	svc    *app.Service
+	svc    *studio.Service
 	srv    *httptest.Server
 	client *httpapi.Client
 }
@@ -53,10 +53,10 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recent := activity.New(16, clock.Now)
+	recent := turnstats.New(16, clock.Now)
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, TextFlush: time.Millisecond,
 		Observer: recent})
-	svc, err := app.New(app.Config{Store: st, Maintenance: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond})
+	svc, err := studio.New(studio.Config{Store: st, Maintenance: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestPurgeFramesReplayGap(t *testing.T) {
 		t.Fatalf("frames = %+v", page.Frames)
 	}
 
-	res, err := d.client.Maintenance(ctx, app.RunMaintenanceCommand{Action: app.MaintenancePurgeFrames, ConversationID: conv.ID, BeforeSequence: secondStart})
+	res, err := d.client.Maintenance(ctx, studio.RunMaintenanceCommand{Action: studio.MaintenancePurgeFrames, ConversationID: conv.ID, BeforeSequence: secondStart})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,10 +453,10 @@ func TestAppClientDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != app.StatusOK || r.Database.File != "studio.db" || r.Model.Provider != "script" {
+	if r.Status != studio.StatusOK || r.Database.File != "studio.db" || r.Model.Provider != "script" {
 		t.Fatalf("doctor = %+v", r)
 	}
-	res, err := d.client.Execute(t.Context(), app.CreatePlaybookCommand{Name: "p", Prompt: "p"})
+	res, err := d.client.Execute(t.Context(), studio.CreatePlaybookCommand{Name: "p", Prompt: "p"})
 	if err != nil || res.Playbook == nil || res.Playbook.Name != "p" {
 		t.Fatalf("execute = %+v, %v", res, err)
 	}

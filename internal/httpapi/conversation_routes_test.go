@@ -12,12 +12,12 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Conversation history through the HTTP API: fork, search and pin, restore, the model
@@ -470,7 +470,7 @@ func TestAmendThroughAPI(t *testing.T) {
 	if d := h.auditDecisions(np.ID); !slices.Equal(d, []string{"confirmed", "executed"}) {
 		t.Fatalf("amended's audit = %v", d)
 	}
-	runs, err := h.app.ListRuns(h.ctx(), app.RunQuery{})
+	runs, err := h.app.ListRuns(h.ctx(), studio.RunQuery{})
 	if err != nil || len(runs.Runs) != 1 || runs.Runs[0].Input != "repo y" {
 		t.Fatalf("runs = %+v %v", runs.Runs, err)
 	}
@@ -609,7 +609,7 @@ func TestAmendRacesConfirmAndCancel(t *testing.T) {
 				t.Fatalf("executed without a confirmed row first: %v", d)
 			}
 		}
-		runs, _ := h.app.ListRuns(h.ctx(), app.RunQuery{})
+		runs, _ := h.app.ListRuns(h.ctx(), studio.RunQuery{})
 		if len(runs.Runs) > 1 {
 			t.Fatalf("%d runs launched", len(runs.Runs))
 		}

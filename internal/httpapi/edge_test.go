@@ -17,15 +17,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model/script"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/web"
 )
@@ -71,13 +71,13 @@ func newEdgeDaemon(t testing.TB, configure func(*httpapi.Config)) *edgeDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := app.New(app.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, Logger: quietLogger()})
+	svc, err := studio.New(studio.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, Now: clock.Now, ShutdownGrace: time.Millisecond,
-		TextFlush: time.Millisecond, Tools: tools.Default(svc, routes.Default, clock.Now), Logger: quietLogger()})
-	page, err := web.New(routes.Default)
+		TextFlush: time.Millisecond, Tools: tools.Default(svc, spaces.Default, clock.Now), Logger: quietLogger()})
+	page, err := web.New(spaces.Default)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 )
 
 // effectScript: "go fleet" navigates to the failed runs; "theme" switches to dark.
@@ -211,7 +211,7 @@ func containsAll(s string, subs ...string) bool {
 func TestRoutesAndToolsCatalog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	var reg routes.Registry
+	var reg spaces.Registry
 	if err := h.client.Do(h.ctx(), "GET", "/api/operator/routes", nil, &reg); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/httpapi"
@@ -17,6 +16,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
 )
 
@@ -25,7 +25,7 @@ const testToken = "test-token-0123456789abcdef0123456789abcdef"
 // harness is a real daemon on loopback: SQLite file, coordinator, HTTP server.
 type harness struct {
 	t      testing.TB
-	app    *app.Service
+	app    *studio.Service
 	faults *coordtest.Store
 	reads  *readCounter // the stream reads of the store
 	clock  *storetest.Clock

@@ -10,10 +10,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -439,7 +439,7 @@ func TestSubmitPastTheQueueBoundIs429(t *testing.T) {
 		t.Fatalf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	// The cockpit's API is not behind the queue.
-	var page app.PlaybookPage
+	var page studio.PlaybookPage
 	if err := h.client.Do(h.ctx(), http.MethodGet, "/api/app/playbooks", nil, &page); err != nil || len(page.Playbooks) == 0 {
 		t.Fatalf("cockpit while the queue is full: %+v %v", page, err)
 	}

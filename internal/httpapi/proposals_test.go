@@ -10,10 +10,10 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // proposalScript: "launch" proposes launching audit-repo, then reports.
@@ -102,7 +102,7 @@ func decisions(trail []protocol.CommandAudit) []string {
 
 func (h *harness) runCount() int {
 	h.t.Helper()
-	page, err := h.app.ListRuns(h.ctx(), app.RunQuery{Limit: 100})
+	page, err := h.app.ListRuns(h.ctx(), studio.RunQuery{Limit: 100})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestConfirmRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.app.Execute(ctx, &app.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: pb.Version, Description: ptr("changed")}, app.ExecOptions{}); err != nil {
+	if _, err := h.app.Execute(ctx, &studio.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: pb.Version, Description: ptr("changed")}, studio.ExecOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := h.client.Confirm(ctx, c.ID, prop.ID, confirmReq(prop))
@@ -378,8 +378,8 @@ func TestAuditFailureFailsClosed(t *testing.T) {
 	if !ok || spec.Class != "admin" {
 		t.Fatalf("reconcile_proposal tool %+v", spec)
 	}
-	if _, err := h.app.Execute(ctx, &app.ReconcileProposalCommand{Proposal: prop.ID, Outcome: "succeeded", Note: "the run is there"},
-		app.ExecOptions{Trigger: app.TriggerOperator}); err != nil {
+	if _, err := h.app.Execute(ctx, &studio.ReconcileProposalCommand{Proposal: prop.ID, Outcome: "succeeded", Note: "the run is there"},
+		studio.ExecOptions{Trigger: studio.TriggerOperator}); err != nil {
 		t.Fatal(err)
 	}
 	if got := decisions(h.auditTrail(prop.ID)); !slices.Equal(got, []string{"confirmed", "indeterminate", "executed"}) {

@@ -18,17 +18,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/activity"
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store/sqlite"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
+	"github.com/studio/operator/internal/turnstats"
 )
 
 // secretShape is one family of secrets: how it is written, and the part of
@@ -138,13 +138,13 @@ func TestSecretsCorpusNeverStored(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := metrics.New(metrics.Build{Version: "test"})
 	p := metrics.InstrumentProvider(secretModel{}, "secret", reg)
-	svc, err := app.New(app.Config{Store: st, Provider: p, ShutdownGrace: time.Millisecond, Logger: log, Observer: reg})
+	svc, err := studio.New(studio.Config{Store: st, Provider: p, ShutdownGrace: time.Millisecond, Logger: log, Observer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	recent := activity.New(1024, nil)
+	recent := turnstats.New(1024, nil)
 	coord := coordinator.New(coordinator.Config{Store: st, Provider: p, ShutdownGrace: time.Millisecond, Observer: recent,
-		TextFlush: time.Millisecond, Tools: tools.Default(svc, routes.Default, time.Now), Logger: log, Commands: svc})
+		TextFlush: time.Millisecond, Tools: tools.Default(svc, spaces.Default, time.Now), Logger: log, Commands: svc})
 	svc.SettleProposalsWith(coord)
 	if err := coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)

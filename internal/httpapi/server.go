@@ -16,14 +16,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/studio/operator/internal/activity"
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/turnstats"
 )
 
 // Body size limits. A turn holds up to 32 768 characters of instruction,
@@ -65,10 +65,10 @@ type Config struct {
 	// WriteTimeout bounds one SSE write to a slow client (default 30 s).
 	WriteTimeout time.Duration
 	// App serves the cockpit's application API (/api/app/...) when set.
-	App *app.Service
+	App *studio.Service
 	// Recent, when set, is the operator's recent activity that GET
 	// /api/app/system/operator charts (an Observer of the coordinator).
-	Recent *activity.Ring
+	Recent *turnstats.Ring
 	// AllowedHosts are the Host header names answered besides loopback names
 	// and IP addresses (DNS rebinding): exact names, "*.example.com" for
 	// subdomains, "*" for any.

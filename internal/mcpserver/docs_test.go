@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/mcpserver"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/tools"
 )
 
@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite docs/mcp-tools.md")
 // offers them.
 func TestToolsDocIsFresh(t *testing.T) {
 	const path = "../../docs/mcp-tools.md"
-	s := mcpserver.New(mcpserver.Config{Tools: tools.Default(nil, routes.Default, time.Now)})
+	s := mcpserver.New(mcpserver.Config{Tools: tools.Default(nil, spaces.Default, time.Now)})
 	want := s.ToolsMarkdown()
 	if *update {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {

@@ -20,10 +20,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
 )
 
@@ -113,8 +113,8 @@ type Offered struct {
 
 // Tools lists the offered tools, in the registry's order, then get_proposal.
 func (s *Server) Tools() []Offered {
-	impacts := map[string]app.Impact{}
-	for _, cs := range app.Commands() {
+	impacts := map[string]studio.Impact{}
+	for _, cs := range studio.Commands() {
 		impacts[cs.Type] = cs.Impact
 	}
 	f := false

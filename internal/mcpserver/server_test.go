@@ -13,11 +13,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // TestListTools: the registry's read tools (read-only, closed world) and
@@ -56,7 +56,7 @@ func TestListTools(t *testing.T) {
 			t.Errorf("cockpit tool %s is offered", name)
 		}
 	}
-	for _, cs := range app.Commands() {
+	for _, cs := range studio.Commands() {
 		tl := byName[cs.Type]
 		if tl == nil {
 			t.Fatalf("command %s not offered", cs.Type)
@@ -76,7 +76,7 @@ func TestListTools(t *testing.T) {
 func enable() map[string]any { return map[string]any{"schedule": "nightly-audit", "enabled": true} }
 
 // schedule reads the seeded schedule over HTTP.
-func (d *daemon) schedule() app.Schedule {
+func (d *daemon) schedule() studio.Schedule {
 	d.t.Helper()
 	sc, err := d.api(d.operator).GetSchedule(d.ctx(), "nightly-audit")
 	if err != nil {
@@ -470,7 +470,7 @@ func TestResultsRedactedAndBodiesBounded(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t, daemonOpts{})
 	const secret = "sk-proj-4fX9aQ2LmZ7bT1cR8dV3eW6gH0jK5nP2sU7yB9"
-	if _, err := d.api(ownerToken).CreatePlaybook(d.ctx(), app.CreatePlaybookCommand{Name: "leaky",
+	if _, err := d.api(ownerToken).CreatePlaybook(d.ctx(), studio.CreatePlaybookCommand{Name: "leaky",
 		Prompt: "Call the API with key " + secret + " and report."}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,10 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Operation is one endpoint of the API.
@@ -76,8 +76,8 @@ func build() model {
 		}
 		return &c
 	}
-	pb, run, sched, wf := t(reflect.TypeFor[app.Playbook]()), t(reflect.TypeFor[app.Run]()), t(reflect.TypeFor[app.Schedule]()), t(reflect.TypeFor[app.Workflow]())
-	result := t(reflect.TypeFor[app.Result]())
+	pb, run, sched, wf := t(reflect.TypeFor[studio.Playbook]()), t(reflect.TypeFor[studio.Run]()), t(reflect.TypeFor[studio.Schedule]()), t(reflect.TypeFor[studio.Workflow]())
+	result := t(reflect.TypeFor[studio.Result]())
 	conv := t(reflect.TypeFor[protocol.Conversation]())
 	proposalList := object(req("proposals", arrayOf(t(reflect.TypeFor[protocol.ProposalState]()))))
 	expectedVersion := q("expectedVersion", "the resource's version as last read", qInt)
@@ -135,7 +135,7 @@ func build() model {
 			Query: []param{q("status", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)", qString)}, Status: 200, Resp: proposalList},
 		{Method: "GET", Path: "/api/operator/proposals/{pid}", ID: "getProposal", Tag: "operator", Summary: "One proposal by id", Status: 200, Resp: ref("ProposalState")},
 		{Method: "GET", Path: "/api/operator/routes", ID: "getRoutes", Tag: "operator", Summary: "The route registry: the six spaces, their params and effects, the forms",
-			Status: 200, Resp: t(reflect.TypeFor[routes.Registry]())},
+			Status: 200, Resp: t(reflect.TypeFor[spaces.Registry]())},
 		{Method: "GET", Path: "/api/operator/tools", ID: "getTools", Tag: "operator", Summary: "The tool catalog with JSON Schemas", Status: 200,
 			Resp: object(req("tools", arrayOf(ref("ToolSpec"))))},
 		{Method: "POST", Path: "/api/operator/conversations/{id}/fork", ID: "forkConversation", Tag: "operator",
@@ -157,69 +157,69 @@ func build() model {
 			Query:   []param{q("after", "the cursor: the last seq seen (default: Last-Event-ID, else the newest change)", qInt)},
 			Status:  200, Content: "text/event-stream"},
 		{Method: "GET", Path: "/api/app/playbooks", ID: "listPlaybooks", Tag: "app", Summary: "Playbooks by name",
-			Query: pageParams(q("q", "search name and description", qString), q("project", "only this project", qString)), Status: 200, Resp: t(reflect.TypeFor[app.PlaybookPage]())},
+			Query: pageParams(q("q", "search name and description", qString), q("project", "only this project", qString)), Status: 200, Resp: t(reflect.TypeFor[studio.PlaybookPage]())},
 		{Method: "POST", Path: "/api/app/playbooks", ID: "createPlaybook", Tag: "app", Summary: "Create a playbook",
-			Body: t(reflect.TypeFor[app.CreatePlaybookCommand]()), Status: 201, Resp: pb},
+			Body: t(reflect.TypeFor[studio.CreatePlaybookCommand]()), Status: 201, Resp: pb},
 		{Method: "GET", Path: "/api/app/playbooks/{ref}", ID: "getPlaybook", Tag: "app", Summary: "A playbook by id or name", Status: 200, Resp: pb},
 		{Method: "PATCH", Path: "/api/app/playbooks/{ref}", ID: "updatePlaybook", Tag: "app", Summary: "Update a playbook (expectedVersion required)",
-			Body: pathRef(reflect.TypeFor[app.UpdatePlaybookCommand](), "playbook"), Status: 200, Resp: pb},
+			Body: pathRef(reflect.TypeFor[studio.UpdatePlaybookCommand](), "playbook"), Status: 200, Resp: pb},
 		{Method: "DELETE", Path: "/api/app/playbooks/{ref}", ID: "deletePlaybook", Tag: "app", Summary: "Delete a playbook",
 			Query: []param{expectedVersion}, Status: 200, Resp: result},
 		{Method: "POST", Path: "/api/app/playbooks/{ref}/launch", ID: "launchPlaybook", Tag: "app", Summary: "Launch a run (202: queued)",
-			Body: pathRef(reflect.TypeFor[app.LaunchPlaybookCommand](), "playbook"), Status: 202, Resp: run},
+			Body: pathRef(reflect.TypeFor[studio.LaunchPlaybookCommand](), "playbook"), Status: 202, Resp: run},
 		{Method: "GET", Path: "/api/app/workflows", ID: "listWorkflows", Tag: "app", Summary: "Workflows by name",
-			Query: pageParams(q("q", "search name and description", qString), q("project", "only this project", qString)), Status: 200, Resp: t(reflect.TypeFor[app.WorkflowPage]())},
+			Query: pageParams(q("q", "search name and description", qString), q("project", "only this project", qString)), Status: 200, Resp: t(reflect.TypeFor[studio.WorkflowPage]())},
 		{Method: "POST", Path: "/api/app/workflows", ID: "createWorkflow", Tag: "app", Summary: "Create a workflow",
-			Body: t(reflect.TypeFor[app.CreateWorkflowCommand]()), Status: 201, Resp: wf},
+			Body: t(reflect.TypeFor[studio.CreateWorkflowCommand]()), Status: 201, Resp: wf},
 		{Method: "GET", Path: "/api/app/workflows/{ref}", ID: "getWorkflow", Tag: "app", Summary: "A workflow by id or name", Status: 200, Resp: wf},
 		{Method: "PATCH", Path: "/api/app/workflows/{ref}", ID: "updateWorkflow", Tag: "app", Summary: "Update a workflow (expectedVersion required)",
-			Body: pathRef(reflect.TypeFor[app.UpdateWorkflowCommand](), "workflow"), Status: 200, Resp: wf},
+			Body: pathRef(reflect.TypeFor[studio.UpdateWorkflowCommand](), "workflow"), Status: 200, Resp: wf},
 		{Method: "DELETE", Path: "/api/app/workflows/{ref}", ID: "deleteWorkflow", Tag: "app", Summary: "Delete a workflow (irreversible)",
 			Query: []param{expectedVersion}, Status: 200, Resp: result},
 		{Method: "POST", Path: "/api/app/workflows/{ref}/launch", ID: "launchWorkflow", Tag: "app", Summary: "Launch a workflow: one queued run per step, in order (202)",
-			Body: pathRef(reflect.TypeFor[app.LaunchWorkflowCommand](), "workflow"), Status: 202, Resp: t(reflect.TypeFor[app.WorkflowLaunch]())},
+			Body: pathRef(reflect.TypeFor[studio.LaunchWorkflowCommand](), "workflow"), Status: 202, Resp: t(reflect.TypeFor[studio.WorkflowLaunch]())},
 		{Method: "GET", Path: "/api/app/runs", ID: "listRuns", Tag: "app", Summary: "Runs, newest first",
 			Query: pageParams(q("status", "queued, running, succeeded, failed or cancelled", qString), q("playbook", "playbook id or name", qString),
 				q("project", "only this project", qString), q("trigger", "manual, operator or schedule", qString), q("schedule", "schedule id", qString),
 				q("workflow", "workflow id or name: its runs, by step", qString), q("q", "search playbook name, input and id prefix", qString),
 				q("since", "Unix seconds or RFC 3339", qString), q("until", "Unix seconds or RFC 3339", qString),
 				q("counts", "true: the first page carries the filtered counts by status", qBool)),
-			Status: 200, Resp: t(reflect.TypeFor[app.RunPage]())},
+			Status: 200, Resp: t(reflect.TypeFor[studio.RunPage]())},
 		{Method: "POST", Path: "/api/app/runs", ID: "launchRun", Tag: "app", Summary: "Launch a run of a playbook (202: queued)",
-			Body: t(reflect.TypeFor[app.LaunchPlaybookCommand]()), Status: 202, Resp: run},
+			Body: t(reflect.TypeFor[studio.LaunchPlaybookCommand]()), Status: 202, Resp: run},
 		{Method: "GET", Path: "/api/app/runs/stats", ID: "runStats", Tag: "app", Summary: "Run counts by status and the median duration",
-			Query: []param{q("window", "24h or 7d", enum("", "24h", "7d"))}, Status: 200, Resp: t(reflect.TypeFor[app.RunStats]())},
+			Query: []param{q("window", "24h or 7d", enum("", "24h", "7d"))}, Status: 200, Resp: t(reflect.TypeFor[studio.RunStats]())},
 		{Method: "GET", Path: "/api/app/runs/activity", ID: "runActivity", Tag: "app", Summary: "Runs per bucket by status between consecutive edges, and the spread of their durations",
-			Query: []param{q("edges", "2 or more comma-separated Unix times, ascending (the caller's hours or days)", qString)}, Status: 200, Resp: t(reflect.TypeFor[app.Activity]())},
+			Query: []param{q("edges", "2 or more comma-separated Unix times, ascending (the caller's hours or days)", qString)}, Status: 200, Resp: t(reflect.TypeFor[studio.Activity]())},
 		{Method: "GET", Path: "/api/app/runs/{id}", ID: "getRun", Tag: "app", Summary: "A run", Status: 200, Resp: run},
 		{Method: "POST", Path: "/api/app/runs/{id}/cancel", ID: "cancelRun", Tag: "app", Summary: "Cancel a queued or running run", Body: object(), Status: 200, Resp: run},
 		{Method: "POST", Path: "/api/app/runs/{id}/retry", ID: "retryRun", Tag: "app", Summary: "Launch a failed or cancelled run again (202: the new run)", Body: object(), Status: 202, Resp: run},
 		{Method: "GET", Path: "/api/app/schedules", ID: "listSchedules", Tag: "app", Summary: "Schedules by name",
 			Query:  pageParams(q("enabled", "true or false", qBool), q("playbook", "playbook id or name", qString), q("q", "search the name", qString)),
-			Status: 200, Resp: t(reflect.TypeFor[app.SchedulePage]())},
+			Status: 200, Resp: t(reflect.TypeFor[studio.SchedulePage]())},
 		{Method: "POST", Path: "/api/app/schedules", ID: "createSchedule", Tag: "app", Summary: "Create a schedule (5-field cron, UTC)",
-			Body: t(reflect.TypeFor[app.CreateScheduleCommand]()), Status: 201, Resp: sched},
+			Body: t(reflect.TypeFor[studio.CreateScheduleCommand]()), Status: 201, Resp: sched},
 		{Method: "GET", Path: "/api/app/schedules/preview", ID: "previewCron", Tag: "app", Summary: "The next run times of a cron expression",
-			Query: []param{q("cron", "a 5-field cron expression", qString), q("count", "how many, up to 50 (default 5)", qInt)}, Status: 200, Resp: t(reflect.TypeFor[app.CronPreview]())},
+			Query: []param{q("cron", "a 5-field cron expression", qString), q("count", "how many, up to 50 (default 5)", qInt)}, Status: 200, Resp: t(reflect.TypeFor[studio.CronPreview]())},
 		{Method: "GET", Path: "/api/app/schedules/{ref}", ID: "getSchedule", Tag: "app", Summary: "A schedule by id or name", Status: 200, Resp: sched},
 		{Method: "PATCH", Path: "/api/app/schedules/{ref}", ID: "updateSchedule", Tag: "app", Summary: "Update a schedule (expectedVersion required)",
-			Body: pathRef(reflect.TypeFor[app.UpdateScheduleCommand](), "schedule"), Status: 200, Resp: sched},
+			Body: pathRef(reflect.TypeFor[studio.UpdateScheduleCommand](), "schedule"), Status: 200, Resp: sched},
 		{Method: "DELETE", Path: "/api/app/schedules/{ref}", ID: "deleteSchedule", Tag: "app", Summary: "Delete a schedule", Query: []param{expectedVersion}, Status: 200, Resp: result},
 		{Method: "POST", Path: "/api/app/schedules/{ref}/enable", ID: "enableSchedule", Tag: "app", Summary: "Resume a schedule",
 			Body: ref("SetEnabledRequest"), Status: 200, Resp: sched},
 		{Method: "POST", Path: "/api/app/schedules/{ref}/disable", ID: "disableSchedule", Tag: "app", Summary: "Pause a schedule",
 			Body: ref("SetEnabledRequest"), Status: 200, Resp: sched},
-		{Method: "GET", Path: "/api/app/system/health", ID: "systemHealth", Tag: "app", Summary: "The doctor report", Status: 200, Resp: t(reflect.TypeFor[app.DoctorReport]())},
+		{Method: "GET", Path: "/api/app/system/health", ID: "systemHealth", Tag: "app", Summary: "The doctor report", Status: 200, Resp: t(reflect.TypeFor[studio.DoctorReport]())},
 		{Method: "GET", Path: "/api/app/system/operator", ID: "operatorActivity", Tag: "app", Summary: "The operator's recent turns and model errors per interval, from this daemon's memory",
 			Query: []param{q("window", "1h (5-minute intervals, the default) or 24h (hours)", enum("", "1h", "24h"))}, Status: 200, Resp: t(reflect.TypeFor[protocol.OperatorActivity]())},
 		{Method: "POST", Path: "/api/app/system/maintenance", ID: "runMaintenance", Tag: "app", Summary: "Run one maintenance action",
-			Body: t(reflect.TypeFor[app.RunMaintenanceCommand]()), Status: 200, Resp: t(reflect.TypeFor[app.MaintenanceResult]())},
+			Body: t(reflect.TypeFor[studio.RunMaintenanceCommand]()), Status: 200, Resp: t(reflect.TypeFor[studio.MaintenanceResult]())},
 		{Method: "GET", Path: "/api/app/audit", ID: "listAudit", Tag: "app", Summary: "The audit trail, newest first",
 			Query: pageParams(q("action", "only this action", qString), q("targetId", "only this target", qString),
 				q("actor", "studio_cockpit, studio_cli, studio_operator, studio_scheduler, studio_system or a principal's name", qString), q("commandType", "only this command type", qString),
 				q("target", "the row's target id, or a resource or proposal id its details name", qString),
 				q("since", "Unix seconds or RFC 3339 (inclusive)", qString), q("until", "Unix seconds or RFC 3339 (exclusive)", qString)),
-			Status: 200, Resp: t(reflect.TypeFor[app.AuditPage]())},
+			Status: 200, Resp: t(reflect.TypeFor[studio.AuditPage]())},
 		{Method: "POST", Path: "/api/app/commands/{type}", ID: "executeCommand", Tag: "app", Summary: "Execute any application command by its type id; the body is the command",
 			Body: &schema{Type: []string{"object"}, Open: true}, Status: 200, Resp: result},
 		{Method: "GET", Path: "/api/auth/whoami", ID: "whoami", Tag: "admin", Summary: "The principal the bearer token belongs to: id, name, role, and the risks and impacts whose proposals need a second approver",
@@ -248,8 +248,8 @@ func build() model {
 		{Method: "GET", Path: "/api/admin/webhooks/{id}/deliveries", ID: "listWebhookDeliveries", Tag: "admin", Summary: "A webhook's deliveries, newest first: status, attempts, the receiver's last answer (admin)",
 			Query: []param{q("limit", "at most this many, 1 to 1000 (default 100)", qInt)}, Status: 200, Resp: object(req("deliveries", arrayOf(t(reflect.TypeFor[protocol.WebhookDelivery]()))))},
 	}
-	for _, c := range []any{app.RetryRunCommand{}, app.CancelRunCommand{}, app.SetScheduleEnabledCommand{}, app.DeletePlaybookCommand{},
-		app.DeleteScheduleCommand{}, app.ReconcileProposalCommand{}} {
+	for _, c := range []any{studio.RetryRunCommand{}, studio.CancelRunCommand{}, studio.SetScheduleEnabledCommand{}, studio.DeletePlaybookCommand{},
+		studio.DeleteScheduleCommand{}, studio.ReconcileProposalCommand{}} {
 		t(reflect.TypeOf(c)) // every command's body, for POST /api/app/commands/{type}
 	}
 	for i := range ops {
@@ -296,14 +296,14 @@ func enums() map[string][]string {
 		"AckEffectRequest.RejectionCode":   protocol.RejectionCodes,
 		"Run.Status":                       {"queued", "running", "succeeded", "failed", "cancelled"},
 		"Run.Trigger":                      {"manual", "operator", "schedule"},
-		"DoctorReport.Status":              {app.StatusOK, app.StatusDegraded, app.StatusFailing},
+		"DoctorReport.Status":              {studio.StatusOK, studio.StatusDegraded, studio.StatusFailing},
 		"UpdateConversationRequest.Status": {"active", "archived"},
 		"Webhook.Format":                   {"standard", "slack"},
 		"CreateWebhookRequest.Format":      {"standard", "slack"},
 		"WebhookDelivery.Status":           {"pending", "delivered", "failed"},
 		"WebhookDelivery.Event":            {"proposal.pending", "proposal.decided", "turn.failed", "run.failed"},
 		"ChangeEvent.Type": {store.ChangeRunCreated, store.ChangeRunChanged, store.ChangeScheduleChanged, store.ChangePlaybookChanged,
-			store.ChangeWorkflowChanged, app.ChangeReset},
+			store.ChangeWorkflowChanged, studio.ChangeReset},
 	}
 	// A conversation's visibility, wherever it is read or written.
 	for _, f := range []string{"Conversation.Visibility", "CreateConversationRequest.Visibility", "UpdateConversationRequest.Visibility"} {
@@ -322,7 +322,7 @@ func addProtocolComponents(r *reflector) {
 	}
 	r.enums["Error.Code"] = codes
 	r.schemaOf(reflect.TypeFor[protocol.Error]())
-	r.schemaOf(reflect.TypeFor[app.ChangeEvent]()) // the data of GET /api/app/events
+	r.schemaOf(reflect.TypeFor[studio.ChangeEvent]()) // the data of GET /api/app/events
 	c["ErrorBody"] = object(req("error", ref("ProtocolError")))
 	c["ResourceVersion"] = object(req("kind", str("resource kind: playbook, workflow, run, schedule, proposal")), req("id", str("")),
 		req("version", &schema{Type: []string{"integer"}, Description: "the resource's version (ADR: opaque; compare for equality). Frames stored before versions were integers hold a decimal string."}))

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/studio/operator/internal/redact"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 )
 
 // Realistic-looking credentials. They are made up; each has the shape of the
@@ -131,7 +131,7 @@ func TestText(t *testing.T) {
 // Every route of the cockpit's registry survives redaction.
 func TestRoutesStayUntouched(t *testing.T) {
 	t.Parallel()
-	for _, s := range routes.Default.Spaces {
+	for _, s := range spaces.Default.Spaces {
 		for _, p := range []string{s.Path, s.Path + "/detail", s.Path + "?tab=runs"} {
 			if got := redact.Text("go to " + p); got != "go to "+p {
 				t.Errorf("route %s became %q", p, got)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"reflect"
 
-	"github.com/studio/operator/internal/app"
+	"github.com/studio/operator/internal/studio"
 )
 
 // CommandTools are the mutate, execute and admin tools: one per application
@@ -15,7 +15,7 @@ import (
 // the application, not through this registry.
 func CommandTools() []Spec {
 	var out []Spec
-	for _, cs := range app.Commands() {
+	for _, cs := range studio.Commands() {
 		t := reflect.TypeOf(cs.New()).Elem()
 		out = append(out, Spec{ID: cs.Type, Title: cs.Title, Description: cs.Description + " Becomes a proposal the operator must confirm.",
 			Class: Class(cs.Risk), Operation: cs.Type, InputSchema: schemaOf(t), inputType: t,
@@ -23,7 +23,7 @@ func CommandTools() []Spec {
 				if err := refuseSecrets(cs.Type, args); err != nil {
 					return Outcome{}, err
 				}
-				cmd, err := app.DecodeCommand(cs.Type, args)
+				cmd, err := studio.DecodeCommand(cs.Type, args)
 				if err != nil {
 					return Outcome{}, asValidation(err)
 				}

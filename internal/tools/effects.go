@@ -7,7 +7,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 )
 
 // NavigateInput is the navigate tool's input: the ADR's NavigateEffect fields.
@@ -18,11 +18,11 @@ type NavigateInput struct {
 
 // JSONSchemaExtend takes the space enum and the params from the route registry.
 func (NavigateInput) JSONSchemaExtend(s *jsonschema.Schema) {
-	setEnum(s, "space", routes.Default.SpaceIDs())
+	setEnum(s, "space", spaces.Default.SpaceIDs())
 	if p, ok := s.Properties.Get("params"); ok {
 		p.Properties = jsonschema.NewProperties()
 		p.AdditionalProperties = jsonschema.FalseSchema
-		for _, name := range routes.Default.ParamNames() {
+		for _, name := range spaces.Default.ParamNames() {
 			p.Properties.Set(name, paramSchema(name))
 		}
 	}
@@ -31,19 +31,19 @@ func (NavigateInput) JSONSchemaExtend(s *jsonschema.Schema) {
 // paramSchema describes a param name across the spaces that have it.
 func paramSchema(name string) *jsonschema.Schema {
 	s := &jsonschema.Schema{}
-	var spaces []string
+	var inSpaces []string
 	enum := map[string]bool{}
-	for _, sp := range routes.Default.Spaces {
+	for _, sp := range spaces.Default.Spaces {
 		for _, p := range sp.Params {
 			if p.Name != name {
 				continue
 			}
-			spaces = append(spaces, sp.ID)
+			inSpaces = append(inSpaces, sp.ID)
 			s.Description = p.Description
 			switch p.Type {
-			case routes.TypeBool:
+			case spaces.TypeBool:
 				s.Type = "boolean"
-			case routes.TypeInt:
+			case spaces.TypeInt:
 				s.Type = "integer"
 			default:
 				s.Type = "string"
@@ -64,7 +64,7 @@ func paramSchema(name string) *jsonschema.Schema {
 		}
 	}
 	s.Description += " (spaces: "
-	for i, sp := range spaces {
+	for i, sp := range inSpaces {
 		if i > 0 {
 			s.Description += ", "
 		}
@@ -92,7 +92,7 @@ type SelectInput struct {
 // JSONSchemaExtend takes the selectable spaces from the route registry.
 func (SelectInput) JSONSchemaExtend(s *jsonschema.Schema) {
 	var ids []string
-	for _, sp := range routes.Default.Spaces {
+	for _, sp := range spaces.Default.Spaces {
 		if len(sp.Selection) > 0 {
 			ids = append(ids, sp.ID)
 		}
@@ -114,7 +114,7 @@ type PrefillInput struct {
 // JSONSchemaExtend takes the forms from the route registry.
 func (PrefillInput) JSONSchemaExtend(s *jsonschema.Schema) {
 	var ids []string
-	for _, f := range routes.Default.Forms {
+	for _, f := range spaces.Default.Forms {
 		ids = append(ids, f.ID)
 	}
 	setEnum(s, "form", ids)
@@ -137,7 +137,7 @@ type CurrentView struct {
 }
 
 // CockpitTools are the tools that read or move the cockpit itself.
-func CockpitTools(reg routes.Registry) []Spec {
+func CockpitTools(reg spaces.Registry) []Spec {
 	return []Spec{
 		Read("get_current_view", "Current view",
 			"What the operator is looking at: space, route, selection and filters. The freshest view the cockpit reported during this turn (source report), else what they looked at when they asked (source snapshot).",

@@ -5,26 +5,26 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // App is what the read tools need of the application services.
 type App interface {
-	ListRuns(ctx context.Context, q app.RunQuery) (app.RunPage, error)
-	GetRun(ctx context.Context, id string) (app.Run, error)
-	RunStats(ctx context.Context, window string) (app.RunStats, error)
-	ListPlaybooks(ctx context.Context, q app.PlaybookQuery) (app.PlaybookPage, error)
-	GetPlaybook(ctx context.Context, ref string) (app.Playbook, error)
-	ListWorkflows(ctx context.Context, q app.WorkflowQuery) (app.WorkflowPage, error)
-	GetWorkflow(ctx context.Context, ref string) (app.Workflow, error)
-	ListSchedules(ctx context.Context, q app.ScheduleQuery) (app.SchedulePage, error)
-	GetSchedule(ctx context.Context, ref string) (app.Schedule, error)
-	ListAudit(ctx context.Context, q app.AuditQuery) (app.AuditPage, error)
+	ListRuns(ctx context.Context, q studio.RunQuery) (studio.RunPage, error)
+	GetRun(ctx context.Context, id string) (studio.Run, error)
+	RunStats(ctx context.Context, window string) (studio.RunStats, error)
+	ListPlaybooks(ctx context.Context, q studio.PlaybookQuery) (studio.PlaybookPage, error)
+	GetPlaybook(ctx context.Context, ref string) (studio.Playbook, error)
+	ListWorkflows(ctx context.Context, q studio.WorkflowQuery) (studio.WorkflowPage, error)
+	GetWorkflow(ctx context.Context, ref string) (studio.Workflow, error)
+	ListSchedules(ctx context.Context, q studio.ScheduleQuery) (studio.SchedulePage, error)
+	GetSchedule(ctx context.Context, ref string) (studio.Schedule, error)
+	ListAudit(ctx context.Context, q studio.AuditQuery) (studio.AuditPage, error)
 }
 
-// Inputs are checked with the application's own validators (app.CheckRef,
-// app.CheckText): a reference that is not an id or a name, such as a URL or
+// Inputs are checked with the application's own validators (studio.CheckRef,
+// studio.CheckText): a reference that is not an id or a name, such as a URL or
 // a path, is refused before any query runs.
 
 func checkLimit(n int) error {
@@ -52,7 +52,7 @@ type ListRunsInput struct {
 
 // Validate implements validator.
 func (in ListRunsInput) Validate() error {
-	if err := app.CheckRef("playbook", in.Playbook, false); err != nil {
+	if err := studio.CheckRef("playbook", in.Playbook, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)
@@ -79,7 +79,7 @@ type RunList struct {
 	HasMore bool         `json:"hasMore"`
 }
 
-func summarizeRun(r app.Run) RunSummary {
+func summarizeRun(r studio.Run) RunSummary {
 	s := RunSummary{ID: r.ID, Playbook: r.PlaybookName, Status: r.Status, Trigger: r.Trigger, Input: clip(r.Input, 200),
 		CreatedAt: r.CreatedAt, DurationMs: r.DurationMs, EndedAt: r.EndedAt}
 	if r.Error != nil {
@@ -94,11 +94,11 @@ type IDInput struct {
 }
 
 // Validate implements validator.
-func (in IDInput) Validate() error { return app.CheckRef("id", in.ID, true) }
+func (in IDInput) Validate() error { return studio.CheckRef("id", in.ID, true) }
 
 // RunDetail is get_run's answer: the run with its output, bounded.
 type RunDetail struct {
-	app.Run
+	studio.Run
 }
 
 // StatsInput picks the stats window.
@@ -114,7 +114,7 @@ type SearchInput struct {
 
 // Validate implements validator.
 func (in SearchInput) Validate() error {
-	if err := app.CheckText("query", in.Query, 200, false); err != nil {
+	if err := studio.CheckText("query", in.Query, 200, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)
@@ -126,7 +126,7 @@ type PlaybookRef struct {
 }
 
 // Validate implements validator.
-func (in PlaybookRef) Validate() error { return app.CheckRef("playbook", in.Playbook, true) }
+func (in PlaybookRef) Validate() error { return studio.CheckRef("playbook", in.Playbook, true) }
 
 // WorkflowRef names a workflow.
 type WorkflowRef struct {
@@ -134,7 +134,7 @@ type WorkflowRef struct {
 }
 
 // Validate implements validator.
-func (in WorkflowRef) Validate() error { return app.CheckRef("workflow", in.Workflow, true) }
+func (in WorkflowRef) Validate() error { return studio.CheckRef("workflow", in.Workflow, true) }
 
 // ScheduleRef names a schedule.
 type ScheduleRef struct {
@@ -142,7 +142,7 @@ type ScheduleRef struct {
 }
 
 // Validate implements validator.
-func (in ScheduleRef) Validate() error { return app.CheckRef("schedule", in.Schedule, true) }
+func (in ScheduleRef) Validate() error { return studio.CheckRef("schedule", in.Schedule, true) }
 
 // ListSchedulesInput filters schedules.
 type ListSchedulesInput struct {
@@ -153,7 +153,7 @@ type ListSchedulesInput struct {
 
 // Validate implements validator.
 func (in ListSchedulesInput) Validate() error {
-	if err := app.CheckText("query", in.Query, 200, false); err != nil {
+	if err := studio.CheckText("query", in.Query, 200, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)
@@ -167,7 +167,7 @@ type AuditInput struct {
 
 // Validate implements validator.
 func (in AuditInput) Validate() error {
-	if err := app.CheckRef("action", in.Action, false); err != nil {
+	if err := studio.CheckRef("action", in.Action, false); err != nil {
 		return err
 	}
 	return checkLimit(in.Limit)
@@ -185,7 +185,7 @@ func ReadTools(a App, now func() time.Time) []Spec {
 	return []Spec{
 		Read("list_runs", "List runs", "Runs newest first, filtered by status, playbook, trigger and age. Output is not included; use get_run.",
 			"runs.list", func(ctx context.Context, _ Env, in ListRunsInput) (RunList, error) {
-				q := app.RunQuery{Status: in.Status, Playbook: in.Playbook, Trigger: in.Trigger, Limit: limitOr(in.Limit)}
+				q := studio.RunQuery{Status: in.Status, Playbook: in.Playbook, Trigger: in.Trigger, Limit: limitOr(in.Limit)}
 				if in.Since != "" {
 					since := now().Add(-windows[in.Since])
 					q.Since = &since
@@ -212,36 +212,36 @@ func ReadTools(a App, now func() time.Time) []Spec {
 				return RunDetail{r}, nil
 			}),
 		Read("run_stats", "Run statistics", "Counts of runs by status and the median duration over the last 24 hours or 7 days.",
-			"runs.stats", func(ctx context.Context, _ Env, in StatsInput) (app.RunStats, error) {
+			"runs.stats", func(ctx context.Context, _ Env, in StatsInput) (studio.RunStats, error) {
 				return a.RunStats(ctx, in.Window)
 			}),
 		Read("list_playbooks", "List playbooks", "Playbooks by name, optionally matching a text.",
-			"playbooks.list", func(ctx context.Context, _ Env, in SearchInput) (app.PlaybookPage, error) {
-				return a.ListPlaybooks(ctx, app.PlaybookQuery{Query: in.Query, Limit: limitOr(in.Limit)})
+			"playbooks.list", func(ctx context.Context, _ Env, in SearchInput) (studio.PlaybookPage, error) {
+				return a.ListPlaybooks(ctx, studio.PlaybookQuery{Query: in.Query, Limit: limitOr(in.Limit)})
 			}),
 		Read("get_playbook", "Get a playbook", "One playbook by name or id: description, prompt, declared arguments, version.",
-			"playbooks.get", func(ctx context.Context, _ Env, in PlaybookRef) (app.Playbook, error) {
+			"playbooks.get", func(ctx context.Context, _ Env, in PlaybookRef) (studio.Playbook, error) {
 				return a.GetPlaybook(ctx, in.Playbook)
 			}),
 		Read("list_workflows", "List workflows", "Workflows by name, optionally matching a text.",
-			"workflows.list", func(ctx context.Context, _ Env, in SearchInput) (app.WorkflowPage, error) {
-				return a.ListWorkflows(ctx, app.WorkflowQuery{Query: in.Query, Limit: limitOr(in.Limit)})
+			"workflows.list", func(ctx context.Context, _ Env, in SearchInput) (studio.WorkflowPage, error) {
+				return a.ListWorkflows(ctx, studio.WorkflowQuery{Query: in.Query, Limit: limitOr(in.Limit)})
 			}),
 		Read("get_workflow", "Get a workflow", "One workflow by name or id, with its ordered steps.",
-			"workflows.get", func(ctx context.Context, _ Env, in WorkflowRef) (app.Workflow, error) {
+			"workflows.get", func(ctx context.Context, _ Env, in WorkflowRef) (studio.Workflow, error) {
 				return a.GetWorkflow(ctx, in.Workflow)
 			}),
 		Read("list_schedules", "List schedules", "Schedules by name, optionally only enabled or disabled ones.",
-			"schedules.list", func(ctx context.Context, _ Env, in ListSchedulesInput) (app.SchedulePage, error) {
-				return a.ListSchedules(ctx, app.ScheduleQuery{Enabled: in.Enabled, Query: in.Query, Limit: limitOr(in.Limit)})
+			"schedules.list", func(ctx context.Context, _ Env, in ListSchedulesInput) (studio.SchedulePage, error) {
+				return a.ListSchedules(ctx, studio.ScheduleQuery{Enabled: in.Enabled, Query: in.Query, Limit: limitOr(in.Limit)})
 			}),
 		Read("get_schedule", "Get a schedule", "One schedule by name or id: cron, playbook, enabled, next and last run.",
-			"schedules.get", func(ctx context.Context, _ Env, in ScheduleRef) (app.Schedule, error) {
+			"schedules.get", func(ctx context.Context, _ Env, in ScheduleRef) (studio.Schedule, error) {
 				return a.GetSchedule(ctx, in.Schedule)
 			}),
 		Read("list_audit_events", "Recent audit events", "The newest entries of the append-only audit trail.",
-			"audit.list", func(ctx context.Context, _ Env, in AuditInput) (app.AuditPage, error) {
-				return a.ListAudit(ctx, app.AuditQuery{Action: in.Action, Limit: limitOr(in.Limit)})
+			"audit.list", func(ctx context.Context, _ Env, in AuditInput) (studio.AuditPage, error) {
+				return a.ListAudit(ctx, studio.AuditQuery{Action: in.Action, Limit: limitOr(in.Limit)})
 			}),
 	}
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/invopop/jsonschema"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/studio"
 )
 
 // Class is a tool's execution class.
@@ -77,7 +77,7 @@ type LiveView struct {
 type Outcome struct {
 	Result  any
 	Effect  *protocol.Effect
-	Command app.Command
+	Command studio.Command
 }
 
 // Spec is one registered tool.

@@ -8,24 +8,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
 )
 
-func registry(t *testing.T) (*tools.Registry, *app.Service) {
+func registry(t *testing.T) (*tools.Registry, *studio.Service) {
 	t.Helper()
 	st := sqlitetest.Open(t, time.Now())
-	svc, err := app.New(app.Config{Store: st, Maintenance: st})
+	svc, err := studio.New(studio.Config{Store: st, Maintenance: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Seed(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	return tools.Default(svc, routes.Default, time.Now), svc
+	return tools.Default(svc, spaces.Default, time.Now), svc
 }
 
 // valid is one valid input per tool; what the test expects it to produce.
@@ -127,7 +127,7 @@ func TestEveryToolValidAndInvalidInput(t *testing.T) {
 	t.Parallel()
 	reg, svc := registry(t)
 	ctx := context.Background()
-	before, err := svc.ListAudit(ctx, app.AuditQuery{Limit: 200})
+	before, err := svc.ListAudit(ctx, studio.AuditQuery{Limit: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestEveryToolValidAndInvalidInput(t *testing.T) {
 			}
 		}
 	}
-	after, err := svc.ListAudit(ctx, app.AuditQuery{Limit: 200})
+	after, err := svc.ListAudit(ctx, studio.AuditQuery{Limit: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestToolCatalogIsWholeAndTyped(t *testing.T) {
 	want := []string{"list_runs", "get_run", "run_stats", "list_playbooks", "get_playbook", "list_workflows", "get_workflow",
 		"list_schedules", "get_schedule", "system_health", "list_audit_events", "get_current_view", "navigate", "select",
 		"set_theme", "prefill_form"}
-	want = append(want, app.CommandTypes()...)
+	want = append(want, studio.CommandTypes()...)
 	for _, id := range want {
 		spec, ok := reg.Lookup(id)
 		if !ok {
@@ -194,7 +194,7 @@ func TestToolCatalogIsWholeAndTyped(t *testing.T) {
 			t.Errorf("tool %s is incomplete: %+v", id, spec)
 		}
 	}
-	for _, ct := range app.Commands() {
+	for _, ct := range studio.Commands() {
 		spec, _ := reg.Lookup(ct.Type)
 		if string(spec.Class) != ct.Risk || spec.Class.RunsInTurn() || spec.Class.Mode() != "draft" {
 			t.Errorf("command tool %s has class %s, risk %s", ct.Type, spec.Class, ct.Risk)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 )
 
 // What an operator who knows Temporal UI, GitHub Actions or Grafana
@@ -61,7 +61,7 @@ func TestSpacesSpeakToPeople(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, failingModel)
 	p := openPage(t, d, "/")
-	for _, sp := range routes.Default.Spaces {
+	for _, sp := range spaces.Default.Spaces {
 		p.click(fmt.Sprintf(`.rail-link[data-space=%s]`, sp.ID))
 		p.waitJS(fmt.Sprintf(`document.querySelector('#crumb h1')?.innerText === %q`, sp.Title), "the title of "+sp.ID)
 		got := eval[string](p, `document.querySelector('#crumb').innerText`)
@@ -86,7 +86,7 @@ func TestSpacesSpeakToPeople(t *testing.T) {
 	}
 
 	// Shortcuts: g then a letter from the registry; typed into a field they are text.
-	for _, sp := range routes.Default.Spaces {
+	for _, sp := range spaces.Default.Spaces {
 		p.keys("g", sp.Shortcut)
 		p.waitJS(fmt.Sprintf(`location.pathname === %q`, sp.Path), "g then "+sp.Shortcut)
 	}
@@ -101,7 +101,7 @@ func TestSpacesSpeakToPeople(t *testing.T) {
 	p.keys("?")
 	p.waitJS(`document.querySelector('dialog[open][data-shortcuts]') !== null`, "the shortcuts overlay")
 	overlay := eval[string](p, `document.querySelector('dialog[open][data-shortcuts]').innerText`)
-	for _, sp := range routes.Default.Spaces {
+	for _, sp := range spaces.Default.Spaces {
 		if !strings.Contains(overlay, "Open "+sp.Title) {
 			t.Errorf("the overlay lacks %s:\n%s", sp.Title, overlay)
 		}

@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/app"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/routes"
+	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
 )
 
@@ -30,7 +30,7 @@ type Stack struct {
 	DB       *sqlite.Store
 	Clock    *storetest.Clock
 	Provider model.Provider
-	App      *app.Service
+	App      *studio.Service
 }
 
 // Options choose the provider and where the database lives.
@@ -72,7 +72,7 @@ func New(t testing.TB, o Options) *Stack {
 			t.Fatal(err)
 		}
 	}
-	if s.App, err = app.New(app.Config{Store: db, Maintenance: db, Now: s.Clock.Now, Provider: s.Provider, Logger: Logger()}); err != nil {
+	if s.App, err = studio.New(studio.Config{Store: db, Maintenance: db, Now: s.Clock.Now, Provider: s.Provider, Logger: Logger()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.App.Seed(context.Background()); err != nil {
@@ -90,7 +90,7 @@ func New(t testing.TB, o Options) *Stack {
 // shutdown grace, the default tools.
 func (s *Stack) Config(st store.Store) coordinator.Config {
 	return coordinator.Config{Store: st, Provider: s.Provider, Commands: s.App, Now: s.Clock.Now, ShutdownGrace: time.Millisecond,
-		TextFlush: time.Millisecond, Tools: tools.Default(s.App, routes.Default, s.Clock.Now), Logger: Logger(),
+		TextFlush: time.Millisecond, Tools: tools.Default(s.App, spaces.Default, s.Clock.Now), Logger: Logger(),
 		RetryBackoff: time.Millisecond, MaxRetryWait: 50 * time.Millisecond}
 }
 

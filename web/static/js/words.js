@@ -9,7 +9,7 @@ export function riskText(risk) {
   return RISK_WORDS[risk] || sentence(risk);
 }
 
-/** Audit actions, and the commands whose title is not their type in words (internal/app's command table). @type {Record<string, string>} */
+/** Audit actions, and the commands whose title is not their type in words (internal/studio's command table). @type {Record<string, string>} */
 const ACTIONS = {
   set_schedule_enabled: 'Enable or pause schedule',
   'studio.app.command': 'Command',
