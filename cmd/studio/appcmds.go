@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -22,7 +22,7 @@ import (
 // appCmd runs fn with a client of the daemon, once the command's -o is
 // known good. o points at the command's output, set after the command is
 // built (addOutput).
-func appCmd(cfg *config, o **output, fn func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
+func appCmd(cfg *config, o **output, fn func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		cl, err := (*o).operatorClient(cfg)
 		if err != nil {
@@ -81,7 +81,7 @@ func runsListCmd(cfg *config) *cobra.Command {
 		Example: `  studio runs list
   studio runs list --status failed --since 24h
   studio runs list --playbook audit-repo -o json | jq '.runs[].id'`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			if err := oneOf("status", status, false, "queued", "running", "succeeded", "failed", "cancelled"); err != nil {
 				return err
 			}
@@ -191,7 +191,7 @@ func runsShowCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "show RUN_ID", Short: "Show a run and its output", Args: cobra.ExactArgs(1),
 		Example: `  studio runs show 3f2a...`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			id, err := resolveRun(ctx, cl, args[0])
 			if err != nil {
 				return err
@@ -213,7 +213,7 @@ func runActionCmd(cfg *config, action, short string) *cobra.Command {
 	c := &cobra.Command{
 		Use: action + " RUN_ID", Short: short, Args: cobra.ExactArgs(1),
 		Example: "  studio runs " + action + " 3f2a...",
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			do := cl.CancelRun
 			if action == "retry" {
 				do = cl.RetryRun
@@ -253,7 +253,7 @@ func playbooksListCmd(cfg *config) *cobra.Command {
 		Use: "list", Short: "List playbooks by name", Args: cobra.NoArgs,
 		Example: `  studio playbooks list
   studio playbooks list --query audit -o json`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			q := url.Values{}
 			if query != "" {
 				q.Set("q", query)
@@ -288,7 +288,7 @@ func playbooksShowCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "show NAME_OR_ID", Short: "Show a playbook: prompt and declared arguments", Args: cobra.ExactArgs(1),
 		Example: `  studio playbooks show audit-repo`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			p, err := cl.GetPlaybook(ctx, args[0])
 			if err != nil {
 				return err
@@ -308,7 +308,7 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
 		Use: "launch NAME_OR_ID", Short: "Launch a run of a playbook (queued; follow it with studio runs show)", Args: cobra.ExactArgs(1),
 		Example: `  studio playbooks launch audit-repo --arg repo=acme/api
   studio playbooks launch write-release-notes --arg version=1.4.0 -o json`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			cmd := studio.LaunchPlaybookCommand{Playbook: args[0], Input: input}
 			for _, kv := range argPairs {
 				k, v, ok := strings.Cut(kv, "=")
@@ -353,7 +353,7 @@ func schedulesListCmd(cfg *config) *cobra.Command {
 		Use: "list", Short: "List schedules by name", Args: cobra.NoArgs,
 		Example: `  studio schedules list
   studio schedules list --enabled true -o json`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			if err := oneOf("enabled", enabled, false, "true", "false"); err != nil {
 				return err
 			}
@@ -401,7 +401,7 @@ func scheduleEnableCmd(cfg *config, enabled bool) *cobra.Command {
 	c := &cobra.Command{
 		Use: use + " NAME_OR_ID", Short: short, Args: cobra.ExactArgs(1),
 		Example: "  studio schedules " + use + " nightly-audit",
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			s, err := cl.SetScheduleEnabled(ctx, args[0], enabled)
 			if err != nil {
 				return err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -39,7 +39,7 @@ func auditListCmd(cfg *config) *cobra.Command {
 		Example: `  studio audit list
   studio audit list --target 3f2a...            # a resource's or proposal's events
   studio audit list --action studio.app.command --since 2026-01-01T00:00:00Z --until 24h`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			q := url.Values{}
 			for k, v := range map[string]string{"action": action, "actor": actor, "commandType": commandType, "target": target, "targetId": targetID} {
 				if v != "" {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -41,7 +41,7 @@ func completeTurnErr(ctx context.Context, d *daemon, convID, instruction string,
 	err = d.client.Stream(ctx, convID, last, func(f protocol.Frame) error {
 		seen = append(seen, f)
 		if f.Type == protocol.FrameDone && f.RequestID == acc.RequestID {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -111,7 +111,7 @@ func TestProcessBackupAndRestore(t *testing.T) {
 	err = d.client.Stream(ctx, busy.ID, 0, func(f protocol.Frame) error {
 		seen = append(seen, f)
 		if p, ok := f.Payload.(protocol.TextPayload); ok && p.Content == "thinking" {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -34,7 +34,7 @@ func turnFramesOf(t *testing.T, ctx context.Context, d *daemon, instruction stri
 		}
 		frames = append(frames, f)
 		if f.Type == protocol.FrameDone || (stop != nil && stop(f)) {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -53,7 +53,7 @@ func (e exitError) Unwrap() error { return e.err }
 func exitCode(err error) int {
 	var ee exitError
 	var ue usageError
-	var unreachable *httpapi.UnreachableError
+	var unreachable *apiclient.UnreachableError
 	switch {
 	case err == nil:
 		return exitOK

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
@@ -226,7 +226,7 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 	go func() {
 		done <- d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 			if f.Type == protocol.FrameDone {
-				return httpapi.ErrStopStream
+				return apiclient.ErrStopStream
 			}
 			return nil
 		})

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/openapi/openapitest"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/postgres/pgtest"
@@ -159,7 +159,7 @@ func readyErr(tb testing.TB, d *daemon) error {
 	if err != nil {
 		return err
 	}
-	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(tb).Transport(nil)})
+	d.client = apiclient.New(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(tb).Transport(nil)})
 	return nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -27,9 +27,9 @@ func TestProcessClusterRevocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bobs := make([]*httpapi.Client, len(c.ds))
+	bobs := make([]*apiclient.Client, len(c.ds))
 	for i, d := range c.ds {
-		bobs[i] = httpapi.NewClient(d.URL, tok.Token, nil)
+		bobs[i] = apiclient.New(d.URL, tok.Token, nil)
 		if who, err := bobs[i].Whoami(ctx); err != nil || who.Name != "bob" {
 			t.Fatalf("daemon %d: whoami = %+v, %v", i, who, err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -64,7 +64,7 @@ func forkCmd(cfg *config) *cobra.Command {
 
 func convRestoreCmd(cfg *config) *cobra.Command {
 	return convActionCmd(cfg, "restore ID", "Restore a conversation deleted within the recovery window (audited)", 1, true,
-		func(ctx context.Context, cl *httpapi.Client, id string, _ []string) (protocol.Conversation, error) {
+		func(ctx context.Context, cl *apiclient.Client, id string, _ []string) (protocol.Conversation, error) {
 			return cl.RestoreConversation(ctx, id)
 		},
 		func(w io.Writer, conv protocol.Conversation) { fmt.Fprintln(w, "restored", conv.ID, "as", conv.Status) })
@@ -332,14 +332,14 @@ func convRenameCmd(cfg *config) *cobra.Command {
 // convUpdateCmd PATCHes the conversation named by the first argument.
 func convUpdateCmd(cfg *config, use, short string, nargs int, req func(args []string) protocol.UpdateConversationRequest) *cobra.Command {
 	return convActionCmd(cfg, use, short, nargs, false,
-		func(ctx context.Context, cl *httpapi.Client, id string, args []string) (protocol.Conversation, error) {
+		func(ctx context.Context, cl *apiclient.Client, id string, args []string) (protocol.Conversation, error) {
 			return cl.UpdateConversation(ctx, id, req(args))
 		}, conversationFields)
 }
 
 func convDeleteCmd(cfg *config) *cobra.Command {
 	return convActionCmd(cfg, "delete ID", "Delete a conversation (purged later by maintenance)", 1, false,
-		func(ctx context.Context, cl *httpapi.Client, id string, _ []string) (protocol.Conversation, error) {
+		func(ctx context.Context, cl *apiclient.Client, id string, _ []string) (protocol.Conversation, error) {
 			return cl.DeleteConversation(ctx, id)
 		},
 		func(w io.Writer, conv protocol.Conversation) { fmt.Fprintln(w, "deleted", conv.ID) })
@@ -349,7 +349,7 @@ func convDeleteCmd(cfg *config) *cobra.Command {
 // first argument (an id or its prefix; deleted: among the deleted ones
 // too) and shows the conversation act answers with, by say or as JSON.
 func convActionCmd(cfg *config, use, short string, nargs int, deleted bool,
-	act func(ctx context.Context, cl *httpapi.Client, id string, args []string) (protocol.Conversation, error),
+	act func(ctx context.Context, cl *apiclient.Client, id string, args []string) (protocol.Conversation, error),
 	say func(w io.Writer, conv protocol.Conversation)) *cobra.Command {
 	var o *output
 	c := &cobra.Command{

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/datadir"
-	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -113,7 +113,7 @@ func healthReport(ctx context.Context, cfg *config, local bool, keep time.Durati
 		if err == nil {
 			return rep, "asked the daemon at " + cl.BaseURL, nil, nil
 		}
-		var unreachable *httpapi.UnreachableError
+		var unreachable *apiclient.UnreachableError
 		if !errors.As(err, &unreachable) {
 			return rep, "", nil, fmt.Errorf("the daemon at %s answered: %w", cl.BaseURL, err)
 		}
@@ -285,7 +285,7 @@ is not ready exits 1 and prints the reason. Neither needs the token.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
-			cl := httpapi.NewClient(base, "", nil)
+			cl := apiclient.New(base, "", nil)
 			path := "/healthz"
 			if ready {
 				path = "/readyz"

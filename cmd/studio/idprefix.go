@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
@@ -91,7 +91,7 @@ func resolveID(ctx context.Context, kind, ref string, list func(ctx context.Cont
 
 // resolveRun resolves a run id prefix: the runs list's q matches an id
 // prefix on the server (and names and inputs, filtered out here).
-func resolveRun(ctx context.Context, cl *httpapi.Client, ref string) (string, error) {
+func resolveRun(ctx context.Context, cl *apiclient.Client, ref string) (string, error) {
 	return resolveID(ctx, "run", ref, func(ctx context.Context, prefix string) ([]candidate, error) {
 		runs, err := pages(ctx, 0, func(q url.Values) ([]studio.Run, string, error) {
 			p, err := cl.ListRuns(ctx, q)
@@ -110,7 +110,7 @@ func resolveRun(ctx context.Context, cl *httpapi.Client, ref string) (string, er
 
 // conversationClient is the operator client and the id of the
 // conversation ref names (an id or its unique prefix).
-func conversationClient(ctx context.Context, cfg *config, ref string) (*httpapi.Client, string, error) {
+func conversationClient(ctx context.Context, cfg *config, ref string) (*apiclient.Client, string, error) {
 	cl, err := operatorClient(cfg)
 	if err != nil {
 		return nil, "", err
@@ -122,7 +122,7 @@ func conversationClient(ctx context.Context, cfg *config, ref string) (*httpapi.
 // resolveConversation resolves a conversation id prefix among the active
 // and archived conversations, and the deleted ones still recoverable when
 // deleted is set.
-func resolveConversation(ctx context.Context, cl *httpapi.Client, ref string, deleted bool) (string, error) {
+func resolveConversation(ctx context.Context, cl *apiclient.Client, ref string, deleted bool) (string, error) {
 	return resolveID(ctx, "conversation", ref, func(ctx context.Context, _ string) ([]candidate, error) {
 		statuses := []string{""}
 		if deleted {
@@ -155,7 +155,7 @@ const allProposalStatuses = "pending,executing,succeeded,failed,expired,cancelle
 
 // resolveProposal resolves a proposal id prefix: among the pending ones
 // first (what confirm and deny are for), then the newest of any status.
-func resolveProposal(ctx context.Context, cl *httpapi.Client, ref string) (string, error) {
+func resolveProposal(ctx context.Context, cl *apiclient.Client, ref string) (string, error) {
 	list := func(status string) func(context.Context, string) ([]candidate, error) {
 		return func(ctx context.Context, _ string) ([]candidate, error) {
 			ps, err := cl.Proposals(ctx, status)

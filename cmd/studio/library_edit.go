@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -207,7 +207,7 @@ func playbooksEditCmd(cfg *config) *cobra.Command {
 }
 
 func playbooksDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "playbook", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (studio.Result, error) {
+	return deleteCmd(cfg, "playbook", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeletePlaybook(ctx, ref, v)
 	})
 }
@@ -232,7 +232,7 @@ func schedulesShowCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "show NAME_OR_ID", Short: "Show a schedule", Args: cobra.ExactArgs(1),
 		Example: `  studio schedules show nightly-audit`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			s, err := cl.GetSchedule(ctx, args[0])
 			if err != nil {
 				return err
@@ -267,7 +267,7 @@ func schedulesCreateCmd(cfg *config) *cobra.Command {
 		Use: "create NAME", Short: "Create a schedule: a playbook launched on a 5-field cron (UTC)", Args: cobra.ExactArgs(1),
 		Example: `  studio schedules create nightly-audit --cron "0 2 * * *" --playbook audit-repo --arg repo=acme/api
   studio schedules create weekly --cron "0 9 * * 1" --playbook summarize-failures --paused -o json`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			sc := studio.CreateScheduleCommand{Name: args[0], Cron: cron, Playbook: playbook, Input: input, Project: project}
 			for _, kv := range argPairs {
 				k, v, ok := strings.Cut(kv, "=")
@@ -304,7 +304,7 @@ func schedulesCreateCmd(cfg *config) *cobra.Command {
 }
 
 func schedulesDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "schedule", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (studio.Result, error) {
+	return deleteCmd(cfg, "schedule", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeleteSchedule(ctx, ref, v)
 	})
 }

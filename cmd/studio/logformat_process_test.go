@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
@@ -73,7 +73,7 @@ type jsonLogDaemon struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	base   string
-	cl     *httpapi.Client
+	cl     *apiclient.Client
 
 	mu    sync.Mutex
 	lines logLines
@@ -129,7 +129,7 @@ func startJSONLogDaemon(t *testing.T, args ...string) *jsonLogDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.cl = httpapi.NewClient(d.base, strings.TrimSpace(string(token)), nil)
+	d.cl = apiclient.New(d.base, strings.TrimSpace(string(token)), nil)
 	return d
 }
 
@@ -183,7 +183,7 @@ func (d *jsonLogDaemon) untilText(t *testing.T, convID, s string) {
 	t.Helper()
 	err := d.cl.Stream(d.ctx, convID, 0, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.TextPayload); ok && strings.Contains(p.Content, s) {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -200,7 +200,7 @@ func (d *jsonLogDaemon) untilDone(t *testing.T, convID string) protocol.Outcome 
 	err := d.cl.Stream(d.ctx, convID, 0, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.DonePayload); ok {
 			out = p.Outcome
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -135,7 +135,7 @@ func TestProcessMCPOverStdio(t *testing.T) {
 		t.Fatalf("the schedule changed before a human confirmed: %+v %v", sc, err)
 	}
 
-	alice := httpapi.NewClient(d.URL, human, nil)
+	alice := apiclient.New(d.URL, human, nil)
 	st, err := alice.Proposal(ctx, pid)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/spf13/cobra"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -14,14 +15,14 @@ import (
 // operatorClient builds the API client from --server and the token.
 // operatorClient checks the output format, then connects: a bad -o is
 // refused before any request.
-func (o *output) operatorClient(cfg *config) (*httpapi.Client, error) {
+func (o *output) operatorClient(cfg *config) (*apiclient.Client, error) {
 	if _, err := o.isJSON(); err != nil {
 		return nil, err
 	}
 	return operatorClient(cfg)
 }
 
-func operatorClient(cfg *config) (*httpapi.Client, error) {
+func operatorClient(cfg *config) (*apiclient.Client, error) {
 	token := cfg.token
 	if token == "" {
 		var err error
@@ -35,7 +36,7 @@ func operatorClient(cfg *config) (*httpapi.Client, error) {
 	if server == "" {
 		server = "http://" + cfg.addr
 	}
-	cl := httpapi.NewClient(server, token, nil)
+	cl := apiclient.New(server, token, nil)
 	cl.UserAgent = httpapi.CLIUserAgent + readVersion().Version
 	return cl, nil
 }

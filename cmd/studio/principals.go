@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -43,7 +44,7 @@ func principalsListCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "list", Short: "List principals by name, revoked ones included", Args: cobra.NoArgs,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			ps, err := cl.ListPrincipals(ctx)
 			if err != nil {
 				return err
@@ -69,7 +70,7 @@ func principalsAddCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "add NAME --role ROLE", Short: "Add a principal; make its token with: studio tokens create NAME", Args: cobra.ExactArgs(1),
 		Example: "  studio principals add ci-bot --role agent",
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			r, err := parseRoleFlag(role)
 			if err != nil {
 				return err
@@ -92,7 +93,7 @@ func principalsRoleCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "role NAME ROLE", Short: "Change a principal's role", Args: cobra.ExactArgs(2),
 		Example: "  studio principals role alice approver",
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			r, err := parseRoleFlag(args[1])
 			if err != nil {
 				return err
@@ -112,7 +113,7 @@ func principalsRevokeCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "revoke NAME", Short: "Revoke a principal for good, with all its tokens (its name stays taken)", Args: cobra.ExactArgs(1),
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			p, err := cl.DisablePrincipal(ctx, args[0])
 			if err != nil {
 				return err
@@ -160,7 +161,7 @@ func tokensCreateCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "create NAME", Short: "Make a personal token for a principal; it is shown this once", Args: cobra.ExactArgs(1),
 		Example: "  studio tokens create alice --expires 90d",
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			if expires != "" {
 				if _, err := httpapi.ParseLifetime(expires); err != nil {
 					return usageError{fmt.Errorf("--expires %q: a positive lifetime like 90d or 720h, at most 3650d", expires)}
@@ -186,7 +187,7 @@ func tokensListCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "list", Short: "List tokens by prefix, newest first (never the tokens)", Args: cobra.NoArgs,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			ts, err := cl.ListTokens(ctx, principal)
 			if err != nil {
 				return err
@@ -203,7 +204,7 @@ func tokensRevokeCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "revoke ID", Short: "Revoke a token: refused from the next request on, on every daemon", Args: cobra.ExactArgs(1),
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			t, err := cl.RevokeToken(ctx, args[0])
 			if err != nil {
 				return err
@@ -219,7 +220,7 @@ func newWhoamiCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "whoami", Short: "The principal your token belongs to, and its role", Args: cobra.NoArgs,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			p, err := cl.Whoami(ctx)
 			if err != nil {
 				return err

@@ -18,7 +18,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/openapi/openapitest"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -45,7 +45,7 @@ func (e *buildError) Error() string { return "go build: " + e.out }
 type daemon struct {
 	cmd    *exec.Cmd
 	URL    string
-	client *httpapi.Client
+	client *apiclient.Client
 	logs   *strings.Builder
 	mu     *sync.Mutex
 	exited chan struct{}
@@ -124,7 +124,7 @@ func (d *daemon) ready(t testing.TB) {
 		t.Fatal(err)
 	}
 	// Every JSON answer the tests read is validated against the OpenAPI document.
-	d.client = httpapi.NewClient(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(t).Transport(nil)})
+	d.client = apiclient.New(d.URL, strings.TrimSpace(string(token)), &http.Client{Transport: openapitest.New(t).Transport(nil)})
 }
 
 func (d *daemon) Logs() string {
@@ -173,7 +173,7 @@ func TestProcessKill9MidTurnThenReplay(t *testing.T) {
 	// Wait until the turn is visibly running, then kill the daemon hard.
 	err = d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.TextPayload); ok && p.Content == "thinking" {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -191,7 +191,7 @@ func TestProcessKill9MidTurnThenReplay(t *testing.T) {
 	err = d2.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 		frames = append(frames, f)
 		if f.Type == protocol.FrameDone {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -220,7 +220,7 @@ func TestProcessKill9MidTurnThenReplay(t *testing.T) {
 		err := d2.client.Stream(ctx, conv.ID, int64(after), func(f protocol.Frame) error {
 			got = append(got, f)
 			if f.Sequence == int64(n) {
-				return httpapi.ErrStopStream
+				return apiclient.ErrStopStream
 			}
 			return nil
 		})
@@ -239,7 +239,7 @@ func TestProcessKill9MidTurnThenReplay(t *testing.T) {
 	err = d2.client.Stream(ctx, conv.ID, last, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.DonePayload); ok && f.RequestID == acc2.RequestID {
 			outcome = p.Outcome
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -318,14 +318,14 @@ func TestMain(m *testing.M) {
 
 // awaitProposal follows a conversation's frames from the start until a
 // proposal waits for its confirmation, and returns that proposal.
-func awaitProposal(ctx context.Context, cl *httpapi.Client, convID string) (protocol.CommandProposal, error) {
+func awaitProposal(ctx context.Context, cl *apiclient.Client, convID string) (protocol.CommandProposal, error) {
 	var prop protocol.CommandProposal
 	err := cl.Stream(ctx, convID, 0, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.ProposalPayload); ok {
 			prop = p.Proposal
 		}
 		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -388,7 +388,7 @@ func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
 		}
 		if dp, ok := f.Payload.(protocol.DonePayload); ok && f.RequestID == acc.RequestID {
 			outcome = dp.Outcome
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -441,7 +441,7 @@ func TestProcessBrokenStateDBAnswersServiceFailure(t *testing.T) {
 		t.Fatal("the daemon did not serve without StateDB")
 	}
 	token, _ := os.ReadFile(filepath.Join(dataDir, "token"))
-	cl := httpapi.NewClient(url, strings.TrimSpace(string(token)), nil)
+	cl := apiclient.New(url, strings.TrimSpace(string(token)), nil)
 	_, err = cl.CreateConversation(testCtx(t), protocol.CreateConversationRequest{})
 	if !protocol.IsCode(err, protocol.ServiceFailure) {
 		t.Fatalf("create conversation without StateDB: %v", err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
@@ -44,7 +44,7 @@ func runsLogsCmd(cfg *config) *cobra.Command {
 			"With -o json each piece of output is a JSON line {\"runId\", \"status\", \"output\"}.",
 		Example: `  studio runs logs 3f2a1b9c
   studio runs logs 3f2a1b9c -f`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			asJSON, _ := o.isJSON()
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 			defer stop()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -162,7 +162,7 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 // conversation is the conversation send submits to: --conversation's
 // (renamed with --title) or a new one titled after the instruction; with
 // --model, its model from this turn on.
-func (so sendOptions) conversation(ctx context.Context, cmd *cobra.Command, cl *httpapi.Client, instruction string) (string, error) {
+func (so sendOptions) conversation(ctx context.Context, cmd *cobra.Command, cl *apiclient.Client, instruction string) (string, error) {
 	var convID string
 	if so.convID != "" {
 		id, err := resolveConversation(ctx, cl, so.convID, false)
@@ -197,7 +197,7 @@ func (so sendOptions) conversation(ctx context.Context, cmd *cobra.Command, cl *
 
 // submit submits the instruction as the conversation's next turn, after
 // its latest frame, with the cockpit context of the flags.
-func (so sendOptions) submit(ctx context.Context, cl *httpapi.Client, convID, instruction string) (protocol.TurnAccepted, error) {
+func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, instruction string) (protocol.TurnAccepted, error) {
 	page, err := cl.GetConversation(ctx, convID, 0, 1)
 	if err != nil {
 		return protocol.TurnAccepted{}, err
@@ -214,7 +214,7 @@ func (so sendOptions) submit(ctx context.Context, cl *httpapi.Client, convID, in
 // doing on the status line, until it ends or (without --wait) waits for a
 // confirmation, which it notes with how to go on. The outcome is "" when
 // the stream stopped first (an interrupt).
-func (so sendOptions) follow(ctx context.Context, cl *httpapi.Client, convID string, acc protocol.TurnAccepted, status *spinner, out, note io.Writer, asJSON bool) (protocol.Outcome, error) {
+func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID string, acc protocol.TurnAccepted, status *spinner, out, note io.Writer, asJSON bool) (protocol.Outcome, error) {
 	var outcome protocol.Outcome
 	progress := func(p *protocol.TurnProgress) {
 		if p != nil && p.RequestID == acc.RequestID {
@@ -229,7 +229,7 @@ func (so sendOptions) follow(ctx context.Context, cl *httpapi.Client, convID str
 		status.print(func() { printFrame(out, f, asJSON) })
 		if d, ok := f.Payload.(protocol.DonePayload); ok {
 			outcome = d.Outcome
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !so.wait {
 			// The turn waits for a human; do not hold the terminal.
@@ -238,7 +238,7 @@ func (so sendOptions) follow(ctx context.Context, cl *httpapi.Client, convID str
 					c.ProposalID, convID, f.Sequence)
 			})
 			outcome = protocol.OutcomeCompleted
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -247,7 +247,7 @@ func (so sendOptions) follow(ctx context.Context, cl *httpapi.Client, convID str
 
 // interrupted handles Ctrl-C during send: the turn goes on unless asked to
 // cancel it; either way the user learns what happened and what to do.
-func interrupted(cmd *cobra.Command, cl *httpapi.Client, convID, requestID string, cancel bool) error {
+func interrupted(cmd *cobra.Command, cl *apiclient.Client, convID, requestID string, cancel bool) error {
 	errw := cmd.ErrOrStderr()
 	if !cancel {
 		fmt.Fprintf(errw, "\ninterrupted: the turn continues on the server.\n  follow it: studio operator stream --conversation %s\n  cancel it: studio operator cancel --conversation %s %s\n",

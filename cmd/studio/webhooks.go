@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -46,7 +46,7 @@ func webhooksAddCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "add URL --events EVENT[,EVENT]", Short: "Add a webhook; its signing secret is shown this once", Args: cobra.ExactArgs(1),
 		Example: "  studio webhooks add https://hooks.example.com/studio --events proposal.pending,proposal.decided,turn.failed,run.failed",
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			for _, e := range events {
 				if !store.ValidWebhookEvent(e) {
 					return usageError{fmt.Errorf("--events: %q is not one of %s", e, strings.Join(store.WebhookEvents, ", "))}
@@ -76,7 +76,7 @@ func webhooksListCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "list", Short: "List the webhooks (never their secrets)", Args: cobra.NoArgs,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			hs, err := cl.ListWebhooks(ctx)
 			if err != nil {
 				return err
@@ -92,7 +92,7 @@ func webhooksRemoveCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "remove ID", Short: "Remove a webhook: no new deliveries, and its pending ones fail", Args: cobra.ExactArgs(1),
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			h, err := cl.RemoveWebhook(ctx, args[0])
 			if err != nil {
 				return err
@@ -108,7 +108,7 @@ func webhooksDeliveriesCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "deliveries ID", Short: "A webhook's recent deliveries, newest first", Args: cobra.ExactArgs(1),
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			ds, err := cl.ListDeliveries(ctx, args[0])
 			if err != nil {
 				return err

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -154,7 +154,7 @@ func TestProcessWebhookSurvivesKill9(t *testing.T) {
 	err = d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 		if p, ok := f.Payload.(protocol.ProposalPayload); ok {
 			prop = p.Proposal
-			return httpapi.ErrStopStream // its commit wrote the event: kill now
+			return apiclient.ErrStopStream // its commit wrote the event: kill now
 		}
 		return nil
 	})

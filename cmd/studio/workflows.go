@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
@@ -38,7 +38,7 @@ func workflowsListCmd(cfg *config) *cobra.Command {
 		Use: "list", Short: "List workflows by name", Args: cobra.NoArgs,
 		Example: `  studio workflows list
   studio workflows list --query release -o json`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, _ []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
 			q := url.Values{}
 			if query != "" {
 				q.Set("q", query)
@@ -99,7 +99,7 @@ func workflowsShowCmd(cfg *config) *cobra.Command {
 	c := &cobra.Command{
 		Use: "show NAME_OR_ID", Short: "Show a workflow and its steps", Args: cobra.ExactArgs(1),
 		Example: `  studio workflows show release`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			wf, err := cl.GetWorkflow(ctx, args[0])
 			if err != nil {
 				return err
@@ -118,7 +118,7 @@ func workflowsLaunchCmd(cfg *config) *cobra.Command {
 		Use: "launch NAME_OR_ID", Short: "Launch a workflow: one queued run per step, in step order", Args: cobra.ExactArgs(1),
 		Example: `  studio workflows launch release
   studio workflows launch release --expected-version 3 -o json | jq -r '.runs[].id'`,
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			l, err := cl.LaunchWorkflow(ctx, args[0], expected)
 			if err != nil {
 				return err
@@ -239,13 +239,13 @@ func workflowsCreateCmd(cfg *config) *cobra.Command {
 }
 
 // deleteCmd is the delete of a playbook, workflow or schedule by name or id.
-func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *httpapi.Client, ref string, expected int64) (studio.Result, error)) *cobra.Command {
+func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *apiclient.Client, ref string, expected int64) (studio.Result, error)) *cobra.Command {
 	var expected int64
 	var o *output
 	c := &cobra.Command{
 		Use: "delete NAME_OR_ID", Short: "Delete a " + kind + " (audited)", Args: cobra.ExactArgs(1),
 		Example: fmt.Sprintf("  studio %ss delete NAME\n  studio %ss delete NAME --expected-version 3", kind, kind),
-		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *httpapi.Client, out io.Writer, args []string) error {
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			res, err := del(ctx, cl, args[0], expected)
 			if err != nil {
 				return err
@@ -259,7 +259,7 @@ func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *httpa
 }
 
 func workflowsDeleteCmd(cfg *config) *cobra.Command {
-	c := deleteCmd(cfg, "workflow", func(ctx context.Context, cl *httpapi.Client, ref string, v int64) (studio.Result, error) {
+	c := deleteCmd(cfg, "workflow", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeleteWorkflow(ctx, ref, v)
 	})
 	c.Short = "Delete a workflow (the runs it launched stay; audited)"

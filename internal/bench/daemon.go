@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -29,7 +29,7 @@ type benchDaemon struct {
 	cmd    *exec.Cmd
 	base   string
 	token  string
-	client *httpapi.Client
+	client *apiclient.Client
 	once   sync.Once
 	// streamsOn, when set, is the daemon whose streams openStream opens:
 	// another daemon on the same database (see via).
@@ -84,7 +84,7 @@ func startBenchDaemon(ctx context.Context, dir, dataDir, scriptPath string, text
 		d.stop()
 		return nil, errors.New("the bench daemon did not start: see daemon.log in the bench directory (--keep)")
 	}
-	d.client = httpapi.NewClient(d.base, d.token, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}})
+	d.client = apiclient.New(d.base, d.token, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}})
 	return d, nil
 }
 

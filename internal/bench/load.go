@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -23,7 +23,7 @@ type loadResult struct {
 // RunLoad drives a running daemon through cl: conversations at once, each
 // submitting turns one after another and following each on its stream to
 // its done frame, and writes throughput and latency percentiles to out.
-func RunLoad(ctx context.Context, out io.Writer, cl *httpapi.Client, conversations, turns int, instruction string) error {
+func RunLoad(ctx context.Context, out io.Writer, cl *apiclient.Client, conversations, turns int, instruction string) error {
 	if conversations < 1 || turns < 1 {
 		return fmt.Errorf("--conversations and --turns must be at least 1")
 	}
@@ -87,7 +87,7 @@ func RunLoad(ctx context.Context, out io.Writer, cl *httpapi.Client, conversatio
 }
 
 // loadTurn submits one turn and follows it to its done frame.
-func loadTurn(ctx context.Context, cl *httpapi.Client, convID string, last *int64, instruction string) loadResult {
+func loadTurn(ctx context.Context, cl *apiclient.Client, convID string, last *int64, instruction string) loadResult {
 	t0 := time.Now()
 	acc, err := cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction,
 		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: last})
@@ -106,7 +106,7 @@ func loadTurn(ctx context.Context, cl *httpapi.Client, convID string, last *int6
 		if d, ok := f.Payload.(protocol.DonePayload); ok {
 			r.done, r.outcome = time.Since(t0), d.Outcome
 			*last = d.LastSequence
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -18,7 +18,7 @@ type eventLog struct {
 	err    error
 }
 
-func followAppEvents(t *testing.T, c *httpapi.Client, after int64) *eventLog {
+func followAppEvents(t *testing.T, c *apiclient.Client, after int64) *eventLog {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	l := &eventLog{ch: make(chan studio.ChangeEvent, 100), cancel: cancel, done: make(chan struct{})}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
@@ -36,7 +37,7 @@ type appDaemon struct {
 	convs  *conversations.Service
 	svc    *studio.Service
 	srv    *httptest.Server
-	client *httpapi.Client
+	client *apiclient.Client
 }
 
 func newAppDaemon(t *testing.T) *appDaemon {
@@ -68,7 +69,7 @@ func newAppDaemon(t *testing.T) *appDaemon {
 	api := httpapi.New(httpapi.Config{Coordinator: coord, Conversations: convs, Token: testToken, App: svc, Recent: recent, Principals: st, Webhooks: st, Now: clock.Now})
 	srv := httptest.NewServer(api)
 	d := &appDaemon{t: t, clock: clock, store: st, coord: coord, convs: convs, svc: svc, srv: srv,
-		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
+		client: apiclient.New(srv.URL, testToken, srv.Client())}
 	t.Cleanup(func() {
 		api.Close()
 		coord.Shutdown(context.Background())
@@ -376,7 +377,7 @@ func TestPurgeFramesReplayGap(t *testing.T) {
 		err = d.client.Stream(ctx, conv.ID, acc.AcceptedSequence-1, func(f protocol.Frame) error {
 			last = f.Sequence
 			if f.Type == protocol.FrameDone {
-				return httpapi.ErrStopStream
+				return apiclient.ErrStopStream
 			}
 			return nil
 		})
@@ -428,7 +429,7 @@ func TestPurgeFramesReplayGap(t *testing.T) {
 	err = d.client.Stream(ctx, conv.ID, earliest, func(f protocol.Frame) error {
 		got = append(got, f.Sequence)
 		if f.Sequence == last {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

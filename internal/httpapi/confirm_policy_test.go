@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -15,7 +15,7 @@ import (
 
 // proposedBy submits "launch …" (or another instruction) as the client's
 // principal and waits for the proposal's confirmation(required) frame.
-func (h *harness) proposedBy(c *httpapi.Client, convID, instruction string) protocol.CommandProposal {
+func (h *harness) proposedBy(c *apiclient.Client, convID, instruction string) protocol.CommandProposal {
 	h.t.Helper()
 	page, err := c.GetConversation(h.ctx(), convID, 0, 1)
 	if err != nil {

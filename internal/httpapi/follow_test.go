@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/modeltest"
 	"github.com/studio/operator/internal/protocol"
@@ -56,13 +56,13 @@ func TestFollowReconnectsFromItsCursor(t *testing.T) {
 		h.api.ServeHTTP(w, r)
 	}))
 	defer flaky.Close()
-	cl := httpapi.NewClient(flaky.URL, testToken, flaky.Client())
+	cl := apiclient.New(flaky.URL, testToken, flaky.Client())
 	var got []protocol.Frame
 	retries := 0
 	err := cl.Follow(h.ctx(), c.ID, 0, func(error, time.Duration) { retries++ }, func(f protocol.Frame) error {
 		got = append(got, f)
 		if f.Type == protocol.FrameDone {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -119,7 +119,7 @@ func TestFollowProgress(t *testing.T) {
 	}, func(f protocol.Frame) error {
 		if f.Type == protocol.FrameDone {
 			done = true
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

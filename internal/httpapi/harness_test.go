@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/httpapi"
@@ -33,7 +34,7 @@ type harness struct {
 	coord  *coordinator.Coordinator
 	api    *httpapi.Server
 	srv    *httptest.Server
-	client *httpapi.Client
+	client *apiclient.Client
 }
 
 type harnessOpts struct {
@@ -103,7 +104,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)
 	h := &harness{t: t, clock: stack.Clock, store: stack.DB, coord: coord, api: api, srv: srv, app: stack.App, faults: faults, reads: reads,
-		client: httpapi.NewClient(srv.URL, testToken, srv.Client())}
+		client: apiclient.New(srv.URL, testToken, srv.Client())}
 	t.Cleanup(func() {
 		api.Close()
 		coord.Shutdown(context.Background())
@@ -152,7 +153,7 @@ func (h *harness) until(convID string, after int64, stop func(protocol.Frame) bo
 	err := h.client.Stream(h.ctx(), convID, after, func(f protocol.Frame) error {
 		got = append(got, f)
 		if stop(f) {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

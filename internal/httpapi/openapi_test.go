@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/openapi"
 	"github.com/studio/operator/internal/openapi/openapitest"
@@ -110,7 +111,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	rid := field(acc, "requestId")
 	err := d.client.Stream(t.Context(), conv, 0, func(f protocol.Frame) error {
 		if f.Type == protocol.FrameDone {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
@@ -281,7 +281,7 @@ func TestLastEventIDAndHeartbeat(t *testing.T) {
 		buf = append(buf, chunk[:k]...)
 		heartbeats = strings.Count(string(buf), ": heartbeat")
 	}
-	err = httpapi.ReadEvents(strings.NewReader(string(buf)), func(ev httpapi.Event) error {
+	err = apiclient.ReadEvents(strings.NewReader(string(buf)), func(ev apiclient.Event) error {
 		ids = append(ids, ev.ID)
 		return nil
 	})

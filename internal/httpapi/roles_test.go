@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -89,8 +90,8 @@ func (h *harness) principalToken(name string, role protocol.Role) string {
 }
 
 // as is a client of the harness's daemon with another token.
-func (h *harness) as(token string) *httpapi.Client {
-	return httpapi.NewClient(h.srv.URL, token, h.srv.Client())
+func (h *harness) as(token string) *apiclient.Client {
+	return apiclient.New(h.srv.URL, token, h.srv.Client())
 }
 
 // rawCall sends one request and returns the status and the error body's

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/testutil"
 )
@@ -50,7 +50,7 @@ func TestOperatorActivityAPI(t *testing.T) {
 	}
 	if err := d.client.Stream(d.t.Context(), c.ID, 0, func(f protocol.Frame) error {
 		if f.Type == protocol.FrameDone && f.RequestID == acc.RequestID {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	}); err != nil {

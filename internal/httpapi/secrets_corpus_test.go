@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
@@ -161,7 +162,7 @@ func TestSecretsCorpusNeverStored(t *testing.T) {
 		svc.Stop(context.Background())
 		st.Close()
 	})
-	client := httpapi.NewClient(srv.URL, testToken, srv.Client())
+	client := apiclient.New(srv.URL, testToken, srv.Client())
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	call := func(method, path, body string) []byte {
@@ -300,15 +301,15 @@ func TestSecretsCorpusNeverStored(t *testing.T) {
 }
 
 // waitTurn waits for a turn's done frame.
-func waitTurn(t *testing.T, ctx context.Context, client *httpapi.Client, convID, requestID string) {
+func waitTurn(t *testing.T, ctx context.Context, client *apiclient.Client, convID, requestID string) {
 	t.Helper()
 	err := client.Stream(ctx, convID, 0, func(f protocol.Frame) error {
 		if f.RequestID == requestID && f.Type == protocol.FrameDone {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, httpapi.ErrStopStream) {
+	if err != nil && !errors.Is(err, apiclient.ErrStopStream) {
 		t.Fatalf("turn %s: %v", requestID, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/httpapi"
@@ -97,8 +98,8 @@ func (d *daemon) token(name string, role protocol.Role) string {
 }
 
 // api is the daemon's HTTP client with a token.
-func (d *daemon) api(token string) *httpapi.Client {
-	return httpapi.NewClient(d.srv.URL, token, d.srv.Client())
+func (d *daemon) api(token string) *apiclient.Client {
+	return apiclient.New(d.srv.URL, token, d.srv.Client())
 }
 
 // connect is the SDK's client over Streamable HTTP with a token.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/testutil"
 )
@@ -449,7 +449,7 @@ func TestEventSourceWithTicket(t *testing.T) {
 	err = d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 		if f.Type == protocol.FrameDone && f.RequestID == acc.RequestID {
 			last = f.Sequence
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})
@@ -553,7 +553,7 @@ func TestDockConversations(t *testing.T) {
 	}
 	err = d.client.Stream(ctx, convID, last, func(f protocol.Frame) error {
 		if f.Type == protocol.FrameDone && f.RequestID == acc.RequestID {
-			return httpapi.ErrStopStream
+			return apiclient.ErrStopStream
 		}
 		return nil
 	})

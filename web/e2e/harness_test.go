@@ -16,7 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/apiclient"
 )
 
 // The browser suite starts the real `studio` binary and drives headless
@@ -76,7 +76,7 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 type daemon struct {
 	URL    string
 	Token  string
-	client *httpapi.Client
+	client *apiclient.Client
 	cmd    *exec.Cmd
 	mu     sync.Mutex
 	stderr strings.Builder
@@ -170,7 +170,7 @@ func startDaemonAt(t *testing.T, dataDir, addr, script string, extra ...string) 
 		t.Fatal(err)
 	}
 	d.Token = strings.TrimSpace(string(tok))
-	d.client = httpapi.NewClient(d.URL, d.Token, nil)
+	d.client = apiclient.New(d.URL, d.Token, nil)
 	return d
 }
 

@@ -1,4 +1,9 @@
-package httpapi
+// Package apiclient is the Go client of the daemon's HTTP API: the operator
+// protocol (conversations, turns, streams, proposals, effects), the
+// application API, principals and webhooks. The studio command line and the
+// tests use it; it knows the wire types of package protocol and nothing of
+// the server.
+package apiclient
 
 import (
 	"bufio"
@@ -28,9 +33,9 @@ type Client struct {
 	UserAgent string
 }
 
-// NewClient returns a client; hc nil means a default client without timeout
+// New returns a client; hc nil means a default client without timeout
 // (streams are long-lived; cancel them with the context).
-func NewClient(baseURL, token string, hc *http.Client) *Client {
+func New(baseURL, token string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = &http.Client{}
 	}
