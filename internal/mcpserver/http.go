@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -16,8 +17,9 @@ import (
 // answers other methods 405). The edge in front of it (httpapi)
 // authenticated the principal and checked Host and Origin. Here a body
 // that is not JSON-RPC is answered as JSON-RPC says (-32700, -32600), a
-// method Studio does not serve is -32601, and an initialize of a client
-// before 2026-07-28 gets an Mcp-Session-Id that carries its name (see
+// method Studio does not serve is -32601, a batch (MCP up to 2025-03-26)
+// is served element by element, and an initialize of a client before
+// 2026-07-28 gets an Mcp-Session-Id that carries its name (see
 // clientName); role and rate are decided per call (decided). refuse
 // writes a typed error with its status.
 func (s *Server) Handler(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
@@ -32,7 +34,7 @@ func (s *Server) Handler(refuse func(http.ResponseWriter, *http.Request, error))
 			return
 		}
 		version := r.Header.Get("Mcp-Protocol-Version")
-		msgs, batch, rpcErr := parseMessages(body)
+		raws, batch, rpcErr := parseMessages(body)
 		if rpcErr == nil && batch && version >= "2025-06-18" {
 			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 				Message: fmt.Sprintf("JSON-RPC batches are not part of MCP %s: send one message per request", version)}
@@ -41,29 +43,117 @@ func (s *Server) Handler(refuse func(http.ResponseWriter, *http.Request, error))
 			writeRPC(w, http.StatusBadRequest, &jsonrpc.Response{Error: rpcErr})
 			return
 		}
-		if unserved(w, msgs, batch, version) {
-			return
-		}
-		if name, ok := legacyInitialize(msgs); ok {
-			w.Header().Set(sessionHeader, newSessionID(name))
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		scheme := "http"
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		s.handler.ServeHTTP(w, r.WithContext(WithBase(r.Context(), scheme+"://"+r.Host)))
+		r = r.WithContext(WithBase(r.Context(), scheme+"://"+r.Host))
+		if batch {
+			s.serveBatch(w, r, raws)
+			return
+		}
+		s.serveOne(w, r, raws[0], version)
 	})
 }
 
-// parseMessages reads a POST body: one JSON-RPC message or a batch
-// (an array of them). The error is -32700 for a body that is not JSON,
-// -32600 for JSON that is not a JSON-RPC message.
-func parseMessages(body []byte) (msgs []jsonrpc.Message, batch bool, _ *jsonrpc.Error) {
+// serveOne serves one JSON-RPC message: a method Studio does not serve
+// is -32601 (HTTP 404 at 2026-07-28, as its transport asks; 200 before,
+// the error in the body), an unknown notification is accepted and
+// ignored (202); the rest is the SDK's.
+func (s *Server) serveOne(w http.ResponseWriter, r *http.Request, raw json.RawMessage, version string) {
+	msg, _ := jsonrpc.DecodeMessage(raw) // parseMessages decoded it once
+	if req, ok := msg.(*jsonrpc.Request); ok && !served[req.Method] {
+		if !req.IsCall() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		status := http.StatusOK
+		if version >= "2026-07-28" {
+			status = http.StatusNotFound
+		}
+		writeRPC(w, status, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+			Message: fmt.Sprintf("method %q is not served: Studio offers tools only (tools/list, tools/call)", req.Method)}})
+		return
+	}
+	if name, ok := legacyInitialize(msg); ok {
+		w.Header().Set(sessionHeader, newSessionID(name))
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	r.ContentLength = int64(len(raw))
+	s.handler.ServeHTTP(w, r)
+}
+
+// serveBatch serves a batch one message at a time, in order, each
+// exactly as if it came alone — decided and rate-limited on its own —
+// and answers the array of their responses (202 when all were
+// notifications). The SDK's own batch answer drops responses; this one
+// does not.
+func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, raws []json.RawMessage) {
+	var out []json.RawMessage
+	for _, raw := range raws {
+		rec := &recorder{header: http.Header{}}
+		s.serveOne(rec, r.Clone(r.Context()), raw, r.Header.Get("Mcp-Protocol-Version"))
+		if id := rec.header.Get(sessionHeader); id != "" {
+			w.Header().Set(sessionHeader, id)
+		}
+		if rec.status == http.StatusAccepted {
+			continue
+		}
+		resp := bytes.TrimSpace(rec.body.Bytes())
+		if !json.Valid(resp) || len(resp) == 0 || resp[0] != '{' {
+			// The SDK refused the element outright (plain text): answer
+			// it as JSON-RPC, with the element's id.
+			var id jsonrpc.ID
+			if msg, _ := jsonrpc.DecodeMessage(raw); msg != nil {
+				if req, ok := msg.(*jsonrpc.Request); ok {
+					id = req.ID
+				}
+			}
+			resp, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: strings.TrimSpace(rec.body.String())}})
+		}
+		out = append(out, resp)
+	}
+	if len(out) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	b, _ := json.Marshal(out)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// recorder keeps one batch element's answer.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+// parseMessages splits a POST body into its JSON-RPC messages: one, or a
+// batch (an array of them). The error is -32700 for a body that is not
+// JSON, -32600 for JSON that is not JSON-RPC.
+func parseMessages(body []byte) (raws []json.RawMessage, batch bool, _ *jsonrpc.Error) {
 	if !json.Valid(body) {
 		return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "the body is not JSON"}
 	}
-	raws := []json.RawMessage{body}
+	raws = []json.RawMessage{body}
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
 		batch = true
 		if json.Unmarshal(b, &raws) != nil || len(raws) == 0 {
@@ -71,8 +161,7 @@ func parseMessages(body []byte) (msgs []jsonrpc.Message, batch bool, _ *jsonrpc.
 		}
 	}
 	for i, raw := range raws {
-		m, err := jsonrpc.DecodeMessage(raw)
-		if err != nil {
+		if _, err := jsonrpc.DecodeMessage(raw); err != nil {
 			where := "the body"
 			if batch {
 				where = fmt.Sprintf("element %d of the batch", i)
@@ -80,80 +169,26 @@ func parseMessages(body []byte) (msgs []jsonrpc.Message, batch bool, _ *jsonrpc.
 			return nil, batch, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 				Message: where + ` is not a JSON-RPC 2.0 message ({"jsonrpc":"2.0","id":…,"method":…,"params":…})`}
 		}
-		msgs = append(msgs, m)
 	}
-	return msgs, batch, nil
+	return raws, batch, nil
 }
 
-// unserved answers a body with a request of a method Studio does not
-// serve: -32601 for each such request (HTTP 404 at 2026-07-28, as its
-// transport asks; 200 before, the error in the body; 400 for a batch,
-// which is then refused whole). A lone unknown notification is accepted
-// and ignored (202). It reports whether it answered.
-func unserved(w http.ResponseWriter, msgs []jsonrpc.Message, batch bool, version string) bool {
-	var errs []*jsonrpc.Response
-	for _, m := range msgs {
-		if req, ok := m.(*jsonrpc.Request); ok && !served[req.Method] && req.IsCall() {
-			errs = append(errs, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
-				Message: fmt.Sprintf("method %q is not served: Studio offers tools only (tools/list, tools/call)", req.Method)}})
-		}
-	}
-	switch {
-	case batch && len(errs) > 0:
-		writeRPC(w, http.StatusBadRequest, errs...)
-	case len(errs) == 1:
-		status := http.StatusOK
-		if version >= "2026-07-28" {
-			status = http.StatusNotFound
-		}
-		writeRPC(w, status, errs[0])
-	case !batch && len(msgs) == 1:
-		if req, ok := msgs[0].(*jsonrpc.Request); ok && !served[req.Method] {
-			w.WriteHeader(http.StatusAccepted)
-			return true
-		}
-		return false
-	default:
-		return false
-	}
-	return true
-}
-
-// writeRPC writes JSON-RPC responses: one object, or an array for more.
-func writeRPC(w http.ResponseWriter, status int, resps ...*jsonrpc.Response) {
-	var out []byte
-	for i, r := range resps {
-		b, err := jsonrpc.EncodeMessage(r)
-		if err != nil {
-			http.Error(w, "the error could not be encoded", http.StatusInternalServerError)
-			return
-		}
-		if len(resps) == 1 {
-			out = b
-			break
-		}
-		if i == 0 {
-			out = append(out, '[')
-		} else {
-			out = append(out, ',')
-		}
-		out = append(out, b...)
-		if i == len(resps)-1 {
-			out = append(out, ']')
-		}
+// writeRPC writes one JSON-RPC response.
+func writeRPC(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
+	b, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		http.Error(w, "the error could not be encoded", http.StatusInternalServerError)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(out)
+	_, _ = w.Write(b)
 }
 
-// legacyInitialize is the client's name when the body is one initialize
+// legacyInitialize is the client's name when the message is an initialize
 // request of a revision before 2026-07-28 (which has sessions).
-func legacyInitialize(msgs []jsonrpc.Message) (string, bool) {
-	if len(msgs) != 1 {
-		return "", false
-	}
-	req, ok := msgs[0].(*jsonrpc.Request)
+func legacyInitialize(msg jsonrpc.Message) (string, bool) {
+	req, ok := msg.(*jsonrpc.Request)
 	if !ok || req.Method != "initialize" {
 		return "", false
 	}
