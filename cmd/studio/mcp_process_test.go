@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,6 +232,31 @@ func TestProcessMCPTypeScriptClient(t *testing.T) {
 		}
 	}
 	t.Logf("TypeScript SDK client: %s", out)
+}
+
+// TestProcessMCPNeedsItsToken: `studio mcp` without STUDIO_TOKEN refuses
+// to start and says how to make an agent token — though the data
+// directory holds the owner's token and a daemon answers: one missed
+// variable must never give an assistant the admin identity.
+func TestProcessMCPNeedsItsToken(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(testCtx(t), bin, "mcp")
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR="+dataDir)
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}` + "\n")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitUsage || stdout.Len() != 0 ||
+		!strings.Contains(stderr.String(), "studio tokens create") || !strings.Contains(stderr.String(), "--role agent") {
+		t.Fatalf("studio mcp without STUDIO_TOKEN: %v, stdout %q, stderr %q; want exit %d saying how to make an agent token", err, stdout.String(), stderr.String(), exitUsage)
+	}
 }
 
 // TestProcessMCPWithoutDaemon: `studio mcp` with no daemon answering
