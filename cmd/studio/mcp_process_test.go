@@ -183,55 +183,146 @@ func mustMarshal(v any) string {
 	return string(b)
 }
 
-// TestProcessMCPTypeScriptClient: an outside client, the official
-// TypeScript SDK (checks/mcp-client-check), lists the tools and calls a
-// read and a command tool against the built binary, over Streamable HTTP
-// and over stdio (studio mcp). It needs node and that directory's
-// node_modules (npm ci); without them it skips, unless
-// STUDIO_REQUIRE_MCP_CLIENT=1 (CI) makes it fail.
-func TestProcessMCPTypeScriptClient(t *testing.T) {
-	t.Parallel()
-	dir := filepath.Join("..", "..", "checks", "mcp-client-check")
+// mcpClients is node and checks/mcp-client-check, where the outside MCP
+// clients are installed (npm ci there); without them the test skips,
+// unless STUDIO_REQUIRE_MCP_CLIENT=1 (CI) makes it fail.
+func mcpClients(t *testing.T, pkg string) (node, dir string) {
+	t.Helper()
+	dir = filepath.Join("..", "..", "checks", "mcp-client-check")
 	node, err := exec.LookPath("node")
 	if err == nil {
-		_, err = os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk"))
+		_, err = os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(pkg)))
 	}
 	if err != nil {
 		if os.Getenv("STUDIO_REQUIRE_MCP_CLIENT") == "1" {
-			t.Fatalf("the TypeScript MCP client cannot run (node, and npm ci in %s): %v", dir, err)
+			t.Fatalf("the outside MCP clients cannot run (node, and npm ci in %s): %v", dir, err)
 		}
-		t.Skipf("SKIP: node or %s/node_modules missing (npm ci there): %v", dir, err)
+		t.Skipf("SKIP: node or %s/node_modules/%s missing (npm ci there): %v", dir, pkg, err)
 	}
+	return node, dir
+}
+
+// jsonLines are the JSON object lines of a check's output.
+func jsonLines(out []byte) []map[string]any {
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			lines = append(lines, m)
+		}
+	}
+	return lines
+}
+
+// TestProcessMCPTypeScriptClient: an outside client, the official
+// TypeScript SDK (checks/mcp-client-check), against the built binary over
+// Streamable HTTP and over stdio (studio mcp): it connects with no error
+// event, lists the tools (a viewer's without command tools), calls a read
+// and a command tool twice (one proposal), follows it, and gets bad
+// arguments back as a typed isError result.
+func TestProcessMCPTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	node, dir := mcpClients(t, "@modelcontextprotocol/sdk")
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir)
 	agent := principalToken(t, d, dataDir, "ts-agent", protocol.RoleAgent)
+	viewer := principalToken(t, d, dataDir, "ts-viewer", protocol.RoleViewer)
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(testCtx(t), node, "check.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "STUDIO_BIN="+bin)
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "STUDIO_VIEWER_TOKEN="+viewer, "STUDIO_BIN="+bin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node check.mjs: %v\n%s", err, out)
 	}
-	var lines []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["transport"] != nil {
-			lines = append(lines, m)
-		}
-	}
+	lines := jsonLines(out)
 	if len(lines) != 2 || lines[0]["transport"] != "http" || lines[1]["transport"] != "stdio" {
 		t.Fatalf("check.mjs answered %s", out)
 	}
 	for _, l := range lines {
-		if id, _ := l["proposalId"].(string); id == "" {
-			t.Fatalf("no pending proposal over %v: %s", l["transport"], out)
+		if id, _ := l["proposalId"].(string); id == "" || l["errorEvents"] != float64(0) {
+			t.Fatalf("over %v: %s", l["transport"], out)
 		}
 	}
 	t.Logf("TypeScript SDK client: %s", out)
+}
+
+// TestProcessMCPInspector: the MCP Inspector's CLI (the official
+// debugging client) lists and calls Studio's tools on the built binary,
+// over Streamable HTTP with a bearer header and over stdio through
+// studio mcp.
+func TestProcessMCPInspector(t *testing.T) {
+	t.Parallel()
+	node, dir := mcpClients(t, "@modelcontextprotocol/inspector")
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	agent := principalToken(t, d, dataDir, "inspector", protocol.RoleAgent)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspector := filepath.Join("node_modules", ".bin", "mcp-inspector")
+	transports := map[string][]string{
+		"http":  {"--cli", d.URL + "/mcp", "--transport", "http", "--header", "Authorization: Bearer " + agent},
+		"stdio": {"--cli", "-e", "STUDIO_URL=" + d.URL, "-e", "STUDIO_TOKEN=" + agent, bin, "mcp"},
+	}
+	for _, name := range []string{"http", "stdio"} {
+		run := func(args ...string) map[string]any {
+			t.Helper()
+			cmd := exec.CommandContext(testCtx(t), node, append(append([]string{inspector}, transports[name]...), args...)...)
+			cmd.Dir = dir
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			var m map[string]any
+			if err != nil || json.Unmarshal(out, &m) != nil {
+				t.Fatalf("inspector over %s %v: %v\n%s\n%s", name, args, err, out, stderr.String())
+			}
+			return m
+		}
+		tools, _ := run("--method", "tools/list")["tools"].([]any)
+		if len(tools) < 20 || !strings.Contains(mustMarshal(tools), `"name":"get_proposal"`) {
+			t.Fatalf("inspector over %s: tools/list %s", name, mustMarshal(tools))
+		}
+		read := run("--method", "tools/call", "--tool-name", "list_schedules")
+		if read["isError"] == true || !strings.Contains(mustMarshal(read), "nightly-audit") {
+			t.Fatalf("inspector over %s: list_schedules %s", name, mustMarshal(read))
+		}
+		cmd := run("--method", "tools/call", "--tool-name", "set_schedule_enabled", "--tool-arg", "schedule=nightly-audit", "--tool-arg", "enabled=true")
+		sc, _ := cmd["structuredContent"].(map[string]any)
+		if cmd["isError"] == true || sc["status"] != "pending" {
+			t.Fatalf("inspector over %s: set_schedule_enabled %s", name, mustMarshal(cmd))
+		}
+		t.Logf("Inspector CLI over %s: %d tools, list_schedules ok, set_schedule_enabled pending %v", name, len(tools), sc["proposalId"])
+	}
+	if sc, err := d.client.GetSchedule(testCtx(t), "nightly-audit"); err != nil || sc.Enabled {
+		t.Fatalf("the schedule changed without a human: %+v %v", sc, err)
+	}
+}
+
+// TestProcessMCPConformance: the official MCP conformance suite's server
+// scenarios that need no reference fixtures (initialize, ping,
+// tools/list, DNS-rebinding protection) pass against the built binary.
+// (Its other scenarios call the reference server's own tools, resources
+// and prompts, which Studio does not have.)
+func TestProcessMCPConformance(t *testing.T) {
+	t.Parallel()
+	node, dir := mcpClients(t, "@modelcontextprotocol/conformance")
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	agent := principalToken(t, d, dataDir, "conformance", protocol.RoleAgent)
+	cmd := exec.CommandContext(testCtx(t), node, "conformance.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent)
+	out, err := cmd.CombinedOutput()
+	lines := jsonLines(out)
+	if err != nil || len(lines) != 4 {
+		t.Fatalf("node conformance.mjs: %v\n%s", err, out)
+	}
+	t.Logf("conformance suite: %s", out)
 }
 
 // TestProcessMCPNeedsItsToken: `studio mcp` without STUDIO_TOKEN refuses
