@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -358,4 +360,112 @@ func TestProcessMCPWithoutDaemon(t *testing.T) {
 	if code != exitUnreachable || !strings.Contains(errOut, "studio serve") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+}
+
+// TestProcessMCPConfigSnippets: every client configuration docs/mcp.md
+// prints works as written — filled in with a daemon's URL, an agent token
+// and the built binary, connected as that client connects (Streamable
+// HTTP with the headers; a stdio command with its environment, mcp-remote
+// included), it lists the tools and calls one.
+func TestProcessMCPConfigSnippets(t *testing.T) {
+	t.Parallel()
+	node, dir := mcpClients(t, "mcp-remote")
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippets := regexp.MustCompile("(?s)<!-- mcp-snippet: ([a-z-]+) -->\n```json\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(snippets) < 4 {
+		t.Fatalf("docs/mcp.md has %d tested snippets, want VS Code, Cursor, Claude Desktop and mcp-remote", len(snippets))
+	}
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	token := principalToken(t, d, dataDir, "snippets", protocol.RoleAgent)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer("http://127.0.0.1:8765", d.URL, "stu_YOUR_AGENT_TOKEN", token, "${input:studio-token}", token)
+	for _, sn := range snippets {
+		name := sn[1]
+		var cfg struct {
+			Servers    map[string]serverConfig `json:"servers"`    // VS Code
+			MCPServers map[string]serverConfig `json:"mcpServers"` // Cursor, Claude Desktop
+		}
+		if err := json.Unmarshal([]byte(fill.Replace(sn[2])), &cfg); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sc, ok := cfg.Servers["studio"]
+		if !ok {
+			sc, ok = cfg.MCPServers["studio"]
+		}
+		if !ok {
+			t.Fatalf("%s: no studio server in %s", name, sn[2])
+		}
+		var transport mcp.Transport
+		switch {
+		case sc.URL != "":
+			if name == "vscode" && sc.Type != "http" {
+				t.Fatalf("%s: type %q, want http", name, sc.Type)
+			}
+			transport = &mcp.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: &http.Client{Transport: headerTransport(sc.Headers)}}
+		case sc.Command != "":
+			if !filepath.IsAbs(sc.Command) && sc.Command != "npx" {
+				t.Fatalf("%s: command %q is not an absolute path", name, sc.Command)
+			}
+			command, args := sc.Command, sc.Args
+			if command == "npx" { // the bridge, as installed in checks/mcp-client-check
+				if len(args) < 2 || args[0] != "-y" || !strings.HasPrefix(args[1], "mcp-remote@") {
+					t.Fatalf("%s: npx args %v", name, args)
+				}
+				command, args = node, append([]string{filepath.Join(dir, "node_modules", "mcp-remote", "dist", "proxy.js")}, args[2:]...)
+			} else {
+				command = bin
+			}
+			cmd := exec.Command(command, args...)
+			cmd.Env = append(os.Environ(), "STUDIO_TOKEN=", "STUDIO_DATA_DIR="+t.TempDir(), "HOME="+t.TempDir())
+			for k, v := range sc.Env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			transport = &mcp.CommandTransport{Command: cmd}
+		default:
+			t.Fatalf("%s: neither url nor command", name)
+		}
+		ctx := testCtx(t)
+		s, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil).Connect(ctx, transport, nil)
+		if err != nil {
+			t.Fatalf("%s: connect: %v", name, err)
+		}
+		tools, err := s.ListTools(ctx, nil)
+		if err != nil || len(tools.Tools) < 20 {
+			t.Fatalf("%s: tools/list: %v %v", name, err, tools)
+		}
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "list_schedules", Arguments: map[string]any{}})
+		if err != nil || res.IsError || !strings.Contains(mustMarshal(res.StructuredContent), "nightly-audit") {
+			t.Fatalf("%s: list_schedules: %v %+v", name, err, res)
+		}
+		_ = s.Close()
+		t.Logf("%s: %d tools, list_schedules answered", name, len(tools.Tools))
+	}
+}
+
+// serverConfig is one server of an MCP client's configuration file.
+type serverConfig struct {
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+// headerTransport adds a configuration's headers to every request.
+type headerTransport map[string]string
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
