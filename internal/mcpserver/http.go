@@ -75,8 +75,8 @@ func (s *Server) serveOne(w http.ResponseWriter, r *http.Request, raw json.RawMe
 			Message: fmt.Sprintf("method %q is not served: Studio offers tools only (tools/list, tools/call)", req.Method)}})
 		return
 	}
-	if name, ok := legacyInitialize(msg); ok {
-		w.Header().Set(sessionHeader, newSessionID(name))
+	if name, ok := legacyInitialize(msg); ok && strings.TrimSpace(name) != "" {
+		w.Header().Set(sessionHeader, newSessionID(name)) // a nameless client is told apart by its token
 	}
 	r.Body = io.NopCloser(bytes.NewReader(raw))
 	r.ContentLength = int64(len(raw))
