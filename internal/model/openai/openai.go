@@ -6,7 +6,7 @@
 // model.EventToolCall events. It asks for usage (stream_options.include_usage)
 // and reports it as model.EventUsage.
 //
-// Decision (figures in the README): not the official SDK. The
+// Decision (figures in docs/build-weight.md): not the official SDK. The
 // SDK's generated package took about 3 minutes of CPU and 2.75 GB of memory
 // to compile and added 23 MB to the binary for the two endpoints used here.
 //
