@@ -13,7 +13,7 @@
 // The provider reads no environment variables itself; cmd/studio fills
 // Config (see the Env* constants for the names error messages point users
 // to). It makes no retries: retrying is the coordinator's decision
-// (DESIGN.md §10).
+// (docs/design.md §13).
 package openai
 
 import (
