@@ -53,7 +53,8 @@ func TestReferenceCheckFindsBadOnes(t *testing.T) {
 	write("internal/x/x.go", "package x\n\n// Good: docs/design.md §1, §2 and docs/protocol.md §1; internal/x/x.go.\n"+
 		"// Bad: docs/design.md §3 and docs/design.md §1.2, §1.5; docs/protocol.md §9.\n"+
 		"// A file that is not there: internal/y/y.go; docs/gone.md.\n"+
-		"// By name: docs/design.md, \"Two\" is fine, docs/design.md, \"Three\" is not.\n"+
+		"// By name: docs/design.md, \"Two\" is fine, docs/design.md, \"Three\" is not;\n"+
+		"// docs/design.md, \"Sub\n// part\" is fine across lines, docs/design.md, \"Sub\n// whole\" is not.\n"+
 		"// Outside: "+"ADR-"+"0083 D4, "+"DESIGN"+".md, ../"+"shared/x.\n")
 	write("web/a.js", "// docs/design.md §8\n")
 	write("deploy/c.yaml", "# docs/protocol.md §2\n")
@@ -76,6 +77,7 @@ func TestReferenceCheckFindsBadOnes(t *testing.T) {
 		`internal/x/x.go: internal/y/y.go: no such file`,
 		`internal/x/x.go: docs/gone.md: no such file`,
 		`internal/x/x.go: docs/design.md, "Three": no heading "Three" in docs/design.md`,
+		`internal/x/x.go: docs/design.md, "Sub whole": no heading "Sub whole" in docs/design.md`,
 		`internal/x/x.go: mentions "` + "ADR-" + `0083", a document outside the repository`,
 		`internal/x/x.go: mentions "` + "DESIGN" + `.md", a document outside the repository`,
 		`internal/x/x.go: mentions "../` + "shared" + `", a document outside the repository`,
@@ -109,6 +111,9 @@ var (
 	// namedRef is a heading named in quotes after its file:
 	// docs/teams.md, "Sign-in behind a proxy".
 	namedRef = regexp.MustCompile(`((?:docs/[\w-]+|README)\.md), "([^"]+)"`)
+	// continued is a line break inside a comment: a name quoted across
+	// two comment lines is one name.
+	continued = regexp.MustCompile(`\s*\n\s*(?://|#|--|\*)?\s*`)
 	// mdLink is a Markdown link or image target.
 	mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	// heading is a Markdown ATX heading; numbered is one that starts with
@@ -199,8 +204,9 @@ func checkReferences(root string) (problems []string, scanned counts, err error)
 		}
 		for _, m := range namedRef.FindAllStringSubmatch(text, -1) {
 			scanned.refs++
-			if d := load(m[1]); d == nil || !d.names[slug(m[2])] {
-				report("%s, %q: no heading %q in %s", m[1], m[2], m[2], m[1])
+			name := continued.ReplaceAllString(m[2], " ")
+			if d := load(m[1]); d == nil || !d.names[slug(name)] {
+				report("%s, %q: no heading %q in %s", m[1], name, name, m[1])
 			}
 		}
 		if strings.HasSuffix(rel, ".md") {

@@ -100,7 +100,7 @@ type Config struct {
 	// the one executing the run, and Start leaves the runs of other
 	// daemons alone (a dead daemon's are failed by the lease reaper,
 	// ReapOrphans). Unset, Start fails every run an earlier process left
-	// queued or running, as before.
+	// queued or running.
 	Shared bool
 	// ClaimInterval is how often idle workers look for queued runs besides
 	// when told of one (Shared only).
