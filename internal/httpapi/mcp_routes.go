@@ -56,16 +56,6 @@ func (s *Server) mcpRoutes() {
 	}
 }
 
-// baseURL is the daemon's URL as the request reached it (its Host passed
-// the allow-list).
-func baseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
-
 // mcpAuthed is authed for /mcp: a foreign Origin is refused before
 // anything else (a page on another site must not drive the tools with a
 // token it got hold of), and a refused credential's 401 says how to get
