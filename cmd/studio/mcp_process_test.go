@@ -204,6 +204,20 @@ func mcpClients(t *testing.T, pkg string) (node, dir string) {
 	return node, dir
 }
 
+// mcpDaemon is a running daemon of the built binary, an agent principal's
+// token (name) and the binary, for an outside client's test.
+func mcpDaemon(t *testing.T, name string) (d *daemon, dataDir, agent, bin string) {
+	t.Helper()
+	dataDir = t.TempDir()
+	d = startDaemon(t, dataDir)
+	agent = principalToken(t, d, dataDir, name, protocol.RoleAgent)
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, dataDir, agent, bin
+}
+
 // jsonLines are the JSON object lines of a check's output.
 func jsonLines(out []byte) []map[string]any {
 	var lines []map[string]any
@@ -225,14 +239,8 @@ func jsonLines(out []byte) []map[string]any {
 func TestProcessMCPTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	node, dir := mcpClients(t, "@modelcontextprotocol/sdk")
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
-	agent := principalToken(t, d, dataDir, "ts-agent", protocol.RoleAgent)
+	d, dataDir, agent, bin := mcpDaemon(t, "ts-agent")
 	viewer := principalToken(t, d, dataDir, "ts-viewer", protocol.RoleViewer)
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.CommandContext(testCtx(t), node, "check.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "STUDIO_VIEWER_TOKEN="+viewer, "STUDIO_BIN="+bin)
@@ -259,13 +267,7 @@ func TestProcessMCPTypeScriptClient(t *testing.T) {
 func TestProcessMCPInspector(t *testing.T) {
 	t.Parallel()
 	node, dir := mcpClients(t, "@modelcontextprotocol/inspector")
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
-	agent := principalToken(t, d, dataDir, "inspector", protocol.RoleAgent)
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, _, agent, bin := mcpDaemon(t, "inspector")
 	inspector := filepath.Join("node_modules", ".bin", "mcp-inspector")
 	transports := map[string][]string{
 		"http":  {"--cli", d.URL + "/mcp", "--transport", "http", "--header", "Authorization: Bearer " + agent},
@@ -313,9 +315,7 @@ func TestProcessMCPInspector(t *testing.T) {
 func TestProcessMCPConformance(t *testing.T) {
 	t.Parallel()
 	node, dir := mcpClients(t, "@modelcontextprotocol/conformance")
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
-	agent := principalToken(t, d, dataDir, "conformance", protocol.RoleAgent)
+	d, _, agent, _ := mcpDaemon(t, "conformance")
 	cmd := exec.CommandContext(testCtx(t), node, "conformance.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent)
@@ -378,13 +378,7 @@ func TestProcessMCPConfigSnippets(t *testing.T) {
 	if len(snippets) < 4 {
 		t.Fatalf("docs/mcp.md has %d tested snippets, want VS Code, Cursor, Claude Desktop and mcp-remote", len(snippets))
 	}
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
-	token := principalToken(t, d, dataDir, "snippets", protocol.RoleAgent)
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, _, token, bin := mcpDaemon(t, "snippets")
 	fill := strings.NewReplacer("http://127.0.0.1:8765", d.URL, "stu_YOUR_AGENT_TOKEN", token, "${input:studio-token}", token)
 	for _, sn := range snippets {
 		name := sn[1]

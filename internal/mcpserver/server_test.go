@@ -336,23 +336,34 @@ func TestExpiredProposalNeverRuns(t *testing.T) {
 	}
 }
 
-// post sends one JSON-RPC message to /mcp.
+// post sends one JSON-RPC message to /mcp as a 2026-07-28 client.
 func (d *daemon) post(token, origin, body string) (*http.Response, string) {
+	return d.send(token, "2026-07-28", origin, body)
+}
+
+// send POSTs a raw body to /mcp as a client of a protocol revision
+// ("" sends no MCP-Protocol-Version header, as clients before 2025-06-18),
+// with the request headers its revision asks for.
+func (d *daemon) send(token, version, origin, body string) (*http.Response, string) {
 	d.t.Helper()
 	req, _ := http.NewRequestWithContext(d.ctx(), http.MethodPost, d.srv.URL+"/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	_ = json.Unmarshal([]byte(body), &msg)
-	req.Header.Set("Mcp-Method", msg.Method)
-	if msg.Params.Name != "" {
-		req.Header.Set("Mcp-Name", msg.Params.Name)
+	if version >= "2026-07-28" {
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal([]byte(body), &msg)
+		req.Header.Set("Mcp-Method", msg.Method)
+		if msg.Params.Name != "" {
+			req.Header.Set("Mcp-Name", msg.Params.Name)
+		}
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

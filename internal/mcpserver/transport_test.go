@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,24 +11,10 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// rpc POSTs a raw body to /mcp as a client of a protocol revision
-// ("" sends no MCP-Protocol-Version header, as clients before 2025-06-18).
+// rpc POSTs a raw body to /mcp as a client of a protocol revision.
 func (d *daemon) rpc(token, version, body string) (*http.Response, string) {
 	d.t.Helper()
-	req, _ := http.NewRequestWithContext(d.ctx(), http.MethodPost, d.srv.URL+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if version != "" {
-		req.Header.Set("Mcp-Protocol-Version", version)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := d.srv.Client().Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return d.send(token, version, "", body)
 }
 
 // rpcError decodes a JSON-RPC error response.
