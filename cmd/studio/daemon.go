@@ -109,7 +109,7 @@ func (d *daemonParts) openStore(ctx context.Context) error {
 		d.log.Info("--db-idle-tx-timeout lowered to half the lease expiry", "db_idle_tx_timeout", half)
 		d.cfg.pg.IdleInTransactionTimeout = half
 	}
-	st, version, err := openStore(ctx, d.cfg)
+	st, m, err := openStore(ctx, d.cfg)
 	for _, p := range datadir.Exposed(d.cfg.dataDir) {
 		d.log.Warn("the data directory is open to other users", "problem", p)
 	}
@@ -117,7 +117,8 @@ func (d *daemonParts) openStore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.st, d.version = st, version
+	m.log(d.log, databaseName(d.cfg))
+	d.st, d.version = st, m.version
 	d.undo = append(d.undo, func() { st.Close() })
 	observeStore(st, d.reg)
 	return nil
