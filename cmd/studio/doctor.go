@@ -43,11 +43,7 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			d, err := retention(cmd.Flags(), &keep)
-			if err != nil {
-				return err
-			}
-			rep, source, down, err := doctorReport(cmd.Context(), cfg, local, d)
+			rep, source, down, err := doctorReport(cmd.Context(), cfg, local, keep.d)
 			if err != nil {
 				if down != nil {
 					return exitError{exitUnreachable, fmt.Errorf("%w; reading the database directly failed too: %v", down, err)}
