@@ -80,10 +80,14 @@ func bindEnv(fs *pflag.FlagSet, names ...string) {
 }
 
 // markSecret makes --print-config mask the flag's value.
-func markSecret(fs *pflag.FlagSet, name string) { _ = fs.SetAnnotation(name, secretAnnotation, []string{"true"}) }
+func markSecret(fs *pflag.FlagSet, name string) {
+	_ = fs.SetAnnotation(name, secretAnnotation, []string{"true"})
+}
 
 // readWhereUsed: the flag's variable is read by the code that uses it.
-func readWhereUsed(fs *pflag.FlagSet, name string) { _ = fs.SetAnnotation(name, usedAnnotation, []string{"true"}) }
+func readWhereUsed(fs *pflag.FlagSet, name string) {
+	_ = fs.SetAnnotation(name, usedAnnotation, []string{"true"})
+}
 
 func flagEnv(f *pflag.Flag) string {
 	if v := f.Annotations[envAnnotation]; len(v) == 1 {
