@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -217,7 +218,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.lease.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
 	f.DurationVar(&o.lease.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
 	f.BoolVar(&o.lease.exitOnLoss, "exit-on-lease-loss", false, "exit (status 1) when another daemon took this one's work over, instead of rejoining as a new instance")
-	f.DurationVar(&o.lease.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail")
+	f.DurationVar(&o.lease.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail; and how long a start waits for a database it cannot reach before it exits 1, for the supervisor to start it again")
 	f.DurationVar(&cfg.pg.LockTimeout, "db-lock-timeout", postgres.DefaultLockTimeout, "PostgreSQL: longest wait for a row lock (lock_timeout); the write is then retried")
 	f.DurationVar(&cfg.pg.StatementTimeout, "db-statement-timeout", postgres.DefaultStatementTimeout, "PostgreSQL: longest statement (statement_timeout)")
 	f.DurationVar(&cfg.pg.IdleInTransactionTimeout, "db-idle-tx-timeout", postgres.DefaultIdleInTransactionTimeout,
@@ -240,6 +241,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, o serveOptions) e
 		return err
 	}
 	if err := d.openStore(ctx); err != nil {
+		switch {
+		case ctx.Err() != nil: // stopped while waiting for the database
+			return nil
+		case errors.Is(err, errDatabaseDown):
+			return err
+		}
 		// No in-memory fallback under the same API (ADR D1): every call
 		// answers service_failure until the database is fixed and the
 		// daemon restarted.
