@@ -92,7 +92,7 @@ func (d *daemonParts) newModelRegistry() error {
 	for i, m := range models {
 		if problem := providerProblem(m.Provider); problem != "" {
 			d.log.Warn("a configured model provider cannot work: its turns (and, for the default, playbook runs) will fail until it is fixed",
-				"model", m.Name, "problem", problem)
+				"model", m.Name, "base_url", providerURL(m.Provider), "problem", problem)
 		}
 		models[i].Provider = metrics.InstrumentProvider(m.Provider, m.Name, d.reg)
 	}

@@ -151,6 +151,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 				return usageError{err}
 			}
 			slog.SetDefault(log)
+			defer flushLog(log)
 			o.app.retention = keep.d
 			for _, v := range o.http.secondApproverFor {
 				if !slices.Contains(httpapi.SecondApproverValues, v) {
