@@ -67,7 +67,7 @@ type run struct {
 	h       *Handler // the handler that wrote the first line: the summary goes through it
 	level   slog.Level
 	msg     string
-	err     string // the first occurrence's error text
+	err     string    // the first occurrence's error text
 	start   time.Time // the records' times: the span a summary says
 	last    time.Time
 	touched time.Time // when it last repeated, by the timers' clock
