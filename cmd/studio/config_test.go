@@ -256,3 +256,23 @@ func writeFile(t *testing.T, path, body string) {
 		t.Fatal(err)
 	}
 }
+
+// TestConfigDocNamesEveryVariable: docs/configuration.md lists each of
+// serve's flags with its variable.
+func TestConfigDocNamesEveryVariable(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	_, flags := serveFlags(t)
+	for _, f := range flags {
+		if f.Name == "help" || f.Name == "print-config" {
+			continue
+		}
+		if row := "| `--" + f.Name + "` | `" + flagEnv(f) + "`"; !strings.Contains(doc, row) {
+			t.Errorf("docs/configuration.md has no row %q", row)
+		}
+	}
+}

@@ -300,10 +300,17 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 		holder = d.keeper
 	}
 	edge.Ready = httpapi.StoreReadiness(d.st, len(ms), holder)
+	if w, ok := d.st.stateDB.(interface{ WriterOldestWait() time.Duration }); ok {
+		edge.Ready = httpapi.WithWriterStall(edge.Ready, w.WriterOldestWait, httpapi.WriterStallLimit)
+	}
 	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = d.st, d.o.http.secondApproverFor, d.st, d.o.http.authProxy
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg})
 	edge.MCP = agents.Handler
 	d.api = httpapi.New(*edge)
+	d.reg.ObserveReadiness(func() bool {
+		reason, _ := d.api.Readiness(context.Background())
+		return reason == ""
+	})
 	d.srv = httpapi.NewHTTPServer(d.api.Observed(), d.log)
 	return d.startMetricsListener()
 }

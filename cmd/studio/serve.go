@@ -174,7 +174,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.StringVar(&o.obs.logFormat, "log-format", "text", "log format on stderr: text or json")
 	f.StringVar(&o.obs.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	f.BoolVar(&o.obs.printTokenURL, "print-token-url", false,
-		"print the sign-in URL with the token on stdout even when stdout is not a terminal; by default a journal or a container log gets the address and `studio token` instead")
+		"print the sign-in URL with the token on stdout even when stdout is not a terminal; by default a journal or a container log gets the address and how to print the token (studio token) instead")
 	f.BoolVar(&o.obs.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-addr, without auth")
 	f.StringVar(&o.obs.metricsAddr, "metrics-addr", "", "also serve GET /metrics here, without auth, for scrapers (empty: only on --addr, with the token)")
 	f.StringVar(&cfg.model, "model", "offline", "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry")
