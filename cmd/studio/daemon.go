@@ -184,7 +184,11 @@ func (d *daemonParts) newApplication(ctx context.Context) error {
 	d.shared, _ = usesPostgres(d.cfg)
 	d.instance = uuid.NewString()
 	ao := d.o.app
-	svc, err := studio.New(studio.Config{Instance: d.instance, Shared: d.shared, OutageBudget: d.o.lease.outageBudget,
+	var others []studio.NamedModel
+	for _, m := range d.models[1:] {
+		others = append(others, studio.NamedModel{Name: m.Name, Provider: m.Provider})
+	}
+	svc, err := studio.New(studio.Config{Instance: d.instance, Shared: d.shared, OutageBudget: d.o.lease.outageBudget, OtherModels: others,
 		Lease: studio.LeaseSettings{Renew: d.o.lease.renew, Expiry: d.o.lease.expiry},
 		Store: d.st, Maintenance: d.st.maint, Provider: d.models[0].Provider, Logger: d.log, Workers: ao.runWorkers, Observer: d.reg,
 		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: studio.DefaultSchedulerInterval, ShutdownGrace: d.o.grace, Retention: ao.retention})

@@ -132,7 +132,8 @@ func localDoctor(ctx context.Context, cfg *config, keep time.Duration) (studio.D
 		return studio.DoctorReport{}, err
 	}
 	defer st.Close()
-	svc, err := studio.New(studio.Config{Store: st, Maintenance: st.maint, Retention: keep})
+	shared, _ := usesPostgres(cfg)
+	svc, err := studio.New(studio.Config{Store: st, Maintenance: st.maint, Retention: keep, Shared: shared})
 	if err != nil {
 		return studio.DoctorReport{}, err
 	}

@@ -119,3 +119,20 @@ func TestProcessPostgresOutageLogsSummarised(t *testing.T) {
 		t.Logf("warnings and errors:\n%s", strings.Join(failures, "\n"))
 	}
 }
+
+// TestProcessDoctorNamesUnreachableModel: doctor asks the daemon, which
+// checks every configured model: one conversations may choose that does
+// not answer makes the report degraded, named with why.
+func TestProcessDoctorNamesUnreachableModel(t *testing.T) {
+	t.Parallel()
+	port, err := pgtest.FreePort() // a loopback port nothing listens on
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir, "--provider", fmt.Sprintf("gateway=openai,model=m,base-url=http://127.0.0.1:%d/v1", port))
+	out, _, code := runStudio(t, []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=", "STUDIO_DATA_DIR=" + dataDir}, "doctor")
+	if code != exitOK || !strings.Contains(out, "status:     degraded") || !strings.Contains(out, "the model gateway is not answering") {
+		t.Fatalf("doctor with an unreachable model: exit %d:\n%s", code, out)
+	}
+}
