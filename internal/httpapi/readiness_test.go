@@ -44,15 +44,7 @@ func (l *fakeLease) set(err error) {
 // the database is closed. /healthz (liveness) stays 200 throughout.
 func TestReadyz(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	v, err := st.Migrate(t.Context(), storetest.Epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, v := migratedStore(t, filepath.Join(t.TempDir(), "studio.db"))
 	lease := &fakeLease{}
 	migrations := v
 	var mu sync.Mutex
@@ -147,15 +139,7 @@ func TestReadyzDraining(t *testing.T) {
 func TestReadyzWriterStalled(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "studio.db")
-	st, err := sqlite.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	v, err := st.Migrate(t.Context(), storetest.Epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, v := migratedStore(t, path)
 	api := httpapi.New(httpapi.Config{Token: testToken, Logger: quietLogger(),
 		Ready: httpapi.WithWriterStall(httpapi.StoreReadiness(st, v, nil), st.WriterOldestWait, 300*time.Millisecond)})
 	srv := httptest.NewServer(api)
@@ -205,4 +189,20 @@ func TestReadyzWriterStalled(t *testing.T) {
 	if b := readyz(); b != `{"status":"ready"}` {
 		t.Fatalf("after the stall: %s", b)
 	}
+}
+
+// migratedStore opens a new migrated database at path, closed when t
+// ends, and returns it with its schema version.
+func migratedStore(t *testing.T, path string) (*sqlite.Store, int) {
+	t.Helper()
+	st, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	v, err := st.Migrate(t.Context(), storetest.Epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, v
 }

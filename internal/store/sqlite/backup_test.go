@@ -271,12 +271,7 @@ func TestWALAutocheckpointOption(t *testing.T) {
 func TestRestoreRefusesForeignDatabases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ms, err := Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	live := migratedWithConversation(t, filepath.Join(dir, "data", "studio.db"), "live")
+	dir, live, maxVersion := liveDatabase(t, "live")
 	foreign := func(name string, stmts ...string) string {
 		path := filepath.Join(dir, name)
 		db, err := sql.Open("sqlite", path)
@@ -306,7 +301,7 @@ func TestRestoreRefusesForeignDatabases(t *testing.T) {
 		{otherApp, `records migration 1 as "create_users"`},
 		{emptyLedger, "records none of studio's migrations"},
 	} {
-		_, _, err := Restore(ctx, tc.file, live, len(ms), storetest.Epoch)
+		_, _, err := Restore(ctx, tc.file, live, maxVersion, storetest.Epoch)
 		var re *RestoreError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), "not a studio one") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("restore %s: %v, want a refusal saying %q", filepath.Base(tc.file), err, tc.want)
@@ -322,19 +317,14 @@ func TestRestoreRefusesForeignDatabases(t *testing.T) {
 func TestRestoreTwiceInOneSecond(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ms, err := Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	live := migratedWithConversation(t, filepath.Join(dir, "data", "studio.db"), "first")
+	dir, live, maxVersion := liveDatabase(t, "first")
 	backups := []string{
 		migratedWithConversation(t, filepath.Join(dir, "b1", "studio.db"), "second"),
 		migratedWithConversation(t, filepath.Join(dir, "b2", "studio.db"), "third"),
 	}
 	var kept []string
 	for _, b := range backups {
-		previous, _, err := Restore(ctx, b, live, len(ms), storetest.Epoch)
+		previous, _, err := Restore(ctx, b, live, maxVersion, storetest.Epoch)
 		if err != nil {
 			t.Fatalf("restore %s within the same second: %v", b, err)
 		}
@@ -351,6 +341,19 @@ func TestRestoreTwiceInOneSecond(t *testing.T) {
 	if ids := conversationIDs(t, live); len(ids) != 1 || ids[0] != "third" {
 		t.Errorf("the restored database holds %v", ids)
 	}
+}
+
+// liveDatabase is a test's directory with the data directory's database
+// in it (data/studio.db, holding the conversation id), and this binary's
+// schema version.
+func liveDatabase(t *testing.T, id string) (dir, live string, maxVersion int) {
+	t.Helper()
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	return dir, migratedWithConversation(t, filepath.Join(dir, "data", "studio.db"), id), len(ms)
 }
 
 // migratedWithConversation makes a migrated database at path (its
