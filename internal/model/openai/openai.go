@@ -105,6 +105,13 @@ func New(cfg Config) (*Provider, error) {
 // Name implements model.Provider.
 func (p *Provider) Name() string { return providerName }
 
+// BaseURL is the API's address the provider calls, for the messages of
+// the daemon that configured it.
+func (p *Provider) BaseURL() string { return p.base }
+
+// HasKey reports whether the provider sends an API key.
+func (p *Provider) HasKey() bool { return p.cfg.APIKey != "" }
+
 // Check lists the server's models: it proves the server is reachable and the
 // key accepted. It does not insist that Model is listed, because llama.cpp
 // and some proxies serve any model name under another alias.
