@@ -4,17 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// JSON redacts a JSON document: every string value goes through Text, and
-// the value of a member whose name is a SecretKey is replaced whole (a
-// string, number, object or array; null, booleans and empty strings say
-// nothing and stay). Names are kept: they come from the application's
-// schemas, and rewriting them could make two members collide. The result is
-// valid JSON whenever the input is; input that is not JSON is redacted as
-// text.
+// JSON redacts a JSON document: every string value and every member name
+// goes through Text, and the value of a member whose name is a SecretKey is
+// replaced whole (a string, number, object or array; null, booleans and
+// empty strings say nothing and stay). A name that held a secret becomes
+// the marker, numbered when one object has several ("[redacted]",
+// "[redacted]2"), so that names stay distinct. The result is valid JSON
+// whenever the input is; input that is not JSON is redacted as text.
 func JSON(b []byte) []byte {
 	out, err := redactJSON(b)
 	if err != nil {
@@ -29,6 +30,7 @@ func redactJSON(b []byte) ([]byte, error) {
 	buf.Grow(len(b))
 	enc := jsontext.NewEncoder(&buf)
 	secretNext := false
+	renamed := map[int]int{} // depth → names redacted in the object open there
 	for {
 		kind := dec.PeekKind()
 		depth := dec.StackDepth()
@@ -40,7 +42,15 @@ func redactJSON(b []byte) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			secretNext = SecretKey(tok.String())
+			name := tok.String()
+			secretNext = SecretKey(name)
+			if red := Text(name); red != name {
+				renamed[depth]++
+				if n := renamed[depth]; n > 1 {
+					red += strconv.Itoa(n)
+				}
+				tok = jsontext.String(red)
+			}
 			if err := enc.WriteToken(tok); err != nil {
 				return nil, err
 			}
@@ -74,6 +84,9 @@ func redactJSON(b []byte) ([]byte, error) {
 				return nil, err
 			}
 		default:
+			if kind == '}' {
+				delete(renamed, depth)
+			}
 			tok, err := dec.ReadToken()
 			if errors.Is(err, io.EOF) {
 				return bytes.TrimRight(buf.Bytes(), "\n"), nil

@@ -37,9 +37,7 @@ func Text(s string) string {
 	if strings.Contains(s, "://") && strings.Contains(s, "@") {
 		s = urlPassword.ReplaceAllString(s, "${1}${2}:"+Secret+"@")
 	}
-	if strings.Contains(s, "hooks.slack.com/") || strings.Contains(s, "/api/webhooks/") {
-		s = secretURL.ReplaceAllString(s, "${1}"+Secret)
-	}
+	s = secrets(s)
 	s = tokens(s)
 	if strings.ContainsAny(s, "=:") {
 		s = keyValues(s)
@@ -62,40 +60,16 @@ var pemBlock = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*-----(?s:.*?)(?:-----END
 // apart from the rest (a stream's pieces), :// starts the userinfo.
 var urlPassword = regexp.MustCompile(`(://)([^/\s:@"']*):[^/\s@"']+@`)
 
-// secretURL is a URL whose path is itself the credential (webhooks).
-var secretURL = regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/|discord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_-]+`)
-
-// tokenShapes are credentials recognisable by their shape alone. A shape
-// starts the text or follows any character but a letter or digit: an
-// underscore glues a key to a word (run_sk-…) without making it a word.
-var tokenShapes = regexp.MustCompile(`(^|[^A-Za-z0-9])(?:` + strings.Join([]string{
-	`sk-[A-Za-z0-9_-]{20,}`,                                      // OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
-	`gh[pousr]_[A-Za-z0-9]{30,}`,                                 // GitHub tokens
-	`github_pat_[A-Za-z0-9_]{30,}`,                               // GitHub fine-grained tokens
-	`glpat-[A-Za-z0-9_-]{20,}`,                                   // GitLab
-	`xox[abposre]-[A-Za-z0-9-]{10,}`,                             // Slack
-	`xapp-[A-Za-z0-9-]{10,}`,                                     // Slack app-level
-	`(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[A-Z0-9]{16}`,         // AWS key ids
-	`AIza[0-9A-Za-z_-]{35}`,                                      // Google API keys
-	`(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}`,                // Stripe
-	`npm_[A-Za-z0-9]{36}`,                                        // npm
-	`hf_[A-Za-z0-9]{30,}`,                                        // Hugging Face
-	`pypi-[A-Za-z0-9_-]{50,}`,                                    // PyPI
-	`eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`, // JWT
-}, "|") + `)`)
-
 // authScheme is an HTTP credential after its scheme: Bearer …, Basic ….
 var authScheme = regexp.MustCompile(`(?i)\b(bearer|basic)([ \t]+)([A-Za-z0-9._~+/=-]{16,})`)
 
-// tokenPrefixes are the literal starts of tokenShapes: a text with none of
-// them is not searched.
-var tokenPrefixes = []string{"sk-", "gh", "github_pat_", "glpat-", "xox", "xapp-", "AKIA", "ASIA", "ABIA", "ACCA",
-	"AIDA", "AROA", "ANPA", "AIza", "_live_", "_test_", "npm_", "hf_", "pypi-", "eyJ"}
+// secrets hides the values this process knows (AddKnown) and what the
+// rule set finds: gitleaks' default rules and the daemon's own.
+func secrets(s string) string {
+	return replaceSpans(s, append(knownSpans(s), rules().find(s)...))
+}
 
 func tokens(s string) string {
-	if slices.ContainsFunc(tokenPrefixes, func(p string) bool { return strings.Contains(s, p) }) {
-		s = tokenShapes.ReplaceAllStringFunc(s, shapedToken)
-	}
 	if !strings.Contains(s, "earer") && !strings.Contains(s, "EARER") && !strings.Contains(s, "asic") && !strings.Contains(s, "ASIC") {
 		return s
 	}
@@ -106,18 +80,6 @@ func tokens(s string) string {
 		}
 		return sub[1] + sub[2] + Secret
 	})
-}
-
-func shapedToken(m string) string {
-	lead := ""
-	if r, n := utf8.DecodeRuneInString(m); n > 0 && !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-		lead, m = m[:n], m[n:] // the character before the shape
-	}
-	// "sk-" also starts kebab-case words; a key always has a digit.
-	if strings.HasPrefix(m, "sk-") && !strings.ContainsAny(m, "0123456789") {
-		return lead + m
-	}
-	return lead + Secret
 }
 
 // keyValues redacts the values of keys that name a secret: key=value,
