@@ -53,7 +53,9 @@ var runShapes = []struct {
 	{40, func(c byte) bool { return isAlnumByte(c) || c == '/' || c == '+' }},
 }
 
-func isAlnumByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnumByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 // runSpans finds the runShapes in s.
 func runSpans(s string) []span {
