@@ -171,7 +171,7 @@ func (d *daemonParts) newCoordinator() {
 		Commands: d.svc, Logger: d.log, ShutdownGrace: o.grace,
 		Workers: o.turn.workers, MaxQueuedTurns: o.turn.maxQueued,
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
-		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
+		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, DenialMemory: o.app.denialMemory, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
 		OutageBudget: o.lease.outageBudget})
 	d.svc.SettleProposalsWith(d.coord)

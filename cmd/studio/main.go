@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -46,6 +47,16 @@ func envOr(key, def string) string {
 func envInt(key string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
 		return n
+	}
+	return def
+}
+
+// envDuration is the duration in the environment variable key, else def
+// (also when it does not parse: the flag's own parsing is for the command
+// line).
+func envDuration(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return d
 	}
 	return def
 }

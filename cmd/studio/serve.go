@@ -42,6 +42,7 @@ type appOptions struct {
 	recoveryWindow time.Duration
 	runWorkers     int
 	proposalTTL    time.Duration
+	denialMemory   time.Duration
 	textFlush      time.Duration
 	heartbeat      time.Duration
 	retention      time.Duration // conversations unused this long are removed; 0: kept
@@ -191,6 +192,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	addRetentionFlag(f, &keep, "remove conversations not used (no turn, frame or change) for this long, except pinned ones and ones with an active turn: checked at start and hourly, audited")
 	f.BoolVar(&o.app.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&o.app.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.DurationVar(&o.app.denialMemory, "denial-memory", envDuration("STUDIO_DENIAL_MEMORY", coordinator.DefaultDenialMemory),
+		"how long a command a person denied is not proposed again in its conversation, unless their own new instruction asks for it; negative: not remembered (env STUDIO_DENIAL_MEMORY)")
 	f.DurationVar(&o.app.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
 	f.DurationVar(&o.app.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&o.http.secondApproverFor, "second-approver-for", nil,
