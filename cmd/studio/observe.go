@@ -9,6 +9,7 @@ import (
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 )
@@ -108,9 +109,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds}
 	switch format {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(redact.Handler(slog.NewTextHandler(w, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(redact.Handler(slog.NewJSONHandler(w, opts))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }

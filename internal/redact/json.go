@@ -16,15 +16,20 @@ import (
 // the marker, numbered when one object has several ("[redacted]",
 // "[redacted]2"), so that names stay distinct. The result is valid JSON
 // whenever the input is; input that is not JSON is redacted as text.
-func JSON(b []byte) []byte {
-	out, err := redactJSON(b)
+func JSON(b []byte) []byte { return redactJSON(b, Text) }
+
+// SecretsJSON is JSON with Secrets for Text: host paths stay.
+func SecretsJSON(b []byte) []byte { return redactJSON(b, Secrets) }
+
+func redactJSON(b []byte, text func(string) string) []byte {
+	out, err := walkJSON(b, text)
 	if err != nil {
-		return []byte(Text(string(b)))
+		return []byte(text(string(b)))
 	}
 	return out
 }
 
-func redactJSON(b []byte) ([]byte, error) {
+func walkJSON(b []byte, text func(string) string) ([]byte, error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(b))
 	var buf bytes.Buffer
 	buf.Grow(len(b))
@@ -44,7 +49,7 @@ func redactJSON(b []byte) ([]byte, error) {
 			}
 			name := tok.String()
 			secretNext = SecretKey(name)
-			if red := Text(name); red != name {
+			if red := text(name); red != name {
 				renamed[depth]++
 				if n := renamed[depth]; n > 1 {
 					red += strconv.Itoa(n)
@@ -80,7 +85,7 @@ func redactJSON(b []byte) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := enc.WriteToken(jsontext.String(Text(tok.String()))); err != nil {
+			if err := enc.WriteToken(jsontext.String(text(tok.String()))); err != nil {
 				return nil, err
 			}
 		default:

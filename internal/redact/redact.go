@@ -26,8 +26,21 @@ const (
 	Path   = "[path]"
 )
 
-// Text redacts secrets and host paths in free text.
+// Text redacts secrets and host paths in free text: what reaches the model
+// and the frames from the application and from the model.
 func Text(s string) string {
+	s = Secrets(s)
+	if len(s) >= 3 && strings.ContainsAny(s, `/\~`) {
+		s = paths(s)
+	}
+	return s
+}
+
+// Secrets redacts secrets alone, leaving host paths: what a person wrote
+// (an instruction, a title) and what the daemon records of it (audit
+// details, webhook bodies). Every place that stores or sends such text
+// passes it here (or through Text, JSON or SecretsJSON, which do too).
+func Secrets(s string) string {
 	if len(s) < 3 {
 		return s
 	}
@@ -44,9 +57,6 @@ func Text(s string) string {
 	}
 	if strings.Contains(s, "--") {
 		s = flags(s)
-	}
-	if strings.ContainsAny(s, `/\~`) {
-		s = paths(s)
 	}
 	return s
 }
