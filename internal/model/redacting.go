@@ -155,9 +155,20 @@ func (t *TextRedactor) release(piece string) string {
 	ctx := t.line
 	out := redact.Text(piece)
 	if ctx != "" {
-		before := redact.Text(ctx)
-		if both := redact.Text(ctx + piece); strings.HasPrefix(both, before) {
+		before, both := redact.Text(ctx), redact.Text(ctx+piece)
+		if strings.HasPrefix(both, before) {
 			out = both[len(before):]
+		} else {
+			// A secret began in what was released (a word too short to
+			// hold back, minHeldWord): what follows the released part of it
+			// is hidden with the rest.
+			n := 0
+			for n < len(before) && n < len(both) && before[n] == both[n] {
+				n++
+			}
+			if rest := both[n:]; strings.HasPrefix(rest, redact.Secret) {
+				out = rest
+			}
 		}
 	}
 	line := ctx + piece
@@ -226,12 +237,12 @@ func trailingKeyName(line string) int {
 // arrives: a token shape, a URL with a password, a key's name with its
 // value, a PEM block — and, since a token may have no prefix at all (the
 // owner token, a ticket, a configured key known by value), any word of a
-// token's characters.
+// token's characters of minHeldWord or more.
 func mightStartSecret(w string) bool {
 	if w == "" {
 		return false
 	}
-	if strings.IndexFunc(w, func(r rune) bool { return r >= 0x80 || !isAlnum(byte(r)) && r != '_' && r != '-' && r != '.' }) < 0 {
+	if len(w) >= minHeldWord && strings.IndexFunc(w, func(r rune) bool { return r >= 0x80 || !isAlnum(byte(r)) && r != '_' && r != '-' && r != '.' }) < 0 {
 		return true
 	}
 	if strings.ContainsAny(w, ":=@\\/\"'") || strings.Contains(w, "--") {
@@ -250,6 +261,13 @@ func mightStartSecret(w string) bool {
 	}
 	return false
 }
+
+// minHeldWord is the shortest word of a token's characters held back: a
+// shorter one is shown at once (a model pausing at "Found 3"), and should
+// it turn out to start a token without a prefix, the rest of the token is
+// hidden — no more of it shows than the visible start of a personal token
+// (stu_ and 8 characters) does.
+const minHeldWord = 4
 
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
