@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -158,14 +160,18 @@ func scrubWrite(ctx context.Context, tx *writeTx, col scrubColumn, f fix) error 
 	cond := strings.Join(where, " AND ")
 	if col.table == "studio_operator_search_docs" {
 		var convID, reqID string
-		if err := tx.QueryRowContext(ctx, `SELECT conversation_id, request_id FROM studio_operator_search_docs WHERE `+cond, f.key...).
-			Scan(&convID, &reqID); err != nil {
+		err := tx.QueryRowContext(ctx, `SELECT conversation_id, request_id FROM studio_operator_search_docs WHERE `+cond, f.key...).
+			Scan(&convID, &reqID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // a title's document, written anew when its title was redacted
+		}
+		if err != nil {
 			return fmt.Errorf("scrub search document: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_operator_search_docs WHERE `+cond, f.key...); err != nil {
 			return fmt.Errorf("scrub search document: %w", err)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_search_docs (id, conversation_id, request_id, content) VALUES (?, ?, ?, ?)`,
+		_, err = tx.ExecContext(ctx, `INSERT INTO studio_operator_search_docs (id, conversation_id, request_id, content) VALUES (?, ?, ?, ?)`,
 			f.key[0], convID, reqID, f.value)
 		if err != nil {
 			return fmt.Errorf("scrub search document: %w", err)
