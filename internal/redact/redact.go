@@ -1,15 +1,17 @@
-// Package redact removes secrets and absolute host paths from application
-// data before it enters conversation frames and the model's context
-// (ADR-0083 D3, DESIGN.md §12): the values of keys that name a secret
-// (password=…, "api_key": …, Authorization: …), tokens of well-known shapes
-// (OpenAI, Anthropic, GitHub, GitLab, Slack, AWS, Google, Stripe, npm,
-// Hugging Face, JWTs, PEM blocks), passwords in URLs, and absolute paths
-// outside the cockpit's own routes.
+// Package redact removes secrets and absolute host paths from what people,
+// models and application runs write, before it is kept or sent anywhere
+// (frames, the model's context, proposals, effects, the search index,
+// audit details, logs, webhook bodies, MCP results): the values of keys
+// that name a secret (password=…, "api_key": …, Authorization: …), what
+// gitleaks' default rule set finds (GitleaksVersion; gitleaks_rules.go),
+// this daemon's own credentials by shape (daemon_rules.go), values this
+// process knows to be secret (AddKnown), PEM blocks, passwords in URLs, and
+// absolute paths outside the cockpit's own routes. docs/security.md says
+// where each function is used.
 //
 // It errs on the side of hiding: a false positive hides a harmless word from
-// the model, a false negative stores a secret in a frame for good. It does not
-// guess at arbitrary high-entropy strings, because ids and command hashes
-// (UUIDs, SHA-256 hex) are what the operator works with.
+// the model, a false negative stores a secret for good. Ids and command
+// hashes (UUIDs, SHA-256 hex) stay: they are what the operator works with.
 package redact
 
 import (
