@@ -32,6 +32,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
+	"github.com/studio/operator/internal/redact/redacttest"
 	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/postgres"
@@ -43,84 +44,6 @@ import (
 	"github.com/studio/operator/internal/turnstats"
 	"github.com/studio/operator/internal/webhooks"
 )
-
-// secretShape is one family of secrets: how it is written, and the part of
-// it that must never be found anywhere (for a URL, its password).
-type secretShape struct {
-	family, value, needle string
-}
-
-// Values this daemon knows by value (the wiring in cmd/studio registers the
-// token file's, the providers' keys and the webhooks'): made up here, and
-// registered as the daemon does.
-var (
-	corpusOwnerToken  = "Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6UaE0oXi5nVt2Qk" // 43 characters, base64url
-	corpusProviderKey = "prov-Vx7Kq2Lm9Zt4Wb8Nc3Rd6Yf1"                 // no shape of its own
-	corpusHookURL     = "https://hooks.internal.example/in/4c1d9e7b2a"  // a generic receiver
-)
-
-// newSecretCorpus is the families of secret shapes, made up, and this
-// daemon's own credentials minted by its own code.
-func newSecretCorpus(ticket string) []secretShape {
-	stu := httpapi.NewToken()
-	whsec, _ := webhooks.NewSecret()
-	pem := "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAq7BFUpkGp3+LQmlQ0Kx8eYbd2Vn1wTsZrMpXq4Jh\n-----END RSA PRIVATE KEY-----"
-	ssh := "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n-----END OPENSSH PRIVATE KEY-----"
-	return []secretShape{
-		// Model providers and cloud.
-		{"openai", "sk-proj-Q7wErTyUiOp0AsDfGhJkL1ZxCvBnM2qW3eR4t", "Q7wErTyUiOp0AsDfGhJkL1"},
-		{"anthropic", "sk-ant-api03-ZyXwVuTsRqPoNmLkJiHgFeDcBa0123456789", "ZyXwVuTsRqPoNmLkJiHg"},
-		{"openai glued", "run_sk-LmNoPqRsTuVwXyZ0123456789AbCdEf", "LmNoPqRsTuVwXyZ0123456789"},
-		{"aws key id", "AKIAZ7QWERTYUIOPASDF", "AKIAZ7QWERTYUIOPASDF"},
-		{"aws secret named", "aws_secret_access_key=wJalrXUtnFEMIzK7MDENGzbPxRfiCYzEXAMPLEKEY", "wJalrXUtnFEMIzK7MDENG"},
-		{"aws secret bare", "wJalrXUtnFEMI/K7MDENG/bPxRfiCY9xAMPLEK3Y", "K7MDENG/bPxRfiCY9xAMPLEK3Y"},
-		{"google api key", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "SyA1b2C3d4E5f6G7h8I9j0K1"},
-		{"hugging face", "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", "QwErTyUiOpAsDfGhJkLzXcVbNm"},
-		{"cohere-like provider key by value", corpusProviderKey, corpusProviderKey},
-		{"digitalocean", "dop_v1_3f6a9c2e8b1d4f7a0c5e9b2d6f8a1c4e7b0d3f6a9c2e5b8d1f4a7c0e3b6d9f2a", "3f6a9c2e8b1d4f7a0c5e9b2d6f8a"},
-		{"databricks", "dapi3f6a9c2e8b1d4f7a0c5e9b2d6f8a1c4e", "dapi3f6a9c2e8b1d4f7a0c5e9b2d6f"},
-		{"heroku v2", "HRKU-AAq3vN8xT2mLw9RbZ4cYh7JdP1sFg6UaE0oXi5nVt2QkKq3vN8xT2mLw9RbZ", "q3vN8xT2mLw9RbZ4cYh7JdP1sFg6Ua"},
-		{"flyio", "fo1_Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6UaE0oXi5nVt2Qk", "Kq3vN8xT2mLw9RbZ4cYh7JdP1s"},
-		{"pulumi", "pul-3f6a9c2e8b1d4f7a0c5e9b2d6f8a1c4e7b0d3f6a", "3f6a9c2e8b1d4f7a0c5e9b2d6f8a1c4e"},
-		{"doppler", "dp.pt.kq3vn8xt2mlw9rbz4cyh7jdp1sfg6uae0oxi5nvt2qk", "kq3vn8xt2mlw9rbz4cyh7jdp1sfg6"},
-		// Version control and packages.
-		{"github pat", "ghp_Zq9aZ8bY7cX6dW5eV4fU3gT2hS1iR0jQ9kP8", "Zq9aZ8bY7cX6dW5eV4fU3gT2"},
-		{"github fine-grained", "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6UaE0oX", "Kq3vN8xT2mLw9_RbZ4cYh7JdP1"},
-		{"gitlab pat", "glpat-Xy7Qm2Lp9Rt4Vw1Zb8Nc", "Xy7Qm2Lp9Rt4Vw1Zb8Nc"},
-		{"npm", "npm_Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6UaE0oXi", "Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg"},
-		{"pypi", "pypi-AgEIcHlwaS5vcmcCJGQ4ZjM2YzU0LTk0ZTEtNGQ1NC05YjZkLWE3YzNkMmEyYzE0ZQACKlszLCJhYmMiXQ", "AgEIcHlwaS5vcmcCJGQ4ZjM2YzU0"},
-		{"linear", "lin_api_kq3vn8xt2mlw9rbz4cyh7jdp1sfg6uae0oxi5nvt", "kq3vn8xt2mlw9rbz4cyh7jdp1sfg"},
-		{"postman", "PMAK-3f6a9c2e8b1d4f7a0c5e9b2d-6f8a1c4e7b0d3f6a9c2e5b8d1f4a7c0e3b", "3f6a9c2e8b1d4f7a0c5e9b2d-6f8a1c"},
-		// Chat and mail.
-		{"slack bot", "xoxb-1234567890-0987654321-QwErTyUiOpAsDfGhJkLzXcVb", "QwErTyUiOpAsDfGhJkLzXcVb"},
-		{"slack webhook", "https://hooks.slack.com/services/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", "Kq3vN8xT2mLw9RbZ4cYh7JdP"},
-		{"discord webhook", "https://discord.com/api/webhooks/1234567890123456789/Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6UaE0oXi5nVt", "Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg"},
-		{"teams webhook", "https://contoso.webhook.office.com/webhookb2/9f1c2e7a-1111-4222-8333-944455566677@0d8e7a6b-5c4d-4e2a-9f1c-3f2a9c1e7b4d/IncomingWebhook/Kq3vN8xT2mLw9RbZ4cYh7JdP/6f8a1c4e", "Kq3vN8xT2mLw9RbZ4cYh7JdP"},
-		{"configured webhook url", corpusHookURL, "4c1d9e7b2a"},
-		{"sendgrid", "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", "dP1sFg6UaE0oXi5nVt2Qk"},
-		{"twilio", "SK3f6a9c2e8b1d4f7a0c5e9b2d6f8a1c4e", "SK3f6a9c2e8b1d4f7a0c5e9b2d6f8a"},
-		// Payments, tokens, keys.
-		{"stripe", "sk_live_51HxQwErTyUiOpAsDfGhJkLz", "51HxQwErTyUiOpAsDfGhJkLz"},
-		{"shopify", "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", "3f6a9c2e8b1d4f7a0c5e9b2d6f8a1c4e"},
-		{"jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjb3JwdXMtdGVzdCJ9.QwErTyUiOpAsDfGhJkLzXcVbNm0123456789", "QwErTyUiOpAsDfGhJkLzXcVbNm"},
-		{"rsa private key", pem, "MIIEowIBAAKCAQEAq7BFUpkGp3"},
-		{"openssh private key", ssh, "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAE"},
-		{"age secret key", "AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQP", "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9"},
-		// Passwords and URLs.
-		{"password", "password: CorrectHorseBatteryStaple9", "CorrectHorseBatteryStaple9"},
-		{"postgres url", "postgres://admin:Hunter2Secret@db.internal.example/prod", "Hunter2Secret"},
-		{"redis url", "redis://:Tr0ub4dor3xYz@cache.internal.example:6379/0", "Tr0ub4dor3xYz"},
-		{"bearer header", "Authorization: Bearer Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6", "Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6"},
-		{"api key json", `{"api_key": "Zx8Cv7Bn6Mq5Wl4Ek3Rj2Th1"}`, "Zx8Cv7Bn6Mq5Wl4Ek3Rj2Th1"},
-		// This daemon's own.
-		{"studio personal token", stu, stu[4:]},
-		{"studio owner token by value", corpusOwnerToken, corpusOwnerToken[3:]},
-		{"studio owner token by shape", "Pz7Rw2Kd9Lm4Xq8Ns3Vb6Yt1Hf5Jc0Ge7Ua2Ok9Ei4W", "Pz7Rw2Kd9Lm4Xq8Ns3Vb6Yt1Hf5"},
-		{"studio owner token stu_", "stu_Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6UaE0oXi5nVt2Qk", "Kq3vN8xT2mLw9RbZ4cYh7JdP1sFg6UaE0o"},
-		{"studio stream ticket", ticket, ticket[3:]},
-		{"studio webhook secret", whsec, whsec[6:]},
-	}
-}
 
 // The places a model, its provider or a person writes, each driven by an
 // instruction "CHANNEL N" naming the shape by its index: the instruction
@@ -144,7 +67,7 @@ var secretChannels = []string{
 }
 
 // secretModel writes the corpus through every channel.
-type secretModel struct{ corpus *[]secretShape }
+type secretModel struct{ corpus *[]redacttest.Shape }
 
 func (secretModel) Name() string { return "secrets" }
 
@@ -161,7 +84,7 @@ func (m secretModel) Stream(_ context.Context, req model.Request) iter.Seq2[mode
 			yield(model.Event{Kind: model.EventText, Text: "done."}, nil)
 			return
 		}
-		s := (*m.corpus)[i].value
+		s := (*m.corpus)[i].Value
 		text := func(t string) bool {
 			for len(t) > 0 { // deltas of five bytes: secrets cross them
 				k := min(5, len(t))
@@ -217,7 +140,7 @@ type corpusBackend struct {
 // (the SQLite files, every PostgreSQL table) holds any of them.
 func TestSecretsCorpusNeverStored(t *testing.T) {
 	t.Parallel()
-	redact.AddKnown(corpusOwnerToken, corpusProviderKey, corpusHookURL) // as cmd/studio does
+	redacttest.Register() // as cmd/studio does with its own
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
@@ -312,7 +235,7 @@ func runSecretsCorpus(t *testing.T, be corpusBackend) {
 	logs := &syncBuffer{}
 	log := slog.New(redact.Handler(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	reg := metrics.New(metrics.Build{Version: "test"})
-	corpus := new([]secretShape)
+	corpus := new([]redacttest.Shape)
 	p := metrics.InstrumentProvider(secretModel{corpus: corpus}, "secret", reg)
 	svc, err := studio.New(studio.Config{Store: st, Provider: p, ShutdownGrace: time.Millisecond, Logger: log, Observer: reg})
 	if err != nil {
@@ -398,7 +321,8 @@ func runSecretsCorpus(t *testing.T, be corpusBackend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	*corpus = newSecretCorpus(tk.Ticket)
+	whsec, _ := webhooks.NewSecret()
+	*corpus = redacttest.Families(httpapi.NewToken(), tk.Ticket, whsec)
 
 	// The turns: one conversation per shape, one turn per channel; a few
 	// shapes at a time.
@@ -416,7 +340,7 @@ func runSecretsCorpus(t *testing.T, be corpusBackend) {
 		wg.Go(func() {
 			for i := range work {
 				if err := corpusTurns(ctx, client, convs[i], i, (*corpus)[i]); err != nil {
-					t.Errorf("%s: %v", (*corpus)[i].family, err)
+					t.Errorf("%s: %v", (*corpus)[i].Family, err)
 				}
 			}
 		})
@@ -489,7 +413,7 @@ func runSecretsCorpus(t *testing.T, be corpusBackend) {
 	for _, s := range *corpus {
 		var where []string
 		for name, b := range sinks {
-			if bytes.Contains(b, []byte(s.needle)) {
+			if bytes.Contains(b, []byte(s.Needle)) {
 				where = append(where, name)
 			}
 		}
@@ -498,14 +422,14 @@ func runSecretsCorpus(t *testing.T, be corpusBackend) {
 		if len(where) > 0 {
 			failed++
 			status = "FOUND in " + strings.Join(where, ", ")
-			t.Errorf("%s: %s (%s) found in: %s", be.name, s.family, s.needle, strings.Join(where, ", "))
+			t.Errorf("%s: %s (%s) found in: %s", be.name, s.Family, s.Needle, strings.Join(where, ", "))
 			for _, name := range where {
 				b := string(sinks[name])
-				i := strings.Index(b, s.needle)
+				i := strings.Index(b, s.Needle)
 				t.Logf("  %s: …%s…", name, b[max(0, i-300):min(len(b), i+100)])
 			}
 		}
-		lines = append(lines, fmt.Sprintf("%-36s %s", s.family, status))
+		lines = append(lines, fmt.Sprintf("%-36s %s", s.Family, status))
 	}
 	if len(*corpus) < 40 {
 		t.Errorf("the corpus has %d families, fewer than 40", len(*corpus))
@@ -518,13 +442,13 @@ func runSecretsCorpus(t *testing.T, be corpusBackend) {
 const corpusConcurrency = 6
 
 // corpusTurns sends one shape through every channel of a conversation.
-func corpusTurns(ctx context.Context, client *apiclient.Client, convID string, i int, sh secretShape) error {
+func corpusTurns(ctx context.Context, client *apiclient.Client, convID string, i int, sh redacttest.Shape) error {
 	for _, ch := range secretChannels {
 		switch {
 		case strings.HasPrefix(ch, "run-"):
 			continue
 		case ch == "title":
-			title := "deploy notes " + sh.value
+			title := "deploy notes " + sh.Value
 			if _, err := client.UpdateConversation(ctx, convID, protocol.UpdateConversationRequest{Title: &title}); err != nil {
 				return fmt.Errorf("title: %w", err)
 			}
@@ -532,7 +456,7 @@ func corpusTurns(ctx context.Context, client *apiclient.Client, convID string, i
 		}
 		instruction := fmt.Sprintf("%s %d", ch, i)
 		if ch == "instruction" {
-			instruction += " my key is " + sh.value
+			instruction += " my key is " + sh.Value
 		}
 		page, err := client.GetConversation(ctx, convID, 0, 1)
 		if err != nil {

@@ -65,8 +65,8 @@ func (r redacting) Stream(ctx context.Context, req Request) iter.Seq2[Event, err
 				if rest := text.Flush(); rest != "" && !yield(Event{Kind: EventText, Text: rest}, nil) {
 					return
 				}
-				ev.ToolCall.Name = redact.Text(ev.ToolCall.Name)
-				ev.ToolCall.ID = redact.Text(ev.ToolCall.ID)
+				ev.ToolCall.Name = redact.Name(ev.ToolCall.Name)
+				ev.ToolCall.ID = redact.Name(ev.ToolCall.ID)
 			}
 			if !yield(ev, nil) {
 				return

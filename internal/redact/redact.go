@@ -416,3 +416,21 @@ func cockpitPath(p string) bool {
 	}
 	return slices.Contains(AllowedRoots, segs[0]) && utf8.ValidString(p)
 }
+
+// Name redacts an identifier a model made up (a tool's name, a call id) as
+// Text does, and whole when a secret shows once its words are read apart:
+// an underscore glues a token to a word (run_dapi…) where the rule set's
+// word boundaries do not see it.
+func Name(s string) string {
+	if t := Text(s); t != s {
+		return t
+	}
+	if !strings.Contains(s, "_") {
+		return s
+	}
+	apart := strings.ReplaceAll(s, "_", " ")
+	if Secrets(apart) != apart {
+		return Secret
+	}
+	return s
+}

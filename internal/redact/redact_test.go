@@ -265,3 +265,21 @@ func TestShapesGluedToWords(t *testing.T) {
 		t.Errorf("a kebab-case word: %q", got)
 	}
 }
+
+// A token glued to a word by an underscore in a name the model made up is
+// hidden with the name; an ordinary name stays.
+func TestName(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"run_dapi0123456789abcdef0123456789abcdef":         redact.Secret,
+		"call_Pz7Rw2Kd9Lm4Xq8Ns3Vb6Yt1Hf5Jc0Ge7Ua2Ok9Ei4W": redact.Secret,
+		"run_" + githubPAT: "run_[redacted]",
+		"list_runs":        "list_runs",
+		"call_3f2a9c1e-7b4d-4e2a-9f1c-0d8e7a6b5c4d": "call_3f2a9c1e-7b4d-4e2a-9f1c-0d8e7a6b5c4d",
+		"get_password_hint":                         "get_password_hint",
+	} {
+		if got := redact.Name(in); got != want {
+			t.Errorf("Name(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
