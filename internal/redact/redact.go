@@ -6,8 +6,8 @@
 // gitleaks' default rule set finds (GitleaksVersion; gitleaks_rules.go),
 // this daemon's own credentials by shape (daemon_rules.go), values this
 // process knows to be secret (AddKnown), PEM blocks, passwords in URLs, and
-// absolute paths outside the cockpit's own routes. docs/security.md says
-// where each function is used.
+// absolute paths outside the cockpit's own routes (docs/design.md §16).
+// docs/security.md says where each function is used.
 //
 // It errs on the side of hiding: a false positive hides a harmless word from
 // the model, a false negative stores a secret for good. Ids and command
