@@ -54,18 +54,3 @@ func knownSpans(s string) []span {
 	}
 	return out
 }
-
-// knownPrefix reports whether the end of s could be the start of a known
-// value: a stream must hold it back until the rest arrives.
-func knownPrefix(s string) bool {
-	known.mu.RLock()
-	defer known.mu.RUnlock()
-	for _, v := range known.values {
-		for k := min(len(v)-1, len(s)); k >= 4; k-- {
-			if strings.HasSuffix(s, v[:k]) {
-				return true
-			}
-		}
-	}
-	return false
-}

@@ -418,19 +418,17 @@ func cockpitPath(p string) bool {
 }
 
 // Name redacts an identifier a model made up (a tool's name, a call id) as
-// Text does, and whole when a secret shows once its words are read apart:
-// an underscore glues a token to a word (run_dapi…) where the rule set's
-// word boundaries do not see it.
+// Text does, and whole when a secret starts after one of its underscores:
+// an underscore glues a token to a word (run_dop_v1_…) where the rule
+// set's word boundaries do not see it.
 func Name(s string) string {
 	if t := Text(s); t != s {
 		return t
 	}
-	if !strings.Contains(s, "_") {
-		return s
-	}
-	apart := strings.ReplaceAll(s, "_", " ")
-	if Secrets(apart) != apart {
-		return Secret
+	for i := 1; i < len(s); i++ {
+		if s[i-1] == '_' && Secrets(s[i:]) != s[i:] {
+			return Secret
+		}
 	}
 	return s
 }

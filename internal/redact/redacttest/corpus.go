@@ -57,7 +57,7 @@ func Families(stu, ticket, whsec string) []Shape {
 		{"slack bot", "xoxb-1234567890-0987654321-QwErTyUiOpAsDfGhJkLzXcVb", "QwErTyUiOpAsDfGhJkLzXcVb"},
 		{"slack webhook", "https://hooks.slack.com/services/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", "rvices/T01ABCD2E/B01ABCD2EFG"},
 		{"discord webhook", "https://discord.com/api/webhooks/1234567890123456789/6SwHuMutFcvT39XnVOf-Nsr7gdCEgqMJO8Uq_o4T7lv5LZGpEAZ3OzDLhzsX9lFhIazo", "i/webhooks/12345678901234567"},
-		{"teams webhook", "https://contoso.webhook.office.com/webhookb2/9f1c2e7a-1111-4222-8333-944455566677@0d8e7a6b-5c4d-4e2a-9f1c-3f2a9c1e7b4d/IncomingWebhook/vdClTCI2PfCvJ5nSnuMpHKJ0dIRjkWgr/6f8a1c4e-2b3d-4e5f-8a9b-0c1d2e3f4a5b", "6b-5c4d-4e2a-9f1c-3f2a9c1e7b"},
+		{"teams webhook", "https://x.webhook.office.com/webhookb2/9f1c2e7a-1111-4222-8333-944455566677@0d8e7a6b-5c4d-4e2a-9f1c-3f2a9c1e7b4d/IncomingWebhook/vdClTCI2PfCvJ5nSnuMpHKJ0dIRjkWgr/6f8a1c4e-2b3d-4e5f-8a9b-0c1d2e3f4a5b", "6b-5c4d-4e2a-9f1c-3f2a9c1e7b"},
 		{"configured webhook url", HookURL, "4c1d9e7b2a"},
 		{"sendgrid", "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", "0c3M3uQ17FgIf5LTQYJqv0qvMxl0"},
 		{"twilio", "SK073bf6609cc27007c0a0516eddc00cc9", "f6609cc27007c0a0516eddc00cc9"},
