@@ -39,8 +39,8 @@ import (
 	"github.com/studio/operator/internal/store/postgres/pgtest"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/studio"
-	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/internal/testutil"
+	"github.com/studio/operator/internal/tools"
 	"github.com/studio/operator/internal/turnstats"
 	"github.com/studio/operator/internal/webhooks"
 )
@@ -507,4 +507,3 @@ func settleTurn(ctx context.Context, client *apiclient.Client, convID, requestID
 		}
 	}
 }
-
