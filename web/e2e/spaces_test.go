@@ -422,7 +422,7 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 		launch(t, d, in)
 	}
 	appDo(t, d, "POST", "/api/app/workflows", map[string]any{"name": "nightly-review", "description": "Audit, then summarise what failed.",
-		"steps": []map[string]string{{"playbook": "audit-repo"}, {"playbook": "summarize-failed-runs"}}}, nil)
+		"steps": []map[string]any{{"playbook": "audit-repo", "args": map[string]string{"repo": "acme/api"}}, {"playbook": "summarize-failed-runs"}}}, nil)
 	p := openPage(t, d, "/")
 	p.do(chromedp.EmulateViewport(1440, 900))
 	p.openDock()
