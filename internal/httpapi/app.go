@@ -61,6 +61,7 @@ func (s *Server) appRoutes() {
 	m.HandleFunc("GET /api/app/system/operator", a(s.handleOperatorActivity))
 	m.HandleFunc("POST /api/app/system/maintenance", a(bodyCommand[studio.RunMaintenanceCommand](s, maxSmallBody, http.StatusOK, nil, func(res studio.Result) any { return res.Maintenance })))
 	m.HandleFunc("GET /api/app/audit", a(s.handleAudit))
+	m.HandleFunc("GET /api/app/audit/actors", a(s.handleAuditActors))
 	m.HandleFunc("POST /api/app/commands/{type}", a(s.handleCommand))
 }
 
@@ -390,6 +391,16 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := s.cfg.App.ListAudit(r.Context(), aq)
 	answer(w, r, s, page, err)
+}
+
+// handleAuditActors serves GET /api/app/audit/actors: who the audit trail
+// can be filtered by.
+func (s *Server) handleAuditActors(w http.ResponseWriter, r *http.Request) {
+	actors, err := s.cfg.App.AuditActors(r.Context())
+	if actors == nil {
+		actors = []string{}
+	}
+	answer(w, r, s, map[string]any{"actors": actors}, err)
 }
 
 // handleCommand executes any command type by id; the body is the command.

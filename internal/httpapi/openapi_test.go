@@ -167,6 +167,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("GET", "/api/app/system/health", "", 200)
 	call("POST", "/api/app/system/maintenance", `{"action":"integrity_check"}`, 200)
 	call("GET", "/api/app/audit?actor=studio_cockpit&commandType=update_playbook&since=0", "", 200)
+	call("GET", "/api/app/audit/actors", "", 200)
 	call("POST", "/api/app/commands/set_schedule_enabled", `{"schedule":"missing","enabled":true}`, 404)
 	call("POST", "/api/app/commands/update_playbook", `{"playbook":"tour","expectedVersion":2,"prompt":"Audit {{input}} again"}`, 200)
 	call("DELETE", "/api/app/playbooks/"+pbID+"?expectedVersion=3", "", 409) // used by the workflow

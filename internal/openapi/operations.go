@@ -220,6 +220,8 @@ func build() model {
 				q("target", "the row's target id, or a resource or proposal id its details name", qString),
 				q("since", "Unix seconds or RFC 3339 (inclusive)", qString), q("until", "Unix seconds or RFC 3339 (exclusive)", qString)),
 			Status: 200, Resp: t(reflect.TypeFor[studio.AuditPage]())},
+		{Method: "GET", Path: "/api/app/audit/actors", ID: "listAuditActors", Tag: "app", Summary: "Who appears in the audit trail, by name: principals and the daemon's own actors (the values of listAudit's actor filter)",
+			Status: 200, Resp: object(req("actors", arrayOf(&schema{Type: []string{"string"}})))},
 		{Method: "POST", Path: "/api/app/commands/{type}", ID: "executeCommand", Tag: "app", Summary: "Execute any application command by its type id; the body is the command",
 			Body: &schema{Type: []string{"object"}, Open: true}, Status: 200, Resp: result},
 		{Method: "GET", Path: "/api/auth/whoami", ID: "whoami", Tag: "admin", Summary: "The principal the bearer token belongs to: id, name, role, and the risks and impacts whose proposals need a second approver",

@@ -352,6 +352,13 @@ func (s *Service) GetSchedule(ctx context.Context, ref string) (Schedule, error)
 	return ScheduleView(sc), nil
 }
 
+// AuditActors lists who appears in the audit trail (principals by name,
+// the daemon's own actors by their ids), by name: what the trail can be
+// filtered by.
+func (s *Service) AuditActors(ctx context.Context) ([]string, error) {
+	return s.store.ListAuditActors(ctx, MaxPageSize)
+}
+
 // AuditQuery filters the audit trail.
 type AuditQuery struct {
 	Action   string
