@@ -367,8 +367,20 @@ func (s *Server) handleEnableSchedule(enabled bool) http.HandlerFunc {
 
 // --- system, audit, commands -------------------------------------------------
 
+// handleHealth serves the doctor's report; ?part=work only its count of
+// the work in flight (what the cockpit's System view reads again on every
+// change, without a quick check of the database or a call to the model).
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.cfg.App.Doctor(r.Context())
+	var rep studio.DoctorReport
+	var err error
+	switch part := r.URL.Query().Get("part"); part {
+	case "":
+		rep, err = s.cfg.App.Doctor(r.Context())
+	case "work":
+		rep, err = s.cfg.App.DoctorWork(r.Context())
+	default:
+		err = protocol.Errorf(protocol.Validation, "part must be work (or absent: the whole report)").With("field", "part")
+	}
 	answer(w, r, s, rep, err)
 }
 

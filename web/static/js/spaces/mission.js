@@ -7,6 +7,7 @@ import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, para
 import { runDetail } from './run-detail.js';
 import { barChart } from '../charts.js';
 import { activity, STATUSES } from '../insights.js';
+import { zoneAbbr } from '../time.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Run} Run */
 
@@ -102,8 +103,8 @@ function activityCharts(el, ctx) {
     }
     replace(el, head,
       h('div', { class: 'chart-grid' },
-        barChart({ title: 'Runs per hour, last 24 hours', summary: words(day, 'last 24 hours', 'hour'), series, columns: columns(day), labelEvery: 3 }),
-        barChart({ title: 'Runs per day, last 7 days', summary: words(week, 'last 7 days', 'day'), series, columns: columns(week) }),
+        barChart({ title: `Runs per hour, last 24 hours (${zoneAbbr()})`, summary: words(day, 'last 24 hours', 'hour'), series, columns: columns(day), labelEvery: 3 }),
+        barChart({ title: `Runs per day, last 7 days (days in ${zoneAbbr()})`, summary: words(week, 'last 7 days', 'day'), series, columns: columns(week) }),
         barChart({
           title: 'How long runs took, last 7 days',
           summary: d.count === 0 ? 'No finished runs in the last 7 days.'

@@ -4,7 +4,8 @@
 // retry history, and the audit rows that launched or changed it. Cancel and
 // retry act on it. Used by Mission → Fleet and History.
 
-import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js';
+import { h, replace, badge, fmtDuration } from '../dom.js';
+import { fmtTime, fmtRelative } from '../time.js';
 import { confirmDialog } from '../dialogs.js';
 import { runRelations } from '../insights.js';
 import { loading, errorBox, errorText, shortId, linkTo, selectHref, revealDetail, detailKeys, closeDetail } from './common.js';
@@ -129,7 +130,7 @@ export function runDetail(ctx, id) {
     }
     if (r.status === 'failed' || r.status === 'cancelled') {
       actions.appendChild(h('button', {
-        type: 'button', 'data-needs': 'operator', text: 'Retry run',
+        type: 'button', 'data-needs': 'change', text: 'Retry run',
         onclick: async () => {
           try {
             const nr = await ctx.app.retryRun(r.id);
