@@ -410,6 +410,24 @@ export class Cockpit {
     this.go(routeOf(this.route.space, params), opts);
   }
 
+  /**
+   * Writes what the view resolved into the address, without showing it
+   * again: a short run id becomes the full one, and its row is marked.
+   * @param {Record<string, string>} patch
+   */
+  canonicalize(patch) {
+    if (!this.route) return;
+    // In place: the mounted view's ctx.route is this object (its tables mark the selection by it).
+    Object.assign(this.route.params, patch);
+    history.replaceState(history.state, '', routeOf(this.route.space, this.route.params));
+    this.shown = this.clientRoute();
+    for (const v of Object.values(patch)) {
+      const row = this.main && this.main.querySelector(`tr[data-key="${CSS.escape(v)}"]`);
+      if (row) row.classList.add('selected');
+    }
+    if (this.dock) this.dock.onContextChange();
+  }
+
   /** The current route as a client route string. */
   clientRoute() { return location.pathname + location.search; }
 

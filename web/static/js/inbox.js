@@ -42,10 +42,13 @@ export class Inbox {
     /** @type {Map<string, string>} conversation titles by id */
     this.titles = new Map();
     this.count = h('span', { class: 'inbox-count', 'data-inbox-count': '0', text: '0' });
+    /** @type {HTMLElement} */
+    this.said = h('span');
     this.button = h('button', {
       type: 'button', class: 'inbox-toggle', 'data-inbox': '', 'aria-haspopup': 'dialog', title: 'Proposals waiting for your decision',
       onclick: () => this.open(),
-    }, icon('M3 13h4l2 3h6l2-3h4v6a2 2 0 0 1-2 2H5a2 2 0 0 1-2-2zm2-9h14l2 9h-5l-2 3h-4l-2-3H3z'), h('span', { class: 'inbox-label', text: 'Waiting for you' }), this.count);
+    }, icon('M3 13h4l2 3h6l2-3h4v6a2 2 0 0 1-2 2H5a2 2 0 0 1-2-2zm2-9h14l2 9h-5l-2 3h-4l-2-3H3z'), h('span', { class: 'inbox-label', text: 'Waiting for you' }), this.count,
+    this.said = h('span', { class: 'visually-hidden', text: ' proposals to decide' }));
     /** @type {HTMLDialogElement | null} */
     this.dialog = null;
     this.loaded = false;
@@ -96,7 +99,9 @@ export class Inbox {
     this.count.textContent = String(n);
     this.count.dataset.inboxCount = String(n);
     this.button.classList.toggle('has-waiting', n > 0);
-    this.button.setAttribute('aria-label', n === 0 ? 'Waiting for you: nothing' : `Waiting for you: ${n} proposal${n === 1 ? '' : 's'} to decide`);
+    // The visible words, then the count, then what it counts: the name a
+    // screen reader says contains what is seen.
+    this.said.textContent = ` proposal${n === 1 ? '' : 's'} to decide`;
   }
 
   /** Opens the list (a dialog; Escape closes it, focus goes back). */
@@ -113,7 +118,7 @@ export class Inbox {
     document.body.appendChild(dlg);
     this.renderList();
     dlg.showModal();
-    const first = /** @type {HTMLElement | null} */ (dlg.querySelector('[data-open-proposal], button'));
+    const first = /** @type {HTMLElement | null} */ (dlg.querySelector('[data-open-proposal]') || dlg.querySelector('button'));
     if (first) first.focus();
     if (!this.loaded) this.refresh();
   }

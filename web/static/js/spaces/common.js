@@ -137,6 +137,26 @@ export function selectFilter(ctx, param, label, values, allLabel = 'All') {
 }
 
 /**
+ * A filter bar: the search and the actions always show; the other filters
+ * fold behind a Filters button on a phone's width (wider, the button hides
+ * and they all show), the button saying how many are set.
+ * @param {{fields: (Node | null)[], search?: Node | null, actions?: (Node | null)[], active: number}} o
+ */
+export function filterBar(o) {
+  const id = uid('filters');
+  const toggle = h('button', {
+    type: 'button', class: 'filters-toggle', 'data-needs': 'read', 'aria-controls': id, 'aria-expanded': 'false',
+    text: o.active ? `Filters (${o.active} set)` : 'Filters',
+    onclick: () => {
+      const open = bar.classList.toggle('filters-open');
+      toggle.setAttribute('aria-expanded', String(open));
+    },
+  });
+  const bar = h('div', { class: 'filters', role: 'search' }, toggle, h('div', { class: 'filter-fields', id }, o.fields), o.search || null, o.actions || []);
+  return bar;
+}
+
+/**
  * A search box bound to the q param (debounced, replaces history).
  * @param {SpaceContext} ctx @param {string} label
  */
@@ -238,7 +258,9 @@ function scrollCue(frame, wrap) {
  * link to the selection (the keyboard's way in); a click anywhere on the
  * row selects too.
  * @template T
- * @param {{caption: string, columns: Column<T>[], rows: T[], key: (row: T) => string, selected?: string, onSelect?: (row: T) => void, href?: (row: T) => string, empty?: string | Node}} o
+ * @param {{caption: string, columns: Column<T>[], rows: T[], key: (row: T) => string, alias?: (row: T) => string, selected?: string, onSelect?: (row: T) => void, href?: (row: T) => string, empty?: string | Node, compact?: boolean}} o
+ * alias: another name a row is selected by in the address (a name where the key is an id).
+ * compact: narrow, a row is a two-line card of its cells (a list to scan: the fleet, the audit) instead of one line per cell.
  */
 export function table(o) {
   if (o.rows.length === 0) return h('div', { class: 'empty muted' }, o.empty || 'Nothing here yet.');
@@ -250,12 +272,12 @@ export function table(o) {
   /** @type {HTMLAnchorElement | null} */
   let refocus = null;
   // Narrow, each row is a card: the cells carry their column's label.
-  const wrap = h('div', { class: 'table-wrap' }, h('table', { class: 'table responsive' },
+  const wrap = h('div', { class: 'table-wrap' }, h('table', { class: ['table', 'responsive', o.compact ? 'compact-cards' : ''] },
     h('caption', { class: 'visually-hidden', text: o.caption }),
     h('thead', null, h('tr', null, o.columns.map((c) => h('th', { scope: 'col', class: c.class, text: c.label })))),
     h('tbody', null, o.rows.map((row) => {
       const k = o.key(row);
-      const sel = o.selected === k;
+      const sel = o.selected !== undefined && (o.selected === k || (!!o.alias && o.alias(row) === o.selected));
       return h('tr', {
         class: sel ? 'selected' : '', 'data-key': k,
         onclick: o.onSelect ? (/** @type {MouseEvent} */ ev) => {

@@ -31,7 +31,7 @@ export function mount(el, ctx) {
   const loadList = () => ctx.app.listWorkflows({ q: p.q, limit: 200 }).then((page) => {
     if (!ctx.isCurrent()) return;
     keepPlace(list, () => replace(list, table({
-      caption: 'Workflows', rows: page.workflows, key: (w) => w.id, selected: p.workflow,
+      caption: 'Workflows', rows: page.workflows, key: (w) => w.id, alias: (w) => w.name, selected: p.workflow,
       onSelect: (w) => ctx.setParams({ workflow: w.id }), href: (w) => selectHref(ctx, { workflow: w.id }),
       empty: p.q ? 'No workflow matches.' : h('p', { text: 'No workflows yet. A workflow runs playbooks one after another: choose New workflow and list the playbooks in order.' }),
       columns: [
@@ -166,7 +166,7 @@ function editor(ctx, w, values, declared, show) {
       const have = args();
       const taken = new Set([...row.closest('.arg-list')?.querySelectorAll('.arg-name') || []].filter((x) => x !== sel).map((x) => /** @type {HTMLSelectElement} */ (x).value));
       const cur = sel.value || name;
-      replace(sel, have.filter((a) => a.name === cur || !taken.has(a.name)).map((a) => h('option', { value: a.name, text: a.name + (a.required ? ' (required)' : ''), selected: a.name === cur })),
+      replace(sel, have.filter((a) => a.name === cur || !taken.has(a.name)).map((a) => h('option', { value: a.name, text: a.name + (a.required ? ' *' : ''), title: a.required ? `${a.name}: required` : a.name, selected: a.name === cur })),
         cur && !have.some((a) => a.name === cur) ? h('option', { value: cur, text: `${cur} (not declared)`, selected: true }) : null);
     };
     const sync = () => {
@@ -180,10 +180,10 @@ function editor(ctx, w, values, declared, show) {
     };
     const row = h('li', { class: 'arg-row', 'data-arg': name },
       sel, input,
-      h('button', { type: 'button', class: 'icon-button', 'data-action': 'remove-arg', 'aria-label': `Remove argument ${name}`.trim(), text: '×', onclick: () => { const l = row.parentElement; row.remove(); ctx.setFormDirty(true); l && l.querySelectorAll('.arg-name').forEach((x) => x.dispatchEvent(new Event('refresh'))); } }),
+      h('button', { type: 'button', class: 'icon-button', 'data-action': 'remove-arg', 'aria-label': `Remove argument ${name}`.trim(), text: '×', onclick: () => { const l = row.parentElement; row.remove(); ctx.setFormDirty(true); if (l) { l.querySelectorAll('.arg-name').forEach((x) => x.dispatchEvent(new Event('refresh'))); l.dispatchEvent(new Event('rows')); } } }),
       note);
     sel.addEventListener('refresh', () => { options(); sync(); });
-    sel.addEventListener('change', () => { row.dataset.arg = sel.value; sync(); row.parentElement?.querySelectorAll('.arg-name').forEach((x) => x !== sel && x.dispatchEvent(new Event('refresh'))); });
+    sel.addEventListener('change', () => { row.dataset.arg = sel.value; sync(); row.parentElement?.querySelectorAll('.arg-name').forEach((x) => x !== sel && x.dispatchEvent(new Event('refresh'))); row.parentElement?.dispatchEvent(new Event('rows')); });
     input.addEventListener('input', sync);
     // The options need the row in its list (the names other rows took).
     queueMicrotask(() => { options(); sync(); });
@@ -208,20 +208,22 @@ function editor(ctx, w, values, declared, show) {
     const argsOf = () => declared.get(pbSel.value) || [];
     const args = h('ul', { class: 'arg-list' }, Object.entries(st.args).map(([k, val]) => argRow(argsOf, k, val)));
     const addBtn = h('button', { type: 'button', 'data-action': 'add-arg', text: 'Add argument' });
+    /** The argument names the step's rows hold. */
+    const held = () => new Set([...args.querySelectorAll('.arg-row')].map((r) => /** @type {HTMLElement} */ (r).dataset.arg || ''));
     /** Rows for the declared arguments the step does not set yet; none for another playbook's. */
     const addDeclared = () => {
-      const have = new Set([...args.querySelectorAll('.arg-name')].map((i) => /** @type {HTMLSelectElement} */ (i).value));
+      const have = held();
       for (const a of argsOf()) if (!have.has(a.name)) args.append(argRow(argsOf, a.name, ''));
       syncAdd();
     };
     const syncAdd = () => {
-      const have = new Set([...args.querySelectorAll('.arg-name')].map((i) => /** @type {HTMLSelectElement} */ (i).value));
+      const have = held();
       const free = argsOf().filter((a) => !have.has(a.name));
       addBtn.disabled = free.length === 0;
       addBtn.title = free.length === 0 ? (argsOf().length ? 'Every argument the playbook declares has a row.' : 'The playbook declares no arguments.') : '';
     };
     addBtn.addEventListener('click', () => {
-      const have = new Set([...args.querySelectorAll('.arg-name')].map((i) => /** @type {HTMLSelectElement} */ (i).value));
+      const have = held();
       const free = argsOf().find((a) => !have.has(a.name));
       if (!free) return;
       const r = argRow(argsOf, free.name, '');
@@ -231,6 +233,7 @@ function editor(ctx, w, values, declared, show) {
       /** @type {HTMLInputElement} */ (r.querySelector('.arg-value')).focus();
       ctx.setFormDirty(true);
     });
+    args.addEventListener('rows', syncAdd);
     pbSel.addEventListener('change', () => {
       // Another playbook: its arguments, keeping the values of those it shares.
       const keep = new Map([...args.querySelectorAll('.arg-row')].map((r) => [/** @type {HTMLSelectElement} */ (r.querySelector('.arg-name')).value, /** @type {HTMLInputElement} */ (r.querySelector('.arg-value')).value]));

@@ -7,7 +7,7 @@
 
 import { h, replace, badge, fmtDuration } from '../dom.js';
 import { fmtTime, fmtRelative } from '../time.js';
-import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace } from './common.js';
+import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace, filterBar } from './common.js';
 import { runDetail } from './run-detail.js';
 import { rangeFilter, RANGE_SECONDS } from './mission.js';
 import { actorName, commandTitle } from '../words.js';
@@ -36,7 +36,7 @@ function runs(el, ctx) {
   const p = ctx.route.params;
   const list = h('div', { class: 'list-pane' });
   const detail = h('div', { class: 'detail-pane' });
-  el.append(h('div', { class: 'filters', role: 'search' }, selectFilter(ctx, 'status', 'Outcome', paramValues(ctx, 'status'), 'Any outcome'), searchBox(ctx, 'Search finished runs')),
+  el.append(filterBar({ active: p.status ? 1 : 0, fields: [selectFilter(ctx, 'status', 'Outcome', paramValues(ctx, 'status'), 'Any outcome')], search: searchBox(ctx, 'Search finished runs') }),
     h('div', { class: p.run ? 'split' : 'single' }, list, detail));
   if (p.run) detail.appendChild(runDetail(ctx, p.run));
   replace(list, loading());
@@ -44,7 +44,7 @@ function runs(el, ctx) {
     if (!ctx.isCurrent()) return;
     const rows = page.runs.filter((r) => FINISHED.includes(r.status));
     keepPlace(list, () => replace(list, table({
-      caption: 'Finished runs', rows, key: (r) => r.id, selected: p.run, onSelect: (r) => ctx.setParams({ run: r.id }),
+      caption: 'Finished runs', rows, compact: true, key: (r) => r.id, selected: p.run, onSelect: (r) => ctx.setParams({ run: r.id }),
       href: (r) => selectHref(ctx, { run: r.id }),
       empty: p.status || p.q ? 'No finished runs match.' : h('span', null, 'No finished runs yet. Runs show here once they end; launch one from the ', linkTo(ctx, '/library', 'Library'), '.'),
       columns: [
@@ -199,12 +199,11 @@ function auditFilters(ctx) {
   }).catch(() => { /* the current value stays offered */ });
   const command = selectFilter(ctx, 'action', 'Command', paramValues(ctx, 'action'), 'Any command');
   command.querySelectorAll('option').forEach((o) => { if (o.value) o.textContent = commandTitle(o.value); });
-  return h('div', { class: 'filters', role: 'search' },
-    command,
-    actor,
-    rangeFilter(ctx),
-    h('div', { class: 'field inline' }, h('label', { for: id, text: 'Target' }), target),
-    p.action || p.actor || p.target || p.range ? h('button', { type: 'button', class: 'link', 'data-needs': 'read', text: 'Clear filters', onclick: () => ctx.setParams({ action: null, actor: null, target: null, range: null, event: null }) }) : null);
+  return filterBar({
+    active: [p.action, p.actor, p.target, p.range].filter(Boolean).length,
+    fields: [command, actor, rangeFilter(ctx), h('div', { class: 'field inline' }, h('label', { for: id, text: 'Target' }), target)],
+    actions: [p.action || p.actor || p.target || p.range ? h('button', { type: 'button', class: 'link', 'data-needs': 'read', text: 'Clear filters', onclick: () => ctx.setParams({ action: null, actor: null, target: null, range: null, event: null }) }) : null],
+  });
 }
 
 /**
@@ -285,7 +284,7 @@ function audit(el, ctx) {
     const groups = groupChatter(rows);
     keepPlace(list, () => replace(list, h('p', { class: 'muted small', role: 'status', text: `${rows.length} event${rows.length === 1 ? '' : 's'}${cursor ? ', more are older' : ''}` }),
       table({
-        caption: 'Audit trail', rows: groups, key: (r) => String(r.e.id), selected: p.event, onSelect: (r) => ctx.setParams({ event: String(r.e.id) }),
+        caption: 'Audit trail', rows: groups, compact: true, key: (r) => String(r.e.id), selected: p.event, onSelect: (r) => ctx.setParams({ event: String(r.e.id) }),
         href: (r) => selectHref(ctx, { event: String(r.e.id) }),
         empty: 'No audit events match.',
         columns: [

@@ -20,7 +20,7 @@ export function mount(el, ctx) {
   const load = () => ctx.app.listPlaybooks({ q: p.q, limit: 200 }).then((page) => {
     if (!ctx.isCurrent()) return;
     keepPlace(list, () => replace(list, table({
-      caption: 'Playbooks', rows: page.playbooks, key: (b) => b.id, selected: p.playbook,
+      caption: 'Playbooks', rows: page.playbooks, key: (b) => b.id, alias: (b) => b.name, selected: p.playbook,
       onSelect: (b) => ctx.setParams({ playbook: b.id }), href: (b) => selectHref(ctx, { playbook: b.id }),
       empty: p.q ? 'No playbook matches.' : 'No playbooks yet. Choose New playbook to write one.',
       columns: [
@@ -209,11 +209,8 @@ function playbookForm(ctx, b, values, side) {
   status,
   h('div', { class: 'actions' },
     h('button', { type: 'submit', class: 'primary', text: b ? 'Save' : 'Create playbook' }),
-    h('button', { type: 'button', 'data-needs': 'read', text: 'Cancel', onclick: () => {
-      const leave = () => { ctx.setFormDirty(false); if (b) showDetail(ctx, b.id, side); else ctx.cockpit.mount(); };
-      if (!ctx.cockpit.formDirty) leave();
-      else ctx.cockpit.confirmLeave().then((ok) => ok && leave());
-    } })));
+    // Cancel says what it does: the edits are dropped, not asked about.
+    h('button', { type: 'button', 'data-needs': 'read', text: 'Cancel', onclick: () => { ctx.setFormDirty(false); if (b) showDetail(ctx, b.id, side); else ctx.cockpit.mount(); } })));
   trackDirty(form, ctx);
   const follow = followEdits({
     ctx, kind: 'playbook', name: b ? b.name : '', slot: conflict,

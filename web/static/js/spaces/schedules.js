@@ -7,7 +7,7 @@
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, uid } from '../dom.js';
 import { fmtTime, fmtRelative, fmtCronTime } from '../time.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace } from './common.js';
+import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace, filterBar } from './common.js';
 import { followEdits } from './edits.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Schedule} Schedule @typedef {import('../appapi.js').Playbook} Playbook */
@@ -24,16 +24,18 @@ export function mount(el, ctx) {
   const side = h('div', { class: 'detail-pane' });
   /** @type {{refresh: () => void} | null} the schedule shown beside the list */
   let open = null;
-  el.append(h('div', { class: 'filters', role: 'search' },
-    h('div', { class: 'field inline' }, h('label', { for: enabledId, text: 'Show' }), enabledSel),
-    searchBox(ctx, 'Search schedules'),
-    h('button', { type: 'button', class: 'primary', text: 'New schedule', onclick: () => { open = null; replace(side, scheduleForm(ctx, null, null, side, () => {})); } })),
+  el.append(filterBar({
+    active: p.enabled ? 1 : 0,
+    fields: [h('div', { class: 'field inline' }, h('label', { for: enabledId, text: 'Show' }), enabledSel)],
+    search: searchBox(ctx, 'Search schedules'),
+    actions: [h('button', { type: 'button', class: 'primary', text: 'New schedule', onclick: () => { open = null; replace(side, scheduleForm(ctx, null, null, side, () => {})); } })],
+  }),
   h('div', { class: 'split' }, list, side));
   const load = () => {
     ctx.app.listSchedules({ enabled: p.enabled, q: p.q, limit: 200 }).then((page) => {
       if (!ctx.isCurrent()) return;
       keepPlace(list, () => replace(list, table({
-        caption: 'Schedules', rows: page.schedules, key: (s) => s.id, selected: p.schedule, onSelect: (s) => ctx.setParams({ schedule: s.id }),
+        caption: 'Schedules', rows: page.schedules, key: (s) => s.id, alias: (s) => s.name, selected: p.schedule, onSelect: (s) => ctx.setParams({ schedule: s.id }),
         href: (s) => selectHref(ctx, { schedule: s.id }),
         empty: p.q || p.enabled ? 'No schedules match.' : 'No schedules yet. Choose New schedule to run a playbook on a timetable.',
         columns: [
@@ -280,11 +282,8 @@ function scheduleForm(ctx, s, values, side, reload) {
   status,
   h('div', { class: 'actions' },
     h('button', { type: 'submit', class: 'primary', text: s ? 'Save' : 'Create schedule' }),
-    h('button', { type: 'button', 'data-needs': 'read', text: 'Cancel', onclick: () => {
-      const leave = () => { ctx.setFormDirty(false); if (s) showDetail(ctx, s.id, side, reload, false); else ctx.cockpit.mount(); };
-      if (!ctx.cockpit.formDirty) leave();
-      else ctx.cockpit.confirmLeave().then((ok) => ok && leave());
-    } })));
+    // Cancel says what it does: the edits are dropped, not asked about.
+    h('button', { type: 'button', 'data-needs': 'read', text: 'Cancel', onclick: () => { ctx.setFormDirty(false); if (s) showDetail(ctx, s.id, side, reload, false); else ctx.cockpit.mount(); } })));
   trackDirty(form, ctx);
   const follow = followEdits({
     ctx, kind: 'schedule', name: s ? s.name : '', slot: conflict,

@@ -160,7 +160,7 @@ function appearance(el, ctx) {
     }),
     h('p', { class: 'muted', text: 'Saved in this browser. The operator can also switch it on request.' })),
   h('fieldset', { class: 'card', 'data-time-zone': '' }, h('legend', { text: 'Times' }),
-    /** @type {[import('../time.js').ZoneSetting, string][]} */ ([['local', `Local time (${localZoneName()}, ${zoneAbbr(now, 'local')})`], ['utc', 'UTC']]).map(([z, label]) => {
+    /** @type {[import('../time.js').ZoneSetting, string][]} */ ([['local', `Local time: this browser's zone (${[...new Set([localZoneName(), zoneAbbr(now, 'local')])].join(', ')})`], ['utc', 'UTC']]).map(([z, label]) => {
       const id = `${zone}-${z}`;
       return h('div', { class: 'field check' }, h('input', {
         type: 'radio', id, name: zone, value: z, checked: z === zoneSetting(),
