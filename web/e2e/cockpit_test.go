@@ -585,9 +585,9 @@ func TestDockConversations(t *testing.T) {
 	if err != nil || c.Conversation.Status != "archived" || c.Conversation.Title == nil || *c.Conversation.Title != "Renamed conversation" {
 		t.Fatalf("conversation %+v %v", c.Conversation, err)
 	}
-	// New, then delete the old one.
+	// New clears the dock for a conversation its first message starts; then delete the old one.
 	p.click(`.conv-actions button:nth-child(1)`)
-	p.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id !== '`+convID+`'`, "the new conversation")
+	p.waitJS(`window.studio.dock.conv === null && document.querySelector('.transcript .empty') !== null`, "the dock cleared for a new conversation")
 	p.do(chromedp.SetValue(chromedp.CSS(`#dock-conv`), convID))
 	eval[bool](p, `(document.querySelector('#dock-conv').dispatchEvent(new Event('change')), true)`)
 	p.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id === '`+convID+`'`, "the old conversation again")
