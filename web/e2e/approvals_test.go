@@ -52,7 +52,7 @@ func TestApprovalsInbox(t *testing.T) {
 	p.axeCheck(src, "the approvals inbox")
 	p.shot("inbox-approver")
 	p.click(`dialog[open] [data-open-proposal="` + props[0] + `"]`)
-	p.waitJS(`document.querySelector('#app').classList.contains('dock-open') && window.studio.dock.conv?.id === `+jsString(convs[0])+` && document.querySelector('.proposal.highlight[data-proposal=`+jsString(props[0])+`]') !== null`, "the dock open on the first proposal")
+	p.waitJS(`document.querySelector('#app').classList.contains('dock-open') && window.studio.dock.conv?.id === `+jsString(convs[0])+` && document.querySelector('.proposal.highlight[data-proposal="`+props[0]+`"]') !== null`, "the dock open on the first proposal")
 	// The conversation list marks where proposals wait.
 	p.waitJS(`document.querySelector('#dock-conv option[value="`+convs[1]+`"]')?.dataset.waiting === '1' && document.querySelector('#dock-conv option[value="`+convs[1]+`"]').innerText.includes('waiting')`, "the other conversation marked waiting")
 

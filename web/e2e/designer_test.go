@@ -237,3 +237,48 @@ func TestDesignerAsksBeforeDroppingEdits(t *testing.T) {
 	p.click(`dialog[open] button[value=ok]`)
 	p.waitJS(`location.pathname === '/library' && document.querySelector('dialog[open]') === null`, "the library after leaving")
 }
+
+// TestDesignerStepArguments: a step's argument names are its playbook's
+// declared ones, picked from a list; an empty argument with a default says
+// the default is saved; a required one left empty is refused when the
+// workflow is saved (not at launch), the error counting steps as the form
+// does ("Step 2") with that step marked.
+func TestDesignerStepArguments(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, failingModel)
+	src := axeSource(t)
+	p := openPage(t, d, "/designer")
+	p.click(`.filters button.primary`)
+	p.waitJS(`document.querySelector('form[data-form=workflow] .step-playbook option[value=audit-repo]') !== null`, "the new workflow form")
+	p.setValue(`form[data-form=workflow] input[name=name]`, "needs-repo")
+	p.setValue(`[data-step-edit]:nth-child(1) .step-playbook`, "summarize-failed-runs")
+	p.click(`[data-action=add-step]`)
+	p.setValue(`[data-step-edit]:nth-child(2) .step-playbook`, "audit-repo")
+	p.waitJS(`document.querySelectorAll('[data-step-edit]:nth-child(2) .arg-row select.arg-name option').length >= 2`, "step 2's arguments")
+	names := eval[[]string](p, `[...document.querySelectorAll('[data-step-edit]:nth-child(2) .arg-row')].map(r => r.querySelector('.arg-name').tagName + ':' + r.querySelector('.arg-name').value)`)
+	if strings.Join(names, ",") != "SELECT:focus,SELECT:repo" && strings.Join(names, ",") != "SELECT:repo,SELECT:focus" {
+		t.Fatalf("step 2's argument rows: %v", names)
+	}
+	if got := eval[string](p, `[...document.querySelectorAll('[data-step-edit]:nth-child(2) .arg-row')].find(r => r.dataset.arg === 'focus').querySelector('.arg-note').innerText`); !strings.Contains(got, "default") || !strings.Contains(got, "security") {
+		t.Errorf("the empty focus argument says %q", got)
+	}
+	p.click(`form[data-form=workflow] button[type=submit]`)
+	p.waitJS(`document.querySelector('form[data-form=workflow] .form-error')?.innerText.includes('Step 2')`, "the refusal naming step 2")
+	msg := eval[string](p, `document.querySelector('form[data-form=workflow] .form-error').innerText`)
+	if strings.Contains(msg, "steps[") || !strings.Contains(msg, "repo") {
+		t.Errorf("the error reads %q", msg)
+	}
+	if !eval[bool](p, `document.querySelector('[data-step-edit]:nth-child(2)').classList.contains('has-error') && !document.querySelector('[data-step-edit]:nth-child(1)').classList.contains('has-error')`) {
+		t.Errorf("step 2 is not the step marked")
+	}
+	p.axeCheck(src, "the Designer with a refused step")
+	p.shot("designer-step-2-refused")
+	var list struct{ Workflows []struct{ Name string } }
+	appDo(t, d, "GET", "/api/app/workflows", nil, &list)
+	if len(list.Workflows) != 0 {
+		t.Fatalf("a refused workflow was saved: %+v", list.Workflows)
+	}
+	p.setArg(2, "repo", "acme/api")
+	p.click(`form[data-form=workflow] button[type=submit]`)
+	p.waitJS(`location.search.includes('workflow=')`, "the saved workflow")
+}
