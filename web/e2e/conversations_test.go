@@ -235,9 +235,9 @@ func TestConversationListStaysTidy(t *testing.T) {
 	p := openPage(t, d, "/")
 	p.viewport(1440, 900)
 	p.openDock()
-	p.click(`.conv-actions [data-action=new-conversation]`)
-	p.waitJS(`window.studio.dock.conv === null && document.querySelector('.transcript .empty') !== null`, "the dock ready for a new conversation")
-	p.click(`.conv-actions [data-action=new-conversation]`)
+	p.click(`.conv-actions button:nth-child(1)`) // New
+	p.waitJS(`document.querySelector('.composer textarea') === document.activeElement || window.studio.dock.conv === null`, "the dock ready for a new conversation")
+	p.click(`.conv-actions button:nth-child(1)`)
 	if n := len(convs()); n != 0 {
 		t.Fatalf("opening the dock and pressing New twice made %d conversations", n)
 	}

@@ -117,7 +117,7 @@ func TestEveryListAndDetailUpdatesLive(t *testing.T) {
 	d := startDaemon(t, slowRunScript)
 	alice := addPrincipal(t, d, "alice", protocol.RoleOperator)
 	p := openPage(t, d, "/library?playbook=audit-repo")
-	p.waitJS(`document.querySelector('.detail[data-playbook-version]') !== null`, "the playbook's detail")
+	p.waitJS(`document.querySelector('.detail h2')?.innerText === 'audit-repo'`, "the playbook's detail")
 	p.waitJS(`window.studio.live ? window.studio.live.open : true`, "the live change stream")
 	eval[bool](p, `(window.__sameDocument = true)`)
 	same := func(where string) {

@@ -114,9 +114,11 @@ func TestViewerSchedulesControlsHeld(t *testing.T) {
 	src := axeSource(t)
 	vic := addPrincipal(t, d, "vic", protocol.RoleViewer)
 	p := openPageAs(t, d, "/schedules?schedule=nightly-audit", vic)
-	p.waitJS(`document.querySelector('[data-action=enable-schedule], [data-action=pause-schedule]') !== null && document.querySelector('#space input[role=switch]') !== null`, "the schedules")
+	// The switches and the detail's Pause/Enable (found by their words).
+	controls := `[...document.querySelectorAll('#space input[role=switch]'), ...[...document.querySelectorAll('#space .detail .actions button')].filter(b => /^(Pause|Enable|Edit)$/.test(b.innerText.trim()))]`
+	p.waitJS(controls+`.length >= 2`, "the schedules and the detail's buttons")
 	p.waitJS(`document.querySelector('#space [data-read-only]') !== null`, "the read-only note")
-	held := eval[[]string](p, `[...document.querySelectorAll('#space input[role=switch], [data-action=enable-schedule], [data-action=pause-schedule], [data-action=edit-schedule]')].map(el => {
+	held := eval[[]string](p, controls+`.map(el => {
 		const note = document.getElementById((el.getAttribute('aria-describedby') || '').split(' ').pop());
 		return el.disabled && /needs the operator role/i.test(el.title) && note && /viewer/.test(note.innerText) ? '' : (el.getAttribute('aria-label') || el.innerText) + ': disabled ' + el.disabled + ', title ' + el.title;
 	}).filter(Boolean)`)
