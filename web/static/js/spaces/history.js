@@ -212,7 +212,7 @@ function auditFilters(ctx) {
  * @param {SpaceContext} ctx @param {AuditEvent} e
  */
 function operatorLinks(ctx, e) {
-  // ADR D8's audit details are snake_case.
+  // The audit details are snake_case (docs/design.md §10).
   const d = e.details || {};
   // A turn's and an effect's rows spell it conversationId.
   const conv = d.conversation_id || d.conversationId;
