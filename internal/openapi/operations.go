@@ -210,7 +210,7 @@ func build() model {
 		{Method: "POST", Path: "/api/app/schedules/{ref}/disable", ID: "disableSchedule", Tag: "app", Summary: "Pause a schedule",
 			Body: ref("SetEnabledRequest"), Status: 200, Resp: sched},
 		{Method: "GET", Path: "/api/app/system/health", ID: "systemHealth", Tag: "app", Summary: "The doctor report",
-			Query: []param{q("part", "work: only the work in flight (runs, schedules, the operator's turns and proposals), without the database quick check and the model check", qString)},
+			Query:  []param{q("part", "work: only the work in flight (runs, schedules, the operator's turns and proposals), without the database quick check and the model check", qString)},
 			Status: 200, Resp: t(reflect.TypeFor[studio.DoctorReport]())},
 		{Method: "GET", Path: "/api/app/system/operator", ID: "operatorActivity", Tag: "app", Summary: "The operator's recent turns and model errors per interval, from this daemon's memory",
 			Query: []param{q("window", "1h (5-minute intervals, the default) or 24h (hours)", enum("", "1h", "24h"))}, Status: 200, Resp: t(reflect.TypeFor[protocol.OperatorActivity]())},
