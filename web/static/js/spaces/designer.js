@@ -3,10 +3,9 @@
 // deleted, and shows its recent runs step by step.
 
 import { h, replace, badge } from '../dom.js';
-import { fmtTime } from '../time.js';
 import { confirmDialog } from '../dialogs.js';
 import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, selectHref, linkTo, runCells, shortId, keepPlace } from './common.js';
-import { followEdits } from './edits.js';
+import { followEdits, versionConflict, versionLine, keptMine } from './edits.js';
 import { errorSentence } from '../words.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Workflow} Workflow @typedef {import('../appapi.js').PlaybookArg} PlaybookArg */
@@ -323,8 +322,7 @@ function editor(ctx, w, values, declared, show) {
         ctx.cockpit.flash(`Saved workflow ${val(form, 'name')}.`);
         show(saved);
       } catch (e) {
-        const err = /** @type {any} */ (e);
-        if (base && err.code === 'conflict' && err.details && err.details.expectedVersion !== undefined) {
+        if (base && versionConflict(e)) {
           follow.conflict().catch((x) => { status.textContent = errorText(x); });
         } else {
           status.textContent = stepErrorText(e);
@@ -334,7 +332,7 @@ function editor(ctx, w, values, declared, show) {
     },
   },
   h('h2', { id: 'wf-title', text: w ? `Edit ${w.name}` : 'New workflow' }),
-  w ? h('p', { class: 'muted small', 'data-version': '', text: `v${w.version} · updated ${fmtTime(w.updatedAt)}` }) : null,
+  w ? versionLine(w) : null,
   // Another save of this workflow is announced here, at the top, where it is seen.
   conflict,
   values ? h('p', { class: 'notice notice-info', text: 'Filled in by the operator. Review before saving; nothing is created until you do.' }) : null,
@@ -356,8 +354,7 @@ function editor(ctx, w, values, declared, show) {
     keepMine: (latest) => {
       base = latest;
       original = latest.steps.map(stepValue);
-      const ver = form.querySelector('[data-version]');
-      if (ver) ver.textContent = `v${latest.version} · updated ${fmtTime(latest.updatedAt)} · saving replaces it with your edits`;
+      keptMine(form, latest);
       ctx.setFormDirty(true);
     },
     diff: (latest) => {

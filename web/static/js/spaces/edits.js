@@ -39,6 +39,33 @@ export async function savedBy(app, id) {
 }
 
 /**
+ * Whether a save was refused because another save came first (its
+ * expectedVersion no longer the resource's).
+ * @param {unknown} e
+ */
+export function versionConflict(e) {
+  const x = /** @type {any} */ (e);
+  return !!x && x.code === 'conflict' && !!x.details && x.details.expectedVersion !== undefined;
+}
+
+/**
+ * An edit form's "v3 · updated …" line; keptMine rewrites it.
+ * @param {{version: number, updatedAt: number}} r
+ */
+export function versionLine(r) {
+  return h('p', { class: 'muted small', 'data-version': '', text: `v${r.version} · updated ${fmtTime(r.updatedAt)}` });
+}
+
+/**
+ * Says on a form that it is now based on theirs and that saving replaces it.
+ * @param {HTMLElement} form @param {{version: number, updatedAt: number}} latest
+ */
+export function keptMine(form, latest) {
+  const ver = form.querySelector('[data-version]');
+  if (ver) ver.textContent = `v${latest.version} · updated ${fmtTime(latest.updatedAt)} · saving replaces it with your edits`;
+}
+
+/**
  * The rows where two versions differ.
  * @param {DiffRow[]} rows
  */

@@ -4,7 +4,7 @@ import { confirmDialog } from '../dialogs.js';
 import { h, replace } from '../dom.js';
 import { fmtTime } from '../time.js';
 import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, keepPlace } from './common.js';
-import { followEdits } from './edits.js';
+import { followEdits, versionConflict, versionLine, keptMine } from './edits.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Playbook} Playbook @typedef {import('../appapi.js').PlaybookArg} PlaybookArg */
 
@@ -192,14 +192,13 @@ function playbookForm(ctx, b, values, side) {
           showDetail(ctx, (saved && saved.id) || b.id, side);
         }
       } catch (e) {
-        const err = /** @type {any} */ (e);
-        if (b && err.code === 'conflict' && err.details && err.details.expectedVersion !== undefined) follow.conflict().catch((x) => { status.textContent = errorText(x); });
+        if (b && versionConflict(e)) follow.conflict().catch((x) => { status.textContent = errorText(x); });
         else status.textContent = errorText(e);
       }
     },
   },
   h('h2', { id: 'pb-form-title', text: b ? `Edit ${b.name}` : 'New playbook' }),
-  b ? h('p', { class: 'muted small', 'data-version': '', text: `v${b.version} · updated ${fmtTime(b.updatedAt)}` }) : null,
+  b ? versionLine(b) : null,
   conflict,
   values ? h('p', { class: 'notice notice-info', text: 'Filled in by the operator. Review before saving; nothing is created until you do.' }) : null,
   field({ label: 'Name', name: 'name', value: b ? b.name : v.name, required: true, maxLength: 64, pattern: '[a-z0-9][a-z0-9._\\-]*', help: 'Lowercase letters, digits, - _ .' }),
@@ -220,8 +219,7 @@ function playbookForm(ctx, b, values, side) {
     reload: (latest) => { ctx.setFormDirty(false); replace(side, playbookForm(ctx, latest, null, side)); },
     keepMine: (latest) => {
       base = latest;
-      const ver = form.querySelector('[data-version]');
-      if (ver) ver.textContent = `v${latest.version} · updated ${fmtTime(latest.updatedAt)} · saving replaces it with your edits`;
+      keptMine(form, latest);
       ctx.setFormDirty(true);
     },
     diff: (latest) => [

@@ -8,7 +8,7 @@ import { confirmDialog } from '../dialogs.js';
 import { h, replace, uid } from '../dom.js';
 import { fmtTime, fmtRelative, fmtCronTime } from '../time.js';
 import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace, filterBar } from './common.js';
-import { followEdits } from './edits.js';
+import { followEdits, versionConflict, versionLine, keptMine } from './edits.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Schedule} Schedule @typedef {import('../appapi.js').Playbook} Playbook */
 
@@ -254,14 +254,13 @@ function scheduleForm(ctx, s, values, side, reload) {
         reload();
         showDetail(ctx, saved.id, side, reload, false);
       } catch (e) {
-        const err = /** @type {any} */ (e);
-        if (base && err.code === 'conflict' && err.details && err.details.expectedVersion !== undefined) follow.conflict().catch((x) => { status.textContent = errorText(x); });
+        if (base && versionConflict(e)) follow.conflict().catch((x) => { status.textContent = errorText(x); });
         else status.textContent = errorText(e);
       }
     },
   },
   h('h2', { id: 'sc-title', text: s ? `Edit ${s.name}` : 'New schedule' }),
-  s ? h('p', { class: 'muted small', 'data-version': '', text: `v${s.version} · updated ${fmtTime(s.updatedAt)}` }) : null,
+  s ? versionLine(s) : null,
   conflict,
   values ? h('p', { class: 'notice notice-info', text: 'Filled in by the operator. Review before saving; nothing is created until you do.' }) : null,
   field({ label: 'Name', name: 'name', value: s ? s.name : v.name, required: true, maxLength: 64, pattern: '[a-z0-9][a-z0-9._\\-]*' }),
@@ -293,8 +292,7 @@ function scheduleForm(ctx, s, values, side, reload) {
     reload: (latest) => { ctx.setFormDirty(false); replace(side, scheduleForm(ctx, latest, null, side, reload)); },
     keepMine: (latest) => {
       base = latest;
-      const ver = form.querySelector('[data-version]');
-      if (ver) ver.textContent = `v${latest.version} · updated ${fmtTime(latest.updatedAt)} · saving replaces it with your edits`;
+      keptMine(form, latest);
       ctx.setFormDirty(true);
     },
     diff: (latest) => {
