@@ -167,6 +167,8 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 	p.do(chromedp.SendKeys(chromedp.CSS(`form[data-form=workflow] input[name=name]`), "nightly-review"))
 	// Two steps in the step editor: the first row is there, the second added.
 	p.setValue(`[data-step-edit]:nth-child(1) .step-playbook`, "audit-repo")
+	// audit-repo needs its repo: a workflow without it is refused when saved.
+	p.setArg(1, "repo", "acme/api")
 	p.click(`[data-action=add-step]`)
 	p.setValue(`[data-step-edit]:nth-child(2) .step-playbook`, "summarize-failed-runs")
 	p.click(`form[data-form=workflow] button[type=submit]`)

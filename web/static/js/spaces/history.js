@@ -139,7 +139,8 @@ function auditDecision(e) {
 function targetCell(ctx, t) {
   if (!t) return h('span', { class: 'muted', text: '—' });
   // A run is named by its playbook: "run of audit-repo".
-  const label = [h('span', { class: 'muted small', text: t.kind === 'run' ? 'run of ' : t.kind + ' ' }), h('span', { class: 'name', text: t.name })];
+  // A conversation's title is words, and wraps; names and ids do not.
+  const label = [h('span', { class: 'muted small', text: t.kind === 'run' ? 'run of ' : t.kind + ' ' }), h('span', { class: t.kind === 'conversation' ? 'title' : 'name', text: t.name })];
   return t.href ? linkTo(ctx, t.href, ...label) : h('span', { title: t.id }, ...label);
 }
 
