@@ -310,15 +310,9 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
   studio playbooks launch write-release-notes --arg version=1.4.0 -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			cmd := studio.LaunchPlaybookCommand{Playbook: args[0], Input: input}
-			for _, kv := range argPairs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageError{fmt.Errorf("--arg %q is not NAME=VALUE", kv)}
-				}
-				if cmd.Args == nil {
-					cmd.Args = map[string]string{}
-				}
-				cmd.Args[k] = v
+			var err error
+			if cmd.Args, err = argValues(argPairs); err != nil {
+				return err
 			}
 			r, err := cl.LaunchPlaybook(ctx, cmd)
 			if err != nil {
@@ -336,12 +330,13 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
 func newSchedulesCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "List, show, create, delete, pause and resume schedules",
+		Short: "List, show, create, edit, delete, pause and resume schedules",
 		Example: `  studio schedules list
+  studio schedules edit nightly-audit --cron "0 4 * * *"
   studio schedules pause nightly-audit
   studio schedules resume nightly-audit`,
 	}
-	cmd.AddCommand(schedulesListCmd(cfg), schedulesShowCmd(cfg), schedulesCreateCmd(cfg), schedulesDeleteCmd(cfg),
+	cmd.AddCommand(schedulesListCmd(cfg), schedulesShowCmd(cfg), schedulesCreateCmd(cfg), schedulesEditCmd(cfg), schedulesDeleteCmd(cfg),
 		scheduleEnableCmd(cfg, false), scheduleEnableCmd(cfg, true))
 	return cmd
 }

@@ -90,15 +90,22 @@ func TestImpactAndTargetName(t *testing.T) {
 	}
 }
 
-// A workflow whose step no longer binds (a required argument the step does
-// not give) is refused before it is proposed, and launches nothing.
+// A workflow whose step no longer binds (its playbook later declared a
+// required argument the step does not give) is refused before it is
+// proposed, and launches nothing; the error names the step as people
+// count it.
 func TestLaunchWorkflowBindsArgs(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	_, err := w.svc.Prepare(w.ctx, studio.LaunchWorkflowCommand{Workflow: "release"})
-	wantCode(t, err, protocol.Validation)
+	pb := w.exec(studio.CreatePlaybookCommand{Name: "deploy", Prompt: "Deploy."}).Playbook
+	w.exec(studio.CreateWorkflowCommand{Name: "ship", Steps: []studio.WorkflowStepInput{{Playbook: "notes"}, {Playbook: "deploy"}}})
+	w.exec(studio.UpdatePlaybookCommand{Playbook: "deploy", ExpectedVersion: pb.Version, Args: &[]studio.PlaybookArg{{Name: "env", Required: true}}})
+	_, err := w.svc.Prepare(w.ctx, studio.LaunchWorkflowCommand{Workflow: "ship"})
+	if pe := wantCode(t, err, protocol.Validation); pe.Details["step"] != 2 || pe.Details["field"] != "steps[1].args" || !strings.HasPrefix(pe.Message, "step 2: ") {
+		t.Errorf("the launch's error = %+v", pe)
+	}
 	before := w.snapshot()
-	_, err = w.svc.Execute(w.ctx, studio.LaunchWorkflowCommand{Workflow: "release"}, studio.ExecOptions{})
+	_, err = w.svc.Execute(w.ctx, studio.LaunchWorkflowCommand{Workflow: "ship"}, studio.ExecOptions{})
 	wantCode(t, err, protocol.Validation)
 	if w.snapshot() != before {
 		t.Fatal("a refused launch changed something")
