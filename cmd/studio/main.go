@@ -5,7 +5,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"github.com/studio/operator/internal/store/postgres"
 	"os"
@@ -80,10 +79,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "The daemon refused the token read from %s: is it this daemon's token (studio token --data-dir DIR)?\n", cfg.tokenSource)
 	}
 	code := exitCode(err)
-	var unknown unknownCommandError
-	if errors.As(err, &unknown) && cmd != nil {
-		fmt.Fprint(os.Stderr, "\n"+cmd.UsageString())
-	} else if code == exitUsage && cmd != nil {
+	if code == exitUsage && cmd != nil {
 		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code

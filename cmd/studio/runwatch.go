@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/apiclient"
-	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -109,9 +108,9 @@ func runOutcome(r studio.Run) error {
 	return errors.New(msg)
 }
 
-// printJSONLine writes v as one compact JSON line.
+// printJSONLine writes v as one compact JSON line, times in RFC 3339.
 func printJSONLine(w io.Writer, v any) error {
-	b, err := protocol.Marshal(v)
+	b, err := marshalOutput(v)
 	if err != nil {
 		return err
 	}
@@ -133,7 +132,7 @@ func watchRuns(ctx context.Context, out io.Writer, asJSON bool, interval time.Du
 			}
 			return err
 		}
-		b, err := protocol.Marshal(studio.RunPage{Runs: runs})
+		b, err := marshalOutput(studio.RunPage{Runs: runs})
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,9 @@ import (
 func printFrame(w io.Writer, f protocol.Frame, raw bool) {
 	if raw {
 		b, _ := protocol.EncodeFrame(f)
+		if rb, err := readableTimes(b); err == nil {
+			b = rb
+		}
 		fmt.Fprintln(w, string(b))
 		return
 	}
