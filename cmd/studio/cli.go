@@ -189,6 +189,7 @@ func addOutput(cmd *cobra.Command) *output {
 	o := &output{}
 	cmd.Flags().StringVarP(&o.format, "output", "o", formatTable, "output format: table or json")
 	cmd.Flags().BoolVar(&o.json, "json", false, "same as -o json")
+	enumFlag(cmd, "output", false, outputValues)
 	return o
 }
 

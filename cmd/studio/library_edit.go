@@ -153,6 +153,7 @@ func playbooksEditCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "edit NAME_OR_ID", Short: "Change a playbook's name, description, prompt or argument declarations", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, playbookNames),
 		Long: "edit sends only the fields given, with the version it read (or --expected-version): if someone\n" +
 			"changed the playbook in between, nothing changes and it exits 4.",
 		Example: `  studio playbooks edit triage --description "Sort new issues"
@@ -207,7 +208,7 @@ func playbooksEditCmd(cfg *config) *cobra.Command {
 }
 
 func playbooksDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "playbook", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
+	return deleteCmd(cfg, "playbook", playbookNames, func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeletePlaybook(ctx, ref, v)
 	})
 }
@@ -231,7 +232,8 @@ func schedulesShowCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "show NAME_OR_ID", Short: "Show a schedule", Args: cobra.ExactArgs(1),
-		Example: `  studio schedules show nightly-audit`,
+		ValidArgsFunction: completeArgs(cfg, scheduleNames),
+		Example:           `  studio schedules show nightly-audit`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			s, err := cl.GetSchedule(ctx, args[0])
 			if err != nil {
@@ -294,6 +296,7 @@ func schedulesCreateCmd(cfg *config) *cobra.Command {
 	f.StringVar(&project, "project", "", "project (default: the playbook's)")
 	_ = c.MarkFlagRequired("cron")
 	_ = c.MarkFlagRequired("playbook")
+	_ = c.RegisterFlagCompletionFunc("playbook", completeWith(cfg, playbookNames))
 	return c
 }
 
@@ -305,6 +308,7 @@ func schedulesEditCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "edit NAME_OR_ID", Short: "Change a schedule's cron, playbook, input, arguments or name", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, scheduleNames),
 		Long: "edit sends only the fields given, with the version it read (or --expected-version): if someone\n" +
 			"changed the schedule in between, nothing changes and it exits 4. A new cron moves the next run\n" +
 			"of an enabled schedule to the cron's next slot; --arg replaces all the arguments.",
@@ -361,6 +365,7 @@ func schedulesEditCmd(cfg *config) *cobra.Command {
 	f.BoolVar(&clearArgs, "clear-args", false, "launch with no arguments (the playbook's defaults)")
 	f.StringVar(&name, "name", "", "a new name")
 	f.Int64Var(&expected, "expected-version", 0, "the version you last read (default: the current one)")
+	_ = c.RegisterFlagCompletionFunc("playbook", completeWith(cfg, playbookNames))
 	return c
 }
 
@@ -381,7 +386,7 @@ func argValues(pairs []string) (map[string]string, error) {
 }
 
 func schedulesDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "schedule", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
+	return deleteCmd(cfg, "schedule", scheduleNames, func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeleteSchedule(ctx, ref, v)
 	})
 }

@@ -38,6 +38,7 @@ func runsLogsCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "logs RUN_ID", Short: "Print a run's output; -f follows it until the run ends", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, runIDs),
 		Long: "logs prints the output a run has produced so far. With -f it keeps printing what the run adds until\n" +
 			"the run ends, then says how it ended on stderr; a run that failed or was cancelled exits 1.\n" +
 			"With -o json each piece of output is a JSON line {\"runId\", \"status\", \"output\"}.",

@@ -159,6 +159,9 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 	c.Flags().StringVar(&so.model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
 	c.Flags().StringVar(&so.title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
 	o = addOutput(c)
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
+	_ = c.RegisterFlagCompletionFunc("model", completeWith(cfg, modelNames))
+	enumFlag(c, "space", false, spaceValues)
 	return c
 }
 
@@ -295,6 +298,7 @@ func streamCmd(cfg *config) *cobra.Command {
 	c.Flags().Int64Var(&after, "after", 0, "replay frames after this sequence")
 	c.Flags().BoolVar(&raw, "json", false, "print frames as JSON lines")
 	_ = c.MarkFlagRequired("conversation")
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
 	return c
 }
 
@@ -328,6 +332,7 @@ func cancelCmd(cfg *config) *cobra.Command {
 	o = addOutput(c)
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
 	_ = c.MarkFlagRequired("conversation")
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
 	return c
 }
 
@@ -354,5 +359,6 @@ func ticketCmd(cfg *config) *cobra.Command {
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
 	c.Flags().Int64Var(&after, "after", 0, "the cursor the ticket is for")
 	_ = c.MarkFlagRequired("conversation")
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
 	return c
 }
