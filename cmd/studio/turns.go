@@ -202,7 +202,8 @@ func (so sendOptions) conversation(ctx context.Context, cmd *cobra.Command, cl *
 }
 
 // submit submits the instruction as the conversation's next turn, after
-// its latest frame, with the cockpit context of the flags.
+// its latest frame, with the cockpit context of the flags, as the command
+// line's: the answer comes as data, not as navigation.
 func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, instruction string) (protocol.TurnAccepted, error) {
 	page, err := cl.GetConversation(ctx, convID, 0, 1)
 	if err != nil {
@@ -213,7 +214,8 @@ func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, 
 	if so.project != "" {
 		snap.Project = &so.project
 	}
-	return cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction, Context: snap, ExpectedLastSequence: &last})
+	return cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction, Context: snap, ExpectedLastSequence: &last,
+		Client: protocol.ClientCLI})
 }
 
 // follow prints the turn's frames to out as they stream and what it is

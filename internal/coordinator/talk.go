@@ -108,6 +108,8 @@ func (o *owner) talk() outcome {
 			var refuse *protocol.Error
 			if i == c.cfg.MaxToolCallsPerAnswer {
 				refuse = overCap
+			} else {
+				refuse = c.notForClient(calls[i].Name, req.Client)
 			}
 			res := o.callTool(calls[i], req.View, refuse)
 			if res.out != nil {
@@ -210,7 +212,8 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	}
 	msgs := append(messages(picked), current...)
 	snap := rec.Snapshot
-	return model.Request{System: systemPrompt(snap), Messages: msgs, Tools: c.cfg.Tools.Catalog(), View: &snap}, nil
+	return model.Request{System: systemPrompt(snap, rec.Client), Messages: msgs, Tools: c.cfg.Tools.Catalog(rec.Client),
+		View: &snap, Client: rec.Client}, nil
 }
 
 // turnPage is how many of a turn's frames are read at a time.

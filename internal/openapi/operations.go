@@ -281,6 +281,7 @@ func enums() map[string][]string {
 	}
 	m := map[string][]string{
 		"ContextSnapshot.Space":            protocol.Spaces,
+		"TurnRequest.Client":               clientKinds(),
 		"Conversation.Status":              {"active", "archived", "deleted"},
 		"Turn.Status":                      {"queued", "running", "awaiting_confirmation", "completed", "failed", "cancelled"},
 		"TextPayload.Format":               {"plain", "markdown"},
@@ -310,6 +311,15 @@ func enums() map[string][]string {
 		m[f] = []string{protocol.VisibilityPrivate, protocol.VisibilityTeam}
 	}
 	return m
+}
+
+// clientKinds are the values of a turn's client.
+func clientKinds() []string {
+	out := make([]string, len(protocol.ClientKinds))
+	for i, k := range protocol.ClientKinds {
+		out[i] = string(k)
+	}
+	return out
 }
 
 // addProtocolComponents adds the hand-written schemas: the frame union, its

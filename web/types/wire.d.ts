@@ -854,6 +854,7 @@ export interface TurnRequest {
   instruction: string;
   context: ContextSnapshot;
   expectedLastSequence: number | null;
+  client?: "cockpit" | "cli" | "mcp" | "text";
 }
 
 export interface UICommandFrame {
