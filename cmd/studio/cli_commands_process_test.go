@@ -133,14 +133,10 @@ func TestProcessIDPrefixes(t *testing.T) {
 	}
 
 	// A proposal by its prefix: send parks on the confirmation.
-	out, _ := c.run(exitOK, "operator", "send", "--conversation", convIDs[7][:8], "resume the nightly schedule")
-	m := regexp.MustCompile(`PROPOSAL ([0-9a-f-]{36})`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no proposal: %s", out)
-	}
+	pid := pendingProposal(t, c, "--conversation", convIDs[7][:8], "resume the nightly schedule")
 	var res protocol.ProposalResult
-	c.json(&res, "operator", "confirm", "--yes", m[1][:8], "-o", "json")
-	if res.ProposalID != m[1] || res.Status != "succeeded" {
+	c.json(&res, "operator", "confirm", "--yes", pid[:8], "-o", "json")
+	if res.ProposalID != pid || res.Status != "succeeded" {
 		t.Fatalf("confirm by prefix: %+v", res)
 	}
 }
@@ -199,16 +195,7 @@ func TestProcessConfirmAndDeny(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir)
 	c := newCLIRunner(t, d, dataDir)
-	proposal := func() string {
-		t.Helper()
-		out, _ := c.run(exitOK, "operator", "send", "resume the nightly schedule")
-		m := regexp.MustCompile(`PROPOSAL ([0-9a-f-]{36})`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no proposal: %s", out)
-		}
-		return m[1]
-	}
-	id := proposal()
+	id := pendingProposal(t, c, "resume the nightly schedule")
 	// The test's stdin is not a terminal (it is /dev/null).
 	if _, errOut := c.run(exitUsage, "operator", "confirm", id); !strings.Contains(errOut, "use --yes") {
 		t.Fatalf("confirm without a terminal: %s", errOut)

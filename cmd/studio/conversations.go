@@ -278,6 +278,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 				Frames       []protocol.RawFrame   `json:"frames"`
 			}{Frames: []protocol.RawFrame{}}
 			first := true
+			fw := newFrameWriter(out, false, true)
 			for {
 				page, err := cl.GetConversation(cmd.Context(), id, after, 500)
 				if err != nil {
@@ -300,7 +301,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					printFrame(out, f, false)
+					fw.write(f)
 				}
 				if !page.HasMore {
 					break

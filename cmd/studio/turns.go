@@ -20,45 +20,6 @@ import (
 // status line on a terminal), stream, cancel and ticket, and how a frame
 // is printed.
 
-// printFrame writes one frame for a human, or as a JSON line.
-func printFrame(w io.Writer, f protocol.Frame, raw bool) {
-	if raw {
-		b, _ := protocol.EncodeFrame(f)
-		if rb, err := readableTimes(b); err == nil {
-			b = rb
-		}
-		fmt.Fprintln(w, string(b))
-		return
-	}
-	switch p := f.Payload.(type) {
-	case protocol.TextPayload:
-		if p.Role == protocol.RoleUser {
-			fmt.Fprintf(w, "\n[%d] > %s\n", f.Sequence, p.Content)
-		} else {
-			fmt.Fprint(w, p.Content)
-		}
-	case protocol.ToolCallPayload:
-		fmt.Fprintf(w, "\n[%d] tool %s %s (%s)\n", f.Sequence, p.Tool, string(p.Arguments), p.Mode)
-	case protocol.ToolResultPayload:
-		if p.OK {
-			fmt.Fprintf(w, "[%d] tool result ok %s\n", f.Sequence, truncate(string(p.Result), 200))
-		} else {
-			fmt.Fprintf(w, "[%d] tool result %s: %s\n", f.Sequence, p.Error.Code, p.Error.Message)
-		}
-	case protocol.UICommandPayload:
-		b, _ := protocol.Marshal(p.Effect)
-		fmt.Fprintf(w, "\n[%d] effect %s requested: %s\n", f.Sequence, p.EffectID, b)
-	case protocol.ProposalPayload:
-		fmt.Fprintf(w, "\n[%d] PROPOSAL %s (%s): %s\n      confirm: studio operator confirm %s\n", f.Sequence, p.Proposal.ID, p.Proposal.Risk, p.Proposal.Summary, p.Proposal.ID)
-	case protocol.ConfirmationPayload:
-		fmt.Fprintf(w, "[%d] proposal %s %s\n", f.Sequence, p.ProposalID, p.State)
-	case protocol.ErrorPayload:
-		fmt.Fprintf(w, "\n[%d] error %s: %s\n", f.Sequence, p.Error.Code, p.Error.Message)
-	case protocol.DonePayload:
-		fmt.Fprintf(w, "\n[%d] done: %s\n", f.Sequence, p.Outcome)
-	}
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -224,6 +185,7 @@ func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, 
 // the stream stopped first (an interrupt).
 func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID string, acc protocol.TurnAccepted, status *spinner, out, note io.Writer, asJSON bool) (protocol.Outcome, error) {
 	var outcome protocol.Outcome
+	fw := newFrameWriter(out, asJSON, false)
 	progress := func(p *protocol.TurnProgress) {
 		if p != nil && p.RequestID == acc.RequestID {
 			status.set(progressWords(p))
@@ -234,7 +196,7 @@ func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID s
 			return nil
 		}
 		status.set(turnStateOf(f))
-		status.print(func() { printFrame(out, f, asJSON) })
+		status.print(func() { fw.write(f) })
 		if d, ok := f.Payload.(protocol.DonePayload); ok {
 			outcome = d.Outcome
 			return apiclient.ErrStopStream
@@ -242,8 +204,8 @@ func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID s
 		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !so.wait {
 			// The turn waits for a human; do not hold the terminal.
 			status.print(func() {
-				fmt.Fprintf(note, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
-					c.ProposalID, convID, f.Sequence)
+				fmt.Fprintf(note, "The turn waits for a decision on proposal %s; after it, follow the turn with: studio operator stream --conversation %s --after %d\n",
+					shortID(c.ProposalID), convID, f.Sequence)
 			})
 			outcome = protocol.OutcomeCompleted
 			return apiclient.ErrStopStream
@@ -285,9 +247,9 @@ func streamCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
+			fw := newFrameWriter(cmd.OutOrStdout(), raw, true)
 			err = cl.Follow(cmd.Context(), convID, after, reconnecting(cmd), func(f protocol.Frame) error {
-				printFrame(out, f, raw)
+				fw.write(f)
 				return nil
 			})
 			if errors.Is(err, context.Canceled) {

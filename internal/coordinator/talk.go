@@ -177,6 +177,9 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	read, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(o.ctx, stop)()
+	if o.ctx.Err() != nil { // AfterFunc stops from a goroutine of its own: do not race it
+		stop()
+	}
 	current, first, err := c.turnMessages(read, t)
 	if err != nil {
 		return model.Request{}, err
