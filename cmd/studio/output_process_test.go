@@ -77,7 +77,7 @@ func TestProcessJSONTimes(t *testing.T) {
 		}
 	}
 	// The JSON lines of send and stream: each frame's createdAt.
-	out, _ := c.run(exitOK, "operator", "send", "-o", "json", "--conversation", p.ConversationID, "how many runs failed today?")
+	out, _ := c.run(exitOK, "operator", "send", "-o", "json", "how many runs failed today?")
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var f protocol.RawFrame
 		if decodeCLIJSON(t, line, &f); f.CreatedAt == 0 {
