@@ -133,40 +133,36 @@ func pendingProposalIDs(ctx context.Context, cl *apiclient.Client, _ string) ([]
 }
 
 // playbookNames, workflowNames and scheduleNames are the library's names.
-func playbookNames(ctx context.Context, cl *apiclient.Client, _ string) ([]cobra.Completion, error) {
-	pbs, err := pages(ctx, 0, func(q url.Values) ([]studio.Playbook, string, error) {
-		p, err := cl.ListPlaybooks(ctx, q)
-		return p.Playbooks, p.NextCursor, err
-	}, url.Values{})
-	out := make([]cobra.Completion, 0, len(pbs))
-	for _, p := range pbs {
-		out = append(out, cobra.CompletionWithDesc(p.Name, p.Description))
-	}
-	return out, err
-}
+var (
+	playbookNames = libraryNames((*apiclient.Client).ListPlaybooks,
+		func(p studio.PlaybookPage) ([]studio.Playbook, string) { return p.Playbooks, p.NextCursor },
+		func(p studio.Playbook) cobra.Completion { return cobra.CompletionWithDesc(p.Name, p.Description) })
+	workflowNames = libraryNames((*apiclient.Client).ListWorkflows,
+		func(p studio.WorkflowPage) ([]studio.Workflow, string) { return p.Workflows, p.NextCursor },
+		func(w studio.Workflow) cobra.Completion { return cobra.CompletionWithDesc(w.Name, w.Description) })
+	scheduleNames = libraryNames((*apiclient.Client).ListSchedules,
+		func(p studio.SchedulePage) ([]studio.Schedule, string) { return p.Schedules, p.NextCursor },
+		func(s studio.Schedule) cobra.Completion {
+			return cobra.CompletionWithDesc(s.Name, s.Cron+" (UTC) "+s.PlaybookName)
+		})
+)
 
-func workflowNames(ctx context.Context, cl *apiclient.Client, _ string) ([]cobra.Completion, error) {
-	wfs, err := pages(ctx, 0, func(q url.Values) ([]studio.Workflow, string, error) {
-		p, err := cl.ListWorkflows(ctx, q)
-		return p.Workflows, p.NextCursor, err
-	}, url.Values{})
-	out := make([]cobra.Completion, 0, len(wfs))
-	for _, w := range wfs {
-		out = append(out, cobra.CompletionWithDesc(w.Name, w.Description))
+// libraryNames lists every item of a paged list endpoint (its page's
+// items and next cursor), each as a completion.
+func libraryNames[P, T any](endpoint func(*apiclient.Client, context.Context, url.Values) (P, error),
+	items func(P) ([]T, string), completion func(T) cobra.Completion) lister {
+	return func(ctx context.Context, cl *apiclient.Client, _ string) ([]cobra.Completion, error) {
+		all, err := pages(ctx, 0, func(q url.Values) ([]T, string, error) {
+			page, err := endpoint(cl, ctx, q)
+			list, next := items(page)
+			return list, next, err
+		}, url.Values{})
+		out := make([]cobra.Completion, 0, len(all))
+		for _, it := range all {
+			out = append(out, completion(it))
+		}
+		return out, err
 	}
-	return out, err
-}
-
-func scheduleNames(ctx context.Context, cl *apiclient.Client, _ string) ([]cobra.Completion, error) {
-	scs, err := pages(ctx, 0, func(q url.Values) ([]studio.Schedule, string, error) {
-		p, err := cl.ListSchedules(ctx, q)
-		return p.Schedules, p.NextCursor, err
-	}, url.Values{})
-	out := make([]cobra.Completion, 0, len(scs))
-	for _, s := range scs {
-		out = append(out, cobra.CompletionWithDesc(s.Name, s.Cron+" (UTC) "+s.PlaybookName))
-	}
-	return out, err
 }
 
 // modelNames are the configured models.

@@ -21,26 +21,33 @@ func pendingProposal(t *testing.T, c *cliRunner, args ...string) string {
 	return m[1]
 }
 
+// seeded is a daemon with a run, a workflow and a pending proposal, and
+// the CLI against it.
+func seeded(t *testing.T) (*cliRunner, studio.Run, protocol.ProposalState) {
+	t.Helper()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	c := newCLIRunner(t, d, dataDir)
+	ctx := testCtx(t)
+	run, err := d.client.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.client.Proposal(ctx, pendingProposal(t, c, "resume the nightly schedule"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.run(exitOK, "workflows", "create", "release", "--step", `{"playbook":"audit-repo","args":{"repo":"acme/api"}}`)
+	return c, run, p
+}
+
 // TestProcessJSONTimes: every command's -o json writes its times as RFC
 // 3339 in UTC (decodeCLIJSON fails on a number where a time is), the
 // following commands' JSON lines too.
 func TestProcessJSONTimes(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
-	c := newCLIRunner(t, d, dataDir)
-	ctx := testCtx(t)
-
-	run, err := d.client.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := pendingProposal(t, c, "resume the nightly schedule")
-	p, err := d.client.Proposal(ctx, pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.run(exitOK, "workflows", "create", "release", "--step", `{"playbook":"audit-repo","args":{"repo":"acme/api"}}`)
+	c, run, p := seeded(t)
+	pid := p.ID
 
 	// Each command's document, and a time it must carry as RFC 3339.
 	for _, tc := range []struct {
@@ -110,21 +117,8 @@ func timeAt(doc any, path []string) any {
 // daemon; with no daemon it offers nothing and still succeeds.
 func TestProcessCompletion(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
-	c := newCLIRunner(t, d, dataDir)
-	ctx := testCtx(t)
-
-	run, err := d.client.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := pendingProposal(t, c, "resume the nightly schedule")
-	p, err := d.client.Proposal(ctx, pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.run(exitOK, "workflows", "create", "release", "--step", `{"playbook":"audit-repo","args":{"repo":"acme/api"}}`)
+	c, run, p := seeded(t)
+	pid := p.ID
 
 	complete := func(args ...string) []string {
 		t.Helper()
