@@ -57,7 +57,7 @@ func toolNames(tools []model.Tool) []string {
 // client that applies no effects (the command line) is offered no effect
 // tools, is told so in the system prompt, and a model that asks for one
 // anyway is answered with why, no effect emitted; a turn that names no
-// client is the cockpit's, as before kinds. An unknown kind is refused.
+// client is the cockpit's. An unknown kind is refused.
 func TestTurnKnowsItsClient(t *testing.T) {
 	t.Parallel()
 	effectTools := []string{"navigate", "select", "set_theme", "prefill_form"}

@@ -24,5 +24,5 @@ var ClientKinds = []ClientKind{ClientCockpit, ClientCLI, ClientMCP, ClientText}
 func (k ClientKind) Valid() bool { return k == "" || slices.Contains(ClientKinds, k) }
 
 // AppliesEffects reports whether the client applies UI effects: the
-// cockpit, and a client that does not say what it is (as before kinds).
+// cockpit, and a client that does not say what it is.
 func (k ClientKind) AppliesEffects() bool { return k == "" || k == ClientCockpit }
