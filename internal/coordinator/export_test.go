@@ -12,6 +12,9 @@ import (
 // that move a fake clock (the sweeper runs on a real ticker).
 func (c *Coordinator) ExpireDue(ctx context.Context) error { return c.expireDue(ctx, true) }
 
+// TurnPage is how many of a turn's frames are read at a time.
+const TurnPage = turnPage
+
 // QueueDepth is the number of new turns waiting for a worker.
 func (c *Coordinator) QueueDepth() int { return c.pool.depth() }
 
