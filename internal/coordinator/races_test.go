@@ -117,7 +117,7 @@ func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	// The cancel must not wait for the command: it answers while it runs.
 	select {
 	case <-cancelDone:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("cancel waited for the executing command")
 	}
 	// The true state: running (its command executes), not waiting for a human.
