@@ -130,14 +130,25 @@
 //
 // # Where to read
 //
+//	coordinator.go  Config, its defaults, New: what the engine is wired with
 //	turns.go        SubmitTurn, CancelTurn: the public face of turns
 //	decisions.go    Confirm, Deny, SettleProposal: decisions from outside
+//	proposals.go    propose, and reading proposals (Get, Find, List)
+//	effects.go      AckEffect, EffectState: a client's acknowledgements
+//	progress.go     what an active turn is doing now (ActiveTurn)
+//	models.go       the configured models and a conversation's choice
+//	agents.go       commands of outside agents (MCP) as turns and proposals
+//	observer.go     Observer: what metrics and logs are told
 //	mailbox.go      the requests an owner takes, one at a time
 //	owner.go        the owner: its start, run loop, retirement
 //	steps.go        queued, waiting, resuming, conversing
 //	talk.go         the model loop: its rounds, compiling the context
+//	context.go      the history within the context budget, as messages
+//	prompt.go       the system prompt from the client's context snapshot
 //	attempts.go     one round's attempts: deadlines, retries
+//	appender.go     a turn's pipelined frames: emit, settle
 //	tools.go        tool calls and effects; proposals.go's propose
+//	denials.go      a command a human denied is not proposed again at once
 //	parked.go       parked on a decision; applyDecision
 //	confirm.go      confirm and execute on the owner's side
 //	answers.go      decisions answered from the store, not applied
@@ -165,6 +176,23 @@
 // audit row and frame), execute, finishProposal (its outcome, audit row
 // and frames) → the answer goes back on the request's reply channel →
 // the turn resumes (resuming → waiting → conversing).
+//
+// # Where a frame goes
+//
+// The provider's stream runs on a goroutine of its own (pump, attempts.go)
+// and reaches the owner's attempt, which coalesces text deltas → emit
+// queues the payload on the turn's appender (appender.go) and the model
+// goes on → the appender's one AppendFrames in flight takes every payload
+// queued → the store runs it in its group-commit loop, merged with the
+// other appends of the batch (internal/store/sqlstore: group.go,
+// mergedappends.go; lockedappends.go on PostgreSQL), gives the frames
+// their sequences under the conversation's lock and commits → only then
+// does it hand them to store.Feed.Publish, and on PostgreSQL a
+// notification carries them to the other daemons' Feeds → every stream
+// subscribed to the conversation (conversations.Service.Subscribe,
+// httpapi's stream.go) writes them to its client. So no client sees a
+// frame that is not durable; the owner waits for its frames (settle)
+// before any other write of the turn and before a tool runs.
 //
 // # Why a confirm cannot race a cancel
 //

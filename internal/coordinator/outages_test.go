@@ -11,6 +11,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // The database restarts, fails over, or answers a commit that it never
@@ -31,7 +32,7 @@ func textOf(frames []protocol.Frame, requestID string) string {
 // waitProgress waits until the conversation's active turn reports state.
 func (e *engine) waitProgress(c *coordinator.Coordinator, convID string, state protocol.ProgressState) protocol.TurnProgress {
 	e.t.Helper()
-	deadline := time.After(30 * time.Second) // a safety net
+	deadline := time.After(testutil.Patience) // a safety net
 	for {
 		sig := c.ProgressSignal(convID)
 		p, err := c.ActiveTurn(e.ctx(), convID)
@@ -169,7 +170,7 @@ func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 	}()
 	select {
 	case <-paused.Reached():
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("the confirmed command never started")
 	}
 	// a is paused between its confirmation and its command: b reaps it.

@@ -282,9 +282,7 @@ func TestSharedConfirmAdoptsParkedTurn(t *testing.T) {
 		t.Fatalf("confirm on b = %+v, %v", res, err)
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
-	if left := e.coord.WaitOwnersGone(20 * time.Second); left != 0 {
-		t.Fatalf("a keeps %d owners", left)
-	}
+	testutil.Eventually(t, func() bool { return e.coord.Owners() == 0 }, "a's owners to end")
 }
 
 // TestSharedShutdownHandsQueuedTurnsOver: a daemon that shuts down gives

@@ -192,6 +192,11 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	// The reads end with the turn (the shutdown's deadline, a cancel):
 	// durable's context outlives it, so that writes finish, but a turn of
 	// very many frames must not hold the shutdown while it is read.
+	// AfterFunc stops them from a goroutine of its own, which may not have
+	// run yet when the turn has already ended: then no read starts.
+	if err := o.ctx.Err(); err != nil {
+		return model.Request{}, err
+	}
 	read, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(o.ctx, stop)()

@@ -134,7 +134,7 @@ func TestDeadDaemonReapedAndLeaseLost(t *testing.T) {
 	live.Advance(time.Hour)
 	select {
 	case <-hung.Lost():
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("the hung daemon never learned it lost its lease")
 	}
 	if hung.Err() == nil || other.Err() != nil {

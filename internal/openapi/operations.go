@@ -57,6 +57,8 @@ type model struct {
 	components map[string]*schema
 }
 
+// build is long because it is the API's table: every operation in the
+// order the document lists it, read top to bottom as the document is.
 func build() model {
 	r := &reflector{components: map[string]*schema{}, overrides: overrides(), names: map[reflect.Type]string{
 		reflect.TypeFor[protocol.Error](): "ProtocolError",

@@ -24,6 +24,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 	"github.com/studio/operator/internal/webhooks"
 )
 
@@ -476,7 +477,7 @@ func TestRunWakesOnCommit(t *testing.T) {
 	events{t, s, clock}.failTurn()
 	select {
 	case <-rcv.arrived:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("no delivery while the poll interval is an hour")
 	}
 	cancel()

@@ -349,7 +349,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("frame signal never closed")
 	}
 }
@@ -403,7 +403,7 @@ func TestFeedAcrossInstances(t *testing.T) {
 		for len(evs) == 0 && !behind { // a wake-up may come for nothing new
 			select {
 			case <-sub.Ready():
-			case <-time.After(30 * time.Second):
+			case <-time.After(testutil.Patience):
 				t.Fatalf("write %d by b never reached a's subscriber", i)
 			}
 			evs, behind = sub.Next(after, nil, 10)
@@ -445,7 +445,7 @@ func TestFeedAcrossInstances(t *testing.T) {
 		case len(evs) == 0:
 			select {
 			case <-sub.Ready():
-			case <-time.After(30 * time.Second):
+			case <-time.After(testutil.Patience):
 				t.Fatalf("no wake-up at sequence %d of %d", after, end)
 			}
 		default:
