@@ -356,6 +356,10 @@ export interface LeaseReport {
   expirySeconds: number;
 }
 
+export interface LinkPrincipalRequest {
+  proxyUser: string;
+}
+
 export interface MaintenanceResult {
   action: string;
   ok: boolean;
@@ -491,6 +495,8 @@ export interface PrincipalView {
   id: string;
   name: string;
   role: string;
+  origin: "local" | "proxy";
+  proxyUser: string | null;
   createdAt: number;
   disabledAt: number | null;
 }
@@ -951,6 +957,8 @@ export interface Whoami {
   id: string;
   name: string;
   role: string;
+  origin: "local" | "proxy";
+  groups?: string[];
   secondApproverFor: string[];
 }
 
