@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -60,4 +61,25 @@ func TestMigrateToPrincipalsKeepsRows(t *testing.T) {
 	if ps, err := s.ListPrincipals(ctx); err != nil || len(ps) != 0 {
 		t.Fatalf("principals after the migration: %+v, %v", ps, err)
 	}
+}
+
+// TestIdentityUpgrade: principals get their origin from the audit of
+// their creation (storetest.ExerciseIdentityUpgrade).
+func TestIdentityUpgrade(t *testing.T) {
+	t.Parallel()
+	s, err := Open(filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := sqlstore.Migrate(t.Context(), s.w, dialect{}, ms[:storetest.IdentityUpgradeFrom], storetest.Epoch); err != nil || v != storetest.IdentityUpgradeFrom {
+		t.Fatalf("migrate to %d: %d, %v", storetest.IdentityUpgradeFrom, v, err)
+	}
+	storetest.ExerciseIdentityUpgrade(t, s,
+		func(ctx context.Context, q string) error { _, err := s.w.ExecContext(ctx, q); return err },
+		func(ctx context.Context) error { _, err := s.Migrate(ctx, storetest.Epoch); return err })
 }

@@ -19,8 +19,8 @@
 ALTER TABLE studio_principals ADD COLUMN origin TEXT NOT NULL DEFAULT 'local' CHECK (origin IN ('local', 'proxy'));
 ALTER TABLE studio_principals ADD COLUMN name_key TEXT;
 ALTER TABLE studio_principals ADD COLUMN proxy_user TEXT;
-CREATE UNIQUE INDEX studio_principals_name_key ON studio_principals (name_key);
-CREATE UNIQUE INDEX studio_principals_proxy_user ON studio_principals (proxy_user);
+CREATE UNIQUE INDEX studio_principals_by_name_key ON studio_principals (name_key);
+CREATE UNIQUE INDEX studio_principals_by_proxy_user ON studio_principals (proxy_user);
 
 UPDATE studio_principals SET origin = 'proxy'
 WHERE id IN (SELECT target_id FROM admin_events WHERE actor = 'studio_auth_proxy' AND action = 'studio.principal.created');
