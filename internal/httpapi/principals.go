@@ -20,9 +20,9 @@ import (
 
 // Audit actions of principal and token changes.
 const (
-	ActionPrincipalCreated = "studio.principal.created"
-	ActionPrincipalRole    = "studio.principal.role_changed"
-	ActionPrincipalRevoked = "studio.principal.disabled"
+	ActionPrincipalCreated  = "studio.principal.created"
+	ActionPrincipalRole     = "studio.principal.role_changed"
+	ActionPrincipalRevoked  = "studio.principal.disabled"
 	ActionPrincipalLinked   = "studio.principal.linked"
 	ActionPrincipalUnlinked = "studio.principal.unlinked"
 	ActionTokenCreated      = "studio.token.created"
