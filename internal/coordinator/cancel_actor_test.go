@@ -14,16 +14,17 @@ import (
 // on its proposal (here an agent's, of a turn alice submitted) denies the
 // proposal as that principal: its decidedBy, the audit row's actor and
 // the denied confirmation frame all name the canceller, on the daemon
-// that holds the turn and on another one alike.
+// that holds the turn, on another one, and when the cancel is only
+// recorded in the store (by a daemon that then went away).
 func TestCancelDeniesAsTheCanceller(t *testing.T) {
 	t.Parallel()
 	alice := protocol.Principal{ID: "p-alice", Name: "alice", Role: protocol.RoleOperator}
-	for name, peer := range map[string]bool{"here": false, "another daemon": true} {
+	for _, name := range []string{"here", "another daemon", "recorded"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := sharedEngine(t, 2, 20*time.Millisecond)
 			canceller := e.coord
-			if peer {
+			if name == "another daemon" {
 				canceller = e.peer("b", 2)
 			}
 			conv := e.conversation()
@@ -34,7 +35,13 @@ func TestCancelDeniesAsTheCanceller(t *testing.T) {
 				t.Fatal(err)
 			}
 			prop := e.waitProposal(conv, acc.RequestID)
-			cancelAs(t, canceller, protocol.WithPrincipal(e.ctx(), agentPrincipal), conv, acc.RequestID)
+			if name == "recorded" {
+				if _, _, err := e.db.RequestCancel(e.ctx(), store.RequestCancelParams{RequestID: acc.RequestID, By: agentPrincipal.Name, Now: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				cancelAs(t, canceller, protocol.WithPrincipal(e.ctx(), agentPrincipal), conv, acc.RequestID)
+			}
 			e.waitDone(conv, acc.RequestID)
 			p := e.proposal(prop.ID)
 			if p.Status != store.ProposalCancelled || p.DecidedBy != agentPrincipal.Name || p.SubmittedBy != "alice" {
