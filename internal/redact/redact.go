@@ -3,7 +3,8 @@
 // (ADR-0083 D3, DESIGN.md §12): the values of keys that name a secret
 // (password=…, "api_key": …, Authorization: …), tokens of well-known shapes
 // (OpenAI, Anthropic, GitHub, GitLab, Slack, AWS, Google, Stripe, npm,
-// Hugging Face, JWTs, PEM blocks), passwords in URLs, and absolute paths
+// Hugging Face, JWTs, PEM blocks, Studio's own tokens, tickets and webhook
+// secrets), passwords in URLs, and absolute paths
 // outside the cockpit's own routes.
 //
 // It errs on the side of hiding: a false positive hides a harmless word from
@@ -82,6 +83,8 @@ var tokenShapes = regexp.MustCompile(`(^|[^A-Za-z0-9])(?:` + strings.Join([]stri
 	`hf_[A-Za-z0-9]{30,}`,                                        // Hugging Face
 	`pypi-[A-Za-z0-9_-]{50,}`,                                    // PyPI
 	`eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`, // JWT
+	`st[ut]_[A-Za-z0-9_-]{43}`,                                   // Studio's own tokens and stream tickets
+	`whsec_[A-Za-z0-9+/]{43}=`,                                   // Standard Webhooks signing secrets (Studio's)
 }, "|") + `)`)
 
 // authScheme is an HTTP credential after its scheme: Bearer …, Basic ….
@@ -90,7 +93,7 @@ var authScheme = regexp.MustCompile(`(?i)\b(bearer|basic)([ \t]+)([A-Za-z0-9._~+
 // tokenPrefixes are the literal starts of tokenShapes: a text with none of
 // them is not searched.
 var tokenPrefixes = []string{"sk-", "gh", "github_pat_", "glpat-", "xox", "xapp-", "AKIA", "ASIA", "ABIA", "ACCA",
-	"AIDA", "AROA", "ANPA", "AIza", "_live_", "_test_", "npm_", "hf_", "pypi-", "eyJ"}
+	"AIDA", "AROA", "ANPA", "AIza", "_live_", "_test_", "npm_", "hf_", "pypi-", "eyJ", "stu_", "stt_", "whsec_"}
 
 func tokens(s string) string {
 	if slices.ContainsFunc(tokenPrefixes, func(p string) bool { return strings.Contains(s, p) }) {
