@@ -360,6 +360,7 @@ func TestPrincipalNamesRefuseLookAlikes(t *testing.T) {
 	if _, err := h.client.CreatePrincipal(ctx, "Modern", protocol.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
+	h.principalToken("bob1", protocol.RoleViewer) // stored without a look-alike key, as before the upgrade
 	before, err := h.store.ListPrincipals(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -373,6 +374,7 @@ func TestPrincipalNamesRefuseLookAlikes(t *testing.T) {
 		"ｋｉｒｋ":      protocol.Validation, // fullwidth
 		"k\u0456rk": protocol.Validation, // a Cyrillic і among Latin letters
 		"rnodern":   protocol.Conflict,   // looks like modern
+		"bobl":      protocol.Conflict,   // looks like bob1, a name from before keys
 	} {
 		status, who, perr := proxyCall(t, h.srv.URL, "", map[string]string{"X-Forwarded-User": user})
 		if perr == nil || perr.Code != want || status != want.HTTPStatus() {
@@ -385,6 +387,7 @@ func TestPrincipalNamesRefuseLookAlikes(t *testing.T) {
 		"KIRK":      protocol.Conflict, // kirk's name
 		"kirk":      protocol.Conflict,
 		"rnodern":   protocol.Conflict,
+		"bobl":      protocol.Conflict,
 		"p\u0430t":  protocol.Validation,
 	} {
 		if _, err := h.client.CreatePrincipal(ctx, name, protocol.RoleViewer); !protocol.IsCode(err, want) {
