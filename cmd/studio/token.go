@@ -58,7 +58,7 @@ func writeAside(dir, token string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("create token: %w", err)
 	}
-	if _, err := f.WriteString(token + "\n"); err == nil {
+	if _, err = f.WriteString(token + "\n"); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
