@@ -264,13 +264,19 @@ func (s *Server) handleUpdatePrincipal(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, principalView(p))
 }
 
-func (s *Server) handleDisablePrincipal(w http.ResponseWriter, r *http.Request) {
+// pathPrincipal is the principal store and the principal the path's
+// {ref} names.
+func (s *Server) pathPrincipal(r *http.Request) (store.PrincipalStore, store.Principal, error) {
 	ps, err := s.principals()
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, store.Principal{}, err
 	}
 	cur, err := ps.GetPrincipal(r.Context(), principalRef(r.PathValue("ref")))
+	return ps, cur, err
+}
+
+func (s *Server) handleDisablePrincipal(w http.ResponseWriter, r *http.Request) {
+	ps, cur, err := s.pathPrincipal(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -313,12 +319,7 @@ func (s *Server) handleUnlinkPrincipal(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) link(w http.ResponseWriter, r *http.Request, user, action string) {
-	ps, err := s.principals()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	cur, err := ps.GetPrincipal(r.Context(), principalRef(r.PathValue("ref")))
+	ps, cur, err := s.pathPrincipal(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
