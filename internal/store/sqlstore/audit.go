@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -29,6 +30,9 @@ func appendAdminEvent(ctx context.Context, tx *writeTx, p store.AppendAdminEvent
 	if details == nil {
 		details = jsontext.Value(`{}`)
 	}
+	// Details quote what people and models sent (a webhook's URL, a
+	// command's fields): the trail keeps no secret of theirs.
+	details = redact.SecretsJSON(details)
 	var id int64
 	if err := tx.QueryRowContext(ctx, `INSERT INTO admin_events (created_at, actor, action, target_id, details)
 		VALUES (?, ?, ?, ?, ?) RETURNING id`, ts(p.Now), p.Actor, p.Action, p.TargetID, string(details)).Scan(&id); err != nil {
