@@ -140,7 +140,7 @@ var Default = Registry{
 				{Name: "status", Type: TypeEnum, Values: []string{"succeeded", "failed", "cancelled"}, Description: "runs: show this outcome"},
 				{Name: "q", Type: TypeString, Description: "runs: text search"},
 				{Name: "action", Type: TypeEnum, Values: studio.CommandTypes(), Description: "audit: the command type, for example launch_playbook or delete_schedule"},
-				{Name: "actor", Type: TypeEnum, Values: []string{"studio_cockpit", "studio_cli", "studio_operator", "studio_scheduler", "studio_system"}, Description: "audit: who acted (the cockpit, the command line, the operator, the scheduler, the system)"},
+				{Name: "actor", Type: TypeString, Description: "audit: who acted: a person's principal name, or studio_cockpit, studio_cli, studio_operator, studio_scheduler or studio_system"},
 				idParam("target", "audit: the id of the resource or proposal acted on"),
 				{Name: "range", Type: TypeEnum, Values: TimeRanges, Description: "audit: events in the last hour, 24 hours, 7 days or 30 days (absent: all)"},
 				idParam("run", "the selected run id"),
@@ -149,7 +149,7 @@ var Default = Registry{
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectTheme}, Selection: []string{"run", "event"}},
 		{ID: "schedules", Title: "Schedules", Path: "/schedules", Shortcut: "s",
 			Description: "Cron schedules that launch playbooks.",
-			Subtitle:    "Playbooks that run on a timetable (times in UTC).",
+			Subtitle:    "Playbooks that run on a timetable (cron in UTC).",
 			Params: []Param{
 				{Name: "enabled", Type: TypeBool, Description: "show only enabled (true) or disabled (false) schedules"},
 				{Name: "q", Type: TypeString, Description: "text search"},

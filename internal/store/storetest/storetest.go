@@ -88,6 +88,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	run("StreamTicket/ConcurrentRedeem", testTicketConcurrent)
 
 	run("AdminEvents/AppendList", testAdminEvents)
+	run("AdminEvents/Actors", testAuditActors)
 }
 
 func testSchemaVersion(t *testing.T, f *fixture) {
