@@ -128,7 +128,7 @@ func (o *owner) recheck() {
 func (o *owner) cancelQueued() (next step, done bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
 	defer cancel()
-	t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+	t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: o.cancelBy, Now: o.c.now()})
 	if err != nil {
 		return nil, false
 	}
@@ -177,7 +177,7 @@ func (c *Coordinator) elsewhere(t store.Turn) bool {
 // at once. It answers the turn as it then is.
 func (c *Coordinator) cancelElsewhere(ctx context.Context, t store.Turn) (protocol.Turn, error) {
 	sig := c.store.FrameSignal(t.ConversationID) // before the cancel: its done frame is not missed
-	t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: t.RequestID, Now: c.now()})
+	t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: t.RequestID, By: principalName(ctx), Now: c.now()})
 	if err != nil {
 		return protocol.Turn{}, err
 	}

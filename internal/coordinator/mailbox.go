@@ -17,8 +17,12 @@ import (
 type request interface{ isRequest() }
 
 // cancelRequest asks the owner to cancel the turn; reply receives the turn
-// once the owner took the request in.
-type cancelRequest struct{ reply chan protocol.Turn }
+// once the owner took the request in. by is the asking principal's name
+// ("" for none): a proposal the cancel closes is denied by it.
+type cancelRequest struct {
+	reply chan protocol.Turn
+	by    string
+}
 
 // decisionKind is what a human (or the clock) decided about a proposal.
 type decisionKind int

@@ -30,6 +30,7 @@ type owner struct {
 	app       *appender // the turn's frames on their way to the store (appender.go)
 
 	cancelWanted  bool
+	cancelBy      string // who asked first ("" for none): the decider of a proposal the cancel closes
 	cancelWaiters []chan protocol.Turn
 	model         *Model         // the model the turn talks to, chosen at its first round
 	rounds        int            // model rounds so far, across decisions
@@ -190,15 +191,16 @@ func shuttingDown() *protocol.Error {
 func (o *owner) takeCancels(now bool) {
 	o.recheck()
 	for r := o.box.take(isCancel); r != nil; r = o.box.take(isCancel) {
+		cr := r.(cancelRequest)
 		if !o.cancelWanted {
-			o.cancelWanted = true
+			o.cancelWanted, o.cancelBy = true, cr.by
 			if o.phase == phaseExecuting || o.phase == phaseRunning {
 				// Durable, so the stored turn says so; best effort: the
 				// owner honours the request whatever the store says.
-				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: cr.by, Now: o.c.now()})
 			}
 		}
-		reply := r.(cancelRequest).reply
+		reply := cr.reply
 		if now {
 			reply <- o.view(o.ctx)
 		} else {

@@ -132,10 +132,12 @@ func (c *Coordinator) refuseStale(ctx context.Context, sp staleParams) (store.Pr
 		state: protocol.ConfirmationFailed, frames: true, err: perr})
 }
 
-// withTurnParams is a proposal closed because its turn ends with status.
+// withTurnParams is a proposal closed because its turn ends with status;
+// by is who cancelled the turn ("" for none: it ended by itself).
 type withTurnParams struct {
 	proposal store.Proposal
 	status   store.TurnStatus // the turn's terminal status
+	by       string
 }
 
 // cancelWithTurn: its turn is ending before anyone decided.
@@ -145,7 +147,7 @@ func (c *Coordinator) cancelWithTurn(ctx context.Context, wp withTurnParams) err
 		perr = protocol.Errorf(protocol.Cancelled, "the turn ended before the operator decided; nothing was changed")
 	}
 	_, _, err := c.closeProposal(ctx, closeParams{proposal: wp.proposal, status: store.ProposalCancelled, decision: protocol.DecisionDenied,
-		state: protocol.ConfirmationDenied, frames: true, err: perr})
+		state: protocol.ConfirmationDenied, frames: true, err: perr, by: wp.by})
 	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
 		return nil // decided meanwhile (by another daemon)
 	}
@@ -371,6 +373,7 @@ type endParams struct {
 	status        store.TurnStatus // terminal
 	err           *protocol.Error  // the error frame before done, if any
 	indeterminate *indeterminate   // an indeterminate audit row still owed
+	by            string           // a cancel's principal, as the owner took it in ("" for none)
 }
 
 // endTurn is the turn's terminal transition: open proposals closed, then
@@ -387,8 +390,19 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 	if err != nil {
 		return err
 	}
+	by := ""
+	if p.status == store.TurnCancelled && len(open) > 0 {
+		// The canceller denies the proposals the cancel closes: the one
+		// the owner took in, else the one recorded (another daemon, a
+		// restart in between).
+		if by = p.by; by == "" {
+			if t, err := c.store.GetTurn(ctx, p.turn.RequestID); err == nil {
+				by = t.CancelRequestedBy
+			}
+		}
+	}
 	for _, prop := range open {
-		if err := c.cancelWithTurn(ctx, withTurnParams{proposal: prop, status: p.status}); err != nil {
+		if err := c.cancelWithTurn(ctx, withTurnParams{proposal: prop, status: p.status, by: by}); err != nil {
 			return err
 		}
 	}

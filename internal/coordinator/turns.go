@@ -99,10 +99,10 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 		// A queued turn with no owner here: the store cancels it at once
 		// (or records the cancel for whoever claimed it meanwhile, whom
 		// the record notifies).
-		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, Now: c.now()})
+		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, By: principalName(ctx), Now: c.now()})
 		return turnView(t), err
 	}
-	o.box.put(cancelRequest{reply: reply})
+	o.box.put(cancelRequest{reply: reply, by: principalName(ctx)})
 	select {
 	case v := <-reply:
 		return v, nil

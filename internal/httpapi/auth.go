@@ -34,7 +34,7 @@ const OwnerName = protocol.OwnerPrincipal
 
 // legacyOwner is the principal of the configured token when no principal
 // store is configured.
-var legacyOwner = protocol.Principal{ID: OwnerName, Name: OwnerName, Role: protocol.RoleAdmin}
+var legacyOwner = protocol.Principal{ID: OwnerName, Name: OwnerName, Role: protocol.RoleAdmin, Origin: protocol.OriginLocal}
 
 // NewToken is a new personal token: the prefix and 256 random bits,
 // base64url. It is shown once; only HashToken of it is stored.

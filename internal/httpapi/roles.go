@@ -87,6 +87,8 @@ var RouteRoles = map[string]protocol.Role{
 	"POST /api/admin/principals":              protocol.RoleAdmin,
 	"PATCH /api/admin/principals/{ref}":       protocol.RoleAdmin,
 	"DELETE /api/admin/principals/{ref}":      protocol.RoleAdmin,
+	"PUT /api/admin/principals/{ref}/link":    protocol.RoleAdmin,
+	"DELETE /api/admin/principals/{ref}/link": protocol.RoleAdmin,
 	"POST /api/admin/principals/{ref}/tokens": protocol.RoleAdmin,
 	"GET /api/admin/tokens":                   protocol.RoleAdmin,
 	"DELETE /api/admin/tokens/{id}":           protocol.RoleAdmin,

@@ -186,6 +186,11 @@ type StreamTicketRequest struct {
 	AfterSequence  int64  `json:"afterSequence"`
 }
 
+// TicketPrefix starts every stream ticket, as stu_ starts every token
+// and whsec_ every webhook signing secret: a secret scanner recognises
+// one that leaked (docs/teams.md, Credentials).
+const TicketPrefix = "stt_"
+
 // StreamTicket is a one-use stream credential (docs/design.md §12).
 type StreamTicket struct {
 	Ticket    string  `json:"ticket"`

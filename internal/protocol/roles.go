@@ -90,11 +90,29 @@ func ParseVisibility(s string) (string, error) {
 	return s, nil
 }
 
-// Principal is who a request acts for: its id, unique name and role.
+// Origin is where a principal comes from. A proxy principal never acts as
+// a local one: the sign-in proxy's user of a local principal's name is
+// refused until an admin links the two.
+type Origin string
+
+// Origins.
+const (
+	// OriginLocal: made by an admin, or the bootstrap owner; signs in
+	// with its tokens, or through the proxy when an admin linked it.
+	OriginLocal Origin = "local"
+	// OriginProxy: made by the sign-in proxy's header on first use.
+	OriginProxy Origin = "proxy"
+)
+
+// Principal is who a request acts for: its id, unique name, role and
+// origin, and the groups the sign-in proxy named for this request (none
+// for a bearer token).
 type Principal struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	Role Role   `json:"role"`
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Role   Role     `json:"role"`
+	Origin Origin   `json:"origin"`
+	Groups []string `json:"groups,omitempty"`
 }
 
 type principalKey struct{}
@@ -121,11 +139,14 @@ type Whoami struct {
 	SecondApproverFor []string `json:"secondApproverFor"`
 }
 
-// PrincipalView is a principal on the wire.
+// PrincipalView is a principal on the wire. ProxyUser is the sign-in
+// proxy's user an admin linked to a local principal (null when none).
 type PrincipalView struct {
 	ID         string   `json:"id"`
 	Name       string   `json:"name"`
 	Role       Role     `json:"role"`
+	Origin     Origin   `json:"origin"`
+	ProxyUser  *string  `json:"proxyUser"`
 	CreatedAt  float64  `json:"createdAt"`
 	DisabledAt *float64 `json:"disabledAt"`
 }
@@ -156,6 +177,12 @@ type CreatePrincipalRequest struct {
 // UpdatePrincipalRequest is the body of PATCH /api/admin/principals/{ref}.
 type UpdatePrincipalRequest struct {
 	Role string `json:"role"`
+}
+
+// LinkPrincipalRequest is the body of PUT /api/admin/principals/{ref}/link:
+// the sign-in proxy's user that then signs in as this local principal.
+type LinkPrincipalRequest struct {
+	ProxyUser string `json:"proxyUser"`
 }
 
 // CreateTokenRequest is the body of POST /api/admin/principals/{ref}/tokens.

@@ -356,6 +356,10 @@ export interface LeaseReport {
   expirySeconds: number;
 }
 
+export interface LinkPrincipalRequest {
+  proxyUser: string;
+}
+
 export interface MaintenanceResult {
   action: string;
   ok: boolean;
@@ -492,6 +496,8 @@ export interface PrincipalView {
   id: string;
   name: string;
   role: string;
+  origin: "local" | "proxy";
+  proxyUser: string | null;
   createdAt: number;
   disabledAt: number | null;
 }
@@ -953,6 +959,8 @@ export interface Whoami {
   id: string;
   name: string;
   role: string;
+  origin: "local" | "proxy";
+  groups?: string[];
   secondApproverFor: string[];
 }
 

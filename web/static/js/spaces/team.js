@@ -103,7 +103,9 @@ export function team(el, ctx) {
       },
     }, ROLES.map((r) => h('option', { value: r, text: r, selected: r === p.role }))));
     return h('tr', { 'data-principal': p.name, class: disabled ? 'muted' : '' },
-      h('td', null, h('strong', { class: 'name', text: p.name }), isMe ? h('span', { class: 'muted small', text: ' (you)' }) : null),
+      h('td', null, h('strong', { class: 'name', text: p.name }), isMe ? h('span', { class: 'muted small', text: ' (you)' }) : null,
+        p.origin === 'proxy' ? h('span', { class: 'muted small', 'data-origin': 'proxy', text: ' · from the sign-in proxy' }) : null,
+        p.proxyUser ? h('span', { class: 'muted small', 'data-proxy-user': p.proxyUser, text: ` · signs in through the proxy as ${p.proxyUser}` }) : null),
       h('td', null, h('label', { for: selId, class: 'visually-hidden', text: `Role of ${p.name}` }), sel),
       h('td', { class: 'hide-narrow' }, when(p.createdAt)),
       h('td', null, disabled ? ['disabled ', when(p.disabledAt)] : 'active'),
