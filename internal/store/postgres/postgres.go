@@ -355,8 +355,6 @@ func (dialect) Lock(mode sqlstore.LockMode, of ...string) string {
 	switch mode {
 	case sqlstore.ForKeyShare:
 		clause = " FOR KEY SHARE"
-	case sqlstore.ForShare:
-		clause = " FOR SHARE"
 	}
 	if len(of) > 0 {
 		clause += " OF " + strings.Join(of, ", ")
