@@ -173,7 +173,7 @@ func (d *daemonParts) newCoordinator() {
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
 		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
-		OutageBudget: o.lease.outageBudget})
+		OutageBudget: o.lease.outageBudget, CallTimeout: o.lease.callTimeoutFor(d.shared)})
 	d.svc.SettleProposalsWith(d.coord)
 }
 
@@ -193,6 +193,11 @@ func (d *daemonParts) startLease(ctx context.Context) error {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if d.shared {
+		// Self-fencing: no decision, claim or execution on a lease this
+		// daemon cannot prove current.
+		d.coord.UseLease(d.keeper)
 	}
 	d.reg.ObserveLeases(func() metrics.LeaseStats {
 		s := d.keeper.Stats()
@@ -249,6 +254,7 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 		holder = d.keeper
 	}
 	edge.Ready = httpapi.StoreReadiness(d.st, len(ms), holder)
+	edge.Lease, edge.CallTimeout = holder, d.o.lease.callTimeoutFor(d.shared)
 	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = d.st, d.o.http.secondApproverFor, d.st, d.o.http.authProxy
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg})
 	edge.MCP = agents.Handler

@@ -16,6 +16,14 @@
 // (store.Fence). Lost closes, and the daemon must stop working (studio
 // serve rejoins as a new instance, or exits for its supervisor).
 //
+// Before that, a daemon whose renewals fail cannot prove its lease once
+// the last one granted runs out (Held, against the local clock from
+// before that renewal was sent): it fences itself (the coordinator
+// decides, claims and executes nothing; /readyz and the streams say so,
+// Changed) until a renewal succeeds again. The reaping itself waits on no
+// lock the daemon's sessions may hold (store.InstanceStore.ReapInstances),
+// so a daemon whose connections hang is reaped at Expiry like a dead one.
+//
 // How long a dead daemon's work waits: its last renewal gave it a lease
 // until at most Expiry after its death, and the other daemons' reapers
 // look every Renew, so its turns end within Expiry + Renew (plus the time
@@ -105,6 +113,11 @@ type Keeper struct {
 	lost     chan struct{}
 	lostErr  error
 	stopOnce sync.Once
+
+	// changed wakes the watchers of Held (Changed) when it changes;
+	// wasHeld is what it said at the last look (the run loop's alone).
+	changed store.Signals
+	wasHeld bool
 }
 
 // Start registers the instance with a fresh lease, reaps once (a daemon
@@ -138,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
 	k.live.Store(1)
-	k.healthySince = now
+	k.healthySince, k.wasHeld = now, true
 	k.expires.Store(in.LeaseExpiresAt.UnixNano())
 	k.log.Info("instance registered", "instance", in.ID, "lease_renew", cfg.Renew, "lease_expiry", cfg.Expiry)
 	go k.run()
@@ -180,6 +193,27 @@ func (k *Keeper) Held(now time.Time) error {
 	return nil
 }
 
+// Changed returns a channel closed at the next change of Held: the lease
+// could no longer be proven, or was renewed again. Take it before asking
+// Held; changes are seen at the renewal ticks, a Renew apart at most.
+func (k *Keeper) Changed() <-chan struct{} { return k.changed.Wait("") }
+
+// look tells the watchers of Held when it changed since the last look.
+func (k *Keeper) look() {
+	held := k.Held(k.now()) == nil
+	if held == k.wasHeld {
+		return
+	}
+	k.wasHeld = held
+	if !held {
+		k.log.Warn("this daemon cannot prove its lease: it decides, claims and executes nothing until it renews",
+			"instance", k.ID(), "failures", k.failures.Load())
+	} else {
+		k.log.Info("lease renewed again: this daemon decides, claims and executes again", "instance", k.ID())
+	}
+	k.changed.Notify("")
+}
+
 // Stats returns the counters.
 func (k *Keeper) Stats() Stats {
 	return Stats{Renewals: k.renewals.Load(), RenewFailures: k.failures.Load(), Reaped: k.reaped.Load(),
@@ -201,6 +235,7 @@ func (k *Keeper) Stop(ctx context.Context) error {
 
 func (k *Keeper) run() {
 	defer close(k.done)
+	defer k.changed.Notify("") // stopped or lost: Held says so now
 	t := time.NewTicker(k.cfg.Renew)
 	defer t.Stop()
 	for {
@@ -209,6 +244,7 @@ func (k *Keeper) run() {
 			return
 		case <-t.C:
 		}
+		k.look() // expired since the last renewal?
 		// The renewal, and the reaping and purge after it, each get
 		// their own deadline: a takeover cut short by the renewal's
 		// would leave its outcome unknown.
@@ -218,6 +254,7 @@ func (k *Keeper) run() {
 		if errors.Is(err, errLost) {
 			return
 		}
+		k.look()
 		now := k.now()
 		if err != nil {
 			k.healthySince = time.Time{}
