@@ -100,14 +100,19 @@ type Keeper struct {
 	live                       atomic.Int64
 	expires                    atomic.Int64 // the lease's end as last granted, Unix nanoseconds
 
-	// healthySince is when this daemon's renewals began to succeed
-	// without a break (the run loop's alone). Its reaper reaps only once
+	// healthy is when this daemon's renewals began to succeed without a
+	// break (0: they fail now). Its reaper reaps only once
 	// that is a whole Expiry ago: after an outage of the database every
 	// lease looks expired, and the others must have had the time to renew
 	// theirs before anyone takes their work.
-	healthySince time.Time
+	healthy atomic.Int64 // healthySince in Unix nanoseconds, 0 for none: the reaper's loop reads it
+	// reapNow asks the reaper's loop for a look: after each renewal that
+	// succeeded, once healthy. The reaper runs beside the renewals, never
+	// in their way: a takeover that waits on a stalled daemon's locks
+	// must not let this daemon's own lease run out.
+	reapNow chan struct{}
 
-	looks int // renewals so far: old instances are purged now and then
+	looks int // reaper's looks so far (its loop's alone): old instances are purged now and then
 
 	lostOnce sync.Once
 	lost     chan struct{}
@@ -143,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		cfg.Logger = slog.Default()
 	}
 	k := &Keeper{cfg: cfg, st: cfg.Store, log: cfg.Logger, now: cfg.Now,
-		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{}), reapNow: make(chan struct{}, 1)}
 	now := k.now()
 	in := cfg.Instance
 	in.StartedAt, in.HeartbeatAt, in.LeaseExpiresAt = now, now, now.Add(cfg.Expiry)
@@ -151,10 +156,13 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
 	k.live.Store(1)
-	k.healthySince, k.wasHeld = now, true
+	k.healthy.Store(now.UnixNano())
+	k.wasHeld = true
 	k.expires.Store(in.LeaseExpiresAt.UnixNano())
 	k.log.Info("instance registered", "instance", in.ID, "lease_renew", cfg.Renew, "lease_expiry", cfg.Expiry)
-	go k.run()
+	reaped := make(chan struct{})
+	go k.reapLoop(reaped)
+	go k.run(reaped)
 	return k, nil
 }
 
@@ -233,8 +241,13 @@ func (k *Keeper) Stop(ctx context.Context) error {
 	return k.st.StopInstance(ctx, store.StopInstanceParams{ID: k.ID(), Now: k.now()})
 }
 
-func (k *Keeper) run() {
+// run renews the lease every Renew until Stop or the lease is lost, and
+// asks the reaper's loop for a look after each renewal once healthy; it
+// closes done when the reaper's loop ended too.
+func (k *Keeper) run(reaperDone <-chan struct{}) {
 	defer close(k.done)
+	defer func() { <-reaperDone }()
+	defer close(k.reapNow)
 	defer k.changed.Notify("") // stopped or lost: Held says so now
 	t := time.NewTicker(k.cfg.Renew)
 	defer t.Stop()
@@ -245,9 +258,9 @@ func (k *Keeper) run() {
 		case <-t.C:
 		}
 		k.look() // expired since the last renewal?
-		// The renewal, and the reaping and purge after it, each get
-		// their own deadline: a takeover cut short by the renewal's
-		// would leave its outcome unknown.
+		// The renewal, and the reaper's look, each get their own
+		// deadline: a takeover cut short by the renewal's would leave its
+		// outcome unknown.
 		ctx, cancel := context.WithTimeout(context.Background(), k.renewTimeout())
 		err := k.renew(ctx)
 		cancel()
@@ -257,20 +270,41 @@ func (k *Keeper) run() {
 		k.look()
 		now := k.now()
 		if err != nil {
-			k.healthySince = time.Time{}
+			k.healthy.Store(0)
 			continue
 		}
-		if k.healthySince.IsZero() {
-			k.healthySince = now
+		if k.healthy.Load() == 0 {
+			k.healthy.Store(now.UnixNano())
 			k.log.Info("the database answers again; reaping waits a whole lease expiry", "instance", k.ID(), "lease_expiry", k.cfg.Expiry)
 		}
-		ctx, cancel = context.WithTimeout(context.Background(), k.reapTimeout())
-		if k.cfg.Reap && now.Sub(k.healthySince) >= k.cfg.Expiry {
+		select {
+		case k.reapNow <- struct{}{}:
+		default: // the reaper is still at its last look
+		}
+	}
+}
+
+// reapLoop reaps (when healthy long enough and Config.Reap) and purges,
+// one look per ask of run, until run closes reapNow.
+func (k *Keeper) reapLoop(done chan<- struct{}) {
+	defer close(done)
+	for range k.reapNow {
+		ctx, cancel := context.WithTimeout(context.Background(), k.reapTimeout())
+		if k.cfg.Reap && k.healthyFor() >= k.cfg.Expiry {
 			k.reap(ctx)
 		}
 		k.purge(ctx)
 		cancel()
 	}
+}
+
+// healthyFor is how long the renewals have succeeded without a break.
+func (k *Keeper) healthyFor() time.Duration {
+	since := k.healthy.Load()
+	if since == 0 {
+		return 0
+	}
+	return k.now().Sub(time.Unix(0, since))
 }
 
 var errLost = errors.New("lease lost")
