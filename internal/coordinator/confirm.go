@@ -122,8 +122,8 @@ func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd stu
 	c := o.c
 	unset := o.answerOnLapse(&r, func(pe *protocol.Error) (protocol.ProposalResult, error) {
 		return protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: protocol.Errorf(protocol.ServiceFailure,
-			"this daemon cannot prove its lease, so the command has not completed here; its outcome is recorded once the lease is renewed, "+
-				"or by the daemon that takes this one's work over (it then ran or did not, never twice): read the proposal for it").
+			"this daemon cannot prove its lease: the confirmed command's outcome is not recorded here yet; it is, once the lease is renewed, "+
+				"or by the daemon that takes this one's work over (the command then ran or did not, never twice): read the proposal for it").
 			With("reason", pe.Details["reason"]).With("proposalId", p.ID)}, nil
 	})
 	defer unset()
@@ -327,21 +327,28 @@ func (c *Coordinator) executing(ctx context.Context, p store.Proposal, execute b
 func (o *owner) executionLost(r decisionRequest, p store.Proposal, err error) (step, bool) {
 	c := o.c
 	var perr *protocol.Error
-	if store.IsAlreadyExecuted(err) {
-		if c.cfg.Shared {
-			rctx, cancel := c.call(context.WithoutCancel(o.ctx))
-			marked := p
-			if cur, gerr := c.store.GetProposal(rctx, p.ID); gerr == nil {
-				marked = cur
-			}
-			result := c.readBack(rctx, marked)
-			cancel()
-			if fin, ferr := o.recordOutcome(finishParams{proposal: p, result: result, frames: true, actor: r.by}); ferr == nil {
-				return o.recorded(r, p, fin)
-			} else if store.IsFenced(ferr) {
-				err = ferr // taken over meanwhile: below
-			}
+	if store.IsAlreadyExecuted(err) && c.cfg.Shared {
+		rctx, cancel := c.call(context.WithoutCancel(o.ctx))
+		marked := p
+		if cur, gerr := c.store.GetProposal(rctx, p.ID); gerr == nil {
+			marked = cur
 		}
+		fp := finishParams{proposal: p, result: c.readBack(rctx, marked), frames: true, actor: r.by}
+		cancel()
+		fin, ferr := o.recordOutcome(fp)
+		switch {
+		case ferr == nil:
+			return o.recorded(r, p, fin)
+		case !store.IsFenced(ferr):
+			perr = protocol.Errorf(protocol.AuditUnavailable,
+				"the command ran once but its result could not be recorded yet; the proposal stays executing until it is, and will not run again").
+				With("proposalId", p.ID)
+			res := protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}
+			r.answer(res, nil)
+			o.answerWaiting(p.ID, res)
+			return o.recordLate(fp, perr)
+		}
+		err = ferr // taken over meanwhile: the new owner records it
 	}
 	if store.IsAlreadyExecuted(err) {
 		perr = protocol.Errorf(protocol.AuditUnavailable,

@@ -85,8 +85,8 @@ func (o *owner) durableTry(what string, write func(ctx context.Context) error, l
 			if pe := c.leaseErr(); pe != nil && !unsure {
 				return pe
 			}
-			o.lapsed()
 		}
+		o.lapsed() // a decision waiting on this write is answered once the lease lapses
 		ctx, cancel := c.call(context.WithoutCancel(o.ctx))
 		var err error
 		if unsure && landed != nil {
@@ -162,8 +162,16 @@ func (o *owner) outageWait(d time.Duration) bool {
 	interruptible := o.phase == phaseRunning
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	var lease <-chan time.Time // while a decision waits: its answer once the lease lapses
+	if o.onLapse != nil {
+		t := time.NewTicker(leaseLook)
+		defer t.Stop()
+		lease = t.C
+	}
 	for {
 		select {
+		case <-lease:
+			o.lapsed()
 		case <-timer.C:
 			return true
 		case <-o.c.abandon:
