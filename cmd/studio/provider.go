@@ -25,7 +25,7 @@ const (
 // default), script[:PATH], openai, or anthropic. A remote provider whose
 // configuration is incomplete does not stop the daemon: it becomes a provider
 // that fails every call naming the setting to fix, so the cockpit and the
-// rest of the daemon work (ADR D3) and doctor shows the problem.
+// rest of the daemon work (docs/design.md §1) and doctor shows the problem.
 func newProvider(spec string) (model.Provider, error) {
 	name, arg, _ := strings.Cut(spec, ":")
 	var p model.Provider

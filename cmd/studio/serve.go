@@ -257,7 +257,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, o serveOptions) e
 		return err
 	}
 	if err := d.openStore(ctx); err != nil {
-		// No in-memory fallback under the same API (ADR D1): every call
+		// No in-memory fallback under the same API (docs/design.md §3): every call
 		// answers service_failure until the database is fixed and the
 		// daemon restarted.
 		log.Error("StateDB unavailable: serving service_failure for every API call", "err", err)

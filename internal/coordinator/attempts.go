@@ -17,9 +17,9 @@ import (
 // backoff within the turn's model budget; attempt streams one answer into
 // text frames under its three deadlines, and a cancel ends it at once.
 
-// stream runs one model round, retrying with capped backoff when the
-// provider says the failure is retryable and the failed attempt emitted
-// nothing: no text frame, no tool call, so no proposal either (ADR D7: never
+// stream runs one model round, retrying with capped backoff when the provider
+// says the failure is retryable and the failed attempt emitted nothing: no
+// text frame, no tool call, so no proposal either (docs/design.md §13: never
 // retry past a confirmed proposal; a round proposes only after its stream
 // ended). A non-nil outcome ends the talk.
 func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {

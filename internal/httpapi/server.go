@@ -1,7 +1,8 @@
-// Package httpapi is the HTTP adapter of the operator protocol (ADR-0083 D6)
-// and of the cockpit's application API: routing, bearer authentication,
-// stream tickets, strict request decoding, the one error-to-status mapping,
-// and Server-Sent Events. It also holds the Go client the CLI and tests use.
+// Package httpapi is the HTTP adapter of the operator protocol and of the
+// cockpit's application API (docs/design.md §5): routing, bearer
+// authentication, stream tickets, strict request decoding, the one
+// error-to-status mapping, and Server-Sent Events. The Go client of this API
+// is internal/apiclient.
 package httpapi
 
 import (
@@ -333,7 +334,7 @@ func jsonMediaType(ct string) bool {
 }
 
 // handleHealthz is the open health check: ok or degraded, nothing more
-// without the token (DESIGN.md §12).
+// without the token (docs/design.md §16).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, health{Status: "ok"})
 }

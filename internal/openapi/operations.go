@@ -325,9 +325,9 @@ func addProtocolComponents(r *reflector) {
 	r.schemaOf(reflect.TypeFor[studio.ChangeEvent]()) // the data of GET /api/app/events
 	c["ErrorBody"] = object(req("error", ref("ProtocolError")))
 	c["ResourceVersion"] = object(req("kind", str("resource kind: playbook, workflow, run, schedule, proposal")), req("id", str("")),
-		req("version", &schema{Type: []string{"integer"}, Description: "the resource's version (ADR: opaque; compare for equality). Frames stored before versions were integers hold a decimal string."}))
+		req("version", &schema{Type: []string{"integer"}, Description: "the resource's version (opaque: compare for equality). Frames stored before versions were integers hold a decimal string."}))
 	c["ConfirmProposalRequest"] = object(req("expectedCommandHash", str("the proposal's commandHash as shown")),
-		opt("expectedTargetVersion", &schema{Type: []string{"integer", "string"}, Nullable: true, Description: "the target's version as shown; the ADR's string form is accepted"}))
+		opt("expectedTargetVersion", &schema{Type: []string{"integer", "string"}, Nullable: true, Description: "the target's version as shown; its string form is accepted"}))
 	c["SetEnabledRequest"] = object(opt("expectedVersion", &schema{Type: []string{"integer"}, Description: "the schedule's version as last read"}))
 	c["ToolSpec"] = object(req("id", str("")), req("title", str("")), req("description", str("")),
 		req("executionClass", enum("read, navigate and draft run during the turn; mutate, execute and admin only ever become proposals", "read", "navigate", "draft", "mutate", "execute", "admin")),
@@ -341,7 +341,7 @@ func addProtocolComponents(r *reflector) {
 	c["PrefillEffect"] = object(req("kind", constant("prefill")), req("form", enum("", protocol.Forms...)), req("values", mapOf(&schema{Any: true})))
 	c["ThemeEffect"] = object(req("kind", constant("theme")), req("theme", enum("", protocol.Themes...)))
 	c["Effect"] = &schema{OneOf: []*schema{ref("NavigateEffect"), ref("SelectEffect"), ref("PrefillEffect"), ref("ThemeEffect")}, Discrim: "kind",
-		Description: "A declarative cockpit effect (ADR D3); clients never apply an unknown kind."}
+		Description: "A declarative cockpit effect (docs/protocol.md §3); clients never apply an unknown kind."}
 
 	payloads := []struct {
 		typ  protocol.FrameType
@@ -367,7 +367,7 @@ func addProtocolComponents(r *reflector) {
 		frames = append(frames, ref(name))
 	}
 	c["Frame"] = &schema{OneOf: frames, Discrim: "type",
-		Description: "The version-1 frame envelope (ADR D2). An unknown version or type is a protocol error: never apply it best-effort."}
+		Description: "The version-1 frame envelope (docs/protocol.md §3). An unknown version or type is a protocol error: never apply it best-effort."}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,8 +1,8 @@
-// Package protocol owns the operator protocol's wire contract (ADR-0083 D2, D4,
-// D5, D6, D7): the version-1 frame envelope and its eight payloads, UI effects,
-// command proposals, request bodies, the stable error codes with their HTTP
-// status table, and strict decoding. It imports nothing of the project's, so
-// every other package may import it.
+// Package protocol owns the operator protocol's wire contract
+// (docs/protocol.md; docs/design.md §4): the version-1 frame envelope and its
+// eight payloads, UI effects, command proposals, request bodies, the stable
+// error codes with their HTTP status table, and strict decoding. It imports
+// nothing of the project's, so every other package may import it.
 package protocol
 
 import (
@@ -11,10 +11,10 @@ import (
 	"net/http"
 )
 
-// ErrorCode is one of the ADR's fourteen stable error codes.
+// ErrorCode is one of the protocol's fourteen stable error codes.
 type ErrorCode string
 
-// The stable error codes of ADR D7.
+// The stable error codes (docs/design.md §4).
 const (
 	AuthRequired     ErrorCode = "auth_required"
 	Validation       ErrorCode = "validation"
@@ -32,7 +32,7 @@ const (
 	ProtocolVersion  ErrorCode = "protocol_version"
 )
 
-// statusOf is the one table from error code to HTTP status (DESIGN.md §4).
+// statusOf is the one table from error code to HTTP status (docs/design.md §4).
 var statusOf = map[ErrorCode]int{
 	AuthRequired:     http.StatusUnauthorized,
 	Validation:       http.StatusBadRequest,
@@ -50,7 +50,7 @@ var statusOf = map[ErrorCode]int{
 	ProtocolVersion:  http.StatusBadRequest,
 }
 
-// ErrorCodes lists every stable code, in the ADR's order.
+// ErrorCodes lists every stable code, in the protocol's order.
 var ErrorCodes = []ErrorCode{
 	AuthRequired, Validation, NotFound, Denied, Conflict, StaleContext, RateLimited,
 	ModelFailure, ServiceFailure, ServiceRestarted, AuditUnavailable, ReplayGap,
@@ -68,8 +68,8 @@ func (c ErrorCode) HTTPStatus() int {
 	return http.StatusInternalServerError
 }
 
-// Error is the ADR's ProtocolError. It is both the Go error every layer returns
-// and the JSON object clients see.
+// Error is the protocol's ProtocolError (docs/protocol.md §2). It is both the
+// Go error every layer returns and the JSON object clients see.
 type Error struct {
 	Code         ErrorCode      `json:"code"`
 	Message      string         `json:"message"`
@@ -97,7 +97,7 @@ func (e *Error) With(key string, value any) *Error {
 }
 
 // defaultRetryable says whether a retry of the same request can succeed
-// unchanged. Conflict and stale context need a refresh first (ADR D7).
+// unchanged. Conflict and stale context need a refresh first (docs/design.md §4).
 func defaultRetryable(c ErrorCode) bool {
 	switch c {
 	case RateLimited, ServiceFailure, ServiceRestarted, AuditUnavailable:

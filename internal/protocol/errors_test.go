@@ -10,7 +10,7 @@ import (
 )
 
 // TestHTTPStatusTable: every one of the fourteen codes has its status
-// (DESIGN.md §4; service_restarted and cancelled, which reach HTTP only
+// (docs/design.md §4; service_restarted and cancelled, which reach HTTP only
 // inside turn frames, map to the nearest kin).
 func TestHTTPStatusTable(t *testing.T) {
 	t.Parallel()

@@ -6,14 +6,14 @@
 // model.EventToolCall events. It asks for usage (stream_options.include_usage)
 // and reports it as model.EventUsage.
 //
-// Decision (figures in the README): not the official SDK. The
+// Decision (figures in docs/build-weight.md): not the official SDK. The
 // SDK's generated package took about 3 minutes of CPU and 2.75 GB of memory
 // to compile and added 23 MB to the binary for the two endpoints used here.
 //
 // The provider reads no environment variables itself; cmd/studio fills
 // Config (see the Env* constants for the names error messages point users
 // to). It makes no retries: retrying is the coordinator's decision
-// (DESIGN.md §10).
+// (docs/design.md §13).
 package openai
 
 import (
