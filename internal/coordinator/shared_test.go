@@ -392,3 +392,72 @@ func TestSharedConfirmLosesToAnotherDaemon(t *testing.T) {
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
 }
+
+// TestSharedIndeterminateWithMarkerIsReconciled: proposals an earlier
+// release left indeterminate (executing, no owner, an indeterminate audit
+// row) are settled at a reaper's look when their execution marker says
+// they ran: recorded executed, their result read back, audited; one
+// without the marker stays for reconcile_proposal.
+func TestSharedIndeterminateWithMarkerIsReconciled(t *testing.T) {
+	t.Parallel()
+	var ran, unknown store.Proposal
+	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
+		ctx := e.ctx()
+		e.deadInstance("old", func() {
+			for i, p := range []*store.Proposal{&ran, &unknown} {
+				conv, err := e.db.CreateConversation(ctx, store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr, _, err := e.db.SubmitTurn(ctx, store.SubmitTurnParams{ConversationID: conv.ID, RequestID: uuid.NewString(), Instruction: "toggle",
+					ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "old"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tr, err = e.db.StartTurn(ctx, store.StartTurnParams{RequestID: tr.RequestID, Now: e.clock.Now(), Instance: "old"}); err != nil {
+					t.Fatal(err)
+				}
+				if *p, err = e.db.CreateProposal(ctx, store.CreateProposalParams{Now: e.clock.Now(), Proposal: store.Proposal{ID: uuid.NewString(),
+					ConversationID: conv.ID, RequestID: tr.RequestID, CallID: "call_1", CommandType: "set_schedule_enabled",
+					Command: []byte(`{"enabled":true,"schedule":"nightly-audit"}`), CommandHash: "h", Risk: protocol.RiskMutate,
+					Summary: "Enable nightly-audit", IdempotencyKey: uuid.NewString(), ExpiresAt: e.clock.Now().Add(time.Hour)}}); err != nil {
+					t.Fatal(err)
+				}
+				if *p, err = e.db.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: e.clock.Now(), Instance: "old",
+					Audit: store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &p.ID,
+						Details: []byte(`{"decision":"confirmed"}`), Now: e.clock.Now()}}); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 { // it ran: its write set the marker
+					if _, err := e.db.AppendAdminEvent(store.WithFence(ctx, store.Fence{Instance: "old", ProposalID: p.ID, ProposalEpoch: p.Epoch,
+						Execute: true, Now: e.clock.Now()}), store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: "studio.app.command",
+						Details: []byte(`{"command_type":"set_schedule_enabled"}`), Now: e.clock.Now()}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// An earlier release's takeover: no owner, indeterminate.
+				if _, _, err := e.db.FinishTurn(ctx, store.FinishTurnParams{RequestID: tr.RequestID, Status: store.TurnFailed,
+					Error: protocol.Errorf(protocol.ServiceRestarted, "stopped"), Now: e.clock.Now(), Instance: "old"}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.db.DisownProposal(ctx, store.DisownProposalParams{ID: p.ID, From: "old",
+					Audit: &store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &p.ID,
+						Details: []byte(`{"decision":"indeterminate"}`), Now: e.clock.Now()}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+	if err := e.coord.ReapOrphans(e.ctx(), store.OrphanedWork{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.decisions(ran.ID); !slices.Equal(got, []string{"confirmed", "indeterminate", "executed"}) {
+		t.Fatalf("the marked proposal's audit %v, want it recorded executed", got)
+	}
+	if p := e.proposal(ran.ID); p.Status != store.ProposalSucceeded || !strings.Contains(string(p.Result), `"readBack":true`) {
+		t.Fatalf("the marked proposal is %s with result %s", p.Status, p.Result)
+	}
+	if p := e.proposal(unknown.ID); p.Status != store.ProposalExecuting || p.Owner != "" || len(e.decisions(unknown.ID)) != 2 {
+		t.Fatalf("the unmarked proposal is %s owned by %q with audit %v; want it left for reconcile_proposal", p.Status, p.Owner, e.decisions(unknown.ID))
+	}
+}
