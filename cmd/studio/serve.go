@@ -84,7 +84,7 @@ type leaseOptions struct {
 	callTimeout time.Duration
 }
 
-// callTimeout is the deadline of one database call on a turn's and a
+// callTimeoutFor is the deadline of one database call on a turn's and a
 // decision's paths: as given, else on a shared database half the lease
 // expiry (between 1 s and 30 s) — a connection that hangs is given up
 // well before the lease runs out — and alone 30 s.
