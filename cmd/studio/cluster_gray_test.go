@@ -302,6 +302,18 @@ func TestClusterGrayFrozenBackends(t *testing.T) {
 			f.thaw()
 			t.Fatalf("trial %d: the confirm sent to the frozen daemon after its lease ran out answered %s, want 503 service_failure", i, a2)
 		}
+		// A confirm of the proposal the frozen daemon confirmed, sent again
+		// to another daemon during the takeover: it answers the recorded
+		// outcome, or executing while that is not recorded yet.
+		var repeat <-chan answer
+		var status string
+		if err := c.pool.QueryRow(ctx, `SELECT status FROM studio_operator_proposals WHERE id = $1`, p1.id).Scan(&status); err != nil {
+			f.thaw()
+			t.Fatal(err)
+		}
+		if status == "executing" {
+			repeat = confirmAsync(ctx, c.d((vi+2)%3), p1)
+		}
 		hold(ctx, thawAt)
 		f.thaw()
 		var a1 answer
@@ -337,6 +349,14 @@ func TestClusterGrayFrozenBackends(t *testing.T) {
 		}
 		// Executed at most once, never after the lease ran out: the
 		// marker's stamp is when the command's transaction began.
+		repeated := "not sent (the proposal was not executing)"
+		if repeat != nil {
+			ar := <-repeat
+			repeated = ar.String()
+			if ar.err != nil || (ar.res.Status != protocol.ResultExecuting && string(ar.res.Status) != e1.status) {
+				t.Errorf("trial %d: the confirm sent again during the takeover answered %s, but the proposal ended %s", i, ar, e1.status)
+			}
+		}
 		if !again && e1.executed != nil && time.Unix(0, int64(*e1.executed*1e9)).After(leaseEnd) {
 			t.Errorf("trial %d: the frozen daemon's command started %v after its lease ran out", i, time.Unix(0, int64(*e1.executed*1e9)).Sub(leaseEnd))
 		}
@@ -346,8 +366,10 @@ func TestClusterGrayFrozenBackends(t *testing.T) {
 			}
 		}
 		t.Logf("trial %d: frozen inside a transaction on its instance: %v; reaped %v after the freeze; the confirm in flight answered %s and ended %s%s%s; "+
+			"the confirm sent again to another daemon during the takeover answered %s; "+
 			"the confirm sent after its lease ran out answered %s (confirmed again elsewhere: %s); its turns %v ended %v",
-			i, caught, reapTook.Round(time.Millisecond), a1, e1.status+map[bool]string{true: " (confirmed again elsewhere)"}[again], codeSuffix(e1.code), readBackSuffix(e1.readBack), a2, e2.status, owned, outcomeCounts(ends))
+			i, caught, reapTook.Round(time.Millisecond), a1, e1.status+map[bool]string{true: " (confirmed again elsewhere)"}[again], codeSuffix(e1.code), readBackSuffix(e1.readBack),
+			repeated, a2, e2.status, owned, outcomeCounts(ends))
 		rep, err := c.checkLaunches(ctx)
 		if err != nil {
 			t.Fatal(err)
