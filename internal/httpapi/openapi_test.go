@@ -99,8 +99,10 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("GET", "/readyz", "", 200)
 	call("GET", "/api/openapi.json", "", 200)
 	call("GET", "/metrics", "", 200)
-	call("GET", "/.well-known/oauth-protected-resource", "", 200)
-	call("GET", "/.well-known/oauth-protected-resource/mcp", "", 200)
+	call("GET", "/.well-known/oauth-protected-resource", "", 404)
+	call("GET", "/.well-known/oauth-protected-resource/mcp", "", 404)
+	call("GET", "/.well-known/oauth-authorization-server", "", 404)
+	call("GET", "/.well-known/openid-configuration", "", 404)
 	call("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 404) // this daemon serves no MCP
 
 	conv := field(call("POST", "/api/operator/conversations", `{"title":"tour"}`, 201), "id")
@@ -165,8 +167,11 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("POST", "/api/app/schedules/nightly/disable", `{"expectedVersion":3}`, 200)
 	call("DELETE", "/api/app/schedules/nightly?expectedVersion=4", "", 200)
 	call("GET", "/api/app/system/health", "", 200)
+	call("GET", "/api/app/system/health?part=work", "", 200)
+	call("GET", "/api/app/system/health?part=all", "", 400)
 	call("POST", "/api/app/system/maintenance", `{"action":"integrity_check"}`, 200)
 	call("GET", "/api/app/audit?actor=studio_cockpit&commandType=update_playbook&since=0", "", 200)
+	call("GET", "/api/app/audit/actors", "", 200)
 	call("POST", "/api/app/commands/set_schedule_enabled", `{"schedule":"missing","enabled":true}`, 404)
 	call("POST", "/api/app/commands/update_playbook", `{"playbook":"tour","expectedVersion":2,"prompt":"Audit {{input}} again"}`, 200)
 	call("DELETE", "/api/app/playbooks/"+pbID+"?expectedVersion=3", "", 409) // used by the workflow

@@ -15,8 +15,10 @@ func (s *Server) ToolsMarkdown() string {
 	b.WriteString("Read tools run at once. A command tool never changes anything: it answers a pending proposal ")
 	b.WriteString("(`status`, `proposalId`, `summary`, `risk`, `impact`, `target`, `expiresAt`, `commandHash`, `conversationId`, `cockpitUrl`) ")
 	b.WriteString("that a human with the role for its risk confirms in the cockpit or with `studio operator confirm`; `get_proposal` follows it. ")
-	b.WriteString("Errors are tool results with `isError` and `{\"error\": ProtocolError}` (docs/protocol.md).\n\n")
-	b.WriteString("| tool | title | least role | readOnly | destructive | idempotent | openWorld |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("`tools/list` shows a caller the tools it may call. ")
+	b.WriteString("Errors — a role or policy denial, the rate limit, invalid arguments, a conflict — are tool results with `isError` and ")
+	b.WriteString("`{\"error\": {code, message, retryable, retryAfterMs?, details?}}` (docs/protocol.md), over HTTP and through `studio mcp` alike. See docs/mcp.md.\n\n")
+	b.WriteString("| tool | title | least role | needs a human | readOnly | destructive | idempotent | openWorld |\n|---|---|---|---|---|---|---|---|\n")
 	yn := func(v bool) string {
 		if v {
 			return "yes"
@@ -27,7 +29,7 @@ func (s *Server) ToolsMarkdown() string {
 		a := o.Tool.Annotations
 		destructive := a.DestructiveHint != nil && *a.DestructiveHint
 		open := a.OpenWorldHint == nil || *a.OpenWorldHint
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", o.Tool.Name, o.Tool.Title, o.Role,
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", o.Tool.Name, o.Tool.Title, o.Role, yn(!a.ReadOnlyHint),
 			yn(a.ReadOnlyHint), yn(destructive && !a.ReadOnlyHint), yn(a.IdempotentHint), yn(open))
 	}
 	b.WriteString("\nA command tool needs the `agent` role (or any above it) to propose; confirming needs `operator` for risks mutate and execute, `approver` for admin, and four-eyes (`--second-approver-for`) treats the agent's principal as the author.\n")

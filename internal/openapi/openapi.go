@@ -228,10 +228,16 @@ func operationJSON(op Operation, components map[string]*schema) (string, error) 
 		}
 		success = `{"description":"success","content":{"application/json":{"schema":` + string(js) + `}}}`
 	}
-	resp = append(resp, quote(strconv.Itoa(op.Status))+":"+success)
+	status := strconv.Itoa(op.Status)
+	for _, e := range errorResponses {
+		if e.status == status { // an address that answers only an error (the OAuth discovery ones)
+			success = `{"$ref":"#/components/responses/` + e.name + `"}`
+		}
+	}
+	resp = append(resp, quote(status)+":"+success)
 	quiet := op.Path == "/healthz" || op.Path == "/readyz" // their 503 is their own body
 	for _, e := range errorResponses {
-		if e.applies(op) && !(quiet && e.status == "503") {
+		if e.applies(op) && !(quiet && e.status == "503") && e.status != status {
 			resp = append(resp, quote(e.status)+`:{"$ref":"#/components/responses/`+e.name+`"}`)
 		}
 	}

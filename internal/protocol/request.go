@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -272,9 +274,87 @@ func Unmarshal(data []byte, v any) error {
 		if errors.As(err, &pe) {
 			return pe
 		}
-		return Errorf(Validation, "invalid JSON: %v", cleanErr(err))
+		return decodeError(err)
 	}
 	return nil
+}
+
+// decodeError is a decoder's error in the client's terms: where in the
+// JSON, what was wanted and what came — never a Go type's name.
+func decodeError(err error) *Error {
+	var se *json.SemanticError
+	if !errors.As(err, &se) {
+		return Errorf(Validation, "invalid JSON: %v", cleanErr(err))
+	}
+	at := string(se.JSONPointer)
+	if errors.Is(se.Err, json.ErrUnknownName) {
+		name := se.JSONPointer.LastToken()
+		return Errorf(Validation, "invalid JSON: unknown field %q", name).With("field", strings.TrimPrefix(at, "/"))
+	}
+	msg := "invalid JSON"
+	if at != "" {
+		msg += " at " + at
+	}
+	want, got := jsonKindOf(se.GoType), kindName(se.JSONKind)
+	switch {
+	case want != "" && got != "" && want != got && !(want == "an integer" && got == "a number"):
+		msg += fmt.Sprintf(": want %s, got %s", want, got)
+	case want != "":
+		msg += ": want " + want
+	}
+	if se.Err != nil {
+		msg += ": " + cleanErr(se.Err)
+	}
+	e := Errorf(Validation, "%s", msg)
+	if at != "" {
+		e = e.With("field", strings.TrimPrefix(at, "/"))
+	}
+	return e
+}
+
+// jsonKindOf names the JSON a Go type decodes from.
+func jsonKindOf(t reflect.Type) string {
+	if t == nil {
+		return ""
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return ""
+}
+
+// kindName names a JSON kind as jsonKindOf does.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case '0':
+		return "a number"
+	case 'n':
+		return "null"
+	}
+	return ""
 }
 
 // cleanErr trims the Go package prefix from decoder errors shown to clients.

@@ -455,6 +455,7 @@ export interface Param {
   name: string;
   type: string;
   values?: string[];
+  pattern?: string;
   description: string;
 }
 
