@@ -357,6 +357,9 @@ func TestClusterGrayFrozenBackends(t *testing.T) {
 				t.Errorf("trial %d: the confirm sent again during the takeover answered %s, but the proposal ended %s", i, ar, e1.status)
 			}
 		}
+		if d := disagreement(a1, e1, ends[p1.request]); d != "" {
+			t.Errorf("trial %d: the confirm in flight on the frozen daemon: %s", i, d)
+		}
 		if !again && e1.executed != nil && time.Unix(0, int64(*e1.executed*1e9)).After(leaseEnd) {
 			t.Errorf("trial %d: the frozen daemon's command started %v after its lease ran out", i, time.Unix(0, int64(*e1.executed*1e9)).Sub(leaseEnd))
 		}
@@ -398,6 +401,23 @@ func codeSuffix(code string) string {
 func readBackSuffix(b bool) string {
 	if b {
 		return ", its result read back by the takeover"
+	}
+	return ""
+}
+
+// disagreement says how a confirm's answer and the way its proposal and
+// turn ended disagree, or "": an outcome answered is the proposal's, and
+// a confirm answered succeeded is followed by its turn going on to its
+// end, not failed by a takeover (one action, one outcome).
+func disagreement(a answer, e proposalEnd, end turnEnd) string {
+	if a.err != nil || a.res.Status == protocol.ResultExecuting {
+		return "" // no outcome was answered
+	}
+	if string(a.res.Status) != e.status {
+		return fmt.Sprintf("the confirm answered %s but the proposal ended %s", a, e.status)
+	}
+	if a.res.Status == protocol.ResultSucceeded && end.status != "completed" {
+		return fmt.Sprintf("the confirm answered %s but its turn ended %s%s", a, end.status, codeSuffix(end.code))
 	}
 	return ""
 }
@@ -470,6 +490,7 @@ func TestClusterGrayDroppedConnections(t *testing.T) {
 		}
 		healthy := c.d((vi + 1) % 3)
 		var reqs, ended []string
+		var es []proposalEnd
 		for k, p := range ps {
 			var status string
 			if err := c.pool.QueryRow(ctx, `SELECT status FROM studio_operator_proposals WHERE id = $1`, p.id).Scan(&status); err != nil {
@@ -480,6 +501,7 @@ func TestClusterGrayDroppedConnections(t *testing.T) {
 			}
 			c.finishPending(ctx, healthy, p)
 			e := c.settled(ctx, p.id)
+			es = append(es, e)
 			reqs = append(reqs, p.request)
 			ended = append(ended, e.status+codeSuffix(e.code)+readBackSuffix(e.readBack))
 		}
@@ -487,6 +509,9 @@ func TestClusterGrayDroppedConnections(t *testing.T) {
 		var said []string
 		for k := range got {
 			said = append(said, got[k].String())
+			if d := disagreement(got[k], es[k], ends[ps[k].request]); d != "" {
+				t.Errorf("trial %d: confirm %d: %s", i, k, d)
+			}
 		}
 		t.Logf("trial %d: reaped %v; confirms answered %s; proposals ended %s; turns %v", i, reaped, strings.Join(said, "; "),
 			strings.Join(ended, ", "), outcomeCounts(ends))
@@ -567,6 +592,9 @@ func TestClusterGrayTakeoverOfExecutedProposal(t *testing.T) {
 		}
 		if end := ends[p.request]; end.status != "completed" {
 			t.Errorf("try %d: the taken-over turn ended %s, want completed (it goes on after the takeover)", tries, end.status)
+		}
+		if d := disagreement(a, e, ends[p.request]); d != "" {
+			t.Errorf("try %d: the paused daemon's confirm: %s", tries, d)
 		}
 		if t.Failed() {
 			t.Fatalf("stopping after try %d:\n%s", tries, c.logTails())
