@@ -541,7 +541,7 @@ func TestClusterGrayDroppedConnections(t *testing.T) {
 // run; the turn goes on there and ends once.
 func TestClusterGrayTakeoverOfExecutedProposal(t *testing.T) {
 	skipLong(t)
-	const trials, maxTries = 2, 8
+	const trials, maxTries = 2, 20
 	c := newFaultCluster(t, postgresServer(t), false, 3,
 		append(append([]string{"--model", "script:" + faultScript(t, maxTries, 0, 0), "--workers", "16"}, clusterLease...), faultFlags...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
