@@ -373,19 +373,7 @@ func TestClusterGrayFrozenBackends(t *testing.T) {
 			"the confirm sent after its lease ran out answered %s (confirmed again elsewhere: %s); its turns %v ended %v",
 			i, caught, reapTook.Round(time.Millisecond), a1, e1.status+map[bool]string{true: " (confirmed again elsewhere)"}[again], codeSuffix(e1.code), readBackSuffix(e1.readBack),
 			repeated, a2, e2.status, owned, outcomeCounts(ends))
-		rep, err := c.checkLaunches(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range rep.violations {
-			t.Errorf("trial %d: %s", i, v)
-		}
-		if audits, executing, err := c.indeterminates(ctx); err != nil || audits != 0 || executing != 0 {
-			t.Errorf("trial %d: %d indeterminate audit rows, %d proposals left executing (%v)", i, audits, executing, err)
-		}
-		if t.Failed() {
-			t.Fatalf("stopping after trial %d:\n%s", i, c.logTails())
-		}
+		c.checkTrial(ctx, i)
 	}
 	t.Logf("%d trials: freeze to reaping %s (%d of %d within expiry + 1 s = %v); refusal of a confirm after the lease ran out %s",
 		trials, spread(reaps), metAim, trials, leaseExpiry+time.Second, spread(refusals))
@@ -403,6 +391,27 @@ func readBackSuffix(b bool) string {
 		return ", its result read back by the takeover"
 	}
 	return ""
+}
+
+// checkTrial checks the database after trial i: every command ran at
+// most once and was audited, none is indeterminate or left executing; it
+// stops the test when the trial failed.
+func (c *faultCluster) checkTrial(ctx context.Context, i int) {
+	c.t.Helper()
+	t := c.t
+	rep, err := c.checkLaunches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.violations {
+		t.Errorf("trial %d: %s", i, v)
+	}
+	if audits, executing, err := c.indeterminates(ctx); err != nil || audits != 0 || executing != 0 {
+		t.Errorf("trial %d: %d indeterminate audit rows, %d proposals left executing (%v)", i, audits, executing, err)
+	}
+	if t.Failed() {
+		t.Fatalf("stopping after trial %d:\n%s", i, c.logTails())
+	}
 }
 
 // disagreement says how a confirm's answer and the way its proposal and
@@ -515,19 +524,7 @@ func TestClusterGrayDroppedConnections(t *testing.T) {
 		}
 		t.Logf("trial %d: reaped %v; confirms answered %s; proposals ended %s; turns %v", i, reaped, strings.Join(said, "; "),
 			strings.Join(ended, ", "), outcomeCounts(ends))
-		rep, err := c.checkLaunches(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range rep.violations {
-			t.Errorf("trial %d: %s", i, v)
-		}
-		if audits, executing, err := c.indeterminates(ctx); err != nil || audits != 0 || executing != 0 {
-			t.Errorf("trial %d: %d indeterminate audit rows, %d proposals left executing (%v)", i, audits, executing, err)
-		}
-		if t.Failed() {
-			t.Fatalf("stopping after trial %d:\n%s", i, c.logTails())
-		}
+		c.checkTrial(ctx, i)
 	}
 	t.Logf("%d confirms on a daemon whose link stopped: answered in %s (bound %v)", len(took), spread(took), confirmBound)
 }
