@@ -230,7 +230,7 @@ func (d *daemonParts) newCoordinator() {
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
 		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, DenialMemory: o.app.denialMemory, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
-		OutageBudget: o.lease.outageBudget})
+		OutageBudget: o.lease.outageBudget, CallTimeout: o.lease.callTimeoutFor(d.shared)})
 	d.svc.SettleProposalsWith(d.coord)
 }
 
@@ -250,6 +250,11 @@ func (d *daemonParts) startLease(ctx context.Context) error {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if d.shared {
+		// Self-fencing: no decision, claim or execution on a lease this
+		// daemon cannot prove current.
+		d.coord.UseLease(d.keeper)
 	}
 	d.reg.ObserveLeases(func() metrics.LeaseStats {
 		s := d.keeper.Stats()
@@ -313,6 +318,7 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	if w, ok := d.st.stateDB.(interface{ WriterOldestWait() time.Duration }); ok {
 		edge.Ready = httpapi.WithWriterStall(edge.Ready, w.WriterOldestWait, httpapi.WriterStallLimit)
 	}
+	edge.Lease, edge.CallTimeout = holder, d.o.lease.callTimeoutFor(d.shared)
 	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = d.st, d.o.http.secondApproverFor, d.st, d.o.http.authProxy
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg})
 	edge.MCP = agents.Handler

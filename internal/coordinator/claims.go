@@ -65,8 +65,14 @@ func (c *Coordinator) claimOne(slot *ticket) bool {
 		c.pool.done(slot)
 		return false
 	}
-	// Held: a daemon reaped meanwhile claims nothing.
-	ctx := store.WithFence(c.base, store.Fence{Instance: c.cfg.Instance, Hold: true})
+	// A daemon reaped meanwhile, or that cannot prove its lease, claims
+	// nothing (holding); each try has a call's deadline.
+	if c.leaseErr() != nil {
+		c.pool.done(slot)
+		return false
+	}
+	ctx, cancel := c.call(c.holding(c.base))
+	defer cancel()
 	t, ok, err := c.store.ClaimTurn(ctx, store.ClaimTurnParams{Instance: c.cfg.Instance, Now: c.now()})
 	if err != nil || !ok {
 		c.pool.done(slot)

@@ -53,9 +53,12 @@
 // turn that has no owner here adopts one from the stored state — a turn
 // parked on a human belongs to no process — and a parked owner steps aside
 // when its conversation's frames show that another process moved its turn
-// on. When a daemon dies, its lease expires and a reaper on any other
-// daemon ends its work (ReapOrphans): exactly once, because each turn is
-// taken over by one compare-and-set on its owner.
+// on. When a daemon dies (or hangs), its lease expires and a reaper on any
+// other daemon takes its work over (ReapOrphans): exactly once, because
+// each turn is taken over by one compare-and-set on its owner. A proposal
+// it was executing moves to the new owner with its turn, and is recorded
+// from its execution marker — executed, its result read back, or not
+// executed — before the turn goes on there.
 //
 // A daemon that was paused or cut off may resume after its work was taken
 // over: every write of its owners carries its instance as a fence
@@ -63,9 +66,13 @@
 // a confirmed command is fenced by its proposal's owner and epoch and marks
 // the proposal executed in the same transaction. So a stale owner can
 // neither append nor execute: its write fails, and it stops (durable.go's
-// lost, confirm.go's executionLost). Writes that fail because the
-// database is away for a moment are retried for Config.OutageBudget
-// (durable.go), and the turn's progress says database_unavailable.
+// lost, confirm.go's executionLost). Before that, a daemon that cannot
+// prove its lease fences itself (lifecycle.go): no decision, claim,
+// takeover or execution starts until it renews, and a decision waiting on
+// it is answered at once. Every database call on a turn's paths has a
+// deadline (Config.CallTimeout); writes that fail because the database is
+// away for a moment are retried for Config.OutageBudget (durable.go), and
+// the turn's progress says database_unavailable.
 //
 // # The turn's states
 //
@@ -119,9 +126,13 @@
 //	   v
 //	executing --- finishProposal ---> succeeded | failed
 //	   |
-//	   +-- the result cannot be recorded, or its daemon died: it stays
-//	       executing, audited indeterminate (markIndeterminate, the
-//	       reaper), until reconcile_proposal settles it (SettleProposal)
+//	   +-- its daemon died (shared database): the daemon that takes it
+//	   |   over records it from its marker (settleTakenOver): succeeded,
+//	   |   its result read back, or failed, not_executed
+//	   +-- alone (SQLite), the result cannot be recorded, or the daemon
+//	       died: it stays executing, audited indeterminate
+//	       (markIndeterminate, recovery), until reconcile_proposal
+//	       settles it (SettleProposal)
 //
 // Each arrow out of pending or executing is one function in
 // transitions.go taking its params struct (the reaper's, in reaper.go,

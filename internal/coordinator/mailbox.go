@@ -54,9 +54,9 @@ type decisionReply struct {
 // recorded a cancel, or claimed the turn (claims.go).
 type recheckRequest struct{}
 
-// reapRequest asks a parked owner to end its turn: the daemon that
+// reapRequest asks a parked owner to take its turn over: the daemon that
 // executed its proposal died (reaper.go).
-type reapRequest struct{ err *protocol.Error }
+type reapRequest struct{ takeover takeover }
 
 func (cancelRequest) isRequest()   {}
 func (decisionRequest) isRequest() {}

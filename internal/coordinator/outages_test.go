@@ -150,9 +150,10 @@ func TestLostConfirmCommitExecutesOnce(t *testing.T) {
 
 // TestSharedExecutionFencedAfterTakeover: daemon a confirms a proposal and
 // is paused before its command runs; its lease expires and b takes its
-// work over (the proposal indeterminate: it will not run). When a resumes,
-// its command's write is refused by the fence: the command never runs,
-// and a writes nothing more.
+// work over: the proposal's marker says it did not run, so b records it
+// not executed and the turn goes on at b. When a resumes, its command's
+// write is refused by the fence: the command never runs, and a writes
+// nothing more.
 func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 	t.Parallel()
 	e := sharedEngine(t, 2, 20*time.Millisecond)
@@ -192,13 +193,16 @@ func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 		t.Fatalf("the paused daemon's confirm = %+v, %v; want executing, service_restarted", a.res, a.err)
 	}
 	if e.schedule().Enabled {
-		t.Fatal("the command ran after the cluster declared it indeterminate")
+		t.Fatal("the command ran after the cluster recorded it not executed")
 	}
-	if d := e.decisions(prop.ID); !slices.Equal(d, []string{"confirmed", "indeterminate"}) {
-		t.Fatalf("audit decisions %v, want confirmed then indeterminate", d)
+	if d := e.decisions(prop.ID); !slices.Equal(d, []string{"confirmed", "failed"}) {
+		t.Fatalf("audit decisions %v, want confirmed then failed (not executed)", d)
 	}
-	if got := e.proposal(prop.ID); got.ExecutedAt != nil || got.Owner != "" {
-		t.Fatalf("proposal executed at %v, owned by %q", got.ExecutedAt, got.Owner)
+	if got := e.proposal(prop.ID); got.ExecutedAt != nil || got.Status != store.ProposalFailed || got.Owner != "b" {
+		t.Fatalf("proposal %s executed at %v, owned by %q", got.Status, got.ExecutedAt, got.Owner)
+	}
+	if k := kinds(frames); k[len(k)-1] != "done:completed" {
+		t.Fatalf("the turn taken over: %v, want it to go on at b to its end", k)
 	}
 	// a wrote nothing after b ended the turn.
 	if n := len(e.frames(conv)); n != len(frames) || countDone(e.frames(conv), acc.RequestID) != 1 {

@@ -42,13 +42,18 @@ type owner struct {
 
 	prog   progress // what the turn is doing now, for readers (progress.go)
 	convID string   // the turn's conversation: read by other goroutines, never written after start
-	reaped *protocol.Error
+	// takeover is what to do first with a turn taken over from a dead
+	// daemon (reaper.go's takenOver).
+	takeover *takeover
 	// moved says a recheck found the queued turn claimed or ended by
 	// another daemon: its owner steps aside.
 	moved bool
 	// fenced says a write was refused because the turn is no longer this
 	// daemon's (durable.go): the owner stops without writing.
 	fenced bool
+	// onLapse answers the decision being applied when the lease can no
+	// longer be proven (durable.go's answerOnLapse).
+	onLapse func()
 }
 
 // step is one stretch of an owner's life; it returns the next (nil: done).
@@ -64,7 +69,7 @@ const (
 	phaseResuming               // decided, waiting for a worker to continue
 	phaseExecuting              // a confirmed command is executing
 	phaseEnding                 // writing its end
-	phaseReaped                 // taken over from a dead daemon: to end at once
+	phaseReaped                 // taken over from a dead daemon: its proposals recorded, then on or ended
 )
 
 // ownerFor finds the turn's owner, or adopts one for a turn parked on a
@@ -135,7 +140,7 @@ func (o *owner) run() {
 	case phaseRunning: // claimed from the queue of another daemon
 		next = o.converse
 	case phaseReaped:
-		next = o.ending(store.TurnFailed, o.reaped)
+		next = o.takenOver
 	default:
 		next = o.adopted
 	}

@@ -198,6 +198,9 @@ func storedResult(p store.Proposal) protocol.ProposalResult {
 		r.Status, r.Result = protocol.ResultSucceeded, p.Result
 	case store.ProposalFailed:
 		r.Status, r.Error = protocol.ResultFailed, protocol.Errorf(orCode(code, protocol.ServiceFailure), "the command failed")
+		if code == notExecuted {
+			r.Error = notExecutedError(p.ID)
+		}
 	case store.ProposalConflict:
 		r.Status, r.Error = protocol.ResultConflict, protocol.Errorf(protocol.StaleContext, "the target changed after the proposal was made; nothing was executed")
 	case store.ProposalExpired:

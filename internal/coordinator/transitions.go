@@ -225,11 +225,9 @@ func (c *Coordinator) confirmProposal(ctx context.Context, cp confirmParams) (st
 	p, by, now := cp.proposal, cp.by, c.now()
 	confirmed := p
 	confirmed.ConfirmedAt = &now
-	if c.cfg.Shared {
-		// This daemon takes the command: its instance must be live, and
-		// stay so until the confirmation commits.
-		ctx = store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, Hold: true})
-	}
+	// This daemon takes the command: its instance must be live and its
+	// lease provably current (holding).
+	ctx = c.holding(ctx)
 	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now, Instance: c.cfg.Instance, DecidedBy: by,
 		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, actor: by, now: now}),
 		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed, DecidedBy: by}}}})

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -92,7 +93,9 @@ func (s *Server) authenticate(r *http.Request) (protocol.Principal, error) {
 		}
 		return legacyOwner, nil
 	}
-	p, _, err := s.cfg.Principals.Authenticate(r.Context(), store.AuthenticateParams{Hash: HashToken(token), Now: s.now()})
+	ctx, cancel := context.WithTimeout(r.Context(), s.callTimeout())
+	defer cancel()
+	p, _, err := s.cfg.Principals.Authenticate(ctx, store.AuthenticateParams{Hash: HashToken(token), Now: s.now()})
 	if err != nil {
 		if !protocol.IsCode(err, protocol.AuthRequired) {
 			s.log.Error("authenticate", "err", err)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"slices"
 
@@ -15,7 +16,12 @@ import (
 // nothing. A missing proposal is left to Confirm (not_found).
 func (s *Server) mayConfirm(r *http.Request) error {
 	who, _ := protocol.PrincipalFrom(r.Context())
-	p, err := s.coord.GetProposal(r.Context(), r.PathValue("id"), r.PathValue("pid"))
+	// One call's deadline: on a daemon whose database connections hang the
+	// confirm is answered (by Confirm, which fails the same read), not
+	// left waiting.
+	ctx, cancel := context.WithTimeout(r.Context(), s.callTimeout())
+	defer cancel()
+	p, err := s.coord.GetProposal(ctx, r.PathValue("id"), r.PathValue("pid"))
 	if err != nil {
 		return nil
 	}

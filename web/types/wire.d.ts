@@ -326,6 +326,7 @@ export interface IndeterminateProposal {
   summary: string;
   createdAt: number;
   confirmedAt: number | null;
+  executedAt: number | null;
 }
 
 export interface InstanceReport {
