@@ -356,7 +356,7 @@ function editor(ctx, w, values, declared, show) {
     ctx, kind: 'workflow', name: w ? w.name : '', slot: conflict,
     version: () => (base ? base.version : 0),
     load: () => ctx.app.getWorkflow(w ? w.id : ''),
-    dirty: () => ctx.cockpit.formDirty,
+    dirty: ctx.formDirty,
     reload: (latest) => show(latest),
     keepMine: (latest) => {
       base = latest;

@@ -222,7 +222,7 @@ function playbookForm(ctx, b, values, side) {
     ctx, kind: 'playbook', name: b ? b.name : '', slot: conflict,
     version: () => (base ? base.version : 0),
     load: () => ctx.app.getPlaybook(b ? b.id : ''),
-    dirty: () => ctx.cockpit.formDirty,
+    dirty: ctx.formDirty,
     reload: (latest) => { ctx.setFormDirty(false); replace(side, playbookForm(ctx, latest, null, side)); },
     keepMine: (latest) => {
       base = latest;

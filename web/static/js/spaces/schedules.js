@@ -295,7 +295,7 @@ function scheduleForm(ctx, s, values, side, reload) {
     ctx, kind: 'schedule', name: s ? s.name : '', slot: conflict,
     version: () => (base ? base.version : 0),
     load: () => ctx.app.getSchedule(s ? s.id : ''),
-    dirty: () => ctx.cockpit.formDirty,
+    dirty: ctx.formDirty,
     reload: (latest) => { ctx.setFormDirty(false); replace(side, scheduleForm(ctx, latest, null, side, reload)); },
     keepMine: (latest) => {
       base = latest;
