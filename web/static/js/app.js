@@ -485,9 +485,10 @@ export class Cockpit {
       route,
       cockpit: this,
       setParams: (patch, opts) => this.setParams(patch, opts),
-      takePrefill: (form) => nav.takePrefill(form),
-      setFormDirty: (d) => { if (seq === this.mountSeq) nav.formDirty = d; },
-      formDirty: () => nav.formDirty,
+      // this.nav, not nav: a sign-in again starts a new RouteState.
+      takePrefill: (form) => (this.nav ? this.nav.takePrefill(form) : null),
+      setFormDirty: (d) => { if (seq === this.mountSeq && this.nav) this.nav.formDirty = d; },
+      formDirty: () => !!this.nav && this.nav.formDirty,
       isCurrent: () => seq === this.mountSeq,
       onChange: (types, fn) => {
         /** @type {import('./live.js').ChangeEvent[]} */
