@@ -23,7 +23,7 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 	if _, err := c.conversation(ctx, convID); err != nil {
 		return protocol.TurnAccepted{}, err
 	}
-	return c.submit(ctx, convID, req, contextRecord{Snapshot: req.Context})
+	return c.submit(ctx, convID, req, contextRecord{Snapshot: req.Context, Client: req.Client})
 }
 
 // submit durably accepts a validated turn whose context record is rec and

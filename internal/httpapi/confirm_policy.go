@@ -19,6 +19,13 @@ func (s *Server) mayConfirm(r *http.Request) error {
 	if err != nil {
 		return nil
 	}
+	return s.confirmDecision(who, p)
+}
+
+// confirmDecision is the one decision of whether who may confirm p: the
+// confirm asks it, and so does the list of proposals waiting for the
+// caller (?decidable=true).
+func (s *Server) confirmDecision(who protocol.Principal, p protocol.ProposalState) error {
 	if err := requireRole(who, protocol.ConfirmRole(p.Risk)); err != nil {
 		return err
 	}

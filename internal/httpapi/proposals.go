@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
@@ -39,11 +40,30 @@ func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// handleListProposals lists proposals, newest first; ?decidable=true keeps
+// the pending ones the caller may confirm (confirmDecision): what waits
+// for them.
 func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.coord.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: r.URL.Query().Get("status")})
+	q := r.URL.Query()
+	decidable := false
+	switch v := q.Get("decidable"); v {
+	case "", "false":
+	case "true":
+		decidable = true
+	default:
+		s.writeError(w, r, protocol.Errorf(protocol.Validation, "decidable must be true or false, not %q", v).With("field", "decidable"))
+		return
+	}
+	ps, err := s.coord.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: q.Get("status")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if decidable {
+		who, _ := protocol.PrincipalFrom(r.Context())
+		ps = slices.DeleteFunc(ps, func(p protocol.ProposalState) bool {
+			return p.Status != "pending" || s.confirmDecision(who, p) != nil
+		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"proposals": ps})
 }

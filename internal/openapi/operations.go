@@ -80,6 +80,7 @@ func build() model {
 	result := t(reflect.TypeFor[studio.Result]())
 	conv := t(reflect.TypeFor[protocol.Conversation]())
 	proposalList := object(req("proposals", arrayOf(t(reflect.TypeFor[protocol.ProposalState]()))))
+	decidable := q("decidable", "true: only the pending proposals the caller may confirm (its role, and four-eyes): what waits for it", qBool)
 	expectedVersion := q("expectedVersion", "the resource's version as last read", qInt)
 	ops := []Operation{
 		{Method: "GET", Path: "/healthz", ID: "healthz", Tag: "daemon", Summary: "Liveness: 200 {status: ok}, or 503 with the reason StateDB is unavailable", Auth: "none", Status: 200,
@@ -128,11 +129,11 @@ func build() model {
 		{Method: "POST", Path: "/api/operator/conversations/{id}/proposals/{pid}/deny", ID: "denyProposal", Tag: "operator", Summary: "Deny a pending proposal",
 			Body: object(), Status: 200, Resp: t(reflect.TypeFor[protocol.ProposalResult]())},
 		{Method: "GET", Path: "/api/operator/conversations/{id}/proposals", ID: "listConversationProposals", Tag: "operator", Summary: "A conversation's proposals",
-			Query: []param{q("status", "statuses, comma separated", qString)}, Status: 200, Resp: proposalList},
+			Query: []param{q("status", "statuses, comma separated", qString), decidable}, Status: 200, Resp: proposalList},
 		{Method: "GET", Path: "/api/operator/conversations/{id}/proposals/{pid}", ID: "getConversationProposal", Tag: "operator", Summary: "One proposal of a conversation",
 			Status: 200, Resp: ref("ProposalState")},
 		{Method: "GET", Path: "/api/operator/proposals", ID: "listProposals", Tag: "operator", Summary: "Proposals across conversations",
-			Query: []param{q("status", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)", qString)}, Status: 200, Resp: proposalList},
+			Query: []param{q("status", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)", qString), decidable}, Status: 200, Resp: proposalList},
 		{Method: "GET", Path: "/api/operator/proposals/{pid}", ID: "getProposal", Tag: "operator", Summary: "One proposal by id", Status: 200, Resp: ref("ProposalState")},
 		{Method: "GET", Path: "/api/operator/routes", ID: "getRoutes", Tag: "operator", Summary: "The route registry: the six spaces, their params and effects, the forms",
 			Status: 200, Resp: t(reflect.TypeFor[spaces.Registry]())},
@@ -285,6 +286,7 @@ func enums() map[string][]string {
 	}
 	m := map[string][]string{
 		"ContextSnapshot.Space":            protocol.Spaces,
+		"TurnRequest.Client":               clientKinds(),
 		"Conversation.Status":              {"active", "archived", "deleted"},
 		"Turn.Status":                      {"queued", "running", "awaiting_confirmation", "completed", "failed", "cancelled"},
 		"TextPayload.Format":               {"plain", "markdown"},
@@ -314,6 +316,15 @@ func enums() map[string][]string {
 		m[f] = []string{protocol.VisibilityPrivate, protocol.VisibilityTeam}
 	}
 	return m
+}
+
+// clientKinds are the values of a turn's client.
+func clientKinds() []string {
+	out := make([]string, len(protocol.ClientKinds))
+	for i, k := range protocol.ClientKinds {
+		out[i] = string(k)
+	}
+	return out
 }
 
 // addProtocolComponents adds the hand-written schemas: the frame union, its

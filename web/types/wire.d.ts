@@ -855,6 +855,7 @@ export interface TurnRequest {
   instruction: string;
   context: ContextSnapshot;
   expectedLastSequence: number | null;
+  client?: "cockpit" | "cli" | "mcp" | "text";
 }
 
 export interface UICommandFrame {
