@@ -5,11 +5,12 @@
 
 import { h, replace, uid } from '../dom.js';
 import { fmtTime, fmtShort } from '../time.js';
-import { ApiError } from '../api.js';
+import { ApiError, errorText } from '../api.js';
 import { AdminApi, WEBHOOK_EVENTS } from '../adminapi.js';
 import { confirmDialog, showDialog } from '../dialogs.js';
 import { ROLES, ROLE_HELP } from '../roles.js';
-import { errorBox, errorText, loading, scrollFrame } from './common.js';
+import { errorBox, loading } from './loading.js';
+import { scrollFrame } from './table.js';
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
