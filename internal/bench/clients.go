@@ -166,8 +166,8 @@ func (j clientJob) read(br *bufio.Reader, frames, tokens *[]arrival) {
 			continue
 		}
 		if j.Kind == clientCentrifugo {
-			if ns, ok := jsonNumberAfter(data, `"t":`); ok {
-				*frames = append(*frames, arrival{now, now.Sub(time.Unix(0, int64(ns)))})
+			if ns, ok := jsonIntAfter(data, `"t":`); ok {
+				*frames = append(*frames, arrival{now, now.Sub(time.Unix(0, ns))})
 			}
 			continue
 		}
@@ -191,6 +191,22 @@ func (j clientJob) read(br *bufio.Reader, frames, tokens *[]arrival) {
 			}
 		}
 	}
+}
+
+// jsonIntAfter parses the integer that follows key in data, exactly (a
+// float64 rounds nanosecond stamps to 256 ns).
+func jsonIntAfter(data []byte, key string) (int64, bool) {
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	rest := data[i+len(key):]
+	end := bytes.IndexAny(rest, ",}")
+	if end < 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	return v, err == nil
 }
 
 // clients is the parent's side of one run's clients.
