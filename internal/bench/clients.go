@@ -139,8 +139,7 @@ func RunClients(in io.Reader, out io.Writer) error {
 func (j clientJob) open(target string) (net.Conn, *bufio.Reader, error) {
 	switch j.Kind {
 	case clientDaemon:
-		req := fmt.Sprintf("GET /api/operator/conversations/%s/stream?after_sequence=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", target, j.Token)
-		return openSSE(j.Base, req, "open stream", func(line string) bool { return strings.HasPrefix(line, ": connected") })
+		return openDaemonStream(j.Base, j.Token, target, 0)
 	case clientCentrifugo:
 		connect := `{"subs":{"` + target + `":{}}}`
 		req := fmt.Sprintf("GET /connection/uni_sse?cf_connect=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", url.QueryEscape(connect))
