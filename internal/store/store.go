@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -41,9 +42,9 @@ type Store interface {
 	// before reading frames, then wait on it: no commit is missed.
 	FrameSignal(conversationID string) <-chan struct{}
 
-	// Subscribe follows a conversation's commits from memory (Feed): the
-	// live part of a stream. Close the subscription when done.
-	Subscribe(conversationID string) *Subscription
+	// Subscribe follows a conversation's commits from memory (feed.Feed):
+	// the live part of a stream. Close the subscription when done.
+	Subscribe(conversationID string) *feed.Subscription
 
 	// SchemaVersion is the highest applied migration.
 	SchemaVersion(ctx context.Context) (int, error)
@@ -180,6 +181,18 @@ func (f Frame) Wire() protocol.RawFrame {
 		Version: protocol.Version, ConversationID: f.ConversationID, RequestID: f.RequestID,
 		Sequence: f.Sequence, Type: f.Type, Payload: f.Payload, CreatedAt: protocol.Timestamp(f.CreatedAt),
 	}
+}
+
+// Wire is frames as their version-1 envelopes.
+func Wire(frames []Frame) []protocol.RawFrame {
+	if len(frames) == 0 {
+		return nil
+	}
+	out := make([]protocol.RawFrame, len(frames))
+	for i, f := range frames {
+		out[i] = f.Wire()
+	}
+	return out
 }
 
 // NewFrame is a frame to append; the store assigns its sequence.

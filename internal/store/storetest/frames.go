@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -364,7 +365,7 @@ func testSubscribe(t *testing.T, f *fixture) {
 		t.Fatal("an append by a request that is not active succeeded")
 	}
 	want = append(want, f.finish(tr.RequestID, store.TurnFailed, protocol.Errorf(protocol.ModelFailure, "boom"))...)
-	var got []store.Event
+	var got []feed.Event
 	after := c.LastSequence()
 	for len(got) < len(want) {
 		evs, behind := sub.Next(after, nil, 100)
