@@ -175,6 +175,9 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	read, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(o.ctx, stop)()
+	if o.ctx.Err() != nil {
+		stop() // AfterFunc calls stop on a goroutine of its own: a turn already ended reads nothing
+	}
 	current, first, err := c.turnMessages(read, t)
 	if err != nil {
 		return model.Request{}, err

@@ -295,9 +295,11 @@ type TurnStore interface {
 	// is returned unchanged. A waiting turn gets cancel_requested_at and
 	// ends, cancelled and never run, when its place comes. Its commit notifies the turn's control key.
 	RequestCancel(ctx context.Context, p RequestCancelParams) (Turn, []Frame, error)
-	// RecoverTurns fails every queued or running turn with service_restarted
-	// (error and done frames), one transaction per turn: the start of a
-	// daemon that holds the database alone (SQLite). Daemons that share one
+	// RecoverTurns fails every running turn, and every queued one a process
+	// held, with service_restarted (error and done frames), one transaction
+	// per turn: the start of a daemon that holds the database alone
+	// (SQLite). A queued turn no process held (made active by the end of
+	// the turn ahead of it) stays, to be claimed. Daemons that share one
 	// end each other's work by lease instead (InstanceStore).
 	RecoverTurns(ctx context.Context, p RecoverTurnsParams) ([]Turn, error)
 	// SetTurnContext records the compiled context receipt of a turn.

@@ -417,10 +417,11 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 // RecoverTurns implements store.TurnStore.
 func (s *Store) RecoverTurns(ctx context.Context, p store.RecoverTurnsParams) ([]store.Turn, error) {
 	defer s.timed("recover_turns", time.Now())
-	// A waiting turn stays, to run: ending the turn ahead of it makes it
-	// the active one (and it is not in this list).
+	// A turn that never started and that no process held stays, to be
+	// claimed and run: one waiting behind another (ending the turn ahead
+	// makes it the active one), or made active by such an ending.
 	ids, err := collect(ctx, s.w, "recover turns", scanString, `SELECT request_id FROM studio_operator_turns
-		WHERE status IN ('queued', 'running') AND queue_order IS NULL ORDER BY created_at`)
+		WHERE status = 'running' OR (status = 'queued' AND queue_order IS NULL AND owner_instance IS NOT NULL) ORDER BY created_at`)
 	if err != nil {
 		return nil, err
 	}
