@@ -13,6 +13,7 @@ import (
 	"github.com/studio/operator/internal/model/openai"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 )
 
 // Default model names when STUDIO_MODEL_NAME is unset.
@@ -43,9 +44,11 @@ func newProvider(spec string) (model.Provider, error) {
 		if key == "" {
 			key = os.Getenv(openai.EnvAPIKeyFallback)
 		}
+		redact.AddKnown(key)
 		p, err = openai.New(openai.Config{BaseURL: os.Getenv(openai.EnvBaseURL), APIKey: key,
 			Model: envOr(openai.EnvModel, defaultOpenAIModel)})
 	case "anthropic":
+		redact.AddKnown(os.Getenv(anthropic.EnvAPIKey))
 		p, err = anthropic.New(anthropic.Config{BaseURL: os.Getenv(anthropic.EnvBaseURL), APIKey: os.Getenv(anthropic.EnvAPIKey),
 			Model: envOr(anthropic.EnvModel, defaultAnthropicModel)})
 	default:
@@ -59,16 +62,24 @@ func newProvider(spec string) (model.Provider, error) {
 
 // providerProblem says why the configured provider cannot work, "" when
 // nothing says it cannot: its configuration is incomplete, or it would call
-// the public OpenAI API without a key.
+// the public OpenAI API without a key. The provider's own base URL (a
+// --provider entry's base-url, else STUDIO_OPENAI_BASE_URL) is the one
+// judged and named.
 func providerProblem(p model.Provider) string {
 	if u, ok := p.(unavailable); ok {
 		return u.err.Message
 	}
-	if p.Name() == "openai" && os.Getenv(openai.EnvAPIKey) == "" && os.Getenv(openai.EnvAPIKeyFallback) == "" {
-		if base := os.Getenv(openai.EnvBaseURL); base == "" || strings.Contains(base, "api.openai.com") {
-			return fmt.Sprintf("no API key for %s: set %s (or %s), or point %s at a local server", openai.DefaultBaseURL,
-				openai.EnvAPIKey, openai.EnvAPIKeyFallback, openai.EnvBaseURL)
-		}
+	if o, ok := p.(*openai.Provider); ok && !o.HasKey() && strings.Contains(o.BaseURL(), "api.openai.com") {
+		return fmt.Sprintf("no API key for %s: set %s (or %s, or the variable api-key-env names), or point the base URL at a local server",
+			o.BaseURL(), openai.EnvAPIKey, openai.EnvAPIKeyFallback)
+	}
+	return ""
+}
+
+// providerURL is the address a provider calls, "" when it calls none.
+func providerURL(p model.Provider) string {
+	if e, ok := p.(interface{ BaseURL() string }); ok {
+		return e.BaseURL()
 	}
 	return ""
 }

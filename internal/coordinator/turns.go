@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/protocol"
+	redactpkg "github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -60,6 +61,9 @@ func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.Tu
 		instance = ""
 	}
 	requestID, now := uuid.NewString(), c.now()
+	// A secret the person pasted is kept neither in the frame, the search
+	// index nor the model's context.
+	req.Instruction = redactpkg.Secrets(req.Instruction)
 	details := map[string]any{"conversationId": convID, "requestId": requestID,
 		"contextHash": hash, "instructionChars": len([]rune(req.Instruction))}
 	if req.WhenBusy != "" {

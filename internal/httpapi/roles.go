@@ -77,6 +77,7 @@ var RouteRoles = map[string]protocol.Role{
 	"GET /api/app/system/operator":          protocol.RoleViewer,
 	"POST /api/app/system/maintenance":      protocol.RoleAdmin,
 	"GET /api/app/audit":                    protocol.RoleViewer,
+	"GET /api/app/audit/actors":             protocol.RoleViewer,
 	"POST /api/app/commands/{type}":         protocol.RoleOperator,
 
 	"POST /mcp": protocol.RoleViewer, // a tools/call needs its tool's role too (mcpserver)

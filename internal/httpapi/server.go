@@ -330,14 +330,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // behind a reason is only for a caller with it. Liveness stays /healthz: a
 // daemon that is not ready must not be restarted for it.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	reason, err := "", error(nil)
-	if s.draining.Load() {
-		reason = "shutting down"
-	} else if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-		reason, err = s.cfg.Ready(ctx)
-		cancel()
-	}
+	reason, err := s.Readiness(r.Context())
 	if reason == "" {
 		writeJSON(w, http.StatusOK, readiness{Status: "ready"})
 		return
@@ -347,6 +340,20 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		rd.Detail = redact.Text(err.Error())
 	}
 	writeJSON(w, http.StatusServiceUnavailable, rd)
+}
+
+// Readiness is what /readyz answers: "" when the daemon takes work, else
+// why not, with the error behind it (for the metrics as for /readyz).
+func (s *Server) Readiness(ctx context.Context) (reason string, err error) {
+	if s.draining.Load() {
+		return "shutting down", nil
+	}
+	if s.cfg.Ready == nil {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return s.cfg.Ready(ctx)
 }
 
 // readyTimeout bounds the readiness check: a database that does not answer

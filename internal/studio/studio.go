@@ -60,6 +60,10 @@ type Config struct {
 	// Provider runs playbooks. Nil: every run fails saying no model is
 	// configured; the rest of the application works.
 	Provider model.Provider
+	// OtherModels are the models conversations may choose besides the
+	// default (Provider), by name: Doctor checks each that can check
+	// itself.
+	OtherModels []NamedModel
 	// Maintenance is the backend's upkeep (vacuum, checkpoint, integrity,
 	// file sizes). Nil: the backend has none (PostgreSQL), and those
 	// actions and checks say so.

@@ -3,6 +3,7 @@ package studio
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/studio/operator/internal/model"
@@ -69,6 +70,12 @@ type DatabaseReport struct {
 	Retention *RetentionReport `json:"retention,omitzero"`
 }
 
+// NamedModel is a configured model besides the default, for Doctor.
+type NamedModel struct {
+	Name     string
+	Provider model.Provider
+}
+
 // ModelReport is the configured model provider.
 type ModelReport struct {
 	Provider   string `json:"provider"`
@@ -109,6 +116,81 @@ type IndeterminateProposal struct {
 	Summary        string   `json:"summary"`
 	CreatedAt      float64  `json:"createdAt"`
 	ConfirmedAt    *float64 `json:"confirmedAt"`
+}
+
+// modelFailure is a model whose check failed.
+type modelFailure struct {
+	name string
+	err  error
+}
+
+// checkOtherModels checks the models besides the default at once, each
+// within 5 s, and returns those that failed, in the configured order.
+func (s *Service) checkOtherModels(ctx context.Context) []modelFailure {
+	errs := make([]error, len(s.cfg.OtherModels))
+	var wg sync.WaitGroup
+	for i, m := range s.cfg.OtherModels {
+		ch, ok := m.Provider.(model.Checker)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			errs[i] = ch.Check(cctx)
+		})
+	}
+	wg.Wait()
+	var out []modelFailure
+	for i, err := range errs {
+		if err != nil {
+			out = append(out, modelFailure{s.cfg.OtherModels[i].Name, err})
+		}
+	}
+	return out
+}
+
+// DoctorWork is the part of the doctor's report a live view reads again
+// on every change: the work in flight (runs, schedules, the operator's
+// turns and proposals), without the checks that read the whole database
+// or call the model. Its status says only whether the counts were read.
+func (s *Service) DoctorWork(ctx context.Context) (DoctorReport, error) {
+	r := DoctorReport{CheckedAt: stamp(s.now()), Problems: []string{},
+		Operator: OperatorReport{IndeterminateProposals: []IndeterminateProposal{}}}
+	r.Status = StatusOK
+	s.countWork(ctx, &r, func(fail bool, format string, args ...any) {
+		r.Problems = append(r.Problems, redact.Text(fmt.Sprintf(format, args...)))
+		if fail {
+			r.Status = StatusFailing
+		} else if r.Status == StatusOK {
+			r.Status = StatusDegraded
+		}
+	})
+	s.mu.Lock()
+	r.Schedules.SchedulerRunning = s.started && !s.stopped && s.cfg.SchedulerInterval > 0
+	s.mu.Unlock()
+	return r, nil
+}
+
+// countWork fills in the work in flight.
+func (s *Service) countWork(ctx context.Context, r *DoctorReport, problem func(fail bool, format string, args ...any)) {
+	d, err := s.store.Diagnostics(ctx, store.DiagnosticsParams{ProposalLimit: 20})
+	if err != nil {
+		problem(true, "the work in flight cannot be counted: %v", err)
+	} else {
+		r.Runs = RunsReport{Queued: d.RunsQueued, Running: d.RunsRunning, Workers: s.cfg.Workers}
+		r.Schedules.Enabled = d.EnabledSchedules
+		r.Operator.TurnsQueued, r.Operator.TurnsRunning, r.Operator.TurnsAwaitingConfirmation = d.TurnsQueued, d.TurnsRunning, d.TurnsAwaiting
+		r.Operator.IndeterminateTotal = d.ExecutingProposalsTotal
+		for _, p := range d.ExecutingProposals {
+			r.Operator.IndeterminateProposals = append(r.Operator.IndeterminateProposals, IndeterminateProposal{
+				ID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID, CommandType: p.CommandType,
+				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt)})
+		}
+		if d.ExecutingProposalsTotal > 0 {
+			problem(false, "%d operator proposals are indeterminate (left executing); reconcile them", d.ExecutingProposalsTotal)
+		}
+	}
 }
 
 // Doctor checks the database (quick check, schema version, file and WAL
@@ -182,23 +264,11 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 		}
 	}
 
-	d, err := s.store.Diagnostics(ctx, store.DiagnosticsParams{ProposalLimit: 20})
-	if err != nil {
-		problem(true, "the work in flight cannot be counted: %v", err)
-	} else {
-		r.Runs = RunsReport{Queued: d.RunsQueued, Running: d.RunsRunning, Workers: s.cfg.Workers}
-		r.Schedules.Enabled = d.EnabledSchedules
-		r.Operator.TurnsQueued, r.Operator.TurnsRunning, r.Operator.TurnsAwaitingConfirmation = d.TurnsQueued, d.TurnsRunning, d.TurnsAwaiting
-		r.Operator.IndeterminateTotal = d.ExecutingProposalsTotal
-		for _, p := range d.ExecutingProposals {
-			r.Operator.IndeterminateProposals = append(r.Operator.IndeterminateProposals, IndeterminateProposal{
-				ID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID, CommandType: p.CommandType,
-				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt)})
-		}
-		if d.ExecutingProposalsTotal > 0 {
-			problem(false, "%d operator proposals are indeterminate (left executing); reconcile them", d.ExecutingProposalsTotal)
-		}
+	for _, bad := range s.checkOtherModels(ctx) {
+		problem(false, "the model %s is not answering: %v", bad.name, bad.err)
 	}
+
+	s.countWork(ctx, &r, problem)
 	r.Cluster = s.cluster(ctx, problem)
 	s.mu.Lock()
 	r.Schedules.SchedulerRunning = s.started && !s.stopped && s.cfg.SchedulerInterval > 0
