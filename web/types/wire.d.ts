@@ -837,7 +837,9 @@ export interface Turn {
 export interface TurnAccepted {
   conversationId: string;
   requestId: string;
-  acceptedSequence: number;
+  acceptedSequence?: number;
+  waiting?: number;
+  interrupted?: string;
 }
 
 export interface TurnProgress {
@@ -849,12 +851,14 @@ export interface TurnProgress {
   errorCode?: string;
   proposalId?: string;
   since: number;
+  waiting?: WaitingTurn[];
 }
 
 export interface TurnRequest {
   instruction: string;
   context: ContextSnapshot;
   expectedLastSequence: number | null;
+  whenBusy?: string;
 }
 
 export interface UICommandFrame {
@@ -925,6 +929,14 @@ export interface ViewReport {
   selection?: Record<string, string>;
   filters?: Record<string, unknown>;
   observedAt: number;
+}
+
+export interface WaitingTurn {
+  requestId: string;
+  position: number;
+  preview: string;
+  since: number;
+  cancelRequested?: boolean;
 }
 
 export interface Webhook {
