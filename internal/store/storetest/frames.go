@@ -337,7 +337,12 @@ func testSignalTurn(t *testing.T, f *fixture) {
 	cancel(t, f, tr.RequestID)
 	waitClosed(t, sig, "cancel of a queued turn")
 
-	tr, _ = f.submit(c.ID)
+	held := f.submitParams(c.ID, f.get(c.ID).LastSequence())
+	held.Instance = "gone" // recovery ends the turns a stopped process held
+	tr, _, err := f.s.SubmitTurn(f.ctx, held)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sig = f.s.FrameSignal(c.ID)
 	if _, err := f.s.RecoverTurns(f.ctx, store.RecoverTurnsParams{Now: f.tick()}); err != nil {
 		t.Fatal(err)
