@@ -160,6 +160,7 @@
 //	appender.go     a turn's pipelined frames: emit, settle
 //	tools.go        tool calls and effects; proposals.go's propose
 //	denials.go      a command a human denied is not proposed again at once
+//	waiting.go      turns sent while another runs: enqueue, interrupt, the line
 //	parked.go       parked on a decision; applyDecision
 //	confirm.go      confirm and execute on the owner's side
 //	answers.go      decisions answered from the store, not applied

@@ -228,7 +228,7 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 	p.waitTurnEnd(1)
 	// Two proposals alike: each card is an article, not a second landmark
 	// of the same name; axe finds nothing above minor in the sheet.
-	p.send("e2e-launch the audit again")
+	p.send("e2e-launch the audit again: launch playbook audit-repo") // asking again lifts the denial's memory
 	p.waitJS(`document.querySelectorAll('.proposal').length === 2 && document.querySelector('.proposal[data-state=required]') !== null`, "a second proposal like the first")
 	p.axeCheck(src, "the dock's sheet with two like proposals (phone)")
 	p.click(`.proposal[data-state=required] button[data-action=deny]`)
