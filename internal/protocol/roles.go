@@ -90,12 +90,25 @@ func ParseVisibility(s string) (string, error) {
 	return s, nil
 }
 
-// Principal is who a request acts for: its id, unique name and role.
+// Principal is who a request acts for: its id, unique name and role, and
+// what policies may also ask of it: where its identity comes from and,
+// behind a sign-in proxy, its groups.
 type Principal struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 	Role Role   `json:"role"`
+	// Origin is OriginLocal (a personal token, the token file) or
+	// OriginProxy (a sign-in proxy named it); "" is local.
+	Origin string `json:"origin,omitzero"`
+	// Groups are the groups a sign-in proxy named with it.
+	Groups []string `json:"groups,omitzero"`
 }
+
+// Origins of a principal's identity.
+const (
+	OriginLocal = "local"
+	OriginProxy = "proxy"
+)
 
 type principalKey struct{}
 
