@@ -83,7 +83,7 @@ func (c *Coordinator) newProposal(prep studio.Prepared, convID, requestID, callI
 	}
 	return store.Proposal{ID: id, ConversationID: convID, RequestID: requestID, CallID: callID,
 		CommandType: prep.Type, Command: prep.Canonical, CommandHash: hash, Target: prep.Target, Risk: prep.Risk,
-		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary,
+		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary, Project: prep.Project,
 		IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}, nil
 }
 

@@ -392,6 +392,17 @@ type StreamTicket struct {
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
 	UsedAt         *time.Time
+	// Minter is the credential that minted it, which its redemption
+	// checks again (zero for tickets from before it was kept).
+	Minter TicketMinter
+}
+
+// TicketMinter is who minted a ticket and with what credential: the
+// principal's id and the SHA-256 of its bearer token ("" when a sign-in
+// proxy named it).
+type TicketMinter struct {
+	PrincipalID string
+	TokenHash   string
 }
 
 // CreateStreamTicketParams stores a new ticket's hash.
@@ -399,6 +410,7 @@ type CreateStreamTicketParams struct {
 	TicketHash     string
 	ConversationID string
 	AfterSequence  int64
+	Minter         TicketMinter
 	ExpiresAt      time.Time
 	Now            time.Time
 }
