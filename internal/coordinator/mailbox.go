@@ -18,7 +18,10 @@ type request interface{ isRequest() }
 
 // cancelRequest asks the owner to cancel the turn; reply receives the turn
 // once the owner took the request in.
-type cancelRequest struct{ reply chan protocol.Turn }
+type cancelRequest struct {
+	reply chan protocol.Turn
+	by    string // the cancelling principal's name ("" for none)
+}
 
 // decisionKind is what a human (or the clock) decided about a proposal.
 type decisionKind int

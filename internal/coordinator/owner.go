@@ -29,7 +29,10 @@ type owner struct {
 	frames    int
 	app       *appender // the turn's frames on their way to the store (appender.go)
 
-	cancelWanted  bool
+	cancelWanted bool
+	// cancelledBy is the principal whose cancel ends the turn: the
+	// decider of the proposal the cancel closes ("" for none).
+	cancelledBy   string
 	cancelWaiters []chan protocol.Turn
 	model         *Model         // the model the turn talks to, chosen at its first round
 	rounds        int            // model rounds so far, across decisions
@@ -198,7 +201,11 @@ func (o *owner) takeCancels(now bool) {
 				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
 			}
 		}
-		reply := r.(cancelRequest).reply
+		cr := r.(cancelRequest)
+		if o.cancelledBy == "" {
+			o.cancelledBy = cr.by
+		}
+		reply := cr.reply
 		if now {
 			reply <- o.view(o.ctx)
 		} else {

@@ -46,6 +46,9 @@ func (o *owner) parked() step {
 		switch r := r.(type) {
 		case cancelRequest:
 			o.cancelWanted = true
+			if o.cancelledBy == "" {
+				o.cancelledBy = r.by
+			}
 			o.cancelWaiters = append(o.cancelWaiters, r.reply)
 			return o.ending(store.TurnCancelled, nil)
 		case recheckRequest: // the loop reads the turn again

@@ -136,6 +136,7 @@ func (c *Coordinator) refuseStale(ctx context.Context, sp staleParams) (store.Pr
 type withTurnParams struct {
 	proposal store.Proposal
 	status   store.TurnStatus // the turn's terminal status
+	by       string           // the cancelling principal ("" for none)
 }
 
 // cancelWithTurn: its turn is ending before anyone decided.
@@ -144,8 +145,12 @@ func (c *Coordinator) cancelWithTurn(ctx context.Context, wp withTurnParams) err
 	if wp.status != store.TurnCancelled {
 		perr = protocol.Errorf(protocol.Cancelled, "the turn ended before the operator decided; nothing was changed")
 	}
+	by := ""
+	if wp.status == store.TurnCancelled {
+		by = wp.by
+	}
 	_, _, err := c.closeProposal(ctx, closeParams{proposal: wp.proposal, status: store.ProposalCancelled, decision: protocol.DecisionDenied,
-		state: protocol.ConfirmationDenied, frames: true, err: perr})
+		state: protocol.ConfirmationDenied, frames: true, err: perr, by: by})
 	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
 		return nil // decided meanwhile (by another daemon)
 	}
@@ -370,6 +375,9 @@ type endParams struct {
 	status        store.TurnStatus // terminal
 	err           *protocol.Error  // the error frame before done, if any
 	indeterminate *indeterminate   // an indeterminate audit row still owed
+	// by is the principal whose cancel ends it: the decider of the
+	// proposals it closes ("" for none: the daemon's own end).
+	by string
 }
 
 // endTurn is the turn's terminal transition: open proposals closed, then
@@ -387,7 +395,7 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 		return err
 	}
 	for _, prop := range open {
-		if err := c.cancelWithTurn(ctx, withTurnParams{proposal: prop, status: p.status}); err != nil {
+		if err := c.cancelWithTurn(ctx, withTurnParams{proposal: prop, status: p.status, by: p.by}); err != nil {
 			return err
 		}
 	}

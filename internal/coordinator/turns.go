@@ -98,7 +98,7 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, Now: c.now()})
 		return turnView(t), err
 	}
-	o.box.put(cancelRequest{reply: reply})
+	o.box.put(cancelRequest{reply: reply, by: principalName(ctx)})
 	select {
 	case v := <-reply:
 		return v, nil

@@ -399,10 +399,11 @@ type StreamTicket struct {
 
 // TicketMinter is who minted a ticket and with what credential: the
 // principal's id and the SHA-256 of its bearer token ("" when a sign-in
-// proxy named it).
+// proxy named it, with the groups it named).
 type TicketMinter struct {
 	PrincipalID string
 	TokenHash   string
+	Groups      []string
 }
 
 // CreateStreamTicketParams stores a new ticket's hash.

@@ -191,6 +191,9 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 		r.Operator.TurnsQueued, r.Operator.TurnsRunning, r.Operator.TurnsAwaitingConfirmation = d.TurnsQueued, d.TurnsRunning, d.TurnsAwaiting
 		r.Operator.IndeterminateTotal = d.ExecutingProposalsTotal
 		for _, p := range d.ExecutingProposals {
+			if !s.conversationVisible(ctx, p.ConversationID) {
+				continue // another principal's private conversation's
+			}
 			r.Operator.IndeterminateProposals = append(r.Operator.IndeterminateProposals, IndeterminateProposal{
 				ID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID, CommandType: p.CommandType,
 				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt)})
