@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/studio"
@@ -96,9 +96,12 @@ type httpOptions struct {
 	maxClientConns int
 	maxConns       int
 	bodyTimeout    time.Duration
-	// secondApproverFor: risks and impacts whose proposals their own
-	// turn's principal cannot confirm (four-eyes).
+	// secondApproverFor: the levels (risks, impacts) of commands that
+	// need a second principal (four-eyes); policyFiles: a team's Cedar
+	// policies; policy is the engine of both, built before the start.
 	secondApproverFor []string
+	policyFiles       []string
+	policy            *policy.Engine
 	// authProxy* configure sign-in by a trusted proxy's header.
 	authProxyHeader, authProxyGroupsHeader, authProxyDefaultRole string
 	authProxyTrusted, authProxyGroupRoles                        []string
@@ -149,10 +152,13 @@ func newServeCmd(cfg *config) *cobra.Command {
 			if o.app.retention, err = retention(cmd.Flags(), &keep); err != nil {
 				return err
 			}
-			for _, v := range o.http.secondApproverFor {
-				if !slices.Contains(httpapi.SecondApproverValues, v) {
-					return usageError{fmt.Errorf("--second-approver-for: %q is not one of %v", v, httpapi.SecondApproverValues)}
-				}
+			if _, err := policy.ParseLevels(o.http.secondApproverFor); err != nil {
+				return usageError{fmt.Errorf("--second-approver-for: %w", err)}
+			}
+			// An invalid policy refuses to start, naming each problem's
+			// file, line and reason.
+			if o.http.policy, err = loadPolicy(o.http.secondApproverFor, o.http.policyFiles); err != nil {
+				return err
 			}
 			if err := checkPublicURL(o.webhook.publicURL); err != nil {
 				return usageError{err}
@@ -194,7 +200,9 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.app.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
 	f.DurationVar(&o.app.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&o.http.secondApproverFor, "second-approver-for", nil,
-		"four-eyes: proposals of these risks (mutate, execute, admin) or impacts (destructive, irreversible) cannot be confirmed by the principal whose turn produced them, e.g. execute,destructive (default: none)")
+		"four-eyes: commands of these risks (mutate < execute < admin) or impacts (destructive < irreversible), or above, need a second principal: their author cannot confirm them and a direct command of them is refused, e.g. execute,destructive (default: none)")
+	f.StringArrayVar(&o.http.policyFiles, "policy", nil,
+		"a team's Cedar policies, added to the built-in ones and validated at start (docs/policy.md); repeatable")
 	f.StringVar(&o.http.authProxyHeader, "auth-proxy-header", envOr("STUDIO_AUTH_PROXY_HEADER", ""),
 		"sign-in behind a proxy: the header naming the signed-in user, e.g. X-Forwarded-User, believed only from --auth-proxy-trusted (env STUDIO_AUTH_PROXY_HEADER; README \"Teams\")")
 	f.StringSliceVar(&o.http.authProxyTrusted, "auth-proxy-trusted", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_TRUSTED"), ","),

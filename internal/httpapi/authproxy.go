@@ -139,11 +139,22 @@ func (a *AuthProxy) carried(r *http.Request) bool {
 // proxyPrincipal is the principal a trusted proxy names: created on first
 // use, its role set from its groups when groups are configured. A
 // disabled principal stays refused.
-func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, error) {
+func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, credential, error) {
+	p, groups, err := s.proxyUser(r)
+	if err != nil {
+		return protocol.Principal{}, credential{}, err
+	}
+	p.Origin, p.Groups = protocol.OriginProxy, groups
+	return p, credential{PrincipalID: p.ID, Groups: groups}, nil
+}
+
+// proxyUser is the principal a trusted proxy names, and the groups it
+// names with it.
+func (s *Server) proxyUser(r *http.Request) (protocol.Principal, []string, error) {
 	a := s.cfg.AuthProxy
-	refuse := func(msg string, args ...any) (protocol.Principal, error) {
+	refuse := func(msg string, args ...any) (protocol.Principal, []string, error) {
 		s.log.Warn("auth proxy sign-in refused", "peer", r.RemoteAddr, "reason", fmt.Sprintf(msg, args...))
-		return protocol.Principal{}, protocol.Errorf(protocol.AuthRequired, msg, args...).With("reason", "auth_proxy")
+		return protocol.Principal{}, nil, protocol.Errorf(protocol.AuthRequired, msg, args...).With("reason", "auth_proxy")
 	}
 	if !a.trusts(r) {
 		return refuse("the %s header is only accepted from the sign-in proxy's addresses", a.Header)
@@ -171,7 +182,11 @@ func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, error) {
 	var groups []string
 	if byGroups {
 		for _, v := range r.Header.Values(a.GroupsHeader) {
-			groups = append(groups, strings.Split(v, ",")...)
+			for _, g := range strings.Split(v, ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					groups = append(groups, g)
+				}
+			}
 		}
 		want = a.roleOf(groups)
 	}
@@ -188,7 +203,7 @@ func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, error) {
 	}
 	if err != nil {
 		s.log.Error("auth proxy principal", "err", err)
-		return protocol.Principal{}, protocol.Errorf(protocol.ServiceFailure, "the sign-in could not be checked; try again")
+		return protocol.Principal{}, nil, protocol.Errorf(protocol.ServiceFailure, "the sign-in could not be checked; try again")
 	}
 	if p.DisabledAt != nil {
 		return refuse("principal %s is disabled", name)
@@ -196,17 +211,17 @@ func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, error) {
 	if byGroups && p.Role != want {
 		if err := lastAdmin(r, ps, p); err != nil {
 			s.log.Warn("auth proxy: the groups would demote the last admin; its role stays", "principal", name)
-			return p.Wire(), nil
+			return p.Wire(), groups, nil
 		}
 		changed, err := ps.SetPrincipalRole(ctx, store.SetPrincipalRoleParams{Ref: p.ID, Role: want, Now: now,
 			Audit: proxyAudit(ActionPrincipalRole, p.ID, map[string]any{"name": name, "from": p.Role, "role": want, "groups": groups}, now)})
 		if err != nil {
 			s.log.Error("auth proxy role", "err", err)
-			return protocol.Principal{}, protocol.Errorf(protocol.ServiceFailure, "the sign-in could not be checked; try again")
+			return protocol.Principal{}, nil, protocol.Errorf(protocol.ServiceFailure, "the sign-in could not be checked; try again")
 		}
 		p = changed
 	}
-	return p.Wire(), nil
+	return p.Wire(), groups, nil
 }
 
 func proxyAudit(action, target string, details map[string]any, now time.Time) *store.AppendAdminEventParams {

@@ -13,10 +13,6 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.mayConfirm(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	res, err := s.coord.Confirm(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -6,16 +6,19 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
 // Handler is the stateless Streamable HTTP endpoint. The edge in front of
 // it (httpapi) authenticated the principal and checked Host and Origin;
-// here each tools/call is checked against the tool's role (403) and the
-// principal's rate limit (429, rate_limited with retryAfterMs) before the
-// SDK sees it. refuse writes a typed error with its status.
+// here a tools/call is decided by the policy (403) and the principal's
+// rate limit (429, rate_limited with retryAfterMs) before the SDK sees it,
+// and each call is decided again where it runs (decided). refuse writes a
+// typed error with its status.
 func (s *Server) Handler(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(policy.WithDoor(r.Context(), policy.DoorMCP))
 		if r.Method == http.MethodPost {
 			body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 			if err != nil {
@@ -40,7 +43,7 @@ func (s *Server) Handler(refuse func(http.ResponseWriter, *http.Request, error))
 	})
 }
 
-// admit checks a tools/call's role and the caller's rate limit.
+// admit decides a tools/call (mayCall) and checks the caller's rate limit.
 func (s *Server) admit(r *http.Request, body []byte) error {
 	var msg struct {
 		Method string `json:"method"`
@@ -55,13 +58,12 @@ func (s *Server) admit(r *http.Request, body []byte) error {
 	if err != nil {
 		return err
 	}
-	need, known := s.roles[msg.Params.Name]
-	if !known {
+	if _, known := s.offered[msg.Params.Name]; !known {
 		return nil // the SDK answers an unknown tool
 	}
-	if !p.Role.Allows(need) {
+	if err := s.mayCall(r.Context(), msg.Params.Name); err != nil {
 		s.cfg.Metrics.MCPToolCall(msg.Params.Name, "role_denied", 0)
-		return protocol.RoleDenied(p.Role, need)
+		return err
 	}
 	if ok, wait := s.limit.take(p.ID); !ok {
 		s.cfg.Metrics.MCPToolCall(msg.Params.Name, string(protocol.RateLimited), 0)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
@@ -61,7 +62,7 @@ type Server struct {
 	cfg     Config
 	mcp     *mcp.Server
 	handler http.Handler
-	roles   map[string]protocol.Role // the least role of each offered tool
+	offered map[string]Offered // the offered tools, by name
 	limit   *limiter
 }
 
@@ -82,13 +83,13 @@ func New(cfg Config) *Server {
 	if cfg.CallBurst <= 0 {
 		cfg.CallBurst = DefaultCallBurst
 	}
-	s := &Server{cfg: cfg, roles: map[string]protocol.Role{},
+	s := &Server{cfg: cfg, offered: map[string]Offered{},
 		limit: newLimiter(float64(cfg.CallsPerMinute)/60, float64(cfg.CallBurst), cfg.Now)}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "studio", Title: "Studio", Version: cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: cfg.Logger})
 	for _, t := range s.Tools() {
-		s.mcp.AddTool(t.Tool, s.observed(t.Tool.Name, t.handler))
-		s.roles[t.Tool.Name] = t.Role
+		s.mcp.AddTool(t.Tool, s.observed(t.Tool.Name, s.decided(t.Tool.Name, t.handler)))
+		s.offered[t.Tool.Name] = t
 	}
 	s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: cfg.Logger,
@@ -105,11 +106,28 @@ const instructions = "Studio's tools. Read tools answer at once. A command tool 
 // Offered is one tool as offered to clients.
 type Offered struct {
 	Tool *mcp.Tool
-	// Role is the least role that may call it: viewer reads, agent proposes.
-	Role    protocol.Role
-	Class   tools.Class
-	handler mcp.ToolHandler
+	// Action is what a call asks the policy (mayCall): a read, or
+	// propose for a command tool.
+	Action policy.Action
+	Class  tools.Class
+	// resource is what the call acts on, for the caller.
+	resource func(p protocol.Principal) policy.Resource
+	handler  mcp.ToolHandler
 }
+
+// readAction is what a read tool asks: health and the audit trail have
+// their own actions, the rest reads the cockpit.
+func readAction(id string) policy.Action {
+	switch id {
+	case "system_health":
+		return policy.ReadHealth
+	case "list_audit_events":
+		return policy.ReadAudit
+	}
+	return policy.ReadStudio
+}
+
+func onStudio(protocol.Principal) policy.Resource { return policy.Studio{} }
 
 // Tools lists the offered tools, in the registry's order, then get_proposal.
 func (s *Server) Tools() []Offered {
@@ -129,13 +147,19 @@ func (s *Server) Tools() []Offered {
 			case spec.Class == tools.ClassRead:
 				t.Description = spec.Description
 				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}
-				out = append(out, Offered{Tool: t, Role: protocol.RoleViewer, Class: spec.Class, handler: s.readTool(spec)})
+				out = append(out, Offered{Tool: t, Action: readAction(spec.ID), Class: spec.Class, resource: onStudio, handler: s.readTool(spec)})
 			case !spec.Class.RunsInTurn():
 				destructive := impacts[spec.ID].Destructive() || spec.Class == tools.ClassAdmin
 				t.Description = strings.TrimSuffix(spec.Description, " Becomes a proposal the operator must confirm.") +
 					" Creates a proposal that a human must confirm in Studio; nothing changes until then. Answers the pending proposal."
 				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &f}
-				out = append(out, Offered{Tool: t, Role: protocol.RoleAgent, Class: spec.Class, handler: s.commandTool(spec)})
+				// Proposing is decided on the command's type, risk and
+				// impact: its target is resolved when it is proposed.
+				id, risk, impact := spec.ID, string(spec.Class), string(impacts[spec.ID])
+				proposal := func(p protocol.Principal) policy.Resource {
+					return policy.Proposal{ID: id, CommandType: id, Risk: risk, Impact: impact, Author: p.Name}
+				}
+				out = append(out, Offered{Tool: t, Action: policy.Propose, Class: spec.Class, resource: proposal, handler: s.commandTool(spec)})
 			}
 		}
 	}
@@ -143,8 +167,35 @@ func (s *Server) Tools() []Offered {
 		Description: "The state of a proposal a command tool made: pending (awaiting a human), executing, succeeded (with the command's result), failed, expired, cancelled (declined) or conflict (its target changed).",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"proposalId":{"type":"string","format":"uuid","description":"The proposal's id, as a command tool answered it."}},"required":["proposalId"],"additionalProperties":false}`),
 		Annotations: &mcp.ToolAnnotations{Title: "Get proposal", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}}
-	out = append(out, Offered{Tool: gp, Role: protocol.RoleViewer, Class: tools.ClassRead, handler: s.getProposal})
+	// The proposal itself is decided when it is read (read_proposal).
+	out = append(out, Offered{Tool: gp, Action: policy.ReadStudio, Class: tools.ClassRead, resource: onStudio, handler: s.getProposal})
 	return out
+}
+
+// mayCall is the one question every tool call asks the policy, alone or
+// in a batch: may the caller call this tool. Unknown tools are the SDK's
+// to answer.
+func (s *Server) mayCall(ctx context.Context, name string) error {
+	o, known := s.offered[name]
+	if !known {
+		return nil
+	}
+	p, err := principal(ctx)
+	if err != nil {
+		return err
+	}
+	return policy.Ask(ctx, o.Action, o.resource(p))
+}
+
+// decided runs a call only once the policy allows it (mayCall); a refusal
+// is the call's typed error result.
+func (s *Server) decided(name string, h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := s.mayCall(ctx, name); err != nil {
+			return failed(err), nil
+		}
+		return h(ctx, req)
+	}
 }
 
 // observed records a call's outcome and latency.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 )
 
 // Gate is what the doors ask: the engine's decision, with every denial
@@ -239,4 +240,27 @@ func AskDecision(ctx context.Context, a Action, r Resource) (Decision, error) {
 func May(ctx context.Context, a Action, r Resource) bool {
 	p, ok := protocol.PrincipalFrom(ctx)
 	return !ok || GateFrom(ctx).Allowed(p, a, r, ContextFrom(ctx))
+}
+
+// ActionDenied is the audit action of a denial.
+const ActionDenied = "studio.policy.denied"
+
+// AuditDenials records denials in StateDB's append-only audit trail:
+// actor the principal, target the resource, details what was asked and
+// why it was refused (Denial.Details).
+func AuditDenials(st store.AuditStore, now func() time.Time) func(context.Context, Denial) error {
+	return func(ctx context.Context, d Denial) error {
+		b, err := protocol.Marshal(d.Details())
+		if err != nil {
+			return err
+		}
+		target := d.Resource.ResourceID()
+		actor := d.Principal.Name
+		if actor == "" {
+			actor = protocol.AuditActor
+		}
+		_, err = st.AppendAdminEvent(ctx, store.AppendAdminEventParams{Actor: actor, Action: ActionDenied, TargetID: &target,
+			Details: b, Now: now()})
+		return err
+	}
 }

@@ -30,6 +30,11 @@ const (
 	ReplayGap        ErrorCode = "replay_gap"
 	Cancelled        ErrorCode = "cancelled"
 	ProtocolVersion  ErrorCode = "protocol_version"
+	// AccessRevoked (an extension of the ADR's codes) ends an open
+	// stream whose right to read was taken away: its token revoked, its
+	// principal disabled or given another role, its conversation made
+	// private.
+	AccessRevoked ErrorCode = "access_revoked"
 )
 
 // statusOf is the one table from error code to HTTP status (DESIGN.md §4).
@@ -48,13 +53,14 @@ var statusOf = map[ErrorCode]int{
 	ReplayGap:        http.StatusConflict,
 	Cancelled:        http.StatusConflict,
 	ProtocolVersion:  http.StatusBadRequest,
+	AccessRevoked:    http.StatusForbidden,
 }
 
 // ErrorCodes lists every stable code, in the ADR's order.
 var ErrorCodes = []ErrorCode{
 	AuthRequired, Validation, NotFound, Denied, Conflict, StaleContext, RateLimited,
 	ModelFailure, ServiceFailure, ServiceRestarted, AuditUnavailable, ReplayGap,
-	Cancelled, ProtocolVersion,
+	Cancelled, ProtocolVersion, AccessRevoked,
 }
 
 // Valid reports whether c is one of the stable codes.
