@@ -150,6 +150,13 @@ func (s *Server) authorize(r *http.Request) error {
 	case OnConversation:
 		return s.askConversation(ctx, route.Action, r.PathValue("id"))
 	case OnProposal:
+		// A conversation in the path is decided first: hidden, it answers
+		// as a missing one does.
+		if id := r.PathValue("id"); id != "" {
+			if err := s.askConversation(ctx, policy.ReadConversation, id); err != nil {
+				return err
+			}
+		}
 		res, err := s.coord.ProposalResource(ctx, r.PathValue("id"), r.PathValue("pid"))
 		if protocol.IsCode(err, protocol.NotFound) {
 			return nil

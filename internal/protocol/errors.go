@@ -11,7 +11,8 @@ import (
 	"net/http"
 )
 
-// ErrorCode is one of the ADR's fourteen stable error codes.
+// ErrorCode is one of the ADR's fourteen stable error codes, or an
+// extension (access_revoked).
 type ErrorCode string
 
 // The stable error codes of ADR D7.
@@ -56,7 +57,8 @@ var statusOf = map[ErrorCode]int{
 	AccessRevoked:    http.StatusForbidden,
 }
 
-// ErrorCodes lists every stable code, in the ADR's order.
+// ErrorCodes lists every stable code, in the ADR's order, then the
+// extensions.
 var ErrorCodes = []ErrorCode{
 	AuthRequired, Validation, NotFound, Denied, Conflict, StaleContext, RateLimited,
 	ModelFailure, ServiceFailure, ServiceRestarted, AuditUnavailable, ReplayGap,

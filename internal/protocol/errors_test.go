@@ -9,9 +9,10 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// TestHTTPStatusTable: every one of the fourteen codes has its status
-// (DESIGN.md §4; service_restarted and cancelled, which reach HTTP only
-// inside turn frames, map to the nearest kin).
+// TestHTTPStatusTable: every one of the ADR's fourteen codes, and the
+// extension access_revoked, has its status (service_restarted and
+// cancelled, which reach HTTP only inside turn frames, and access_revoked,
+// which ends an open stream, map to the nearest kin).
 func TestHTTPStatusTable(t *testing.T) {
 	t.Parallel()
 	want := map[protocol.ErrorCode]int{
@@ -29,9 +30,10 @@ func TestHTTPStatusTable(t *testing.T) {
 		protocol.ReplayGap:        http.StatusConflict,
 		protocol.Cancelled:        http.StatusConflict,
 		protocol.ProtocolVersion:  http.StatusBadRequest,
+		protocol.AccessRevoked:    http.StatusForbidden,
 	}
-	if len(protocol.ErrorCodes) != 14 || len(want) != 14 {
-		t.Fatalf("%d codes listed, want the ADR's 14", len(protocol.ErrorCodes))
+	if len(protocol.ErrorCodes) != 15 || len(want) != 15 {
+		t.Fatalf("%d codes listed, want the ADR's 14 and access_revoked", len(protocol.ErrorCodes))
 	}
 	seen := map[protocol.ErrorCode]bool{}
 	for _, c := range protocol.ErrorCodes {

@@ -543,7 +543,7 @@ export interface ProposalState {
 }
 
 export interface ProtocolError {
-  code: "auth_required" | "validation" | "not_found" | "denied" | "conflict" | "stale_context" | "rate_limited" | "model_failure" | "service_failure" | "service_restarted" | "audit_unavailable" | "replay_gap" | "cancelled" | "protocol_version";
+  code: "auth_required" | "validation" | "not_found" | "denied" | "conflict" | "stale_context" | "rate_limited" | "model_failure" | "service_failure" | "service_restarted" | "audit_unavailable" | "replay_gap" | "cancelled" | "protocol_version" | "access_revoked";
   message: string;
   retryable: boolean;
   retryAfterMs?: number;
@@ -951,6 +951,8 @@ export interface Whoami {
   id: string;
   name: string;
   role: string;
+  origin?: string;
+  groups?: string[];
   secondApproverFor: string[];
 }
 
