@@ -115,7 +115,7 @@ func newRootConfig() (*cobra.Command, *config) {
 	pf.StringVar(&cfg.token, "token", "", "clients: a bearer token, yours (default env STUDIO_TOKEN, else the data directory's token file: the owner's)")
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
 		newRunsCmd(cfg), newPlaybooksCmd(cfg), newWorkflowsCmd(cfg), newSchedulesCmd(cfg), newAuditCmd(cfg), newHealthzCmd(cfg), newBenchCmd(cfg),
-		newBackupCmd(cfg), newRestoreCmd(cfg), newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg), newWebhooksCmd(cfg), newMCPCmd(cfg))
+		newBackupCmd(cfg), newRestoreCmd(cfg), newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg), newWebhooksCmd(cfg), newMCPCmd(cfg), newPolicyCmd(cfg))
 	markUsage(root)
 	return root, cfg
 }

@@ -123,6 +123,7 @@ var RouteActions = map[string]Route{
 	"POST /api/admin/webhooks":                {policy.ManageWebhooks, OnStudio},
 	"DELETE /api/admin/webhooks/{id}":         {policy.ManageWebhooks, OnStudio},
 	"GET /api/admin/webhooks/{id}/deliveries": {policy.ManageWebhooks, OnStudio},
+	"POST /api/admin/policy/explain":          {policy.ExplainPolicy, OnStudio},
 }
 
 // withPolicy is ctx carrying the request's principal and the gate every

@@ -223,6 +223,7 @@ func (s *Server) routes() {
 	s.featureRoutes()
 	s.principalRoutes()
 	s.webhookRoutes()
+	s.policyRoutes()
 	s.mcpRoutes()
 }
 

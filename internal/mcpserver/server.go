@@ -156,9 +156,7 @@ func (s *Server) Tools() []Offered {
 				// Proposing is decided on the command's type, risk and
 				// impact: its target is resolved when it is proposed.
 				id, risk, impact := spec.ID, string(spec.Class), string(impacts[spec.ID])
-				proposal := func(p protocol.Principal) policy.Resource {
-					return policy.Proposal{ID: id, CommandType: id, Risk: risk, Impact: impact, Author: p.Name}
-				}
+				proposal := func(p protocol.Principal) policy.Resource { return policy.ProposeResource(id, risk, impact, p.Name) }
 				out = append(out, Offered{Tool: t, Action: policy.Propose, Class: spec.Class, resource: proposal, handler: s.commandTool(spec)})
 			}
 		}

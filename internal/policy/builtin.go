@@ -86,11 +86,12 @@ unless { principal in Role::"admin" };
 @id("act-alone")
 permit (principal, action == Action::"act_alone", resource);
 
-// Admins manage principals, tokens and webhooks.
+// Admins manage principals, tokens and webhooks, and have decisions
+// explained.
 @id("admin-manages")
 permit (
   principal in Role::"admin",
-  action in [Action::"manage_principals", Action::"manage_webhooks"],
+  action in [Action::"manage_principals", Action::"manage_webhooks", Action::"explain_policy"],
   resource
 );
 

@@ -53,11 +53,11 @@ type Engine struct {
 
 // Policy is one policy of the set.
 type Policy struct {
-	ID     string
-	Effect string // permit or forbid
-	Where  string // file:line
-	Reason string // its @reason annotation, "" when none
-	Text   string
+	ID     string `json:"id"`
+	Effect string `json:"effect"`           // permit or forbid
+	Where  string `json:"where"`            // file:line
+	Reason string `json:"reason,omitempty"` // its @reason annotation
+	Text   string `json:"text"`
 }
 
 // Problem is one reason a policy set is invalid: where, and why.

@@ -38,7 +38,7 @@ func TestRoleTable(t *testing.T) {
 		policy.ReadStudio: protocol.RoleViewer, policy.ReadHealth: protocol.RoleViewer, policy.ReadAudit: protocol.RoleViewer,
 		policy.ReadMetrics: protocol.RoleViewer, policy.Whoami: protocol.RoleViewer, policy.UseMCP: protocol.RoleViewer,
 		policy.ListConversations: protocol.RoleViewer, policy.CreateConversation: protocol.RoleAgent,
-		policy.ManagePrincipals: protocol.RoleAdmin, policy.ManageWebhooks: protocol.RoleAdmin,
+		policy.ManagePrincipals: protocol.RoleAdmin, policy.ManageWebhooks: protocol.RoleAdmin, policy.ExplainPolicy: protocol.RoleAdmin,
 		policy.ReadConversation: protocol.RoleViewer, policy.MintTicket: protocol.RoleViewer, policy.RedeemTicket: protocol.RoleViewer,
 		policy.Converse: protocol.RoleAgent, policy.UpdateConversation: protocol.RoleAgent, policy.SetVisibility: protocol.RoleAgent,
 		policy.DeleteConversation: protocol.RoleOperator, policy.RestoreConversation: protocol.RoleOperator,

@@ -37,18 +37,19 @@ const (
 	CreateConversation Action = "create_conversation" // a new conversation
 	ManagePrincipals   Action = "manage_principals"   // principals and tokens
 	ManageWebhooks     Action = "manage_webhooks"     // webhooks, their deliveries, their URLs in the audit
+	ExplainPolicy      Action = "explain_policy"      // have a decision explained
 
 	// On a conversation.
-	ReadConversation     Action = "read_conversation"     // its frames, stream, effects, proposals
-	MintTicket           Action = "mint_ticket"           // a stream ticket for it
-	RedeemTicket         Action = "redeem_ticket"         // a stream opened with a ticket, decided again at redemption
-	Converse             Action = "converse"              // submit a turn, fork, report the cockpit's view
-	UpdateConversation   Action = "update_conversation"   // rename, archive, pin, choose a model
-	SetVisibility        Action = "set_visibility"        // make it private or team
-	DeleteConversation   Action = "delete_conversation"   // mark it deleted
-	RestoreConversation  Action = "restore_conversation"  // undelete it within the recovery window
-	CancelTurn           Action = "cancel_turn"           // cancel a turn (closing another's proposal is a deny too)
-	AcknowledgeEffect    Action = "ack_effect"            // acknowledge a UI effect for the cockpit
+	ReadConversation    Action = "read_conversation"    // its frames, stream, effects, proposals
+	MintTicket          Action = "mint_ticket"          // a stream ticket for it
+	RedeemTicket        Action = "redeem_ticket"        // a stream opened with a ticket, decided again at redemption
+	Converse            Action = "converse"             // submit a turn, fork, report the cockpit's view
+	UpdateConversation  Action = "update_conversation"  // rename, archive, pin, choose a model
+	SetVisibility       Action = "set_visibility"       // make it private or team
+	DeleteConversation  Action = "delete_conversation"  // mark it deleted
+	RestoreConversation Action = "restore_conversation" // undelete it within the recovery window
+	CancelTurn          Action = "cancel_turn"          // cancel a turn (closing another's proposal is a deny too)
+	AcknowledgeEffect   Action = "ack_effect"           // acknowledge a UI effect for the cockpit
 )
 
 // On a proposal (or a command asked for directly).
@@ -94,6 +95,7 @@ var Actions = []ActionSpec{
 	{CreateConversation, KindStudio, "create a conversation"},
 	{ManagePrincipals, KindStudio, "manage principals and tokens"},
 	{ManageWebhooks, KindStudio, "manage webhooks; read their URLs in the audit"},
+	{ExplainPolicy, KindStudio, "have a decision explained (studio policy explain)"},
 	{ReadConversation, KindConversation, "read a conversation: frames, stream, effects, proposals"},
 	{MintTicket, KindConversation, "mint a stream ticket"},
 	{RedeemTicket, KindConversation, "open a stream with a ticket"},
