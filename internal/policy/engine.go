@@ -274,17 +274,28 @@ func (e *Engine) authorize(p protocol.Principal, a Action, r Resource, c Context
 	if ok {
 		return Decision{Effect: EffectAllow, Policies: e.cite(diag.Reasons)}
 	}
-	if len(diag.Reasons) > 0 { // forbids decided
-		d := Decision{Effect: EffectDeny, Reason: ReasonPolicy, Policies: e.cite(diag.Reasons)}
+	d := Decision{Effect: EffectDeny, Reason: ReasonRole, Policies: e.cite(diag.Reasons)}
+	if len(d.Policies) > 0 { // forbids decided: the first that says why
+		d.Reason = ReasonPolicy
 		for _, c := range d.Policies {
 			if reason := e.reasonOf(c.ID); reason != "" {
 				d.Reason = reason
 				break
 			}
 		}
-		return d
 	}
-	// Nothing permits: would a higher role be?
+	if d.Reason == ReasonRole {
+		// Would a higher role be allowed? Without one, nothing permits.
+		if d.Needed = e.leastRoleAbove(p, a, r, c); d.Needed == "" && len(d.Policies) == 0 {
+			d.Reason = ReasonPolicy
+		}
+	}
+	return d
+}
+
+// leastRoleAbove is the least role above p's that would be allowed a on
+// r ("" when none).
+func (e *Engine) leastRoleAbove(p protocol.Principal, a Action, r Resource, c Context) protocol.Role {
 	for _, role := range protocol.Roles {
 		if role.Rank() <= p.Role.Rank() {
 			continue
@@ -292,10 +303,10 @@ func (e *Engine) authorize(p protocol.Principal, a Action, r Resource, c Context
 		q := p
 		q.Role = role
 		if ok, _ := e.evaluate(q, a, r, c); ok {
-			return Decision{Effect: EffectDeny, Reason: ReasonRole, Needed: role, Policies: []Cited{}}
+			return role
 		}
 	}
-	return Decision{Effect: EffectDeny, Reason: ReasonPolicy, Policies: []Cited{}}
+	return ""
 }
 
 func (e *Engine) evaluate(p protocol.Principal, a Action, r Resource, c Context) (bool, cedar.Diagnostic) {
