@@ -63,10 +63,7 @@ permit (
 )
 when { !resource.atLeast.contains("admin") };
 
-// The one rule for commands of risk admin (maintenance, reconciling a
-// proposal), whichever door they come through: an approver may run or
-// confirm one, but never alone — its own needs another approver's
-// confirmation, as a direct command or as a proposal; an admin may alone.
+{{admin-risk-rule}}
 @id("approver-runs-admin-commands")
 permit (
   principal in Role::"approver",
@@ -115,6 +112,27 @@ when {
 unless { principal in Role::"admin" };
 `
 
+// AdminRiskRule is the one rule for commands of risk admin, in words: the
+// built-in policies' comment, and what docs and the README print.
+const AdminRiskRule = "A command of risk admin (maintenance, reconciling a proposal) follows one rule " +
+	"whichever door it comes through: an approver may run or confirm one, but never alone. Its own " +
+	"proposal waits for another approver's confirmation, and its direct command is refused with the " +
+	"obligation of a second approver. An admin may run one alone."
+
+// commentLines is text as Cedar comment lines of at most 72 columns.
+func commentLines(text string) string {
+	var lines []string
+	line := "//"
+	for _, w := range strings.Fields(text) {
+		if len(line)+1+len(w) > 72 {
+			lines = append(lines, line)
+			line = "//"
+		}
+		line += " " + w
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
 // fourEyes is the policy --second-approver-for adds: a command of those
 // levels (or above) needs a second principal.
 func fourEyes(levels []string) string {
@@ -128,7 +146,7 @@ func fourEyes(levels []string) string {
 	return fmt.Sprintf(`
 // Four-eyes (--second-approver-for %s): a command of these levels, or
 // above, needs a second principal — its author cannot confirm it, and a
-// direct command of it waits for another's approval.
+// direct command of it carries the obligation of a second approver.
 @id("second-approver-for")
 @reason("second_approver_required")
 forbid (principal, action == Action::"act_alone", resource is Proposal)
@@ -137,4 +155,6 @@ when { resource.atLeast.containsAny([%s]) };
 }
 
 // BuiltinText is the built-in policy set for --second-approver-for levels.
-func BuiltinText(levels []string) string { return builtin + fourEyes(levels) }
+func BuiltinText(levels []string) string {
+	return strings.Replace(builtin, "{{admin-risk-rule}}", commentLines(AdminRiskRule), 1) + fourEyes(levels)
+}
