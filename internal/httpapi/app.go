@@ -72,13 +72,18 @@ func (s *Server) appRoutes() {
 // (details.reason four_eyes_required, details.obligation).
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Command, status int, pick func(studio.Result) any) {
 	who, _ := protocol.PrincipalFrom(r.Context())
-	facts, err := s.cfg.App.FactsOf(r.Context(), cmd)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	// Decided before anything is said of the command's target: one that
+	// cannot be resolved is decided on what the command says of itself.
+	facts, ferr := s.cfg.App.FactsOf(r.Context(), cmd)
+	if ferr != nil {
+		facts = studio.FactsOfSpec(cmd)
 	}
 	if err := policy.Ask(r.Context(), policy.RunCommand, commandResource(facts, who.Name)); err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if ferr != nil {
+		s.writeError(w, r, ferr)
 		return
 	}
 	res, err := s.cfg.App.Execute(r.Context(), cmd, studio.ExecOptions{Trigger: studio.TriggerManual, Actor: manualActor(r, who)})

@@ -100,15 +100,9 @@ func (s *Server) handleSubmitTurn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	// The body says nothing, but it is checked like every other: empty, or
-	// a JSON object without members.
-	var req struct{}
-	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	// A cancel closes the turn's pending proposals: closing another
-	// principal's is denying it, which the policy decides too.
+	// principal's is denying it, which the policy decides too (before the
+	// body is read, as every decision).
 	pending, err := s.coord.PendingProposals(r.Context(), r.PathValue("id"), r.PathValue("rid"))
 	if err != nil && !protocol.IsCode(err, protocol.NotFound) {
 		s.writeError(w, r, err)
@@ -122,6 +116,13 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	// The body says nothing, but it is checked like every other: empty, or
+	// a JSON object without members.
+	var req struct{}
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	t, err := s.coord.CancelTurn(r.Context(), r.PathValue("id"), r.PathValue("rid"))
 	answer(w, r, s, t, err)

@@ -66,6 +66,10 @@ type Server struct {
 	limit   *limiter
 }
 
+// PolicyActionMeta is the key of a tool's _meta naming the policy action
+// its calls ask (docs/policy.md).
+const PolicyActionMeta = "studio/policyAction"
+
 // GetProposalTool is the read tool that reports a proposal's state.
 const GetProposalTool = "get_proposal"
 
@@ -167,6 +171,11 @@ func (s *Server) Tools() []Offered {
 		Annotations: &mcp.ToolAnnotations{Title: "Get proposal", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}}
 	// The proposal itself is decided when it is read (read_proposal).
 	out = append(out, Offered{Tool: gp, Action: policy.ReadStudio, Class: tools.ClassRead, resource: onStudio, handler: s.getProposal})
+	for _, o := range out {
+		// Which action a call asks the policy: a client can explain a
+		// refusal before it calls.
+		o.Tool.Meta = mcp.Meta{PolicyActionMeta: string(o.Action)}
+	}
 	return out
 }
 

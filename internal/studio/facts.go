@@ -26,8 +26,7 @@ func (s *Service) FactsOf(ctx context.Context, cmd Command) (Facts, error) {
 	if err != nil {
 		return Facts{}, err
 	}
-	sp := SpecOf(cmd)
-	f := Facts{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd)}
+	f := FactsOfSpec(cmd)
 	if target != nil {
 		f.TargetKind = target.Kind
 	}
@@ -45,6 +44,13 @@ func (s *Service) commandProject(ctx context.Context, cmd Command, target *proto
 		return c.project(ctx, s)
 	}
 	return ""
+}
+
+// FactsOfSpec are the facts cmd says of itself, without its target: its
+// type, risk and impact.
+func FactsOfSpec(cmd Command) Facts {
+	sp := SpecOf(cmd)
+	return Facts{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd)}
 }
 
 // creator is a command that creates a resource in a project.
