@@ -252,7 +252,8 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	edge.Ready = httpapi.StoreReadiness(d.st, len(ms), holder)
 	edge.Principals, edge.Webhooks, edge.AuthProxy = d.st, d.st, d.o.http.authProxy
 	edge.Policy = policy.NewGate(policy.GateConfig{Engine: d.o.http.policy, Record: policy.AuditDenials(d.st, time.Now), Logger: d.log})
-	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg})
+	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg,
+		CallsPerMinute: d.o.http.mcpCallsPerMinute, CallBurst: d.o.http.mcpCallBurst})
 	edge.MCP = agents.Handler
 	d.api = httpapi.New(*edge)
 	d.srv = httpapi.NewHTTPServer(d.api.Observed(), d.log)

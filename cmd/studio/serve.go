@@ -17,6 +17,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/postgres"
@@ -102,6 +103,9 @@ type httpOptions struct {
 	secondApproverFor []string
 	policyFiles       []string
 	policy            *policy.Engine
+	// mcpCallsPerMinute and mcpCallBurst are each principal's rate of
+	// MCP tool calls.
+	mcpCallsPerMinute, mcpCallBurst int
 	// authProxy* configure sign-in by a trusted proxy's header.
 	authProxyHeader, authProxyGroupsHeader, authProxyDefaultRole string
 	authProxyTrusted, authProxyGroupRoles                        []string
@@ -201,6 +205,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.app.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&o.http.secondApproverFor, "second-approver-for", nil,
 		"four-eyes: commands of these risks (mutate < execute < admin) or impacts (destructive < irreversible), or above, need a second principal: their author cannot confirm them and a direct command of them is refused, e.g. execute,destructive (default: none)")
+	f.IntVar(&o.http.mcpCallsPerMinute, "mcp-calls-per-minute", mcpserver.DefaultCallsPerMinute, "MCP tool calls each principal may make a minute")
+	f.IntVar(&o.http.mcpCallBurst, "mcp-call-burst", mcpserver.DefaultCallBurst, "MCP tool calls each principal may make at once")
 	f.StringArrayVar(&o.http.policyFiles, "policy", nil,
 		"a team's Cedar policies, added to the built-in ones and validated at start (docs/policy.md); repeatable")
 	f.StringVar(&o.http.authProxyHeader, "auth-proxy-header", envOr("STUDIO_AUTH_PROXY_HEADER", ""),
