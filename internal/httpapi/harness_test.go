@@ -11,6 +11,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/policy"
@@ -53,8 +54,10 @@ type harnessOpts struct {
 	// owner's; secondApprover is Config.SecondApproverFor.
 	principals     bool
 	secondApprover []string
-	// policies are a team's policy files (--policy).
+	// policies are a team's policy files (--policy); mcp serves /mcp
+	// (internal/mcpserver) over the coordinator's tools.
 	policies []policy.File
+	mcp      bool
 	// authProxy: Config.AuthProxy (with principals); logger replaces the
 	// quiet one.
 	authProxy *httpapi.AuthProxy
@@ -109,6 +112,11 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Logger: quietLogger(), Now: stack.Clock.Now})
 	if o.logger != nil {
 		apiCfg.Logger = o.logger
+	}
+	if o.mcp {
+		agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: cfg.Tools, Version: "test", Logger: quietLogger(),
+			Now: stack.Clock.Now, CallsPerMinute: 1 << 30, CallBurst: 1 << 30})
+		apiCfg.MCP = agents.Handler
 	}
 	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)
