@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // The seams between doors, each a test that failed before every door
@@ -310,6 +312,45 @@ func TestOpenStreamEndsWhenTheRightGoes(t *testing.T) {
 			}
 			t.Logf("ended %v after the change", time.Since(start))
 		})
+	}
+}
+
+// TestAppEventsEndWhenTheTokenGoes: the application's change stream is
+// decided again too: revoking its principal ends it with access_revoked.
+func TestAppEventsEndWhenTheTokenGoes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{principals: true, serveApp: true, heartbeat: time.Hour})
+	vic := h.as(h.principalToken("vic", protocol.RoleViewer))
+	ended, opened := make(chan error, 1), make(chan struct{})
+	go func() {
+		ended <- vic.AppEvents(h.ctx(), -1, func(studio.ChangeEvent) error {
+			select {
+			case <-opened:
+			default:
+				close(opened)
+			}
+			return nil
+		})
+	}()
+	// A change the stream sees says it is open.
+	n := 0
+	testutil.Eventually(t, func() bool {
+		select {
+		case <-opened:
+			return true
+		default:
+		}
+		n++
+		if _, err := h.client.CreatePlaybook(h.ctx(), studio.CreatePlaybookCommand{Name: fmt.Sprintf("change-%d", n), Prompt: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		return false
+	})
+	if _, err := h.client.DisablePrincipal(h.ctx(), "vic"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ended; !protocol.IsCode(err, protocol.AccessRevoked) {
+		t.Fatalf("the change stream ended with %v, want access_revoked", err)
 	}
 }
 
