@@ -49,7 +49,7 @@ func newPolicyCmd(cfg *config) *cobra.Command {
   studio policy explain --principal alice --action confirm --proposal 3f2a…
   echo '{"principal":"bob","action":"run_command","command":{"type":"delete_schedule","body":{"schedule":"nightly"}}}' | studio policy explain --request -`,
 	}
-	cmd.AddCommand(policyCheckCmd(), policyExplainCmd(cfg))
+	cmd.AddCommand(policyCheckCmd(), policyShowCmd(), policyExplainCmd(cfg))
 	return cmd
 }
 
@@ -85,6 +85,43 @@ func policyCheckCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringSliceVar(&levels, "second-approver-for", nil, "check beside these four-eyes levels, as the daemon has them")
+	return c
+}
+
+func policyShowCmd() *cobra.Command {
+	var levels, files []string
+	var schema bool
+	c := &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective policies (built-in, four-eyes, your files), the role table they give, and each action's least role",
+		Example: `  studio policy show --second-approver-for destructive --policy team.cedar
+  studio policy show --schema`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if schema {
+				fmt.Fprint(out, policy.SchemaText())
+				return nil
+			}
+			if _, err := policy.ParseLevels(levels); err != nil {
+				return usageError{fmt.Errorf("--second-approver-for: %w", err)}
+			}
+			e, err := loadPolicy(levels, files)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s\n%s\n", e.Text(), policy.RoleTable(e))
+			for _, a := range policy.Actions {
+				if a.Action != policy.ActAlone {
+					fmt.Fprintf(out, "%s: %s\n", a.Action, policy.LeastRole(e, a.Action))
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringSliceVar(&levels, "second-approver-for", nil, "the four-eyes levels, as the daemon has them")
+	c.Flags().StringArrayVar(&files, "policy", nil, "a team's policy file, as the daemon has it; repeatable")
+	c.Flags().BoolVar(&schema, "schema", false, "print the schema every policy is validated against")
 	return c
 }
 

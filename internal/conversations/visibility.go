@@ -74,9 +74,6 @@ func VisibleTo(ctx context.Context) string {
 	return p.Name
 }
 
-// Visible is visible for the engine's listings.
-func Visible(ctx context.Context, conv store.Conversation) bool { return visible(ctx, conv) }
-
 // Record reads a record of a conversation (a turn, a proposal, an effect)
 // by id with get, and returns it only if owner says it belongs to the
 // visible conversation convID: anything else is not_found (what names the

@@ -2,8 +2,6 @@ package httpapi_test
 
 import (
 	"flag"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -92,37 +90,6 @@ func (h *harness) principalToken(name string, role protocol.Role) string {
 // as is a client of the harness's daemon with another token.
 func (h *harness) as(token string) *apiclient.Client {
 	return apiclient.New(h.srv.URL, token, h.srv.Client())
-}
-
-// rawCall sends one request and returns the status and the error body's
-// code and details (when it has one).
-func rawCall(t *testing.T, base, token, method, path string) (int, *protocol.Error) {
-	t.Helper()
-	var body io.Reader
-	if method == http.MethodPost || method == http.MethodPatch {
-		body = strings.NewReader("{}")
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, base+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var eb protocol.ErrorBody
-	if protocol.Unmarshal(b, &eb) == nil && eb.Error != nil {
-		return resp.StatusCode, eb.Error
-	}
-	return resp.StatusCode, nil
 }
 
 // TestRevokedExpiredUnknownTokens: a revoked token, an expired one and one

@@ -123,7 +123,7 @@ func (p *Proxy) forward(name string) mcp.ToolHandler {
 		}
 		ask := &mcp.ElicitParams{Mode: "url", URL: pending.CockpitURL, ElicitationID: pending.ProposalID,
 			Message: fmt.Sprintf("Studio proposal %s waits for a human with the %s role: %s. Open it in the cockpit to review it; only a confirmation there runs it.",
-				short(pending.ProposalID), protocol.ConfirmRole(pending.Risk), pending.Summary)}
+				short(pending.ProposalID), pending.ConfirmRole, pending.Summary)}
 		if req.ProtocolVersion() >= "2026-07-28" {
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"open_proposal": ask}, RequestState: pending.ProposalID}, nil
 		}

@@ -160,13 +160,6 @@ func New(o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Check validates a team's policy file alone against the schema, as
-// `studio serve --policy FILE` would: nil when it would start.
-func Check(f File) error {
-	_, err := New(Options{Files: []File{f}})
-	return err
-}
-
 // parseProblem is a Cedar syntax error as a Problem: the parser says
 // "<input>:LINE:COL" and the reason.
 func parseProblem(file string, err error) Problem {
@@ -291,6 +284,12 @@ func (e *Engine) authorize(p protocol.Principal, a Action, r Resource, c Context
 		}
 	}
 	return d
+}
+
+// LeastRole is the least role a principal other than r's author would
+// need to be allowed a on r ("" when no role would be).
+func (e *Engine) LeastRole(a Action, r Resource) protocol.Role {
+	return e.leastRoleAbove(protocol.Principal{Name: "\x00another"}, a, r, Context{Door: DoorHTTP})
 }
 
 // leastRoleAbove is the least role above p's that would be allowed a on

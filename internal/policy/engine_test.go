@@ -89,7 +89,7 @@ func TestInvalidPolicyNamesLineAndReason(t *testing.T) {
 		{"\npermit (principal, action, resource) when { resource.x == };\n", "team.cedar:2:"},
 		{"@id(\"act-alone\")\npermit (principal, action, resource);\n", `policy id "act-alone" is already used at builtin.cedar:`},
 	} {
-		err := policy.Check(policy.File{Name: "team.cedar", Text: []byte(tc.text)})
+		_, err := policy.New(policy.Options{Files: []policy.File{{Name: "team.cedar", Text: []byte(tc.text)}}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
 		}
