@@ -16,6 +16,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} 
  && mkdir -p -m 0700 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
+LABEL org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/studio /usr/local/bin/studio
 COPY --from=build --chown=65532:65532 /out/data /var/lib/studio
 ENV STUDIO_DATA_DIR=/var/lib/studio \

@@ -1,6 +1,7 @@
 // Package web serves the Studio cockpit: the static page, its ES modules and
-// its stylesheet, embedded in the binary with go:embed (DESIGN.md §2). There
-// is no build step: the files under static/ are the files the browser runs.
+// its stylesheet, embedded in the binary with go:embed (docs/design.md §2;
+// docs/cockpit.md, "Technology"). There is no build step: the files under
+// static/ are the files the browser runs.
 //
 // The page is served at each space's path of the route registry, so a reload
 // or a shared link of any space shows that space; assets live under

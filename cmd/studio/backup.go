@@ -59,8 +59,10 @@ func newRestoreCmd(cfg *config) *cobra.Command {
 		Short: "Replace the SQLite database with the backup FILE (the daemon must be stopped)",
 		Long: `Install FILE (a studio backup, or any copy of studio.db) as the database in --data-dir.
 Refused while a daemon holds the data directory (stop it first), when FILE fails PRAGMA
-integrity_check, and when its schema is newer than this binary's migrations. The database it
-replaces is kept beside it as studio.db.before-restore-<time>, its WAL folded in; the new file is
+integrity_check, when it is not a studio database (another application's SQLite file, even one with
+a schema_migrations table of its own), and when its schema is newer than this binary's migrations.
+The database it replaces is kept beside it as studio.db.before-restore-<time> (-2, -3... for a
+second restore within the same second), its WAL folded in; the new file is
 renamed into place, so a crash leaves one database or the other, whole. An older schema is
 migrated when the daemon next starts.
 For PostgreSQL (--database) use pg_restore: this command says how.`,

@@ -496,9 +496,9 @@ func TestProcessClusterKill9Failover(t *testing.T) {
 }
 
 // TestProcessClusterRestartLeavesOthersAlone: a daemon restarted while the
-// others run turns fails none of them (a start used to fail every queued
-// or running turn in the database); cancels sent to the new daemon reach
-// their owners.
+// others run turns fails none of them (a start touches no other daemon's
+// queued or running turn); cancels sent to the new daemon reach their
+// owners.
 func TestProcessClusterRestartLeavesOthersAlone(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 3, "--model", "script:"+writeScript(t, slowScript))

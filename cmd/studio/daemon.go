@@ -93,7 +93,7 @@ func (d *daemonParts) newModelRegistry() error {
 	for i, m := range models {
 		if problem := providerProblem(m.Provider); problem != "" {
 			d.log.Warn("a configured model provider cannot work: its turns (and, for the default, playbook runs) will fail until it is fixed",
-				"model", m.Name, "problem", problem)
+				"model", m.Name, "base_url", providerURL(m.Provider), "problem", problem)
 		}
 		models[i].Provider = metrics.InstrumentProvider(m.Provider, m.Name, d.reg)
 	}
@@ -102,7 +102,8 @@ func (d *daemonParts) newModelRegistry() error {
 }
 
 // openStore opens StateDB and sets the main listener's edge. On an error
-// the edge is still set: the daemon serves service_failure behind it.
+// the edge is still set: the daemon serves service_failure behind it. A
+// database that cannot be reached at start is waited for (awaitStore).
 func (d *daemonParts) openStore(ctx context.Context) error {
 	if half := d.o.lease.expiry / 2; d.cfg.pg.IdleInTransactionTimeout > half {
 		// A paused daemon's locks must be gone before its lease expires
@@ -110,18 +111,68 @@ func (d *daemonParts) openStore(ctx context.Context) error {
 		d.log.Info("--db-idle-tx-timeout lowered to half the lease expiry", "db_idle_tx_timeout", half)
 		d.cfg.pg.IdleInTransactionTimeout = half
 	}
-	st, version, err := openStore(ctx, d.cfg)
+	d.edge = httpapi.Config{Token: d.token, Logger: d.log, AllowedHosts: allowedHosts(d.cfg.addr, d.o.http.allowedHosts), BodyTimeout: d.o.http.bodyTimeout}
+	st, m, err := openStore(ctx, d.cfg)
+	if store.Transient(err) {
+		st, m, err = d.awaitStore(ctx, err)
+	}
 	for _, p := range datadir.Exposed(d.cfg.dataDir) {
 		d.log.Warn("the data directory is open to other users", "problem", p)
 	}
-	d.edge = httpapi.Config{Token: d.token, Logger: d.log, AllowedHosts: allowedHosts(d.cfg.addr, d.o.http.allowedHosts), BodyTimeout: d.o.http.bodyTimeout}
 	if err != nil {
 		return err
 	}
-	d.st, d.version = st, version
+	m.log(d.log, databaseName(d.cfg))
+	d.st, d.version = st, m.version
 	d.undo = append(d.undo, func() { st.Close() })
 	observeStore(st, d.reg)
 	return nil
+}
+
+// errDatabaseDown is a database that stayed unreachable at start for the
+// whole outage budget: serve exits non-zero, for its supervisor
+// (systemd's Restart=on-failure, a container's restart policy) to start
+// it again.
+var errDatabaseDown = errors.New("StateDB stayed unreachable at start")
+
+// awaitStore waits for a database that could not be reached at start (a
+// PostgreSQL server still starting, restarting or failing over): it tries
+// again with the backoff of store.RideOut, from 50 ms to 2 s, saying so in
+// the log every 10 s, for --db-outage-budget. Nothing listens meanwhile:
+// the daemon is still starting. Past the budget it gives up with
+// errDatabaseDown; an error that is not an outage ends the wait at once.
+func (d *daemonParts) awaitStore(ctx context.Context, first error) (database, migrated, error) {
+	budget, name := d.o.lease.outageBudget, databaseName(d.cfg)
+	d.log.Warn("StateDB unreachable at start: waiting for it", "db", name, "budget", budget, "err", first)
+	start, wait, attempts, reported := time.Now(), store.FirstOutageBackoff, 1, time.Now()
+	err := first
+	for time.Since(start)+wait <= budget {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return database{}, migrated{}, ctx.Err()
+		case <-t.C:
+		}
+		var st database
+		var m migrated
+		attempts++
+		st, m, err = openStore(ctx, d.cfg)
+		switch {
+		case err == nil:
+			d.log.Info("StateDB reachable: starting", "db", name, "waited", time.Since(start), "attempts", attempts)
+			return st, m, nil
+		case !store.Transient(err):
+			return database{}, migrated{}, err
+		case time.Since(reported) >= 10*time.Second:
+			d.log.Info("still waiting for StateDB", "db", name, "waited", time.Since(start), "budget", budget, "attempts", attempts, "err", err)
+			reported = time.Now()
+		}
+		wait = min(2*wait, store.MaxOutageBackoff)
+	}
+	d.log.Error("StateDB stayed unreachable at start: exiting for the supervisor to start the daemon again", "db", name,
+		"waited", time.Since(start), "budget", budget, "attempts", attempts, "err", err)
+	return database{}, migrated{}, fmt.Errorf("%w for %s (%d attempts; --db-outage-budget): %w", errDatabaseDown, budget.Round(time.Second), attempts, err)
 }
 
 // newApplication builds the application services over the store and the
@@ -134,7 +185,11 @@ func (d *daemonParts) newApplication(ctx context.Context) error {
 	d.shared, _ = usesPostgres(d.cfg)
 	d.instance = uuid.NewString()
 	ao := d.o.app
-	svc, err := studio.New(studio.Config{Instance: d.instance, Shared: d.shared, OutageBudget: d.o.lease.outageBudget,
+	var others []studio.NamedModel
+	for _, m := range d.models[1:] {
+		others = append(others, studio.NamedModel{Name: m.Name, Provider: m.Provider})
+	}
+	svc, err := studio.New(studio.Config{Instance: d.instance, Shared: d.shared, OutageBudget: d.o.lease.outageBudget, OtherModels: others,
 		Lease: studio.LeaseSettings{Renew: d.o.lease.renew, Expiry: d.o.lease.expiry},
 		Store: d.st, Maintenance: d.st.maint, Provider: d.models[0].Provider, Logger: d.log, Workers: ao.runWorkers, Observer: d.reg,
 		RecoveryWindow: ao.recoveryWindow, SchedulerInterval: studio.DefaultSchedulerInterval, ShutdownGrace: d.o.grace, Retention: ao.retention})
@@ -250,12 +305,19 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 		holder = d.keeper
 	}
 	edge.Ready = httpapi.StoreReadiness(d.st, len(ms), holder)
+	if w, ok := d.st.stateDB.(interface{ WriterOldestWait() time.Duration }); ok {
+		edge.Ready = httpapi.WithWriterStall(edge.Ready, w.WriterOldestWait, httpapi.WriterStallLimit)
+	}
 	edge.Principals, edge.Webhooks, edge.AuthProxy = d.st, d.st, d.o.http.authProxy
 	edge.Policy = policy.NewGate(policy.GateConfig{Engine: d.o.http.policy, Record: policy.AuditDenials(d.st, time.Now), Logger: d.log})
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg,
 		CallsPerMinute: d.o.http.mcpCallsPerMinute, CallBurst: d.o.http.mcpCallBurst})
 	edge.MCP = agents.Handler
 	d.api = httpapi.New(*edge)
+	d.reg.ObserveReadiness(func() bool {
+		reason, _ := d.api.Readiness(context.Background())
+		return reason == ""
+	})
 	d.srv = httpapi.NewHTTPServer(d.api.Observed(), d.log)
 	return d.startMetricsListener()
 }

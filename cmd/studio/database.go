@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,6 +30,8 @@ func dbPath(dataDir string) string { return filepath.Join(dataDir, "studio.db") 
 type stateDB interface {
 	store.Store
 	Migrate(ctx context.Context, now time.Time) (int, error)
+	// MigrationsAppliedAt: what the Migrate call given that now applied.
+	MigrationsAppliedAt(ctx context.Context, at time.Time) ([]store.Migration, error)
 	// Exclusive runs fn alone among the daemons on the database (seeding).
 	Exclusive(ctx context.Context, fn func(context.Context) error) error
 }
@@ -99,18 +102,49 @@ func openDatabase(ctx context.Context, cfg *config, create bool) (database, erro
 	return database{stateDB: st, maint: st}, nil
 }
 
+// migrated is what openStore's migration did.
+type migrated struct {
+	version int               // the schema version after it
+	applied []store.Migration // what it applied, in order; none: the schema was current
+}
+
+// names are the applied migrations' file names without .sql, comma-separated.
+func (m migrated) names() string {
+	names := make([]string, len(m.applied))
+	for i, a := range m.applied {
+		names[i] = fmt.Sprintf("%04d_%s", a.Version, a.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// log says what the migration did, on the daemon's log.
+func (m migrated) log(log *slog.Logger, db string) {
+	if len(m.applied) == 0 {
+		log.Info("StateDB schema is current: no migration to apply", "db", db, "schema_version", m.version)
+		return
+	}
+	log.Info("StateDB migrated", "db", db, "from_version", m.applied[0].Version-1, "schema_version", m.version,
+		"applied", len(m.applied), "migrations", m.names())
+}
+
 // openStore opens and migrates StateDB.
-func openStore(ctx context.Context, cfg *config) (database, int, error) {
+func openStore(ctx context.Context, cfg *config) (database, migrated, error) {
 	st, err := openDatabase(ctx, cfg, true)
 	if err != nil {
-		return database{}, 0, err
+		return database{}, migrated{}, err
 	}
-	v, err := st.Migrate(ctx, time.Now())
+	now := time.Now()
+	v, err := st.Migrate(ctx, now)
 	if err != nil {
 		st.Close()
-		return database{}, v, fmt.Errorf("migrate: %w", err)
+		return database{}, migrated{version: v}, fmt.Errorf("migrate: %w", err)
 	}
-	return st, v, nil
+	applied, err := st.MigrationsAppliedAt(ctx, now)
+	if err != nil {
+		st.Close()
+		return database{}, migrated{version: v}, err
+	}
+	return st, migrated{version: v, applied: applied}, nil
 }
 
 // databaseMigrations are the selected backend's migrations.
@@ -145,12 +179,17 @@ func newMigrateCmd(cfg *config) *cobra.Command {
 				return err
 			}
 			defer lock.Release()
-			st, v, err := openStore(cmd.Context(), cfg)
+			st, m, err := openStore(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "StateDB %s at schema version %d\n", databaseName(cfg), v)
+			if len(m.applied) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "StateDB %s is at schema version %d: nothing to apply\n", databaseName(cfg), m.version)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "StateDB %s migrated from schema version %d to %d: applied %s\n",
+				databaseName(cfg), m.applied[0].Version-1, m.version, m.names())
 			return nil
 		},
 	}

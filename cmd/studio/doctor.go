@@ -43,11 +43,7 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			d, err := retention(cmd.Flags(), &keep)
-			if err != nil {
-				return err
-			}
-			rep, source, down, err := doctorReport(cmd.Context(), cfg, local, d)
+			rep, source, down, err := doctorReport(cmd.Context(), cfg, local, keep.d)
 			if err != nil {
 				if down != nil {
 					return exitError{exitUnreachable, fmt.Errorf("%w; reading the database directly failed too: %v", down, err)}
@@ -136,7 +132,8 @@ func localDoctor(ctx context.Context, cfg *config, keep time.Duration) (studio.D
 		return studio.DoctorReport{}, err
 	}
 	defer st.Close()
-	svc, err := studio.New(studio.Config{Store: st, Maintenance: st.maint, Retention: keep})
+	shared, _ := usesPostgres(cfg)
+	svc, err := studio.New(studio.Config{Store: st, Maintenance: st.maint, Retention: keep, Shared: shared})
 	if err != nil {
 		return studio.DoctorReport{}, err
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/studio/operator/internal/studio"
 )
 
-// Continuous replication with Litestream (README, "Continuous
-// replication"): a replica of a daemon's database under load restores to
+// Continuous replication with Litestream (docs/operating.md, "Continuous
+// replication (Litestream)"): a replica of a daemon's database under load restores to
 // a sound database holding every frame a client saw. It needs a litestream
 // binary: STUDIO_LITESTREAM names one, else litestream on PATH; without
 // one the test skips (CI does not build it: it takes many minutes).
@@ -43,7 +43,7 @@ func TestProcessLitestreamReplicaRestores(t *testing.T) {
 		name string
 		args []string
 	}{
-		// The README's setting: checkpoints are Litestream's alone.
+		// docs/operating.md's setting: checkpoints are Litestream's alone.
 		{"autocheckpoint-off", []string{"--sqlite-wal-autocheckpoint", "0"}},
 		// SQLite's default PASSIVE autocheckpoint beside Litestream's.
 		{"sqlite-default", nil},

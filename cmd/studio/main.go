@@ -7,17 +7,17 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/studio/operator/internal/store/postgres"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store/postgres"
 )
 
-// config is the daemon's configuration: flags with environment equivalents.
+// config is the daemon's configuration: flags with environment
+// equivalents and a config file's keys (config.go).
 type config struct {
 	addr     string
 	dataDir  string
@@ -29,6 +29,12 @@ type config struct {
 	token       string // clients: --token (else STUDIO_TOKEN, else the token file)
 	// pg tunes the PostgreSQL connections (serve's --db-* flags).
 	pg postgres.Options
+	// configFile is --config: a TOML file of settings.
+	configFile string
+	// settings is the resolved configuration of the command that runs.
+	settings *settings
+	// environ is the process's environment (os.Environ; tests set their own).
+	environ func() []string
 	// walAutocheckpoint is serve's --sqlite-wal-autocheckpoint: pages, 0
 	// off (Litestream checkpoints); nil or negative: SQLite's default.
 	walAutocheckpoint *int
@@ -37,15 +43,6 @@ type config struct {
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
-	}
-	return def
-}
-
-// envInt is the integer in the environment variable key, else def (also
-// when it does not parse: the flag's own parsing is for the command line).
-func envInt(key string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return n
 	}
 	return def
 }
@@ -91,7 +88,7 @@ func run(args []string) int {
 
 // newRootConfig is the command tree and the configuration its flags fill.
 func newRootConfig() (*cobra.Command, *config) {
-	cfg := &config{}
+	cfg := &config{environ: os.Environ}
 	root := &cobra.Command{
 		Use:   "studio",
 		Short: "Studio cockpit daemon with a durable, safe AI operator dock",
@@ -108,11 +105,24 @@ func newRootConfig() (*cobra.Command, *config) {
 	}
 	root.SetVersionTemplate(versionLine() + "\n")
 	pf := root.PersistentFlags()
-	pf.StringVar(&cfg.addr, "addr", envOr("STUDIO_ADDR", "127.0.0.1:8765"), "listen address; clients: where the daemon is (env STUDIO_ADDR)")
-	pf.StringVar(&cfg.dataDir, "data-dir", envOr("STUDIO_DATA_DIR", defaultDataDir()), "data directory: database and token (env STUDIO_DATA_DIR)")
-	pf.StringVar(&cfg.database, "database", envOr("STUDIO_DATABASE_URL", ""), "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir (env STUDIO_DATABASE_URL)")
-	pf.StringVar(&cfg.server, "server", envOr("STUDIO_URL", ""), "clients: daemon URL (env STUDIO_URL; default http://<addr>)")
-	pf.StringVar(&cfg.token, "token", "", "clients: a bearer token, yours (default env STUDIO_TOKEN, else the data directory's token file: the owner's)")
+	pf.StringVar(&cfg.addr, "addr", "127.0.0.1:8765", "listen address; clients: where the daemon is")
+	pf.StringVar(&cfg.dataDir, "data-dir", defaultDataDir(), "data directory: database and token")
+	pf.StringVar(&cfg.database, "database", "", "StateDB: a postgres:// URL, or empty for the SQLite file in --data-dir")
+	pf.StringVar(&cfg.server, "server", "", "clients: daemon URL (default http://<addr>)")
+	pf.StringVar(&cfg.token, "token", "", "clients: a bearer token, yours (default: the data directory's token file, the owner's)")
+	pf.StringVar(&cfg.configFile, "config", "", "a TOML file of settings, its keys the flags' names (shutdown-grace = \"10s\"); a flag wins over its variable, the variable over the file (docs/configuration.md)")
+	bindEnv(pf)
+	markSecret(pf, "database")
+	markSecret(pf, "token")
+	readWhereUsed(pf, "token")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		s, err := resolveSettings(root, cmd, cfg.environ())
+		if err != nil {
+			return usageError{err}
+		}
+		cfg.settings = s
+		return nil
+	}
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
 		newRunsCmd(cfg), newPlaybooksCmd(cfg), newWorkflowsCmd(cfg), newSchedulesCmd(cfg), newAuditCmd(cfg), newHealthzCmd(cfg), newBenchCmd(cfg),
 		newBackupCmd(cfg), newRestoreCmd(cfg), newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg), newWebhooksCmd(cfg), newMCPCmd(cfg), newPolicyCmd(cfg))

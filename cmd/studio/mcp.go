@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,18 +22,25 @@ func newMCPCmd(cfg *config) *cobra.Command {
 		Short: "Serve Studio's tools to an MCP client on stdin/stdout (through a running daemon)",
 		Long: `Serve Studio's tools to an MCP client (a desktop assistant, an IDE agent) over
 stdin/stdout. Every call goes to the running daemon's /mcp endpoint with the
-token of STUDIO_TOKEN (an agent principal's: studio tokens create NAME), so
-read tools answer and every command becomes a proposal that a human confirms
-in the cockpit or with studio operator confirm. Logs go to stderr.`,
+token of STUDIO_TOKEN (or --token): an agent principal's token, which it
+requires — it never falls back to the data directory's owner token, so an
+assistant never acts as the admin by a missing variable. Make one with
+
+  studio principals add claude-desktop --role agent
+  studio tokens create claude-desktop
+
+Read tools answer and every command becomes a proposal that a human confirms
+in the cockpit or with studio operator confirm. Logs go to stderr. See
+docs/mcp.md for client configurations.`,
 		Example: `  STUDIO_URL=http://127.0.0.1:8765 STUDIO_TOKEN=stu_... studio mcp`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token := cfg.token
 			if token == "" {
-				var err error
-				if token, err = clientToken(cfg); err != nil {
-					return err
-				}
+				token = os.Getenv("STUDIO_TOKEN")
+			}
+			if token == "" {
+				return exitError{exitUsage, errors.New(noMCPToken)}
 			}
 			server := cfg.server
 			if server == "" {
@@ -52,3 +61,9 @@ in the cockpit or with studio operator confirm. Logs go to stderr.`,
 		},
 	}
 }
+
+// noMCPToken is why `studio mcp` refuses to start without a token.
+const noMCPToken = `studio mcp needs an agent principal's token in STUDIO_TOKEN (or --token); it never uses the data directory's owner token. Make one:
+  studio principals add claude-desktop --role agent
+  studio tokens create claude-desktop
+and give it to the MCP client's configuration as STUDIO_TOKEN (docs/mcp.md)`

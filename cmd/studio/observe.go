@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/logrepeat"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 )
@@ -45,6 +47,9 @@ func (o coordObserver) TurnEnded(e coordinator.TurnEnded) {
 	if e.ErrorCode != "" {
 		attrs = append(attrs, "error_code", string(e.ErrorCode))
 	}
+	if e.Error != "" {
+		attrs = append(attrs, "err", redact.Text(e.Error))
+	}
 	o.log.Info("turn ended", attrs...)
 }
 
@@ -63,7 +68,7 @@ func (o coordObserver) ModelAttempt(a coordinator.ModelAttempt) {
 	attrs := []any{"conversation", a.ConversationID, "request", a.RequestID, "model", a.Model, "attempt", a.Attempt + 1,
 		"duration", a.Duration, "time_to_first_event", a.TimeToFirstEvent}
 	if a.ErrorCode != "" {
-		attrs = append(attrs, "error_code", string(a.ErrorCode), "retried", a.Retried)
+		attrs = append(attrs, "error_code", string(a.ErrorCode), "retried", a.Retried, "err", redact.Text(a.Error))
 	}
 	o.log.Info("model attempt", attrs...)
 }
@@ -96,6 +101,13 @@ func observeStore(st database, reg *metrics.Registry) {
 	})
 }
 
+// flushLog writes the summaries of failures still repeating (at exit).
+func flushLog(log *slog.Logger) {
+	if h, ok := log.Handler().(*logrepeat.Handler); ok {
+		h.Flush()
+	}
+}
+
 // newLogger builds the daemon's structured logger on w. Every duration
 // is written as seconds, a float (0.0123), in both formats: slog's JSON
 // handler would write Go's raw nanoseconds and its text handler a Go
@@ -106,13 +118,18 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds}
+	var h slog.Handler
 	switch format {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		h = slog.NewTextHandler(w, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format %q: use text or json", format)
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	// A failure that repeats (a loop retrying while the database is
+	// down) is one line and a summary, not a line per try.
+	return slog.New(logrepeat.New(h, logrepeat.Options{})), nil
 }
 
 // durationSeconds rewrites a duration attribute as seconds.

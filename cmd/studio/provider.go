@@ -25,7 +25,7 @@ const (
 // default), script[:PATH], openai, or anthropic. A remote provider whose
 // configuration is incomplete does not stop the daemon: it becomes a provider
 // that fails every call naming the setting to fix, so the cockpit and the
-// rest of the daemon work (ADR D3) and doctor shows the problem.
+// rest of the daemon work (docs/design.md §1) and doctor shows the problem.
 func newProvider(spec string) (model.Provider, error) {
 	name, arg, _ := strings.Cut(spec, ":")
 	var p model.Provider
@@ -59,16 +59,24 @@ func newProvider(spec string) (model.Provider, error) {
 
 // providerProblem says why the configured provider cannot work, "" when
 // nothing says it cannot: its configuration is incomplete, or it would call
-// the public OpenAI API without a key.
+// the public OpenAI API without a key. The provider's own base URL (a
+// --provider entry's base-url, else STUDIO_OPENAI_BASE_URL) is the one
+// judged and named.
 func providerProblem(p model.Provider) string {
 	if u, ok := p.(unavailable); ok {
 		return u.err.Message
 	}
-	if p.Name() == "openai" && os.Getenv(openai.EnvAPIKey) == "" && os.Getenv(openai.EnvAPIKeyFallback) == "" {
-		if base := os.Getenv(openai.EnvBaseURL); base == "" || strings.Contains(base, "api.openai.com") {
-			return fmt.Sprintf("no API key for %s: set %s (or %s), or point %s at a local server", openai.DefaultBaseURL,
-				openai.EnvAPIKey, openai.EnvAPIKeyFallback, openai.EnvBaseURL)
-		}
+	if o, ok := p.(*openai.Provider); ok && !o.HasKey() && strings.Contains(o.BaseURL(), "api.openai.com") {
+		return fmt.Sprintf("no API key for %s: set %s (or %s, or the variable api-key-env names), or point the base URL at a local server",
+			o.BaseURL(), openai.EnvAPIKey, openai.EnvAPIKeyFallback)
+	}
+	return ""
+}
+
+// providerURL is the address a provider calls, "" when it calls none.
+func providerURL(p model.Provider) string {
+	if e, ok := p.(interface{ BaseURL() string }); ok {
+		return e.BaseURL()
 	}
 	return ""
 }

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseProviderSpec(t *testing.T) {
 	t.Parallel()
@@ -29,5 +32,34 @@ func TestParseProviderSpec(t *testing.T) {
 	}
 	if _, err := configuredModels("offline", []string{"a=nonsense"}); err == nil {
 		t.Error("an unknown kind was accepted")
+	}
+}
+
+// TestProviderProblemNamesItsOwnURL: a --provider entry with a base-url
+// of its own is judged by that URL, never by the public API's: a local
+// server needs no key, and a public one without a key is named as given.
+func TestProviderProblemNamesItsOwnURL(t *testing.T) { // not parallel: t.Setenv
+	for _, v := range []string{"STUDIO_OPENAI_API_KEY", "OPENAI_API_KEY", "STUDIO_OPENAI_BASE_URL"} {
+		t.Setenv(v, "")
+	}
+	ms, err := configuredModels("offline", []string{"local=openai,model=llama3.1,base-url=http://127.0.0.1:11434/v1",
+		"cloud=openai,base-url=https://api.openai.com/v1/,api-key-env=STUDIO_TEST_NO_SUCH_KEY"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]string{}
+	for _, m := range ms {
+		byName[m.Name] = providerProblem(m.Provider)
+	}
+	if p := byName["local"]; p != "" {
+		t.Errorf("the entry on a local server has a problem: %q", p)
+	}
+	if p := byName["cloud"]; !strings.Contains(p, "no API key for https://api.openai.com/v1") {
+		t.Errorf("the entry on the public API without its key: %q", p)
+	}
+	for _, m := range ms {
+		if m.Name == "local" && providerURL(m.Provider) != "http://127.0.0.1:11434/v1" {
+			t.Errorf("the local entry's URL is %q", providerURL(m.Provider))
+		}
 	}
 }

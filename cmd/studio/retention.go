@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -58,20 +57,8 @@ func parseRetention(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// addRetentionFlag adds --retention to fs.
+// addRetentionFlag adds --retention to fs, with its variable.
 func addRetentionFlag(fs *pflag.FlagSet, r *retentionFlag, usage string) {
-	fs.Var(r, "retention", usage+" (env STUDIO_RETENTION; e.g. 90d; default off: kept for ever)")
-}
-
-// retention is --retention when given, else STUDIO_RETENTION.
-func retention(fs *pflag.FlagSet, r *retentionFlag) (time.Duration, error) {
-	if fs.Changed("retention") {
-		return r.d, nil
-	}
-	v := os.Getenv("STUDIO_RETENTION")
-	d, err := parseRetention(v)
-	if err != nil {
-		return 0, usageError{fmt.Errorf("STUDIO_RETENTION: %w", err)}
-	}
-	return d, nil
+	fs.Var(r, "retention", usage+" (e.g. 90d; default off: kept for ever)")
+	bindEnv(fs, "retention")
 }

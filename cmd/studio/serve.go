@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -140,6 +141,7 @@ func authProxyConfig(ho httpOptions) (*httpapi.AuthProxy, error) {
 func newServeCmd(cfg *config) *cobra.Command {
 	var o serveOptions
 	var keep retentionFlag
+	var printCfg bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: cockpit, application API and operator protocol",
@@ -148,14 +150,16 @@ func newServeCmd(cfg *config) *cobra.Command {
   STUDIO_DATABASE_URL=postgres://studio@db/studio studio serve --addr 0.0.0.0:8765`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printCfg {
+				return printConfig(cmd.OutOrStdout(), cmd, cfg.settings)
+			}
 			log, err := newLogger(os.Stderr, o.obs.logFormat, o.obs.logLevel)
 			if err != nil {
 				return usageError{err}
 			}
 			slog.SetDefault(log)
-			if o.app.retention, err = retention(cmd.Flags(), &keep); err != nil {
-				return err
-			}
+			defer flushLog(log)
+			o.app.retention = keep.d
 			if _, err := policy.ParseLevels(o.http.secondApproverFor); err != nil {
 				return usageError{fmt.Errorf("--second-approver-for: %w", err)}
 			}
@@ -177,15 +181,15 @@ func newServeCmd(cfg *config) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.obs.logFormat, "log-format", envOr("STUDIO_LOG_FORMAT", "text"), "log format on stderr: text or json (env STUDIO_LOG_FORMAT)")
-	f.StringVar(&o.obs.logLevel, "log-level", envOr("STUDIO_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error (env STUDIO_LOG_LEVEL)")
-	f.BoolVar(&o.obs.printTokenURL, "print-token-url", envOr("STUDIO_PRINT_TOKEN_URL", "") == "1",
-		"print the sign-in URL with the token on stdout even when stdout is not a terminal (env STUDIO_PRINT_TOKEN_URL=1); by default a journal or a container log gets the address and `studio token` instead")
+	f.StringVar(&o.obs.logFormat, "log-format", "text", "log format on stderr: text or json")
+	f.StringVar(&o.obs.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
+	f.BoolVar(&o.obs.printTokenURL, "print-token-url", false,
+		"print the sign-in URL with the token on stdout even when stdout is not a terminal; by default a journal or a container log gets the address and how to print the token (studio token) instead")
 	f.BoolVar(&o.obs.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-addr, without auth")
-	f.StringVar(&o.obs.metricsAddr, "metrics-addr", envOr("STUDIO_METRICS_ADDR", ""), "also serve GET /metrics here, without auth, for scrapers (env STUDIO_METRICS_ADDR; empty: only on --addr, with the token)")
-	f.StringVar(&cfg.model, "model", envOr("STUDIO_MODEL", "offline"), "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry (env STUDIO_MODEL)")
-	f.StringArrayVar(&o.app.providers, "provider", splitNonEmpty(os.Getenv("STUDIO_PROVIDERS"), ";"),
-		"one more model conversations may choose: NAME=KIND[,model=M][,base-url=U][,api-key-env=VAR][,context-tokens=N]; repeatable (env STUDIO_PROVIDERS, ;-separated)")
+	f.StringVar(&o.obs.metricsAddr, "metrics-addr", "", "also serve GET /metrics here, without auth, for scrapers (empty: only on --addr, with the token)")
+	f.StringVar(&cfg.model, "model", "offline", "the default model: offline, openai, anthropic, script[:PATH], or the name of a --provider entry")
+	f.StringArrayVar(&o.app.providers, "provider", nil,
+		"one more model conversations may choose: NAME=KIND[,model=M][,base-url=U][,api-key-env=VAR][,context-tokens=N]; repeatable")
 	f.DurationVar(&o.grace, "shutdown-grace", coordinator.DefaultShutdownGrace, "how long running turns may finish on shutdown")
 	f.IntVar(&o.turn.workers, "workers", coordinator.DefaultWorkers, "turns that talk to the model at once")
 	f.IntVar(&o.turn.maxQueued, "max-queued-turns", coordinator.DefaultMaxQueuedTurns, "new turns that may wait for a worker; past it a submission answers 429 rate_limited")
@@ -196,8 +200,8 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.IntVar(&o.app.runWorkers, "run-workers", studio.DefaultWorkers, "playbook runs that execute at once")
 	f.DurationVar(&o.app.recoveryWindow, "recovery-window", studio.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	cfg.walAutocheckpoint = new(int)
-	f.IntVar(cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", envInt("STUDIO_SQLITE_WAL_AUTOCHECKPOINT", -1),
-		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (README, \"Continuous replication\"); negative: SQLite's default, 1000 (env STUDIO_SQLITE_WAL_AUTOCHECKPOINT)")
+	f.IntVar(cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", -1,
+		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (README, \"Continuous replication\"); negative: SQLite's default, 1000")
 	addRetentionFlag(f, &keep, "remove conversations not used (no turn, frame or change) for this long, except pinned ones and ones with an active turn: checked at start and hourly, audited")
 	f.BoolVar(&o.app.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&o.app.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
@@ -208,32 +212,34 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.IntVar(&o.http.mcpCallsPerMinute, "mcp-calls-per-minute", mcpserver.DefaultCallsPerMinute, "MCP tool calls each principal may make a minute")
 	f.IntVar(&o.http.mcpCallBurst, "mcp-call-burst", mcpserver.DefaultCallBurst, "MCP tool calls each principal may make at once")
 	f.StringArrayVar(&o.http.policyFiles, "policy", nil,
-		"a team's Cedar policies, added to the built-in ones and validated at start (docs/policy.md); repeatable")
-	f.StringVar(&o.http.authProxyHeader, "auth-proxy-header", envOr("STUDIO_AUTH_PROXY_HEADER", ""),
-		"sign-in behind a proxy: the header naming the signed-in user, e.g. X-Forwarded-User, believed only from --auth-proxy-trusted (env STUDIO_AUTH_PROXY_HEADER; README \"Teams\")")
-	f.StringSliceVar(&o.http.authProxyTrusted, "auth-proxy-trusted", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_TRUSTED"), ","),
-		"the sign-in proxy's addresses (CIDRs or addresses, the TCP peer): the header from anywhere else is refused (env STUDIO_AUTH_PROXY_TRUSTED)")
-	f.StringVar(&o.http.authProxyGroupsHeader, "auth-proxy-groups-header", envOr("STUDIO_AUTH_PROXY_GROUPS_HEADER", ""),
-		"the header with the user's groups (comma-separated), e.g. X-Forwarded-Groups: then the groups set the role at every sign-in (env STUDIO_AUTH_PROXY_GROUPS_HEADER)")
-	f.StringSliceVar(&o.http.authProxyGroupRoles, "auth-proxy-group-role", splitNonEmpty(os.Getenv("STUDIO_AUTH_PROXY_GROUP_ROLES"), ","),
-		"GROUP=ROLE, e.g. studio-admins=admin,studio-ops=operator: a user's role is the highest of its mapped groups (env STUDIO_AUTH_PROXY_GROUP_ROLES)")
-	f.StringVar(&o.http.authProxyDefaultRole, "auth-proxy-default-role", envOr("STUDIO_AUTH_PROXY_DEFAULT_ROLE", string(protocol.RoleViewer)),
+		"a team's Cedar policies, added to the built-in ones and validated at start (docs/teams.md); repeatable")
+	f.StringVar(&o.http.authProxyHeader, "auth-proxy-header", "",
+		"sign-in behind a proxy: the header naming the signed-in user, e.g. X-Forwarded-User, believed only from --auth-proxy-trusted (README \"Teams\")")
+	f.StringSliceVar(&o.http.authProxyTrusted, "auth-proxy-trusted", nil,
+		"the sign-in proxy's addresses (CIDRs or addresses, the TCP peer): the header from anywhere else is refused")
+	f.StringVar(&o.http.authProxyGroupsHeader, "auth-proxy-groups-header", "",
+		"the header with the user's groups (comma-separated), e.g. X-Forwarded-Groups: then the groups set the role at every sign-in")
+	f.StringSliceVar(&o.http.authProxyGroupRoles, "auth-proxy-group-role", nil,
+		"GROUP=ROLE, e.g. studio-admins=admin,studio-ops=operator: a user's role is the highest of its mapped groups")
+	f.StringVar(&o.http.authProxyDefaultRole, "auth-proxy-default-role", string(protocol.RoleViewer),
 		"the role of a user the proxy names for the first time (and, with groups, of one in no mapped group)")
 	f.StringSliceVar(&o.http.allowedHosts, "allowed-hosts", nil, "Host header names answered besides loopback, IP addresses and the --addr host (behind a proxy: the public name; *.example.com for subdomains)")
 	f.IntVar(&o.http.maxClientConns, "max-client-conns", httpapi.DefaultMaxClientConns, "connections one client address may hold open at once (0: no cap, e.g. behind a proxy)")
 	f.IntVar(&o.http.maxConns, "max-conns", httpapi.DefaultMaxConns, "connections the --addr listener holds open at once, all clients together (0: no cap); --metrics-addr holds at most "+strconv.Itoa(httpapi.MetricsMaxConns))
 	f.DurationVar(&o.http.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "how long a request body may take to arrive")
-	f.StringVar(&o.webhook.publicURL, "public-url", envOr("STUDIO_PUBLIC_URL", ""), "the cockpit's address as people reach it (https://studio.example.com), for the links in webhook messages (env STUDIO_PUBLIC_URL; empty: no links)")
+	f.StringVar(&o.webhook.publicURL, "public-url", "", "the cockpit's address as people reach it (https://studio.example.com), for the links in webhook messages (empty: no links)")
 	f.DurationVar(&o.webhook.timeout, "webhook-timeout", webhooks.DefaultTimeout, "how long a webhook receiver may take to answer one delivery; a slower one is tried again later")
 	f.IntVar(&o.webhook.concurrency, "webhook-concurrency", webhooks.DefaultConcurrency, "webhook deliveries this daemon posts at once")
 	f.DurationVar(&o.lease.renew, "lease-renew", lease.DefaultRenew, "how often this daemon renews its lease in StateDB")
 	f.DurationVar(&o.lease.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
 	f.BoolVar(&o.lease.exitOnLoss, "exit-on-lease-loss", false, "exit (status 1) when another daemon took this one's work over, instead of rejoining as a new instance")
-	f.DurationVar(&o.lease.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail")
+	f.DurationVar(&o.lease.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail; and how long a start waits for a database it cannot reach before it exits 1, for the supervisor to start it again")
 	f.DurationVar(&cfg.pg.LockTimeout, "db-lock-timeout", postgres.DefaultLockTimeout, "PostgreSQL: longest wait for a row lock (lock_timeout); the write is then retried")
 	f.DurationVar(&cfg.pg.StatementTimeout, "db-statement-timeout", postgres.DefaultStatementTimeout, "PostgreSQL: longest statement (statement_timeout)")
 	f.DurationVar(&cfg.pg.IdleInTransactionTimeout, "db-idle-tx-timeout", postgres.DefaultIdleInTransactionTimeout,
 		"PostgreSQL: a session idle inside a transaction this long is ended, with its locks (idle_in_transaction_session_timeout); at most half the --lease-expiry")
+	bindEnv(f)
+	f.BoolVar(&printCfg, "print-config", false, "print the effective configuration, each value with its source (flag, env, file or default; secrets masked), and exit")
 	return cmd
 }
 
@@ -250,7 +256,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, o serveOptions) e
 		return err
 	}
 	if err := d.openStore(ctx); err != nil {
-		// No in-memory fallback under the same API (ADR D1): every call
+		switch {
+		case ctx.Err() != nil: // stopped while waiting for the database
+			return nil
+		case errors.Is(err, errDatabaseDown):
+			return err
+		}
+		// No in-memory fallback under the same API (docs/design.md §3): every call
 		// answers service_failure until the database is fixed and the
 		// daemon restarted.
 		log.Error("StateDB unavailable: serving service_failure for every API call", "err", err)

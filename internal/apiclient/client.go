@@ -379,7 +379,8 @@ func (c *Client) Proposals(ctx context.Context, status string) ([]protocol.Propo
 // failure it reconnects from the last sequence it delivered, with capped
 // backoff, until ctx ends or fn stops it. Typed errors (not_found,
 // replay_gap, access_revoked, auth_required, protocol_version) end it:
-// reconnecting cannot fix them. It only ever repeats reads, never a submission (ADR D7).
+// reconnecting cannot fix them. It only ever repeats reads, never a
+// submission (docs/design.md §11).
 func (c *Client) Follow(ctx context.Context, id string, after int64, onRetry func(err error, wait time.Duration), fn func(protocol.Frame) error) error {
 	return c.FollowProgress(ctx, id, after, onRetry, nil, fn)
 }

@@ -58,7 +58,7 @@ type Options struct {
 // set the figure.
 const DefaultCrossDaemonRun = "1@100/1"
 
-// DefaultLatencyRuns are the latency runs BENCHMARKS.md reports: frame ->
+// DefaultLatencyRuns are the latency runs docs/benchmarks.md reports: frame ->
 // client at 100, 1 000 and 10 000 streams; 100 conversations x 1 subscriber
 // with 8 KiB frames; 1 conversation -> 100 subscribers (1 000 frames/s, the
 // most one conversation carries with small frames); and saturation at

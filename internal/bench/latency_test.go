@@ -37,7 +37,7 @@ func TestParseLatencyRun(t *testing.T) {
 			t.Errorf("%q: no error", spec)
 		}
 	}
-	// The defaults carry the runs BENCHMARKS.md reports.
+	// The defaults carry the runs docs/benchmarks.md reports.
 	runs, err := latencyRuns(Options{Latency: DefaultLatencyRuns})
 	if err != nil {
 		t.Fatal(err)

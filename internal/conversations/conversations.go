@@ -142,9 +142,9 @@ func (s *Service) UpdateConversation(ctx context.Context, id string, req protoco
 	return View(conv), err
 }
 
-// DeleteConversation marks a conversation deleted (stage one of ADR D1's
-// two). The store refuses it (conflict) while a turn is active, in the
-// same transaction as the delete, so the engine's state needs no check
+// DeleteConversation marks a conversation deleted (stage one of two:
+// docs/design.md §3). The store refuses it (conflict) while a turn is active,
+// in the same transaction as the delete, so the engine's state needs no check
 // here.
 func (s *Service) DeleteConversation(ctx context.Context, id string) (protocol.Conversation, error) {
 	if _, err := Get(ctx, s.store, id); err != nil {

@@ -1,10 +1,10 @@
-// Package conversations is the conversation service (ADR-0083 D1, D6):
-// conversations and their lifecycle (create, list and search, rename,
-// archive, pin, choose a model, delete, restore within the recovery
-// window, fork), the pages and streams of their frames (one-use stream
-// tickets, cursors, replay gaps), the cockpit's live view reports, and the
-// visibility rules every reader of a conversation applies (another
-// principal's private conversation is not_found).
+// Package conversations is the conversation service (docs/design.md §3, §11,
+// §12): conversations and their lifecycle (create, list and search, rename,
+// archive, pin, choose a model, delete, restore within the recovery window,
+// fork), the pages and streams of their frames (one-use stream tickets,
+// cursors, replay gaps), the cockpit's live view reports, and the visibility
+// rules every reader of a conversation applies (another principal's private
+// conversation is not_found).
 //
 // It never imports the turn engine (internal/coordinator): the engine
 // imports it, for its visibility rules and the live views, and the service
@@ -23,7 +23,8 @@ import (
 
 // Defaults of Config fields left zero.
 const (
-	// DefaultTicketTTL is how long a stream ticket may be redeemed (ADR D6).
+	// DefaultTicketTTL is how long a stream ticket may be redeemed
+	// (docs/design.md §12).
 	DefaultTicketTTL = 60 * time.Second
 	// DefaultRecoveryWindow is how long a deleted conversation stays
 	// recoverable (app.DefaultRecoveryWindow).
@@ -50,7 +51,7 @@ type Config struct {
 	Store  store.Store
 	Engine Engine
 	Now    func() time.Time
-	// TicketTTL is how long a stream ticket may be redeemed (ADR D6: 60 s;
+	// TicketTTL is how long a stream ticket may be redeemed (docs/design.md §12: 60 s;
 	// default DefaultTicketTTL).
 	TicketTTL time.Duration
 	// RecoveryWindow is how long a deleted conversation stays recoverable

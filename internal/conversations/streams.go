@@ -16,8 +16,8 @@ import (
 )
 
 // CreateStreamTicket issues a one-use credential for one conversation and
-// cursor (ADR D6), minted by minter, whose credential its redemption
-// checks again. Only its SHA-256 is stored.
+// cursor (docs/design.md §12), minted by minter, whose credential its
+// redemption checks again. Only its SHA-256 is stored.
 func (s *Service) CreateStreamTicket(ctx context.Context, req protocol.StreamTicketRequest, minter store.TicketMinter) (protocol.StreamTicket, error) {
 	conv, err := Get(ctx, s.store, req.ConversationID)
 	if err != nil {
@@ -100,8 +100,8 @@ func (s *Service) openStream(ctx context.Context, convID string, after int64) (s
 	return conv, replayGap(conv, after)
 }
 
-// replayGap refuses a cursor older than the retained frames (ADR D6): the
-// stream never silently starts later.
+// replayGap refuses a cursor older than the retained frames
+// (docs/design.md §11): the stream never silently starts later.
 func replayGap(conv store.Conversation, after int64) error {
 	if after+1 < conv.RetainedFrom {
 		return protocol.Errorf(protocol.ReplayGap, "frames up to %d were purged", conv.RetainedFrom-1).

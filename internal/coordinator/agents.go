@@ -210,7 +210,7 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 
 // AgentProposedAction is the audit action of a proposal an outside agent
 // made: its actor is the agent's principal. The proposal's decision rows
-// (ADR D8, their members fixed) have the deciding human as actor.
+// (docs/design.md §10, their members fixed) have the deciding human as actor.
 const AgentProposedAction = "studio.agent.proposed"
 
 // agentProposalAudit is the audit row of a proposal an agent made, by

@@ -15,7 +15,7 @@ import (
 // its commits instead of paying a commit per frame; the store gives the
 // frames their sequences in the order they were queued (one append at a
 // time per turn, under the conversation's lock) and streams see a frame
-// only after its commit, as before.
+// only after its commit.
 //
 // The turn waits until its frames are durable (settle) where the protocol
 // needs it: before any other write of the turn (a proposal becoming
@@ -32,9 +32,9 @@ import (
 // for the store before emit waits for it: the model is slowed to the
 // store's pace instead of frames piling up. Small frames batch by the
 // hundred; large ones by a few, because what a commit carries is what its
-// frames wait for: 8 KiB frames offered far faster than a loaded machine
-// stored them waited seconds (p50 18-24 s) with only the frame bound, and
-// 3 s with 256 KiB, for no more throughput.
+// frames wait for: a looser bound made large frames wait seconds for no
+// more throughput (docs/benchmarks.md, "Throughput near the disk: pipelined
+// turns and batched rows").
 const (
 	maxQueuedFrames = 1024
 	maxQueuedBytes  = 64 << 10

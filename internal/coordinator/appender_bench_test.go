@@ -18,7 +18,7 @@ import (
 // a real SQLite store (synchronous=FULL): the turn queues each frame and
 // goes on, as a turn's owner emits; appends/frame is how many commits the
 // frames took. It ends when every frame is durable. sync=true is the turn
-// waiting for each frame's commit before the next, as before pipelining.
+// waiting for each frame's commit before the next: no pipelining.
 func BenchmarkAppender(b *testing.B) {
 	for _, sync := range []bool{false, true} {
 		b.Run(fmt.Sprintf("sync=%v", sync), func(b *testing.B) {

@@ -17,9 +17,9 @@ import (
 // backoff within the turn's model budget; attempt streams one answer into
 // text frames under its three deadlines, and a cancel ends it at once.
 
-// stream runs one model round, retrying with capped backoff when the
-// provider says the failure is retryable and the failed attempt emitted
-// nothing: no text frame, no tool call, so no proposal either (ADR D7: never
+// stream runs one model round, retrying with capped backoff when the provider
+// says the failure is retryable and the failed attempt emitted nothing: no
+// text frame, no tool call, so no proposal either (docs/design.md §13: never
 // retry past a confirmed proposal; a round proposes only after its stream
 // ended). A non-nil outcome ends the talk.
 func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
@@ -37,7 +37,7 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 		obs := ModelAttempt{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID, Model: o.model.Name,
 			Attempt: attempt, TimeToFirstEvent: a.firstEvent, Duration: a.duration, Retried: retry}
 		if a.err != nil {
-			obs.ErrorCode = a.err.Code
+			obs.ErrorCode, obs.Error = a.err.Code, a.err.Message
 		}
 		c.obs.ModelAttempt(obs)
 		switch {
@@ -53,7 +53,8 @@ func (o *owner) stream(req model.Request) ([]model.ToolCall, *outcome) {
 		if hint := time.Duration(a.err.RetryAfterMs) * time.Millisecond; hint > wait {
 			wait = min(hint, c.cfg.MaxRetryWait)
 		}
-		c.log.Warn("model call failed; retrying", "request", o.turn.RequestID, "code", a.err.Code, "attempt", attempt+1, "wait", wait)
+		c.log.Warn("model call failed; retrying", "conversation", o.turn.ConversationID, "request", o.turn.RequestID, "model", o.model.Name,
+			"code", a.err.Code, "attempt", attempt+1, "wait", wait, "err", a.err.Message)
 		o.reportRetry(attempt+2, a.err.Code, wait)
 		if out := o.sleep(wait); out != nil {
 			return nil, out

@@ -10,12 +10,13 @@ import (
 	"github.com/studio/operator/internal/studio"
 )
 
-// The confirm path on the owner's side (ADR D4 steps 4-7): re-read the
-// proposal's target, move the proposal to executing (confirmProposal),
-// execute the command while answering cancels and repeats, record its
-// outcome (finishProposal), or stop when another daemon took it over.
+// The confirm path on the owner's side (docs/design.md §9.3, steps 4-7):
+// re-read the proposal's target, move the proposal to executing
+// (confirmProposal), execute the command while answering cancels and repeats,
+// record its outcome (finishProposal), or stop when another daemon took it
+// over.
 
-// confirm runs a pending proposal to its end (ADR D4 steps 4-7): its
+// confirm runs a pending proposal to its end (docs/design.md §9.3, steps 4-7): its
 // checks and its confirmation here, its execution in executeConfirmed.
 func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal) (step, bool) {
 	c := o.c
@@ -91,7 +92,7 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 
 // executeConfirmed executes a proposal its owner just confirmed (now
 // executing), records its outcome, answers the decision and its repeats,
-// and picks the turn's next step (ADR D4 steps 6-7).
+// and picks the turn's next step (docs/design.md §9.3, steps 6-7).
 func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd studio.Command, p store.Proposal) (step, bool) {
 	c := o.c
 	result, execErr := o.execute(cmd, p)

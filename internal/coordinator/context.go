@@ -12,9 +12,9 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// The model context budget of ADR D7: the newest complete turns that fit both
-// caps, added newest to oldest by whole turn. The system prompt and tool
-// schemas are budgeted separately.
+// The model context budget (docs/design.md §13): the newest complete turns
+// that fit both caps, added newest to oldest by whole turn. The system prompt
+// and tool schemas are budgeted separately.
 const (
 	maxContextFrames = 64
 	maxContextBytes  = 128 << 10

@@ -66,8 +66,8 @@ const (
 )
 
 // personAudit is the audit row of an act of the request's principal, or
-// nil for the daemon's own work (no principal): that is recorded where it
-// happens, as before.
+// nil for the daemon's own work (no principal): that work writes its own
+// audit row where it happens.
 func personAudit(ctx context.Context, action, target string, details map[string]any, now time.Time) *store.AppendAdminEventParams {
 	name := principalName(ctx)
 	if name == "" {

@@ -128,7 +128,7 @@ type Config struct {
 	Instance string
 	// Shared says other daemons share the database (PostgreSQL; see the
 	// package comment). Unset, the daemon holds it alone (SQLite): its
-	// start ends every earlier process's unfinished work, as before.
+	// start ends every earlier process's unfinished work.
 	Shared bool
 	// ClaimInterval is how often an idle daemon looks for queued turns to
 	// claim besides when it is told of one (Shared only).

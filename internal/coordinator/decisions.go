@@ -15,14 +15,14 @@ import (
 // applies it (parked.go). A proposal that is no longer pending is
 // answered from the store. SettleProposal records a reconciled outcome.
 
-// Confirm is ADR D4's confirmation: the request is checked here (hash, and
-// the target version when given — omitted means the version the proposal
-// was made for), then the turn's owner re-reads the proposal and its target,
-// refuses an expired proposal, a changed target or an archived
+// Confirm is the confirmation of docs/design.md §9.3: the request is checked
+// here (hash, and the target version when given — omitted means the version
+// the proposal was made for), then the turn's owner re-reads the proposal and
+// its target, refuses an expired proposal, a changed target or an archived
 // conversation, appends the confirmed audit row and moves the proposal to
-// executing in one transaction, executes the command, records its result
-// with its audit row and frames, and continues the turn. A proposal that is
-// no longer pending answers its stored outcome.
+// executing in one transaction, executes the command, records its result with
+// its audit row and frames, and continues the turn. A proposal that is no
+// longer pending answers its stored outcome.
 func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, req protocol.ConfirmProposalRequest) (protocol.ProposalResult, error) {
 	if req.ExpectedCommandHash == "" {
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Validation, "expectedCommandHash is required").With("field", "expectedCommandHash")
@@ -43,7 +43,8 @@ func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, re
 }
 
 // sameVersion checks the client's expected target version against the
-// proposal's; an omitted one is the proposal's own (ADR D4: optional).
+// proposal's; an omitted one is the proposal's own (optional:
+// docs/design.md §9.3, step 3).
 func sameVersion(expected *string, target *protocol.ResourceVersion) bool {
 	if expected == nil {
 		return true

@@ -1,5 +1,5 @@
-// Package coordinator owns the operator's turns (ADR-0083 D1, D2, D4, D7,
-// D8): submission with one active turn per conversation and a bounded
+// Package coordinator owns the operator's turns (docs/design.md §6, §9,
+// §10, §13): submission with one active turn per conversation and a bounded
 // queue, the model loop with deadlines and retries, tool calls and
 // effects, the proposal lifecycle (propose, confirm, deny, expire,
 // execute, reconcile), cancellation, restart recovery and shutdown. Every

@@ -76,11 +76,11 @@ func (o *owner) durableWrite(what string, write func(ctx context.Context) error,
 		}
 		unsure = unsure || store.IsCommitUnknown(err)
 		if time.Since(start)+wait > c.cfg.OutageBudget {
-			c.log.Error(what+": the database stayed unavailable; giving up", "request", o.turn.RequestID, "attempts", attempt,
+			c.log.Error(what+": the database stayed unavailable; giving up", "conversation", o.turn.ConversationID, "request", o.turn.RequestID, "attempts", attempt,
 				"budget", c.cfg.OutageBudget, "err", err)
 			return err
 		}
-		c.log.Warn(what+": the database is unavailable; retrying", "request", o.turn.RequestID, "attempt", attempt, "wait", wait, "err", err)
+		c.log.Warn(what+": the database is unavailable; retrying", "conversation", o.turn.ConversationID, "request", o.turn.RequestID, "attempt", attempt, "wait", wait, "err", err)
 		if !reported {
 			o.saveProgress()
 			reported = true

@@ -8,7 +8,7 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// AckEffect records the client's acknowledgement of an effect (ADR D5):
+// AckEffect records the client's acknowledgement of an effect (docs/design.md §8):
 // applied must report the route the effect leads to, rejected must carry one
 // of the five codes; a repeat identical to the first is answered unchanged, a
 // contradictory one is conflict, and an expired effect is stale_context.

@@ -60,10 +60,10 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 			o.answerCancels()
 			return
 		}
-		c.log.Error("end turn; retrying", "request", o.turn.RequestID, "status", status, "wait", wait, "err", err)
+		c.log.Error("end turn; retrying", "conversation", o.turn.ConversationID, "request", o.turn.RequestID, "status", status, "wait", wait, "err", err)
 		o.answerCancels() // they learn the turn's state now, not when the store is back
 		if !o.wait(wait, c.abandon) {
-			c.log.Error("end turn: gave up at shutdown; the next start fails the turn", "request", o.turn.RequestID)
+			c.log.Error("end turn: gave up at shutdown; the next start fails the turn", "conversation", o.turn.ConversationID, "request", o.turn.RequestID, "err", err)
 			o.answerCancels()
 			return
 		}
@@ -72,15 +72,16 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 	o.indeterminate = nil
 	o.answerCancels()
 	var code protocol.ErrorCode
+	var message string
 	if perr != nil {
-		code = perr.Code
+		code, message = perr.Code, perr.Message
 	}
 	var model string
 	if o.model != nil {
 		model = o.model.Name
 	}
 	c.obs.TurnEnded(TurnEnded{ConversationID: o.turn.ConversationID, RequestID: o.turn.RequestID, Model: model, Outcome: status.Outcome(),
-		ErrorCode: code, Duration: time.Since(o.since), Frames: o.frames + 1})
+		ErrorCode: code, Error: message, Duration: time.Since(o.since), Frames: o.frames + 1})
 }
 
 // answerCancels answers the cancels that waited for the turn's end.

@@ -466,7 +466,7 @@ func TestRecoveryReportsTheTurnsItEnds(t *testing.T) {
 
 // A tool's error quotes what it was given; a secret in it (a token the
 // model pasted as a name) reaches the frames neither in the call's
-// arguments nor in its error (ADR D3).
+// arguments nor in its error (docs/design.md §16).
 func TestToolErrorsAreRedacted(t *testing.T) {
 	t.Parallel()
 	const token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"

@@ -10,7 +10,7 @@ import (
 )
 
 // Recover makes the store true after a previous process stopped, then
-// starts the sweeper (ADR D1, DESIGN.md §7). A daemon alone with its
+// starts the sweeper (docs/design.md §6). A daemon alone with its
 // database (not Shared) knows every earlier process is gone:
 //   - turns left queued or running are failed with service_restarted;
 //   - a proposal left executing is indeterminate — its outcome is unknown,

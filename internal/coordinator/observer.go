@@ -59,6 +59,7 @@ type TurnEnded struct {
 	Model          string // the configured model's name; "" when unknown (recovery)
 	Outcome        protocol.Outcome
 	ErrorCode      protocol.ErrorCode // "" when none
+	Error          string             // the failure's message, "" when none
 	Duration       time.Duration      // from acceptance (or adoption) to the durable done
 	Frames         int                // frames this process appended for it
 	// Recovered: a previous process left the turn unfinished and start-up
@@ -82,6 +83,7 @@ type ModelAttempt struct {
 	TimeToFirstEvent time.Duration // 0 when no event came
 	Duration         time.Duration
 	ErrorCode        protocol.ErrorCode // "" on success
+	Error            string             // the failure's message (the provider's words, redacted); "" on success
 	Retried          bool               // the failure is retried
 }
 

@@ -13,19 +13,20 @@ import (
 	"github.com/studio/operator/internal/studio"
 )
 
-// The proposal lifecycle (ADR D4, D8). A proposal is made by its turn's
-// owner (propose, here) and every later transition is made by that owner
-// too (parked.go's decisions, confirm.go; ending.go closes what is left
-// open), with one function per transition in transitions.go. Here too:
-// the reads and the wire views of proposals.
+// The proposal lifecycle (docs/design.md §9, §10). A proposal is made by its
+// turn's owner (propose, here) and every later transition is made by that
+// owner too (parked.go's decisions, confirm.go; ending.go closes what is left
+// open), with one function per transition in transitions.go. Here too: the
+// reads and the wire views of proposals.
 
-// propose turns a command tool's output into a pending proposal (ADR D4
-// steps 1-2): the command is validated against the current state by the
-// application (a command that could not run is the tool's validation,
-// not_found or conflict result, and no proposal), then stored with its
-// canonical hash, target, summary, risk, a fresh idempotency key and expiry,
-// and its proposal and confirmation(required) frames. If it cannot be
-// stored the tool answers audit_unavailable and nothing will execute.
+// propose turns a command tool's output into a pending proposal
+// (docs/design.md §9.3, steps 1-2): the command is validated against the
+// current state by the application (a command that could not run is the
+// tool's validation, not_found or conflict result, and no proposal), then
+// stored with its canonical hash, target, summary, risk, a fresh idempotency
+// key and expiry, and its proposal and confirmation(required) frames. If it
+// cannot be stored the tool answers audit_unavailable and nothing will
+// execute.
 func (o *owner) propose(callID string, cmd studio.Command) error {
 	c, t := o.c, o.turn
 	if c.cfg.Commands == nil {

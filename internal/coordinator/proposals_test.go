@@ -6,9 +6,9 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// TestSameCommandNewProposalNewHash: the same command proposed in two
-// turns is two proposals with two hashes (ADR D4), each the hash of its
-// command bound to its id; a hash of one never confirms the other.
+// TestSameCommandNewProposalNewHash: the same command proposed in two turns
+// is two proposals with two hashes (docs/design.md §9.1), each the hash of
+// its command bound to its id; a hash of one never confirms the other.
 func TestSameCommandNewProposalNewHash(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, engineOpts{script: &toggleScript})

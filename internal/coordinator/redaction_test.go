@@ -10,8 +10,9 @@ import (
 )
 
 // A playbook whose prompt holds host paths and secrets: what a read tool
-// returns of it reaches the tool_result frame redacted (ADR D3), whatever
-// the shape of the secret, and what the cockpit uses (routes, names) stays.
+// returns of it reaches the tool_result frame redacted (docs/design.md §16),
+// whatever the shape of the secret, and what the cockpit uses (routes, names)
+// stays.
 func TestToolResultsAreRedacted(t *testing.T) {
 	t.Parallel()
 	secrets := []string{"/opt/studio/creds.txt", "/srv/app/.env", "/etc/shadow", "hunter2",

@@ -156,7 +156,7 @@ func toolError(c *Coordinator, err error) *protocol.Error {
 	}
 	// A message or detail may quote what the model sent or what the
 	// application holds (a name, an input): secrets in it never reach
-	// frames either (ADR D3). A copy: the error may be shared.
+	// frames either (docs/design.md §16). A copy: the error may be shared.
 	out := *pe
 	out.Message = redactpkg.Text(pe.Message)
 	if len(pe.Details) > 0 {
@@ -172,7 +172,7 @@ func toolError(c *Coordinator, err error) *protocol.Error {
 }
 
 // redact removes secrets and absolute host paths from a JSON result: they
-// never reach frames (ADR D3).
+// never reach frames (docs/design.md §16).
 func redact(b []byte) []byte { return redactpkg.JSON(b) }
 
 // boundResult keeps a result within maxToolResultBytes, saying so when cut.

@@ -44,7 +44,7 @@ type createParams struct {
 }
 
 // createProposal: a new pending proposal, with its proposal and
-// confirmation(required) frames (ADR D4 step 2).
+// confirmation(required) frames (docs/design.md §9.3, step 2).
 func (c *Coordinator) createProposal(ctx context.Context, cp createParams) error {
 	_, err := c.store.CreateProposal(ctx, store.CreateProposalParams{Proposal: cp.proposal, Now: cp.now, Audit: cp.audit})
 	return err
@@ -223,7 +223,7 @@ type confirmParams struct {
 }
 
 // confirmProposal: pending to executing with the confirmed audit row and
-// frame, before anything executes (ADR D4 step 5, D8).
+// frame, before anything executes (docs/design.md §9.3, step 5; §10).
 func (c *Coordinator) confirmProposal(ctx context.Context, cp confirmParams) (store.Proposal, error) {
 	p, by, now := cp.proposal, cp.by, c.now()
 	confirmed := p
@@ -347,7 +347,8 @@ type auditParams struct {
 	now      time.Time
 }
 
-// auditRow builds the ADR D8 admin_events row for one proposal transition.
+// auditRow builds the admin_events row (docs/design.md §10) for one proposal
+// transition.
 func auditRow(p store.Proposal, ap auditParams) store.AppendAdminEventParams {
 	result := ap.result
 	if result == nil {

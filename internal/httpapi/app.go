@@ -13,7 +13,7 @@ import (
 	"github.com/studio/operator/internal/studio"
 )
 
-// The cockpit's application API (DESIGN.md §5): /api/app/... over the same
+// The cockpit's application API (docs/design.md §5): /api/app/... over the same
 // application services the operator's tools call, with no model and no dock
 // involved. Every change goes through studio.Service.Execute with the manual
 // trigger, so it is validated, version-checked, applied in one transaction

@@ -62,7 +62,7 @@ func TokenDisplayPrefix(token string) string {
 
 // bearerToken is the request's bearer token. A credential in the URL is
 // refused even alongside a valid header: tokens never belong in URLs or
-// logs (ADR D6).
+// logs (docs/design.md §12).
 func bearerToken(r *http.Request) (string, error) {
 	q := r.URL.Query()
 	if q.Has("token") || q.Has("access_token") {

@@ -21,9 +21,9 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// The edge: what every request passes before the mux routes it (ADR D6,
-// DESIGN.md §12). Each check is one middleware, so that others (request
-// logging, metrics) compose with them.
+// The edge: what every request passes before the mux routes it
+// (docs/design.md §16; docs/api.md, "The HTTP edge"). Each check is one
+// middleware, so that others (request logging, metrics) compose with them.
 
 const (
 	// HeaderLimit bounds a request's headers: above it the answer is a typed

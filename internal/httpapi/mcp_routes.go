@@ -10,15 +10,32 @@ import (
 
 // The MCP endpoint (internal/mcpserver) behind the daemon's edge: the same
 // Host allow-list, header and body limits and access log as the API, the
-// principals' bearer tokens (never in the query), and what the MCP
-// authorization spec asks of a resource server — a 401 whose
-// WWW-Authenticate points at the protected-resource metadata (RFC 9728),
-// served here, and a refused foreign Origin.
+// principals' bearer tokens (never in the query), a refused foreign Origin,
+// and 405 with Allow for every method but POST (a stateless server has no
+// stream to GET and no session to DELETE).
+//
+// Studio does not take part in MCP's OAuth authorization (optional in the
+// MCP specification): its tokens are the principals' personal tokens
+// (studio tokens create), no authorization server issues them. So a
+// refused credential's 401 names no protected-resource metadata, and the
+// well-known addresses an OAuth client probes answer 404 with what to do
+// instead: send the token in the Authorization header.
 
-// ResourceMetadataPath is the RFC 9728 protected-resource metadata
-// document of /mcp; ResourceMetadataPath + "/mcp" serves it too (the
-// path-suffixed form of RFC 9728 §3.1).
+// ResourceMetadataPath is where RFC 9728 clients look for the
+// protected-resource metadata of /mcp (and ResourceMetadataPath + "/mcp",
+// its path-suffixed form); Studio serves none there.
 const ResourceMetadataPath = "/.well-known/oauth-protected-resource"
+
+// oauthDiscoveryPaths are the addresses an OAuth client of the MCP
+// authorization spec probes; each answers noOAuth.
+var oauthDiscoveryPaths = []string{ResourceMetadataPath, ResourceMetadataPath + "/mcp",
+	"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"}
+
+// BearerHint says how an MCP client authenticates; the 401 of /mcp and
+// the OAuth discovery addresses say it.
+const BearerHint = "Studio's MCP endpoint takes a principal's bearer token, not OAuth: create one with " +
+	"`studio principals add NAME --role agent` and `studio tokens create NAME`, then send it as the header " +
+	"`Authorization: Bearer stu_…` (see docs/mcp.md)"
 
 func (s *Server) mcpRoutes() {
 	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -29,26 +46,20 @@ func (s *Server) mcpRoutes() {
 	}
 	m := s.mux
 	m.Handle("POST /mcp", s.mcpAuthed(h))
-	// Stateless: no server stream to open, so GET /mcp is the mux's 405
-	// (as the transport's spec asks of a server without one).
-	m.HandleFunc("GET "+ResourceMetadataPath, s.handleResourceMetadata)
-	m.HandleFunc("GET "+ResourceMetadataPath+"/mcp", s.handleResourceMetadata)
-}
-
-// baseURL is the daemon's URL as the request reached it (its Host passed
-// the allow-list).
-func baseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	m.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, protocol.ErrorBody{Error: protocol.Errorf(protocol.Validation,
+			"the MCP endpoint takes POST only: Streamable HTTP, stateless (no stream to GET, no session to DELETE)").With("reason", "method_not_allowed")})
+	})
+	for _, p := range oauthDiscoveryPaths {
+		m.HandleFunc("GET "+p, s.handleNoOAuth)
 	}
-	return scheme + "://" + r.Host
 }
 
 // mcpAuthed is authed for /mcp: a foreign Origin is refused before
 // anything else (a page on another site must not drive the tools with a
-// token it got hold of), and a refused credential's 401 names the
-// resource metadata.
+// token it got hold of), and a refused credential's 401 says how to get
+// and send a token.
 func (s *Server) mcpAuthed(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r) {
@@ -57,8 +68,9 @@ func (s *Server) mcpAuthed(h http.Handler) http.Handler {
 		}
 		p, _, err := s.authenticate(r)
 		if err != nil {
-			if protocol.IsCode(err, protocol.AuthRequired) {
-				w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+baseURL(r)+ResourceMetadataPath+`"`)
+			if pe := protocol.ErrorOf(err); pe.Code == protocol.AuthRequired {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
+				err = protocol.Errorf(protocol.AuthRequired, "%s. %s", pe.Message, BearerHint).With("reason", "bearer_token_required")
 			}
 			s.writeError(w, r, err)
 			return
@@ -86,19 +98,8 @@ func sameOrigin(origin string, r *http.Request) bool {
 	return strings.EqualFold(u.Scheme, scheme) && strings.EqualFold(u.Host, r.Host)
 }
 
-// ResourceMetadata is the RFC 9728 protected-resource metadata of /mcp.
-// Tokens are the principals' personal tokens (studio team tokens create):
-// no authorization server issues them.
-type ResourceMetadata struct {
-	Resource               string   `json:"resource"`
-	AuthorizationServers   []string `json:"authorization_servers"`
-	BearerMethodsSupported []string `json:"bearer_methods_supported"`
-	ResourceName           string   `json:"resource_name"`
-	ResourceDocumentation  string   `json:"resource_documentation,omitempty"`
-}
-
-// handleResourceMetadata serves the metadata; like /healthz it is open.
-func (s *Server) handleResourceMetadata(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, ResourceMetadata{Resource: baseURL(r) + "/mcp", AuthorizationServers: []string{},
-		BearerMethodsSupported: []string{"header"}, ResourceName: "Studio operator (MCP)"})
+// handleNoOAuth answers an OAuth client's discovery: 404, no metadata,
+// and how to authenticate instead. Like /healthz it is open.
+func (s *Server) handleNoOAuth(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, protocol.Errorf(protocol.NotFound, "%s", BearerHint).With("reason", "no_oauth"))
 }

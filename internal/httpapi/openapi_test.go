@@ -99,8 +99,10 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("GET", "/readyz", "", 200)
 	call("GET", "/api/openapi.json", "", 200)
 	call("GET", "/metrics", "", 200)
-	call("GET", "/.well-known/oauth-protected-resource", "", 200)
-	call("GET", "/.well-known/oauth-protected-resource/mcp", "", 200)
+	call("GET", "/.well-known/oauth-protected-resource", "", 404)
+	call("GET", "/.well-known/oauth-protected-resource/mcp", "", 404)
+	call("GET", "/.well-known/oauth-authorization-server", "", 404)
+	call("GET", "/.well-known/openid-configuration", "", 404)
 	call("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 404) // this daemon serves no MCP
 
 	conv := field(call("POST", "/api/operator/conversations", `{"title":"tour"}`, 201), "id")

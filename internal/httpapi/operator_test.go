@@ -137,7 +137,7 @@ func TestRawBodiesAreStrict(t *testing.T) {
 	if code, b := post(`{"version":2,"instruction":"x","context":{"space":"mission","route":"/"},"expectedLastSequence":0}`); code != 400 || !strings.Contains(b, `"protocol_version"`) {
 		t.Errorf("version 2: %d %s", code, b)
 	}
-	// The ADR's snake_case spelling is accepted.
+	// The contract's snake_case spelling is accepted (docs/design.md §4).
 	code, b := post(`{"instruction":"x","context":{"space":"mission","route":"/"},"expected_last_sequence":0}`)
 	if code != 202 {
 		t.Fatalf("snake_case body: %d %s", code, b)

@@ -56,7 +56,7 @@ func confirmReq(p protocol.CommandProposal) protocol.ConfirmProposalRequest {
 }
 
 // auditTrail returns the decisions of a proposal's audit rows, oldest first,
-// checking each row's exact ADR D8 key set.
+// checking each row's exact key set (docs/design.md §10).
 func (h *harness) auditTrail(proposalID string) []protocol.CommandAudit {
 	h.t.Helper()
 	rows, err := h.store.ListAdminEvents(h.ctx(), store.ListAdminEventsParams{Action: protocol.AuditAction, TargetID: proposalID})

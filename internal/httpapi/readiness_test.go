@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // fakeLease is a LeaseHolder the test switches.
@@ -41,15 +44,7 @@ func (l *fakeLease) set(err error) {
 // the database is closed. /healthz (liveness) stays 200 throughout.
 func TestReadyz(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	v, err := st.Migrate(t.Context(), storetest.Epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, v := migratedStore(t, filepath.Join(t.TempDir(), "studio.db"))
 	lease := &fakeLease{}
 	migrations := v
 	var mu sync.Mutex
@@ -135,4 +130,79 @@ func TestReadyzDraining(t *testing.T) {
 	if c, b := status(); c != 503 || b != `{"status":"not_ready","reason":"shutting down"}` {
 		t.Fatalf("after Drain: %d %s", c, b)
 	}
+}
+
+// TestReadyzWriterStalled: while a write waits for SQLite's group-commit
+// writer longer than the limit (here another process holds the database
+// file's write lock), /readyz answers 503 "StateDB writer stalled"; once
+// the write goes through the daemon is ready again.
+func TestReadyzWriterStalled(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "studio.db")
+	st, v := migratedStore(t, path)
+	api := httpapi.New(httpapi.Config{Token: testToken, Logger: quietLogger(),
+		Ready: httpapi.WithWriterStall(httpapi.StoreReadiness(st, v, nil), st.WriterOldestWait, 300*time.Millisecond)})
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	defer api.Close()
+	readyz := func() string {
+		resp, err := srv.Client().Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b))
+	}
+	if b := readyz(); b != `{"status":"ready"}` {
+		t.Fatalf("before the stall: %s", b)
+	}
+
+	// Another connection takes the write lock, as a stalled disk would
+	// hold the writer.
+	locker, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	conn, err := locker.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `BEGIN EXCLUSIVE`); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := st.CreateConversation(context.Background(), store.CreateConversationParams{ID: "stalled", Now: storetest.Epoch})
+		wrote <- err
+	}()
+	testutil.Eventually(t, func() bool { return readyz() == `{"status":"not_ready","reason":"StateDB writer stalled"}` },
+		"/readyz says the writer is stalled")
+	if _, err := conn.ExecContext(t.Context(), `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if b := readyz(); b != `{"status":"ready"}` {
+		t.Fatalf("after the stall: %s", b)
+	}
+}
+
+// migratedStore opens a new migrated database at path, closed when t
+// ends, and returns it with its schema version.
+func migratedStore(t *testing.T, path string) (*sqlite.Store, int) {
+	t.Helper()
+	st, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	v, err := st.Migrate(t.Context(), storetest.Epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, v
 }

@@ -18,7 +18,9 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite the route table in doc
 
 // openRoutes answer without a token.
 var openRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /api/openapi.json": true,
-	"GET " + httpapi.ResourceMetadataPath: true, "GET " + httpapi.ResourceMetadataPath + "/mcp": true}
+	"GET " + httpapi.ResourceMetadataPath: true, "GET " + httpapi.ResourceMetadataPath + "/mcp": true,
+	"GET /.well-known/oauth-authorization-server": true, "GET /.well-known/openid-configuration": true,
+	"/mcp": true} // every method but POST: 405
 
 // TestRouteActionsCoverTheRouter fails for a route the server registers
 // without a policy action, and for an entry no route has.

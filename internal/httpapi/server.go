@@ -1,7 +1,8 @@
-// Package httpapi is the HTTP adapter of the operator protocol (ADR-0083 D6)
-// and of the cockpit's application API: routing, bearer authentication,
-// stream tickets, strict request decoding, the one error-to-status mapping,
-// and Server-Sent Events. It also holds the Go client the CLI and tests use.
+// Package httpapi is the HTTP adapter of the operator protocol and of the
+// cockpit's application API (docs/design.md §5): routing, bearer
+// authentication, stream tickets, strict request decoding, the one
+// error-to-status mapping, and Server-Sent Events. The Go client of this API
+// is internal/apiclient.
 package httpapi
 
 import (
@@ -324,7 +325,7 @@ func jsonMediaType(ct string) bool {
 }
 
 // handleHealthz is the open health check: ok or degraded, nothing more
-// without the token (DESIGN.md §12).
+// without the token (docs/design.md §16).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, health{Status: "ok"})
 }
@@ -335,14 +336,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // behind a reason is only for a caller with it. Liveness stays /healthz: a
 // daemon that is not ready must not be restarted for it.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	reason, err := "", error(nil)
-	if s.draining.Load() {
-		reason = "shutting down"
-	} else if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-		reason, err = s.cfg.Ready(ctx)
-		cancel()
-	}
+	reason, err := s.Readiness(r.Context())
 	if reason == "" {
 		writeJSON(w, http.StatusOK, readiness{Status: "ready"})
 		return
@@ -352,6 +346,20 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		rd.Detail = redact.Text(err.Error())
 	}
 	writeJSON(w, http.StatusServiceUnavailable, rd)
+}
+
+// Readiness is what /readyz answers: "" when the daemon takes work, else
+// why not, with the error behind it (for the metrics as for /readyz).
+func (s *Server) Readiness(ctx context.Context) (reason string, err error) {
+	if s.draining.Load() {
+		return "shutting down", nil
+	}
+	if s.cfg.Ready == nil {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return s.cfg.Ready(ctx)
 }
 
 // readyTimeout bounds the readiness check: a database that does not answer

@@ -30,7 +30,7 @@ const flushAt = 16 << 10
 const replayFlushAt = 64 << 10
 
 // handleStream serves GET .../stream?after_sequence=N as Server-Sent Events
-// (ADR D6, DESIGN.md §6): committed frames after the cursor, in order, then
+// (docs/design.md §11): committed frames after the cursor, in order, then
 // live frames as they commit, with comment heartbeats, until the client
 // leaves or the server closes.
 //

@@ -8,12 +8,12 @@ import (
 )
 
 // Unavailable is the daemon's API when StateDB cannot be opened or migrated
-// (ADR D1): authenticated calls answer service_failure (503) — there is no
-// in-memory fallback under the same API. The open /readyz says not ready;
-// the open /healthz says degraded
-// and nothing else; with the token it also says why. Neither names a host
-// path: the full reason is in the daemon's log. The edge (Host check,
-// security headers, header and body limits) is the Server's.
+// (docs/design.md §3): authenticated calls answer service_failure (503) —
+// there is no in-memory fallback under the same API. The open /readyz says
+// not ready; the open /healthz says degraded and nothing else; with the token
+// it also says why. Neither names a host path: the full reason is in the
+// daemon's log. The edge (Host check, security headers, header and body
+// limits) is the Server's.
 func Unavailable(cfg Config, reason string) http.Handler {
 	s := newServer(Config{Token: cfg.Token, Logger: cfg.Logger, AllowedHosts: cfg.AllowedHosts, BodyTimeout: cfg.BodyTimeout})
 	reason = redact.Text(reason)

@@ -60,33 +60,25 @@ type Pending struct {
 
 // commandTool makes a command a proposal of the caller's conversation for
 // its client. A client of protocol 2026-07-28 that can open URLs is asked
-// (a URL-mode elicitation, multi round-trip) to open the proposal's card;
-// whatever it answers, the retried call only reports the proposal.
+// (a URL-mode elicitation, multi round-trip) to open a new proposal's
+// card — once: not again for a resend that finds it pending (existing);
+// whatever it answers, the retried call only reports the proposal, and
+// only a proposal of this command and this client.
 func (s *Server) commandTool(spec tools.Spec) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if state := req.Params.RequestState; state != "" {
-			// The retry after the elicitation: its answer is ignored on
-			// purpose — it is the client's, never a human's consent.
-			if _, err := uuid.Parse(state); err != nil {
-				return failed(protocol.Errorf(protocol.Validation, "requestState is not a proposal id")), nil
-			}
-			st, err := s.cfg.Coordinator.FindProposal(ctx, state)
-			if err != nil {
-				return failed(err), nil
-			}
-			return success(s.view(ctx, st, false)), nil
-		}
 		p, err := principal(ctx)
 		if err != nil {
 			return failed(err), nil
 		}
-		client := ""
-		if ci := req.ClientInfo(); ci != nil {
-			client = ci.Name
-		}
+		client := clientName(req)
 		conv, err := s.cfg.Coordinator.AgentConversation(ctx, p, client)
 		if err != nil {
 			return failed(err), nil
+		}
+		if state := req.Params.RequestState; state != "" {
+			// The retry after the elicitation: its answer is ignored on
+			// purpose — it is the client's, never a human's consent.
+			return s.retried(ctx, spec, conv.ID, state), nil
 		}
 		ap, err := s.cfg.Coordinator.ProposeForAgent(ctx, coordinator.AgentCommand{ConversationID: conv.ID, Tool: spec.ID,
 			Arguments: jsontext.Value(arguments(req)), Client: client})
@@ -94,16 +86,40 @@ func (s *Server) commandTool(spec tools.Spec) mcp.ToolHandler {
 			return failed(err), nil
 		}
 		v := s.view(ctx, ap.Proposal, ap.Existing)
-		if canOpenURL(req) {
+		if canOpenURL(req) && !ap.Existing && v.Status == "pending" {
 			return &mcp.CallToolResult{
-				InputRequests: mcp.InputRequestMap{"open_proposal": &mcp.ElicitParams{Mode: "url", URL: v.CockpitURL, ElicitationID: v.ProposalID,
-					Message: fmt.Sprintf("Studio proposal %s waits for a human with the %s role: %s. Open it in the cockpit to review it; only a confirmation there runs it.",
-						short(v.ProposalID), v.ConfirmRole, v.Summary)}},
-				RequestState: v.ProposalID,
+				InputRequests: mcp.InputRequestMap{"open_proposal": openProposal(v)},
+				RequestState:  v.ProposalID,
 			}, nil
 		}
 		return success(v), nil
 	}
+}
+
+// retried reports the proposal a retried call's requestState names, when
+// it is this command's, in this client's conversation: never another
+// proposal the caller happens to see.
+func (s *Server) retried(ctx context.Context, spec tools.Spec, convID, state string) *mcp.CallToolResult {
+	mismatch := protocol.Errorf(protocol.Validation, "requestState does not name a proposal of this %s call; call the tool again without it", spec.ID).
+		With("field", "requestState")
+	if _, err := uuid.Parse(state); err != nil {
+		return failed(mismatch)
+	}
+	st, err := s.cfg.Coordinator.FindProposal(ctx, state)
+	if protocol.IsCode(err, protocol.NotFound) || err == nil && (st.CommandType != spec.ID || st.ConversationID != convID) {
+		return failed(mismatch)
+	}
+	if err != nil {
+		return failed(err)
+	}
+	return success(s.view(ctx, st, false))
+}
+
+// openProposal asks a client to open a pending proposal's card.
+func openProposal(v Pending) *mcp.ElicitParams {
+	return &mcp.ElicitParams{Mode: "url", URL: v.CockpitURL, ElicitationID: v.ProposalID,
+		Message: fmt.Sprintf("Studio proposal %s waits for a human with the %s role: %s. Open it in the cockpit to review it; only a confirmation there runs it.",
+			short(v.ProposalID), v.ConfirmRole, v.Summary)}
 }
 
 // canOpenURL reports whether the client takes URL-mode elicitation as an
@@ -122,7 +138,7 @@ func (s *Server) getProposal(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		ProposalID string `json:"proposalId"`
 	}
 	if err := protocol.Unmarshal(arguments(req), &in); err != nil {
-		return failed(protocol.Errorf(protocol.Validation, "%v", err)), nil
+		return failed(err), nil
 	}
 	if _, err := uuid.Parse(in.ProposalID); err != nil {
 		return failed(protocol.Errorf(protocol.Validation, "proposalId must be a proposal's id").With("field", "proposalId")), nil
@@ -154,8 +170,8 @@ func (s *Server) view(ctx context.Context, st protocol.ProposalState, existing b
 	}
 	switch v.Status {
 	case "pending":
-		v.Note = fmt.Sprintf("Not executed. A human with the %s role must confirm it in Studio (cockpit, or `studio operator confirm %s`); call get_proposal to follow it.",
-			v.ConfirmRole, short(st.ID))
+		v.Note = fmt.Sprintf("Not executed. A human with the %s role must confirm it in Studio (cockpit, or `studio operator confirm %s`); "+
+			"follow it with get_proposal at most every %s, until expiresAt.", v.ConfirmRole, short(st.ID), pollHint)
 	case "executing":
 		v.Note = "Confirmed by a human; executing."
 	case "succeeded":

@@ -3,10 +3,15 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/studio/operator/internal/protocol"
@@ -14,16 +19,24 @@ import (
 
 // Proxy serves a daemon's /mcp tools over another transport (stdio, for a
 // desktop assistant that launches `studio mcp`): every call goes to the
-// daemon, as the token's principal, so the daemon's rules hold unchanged.
-// The daemon sees the local client's name (its agent conversation is named
-// after it).
+// daemon, as the token's principal, so the daemon's rules hold unchanged —
+// its decisions and errors reach the local client as they are. The daemon
+// sees the local client's name (its agent conversation is named after it),
+// or, when the local client gives none, this proxy's own id.
 type Proxy struct {
 	endpoint string
 	client   *http.Client
 	version  string
+	id       string // "studio mcp <random>": this proxy's client name when the local client gives none
 
 	mu       sync.Mutex
 	sessions map[string]*mcp.ClientSession // by the local client's name
+
+	// asks are the elicitations sent without waiting (clients before
+	// 2026-07-28); Close ends them.
+	asks     sync.WaitGroup
+	askCtx   context.Context
+	stopAsks context.CancelFunc
 }
 
 // BearerTransport adds a principal's token to every request.
@@ -46,8 +59,10 @@ func (b BearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // NewProxy is a proxy of the daemon's MCP endpoint (its URL + "/mcp")
 // with a principal's token.
 func NewProxy(daemonURL, token, version string) *Proxy {
+	askCtx, stop := context.WithCancel(context.Background())
 	return &Proxy{endpoint: daemonURL + "/mcp", version: version, sessions: map[string]*mcp.ClientSession{},
-		client: &http.Client{Transport: BearerTransport{Token: token}}}
+		id:     "studio mcp " + uuid.NewString()[:8],
+		client: &http.Client{Transport: BearerTransport{Token: token}}, askCtx: askCtx, stopAsks: stop}
 }
 
 // upstream is the session with the daemon for a local client.
@@ -66,8 +81,10 @@ func (p *Proxy) upstream(ctx context.Context, client string) (*mcp.ClientSession
 	return s, nil
 }
 
-// Close ends the sessions with the daemon.
+// Close ends the sessions with the daemon and the elicitations in flight.
 func (p *Proxy) Close() {
+	p.stopAsks()
+	p.asks.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, s := range p.sessions {
@@ -76,13 +93,15 @@ func (p *Proxy) Close() {
 	p.sessions = map[string]*mcp.ClientSession{}
 }
 
-// Server lists the daemon's tools and serves them, each call forwarded.
+// Server lists the daemon's tools (those the token's principal may call)
+// and serves them, each call forwarded.
 func (p *Proxy) Server(ctx context.Context) (*mcp.Server, error) {
-	up, err := p.upstream(ctx, "studio mcp")
+	up, err := p.upstream(ctx, p.id)
 	if err != nil {
 		return nil, err
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "studio", Title: "Studio", Version: p.version}, &mcp.ServerOptions{Instructions: instructions})
+	srv := newMCPServer(p.version, nil)
+	srv.AddReceivingMiddleware(servedOnly)
 	for t, err := range up.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list the daemon's tools: %w", err)
@@ -92,45 +111,65 @@ func (p *Proxy) Server(ctx context.Context) (*mcp.Server, error) {
 	return srv, nil
 }
 
-// forward calls the daemon's tool. A command's pending proposal is shown
-// to a local client that opens URLs (URL-mode elicitation: an input
-// request at protocol 2026-07-28, a request of the session before it);
-// its answer is ignored — it is never consent.
+// forward calls the daemon's tool. A command's new pending proposal is
+// shown to a local client that opens URLs (URL-mode elicitation: an
+// input request at protocol 2026-07-28; before it, a request of the
+// session that the call does not wait for); not again for get_proposal
+// or a resend that found it pending. Its answer is ignored — it is never
+// consent. A retry with requestState goes to the same tool, whose daemon
+// reports only the proposal of that command and client.
 func (p *Proxy) forward(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		client := "mcp client"
-		if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
+		client := p.id
+		if ci := req.ClientInfo(); ci != nil && strings.TrimSpace(ci.Name) != "" {
 			client = ci.Name
 		}
 		up, err := p.upstream(ctx, client)
 		if err != nil {
 			return failed(protocol.Errorf(protocol.ServiceFailure, "%v", err)), nil
 		}
-		params := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(arguments(req))}
-		if state := req.Params.RequestState; state != "" { // the retry after the elicitation
-			params = &mcp.CallToolParams{Name: GetProposalTool, Arguments: map[string]any{"proposalId": state}}
-		}
-		res, err := up.CallTool(ctx, params)
+		state := req.Params.RequestState
+		res, err := up.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(arguments(req)), RequestState: state})
 		if err != nil {
-			return failed(protocol.Errorf(protocol.ServiceFailure, "the daemon refused the call: %v", err)), nil
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &rpcErr) {
+				return nil, rpcErr // the daemon's answer (an unknown tool, bad params), as it gave it
+			}
+			return failed(protocol.Errorf(protocol.ServiceFailure, "the daemon did not answer the call: %v", err)), nil
 		}
-		if req.Params.RequestState != "" {
+		if state != "" || name == GetProposalTool {
 			return res, nil
 		}
 		pending, ok := pendingOf(res)
-		if !ok || !wantsURL(req) {
+		if !ok || pending.Existing || !wantsURL(req) {
 			return res, nil
 		}
-		ask := &mcp.ElicitParams{Mode: "url", URL: pending.CockpitURL, ElicitationID: pending.ProposalID,
-			Message: fmt.Sprintf("Studio proposal %s waits for a human with the %s role: %s. Open it in the cockpit to review it; only a confirmation there runs it.",
-				short(pending.ProposalID), pending.ConfirmRole, pending.Summary)}
+		ask := openProposal(pending)
 		if req.ProtocolVersion() >= "2026-07-28" {
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"open_proposal": ask}, RequestState: pending.ProposalID}, nil
 		}
-		_, _ = req.Session.Elicit(ctx, ask) // whatever the answer: the proposal stays as it is
+		p.askLater(req.Session, ask)
 		return res, nil
 	}
 }
+
+// askLater sends an elicitation without holding the call: whatever and
+// whenever the client answers, the proposal stays as it is.
+func (p *Proxy) askLater(session *mcp.ServerSession, ask *mcp.ElicitParams) {
+	if session == nil {
+		return
+	}
+	p.asks.Add(1)
+	go func() {
+		defer p.asks.Done()
+		ctx, cancel := context.WithTimeout(p.askCtx, askTimeout)
+		defer cancel()
+		_, _ = session.Elicit(ctx, ask)
+	}()
+}
+
+// askTimeout bounds how long an unanswered elicitation is waited for.
+const askTimeout = 10 * time.Minute
 
 // wantsURL reports whether the local client takes URL-mode elicitation.
 func wantsURL(req *mcp.CallToolRequest) bool {

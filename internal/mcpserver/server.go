@@ -89,12 +89,12 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, offered: map[string]Offered{},
 		limit: newLimiter(float64(cfg.CallsPerMinute)/60, float64(cfg.CallBurst), cfg.Now)}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "studio", Title: "Studio", Version: cfg.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: cfg.Logger})
+	s.mcp = newMCPServer(cfg.Version, cfg.Logger)
 	for _, t := range s.Tools() {
-		s.mcp.AddTool(t.Tool, s.observed(t.Tool.Name, s.decided(t.Tool.Name, t.handler)))
+		s.mcp.AddTool(t.Tool, s.observed(t.Tool.Name, t.handler))
 		s.offered[t.Tool.Name] = t
 	}
+	s.mcp.AddReceivingMiddleware(servedOnly, s.decided)
 	s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: cfg.Logger,
 			// The edge checks Host and Origin for every listener alike.
@@ -102,10 +102,28 @@ func New(cfg Config) *Server {
 	return s
 }
 
-const instructions = "Studio's tools. Read tools answer at once. A command tool never changes anything by itself: " +
+const instructions = "Studio's tools: Studio is an AI operator's cockpit with its own playbooks, workflows, runs and schedules " +
+	"(not a CI system's). Read tools answer at once. A command tool never changes anything by itself: " +
 	"it creates a proposal that a human must confirm in the Studio cockpit (or `studio operator confirm`); " +
-	"the call answers with the pending proposal and its cockpit URL. Follow it with get_proposal. " +
-	"Nothing you send, and no answer to an elicitation, confirms a proposal."
+	"the call answers with the pending proposal and its cockpit URL. Follow it with get_proposal, at most every " +
+	pollHint + " while it is pending. Nothing you send, and no answer to an elicitation, confirms a proposal."
+
+// pollHint is how often a client should ask get_proposal about a pending
+// proposal: a human decides it, which takes minutes, not milliseconds.
+const pollHint = "30 seconds"
+
+// newMCPServer is an SDK server that declares exactly what it delivers:
+// tools, with no list-change notifications (a stateless server cannot
+// send them) and no logging.
+func newMCPServer(version string, logger *slog.Logger) *mcp.Server {
+	return mcp.NewServer(&mcp.Implementation{Name: "studio", Title: "Studio", Version: version},
+		&mcp.ServerOptions{Instructions: instructions, Logger: logger,
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+}
+
+// runsModel are the command tools whose runs call a model provider: an
+// open world beyond Studio's own data.
+var runsModel = map[string]bool{"launch_playbook": true, "launch_workflow": true, "retry_run": true}
 
 // Offered is one tool as offered to clients.
 type Offered struct {
@@ -139,7 +157,7 @@ func (s *Server) Tools() []Offered {
 	for _, cs := range studio.Commands() {
 		impacts[cs.Type] = cs.Impact
 	}
-	f := false
+	f, tr := false, true
 	var out []Offered
 	if s.cfg.Tools != nil {
 		for _, spec := range s.cfg.Tools.Specs() {
@@ -149,14 +167,18 @@ func (s *Server) Tools() []Offered {
 				// The cockpit's own tools (its view, its navigation and
 				// drafts) need a browser: none is behind an agent.
 			case spec.Class == tools.ClassRead:
-				t.Description = spec.Description
+				t.Description = "Studio: " + spec.Description
 				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}
 				out = append(out, Offered{Tool: t, Action: readAction(spec.ID), Class: spec.Class, resource: onStudio, handler: s.readTool(spec)})
 			case !spec.Class.RunsInTurn():
 				destructive := impacts[spec.ID].Destructive() || spec.Class == tools.ClassAdmin
-				t.Description = strings.TrimSuffix(spec.Description, " Becomes a proposal the operator must confirm.") +
-					" Creates a proposal that a human must confirm in Studio; nothing changes until then. Answers the pending proposal."
-				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &f}
+				t.Description = "Studio: " + strings.TrimSuffix(spec.Description, " Becomes a proposal the operator must confirm.") +
+					" " + ConfirmationNote
+				open := &f
+				if runsModel[spec.ID] {
+					open = &tr
+				}
+				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: open}
 				// Proposing is decided on the command's type, risk and
 				// impact: its target is resolved when it is proposed.
 				id, risk, impact := spec.ID, string(spec.Class), string(impacts[spec.ID])
@@ -166,7 +188,8 @@ func (s *Server) Tools() []Offered {
 		}
 	}
 	gp := &mcp.Tool{Name: GetProposalTool, Title: "Get proposal",
-		Description: "The state of a proposal a command tool made: pending (awaiting a human), executing, succeeded (with the command's result), failed, expired, cancelled (declined) or conflict (its target changed).",
+		Description: "Studio: the state of a proposal a command tool made: pending (awaiting a human), executing, succeeded (with the command's result), failed, expired, cancelled (declined) or conflict (its target changed). " +
+			"A human decides in the Studio cockpit, which takes minutes: while it is pending ask again at most every " + pollHint + ", and stop at its expiresAt.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"proposalId":{"type":"string","format":"uuid","description":"The proposal's id, as a command tool answered it."}},"required":["proposalId"],"additionalProperties":false}`),
 		Annotations: &mcp.ToolAnnotations{Title: "Get proposal", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}}
 	// The proposal itself is decided when it is read (read_proposal).
@@ -179,31 +202,8 @@ func (s *Server) Tools() []Offered {
 	return out
 }
 
-// mayCall is the one question every tool call asks the policy, alone or
-// in a batch: may the caller call this tool. Unknown tools are the SDK's
-// to answer.
-func (s *Server) mayCall(ctx context.Context, name string) error {
-	o, known := s.offered[name]
-	if !known {
-		return nil
-	}
-	p, err := principal(ctx)
-	if err != nil {
-		return err
-	}
-	return policy.Ask(ctx, o.Action, o.resource(p))
-}
-
-// decided runs a call only once the policy allows it (mayCall); a refusal
-// is the call's typed error result.
-func (s *Server) decided(name string, h mcp.ToolHandler) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if err := s.mayCall(ctx, name); err != nil {
-			return failed(err), nil
-		}
-		return h(ctx, req)
-	}
-}
+// ConfirmationNote ends the description of every command tool.
+const ConfirmationNote = "Needs a human's confirmation: it only creates a proposal that a person with the role confirms in Studio; nothing changes until then. Answers the pending proposal."
 
 // observed records a call's outcome and latency.
 func (s *Server) observed(name string, h mcp.ToolHandler) mcp.ToolHandler {

@@ -27,7 +27,7 @@ import (
 func TestListTools(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t, daemonOpts{})
-	s := d.connect(d.viewer, nil)
+	s := d.connect(d.agent, nil)
 	res, err := s.ListTools(d.ctx(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +66,56 @@ func TestListTools(t *testing.T) {
 		if a.ReadOnlyHint || !a.IdempotentHint || a.DestructiveHint == nil || *a.DestructiveHint != want {
 			t.Errorf("%s (risk %s, impact %q) annotations %+v: want destructive %v, idempotent", cs.Type, cs.Risk, cs.Impact, a, want)
 		}
-		if !strings.Contains(tl.Description, "proposal") {
-			t.Errorf("%s description does not say it proposes: %q", cs.Type, tl.Description)
+		if !strings.Contains(tl.Description, "proposal") || !strings.HasSuffix(tl.Description, mcpserver.ConfirmationNote) {
+			t.Errorf("%s description does not say it needs a human's confirmation: %q", cs.Type, tl.Description)
+		}
+		// Runs call a model provider: the tools that start them reach
+		// beyond Studio's own data.
+		open := cs.Type == "launch_playbook" || cs.Type == "launch_workflow" || cs.Type == "retry_run"
+		if a.OpenWorldHint == nil || *a.OpenWorldHint != open {
+			t.Errorf("%s openWorldHint %v, want %v", cs.Type, a.OpenWorldHint, open)
+		}
+	}
+	// Beside another server's tools (a CI system's runs and workflows),
+	// each description says whose tool it is.
+	for _, tl := range res.Tools {
+		if !strings.Contains(tl.Description, "Studio") {
+			t.Errorf("%s description does not say Studio: %q", tl.Name, tl.Description)
+		}
+	}
+	if d := byName["get_proposal"].Description; !strings.Contains(d, "at most every 30 seconds") || !strings.Contains(d, "expiresAt") {
+		t.Errorf("get_proposal gives no advice on polling: %q", d)
+	}
+}
+
+// TestToolsListFilteredByCaller: tools/list shows what the caller may
+// call — a viewer the read tools only, an agent the command tools too.
+func TestToolsListFilteredByCaller(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t, daemonOpts{})
+	names := func(token string) map[string]bool {
+		res, err := d.connect(token, nil).ListTools(d.ctx(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, tl := range res.Tools {
+			out[tl.Name] = true
+		}
+		return out
+	}
+	viewer, agent := names(d.viewer), names(d.agent)
+	for _, cs := range studio.Commands() {
+		if viewer[cs.Type] {
+			t.Errorf("a viewer's tools/list offers %s, which it may not call", cs.Type)
+		}
+		if !agent[cs.Type] {
+			t.Errorf("an agent's tools/list lacks %s", cs.Type)
+		}
+	}
+	for _, name := range []string{"list_runs", "system_health", "get_proposal"} {
+		if !viewer[name] || !agent[name] {
+			t.Errorf("%s missing: viewer %v, agent %v", name, viewer[name], agent[name])
 		}
 	}
 }
@@ -288,23 +336,34 @@ func TestExpiredProposalNeverRuns(t *testing.T) {
 	}
 }
 
-// post sends one JSON-RPC message to /mcp.
+// post sends one JSON-RPC message to /mcp as a 2026-07-28 client.
 func (d *daemon) post(token, origin, body string) (*http.Response, string) {
+	return d.send(token, "2026-07-28", origin, body)
+}
+
+// send POSTs a raw body to /mcp as a client of a protocol revision
+// ("" sends no MCP-Protocol-Version header, as clients before 2025-06-18),
+// with the request headers its revision asks for.
+func (d *daemon) send(token, version, origin, body string) (*http.Response, string) {
 	d.t.Helper()
 	req, _ := http.NewRequestWithContext(d.ctx(), http.MethodPost, d.srv.URL+"/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	_ = json.Unmarshal([]byte(body), &msg)
-	req.Header.Set("Mcp-Method", msg.Method)
-	if msg.Params.Name != "" {
-		req.Header.Set("Mcp-Name", msg.Params.Name)
+	if version >= "2026-07-28" {
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal([]byte(body), &msg)
+		req.Header.Set("Mcp-Method", msg.Method)
+		if msg.Params.Name != "" {
+			req.Header.Set("Mcp-Name", msg.Params.Name)
+		}
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -323,9 +382,12 @@ func (d *daemon) post(token, origin, body string) (*http.Response, string) {
 
 const listTools = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 
-// TestUnauthorizedPointsAtResourceMetadata: no token (or one in the
-// query) is 401 naming the RFC 9728 document, which names /mcp.
-func TestUnauthorizedPointsAtResourceMetadata(t *testing.T) {
+// TestUnauthorizedSaysHowToSendAToken: no token (or one in the query)
+// is 401 saying how to make and send a bearer token; Studio is no OAuth
+// resource, so the 401 names no protected-resource metadata and every
+// address an OAuth client probes is 404 with the same advice — an OAuth
+// host stops at a clear message instead of a failing discovery.
+func TestUnauthorizedSaysHowToSendAToken(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t, daemonOpts{})
 	for _, tc := range []struct{ name, token, query string }{{"none", "", ""}, {"wrong", "stu_nope", ""}, {"query", "", "?access_token=" + d.agent}} {
@@ -338,23 +400,26 @@ func TestUnauthorizedPointsAtResourceMetadata(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		want := `Bearer resource_metadata="` + d.srv.URL + `/.well-known/oauth-protected-resource"`
-		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
-			t.Errorf("%s: %d %q, want 401 %q", tc.name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), want)
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata") ||
+			!strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") || !strings.Contains(string(b), "studio tokens create") {
+			t.Errorf("%s: %d %q %s, want 401 Bearer without resource_metadata, saying how to make a token", tc.name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), b)
 		}
 	}
-	resp, err := d.srv.Client().Get(d.srv.URL + "/.well-known/oauth-protected-resource")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var md struct {
-		Resource string   `json:"resource"`
-		Methods  []string `json:"bearer_methods_supported"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&md); err != nil || md.Resource != d.srv.URL+"/mcp" || len(md.Methods) != 1 || md.Methods[0] != "header" {
-		t.Fatalf("metadata %+v %v", md, err)
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp",
+		"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+		resp, err := d.srv.Client().Get(d.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e protocol.ErrorBody
+		if resp.StatusCode != http.StatusNotFound || json.Unmarshal(b, &e) != nil || e.Error == nil ||
+			!strings.Contains(e.Error.Message, "Authorization: Bearer") || strings.Contains(string(b), "authorization_servers") {
+			t.Errorf("GET %s: %d %s, want 404 saying to send a bearer token", path, resp.StatusCode, b)
+		}
 	}
 }
 
@@ -378,25 +443,48 @@ func toolCall(name string, args string) string {
 		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 }
 
-// TestRoleRefusedAndRateLimited: a viewer may read but not propose (403
-// naming the role); past its rate a principal's calls are 429
-// rate_limited with retryAfterMs.
+// toolError is the {"error": ProtocolError} of an isError tool result in
+// a JSON-RPC response body.
+func toolError(t *testing.T, body string) *protocol.Error {
+	t.Helper()
+	var resp struct {
+		Result struct {
+			IsError           bool               `json:"isError"`
+			StructuredContent protocol.ErrorBody `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || !resp.Result.IsError || resp.Result.StructuredContent.Error == nil {
+		t.Fatalf("not an isError tool result with an error: %s (%v)", body, err)
+	}
+	return resp.Result.StructuredContent.Error
+}
+
+// TestRoleRefusedAndRateLimited: a viewer may read but not propose, and
+// past its rate a principal's calls are refused — both as the call's
+// isError result (HTTP 200) with a machine-readable code, the reason,
+// retryable, and retryAfterMs for the rate, so that a model neither
+// retries a denial nor misses when to retry.
 func TestRoleRefusedAndRateLimited(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t, daemonOpts{callsPerMinute: 1, burst: 2})
 	resp, body := d.post(d.viewer, "", toolCall("set_schedule_enabled", `{"schedule":"nightly-audit","enabled":false}`))
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `"denied"`) || !strings.Contains(body, "agent") {
-		t.Fatalf("viewer command: %d %s", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("viewer command: %d %s, want 200 with an error result", resp.StatusCode, body)
+	}
+	if e := toolError(t, body); e.Code != protocol.Denied || e.Retryable || e.Details["reason"] != "role" || e.Details["needed"] != "agent" {
+		t.Fatalf("viewer command: %+v", e)
 	}
 	for i := range 2 {
-		if resp, body := d.post(d.agent, "", toolCall("list_runs", `{}`)); resp.StatusCode != http.StatusOK {
+		if resp, body := d.post(d.agent, "", toolCall("list_runs", `{}`)); resp.StatusCode != http.StatusOK || strings.Contains(body, `"isError":true`) {
 			t.Fatalf("call %d: %d %s", i, resp.StatusCode, body)
 		}
 	}
 	resp, body = d.post(d.agent, "", toolCall("list_runs", `{}`))
-	var e protocol.ErrorBody
-	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != protocol.RateLimited || e.Error.RetryAfterMs <= 0 {
-		t.Fatalf("past the rate: %d %s", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("past the rate: %d %s, want 200 with an error result", resp.StatusCode, body)
+	}
+	if e := toolError(t, body); e.Code != protocol.RateLimited || !e.Retryable || e.RetryAfterMs <= 0 || e.Details["limit"] != "mcp_calls_per_minute" {
+		t.Fatalf("past the rate: %+v", e)
 	}
 	// Metrics count the calls by tool and outcome.
 	req, _ := http.NewRequest(http.MethodGet, d.srv.URL+"/metrics", nil)

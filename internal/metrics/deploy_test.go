@@ -17,6 +17,7 @@ import (
 var (
 	dashboardFile = filepath.Join("..", "..", "deploy", "grafana", "studio-dashboard.json")
 	rulesFile     = filepath.Join("..", "..", "deploy", "prometheus", "studio-alerts.yml")
+	testsFile     = filepath.Join("..", "..", "deploy", "prometheus", "studio-alerts.test.yml")
 )
 
 // metricName finds the daemon's metric names in a PromQL expression: the
@@ -34,6 +35,7 @@ func daemonFamilies() map[string]bool {
 	r.ObserveWriter(func() time.Duration { return 0 })
 	r.ObservePendingProposals(func() (int, error) { return 0, nil })
 	r.ObserveWebhookQueue(func() (time.Duration, error) { return 0, nil })
+	r.ObserveReadiness(func() bool { return true })
 	return r.Families()
 }
 
@@ -118,6 +120,48 @@ func TestDeployReferencesExist(t *testing.T) {
 	for _, n := range metricName.FindAllString(string(rules), -1) {
 		if !known(families, n) {
 			t.Errorf("%s names %s, which is not a metric of the daemon", rulesFile, n)
+		}
+	}
+}
+
+// runbookFile is where each alert's runbook entry is.
+const runbookFile = "../../docs/operating.md"
+
+// TestEveryAlertTestedAndInRunbook: each alert rule has a promtool unit
+// test that expects it to fire, and a runbook entry (a heading naming
+// it) in docs/operating.md; the signals on-call acts on each have an alert
+// and a dashboard panel.
+func TestEveryAlertTestedAndInRunbook(t *testing.T) {
+	t.Parallel()
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	rules, tests, runbook, dash := read(rulesFile), read(testsFile), read(runbookFile), read(dashboardFile)
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\w+)$`).FindAllStringSubmatch(rules, -1)
+	if len(alerts) < 13 {
+		t.Fatalf("%s: %d alerts", rulesFile, len(alerts))
+	}
+	for _, a := range alerts {
+		name := a[1]
+		firing := regexp.MustCompile(`(?m)^\s+alertname: ` + name + `\n\s+exp_alerts:\n\s+- exp_labels:`)
+		if !firing.MatchString(tests) {
+			t.Errorf("%s has no promtool test in %s that expects it to fire", name, testsFile)
+		}
+		if !regexp.MustCompile(`(?m)^#+ .*\b` + name + `\b`).MatchString(runbook) {
+			t.Errorf("%s has no runbook entry (a heading naming it) in %s", name, runbookFile)
+		}
+	}
+	for _, signal := range []string{"studio_ready", "studio_webhook_queue_age_seconds", `status="5xx"`, `code="service_failure"`,
+		"studio_lease_reaped_instances_total", "studio_store_writer_oldest_wait_seconds"} {
+		if !strings.Contains(rules, signal) {
+			t.Errorf("no alert watches %s", signal)
+		}
+		if !strings.Contains(dash, strings.ReplaceAll(signal, `"`, `\"`)) {
+			t.Errorf("no dashboard panel shows %s", signal)
 		}
 	}
 }

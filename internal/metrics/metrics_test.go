@@ -151,3 +151,19 @@ func TestStoreStreamAndProposalFamilies(t *testing.T) {
 		t.Error("a failed count changed the pending proposals gauge")
 	}
 }
+
+// TestReadinessGauge: studio_ready follows the readiness check at each
+// scrape.
+func TestReadinessGauge(t *testing.T) {
+	t.Parallel()
+	r := metrics.New(metrics.Build{Version: "test"})
+	ready := true
+	r.ObserveReadiness(func() bool { return ready })
+	if body := scrape(t, r); !strings.Contains(body, "\nstudio_ready 1\n") {
+		t.Errorf("ready: the exposition lacks studio_ready 1")
+	}
+	ready = false
+	if body := scrape(t, r); !strings.Contains(body, "\nstudio_ready 0\n") {
+		t.Errorf("not ready: the exposition lacks studio_ready 0")
+	}
+}

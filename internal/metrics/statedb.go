@@ -74,3 +74,20 @@ func lastGoodGauge(opts prometheus.GaugeOpts, read func() (float64, error)) prom
 		return last
 	})
 }
+
+// ObserveReadiness exposes studio_ready, read from ready at each scrape:
+// 1 while the daemon takes work (GET /readyz answers 200), else 0. Call
+// it once.
+func (r *Registry) ObserveReadiness(ready func() bool) {
+	if r == nil {
+		return
+	}
+	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_ready",
+		Help: "1 while the daemon takes work (GET /readyz answers 200); 0 while it does not: shutting down, database unreachable, migrations pending, lease not held, StateDB writer stalled."},
+		func() float64 {
+			if ready() {
+				return 1
+			}
+			return 0
+		}))
+}

@@ -1,6 +1,6 @@
 // Package openapi describes the daemon's HTTP API as an OpenAPI 3.1 document
 // and its wire types as TypeScript declarations, both generated from one
-// source: the Go types of packages protocol, app and routes, reflected into
+// source: the Go types of packages protocol, studio and spaces, reflected into
 // JSON Schema (hand-written where a type writes its own JSON: frames,
 // effects, versions), and the table of operations in this package. The
 // repository keeps both outputs (docs/openapi.json, web/types/wire.d.ts);
@@ -35,12 +35,12 @@ var JSON = sync.OnceValues(func() ([]byte, error) {
 		return string(out)
 	}
 	w(`{"openapi":"3.1.0","info":{"title":"Studio operator API","version":"1",`)
-	w(`"description":` + quote("The Studio daemon's HTTP API: the operator protocol (ADR-0083) under /api/operator and the cockpit's application API under /api/app. "+
+	w(`"description":` + quote("The Studio daemon's HTTP API: the operator protocol (docs/protocol.md) under /api/operator and the cockpit's application API under /api/app. "+
 		"Every /api call needs Authorization: Bearer <token> (a principal's personal token) unless an operation says otherwise; "+
 		"a principal whose role is below the route's least role (docs/protocol.md, Roles) gets 403 denied with details {reason: role, needed}. Errors are {error: ProtocolError} with one HTTP status per code. "+
 		"Times are Unix seconds (numbers). See docs/protocol.md.") + `},`)
 	w(`"servers":[{"url":"http://127.0.0.1:8765"}],"security":[{"bearer":[]}],`)
-	w(`"tags":[{"name":"daemon","description":"health, metrics and this document"},{"name":"operator","description":"the operator protocol (ADR-0083)"},{"name":"app","description":"the cockpit's application API"},{"name":"admin","description":"principals, their roles and personal tokens"}],`)
+	w(`"tags":[{"name":"daemon","description":"health, metrics and this document"},{"name":"operator","description":"the operator protocol (docs/protocol.md)"},{"name":"app","description":"the cockpit's application API"},{"name":"admin","description":"principals, their roles and personal tokens"}],`)
 	var opsJSON strings.Builder // the paths, written below once the used components are known
 	var paths []string
 	byPath := map[string][]Operation{}
@@ -228,10 +228,16 @@ func operationJSON(op Operation, components map[string]*schema) (string, error) 
 		}
 		success = `{"description":"success","content":{"application/json":{"schema":` + string(js) + `}}}`
 	}
-	resp = append(resp, quote(strconv.Itoa(op.Status))+":"+success)
+	status := strconv.Itoa(op.Status)
+	for _, e := range errorResponses {
+		if e.status == status { // an address that answers only an error (the OAuth discovery ones)
+			success = `{"$ref":"#/components/responses/` + e.name + `"}`
+		}
+	}
+	resp = append(resp, quote(status)+":"+success)
 	quiet := op.Path == "/healthz" || op.Path == "/readyz" // their 503 is their own body
 	for _, e := range errorResponses {
-		if e.applies(op) && !(quiet && e.status == "503") {
+		if e.applies(op) && !(quiet && e.status == "503") && e.status != status {
 			resp = append(resp, quote(e.status)+`:{"$ref":"#/components/responses/`+e.name+`"}`)
 		}
 	}

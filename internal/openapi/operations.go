@@ -89,12 +89,12 @@ func build() model {
 		{Method: "GET", Path: "/metrics", ID: "metrics", Tag: "daemon", Summary: "Prometheus text exposition (the token is required here; --metrics-addr serves it without)", Status: 200, Content: "text/plain"},
 		{Method: "GET", Path: "/api/openapi.json", ID: "openapi", Tag: "daemon", Summary: "This document", Auth: "none", Status: 200, Resp: &schema{Type: []string{"object"}, Open: true}},
 
-		{Method: "POST", Path: "/mcp", ID: "mcpPost", Tag: "mcp", Summary: "Model Context Protocol, Streamable HTTP, stateless: one JSON-RPC message in, its answer out (JSON); GET is 405, no server stream. A tools/call of a command tool needs the agent role (403 otherwise); calls are rate-limited per principal (429 rate_limited). A foreign Origin is 403; a refused token's 401 names the resource metadata in WWW-Authenticate",
-			Body: &schema{Type: []string{"object"}, Open: true}, Status: 200, Resp: &schema{Type: []string{"object"}, Open: true}},
-		{Method: "GET", Path: "/.well-known/oauth-protected-resource", ID: "resourceMetadata", Tag: "mcp", Summary: "RFC 9728 protected-resource metadata of /mcp (bearer tokens in the header; the principals' personal tokens)", Auth: "none", Status: 200,
-			Resp: object(req("resource", str("the /mcp URL")), req("authorization_servers", arrayOf(str(""))), req("bearer_methods_supported", arrayOf(str(""))), req("resource_name", str("")), opt("resource_documentation", str("")))},
-		{Method: "GET", Path: "/.well-known/oauth-protected-resource/mcp", ID: "resourceMetadataMCP", Tag: "mcp", Summary: "The same metadata at its path-suffixed address (RFC 9728 §3.1)", Auth: "none", Status: 200,
-			Resp: object(req("resource", str("the /mcp URL")), req("authorization_servers", arrayOf(str(""))), req("bearer_methods_supported", arrayOf(str(""))), req("resource_name", str("")), opt("resource_documentation", str("")))},
+		{Method: "POST", Path: "/mcp", ID: "mcpPost", Tag: "mcp", Summary: "Model Context Protocol, Streamable HTTP, stateless: one JSON-RPC message in (a batch up to revision 2025-03-26), its answer out (JSON); other methods are 405 with Allow: POST. Each tools/call is decided for the caller (role, rate) and a refusal is the tool's isError result; a body that is not JSON-RPC is -32700/-32600, a method Studio does not serve -32601. A foreign Origin is 403; a refused token is 401 saying how to make and send one (docs/mcp.md)",
+			Body: &schema{Type: []string{"object", "array"}, Open: true}, Status: 200, Resp: &schema{Type: []string{"object", "array"}, Open: true}},
+		{Method: "GET", Path: "/.well-known/oauth-protected-resource", ID: "oauthProtectedResource", Tag: "mcp", Summary: "Where an OAuth client of MCP looks for RFC 9728 metadata: 404, Studio takes bearer tokens, not OAuth (the message says how)", Auth: "none", Status: 404},
+		{Method: "GET", Path: "/.well-known/oauth-protected-resource/mcp", ID: "oauthProtectedResourceMCP", Tag: "mcp", Summary: "The path-suffixed form of the same address (RFC 9728 §3.1): 404, as above", Auth: "none", Status: 404},
+		{Method: "GET", Path: "/.well-known/oauth-authorization-server", ID: "oauthAuthorizationServer", Tag: "mcp", Summary: "RFC 8414 authorization-server metadata: 404, Studio is no authorization server (the message says how to authenticate)", Auth: "none", Status: 404},
+		{Method: "GET", Path: "/.well-known/openid-configuration", ID: "openidConfiguration", Tag: "mcp", Summary: "OpenID Connect discovery: 404, as above", Auth: "none", Status: 404},
 
 		{Method: "POST", Path: "/api/operator/conversations", ID: "createConversation", Tag: "operator", Summary: "Create a conversation, owned by the caller; visibility team unless private is asked",
 			Body: t(reflect.TypeFor[protocol.CreateConversationRequest]()), Status: 201, Resp: conv},
@@ -325,9 +325,9 @@ func addProtocolComponents(r *reflector) {
 	r.schemaOf(reflect.TypeFor[studio.ChangeEvent]()) // the data of GET /api/app/events
 	c["ErrorBody"] = object(req("error", ref("ProtocolError")))
 	c["ResourceVersion"] = object(req("kind", str("resource kind: playbook, workflow, run, schedule, proposal")), req("id", str("")),
-		req("version", &schema{Type: []string{"integer"}, Description: "the resource's version (ADR: opaque; compare for equality). Frames stored before versions were integers hold a decimal string."}))
+		req("version", &schema{Type: []string{"integer"}, Description: "the resource's version (opaque: compare for equality). Frames stored before versions were integers hold a decimal string."}))
 	c["ConfirmProposalRequest"] = object(req("expectedCommandHash", str("the proposal's commandHash as shown")),
-		opt("expectedTargetVersion", &schema{Type: []string{"integer", "string"}, Nullable: true, Description: "the target's version as shown; the ADR's string form is accepted"}))
+		opt("expectedTargetVersion", &schema{Type: []string{"integer", "string"}, Nullable: true, Description: "the target's version as shown; its string form is accepted"}))
 	c["SetEnabledRequest"] = object(opt("expectedVersion", &schema{Type: []string{"integer"}, Description: "the schedule's version as last read"}))
 	c["ToolSpec"] = object(req("id", str("")), req("title", str("")), req("description", str("")),
 		req("executionClass", enum("read, navigate and draft run during the turn; mutate, execute and admin only ever become proposals", "read", "navigate", "draft", "mutate", "execute", "admin")),
@@ -341,7 +341,7 @@ func addProtocolComponents(r *reflector) {
 	c["PrefillEffect"] = object(req("kind", constant("prefill")), req("form", enum("", protocol.Forms...)), req("values", mapOf(&schema{Any: true})))
 	c["ThemeEffect"] = object(req("kind", constant("theme")), req("theme", enum("", protocol.Themes...)))
 	c["Effect"] = &schema{OneOf: []*schema{ref("NavigateEffect"), ref("SelectEffect"), ref("PrefillEffect"), ref("ThemeEffect")}, Discrim: "kind",
-		Description: "A declarative cockpit effect (ADR D3); clients never apply an unknown kind."}
+		Description: "A declarative cockpit effect (docs/protocol.md §3); clients never apply an unknown kind."}
 
 	payloads := []struct {
 		typ  protocol.FrameType
@@ -367,7 +367,7 @@ func addProtocolComponents(r *reflector) {
 		frames = append(frames, ref(name))
 	}
 	c["Frame"] = &schema{OneOf: frames, Discrim: "type",
-		Description: "The version-1 frame envelope (ADR D2). An unknown version or type is a protocol error: never apply it best-effort."}
+		Description: "The version-1 frame envelope (docs/protocol.md §3). An unknown version or type is a protocol error: never apply it best-effort."}
 }
 
 func ptr[T any](v T) *T { return &v }

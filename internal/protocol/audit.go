@@ -2,13 +2,13 @@ package protocol
 
 import "github.com/go-json-experiment/json/jsontext"
 
-// Audit constants of ADR D8.
+// Audit constants of the operator-command audit row (docs/design.md §10).
 const (
 	AuditAction = "studio.operator.command"
 	AuditActor  = "studio_operator"
 )
 
-// Decision is what one audit row records of a proposal (ADR D8).
+// Decision is what one audit row records of a proposal (docs/design.md §10).
 type Decision string
 
 // Audit decisions: one admin_events row per proposal transition.
@@ -38,8 +38,8 @@ type AmendAudit struct {
 	CommandHashAfter  string `json:"command_hash_after"`
 }
 
-// CommandAudit is exactly the ADR D8 details payload of an admin_events row
-// with action studio.operator.command.
+// CommandAudit is exactly the details payload (docs/design.md §10) of an
+// admin_events row with action studio.operator.command.
 type CommandAudit struct {
 	ConversationID string           `json:"conversation_id"`
 	RequestID      string           `json:"request_id"`

@@ -9,7 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Effect kinds of ADR D3.
+// Effect kinds (docs/design.md §8).
 const (
 	EffectNavigate = "navigate"
 	EffectSelect   = "select"
@@ -17,7 +17,7 @@ const (
 	EffectTheme    = "theme"
 )
 
-// Spaces are the six spaces of ADR-0080, in rail order.
+// Spaces are the cockpit's six spaces, in rail order (docs/design.md §8).
 var Spaces = []string{"mission", "designer", "library", "history", "schedules", "system"}
 
 // SelectableSpaces are the spaces a select effect may target (not system).
@@ -29,8 +29,9 @@ var Forms = []string{"schedule", "workflow", "playbook"}
 // Themes are the two cockpit themes.
 var Themes = []string{"light", "dark"}
 
-// Effect is the ADR's UiEffect union. Only the fields of its Kind may be set;
-// Validate enforces that, and the JSON form carries exactly those fields.
+// Effect is the protocol's effect union (docs/protocol.md §3). Only the
+// fields of its Kind may be set; Validate enforces that, and the JSON form
+// carries exactly those fields.
 type Effect struct {
 	Kind      string
 	Space     string
@@ -126,8 +127,8 @@ func (e *Effect) UnmarshalJSON(data []byte) error {
 	return e.Validate()
 }
 
-// Validate checks the effect against the ADR's union: kind, enums, and that
-// no field of another kind is set. Route-level checks live in package routes.
+// Validate checks the effect against the union: kind, enums, and that
+// no field of another kind is set. Route-level checks live in package spaces.
 func (e Effect) Validate() error {
 	bad := func(format string, args ...any) error { return Errorf(Validation, format, args...) }
 	switch e.Kind {
@@ -195,11 +196,12 @@ func validParamValue(v any) bool {
 	return false
 }
 
-// ResourceVersion names a proposal's target: {kind, id, version}. The ADR
-// calls the version opaque and StateDB keeps it as text; every Studio
-// resource counts its versions in integers, so on the wire it is a JSON
-// integer like every resource's own version. A decimal string (the ADR's
-// spelling, and frames written before this rule) is accepted on input.
+// ResourceVersion names a proposal's target: {kind, id, version}. The
+// protocol calls the version opaque (docs/design.md §4) and StateDB keeps
+// it as text; every Studio resource counts its versions in integers, so on
+// the wire it is a JSON integer like every resource's own version. A
+// decimal string (the contract's spelling, and frames written before this
+// rule) is accepted on input.
 type ResourceVersion struct {
 	Kind    string
 	ID      string
@@ -273,7 +275,7 @@ const (
 	RiskAdmin   = "admin"
 )
 
-// CommandProposal is what the human confirms (ADR D4; DESIGN.md §4 adds the
+// CommandProposal is what the human confirms (docs/design.md §9; §4 adds the
 // command type and hash the client needs to confirm).
 type CommandProposal struct {
 	ID             string           `json:"id"`

@@ -1,8 +1,8 @@
-// Package protocol owns the operator protocol's wire contract (ADR-0083 D2, D4,
-// D5, D6, D7): the version-1 frame envelope and its eight payloads, UI effects,
-// command proposals, request bodies, the stable error codes with their HTTP
-// status table, and strict decoding. It imports nothing of the project's, so
-// every other package may import it.
+// Package protocol owns the operator protocol's wire contract
+// (docs/protocol.md; docs/design.md §4): the version-1 frame envelope and its
+// eight payloads, UI effects, command proposals, request bodies, the stable
+// error codes with their HTTP status table, and strict decoding. It imports
+// nothing of the project's, so every other package may import it.
 package protocol
 
 import (
@@ -11,11 +11,11 @@ import (
 	"net/http"
 )
 
-// ErrorCode is one of the ADR's fourteen stable error codes, or an
-// extension (access_revoked).
+// ErrorCode is one of the protocol's fourteen stable error codes, or the
+// extension access_revoked.
 type ErrorCode string
 
-// The stable error codes of ADR D7.
+// The stable error codes (docs/design.md §4).
 const (
 	AuthRequired     ErrorCode = "auth_required"
 	Validation       ErrorCode = "validation"
@@ -31,14 +31,14 @@ const (
 	ReplayGap        ErrorCode = "replay_gap"
 	Cancelled        ErrorCode = "cancelled"
 	ProtocolVersion  ErrorCode = "protocol_version"
-	// AccessRevoked (an extension of the ADR's codes) ends an open
+	// AccessRevoked (an extension of the fourteen) ends an open
 	// stream whose right to read was taken away: its token revoked, its
 	// principal disabled or given another role, its conversation made
 	// private.
 	AccessRevoked ErrorCode = "access_revoked"
 )
 
-// statusOf is the one table from error code to HTTP status (DESIGN.md §4).
+// statusOf is the one table from error code to HTTP status (docs/design.md §4).
 var statusOf = map[ErrorCode]int{
 	AuthRequired:     http.StatusUnauthorized,
 	Validation:       http.StatusBadRequest,
@@ -57,8 +57,8 @@ var statusOf = map[ErrorCode]int{
 	AccessRevoked:    http.StatusForbidden,
 }
 
-// ErrorCodes lists every stable code, in the ADR's order, then the
-// extensions.
+// ErrorCodes lists every stable code, in the protocol's order, then the
+// extension.
 var ErrorCodes = []ErrorCode{
 	AuthRequired, Validation, NotFound, Denied, Conflict, StaleContext, RateLimited,
 	ModelFailure, ServiceFailure, ServiceRestarted, AuditUnavailable, ReplayGap,
@@ -76,8 +76,8 @@ func (c ErrorCode) HTTPStatus() int {
 	return http.StatusInternalServerError
 }
 
-// Error is the ADR's ProtocolError. It is both the Go error every layer returns
-// and the JSON object clients see.
+// Error is the protocol's ProtocolError (docs/protocol.md §2). It is both the
+// Go error every layer returns and the JSON object clients see.
 type Error struct {
 	Code         ErrorCode      `json:"code"`
 	Message      string         `json:"message"`
@@ -105,7 +105,7 @@ func (e *Error) With(key string, value any) *Error {
 }
 
 // defaultRetryable says whether a retry of the same request can succeed
-// unchanged. Conflict and stale context need a refresh first (ADR D7).
+// unchanged. Conflict and stale context need a refresh first (docs/design.md §4).
 func defaultRetryable(c ErrorCode) bool {
 	switch c {
 	case RateLimited, ServiceFailure, ServiceRestarted, AuditUnavailable:

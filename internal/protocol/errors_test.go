@@ -9,8 +9,8 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// TestHTTPStatusTable: every one of the ADR's fourteen codes, and the
-// extension access_revoked, has its status (service_restarted and
+// TestHTTPStatusTable: every one of the fourteen codes, and the extension
+// access_revoked, has its status (docs/design.md §4; service_restarted and
 // cancelled, which reach HTTP only inside turn frames, and access_revoked,
 // which ends an open stream, map to the nearest kin).
 func TestHTTPStatusTable(t *testing.T) {
@@ -33,7 +33,7 @@ func TestHTTPStatusTable(t *testing.T) {
 		protocol.AccessRevoked:    http.StatusForbidden,
 	}
 	if len(protocol.ErrorCodes) != 15 || len(want) != 15 {
-		t.Fatalf("%d codes listed, want the ADR's 14 and access_revoked", len(protocol.ErrorCodes))
+		t.Fatalf("%d codes listed, want the 14 and access_revoked", len(protocol.ErrorCodes))
 	}
 	seen := map[protocol.ErrorCode]bool{}
 	for _, c := range protocol.ErrorCodes {
@@ -43,7 +43,7 @@ func TestHTTPStatusTable(t *testing.T) {
 		seen[c] = true
 		w, ok := want[c]
 		if !ok {
-			t.Fatalf("code %s is not one of the ADR's", c)
+			t.Fatalf("code %s is not one of the protocol's", c)
 		}
 		if !c.Valid() || c.HTTPStatus() != w {
 			t.Errorf("%s: valid %v, status %d, want %d", c, c.Valid(), c.HTTPStatus(), w)

@@ -12,7 +12,7 @@ import (
 // Version is the only frame envelope version this build speaks.
 const Version = 1
 
-// FrameType is the envelope discriminant of ADR D2.
+// FrameType is the envelope discriminant (docs/protocol.md §3).
 type FrameType string
 
 // The eight frame types.
@@ -46,7 +46,7 @@ type Frame struct {
 }
 
 // Text roles: the user's instruction is the turn's first text frame
-// (DESIGN.md §5); model output is the assistant's.
+// (docs/design.md §4); model output is the assistant's.
 const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
@@ -76,7 +76,7 @@ type ToolResultPayload struct {
 	Error  *Error         `json:"error,omitempty"`
 }
 
-// UICommandPayload carries one declarative effect (DESIGN.md §4 decision: the
+// UICommandPayload carries one declarative effect (docs/design.md §4 decision: the
 // effect id and expiry travel with it so the client can acknowledge it).
 type UICommandPayload struct {
 	EffectID  string  `json:"effectId"`
@@ -92,7 +92,8 @@ type ProposalPayload struct {
 // ConfirmationState is a confirmation frame's state.
 type ConfirmationState string
 
-// Confirmation states: the ADR's four plus denied and failed (DESIGN.md §4).
+// Confirmation states: the contract's four plus denied, failed and amended
+// (docs/design.md §4).
 const (
 	ConfirmationRequired  ConfirmationState = "required"
 	ConfirmationConfirmed ConfirmationState = "confirmed"
@@ -114,7 +115,7 @@ type ConfirmationPayload struct {
 	ProposalID string            `json:"proposalId"`
 	State      ConfirmationState `json:"state"`
 	// DecidedBy names the principal that confirmed or denied the proposal
-	// (an extension of ADR D2's payload; absent for a required, expired or
+	// (an extension of the contract's payload; absent for a required, expired or
 	// executed state, and when no principal decided).
 	DecidedBy string `json:"decidedBy,omitempty"`
 }

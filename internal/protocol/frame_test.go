@@ -99,7 +99,7 @@ func TestFrameRoundTrip(t *testing.T) {
 }
 
 // TestFrameWire pins the envelope's camelCase member names and the payload
-// shapes of ADR D2 / DESIGN.md §4.
+// shapes of docs/protocol.md §3 and docs/design.md §4.
 func TestFrameWire(t *testing.T) {
 	t.Parallel()
 	b, err := protocol.EncodeFrame(frame(3, protocol.DonePayload{Outcome: "completed", LastSequence: 3}))

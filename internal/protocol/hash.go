@@ -47,9 +47,9 @@ func checkNumbers(v []byte) error {
 
 // ProposalHash is a proposal's commandHash: the hex SHA-256 of the RFC 8785
 // canonical form of {"command": command, "proposalId": id}. It binds the
-// command to the one proposal a human confirms (ADR D4: a new turn, or an
-// amendment, makes a new proposal with a new hash, even for the same
-// command), and any client can recompute it from the proposal it shows.
+// command to the one proposal a human confirms (docs/design.md §9.1: a new
+// turn, or an amendment, makes a new proposal with a new hash, even for the
+// same command), and any client can recompute it from the proposal it shows.
 func ProposalHash(command []byte, proposalID string) (string, error) {
 	c, err := Canonicalize(command)
 	if err != nil {

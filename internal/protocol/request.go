@@ -5,18 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// MaxInstructionChars bounds a turn instruction (ADR D6: 32 KiB).
+// MaxInstructionChars bounds a turn instruction (docs/design.md §5).
 const MaxInstructionChars = 32_768
 
 // ContextSnapshot is the cockpit view the operator was looking at when the turn
-// was submitted (ADR D6 OperatorContextSnapshot).
+// was submitted (docs/design.md §5).
 type ContextSnapshot struct {
 	Project   *string           `json:"project,omitempty"`
 	Space     string            `json:"space"`
@@ -47,7 +49,7 @@ type TurnRequest struct {
 	ExpectedLastSequence *int64          `json:"expectedLastSequence"`
 }
 
-// Validate applies ADR D6's bounds.
+// Validate applies the submission's bounds (docs/design.md §5).
 func (r TurnRequest) Validate() error {
 	n := utf8.RuneCountInString(r.Instruction)
 	if n == 0 || len(bytes.TrimSpace([]byte(r.Instruction))) == 0 {
@@ -92,7 +94,7 @@ type UpdateConversationRequest struct {
 	Visibility *string `json:"visibility,omitempty"`
 }
 
-// AckEffectRequest is the body of POST .../effects/{id}/ack (ADR D5).
+// AckEffectRequest is the body of POST .../effects/{id}/ack (docs/design.md §8).
 type AckEffectRequest struct {
 	Status        string  `json:"status"` // applied | rejected
 	ClientRoute   *string `json:"clientRoute,omitempty"`
@@ -100,12 +102,12 @@ type AckEffectRequest struct {
 	Detail        string  `json:"detail,omitempty"` // diagnostic only
 }
 
-// RejectionCodes are the five stable effect rejection codes of ADR D5.
+// RejectionCodes are the five stable effect rejection codes (docs/design.md §8).
 var RejectionCodes = []string{"unsupported", "invalid_params", "stale_context", "not_visible", "client_error"}
 
 // ConfirmProposalRequest is the body of POST .../proposals/{id}/confirm.
 // ExpectedTargetVersion is the target's version as shown, in text form; on
-// the wire it is an integer like every version, and the ADR's string form
+// the wire it is an integer like every version, and the contract's string form
 // is accepted too.
 type ConfirmProposalRequest struct {
 	ExpectedCommandHash   string
@@ -150,12 +152,12 @@ func (r *ConfirmProposalRequest) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// ResultStatus is a proposal result's status: the ADR's four, plus
+// ResultStatus is a proposal result's status: the contract's four, plus
 // cancelled (denied, or its turn ended first) and executing (the command is
 // running, or its outcome could not be recorded).
 type ResultStatus string
 
-// Proposal result statuses (ADR D4 and ours).
+// Proposal result statuses (docs/design.md §9).
 const (
 	ResultSucceeded ResultStatus = "succeeded"
 	ResultFailed    ResultStatus = "failed"
@@ -165,7 +167,7 @@ const (
 	ResultExecuting ResultStatus = "executing"
 )
 
-// ProposalResult is the answer to confirm and deny (ADR D4).
+// ProposalResult is the answer to confirm and deny (docs/design.md §9.3).
 type ProposalResult struct {
 	ProposalID string         `json:"proposalId"`
 	Status     ResultStatus   `json:"status"`
@@ -179,7 +181,7 @@ type StreamTicketRequest struct {
 	AfterSequence  int64  `json:"afterSequence"`
 }
 
-// StreamTicket is a one-use stream credential (ADR D6).
+// StreamTicket is a one-use stream credential (docs/design.md §12).
 type StreamTicket struct {
 	Ticket    string  `json:"ticket"`
 	ExpiresAt float64 `json:"expiresAt"`
@@ -190,8 +192,8 @@ type ErrorBody struct {
 	Error *Error `json:"error"`
 }
 
-// snakeAliases are the ADR's snake_case spellings that request bodies accept
-// beside camelCase (DESIGN.md §4). Nothing else is renamed.
+// snakeAliases are the contract's snake_case spellings that request bodies accept
+// beside camelCase (docs/design.md §4). Nothing else is renamed.
 var snakeAliases = map[string]string{
 	"expected_last_sequence":  "expectedLastSequence",
 	"expected_command_hash":   "expectedCommandHash",
@@ -201,8 +203,8 @@ var snakeAliases = map[string]string{
 }
 
 // DecodeRequest strictly decodes a request body into v. The top-level object
-// may spell ADR fields in snake_case; giving both spellings is a duplicate. An
-// optional top-level "version" must be 1.
+// may spell the contract's fields in snake_case (docs/design.md §4); giving
+// both spellings is a duplicate. An optional top-level "version" must be 1.
 func DecodeRequest(data []byte, v any) error {
 	normalized, err := normalizeBody(data)
 	if err != nil {
@@ -272,9 +274,87 @@ func Unmarshal(data []byte, v any) error {
 		if errors.As(err, &pe) {
 			return pe
 		}
-		return Errorf(Validation, "invalid JSON: %v", cleanErr(err))
+		return decodeError(err)
 	}
 	return nil
+}
+
+// decodeError is a decoder's error in the client's terms: where in the
+// JSON, what was wanted and what came — never a Go type's name.
+func decodeError(err error) *Error {
+	var se *json.SemanticError
+	if !errors.As(err, &se) {
+		return Errorf(Validation, "invalid JSON: %v", cleanErr(err))
+	}
+	at := string(se.JSONPointer)
+	if errors.Is(se.Err, json.ErrUnknownName) {
+		name := se.JSONPointer.LastToken()
+		return Errorf(Validation, "invalid JSON: unknown field %q", name).With("field", strings.TrimPrefix(at, "/"))
+	}
+	msg := "invalid JSON"
+	if at != "" {
+		msg += " at " + at
+	}
+	want, got := jsonKindOf(se.GoType), kindName(se.JSONKind)
+	switch {
+	case want != "" && got != "" && want != got && !(want == "an integer" && got == "a number"):
+		msg += fmt.Sprintf(": want %s, got %s", want, got)
+	case want != "":
+		msg += ": want " + want
+	}
+	if se.Err != nil {
+		msg += ": " + cleanErr(se.Err)
+	}
+	e := Errorf(Validation, "%s", msg)
+	if at != "" {
+		e = e.With("field", strings.TrimPrefix(at, "/"))
+	}
+	return e
+}
+
+// jsonKindOf names the JSON a Go type decodes from.
+func jsonKindOf(t reflect.Type) string {
+	if t == nil {
+		return ""
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return ""
+}
+
+// kindName names a JSON kind as jsonKindOf does.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case '0':
+		return "a number"
+	case 'n':
+		return "null"
+	}
+	return ""
 }
 
 // cleanErr trims the Go package prefix from decoder errors shown to clients.
@@ -375,7 +455,7 @@ type ProposalState struct {
 	CreatedAt      float64        `json:"createdAt"`
 	// SubmittedBy names the principal whose turn produced the proposal and
 	// DecidedBy the one that confirmed or denied it (extensions of the
-	// ADR's proposal view; absent when none, and for older proposals).
+	// contract's proposal view; absent when none, and for older proposals).
 	SubmittedBy string `json:"submittedBy,omitzero"`
 	DecidedBy   string `json:"decidedBy,omitzero"`
 }

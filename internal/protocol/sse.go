@@ -8,7 +8,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// AppendSSE appends f as one Server-Sent Event (DESIGN.md §6): its
+// AppendSSE appends f as one Server-Sent Event (docs/design.md §11): its
 // sequence as the event id and the frame's JSON as one data line, with no
 // event name. A stream writes these bytes as they are, so a frame is
 // encoded once however many streams it goes to.

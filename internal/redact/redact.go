@@ -1,6 +1,6 @@
 // Package redact removes secrets and absolute host paths from application
 // data before it enters conversation frames and the model's context
-// (ADR-0083 D3, DESIGN.md §12): the values of keys that name a secret
+// (docs/design.md §16): the values of keys that name a secret
 // (password=…, "api_key": …, Authorization: …), tokens of well-known shapes
 // (OpenAI, Anthropic, GitHub, GitLab, Slack, AWS, Google, Stripe, npm,
 // Hugging Face, JWTs, PEM blocks), passwords in URLs, and absolute paths

@@ -1,8 +1,8 @@
-// Package spaces is the cockpit's route registry (ADR-0080 as used by
-// ADR-0083 D3): the six spaces, their paths, the params each accepts and the
-// effects each allows. It is the only source of destinations: the server
-// validates effects with it, the dock fetches it as JSON and validates again,
-// and the tools' schemas take their enums from it.
+// Package spaces is the cockpit's route registry (docs/design.md §8): the six
+// spaces, their paths, the params each accepts and the effects each allows.
+// It is the only source of destinations: the server validates effects with
+// it, the dock fetches it as JSON and validates again, and the tools' schemas
+// take their enums from it.
 package spaces
 
 import (

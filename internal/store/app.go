@@ -2,7 +2,7 @@ package store
 
 import "context"
 
-// AppStore keeps the Studio application's resources (DESIGN.md §11):
+// AppStore keeps the Studio application's resources (docs/design.md §14):
 // playbooks, workflows, runs and schedules, plus the retention and
 // diagnostics that maintenance and doctor need.
 //

@@ -16,7 +16,7 @@ type Diagnostics struct {
 	TurnsAwaiting    int64
 	EnabledSchedules int64
 	// ExecutingProposals are proposals left executing: their outcome is
-	// indeterminate until an administrator reconciles them (DESIGN.md §8).
+	// indeterminate until an administrator reconciles them (docs/design.md §9.4).
 	ExecutingProposals      []ExecutingProposal
 	ExecutingProposalsTotal int64
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// EffectStatus is a UI effect's acknowledgement state (ADR D5).
+// EffectStatus is a UI effect's acknowledgement state (docs/design.md §8).
 type EffectStatus string
 
 // Effect states.

@@ -9,7 +9,7 @@ import (
 )
 
 // Feed hands committed frames to this process's live streams from memory
-// (DESIGN.md §6). A backend publishes the frames of each commit after the
+// (docs/design.md §11). A backend publishes the frames of each commit after the
 // commit returns (never before: a frame is durable before any stream sees
 // it). Each frame is encoded once, as its Server-Sent Event, into a
 // window of the conversation's newest frames that all its streams share.

@@ -9,7 +9,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// ProposalStatus is a proposal's state (ADR D1, D4).
+// ProposalStatus is a proposal's state (docs/design.md §9).
 type ProposalStatus string
 
 // Proposal states. confirmed is never at rest: confirmation moves a proposal
@@ -78,7 +78,7 @@ type Proposal struct {
 	Project string
 }
 
-// ProposalStore keeps proposals. Every transition that the ADR audits
+// ProposalStore keeps proposals. Every audited transition (docs/design.md §10)
 // appends its admin_events row, its frames and any turn transition in the
 // same transaction: a proposal never changes without its audit row. A
 // transition's frames are the proposal request's and need it to be the

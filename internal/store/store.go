@@ -1,5 +1,5 @@
 // Package store defines StateDB: the durable records of the operator protocol
-// (ADR-0083 D1) and of the Studio application, as one Store interface with a
+// (docs/design.md §3) and of the Studio application, as one Store interface with a
 // params struct per operation. Backends live in sub-packages (sqlite,
 // postgres) and must pass the conformance suite in storetest. Errors that
 // callers act on are *protocol.Error values (not_found, conflict,
@@ -54,7 +54,7 @@ type Store interface {
 // ConversationStatus is a conversation's lifecycle state.
 type ConversationStatus string
 
-// Conversation states (ADR D1).
+// Conversation states (docs/design.md §3).
 const (
 	ConversationActive   ConversationStatus = "active"
 	ConversationArchived ConversationStatus = "archived"
@@ -108,7 +108,7 @@ type ForkOrigin struct {
 // LastSequence is the sequence of the conversation's newest frame (0: none).
 func (c Conversation) LastSequence() int64 { return c.NextSequence - 1 }
 
-// TurnStatus is a turn's state (ADR D1, DESIGN.md §7).
+// TurnStatus is a turn's state (docs/design.md §6).
 type TurnStatus string
 
 // Turn states.

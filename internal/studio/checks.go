@@ -8,10 +8,10 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// Checks a command makes against the current state, shared by Prepare
-// (before a proposal is made: ADR D4.1, a command that could not run never
-// becomes a proposal) and Execute (when it runs): every check but the
-// write itself, one function each, so the two cannot drift apart.
+// Checks a command makes against the current state, shared by Prepare (before
+// a proposal is made: docs/design.md §9.3, step 1, a command that could not
+// run never becomes a proposal) and Execute (when it runs): every check but
+// the write itself, one function each, so the two cannot drift apart.
 
 // versionHolds refuses a command whose own expectedVersion is not
 // its target's current version.

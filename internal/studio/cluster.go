@@ -85,7 +85,12 @@ func (s *Service) cluster(ctx context.Context, problem func(fail bool, format st
 			r.Expired++
 		}
 	}
-	if r.Expired > 0 {
+	// On a database one daemon holds (SQLite), an expired instance is an
+	// earlier process that ended without stopping, or the source daemon
+	// of a restored copy: its work was recovered at this start, and no
+	// other daemon will take anything over. Only a shared database has a
+	// takeover to wait for.
+	if r.Expired > 0 && s.cfg.Shared {
 		problem(false, "%d daemons lost their lease and no live daemon has taken their work over yet; a running daemon on this database does within its lease renewal interval", r.Expired)
 	}
 	w, err := s.store.ActiveWork(ctx, store.ActiveWorkParams{Limit: 100})

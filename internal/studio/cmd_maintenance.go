@@ -16,7 +16,7 @@ const (
 	MaintenanceIntegrityCheck            = "integrity_check"
 	MaintenancePurgeDeletedConversations = "purge_deleted_conversations"
 	MaintenancePurgeFrames               = "purge_frames"
-	// reconcile_proposal (DESIGN.md §8) settles a proposal left executing;
+	// reconcile_proposal (docs/design.md §9.4) settles a proposal left executing;
 	// it is a command of its own (cmd_reconcile.go), not an action here.
 )
 

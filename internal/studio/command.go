@@ -15,12 +15,11 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
-// Command is a typed application command (the ADR's "ADR-0078 application
-// command"): a plain struct with json tags, decoded strictly, that a model
-// can fill in and a human can confirm. Its type id and risk are declared
-// once, in commandSpecs (TypeOf, SpecOf). The set is closed: the unexported
-// methods keep other packages from adding commands this package cannot
-// execute.
+// Command is a typed application command (docs/design.md §14): a plain struct
+// with json tags, decoded strictly, that a model can fill in and a human can
+// confirm. Its type id and risk are declared once, in commandSpecs (TypeOf,
+// SpecOf). The set is closed: the unexported methods keep other packages from
+// adding commands this package cannot execute.
 type Command interface {
 	// Validate checks the command on its own, without the store: required
 	// fields, lengths, patterns, enums. Errors are validation.
@@ -230,8 +229,9 @@ type ExecOptions struct {
 	// Trigger defaults to manual.
 	Trigger Trigger
 	// ExpectedTarget, when set, is the target the command was proposed and
-	// confirmed against (ADR D4): a different id or version is conflict, and
-	// the change applies only if the version still matches when it commits.
+	// confirmed against (docs/design.md §9.2): a different id or version is
+	// conflict, and the change applies only if the version still matches when
+	// it commits.
 	ExpectedTarget *protocol.ResourceVersion
 	// Actor is the audit row's actor of a manual command: the principal
 	// (name) it comes from, or a label of where it came from when no
@@ -285,7 +285,8 @@ type execEnv struct {
 // runIDs name the runs the command creates (details.run_ids), so a run
 // finds the row that launched it.
 func (e execEnv) audit(targetID string, runIDs ...string) *store.AppendAdminEventParams {
-	// snake_case like the operator's ADR D8 details: one spelling in the audit trail.
+	// snake_case like the operator's details (docs/design.md §10): one
+	// spelling in the audit trail.
 	details := map[string]any{"command_type": e.cmdType, "command": e.canon, "trigger": string(e.trigger), "target": e.target}
 	if len(runIDs) > 0 {
 		details["run_ids"] = runIDs
@@ -410,9 +411,9 @@ func resourceVersion(kind, id string, version int64) *protocol.ResourceVersion {
 	return &protocol.ResourceVersion{Kind: kind, ID: id, Version: strconv.FormatInt(version, 10)}
 }
 
-// Prepared is a command ready to become an operator proposal (ADR D4 steps
-// 1 and 2): its canonical JSON and hash, summary, risk, impact and current
-// target with its human name.
+// Prepared is a command ready to become an operator proposal
+// (docs/design.md §9.3, steps 1 and 2): its canonical JSON and hash,
+// summary, risk, impact and current target with its human name.
 type Prepared struct {
 	Type       string
 	Risk       string

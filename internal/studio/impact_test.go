@@ -105,10 +105,11 @@ func TestLaunchWorkflowBindsArgs(t *testing.T) {
 	}
 }
 
-// TestPrepareRunsEveryCheckOfExecute: a command that Execute would refuse
-// — a stale expectedVersion, a name another resource has — is refused by
-// Prepare the same way, so it never becomes a proposal a human confirms in
-// vain (ADR D4.1); a rename to the resource's own name is no conflict.
+// TestPrepareRunsEveryCheckOfExecute: a command that Execute would refuse — a
+// stale expectedVersion, a name another resource has — is refused by Prepare
+// the same way, so it never becomes a proposal a human confirms in vain
+// (docs/design.md §9.3, step 1); a rename to the resource's own name is no
+// conflict.
 func TestPrepareRunsEveryCheckOfExecute(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/protocol"
@@ -71,6 +72,22 @@ func TestRetentionRemovesUnusedConversations(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].Actor != studio.ActorSystem {
 		t.Fatalf("retention audit rows = %+v, want one by %s", events, studio.ActorSystem)
+	}
+	// The row says how many conversations went, and which.
+	var details struct {
+		Removed struct {
+			Conversations int64 `json:"conversations"`
+			Frames        int64 `json:"frames"`
+		} `json:"removed"`
+		IDs          []string `json:"conversation_ids"`
+		UnusedBefore float64  `json:"unused_before"`
+	}
+	if err := json.Unmarshal(events[0].Details, &details); err != nil {
+		t.Fatal(err)
+	}
+	if details.Removed.Conversations != 1 || details.Removed.Frames != res.Removed.Frames || len(details.IDs) != 1 || details.IDs[0] != old ||
+		details.UnusedBefore == 0 {
+		t.Fatalf("retention audit details = %s, want the count and the id %s", events[0].Details, old)
 	}
 	// Nothing left to remove: no further audit rows.
 	if res, err := f.svc.ApplyRetention(f.ctx); err != nil || res.Removed.Conversations != 0 {

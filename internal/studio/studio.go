@@ -1,4 +1,4 @@
-// Package studio owns Studio's application services (DESIGN.md §11): the
+// Package studio owns Studio's application services (docs/design.md §14): the
 // playbooks, workflows, runs and schedules an operator of a Studio works
 // with, and the system's health and maintenance. It offers queries with
 // filters and cursor paging, and typed commands — each with a stable type
@@ -38,7 +38,7 @@ const (
 )
 
 // Audit actors: who a command was executed for. Nothing from model output
-// ever becomes one (DESIGN.md §12).
+// ever becomes one (docs/design.md §16).
 const (
 	ActorCockpit   = "studio_cockpit"
 	ActorCLI       = "studio_cli" // a person at the command line (studio runs, playbooks, ...)
@@ -60,6 +60,10 @@ type Config struct {
 	// Provider runs playbooks. Nil: every run fails saying no model is
 	// configured; the rest of the application works.
 	Provider model.Provider
+	// OtherModels are the models conversations may choose besides the
+	// default (Provider), by name: Doctor checks each that can check
+	// itself.
+	OtherModels []NamedModel
 	// Maintenance is the backend's upkeep (vacuum, checkpoint, integrity,
 	// file sizes). Nil: the backend has none (PostgreSQL), and those
 	// actions and checks say so.
@@ -100,7 +104,7 @@ type Config struct {
 	// the one executing the run, and Start leaves the runs of other
 	// daemons alone (a dead daemon's are failed by the lease reaper,
 	// ReapOrphans). Unset, Start fails every run an earlier process left
-	// queued or running, as before.
+	// queued or running.
 	Shared bool
 	// ClaimInterval is how often idle workers look for queued runs besides
 	// when told of one (Shared only).

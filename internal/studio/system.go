@@ -3,6 +3,7 @@ package studio
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/studio/operator/internal/model"
@@ -69,6 +70,12 @@ type DatabaseReport struct {
 	Retention *RetentionReport `json:"retention,omitzero"`
 }
 
+// NamedModel is a configured model besides the default, for Doctor.
+type NamedModel struct {
+	Name     string
+	Provider model.Provider
+}
+
 // ModelReport is the configured model provider.
 type ModelReport struct {
 	Provider   string `json:"provider"`
@@ -109,6 +116,38 @@ type IndeterminateProposal struct {
 	Summary        string   `json:"summary"`
 	CreatedAt      float64  `json:"createdAt"`
 	ConfirmedAt    *float64 `json:"confirmedAt"`
+}
+
+// modelFailure is a model whose check failed.
+type modelFailure struct {
+	name string
+	err  error
+}
+
+// checkOtherModels checks the models besides the default at once, each
+// within 5 s, and returns those that failed, in the configured order.
+func (s *Service) checkOtherModels(ctx context.Context) []modelFailure {
+	errs := make([]error, len(s.cfg.OtherModels))
+	var wg sync.WaitGroup
+	for i, m := range s.cfg.OtherModels {
+		ch, ok := m.Provider.(model.Checker)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			errs[i] = ch.Check(cctx)
+		})
+	}
+	wg.Wait()
+	var out []modelFailure
+	for i, err := range errs {
+		if err != nil {
+			out = append(out, modelFailure{s.cfg.OtherModels[i].Name, err})
+		}
+	}
+	return out
 }
 
 // Doctor checks the database (quick check, schema version, file and WAL
@@ -180,6 +219,10 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 			r.Model.Error = redact.Text(err.Error())
 			problem(false, "the model provider %s is not answering: %v", r.Model.Provider, err)
 		}
+	}
+
+	for _, bad := range s.checkOtherModels(ctx) {
+		problem(false, "the model %s is not answering: %v", bad.name, bad.err)
 	}
 
 	d, err := s.store.Diagnostics(ctx, store.DiagnosticsParams{ProposalLimit: 20})

@@ -10,7 +10,7 @@ import (
 	"github.com/studio/operator/internal/spaces"
 )
 
-// NavigateInput is the navigate tool's input: the ADR's NavigateEffect fields.
+// NavigateInput is the navigate tool's input: the navigate effect's fields.
 type NavigateInput struct {
 	Space  string         `json:"space" jsonschema_description:"The space to open. Fleet (the runs table) is space mission with params view=fleet."`
 	Params map[string]any `json:"params,omitempty" jsonschema_description:"Route params of that space; see each space's params."`
@@ -83,7 +83,7 @@ func setEnum(s *jsonschema.Schema, prop string, values []string) {
 	}
 }
 
-// SelectInput is the select tool's input: the ADR's SelectEffect fields.
+// SelectInput is the select tool's input: the select effect's fields.
 type SelectInput struct {
 	Space     string            `json:"space" jsonschema_description:"The space whose item to select (not system)."`
 	Selection map[string]string `json:"selection" jsonschema_description:"What to select, e.g. {\"run\": \"<run id>\"} on mission or history, {\"playbook\": \"<id>\"} on library, {\"workflow\": \"<id>\"} on designer, {\"schedule\": \"<id>\"} on schedules."`
@@ -105,7 +105,7 @@ type ThemeInput struct {
 	Theme string `json:"theme" jsonschema:"enum=light,enum=dark" jsonschema_description:"The cockpit theme."`
 }
 
-// PrefillInput is the prefill_form tool's input: the ADR's PrefillEffect fields.
+// PrefillInput is the prefill_form tool's input: the prefill effect's fields.
 type PrefillInput struct {
 	Form   string         `json:"form" jsonschema_description:"The form to open and fill."`
 	Values map[string]any `json:"values" jsonschema_description:"Field values. schedule: name cron playbook input enabled; workflow: name description steps; playbook: name description prompt."`

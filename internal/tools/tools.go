@@ -1,4 +1,4 @@
-// Package tools is the operator's tool registry (ADR-0083 D3): every tool a
+// Package tools is the operator's tool registry (docs/design.md §7): every tool a
 // model may call, by stable id, with its execution class, the application
 // operation it maps to, Go input and output types, and JSON Schemas generated
 // from those types. Inputs are decoded strictly. Read tools run application

@@ -209,7 +209,7 @@ func TestToolCatalogIsWholeAndTyped(t *testing.T) {
 }
 
 // Nothing a tool spec says lets the model choose a URL, a shell command, SQL
-// or a file path (ADR D3).
+// or a file path (docs/design.md §7).
 func TestNoSpecOffersURLShellSQLOrPath(t *testing.T) {
 	t.Parallel()
 	reg, _ := registry(t)

@@ -86,7 +86,7 @@ export interface CommandProposal {
 export interface ConfirmProposalRequest {
   /** the proposal's commandHash as shown */
   expectedCommandHash: string;
-  /** the target's version as shown; the ADR's string form is accepted */
+  /** the target's version as shown; its string form is accepted */
   expectedTargetVersion?: number | string | null;
 }
 
@@ -260,7 +260,7 @@ export interface DurationBin {
   count: number;
 }
 
-/** A declarative cockpit effect (ADR D3); clients never apply an unknown kind. */
+/** A declarative cockpit effect (docs/protocol.md §3); clients never apply an unknown kind. */
 export type Effect = NavigateEffect | SelectEffect | PrefillEffect | ThemeEffect;
 
 export interface EffectState {
@@ -315,7 +315,7 @@ export interface FormField {
   description: string;
 }
 
-/** The version-1 frame envelope (ADR D2). An unknown version or type is a protocol error: never apply it best-effort. */
+/** The version-1 frame envelope (docs/protocol.md §3). An unknown version or type is a protocol error: never apply it best-effort. */
 export type Frame = TextFrame | ToolCallFrame | ToolResultFrame | UICommandFrame | ProposalFrame | ConfirmationFrame | ErrorFrame | DoneFrame;
 
 export interface IndeterminateProposal {
@@ -582,7 +582,7 @@ export interface ResourceVersion {
   /** resource kind: playbook, workflow, run, schedule, proposal */
   kind: string;
   id: string;
-  /** the resource's version (ADR: opaque; compare for equality). Frames stored before versions were integers hold a decimal string. */
+  /** the resource's version (opaque: compare for equality). Frames stored before versions were integers hold a decimal string. */
   version: number;
 }
 

@@ -6,7 +6,7 @@
 //
 // The provider reads no environment variables itself (the SDK's own
 // ANTHROPIC_* autoload is switched off); cmd/studio fills Config. The SDK
-// makes no retries: retrying is the coordinator's decision (DESIGN.md §10).
+// makes no retries: retrying is the coordinator's decision (docs/design.md §13).
 package anthropic
 
 import (

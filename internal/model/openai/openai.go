@@ -6,14 +6,14 @@
 // model.EventToolCall events. It asks for usage (stream_options.include_usage)
 // and reports it as model.EventUsage.
 //
-// Decision (figures in the README): not the official SDK. The
+// Decision (figures in docs/build-weight.md): not the official SDK. The
 // SDK's generated package took about 3 minutes of CPU and 2.75 GB of memory
 // to compile and added 23 MB to the binary for the two endpoints used here.
 //
 // The provider reads no environment variables itself; cmd/studio fills
 // Config (see the Env* constants for the names error messages point users
 // to). It makes no retries: retrying is the coordinator's decision
-// (DESIGN.md §10).
+// (docs/design.md §13).
 package openai
 
 import (
@@ -104,6 +104,13 @@ func New(cfg Config) (*Provider, error) {
 
 // Name implements model.Provider.
 func (p *Provider) Name() string { return providerName }
+
+// BaseURL is the API's address the provider calls, for the messages of
+// the daemon that configured it.
+func (p *Provider) BaseURL() string { return p.base }
+
+// HasKey reports whether the provider sends an API key.
+func (p *Provider) HasKey() bool { return p.cfg.APIKey != "" }
 
 // Check lists the server's models: it proves the server is reachable and the
 // key accepted. It does not insist that Model is listed, because llama.cpp

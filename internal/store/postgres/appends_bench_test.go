@@ -15,7 +15,7 @@ import (
 // BenchmarkAppends times durable appends (one frame per AppendFrames) by
 // 10, 100 and 1 000 turns appending at once, each to its own
 // conversation: batched (the writer loops, one transaction per batch) and
-// single (each append its own transaction, as before), interleaved within
+// single (each append its own transaction, unbatched), interleaved within
 // each run. pgtest's server runs with fsync off, so this measures the
 // round trips and the server's work per append, not the disk; `studio
 // bench --database` measures the durable rates.

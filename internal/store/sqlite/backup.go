@@ -10,9 +10,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 )
 
@@ -105,17 +108,106 @@ func Inspect(ctx context.Context, path string) (FileCheck, error) {
 	if len(fc.Problems) > 0 {
 		return fc, nil
 	}
-	var tables int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&tables); err != nil {
-		return fc, fmt.Errorf("%s is not a readable SQLite database: %w", path, err)
-	}
-	if tables == 0 {
-		return fc, fmt.Errorf("%s is a SQLite database but not a studio one (no schema_migrations table)", path)
+	if err := checkIdentity(ctx, db, path); err != nil {
+		return fc, err
 	}
 	if fc.SchemaVersion, err = sqlstore.CurrentVersion(ctx, db); err != nil {
 		return fc, err
 	}
 	return fc, nil
+}
+
+// checkIdentity refuses a SQLite database that is not studio's: a
+// schema_migrations table is common (golang-migrate, dbmate and others
+// keep one), so it must have studio's layout (version, name, applied_at),
+// each migration it records must be this binary's of that number and
+// name (newer ones are a newer release's, which Restore refuses on its
+// own), and the first migration's tables must be there.
+func checkIdentity(ctx context.Context, db *sql.DB, path string) error {
+	notStudio := func(why string, args ...any) error {
+		return fmt.Errorf("%s is a SQLite database but not a studio one: %s", path, fmt.Sprintf(why, args...))
+	}
+	cols := map[string]string{}
+	rows, err := db.QueryContext(ctx, `SELECT name, type FROM pragma_table_info('schema_migrations')`)
+	if err != nil {
+		return fmt.Errorf("%s is not a readable SQLite database: %w", path, err)
+	}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			rows.Close()
+			return fmt.Errorf("%s is not a readable SQLite database: %w", path, err)
+		}
+		cols[name] = strings.ToUpper(typ)
+	}
+	rows.Close()
+	if len(cols) == 0 {
+		return notStudio("no schema_migrations table")
+	}
+	want := map[string]string{"version": "INTEGER", "name": "TEXT", "applied_at": "REAL"}
+	if len(cols) != len(want) || cols["version"] != want["version"] || cols["name"] != want["name"] || cols["applied_at"] != want["applied_at"] {
+		return notStudio("its schema_migrations table has another tool's layout (%s)", describeColumns(cols))
+	}
+	ms, err := Migrations()
+	if err != nil {
+		return err
+	}
+	recorded, err := recordedMigrations(ctx, db)
+	if err != nil {
+		return fmt.Errorf("%s is not a readable SQLite database: %w", path, err)
+	}
+	n := 0
+	for _, r := range recorded {
+		if r.Version > len(ms) {
+			break // a newer release's: Restore says so
+		}
+		if r.Version < 1 || ms[r.Version-1].Name != r.Name {
+			return notStudio("schema_migrations records migration %d as %q, not one of studio's", r.Version, r.Name)
+		}
+		n++
+	}
+	if n == 0 {
+		return notStudio("schema_migrations records none of studio's migrations")
+	}
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('studio_operator_conversations', 'studio_operator_turns', 'studio_operator_frames')`).Scan(&tables); err != nil {
+		return fmt.Errorf("%s is not a readable SQLite database: %w", path, err)
+	}
+	if tables != 3 {
+		return notStudio("the operator's tables are missing")
+	}
+	return nil
+}
+
+// recordedMigrations are the rows of schema_migrations, by version.
+func recordedMigrations(ctx context.Context, db *sql.DB) ([]store.Migration, error) {
+	rows, err := db.QueryContext(ctx, `SELECT version, name FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Migration
+	for rows.Next() {
+		var m store.Migration
+		if err := rows.Scan(&m.Version, &m.Name); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// describeColumns lists a table's columns as "name TYPE, ...", in name order.
+func describeColumns(cols map[string]string) string {
+	names := make([]string, 0, len(cols))
+	for n := range cols {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n + " " + cols[n])
+	}
+	return strings.Join(names, ", ")
 }
 
 // RestoreError is a copy Restore refused, with why.
@@ -126,11 +218,12 @@ func (e *RestoreError) Error() string { return "restore refused: " + e.Reason }
 // Restore installs the database file src as the database at dbPath. The
 // caller holds the data directory's lock: no process has dbPath open.
 // src is copied into the data directory first and checked there (PRAGMA
-// integrity_check, a studio schema no newer than maxVersion); a copy that
+// integrity_check, studio's schema (checkIdentity) no newer than
+// maxVersion); a copy that
 // fails either is a *RestoreError and nothing changes. The database it
 // replaces, with its WAL checkpointed into it, is kept as dbPath +
-// ".before-restore-" + a UTC timestamp (returned as previous, "" when there
-// was none). The new file is renamed into place: a crash leaves either
+// ".before-restore-" + a UTC timestamp, -2, -3... within one second
+// (returned as previous, "" when there was none). The new file is renamed into place: a crash leaves either
 // database whole.
 func Restore(ctx context.Context, src, dbPath string, maxVersion int, now time.Time) (previous string, fc FileCheck, err error) {
 	dir := filepath.Dir(dbPath)
@@ -188,8 +281,7 @@ func Restore(ctx context.Context, src, dbPath string, maxVersion int, now time.T
 		if err := checkpointClose(ctx, dbPath); err != nil {
 			return "", fc, fmt.Errorf("restore: checkpoint the current database: %w", err)
 		}
-		previous = dbPath + ".before-restore-" + now.UTC().Format("20060102T150405Z")
-		if err := os.Link(dbPath, previous); err != nil {
+		if previous, err = keepPrevious(dbPath, now); err != nil {
 			return "", fc, fmt.Errorf("restore: keep the current database: %w", err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -207,6 +299,27 @@ func Restore(ctx context.Context, src, dbPath string, maxVersion int, now time.T
 		return previous, fc, fmt.Errorf("restore: %w", err)
 	}
 	return previous, fc, syncDir(dir)
+}
+
+// keepPrevious links the database at dbPath to a name of its own,
+// dbPath.before-restore-<UTC time>, with -2, -3... when a restore within
+// the same second took that name already; an existing name is never
+// replaced.
+func keepPrevious(dbPath string, now time.Time) (string, error) {
+	base := dbPath + ".before-restore-" + now.UTC().Format("20060102T150405Z")
+	for i := 1; ; i++ {
+		name := base
+		if i > 1 {
+			name = base + "-" + strconv.Itoa(i)
+		}
+		err := os.Link(dbPath, name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || i >= 1000 {
+			return "", err
+		}
+	}
 }
 
 // checkpointClose opens the database at path, copies its WAL into it and

@@ -263,3 +263,118 @@ func TestWALAutocheckpointOption(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestRestoreRefusesForeignDatabases: SQLite files that keep a
+// schema_migrations table of their own — golang-migrate's layout, or
+// studio's layout with another application's migrations — are refused,
+// and the database stays as it was.
+func TestRestoreRefusesForeignDatabases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, live, maxVersion := liveDatabase(t, "live")
+	foreign := func(name string, stmts ...string) string {
+		path := filepath.Join(dir, name)
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, q := range stmts {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		return path
+	}
+	golangMigrate := foreign("golang-migrate.db",
+		`CREATE TABLE schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (3, false)`,
+		`CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	otherApp := foreign("other-app.db",
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, 'create_users', 0), (2, 'add_email', 0)`,
+		`CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	emptyLedger := foreign("empty-ledger.db",
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)`)
+	for _, tc := range []struct{ file, want string }{
+		{golangMigrate, "another tool's layout (dirty BOOLEAN, version BIGINT)"},
+		{otherApp, `records migration 1 as "create_users"`},
+		{emptyLedger, "records none of studio's migrations"},
+	} {
+		_, _, err := Restore(ctx, tc.file, live, maxVersion, storetest.Epoch)
+		var re *RestoreError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "not a studio one") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("restore %s: %v, want a refusal saying %q", filepath.Base(tc.file), err, tc.want)
+		}
+		if ids := conversationIDs(t, live); len(ids) != 1 || ids[0] != "live" {
+			t.Fatalf("after refusing %s the database holds %v", filepath.Base(tc.file), ids)
+		}
+	}
+}
+
+// TestRestoreTwiceInOneSecond: two restores within one second keep both
+// replaced databases, each under a name of its own.
+func TestRestoreTwiceInOneSecond(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, live, maxVersion := liveDatabase(t, "first")
+	backups := []string{
+		migratedWithConversation(t, filepath.Join(dir, "b1", "studio.db"), "second"),
+		migratedWithConversation(t, filepath.Join(dir, "b2", "studio.db"), "third"),
+	}
+	var kept []string
+	for _, b := range backups {
+		previous, _, err := Restore(ctx, b, live, maxVersion, storetest.Epoch)
+		if err != nil {
+			t.Fatalf("restore %s within the same second: %v", b, err)
+		}
+		kept = append(kept, previous)
+	}
+	if kept[0] == kept[1] {
+		t.Fatalf("both restores kept the replaced database as %s", kept[0])
+	}
+	for i, want := range []string{"first", "second"} {
+		if ids := conversationIDs(t, kept[i]); len(ids) != 1 || ids[0] != want {
+			t.Errorf("%s holds %v, want %s", kept[i], ids, want)
+		}
+	}
+	if ids := conversationIDs(t, live); len(ids) != 1 || ids[0] != "third" {
+		t.Errorf("the restored database holds %v", ids)
+	}
+}
+
+// liveDatabase is a test's directory with the data directory's database
+// in it (data/studio.db, holding the conversation id), and this binary's
+// schema version.
+func liveDatabase(t *testing.T, id string) (dir, live string, maxVersion int) {
+	t.Helper()
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	return dir, migratedWithConversation(t, filepath.Join(dir, "data", "studio.db"), id), len(ms)
+}
+
+// migratedWithConversation makes a migrated database at path (its
+// directory created) holding one conversation, closed.
+func migratedWithConversation(t *testing.T, path, id string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(t.Context(), storetest.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateConversation(t.Context(), store.CreateConversationParams{ID: id, Now: storetest.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

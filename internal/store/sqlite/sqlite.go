@@ -1,7 +1,7 @@
 // Package sqlite is StateDB on SQLite (modernc.org/sqlite, pure Go): the
 // embedded default backend. One writer connection serialises writes; a small
 // reader pool serves reads concurrently under WAL. synchronous=FULL makes a
-// frame durable before any stream sees it (ADR D2). The queries are
+// frame durable before any stream sees it (docs/design.md §3). The queries are
 // sqlstore's, shared with the PostgreSQL backend; this package opens the
 // file, supplies sqlstore's dialect and keeps the file's own upkeep.
 package sqlite

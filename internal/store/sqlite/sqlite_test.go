@@ -68,7 +68,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestPragmas checks the settings DESIGN.md §3 requires on every connection
+// TestPragmas checks the settings docs/design.md §3 requires on every connection
 // of both pools: they are per connection, so one pool set up right proves
 // nothing about the other.
 func TestPragmas(t *testing.T) {

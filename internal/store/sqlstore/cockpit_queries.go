@@ -52,7 +52,8 @@ func auditFilter(p store.ListAdminEventsParams) (string, []any) {
 		args = append(args, p.Actor)
 	}
 	if p.CommandType != "" {
-		// The application's rows say commandType, the operator's (ADR D8) command_type.
+		// The application's rows say commandType, the operator's
+		// (docs/design.md §10) command_type.
 		cond += ` AND (CAST(details AS TEXT) LIKE ? ESCAPE '\' OR CAST(details AS TEXT) LIKE ? ESCAPE '\')`
 		args = append(args, jsonMember("commandType", p.CommandType), jsonMember("command_type", p.CommandType))
 	}

@@ -27,7 +27,7 @@ func (s *Store) ExpireEffects(ctx context.Context, p store.ExpireEffectsParams) 
 
 // expireEffectsOf marks a conversation's pending effects expired, inside
 // the caller's transaction: a newer turn supersedes them, and an archived
-// or deleted conversation applies none (DESIGN.md §8).
+// or deleted conversation applies none (docs/design.md §8).
 func expireEffectsOf(ctx context.Context, tx *writeTx, convID string, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_effects SET status = 'expired', acknowledged_at = ?
 		WHERE conversation_id = ? AND status = 'pending'`, ts(now), convID); err != nil {
@@ -37,7 +37,7 @@ func expireEffectsOf(ctx context.Context, tx *writeTx, convID string, now time.T
 }
 
 // archivedTitle refuses renaming an archived conversation unless the same
-// request unarchives it: archived is read-only (ADR D1).
+// request unarchives it: archived is read-only (docs/design.md §3).
 func archivedTitle(cur store.Conversation, p store.UpdateConversationParams) error {
 	if cur.Status == store.ConversationArchived && p.Title != nil && (p.Status == nil || *p.Status != store.ConversationActive) {
 		return protocol.Errorf(protocol.Conflict, "conversation is archived and read-only; unarchive it to rename it").

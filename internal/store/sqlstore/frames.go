@@ -128,7 +128,7 @@ func frameChunk(n int) int {
 // callerPayloads are the payloads of frames a caller appends (AppendFrames
 // and the proposal transitions). Each needs a payload, and none may be done:
 // done ends the turn, so only FinishTurn writes it, in the transaction that
-// releases the conversation (DESIGN.md §7).
+// releases the conversation (docs/design.md §6).
 func callerPayloads(frames []store.NewFrame) ([]protocol.Payload, error) {
 	payloads := make([]protocol.Payload, len(frames))
 	for i, f := range frames {

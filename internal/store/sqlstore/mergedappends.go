@@ -22,7 +22,7 @@ import (
 // the merged writes themselves fail, they are rolled back to their
 // savepoint and every append of the run goes the ordinary way, one
 // savepoint each, so each caller gets its own answer. Nobody is answered
-// before the batch's commit, as before.
+// before the batch's commit.
 //
 // The checks read rows without locking them, which holds only where one
 // writer connection runs write transactions one at a time (a dialect that

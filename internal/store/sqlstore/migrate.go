@@ -70,3 +70,23 @@ func CurrentVersion(ctx context.Context, db *sql.DB) (int, error) {
 	}
 	return int(v.Int64), nil
 }
+
+// MigrationsAppliedAt lists, in order, the migrations recorded as applied
+// at `at`: those a Migrate call given `at` as its now applied (none when
+// the schema was current, or when another daemon applied them first).
+func (s *Store) MigrationsAppliedAt(ctx context.Context, at time.Time) ([]store.Migration, error) {
+	rows, err := s.reader.QueryContext(ctx, s.d.Rebind(`SELECT version, name FROM schema_migrations WHERE applied_at = ? ORDER BY version`), ts(at))
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Migration
+	for rows.Next() {
+		var m store.Migration
+		if err := rows.Scan(&m.Version, &m.Name); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -117,9 +120,55 @@ func (s *Store) purgeConversations(ctx context.Context, where string, arg any, a
 			tx.removed = append(tx.removed, id)
 		}
 		out.IDs = ids
-		return audit(ctx, tx, auditRow)
+		if auditRow == nil {
+			return nil
+		}
+		row := *auditRow
+		if row.Details, err = purgedDetails(row.Details, out); err != nil {
+			return err
+		}
+		return audit(ctx, tx, &row)
 	})
 	return out, err
+}
+
+// maxAuditedIDs bounds the conversation ids one purge's audit row lists;
+// the counts are always whole.
+const maxAuditedIDs = 1000
+
+// purgedDetails adds what a purge removed to its audit row's details (a
+// JSON object, or none): the counts under "removed" and the conversations'
+// ids under "conversation_ids", at most maxAuditedIDs of them
+// ("conversation_ids_truncated" then says so).
+func purgedDetails(details jsontext.Value, out store.PurgeDeletedConversationsResult) (jsontext.Value, error) {
+	m := map[string]jsontext.Value{}
+	if len(details) > 0 {
+		if err := json.Unmarshal(details, &m); err != nil {
+			return nil, fmt.Errorf("purge audit details: %w", err)
+		}
+	}
+	ids := out.IDs
+	if len(ids) > maxAuditedIDs {
+		ids = ids[:maxAuditedIDs]
+		m["conversation_ids_truncated"] = jsontext.Value("true")
+	}
+	extra := map[string]any{
+		"removed": map[string]int64{"conversations": out.Conversations, "turns": out.Turns, "frames": out.Frames,
+			"proposals": out.Proposals, "effects": out.Effects, "tickets": out.Tickets},
+		"conversation_ids": append([]string{}, ids...),
+	}
+	for k, v := range extra {
+		b, err := json.Marshal(v, json.Deterministic(true))
+		if err != nil {
+			return nil, fmt.Errorf("purge audit details: %w", err)
+		}
+		m[k] = b
+	}
+	b, err := json.Marshal(m, json.Deterministic(true))
+	if err != nil {
+		return nil, fmt.Errorf("purge audit details: %w", err)
+	}
+	return b, nil
 }
 
 // Diagnostics implements store.AppStore.

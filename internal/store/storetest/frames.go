@@ -142,7 +142,7 @@ func testAppendInvalid(t *testing.T, f *fixture) {
 }
 
 // testAppendDone: only FinishTurn writes done, in the transaction that ends
-// the turn (DESIGN.md §7); AppendFrames carrying one would let a turn end
+// the turn (docs/design.md §6); AppendFrames carrying one would let a turn end
 // twice or leave the conversation claimed after its done frame.
 func testAppendDone(t *testing.T, f *fixture) {
 	c, tr := f.running()

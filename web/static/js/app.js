@@ -473,7 +473,7 @@ export class Cockpit {
     setTimeout(() => n.remove(), kind === 'error' ? 15000 : 6000);
   }
 
-  /** The current context snapshot for a turn (ADR D6). */
+  /** The current context snapshot for a turn (docs/design.md §5). */
   contextSnapshot() {
     const route = /** @type {Route} */ (this.route);
     /** @type {Record<string, string>} */

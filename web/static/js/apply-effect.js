@@ -1,4 +1,4 @@
-// Applying a validated ui_command to the cockpit (ADR-0083 D5): navigate,
+// Applying a validated ui_command to the cockpit (docs/design.md §8): navigate,
 // select (only an item that exists), prefill (never over unsaved edits)
 // and theme. Never throws: a failure is a rejection with a stable code,
 // which the dock records and acknowledges.

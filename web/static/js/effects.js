@@ -1,4 +1,4 @@
-// Effect validation and planning (ADR-0083 D3, D5): what the cockpit does
+// Effect validation and planning (docs/design.md §8): what the cockpit does
 // with a ui_command before it touches anything. Pure functions over the
 // route registry, so the same rules run in the browser and in Node tests.
 // Applying the plan and acknowledging it is the cockpit's job (app.js).

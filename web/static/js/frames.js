@@ -1,4 +1,4 @@
-// Frames of the operator protocol (ADR-0083 D2; DESIGN.md §4): the wire
+// Frames of the operator protocol (docs/protocol.md §3; docs/design.md §4): the wire
 // types and strict validation. A frame that fails validation is never
 // applied: the stream stops with a visible protocol error.
 
@@ -93,7 +93,7 @@ export function parseFrame(data) {
       break;
     }
     case 'confirmation':
-      // Unknown states are allowed: they are treated as terminal and unapplied (DESIGN.md §4).
+      // Unknown states are allowed: they are treated as terminal and unapplied (docs/design.md §4).
       if (!isString(p.proposalId) || !isString(p.state)) throw bad('needs proposalId and state');
       break;
     case 'error':

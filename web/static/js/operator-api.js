@@ -1,4 +1,4 @@
-// The typed operator API (DESIGN.md §5): one method per endpoint of
+// The typed operator API (docs/design.md §5): one method per endpoint of
 // /api/operator. A failure is returned to the caller, never retried here.
 
 import { query, enc } from './api.js';

@@ -1,4 +1,4 @@
-// Following one conversation's frames (ADR-0083 D6): fetch-based SSE with
+// Following one conversation's frames (docs/design.md §11): fetch-based SSE with
 // the bearer header, a cursor kept per conversation, de-duplication by
 // (conversationId, sequence), reconnection with capped exponential backoff
 // from the cursor, replay_gap recovery, and an EventSource transport with
@@ -243,7 +243,7 @@ export class ConversationStream {
 /**
  * Follows a stream with the browser's EventSource, which cannot send an
  * Authorization header: each connection redeems a fresh one-use stream
- * ticket (DESIGN.md §6), the only credential that may appear in a URL.
+ * ticket (docs/design.md §12), the only credential that may appear in a URL.
  * EventSource's own reconnect would reuse a spent ticket, so an error closes
  * it and this reconnects with a new ticket from the cursor.
  * @param {{client: OperatorClient, conversationId: string, after?: number, EventSource?: typeof EventSource, baseDelayMs?: number, maxDelayMs?: number}} opts

@@ -1,13 +1,13 @@
--- The five operator tables of ADR-0083 D1 with the ADR's column names and
--- CHECK lists, plus the append-only admin_events table and one-use stream
+-- The protocol's five operator tables (docs/design.md §3) with the contract's
+-- column names and CHECK lists, plus the append-only admin_events table and one-use stream
 -- tickets: the PostgreSQL twin of the SQLite backend's 0001.
--- Types (DESIGN.md §3; the ADR writes SQLite's):
+-- Types (docs/design.md §3; the contract writes SQLite's):
 --   REAL timestamps are DOUBLE PRECISION: Unix seconds with microseconds,
 --     the same IEEE double the Go code holds, so cursors compare exactly.
 --   INTEGER sequences and ids are BIGINT (SQLite's INTEGER is 64-bit).
 --   JSON columns are json: PostgreSQL keeps an exact, validated copy of the
 --     text (jsonb would reorder keys and refuse \u0000 in strings).
--- Added columns (DESIGN.md §3 allows them, listed here):
+-- Added columns (docs/design.md §3 allows them, listed here):
 --   studio_operator_conversations.retained_from_sequence: the lowest sequence
 --     still stored; a replay from an older cursor is a replay_gap.
 --   studio_operator_effects.expires_at: when the effect stops being valid.
@@ -16,7 +16,7 @@
 --   studio_operator_proposals.command_hash: the RFC 8785 SHA-256 the human
 --     confirms against.
 --   studio_operator_proposals.target_kind, target_id: the rest of the target
---     {kind, id, version} (target_version is the ADR's).
+--     {kind, id, version} (target_version is the contract's).
 --   studio_operator_proposals.call_id: the model tool call the proposal answers.
 
 CREATE TABLE studio_operator_conversations (

@@ -1,4 +1,4 @@
--- The Studio application's resources (DESIGN.md §11): playbooks, workflows
+-- The Studio application's resources (docs/design.md §14): playbooks, workflows
 -- with ordered steps, runs, schedules, and the claim rows that make each due
 -- schedule slot launch (or be skipped) exactly once.
 --

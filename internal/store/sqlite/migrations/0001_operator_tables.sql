@@ -1,6 +1,7 @@
--- The five operator tables of ADR-0083 D1, exactly as the ADR writes them,
+-- The protocol's five operator tables (docs/design.md §3), exactly as its
+-- contract writes them,
 -- plus the append-only admin_events table and one-use stream tickets.
--- Added columns (DESIGN.md §3 allows them, listed here):
+-- Added columns (docs/design.md §3 allows them, listed here):
 --   studio_operator_conversations.retained_from_sequence: the lowest sequence
 --     still stored; a replay from an older cursor is a replay_gap.
 --   studio_operator_effects.expires_at: when the effect stops being valid.
@@ -9,7 +10,7 @@
 --   studio_operator_proposals.command_hash: the RFC 8785 SHA-256 the human
 --     confirms against.
 --   studio_operator_proposals.target_kind, target_id: the rest of the target
---     {kind, id, version} (target_version is the ADR's).
+--     {kind, id, version} (target_version is the contract's).
 --   studio_operator_proposals.call_id: the model tool call the proposal answers.
 
 CREATE TABLE studio_operator_conversations (

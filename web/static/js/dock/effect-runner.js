@@ -1,4 +1,4 @@
-// Effects (ADR-0083 D5) as the dock meets them: decide whether this browser
+// Effects (docs/design.md §8) as the dock meets them: decide whether this browser
 // applies an effect (never twice, never from history, never when expired or
 // superseded, never when another browser already acknowledged it: the
 // server's state of the effect decides), let the cockpit apply it, remember

@@ -1,4 +1,4 @@
-// The proposal card (ADR D4): what the human confirms. It shows the
+// The proposal card (docs/design.md §9): what the human confirms. It shows the
 // summary, the risk (execute and admin look different from mutate), the
 // impact (destructive and irreversible in red, in words), the target by
 // name and its version, the exact command as JSON, and a live expiry

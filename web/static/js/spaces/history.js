@@ -186,7 +186,7 @@ function auditFilters(ctx) {
  * @param {SpaceContext} ctx @param {AuditEvent} e
  */
 function operatorLinks(ctx, e) {
-  // ADR D8's audit details are snake_case.
+  // The audit details are snake_case (docs/design.md §10).
   const d = e.details || {};
   const conv = d.conversation_id;
   const prop = d.proposal_id;
