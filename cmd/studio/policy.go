@@ -173,7 +173,7 @@ func policyExplainCmd(cfg *config) *cobra.Command {
 	f.StringVar(&command, "command", "", "a command asked for directly: its type (with --body)")
 	f.StringVar(&body, "body", "", "the command's JSON body")
 	f.StringVar(&door, "door", "", "http (default) or mcp")
-	f.StringVar(&request, "request", "", "the whole request as JSON, from a file or - for stdin (docs/policy.md)")
+	f.StringVar(&request, "request", "", "the whole request as JSON, from a file or - for stdin (docs/teams.md)")
 	return c
 }
 

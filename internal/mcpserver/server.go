@@ -67,7 +67,7 @@ type Server struct {
 }
 
 // PolicyActionMeta is the key of a tool's _meta naming the policy action
-// its calls ask (docs/policy.md).
+// its calls ask (docs/teams.md).
 const PolicyActionMeta = "studio/policyAction"
 
 // GetProposalTool is the read tool that reports a proposal's state.

@@ -9,14 +9,14 @@ import (
 	"github.com/studio/operator/internal/policy"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated sections of docs/policy.md")
+var update = flag.Bool("update", false, "rewrite the generated sections of docs/teams.md")
 
-// TestPolicyDocIsFresh: docs/policy.md prints the role table, the
+// TestPolicyDocIsFresh: docs/teams.md prints the role table, the
 // built-in policies, the four-eyes policy, the schema and the example
 // team file as the code has them
 // (go test ./internal/policy -run PolicyDoc -update).
 func TestPolicyDocIsFresh(t *testing.T) {
-	const path = "../../docs/policy.md"
+	const path = "../../docs/teams.md"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestPolicyDocIsFresh(t *testing.T) {
 // README print the one rule for commands of risk admin as the built-in
 // policies say it.
 func TestAdminRiskRuleIsPrintedFromItsSource(t *testing.T) {
-	for _, path := range []string{"../../docs/protocol.md", "../../README.md", "../../docs/policy.md"} {
+	for _, path := range []string{"../../docs/protocol.md", "../../README.md", "../../docs/teams.md"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

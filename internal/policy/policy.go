@@ -9,7 +9,7 @@
 // Policies are data, in Cedar (github.com/cedar-policy/cedar-go): a
 // built-in set that is the documented role table plus the four-eyes flag
 // (--second-approver-for), and a team's own file (--policy FILE), all
-// validated against schema.cedarschema when the daemon starts. docs/policy.md
+// validated against schema.cedarschema when the daemon starts. docs/teams.md
 // prints the effective built-in set and the role table it gives.
 package policy
 

@@ -1,7 +1,7 @@
 // What the signed-in principal may do, from its role (GET /api/auth/whoami):
 // the cockpit hides or disables a control with the reason instead of
 // letting the daemon refuse it. The rules mirror the daemon's built-in
-// policies (docs/policy.md): viewer < agent < operator < approver <
+// policies (docs/teams.md): viewer < agent < operator < approver <
 // admin; a confirm needs operator for mutate and execute and approver for
 // admin; four-eyes keeps the author of a proposal of a listed level, or a
 // level above it, from confirming it, and an approver never confirms its
