@@ -20,6 +20,7 @@ import (
 	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/policy"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
@@ -78,6 +79,7 @@ func (d *daemonParts) claimDataDir() error {
 	d.lock = lock
 	d.undo = append(d.undo, func() { lock.Release() })
 	d.token, err = loadOrCreateToken(d.cfg.dataDir)
+	redact.AddKnown(d.token) // whatever its shape, it is hidden wherever it shows up
 	return err
 }
 
@@ -227,7 +229,7 @@ func (d *daemonParts) newCoordinator() {
 		Commands: d.svc, Logger: d.log, ShutdownGrace: o.grace,
 		Workers: o.turn.workers, MaxQueuedTurns: o.turn.maxQueued,
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
-		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
+		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, DenialMemory: o.app.denialMemory, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
 		OutageBudget: o.lease.outageBudget})
 	d.svc.SettleProposalsWith(d.coord)
@@ -353,6 +355,13 @@ func (d *daemonParts) announce() {
 // daemon claims, posted until the daemon stops (before the store closes;
 // any daemon's dispatcher takes over a claim this one leaves).
 func (d *daemonParts) startWebhooks(ctx context.Context) {
+	// The receivers' secrets and URLs, by value: a URL may itself be the
+	// credential (Slack, Discord, Teams).
+	if list, err := d.st.ListWebhooks(ctx); err == nil {
+		for _, w := range list {
+			redact.AddKnown(w.Secret, w.URL)
+		}
+	}
 	hooks := webhooks.New(webhooks.Config{Store: d.st, Instance: d.instance, Timeout: d.o.webhook.timeout, Concurrency: d.o.webhook.concurrency,
 		PublicURL: d.o.webhook.publicURL, Observer: d.reg, Logger: d.log})
 	d.reg.ObserveWebhookQueue(func() (time.Duration, error) {

@@ -24,7 +24,7 @@ import (
 // nothing migrated or changed — because doctor is most needed when the
 // daemon is down.
 func newDoctorCmd(cfg *config) *cobra.Command {
-	var local bool
+	var local, secrets, redactFound bool
 	var keep retentionFlag
 	var o *output
 	cmd := &cobra.Command{
@@ -36,13 +36,21 @@ the daemon, and exit 5: the daemon is down. Exit 1 when the report's status is f
 is unhealthy); a degraded report lists its problems and exits 0.`,
 		Example: `  studio doctor
   studio doctor -o json | jq .problems
-  studio doctor --local          # only the database file, never the daemon`,
+  studio doctor --local          # only the database file, never the daemon
+  studio doctor --secrets        # count secrets kept in the database (from before they were hidden)
+  studio doctor --secrets --redact   # and hide them, audited`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := o.isJSON(); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if redactFound && !secrets {
+				return errors.New("--redact goes with --secrets")
+			}
+			if secrets {
+				return doctorSecrets(cmd.Context(), cfg, redactFound, o, out)
+			}
 			rep, source, down, err := doctorReport(cmd.Context(), cfg, local, keep.d)
 			if err != nil {
 				if down != nil {
@@ -72,6 +80,9 @@ is unhealthy); a degraded report lists its problems and exits 0.`,
 	}
 	o = addOutput(cmd)
 	cmd.Flags().BoolVar(&local, "local", false, "do not ask the daemon: read the database file directly")
+	cmd.Flags().BoolVar(&secrets, "secrets", false,
+		"read the database directly for secrets kept in frames, proposals, effects, the search index, audit details, runs and webhook bodies (exit 1 when some are found); see docs/security.md")
+	cmd.Flags().BoolVar(&redactFound, "redact", false, "with --secrets: hide what was found (one audited transaction; SQLite is then vacuumed so no old page keeps it)")
 	addRetentionFlag(cmd.Flags(), &keep, "read directly (no daemon answering): count what the daemon's retention would remove, as serve --retention")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,70 @@ func TestDoctorWithoutDaemon(t *testing.T) { // not parallel: t.Setenv
 	}
 	if _, _, _, err := doctorReport(t.Context(), &config{dataDir: t.TempDir(), addr: "127.0.0.1:1"}, true, 0); err == nil {
 		t.Fatal("doctor of an empty data dir found a database")
+	}
+}
+
+// TestDoctorSecrets: a database an older daemon left with a secret in a
+// turn's instruction, its frame and its search document: doctor --secrets
+// finds it (an error: exit 1), --secrets --redact hides it in one audited
+// transaction, and then no byte of the SQLite files holds it.
+func TestDoctorSecrets(t *testing.T) {
+	t.Parallel()
+	const secret = "ghp_Qm2Lp9Rt4Vw1Zb8Nc3Jd6Kf0Hg5Se2Ua7Ib4"
+	dir := t.TempDir()
+	cfg := &config{dataDir: dir}
+	st, _, err := openStore(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	conv, err := st.CreateConversation(t.Context(), store.CreateConversationParams{ID: "c1", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.SubmitTurn(t.Context(), store.SubmitTurnParams{ConversationID: conv.ID, RequestID: "r1", Instruction: "push with " + secret,
+		ContextJSON: []byte(`{}`), ContextHash: "h", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.FinishTurn(t.Context(), store.FinishTurnParams{RequestID: "r1", Status: store.TurnCompleted, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	held := func() bool {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && bytes.Contains(b, []byte(secret)) {
+				return true
+			}
+		}
+		return false
+	}
+	if !held() {
+		t.Fatal("the secret was never written: the test proves nothing")
+	}
+	o := &output{format: formatTable}
+	var out bytes.Buffer
+	if err := doctorSecrets(t.Context(), cfg, false, o, &out); err == nil || !strings.Contains(out.String(), "studio_operator_turns") {
+		t.Fatalf("doctor --secrets: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := doctorSecrets(t.Context(), cfg, true, o, &out); err != nil {
+		t.Fatalf("doctor --secrets --redact: %v\n%s", err, out.String())
+	}
+	if held() {
+		t.Fatal("a byte of the database files still holds the secret")
+	}
+	st, err = openDatabase(t.Context(), cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	events, err := st.ListAdminEvents(t.Context(), store.ListAdminEventsParams{Action: ActionSecretsRedacted, Limit: 5})
+	if err != nil || len(events) != 1 {
+		t.Fatalf("audit: %v %v", events, err)
+	}
+	out.Reset()
+	if err := doctorSecrets(t.Context(), cfg, false, o, &out); err != nil || !strings.Contains(out.String(), "none found") {
+		t.Fatalf("after --redact: %v\n%s", err, out.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/studio/operator/internal/model/anthropic"
 	"github.com/studio/operator/internal/model/openai"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 )
 
 // Several models at once: --provider NAME=KIND[,option=value...]
@@ -85,9 +86,11 @@ func buildModel(ps providerSpec) (coordinator.Model, error) {
 			key = os.Getenv(openai.EnvAPIKeyFallback)
 		}
 		m.ModelName = firstOf(ps.model, os.Getenv(openai.EnvModel), defaultOpenAIModel)
+		redact.AddKnown(key)
 		p, err = openai.New(openai.Config{BaseURL: firstOf(ps.baseURL, os.Getenv(openai.EnvBaseURL)), APIKey: key, Model: m.ModelName})
 	case "anthropic":
 		m.ModelName = firstOf(ps.model, os.Getenv(anthropic.EnvModel), defaultAnthropicModel)
+		redact.AddKnown(os.Getenv(firstOf(ps.apiKeyEnv, anthropic.EnvAPIKey)))
 		p, err = anthropic.New(anthropic.Config{BaseURL: firstOf(ps.baseURL, os.Getenv(anthropic.EnvBaseURL)),
 			APIKey: os.Getenv(firstOf(ps.apiKeyEnv, anthropic.EnvAPIKey)), Model: m.ModelName})
 	default:

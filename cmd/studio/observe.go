@@ -127,6 +127,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: use text or json", format)
 	}
+	h = redact.Handler(h)
 	// A failure that repeats (a loop retrying while the database is
 	// down) is one line and a summary, not a line per try.
 	return slog.New(logrepeat.New(h, logrepeat.Options{})), nil

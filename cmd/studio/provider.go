@@ -13,6 +13,7 @@ import (
 	"github.com/studio/operator/internal/model/openai"
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 )
 
 // Default model names when STUDIO_MODEL_NAME is unset.
@@ -43,9 +44,11 @@ func newProvider(spec string) (model.Provider, error) {
 		if key == "" {
 			key = os.Getenv(openai.EnvAPIKeyFallback)
 		}
+		redact.AddKnown(key)
 		p, err = openai.New(openai.Config{BaseURL: os.Getenv(openai.EnvBaseURL), APIKey: key,
 			Model: envOr(openai.EnvModel, defaultOpenAIModel)})
 	case "anthropic":
+		redact.AddKnown(os.Getenv(anthropic.EnvAPIKey))
 		p, err = anthropic.New(anthropic.Config{BaseURL: os.Getenv(anthropic.EnvBaseURL), APIKey: os.Getenv(anthropic.EnvAPIKey),
 			Model: envOr(anthropic.EnvModel, defaultAnthropicModel)})
 	default:

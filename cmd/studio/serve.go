@@ -44,6 +44,7 @@ type appOptions struct {
 	recoveryWindow time.Duration
 	runWorkers     int
 	proposalTTL    time.Duration
+	denialMemory   time.Duration
 	textFlush      time.Duration
 	heartbeat      time.Duration
 	retention      time.Duration // conversations unused this long are removed; 0: kept
@@ -201,10 +202,12 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.app.recoveryWindow, "recovery-window", studio.DefaultRecoveryWindow, "how long a deleted conversation stays recoverable before purge_deleted_conversations may remove it")
 	cfg.walAutocheckpoint = new(int)
 	f.IntVar(cfg.walAutocheckpoint, "sqlite-wal-autocheckpoint", -1,
-		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (README, \"Continuous replication\"); negative: SQLite's default, 1000")
+		"SQLite: copy the WAL into the database file after a commit that leaves this many pages in it; 0 leaves checkpoints to Litestream (docs/operating.md, \"Continuous replication\"); negative: SQLite's default, 1000")
 	addRetentionFlag(f, &keep, "remove conversations not used (no turn, frame or change) for this long, except pinned ones and ones with an active turn: checked at start and hourly, audited")
 	f.BoolVar(&o.app.noSeed, "no-seed", false, "do not create the starter playbooks in a new database")
 	f.DurationVar(&o.app.proposalTTL, "proposal-ttl", coordinator.DefaultProposalTTL, "how long a proposal waits for confirmation (shown in every proposal)")
+	f.DurationVar(&o.app.denialMemory, "denial-memory", coordinator.DefaultDenialMemory,
+		"how long a command a person denied is not proposed again in its conversation, unless their own new instruction asks for it; negative: not remembered")
 	f.DurationVar(&o.app.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
 	f.DurationVar(&o.app.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&o.http.secondApproverFor, "second-approver-for", nil,

@@ -9,6 +9,7 @@ import (
 	"github.com/studio/operator/internal/paging"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -29,7 +30,7 @@ func (s *Service) CreateConversation(ctx context.Context, req protocol.CreateCon
 		visibility = v
 	}
 	conv, err := s.store.CreateConversation(ctx, store.CreateConversationParams{
-		ID: uuid.NewString(), Project: req.Project, Title: req.Title, Owner: principalName(ctx), Visibility: visibility, Now: s.now(),
+		ID: uuid.NewString(), Project: req.Project, Title: secretsOut(req.Title), Owner: principalName(ctx), Visibility: visibility, Now: s.now(),
 	})
 	return View(conv), err
 }
@@ -130,7 +131,7 @@ func (s *Service) UpdateConversation(ctx context.Context, id string, req protoco
 			return protocol.Conversation{}, err
 		}
 	}
-	p := store.UpdateConversationParams{ID: id, Title: req.Title, Pinned: req.Pinned, Model: req.Model, Visibility: req.Visibility, Now: s.now()}
+	p := store.UpdateConversationParams{ID: id, Title: secretsOut(req.Title), Pinned: req.Pinned, Model: req.Model, Visibility: req.Visibility, Now: s.now()}
 	if req.Status != nil {
 		st := store.ConversationStatus(*req.Status)
 		if st != store.ConversationActive && st != store.ConversationArchived {
@@ -170,4 +171,14 @@ func stamp(t *time.Time) *float64 {
 	}
 	f := protocol.Timestamp(*t)
 	return &f
+}
+
+// secretsOut is a title as it is kept: without a secret pasted into it
+// (titles are searched and shown to every reader of the conversation).
+func secretsOut(title *string) *string {
+	if title == nil {
+		return nil
+	}
+	t := redact.Secrets(*title)
+	return &t
 }

@@ -53,7 +53,7 @@ func TestTurnProducesWhileItsFramesCommit(t *testing.T) {
 	t.Parallel()
 	chunks := make([]string, 6)
 	for i := range chunks {
-		chunks[i] = strings.Repeat(string(rune('a'+i)), 8<<10)
+		chunks[i] = strings.Repeat(string(rune('a'+i)), 8<<10-1) + " " // a word ends each: the redactor holds none back
 	}
 	prov := chunkProvider{chunks: chunks, streamed: make(chan struct{})}
 	e := newEngine(t, engineOpts{provider: &prov})

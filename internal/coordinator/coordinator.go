@@ -28,6 +28,7 @@ const (
 	DefaultTextFlush           = 50 * time.Millisecond
 	DefaultEffectTTL           = 10 * time.Minute
 	DefaultProposalTTL         = 10 * time.Minute
+	DefaultDenialMemory        = 10 * time.Minute
 	DefaultFirstEventTimeout   = 30 * time.Second
 	DefaultIdleTimeout         = 60 * time.Second
 	DefaultAttemptTimeout      = 10 * time.Minute
@@ -98,6 +99,10 @@ type Config struct {
 	EffectTTL time.Duration
 	// ProposalTTL is how long a proposal waits for a human (default 10 minutes).
 	ProposalTTL time.Duration
+	// DenialMemory is how long a command a person denied is not proposed
+	// again in its conversation, unless their own new instruction asks for
+	// it (default 10 minutes; negative: not remembered).
+	DenialMemory time.Duration
 	// ModelRetries is how many times a retryable model failure is retried
 	// (default 3; negative: never).
 	ModelRetries int
@@ -168,6 +173,9 @@ func (cfg *Config) defaults() {
 	setDefault(&cfg.TextFlush, DefaultTextFlush)
 	setDefault(&cfg.EffectTTL, DefaultEffectTTL)
 	setDefault(&cfg.ProposalTTL, DefaultProposalTTL)
+	if cfg.DenialMemory == 0 {
+		cfg.DenialMemory = DefaultDenialMemory
+	}
 	setDefault(&cfg.RetryBackoff, 500*time.Millisecond)
 	setDefault(&cfg.MaxRetryBackoff, 5*time.Second)
 	setDefault(&cfg.MaxRetryWait, 30*time.Second)

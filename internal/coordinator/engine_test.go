@@ -269,7 +269,9 @@ func TestLimitsPerTurn(t *testing.T) {
 		proposals = append(proposals, toolStep("create_playbook", `{"name":"p`+string(rune('a'+i))+`","prompt":"x"}`))
 	}
 	s := script.Script{Turns: []script.Turn{{Match: "rounds", Steps: rounds}, {Match: "proposals", Steps: proposals}}}
-	e := newEngine(t, engineOpts{script: &s, tweak: func(c *coordinator.Config) { c.MaxProposalsPerTurn = 10 }})
+	// The same command denied again and again: the denial memory would
+	// refuse the repeats before the cap counts them.
+	e := newEngine(t, engineOpts{script: &s, tweak: func(c *coordinator.Config) { c.MaxProposalsPerTurn, c.DenialMemory = 10, -1 }})
 
 	conv := e.conversation()
 	acc := e.submit(conv, "rounds")

@@ -45,6 +45,9 @@ func (o *owner) propose(callID string, cmd studio.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := o.refuseDenied(prep); err != nil {
+		return err
+	}
 	now := c.now()
 	p, err := c.newProposal(prep, t.ConversationID, t.RequestID, callID, now)
 	if err != nil {

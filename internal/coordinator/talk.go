@@ -101,10 +101,14 @@ func (o *owner) talk() outcome {
 				max+over, max, over).With("limit", "tool_calls_per_answer").With("max", max).With("dropped", over)
 			c.log.Warn("tool calls past the cap of one answer were not run", "request", o.turn.RequestID, "calls", max+over, "max", max)
 		}
+		seenIDs := map[string]bool{}
 		for i := range calls {
-			if calls[i].ID == "" { // the call id pairs a tool_call with its tool_result
+			// The call id pairs a tool_call with its tool_result: one the
+			// model left out, repeated or made unusable gets a fresh one.
+			if id := calls[i].ID; !usableCallID(id) || seenIDs[id] {
 				calls[i].ID = "call_" + uuid.NewString()
 			}
+			seenIDs[calls[i].ID] = true
 			var refuse *protocol.Error
 			if i == c.cfg.MaxToolCallsPerAnswer {
 				refuse = overCap
@@ -126,6 +130,20 @@ func (o *owner) talk() outcome {
 			// Decided already, by another daemon: go on with the result.
 		}
 	}
+}
+
+// usableCallID reports whether a model's call id can pair a tool_call
+// with its tool_result as it is: 1 to 128 printable ASCII characters.
+func usableCallID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitConfirmation parks the turn on its open proposal. A nil outcome

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"fmt"
 	"unicode/utf8"
 
@@ -17,6 +18,13 @@ import (
 // maxToolResultBytes bounds a tool result in a frame and in the model context.
 const maxToolResultBytes = 32 << 10
 
+// unnamedTool stands in a tool_call frame for a call the model made without
+// a name; maxToolNameRunes bounds the name a frame shows of an unknown tool.
+const (
+	unnamedTool      = "unnamed_tool"
+	maxToolNameRunes = 64
+)
+
 // callResult is what one tool call did to the turn.
 type callResult struct {
 	proposed bool     // a proposal now waits for a human
@@ -31,19 +39,29 @@ type callResult struct {
 // call refused (a cap) is recorded and answered with why, and never runs.
 func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot, refuse *protocol.Error) callResult {
 	c := o.c
+	name := call.Name
+	switch {
+	case name == "":
+		name = unnamedTool
+	case utf8.RuneCountInString(name) > maxToolNameRunes:
+		name = string([]rune(name)[:maxToolNameRunes]) + "…"
+	}
 	spec, known := c.cfg.Tools.Lookup(call.Name)
 	mode := "read" // an unknown tool never runs; it is recorded as a read
 	if known {
 		mode = spec.Class.Mode()
 	}
+	// Arguments that are not one JSON object, or too large or deep to
+	// read, are the model's mistake: the call is answered with what is
+	// wrong, and its frame shows no arguments.
+	badArgs := tools.CheckArguments(name, call.Arguments)
 	args := call.Arguments
-	argsOK := args.IsValid() && args.Kind() == '{'
-	if !argsOK {
+	if badArgs != nil || len(bytes.TrimSpace(args)) == 0 {
 		args = jsontext.Value(`{}`)
 	}
 	// The frame shows the arguments redacted (a token the model pasted,
 	// a host path); the tool runs with them as given.
-	if perr := o.emit(protocol.ToolCallPayload{CallID: call.ID, Tool: call.Name, Arguments: redact(args), Mode: mode}); perr != nil {
+	if perr := o.emit(protocol.ToolCallPayload{CallID: call.ID, Tool: name, Arguments: redact(args), Mode: mode}); perr != nil {
 		out := ended(store.TurnFailed, perr)
 		return callResult{out: &out}
 	}
@@ -58,10 +76,14 @@ func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot, re
 	switch {
 	case refuse != nil:
 		err = refuse
+	case call.Name == "":
+		err = protocol.Errorf(protocol.Validation, "the tool call has no tool name; call one of the tools offered by its name").
+			With("reason", "no_tool_name")
 	case !known:
-		err = protocol.Errorf(protocol.Validation, "unknown tool %q; use only the tools offered", call.Name).With("tool", call.Name)
-	case !argsOK:
-		err = protocol.Errorf(protocol.Validation, "tool arguments must be a JSON object").With("tool", call.Name)
+		err = protocol.Errorf(protocol.Validation, "unknown tool %q; use only the tools offered", name).With("tool", name).
+			With("reason", "unknown_tool")
+	case badArgs != nil:
+		err = badArgs
 	default:
 		env := tools.Env{}
 		if view != nil {
@@ -70,7 +92,7 @@ func (o *owner) callTool(call model.ToolCall, view *protocol.ContextSnapshot, re
 			env.Live = func() tools.LiveView { return c.liveView(t.ConversationID, t.CreatedAt, *view) }
 		}
 		var out tools.Outcome
-		out, err = spec.Run(o.ctx, env, call.Arguments)
+		out, err = spec.Run(o.ctx, env, args)
 		switch {
 		case err != nil:
 		case out.Command != nil:

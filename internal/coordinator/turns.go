@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/protocol"
+	redactpkg "github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -53,6 +54,9 @@ func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.Tu
 			Details:      map[string]any{"queuedTurns": c.pool.depth()}}
 	}
 	requestID, now := uuid.NewString(), c.now()
+	// A secret the person pasted is kept neither in the frame, the search
+	// index nor the model's context.
+	req.Instruction = redactpkg.Secrets(req.Instruction)
 	turn, frame, err := c.store.SubmitTurn(ctx, store.SubmitTurnParams{
 		ConversationID: convID, RequestID: requestID, Instruction: req.Instruction,
 		ContextJSON: record, ContextHash: hash, ExpectedLastSequence: *req.ExpectedLastSequence, Now: now,

@@ -62,6 +62,7 @@ func (s *Server) appRoutes() {
 	m.HandleFunc("GET /api/app/system/operator", a(s.handleOperatorActivity))
 	m.HandleFunc("POST /api/app/system/maintenance", a(bodyCommand[studio.RunMaintenanceCommand](s, maxSmallBody, http.StatusOK, nil, func(res studio.Result) any { return res.Maintenance })))
 	m.HandleFunc("GET /api/app/audit", a(s.handleAudit))
+	m.HandleFunc("GET /api/app/audit/actors", a(s.handleAuditActors))
 	m.HandleFunc("POST /api/app/commands/{type}", a(s.handleCommand))
 }
 
@@ -385,8 +386,20 @@ func (s *Server) handleEnableSchedule(enabled bool) http.HandlerFunc {
 
 // --- system, audit, commands -------------------------------------------------
 
+// handleHealth serves the doctor's report; ?part=work only its count of
+// the work in flight (what the cockpit's System view reads again on every
+// change, without a quick check of the database or a call to the model).
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.cfg.App.Doctor(r.Context())
+	var rep studio.DoctorReport
+	var err error
+	switch part := r.URL.Query().Get("part"); part {
+	case "":
+		rep, err = s.cfg.App.Doctor(r.Context())
+	case "work":
+		rep, err = s.cfg.App.DoctorWork(r.Context())
+	default:
+		err = protocol.Errorf(protocol.Validation, "part must be work (or absent: the whole report)").With("field", "part")
+	}
 	answer(w, r, s, rep, err)
 }
 
@@ -409,6 +422,16 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := s.cfg.App.ListAudit(r.Context(), aq)
 	answer(w, r, s, page, err)
+}
+
+// handleAuditActors serves GET /api/app/audit/actors: who the audit trail
+// can be filtered by.
+func (s *Server) handleAuditActors(w http.ResponseWriter, r *http.Request) {
+	actors, err := s.cfg.App.AuditActors(r.Context())
+	if actors == nil {
+		actors = []string{}
+	}
+	answer(w, r, s, map[string]any{"actors": actors}, err)
 }
 
 // handleCommand executes any command type by id; the body is the command.

@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -121,5 +123,43 @@ func TestAppEventsStream(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("no reset event")
+	}
+}
+
+// TestAppEventsCarryProposalsAndAudit: a proposal made and decided, and
+// every audit row, are on the change stream (ids only), so the cockpit's
+// approvals inbox and audit trail update in place; the audit's actors
+// are listed for its filter.
+func TestAppEventsCarryProposalsAndAudit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{script: &proposalScript, serveApp: true})
+	live := followAppEvents(t, h.client, 0)
+	conv := h.conversation()
+	acc, prop := h.proposed(conv.ID)
+	live.waitFor(t, "proposal.changed", prop.ID)
+	if _, err := h.client.Deny(h.ctx(), conv.ID, prop.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitDone(conv.ID, acc.RequestID)
+	decided := live.waitFor(t, "proposal.changed", prop.ID)
+	// The denial's audit row, by its id.
+	page, err := h.app.ListAudit(h.ctx(), studio.AuditQuery{Target: prop.ID, Limit: 10})
+	if err != nil || len(page.Events) == 0 {
+		t.Fatalf("the proposal's audit rows: %+v, %v", page.Events, err)
+	}
+	newest := page.Events[0]
+	row := live.waitFor(t, "audit.appended", strconv.FormatInt(newest.ID, 10))
+	if row.Seq < decided.Seq-1 {
+		t.Fatalf("the audit row's change %d is far before the decision's %d", row.Seq, decided.Seq)
+	}
+
+	var actors struct {
+		Actors []string `json:"actors"`
+	}
+	if err := h.client.Do(h.ctx(), "GET", "/api/app/audit/actors", nil, &actors); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.IsSorted(actors.Actors) || !slices.Contains(actors.Actors, newest.Actor) || len(slices.Compact(slices.Clone(actors.Actors))) != len(actors.Actors) {
+		t.Fatalf("audit actors %v; want the sorted distinct actors, %q among them", actors.Actors, newest.Actor)
 	}
 }

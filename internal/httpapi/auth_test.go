@@ -174,7 +174,9 @@ var errStop = protocol.Errorf(protocol.Cancelled, "test stop")
 
 func TestCancelQueuedAndRunning(t *testing.T) {
 	t.Parallel()
-	slow := script.Script{Turns: []script.Turn{{Steps: []script.Step{{Text: ptr("working")}, {SleepMs: ptr(int64(60_000))}, {Text: ptr("never")}}}}}
+	// "working " ends its word: a word still being written is held back
+	// until it ends (it could be the start of a token).
+	slow := script.Script{Turns: []script.Turn{{Steps: []script.Step{{Text: ptr("working ")}, {SleepMs: ptr(int64(60_000))}, {Text: ptr("never")}}}}}
 	h := newHarness(t, harnessOpts{script: &slow, workers: 1})
 	ctx := h.ctx()
 	a, b := h.conversation(), h.conversation()
@@ -182,7 +184,7 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 	// Wait until the first turn is running and has spoken.
 	h.until(a.ID, 0, func(f protocol.Frame) bool {
 		p, ok := f.Payload.(protocol.TextPayload)
-		return ok && p.Content == "working"
+		return ok && p.Content == "working "
 	})
 	queued := h.submit(b.ID, "second") // the only worker is busy
 	turn, err := h.client.Cancel(ctx, b.ID, queued.RequestID)

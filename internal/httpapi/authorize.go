@@ -107,6 +107,7 @@ var RouteActions = map[string]Route{
 	"GET /api/app/system/operator":          {policy.ReadHealth, OnStudio},
 	"POST /api/app/system/maintenance":      {policy.RunCommand, OnCommand},
 	"GET /api/app/audit":                    {policy.ReadAudit, OnStudio},
+	"GET /api/app/audit/actors":             {policy.ReadAudit, OnStudio},
 	"POST /api/app/commands/{type}":         {policy.RunCommand, OnCommand},
 
 	"POST /mcp": {policy.UseMCP, OnStudio}, // and each tool call (mcpserver)

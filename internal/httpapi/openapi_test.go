@@ -167,8 +167,11 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("POST", "/api/app/schedules/nightly/disable", `{"expectedVersion":3}`, 200)
 	call("DELETE", "/api/app/schedules/nightly?expectedVersion=4", "", 200)
 	call("GET", "/api/app/system/health", "", 200)
+	call("GET", "/api/app/system/health?part=work", "", 200)
+	call("GET", "/api/app/system/health?part=all", "", 400)
 	call("POST", "/api/app/system/maintenance", `{"action":"integrity_check"}`, 200)
 	call("GET", "/api/app/audit?actor=studio_cockpit&commandType=update_playbook&since=0", "", 200)
+	call("GET", "/api/app/audit/actors", "", 200)
 	call("POST", "/api/app/commands/set_schedule_enabled", `{"schedule":"missing","enabled":true}`, 404)
 	call("POST", "/api/app/commands/update_playbook", `{"playbook":"tour","expectedVersion":2,"prompt":"Audit {{input}} again"}`, 200)
 	call("DELETE", "/api/app/playbooks/"+pbID+"?expectedVersion=3", "", 409) // used by the workflow

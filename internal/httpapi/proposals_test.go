@@ -33,9 +33,11 @@ var proposalScript = script.Script{Turns: []script.Turn{
 }}
 
 // proposed submits "launch" and waits for the confirmation(required) frame.
+// The instruction names the playbook: a person asking for the command again
+// lifts the memory of their earlier denial of it.
 func (h *harness) proposed(convID string) (protocol.TurnAccepted, protocol.CommandProposal) {
 	h.t.Helper()
-	acc := h.submit(convID, "launch audit")
+	acc := h.submit(convID, "launch audit-repo")
 	var prop protocol.CommandProposal
 	h.until(convID, acc.AcceptedSequence-1, func(f protocol.Frame) bool {
 		if p, ok := f.Payload.(protocol.ProposalPayload); ok {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/webhooks"
 )
@@ -131,6 +132,7 @@ func (s *Server) handleCreateWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	redact.AddKnown(secret, req.URL) // by value from now on: the URL may be the credential
 	who, _ := protocol.PrincipalFrom(r.Context())
 	id, now := "wh_"+strings.ReplaceAll(uuid.NewString(), "-", ""), s.now()
 	h, err := ws.CreateWebhook(r.Context(), store.CreateWebhookParams{ID: id, URL: req.URL, Events: events, Format: format, Secret: secret,

@@ -136,3 +136,20 @@ func Complete(ctx context.Context, p Provider, req Request) (string, error) {
 	}
 	return b.String(), ctx.Err()
 }
+
+// HistoryToolName is the name a past tool call is sent back to a provider
+// under: its own when it is a name providers accept (letters, digits, _ and
+// -, at most 64), else "invalid_tool_name" — a model may have called a
+// tool by a name no API takes back, and was answered that it does not exist.
+func HistoryToolName(name string) string {
+	if len(name) == 0 || len(name) > 64 {
+		return "invalid_tool_name"
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "invalid_tool_name"
+		}
+	}
+	return name
+}

@@ -65,8 +65,8 @@ func (r redacting) Stream(ctx context.Context, req Request) iter.Seq2[Event, err
 				if rest := text.Flush(); rest != "" && !yield(Event{Kind: EventText, Text: rest}, nil) {
 					return
 				}
-				ev.ToolCall.Name = redact.Text(ev.ToolCall.Name)
-				ev.ToolCall.ID = redact.Text(ev.ToolCall.ID)
+				ev.ToolCall.Name = redact.Name(ev.ToolCall.Name)
+				ev.ToolCall.ID = redact.Name(ev.ToolCall.ID)
 			}
 			if !yield(ev, nil) {
 				return
@@ -119,7 +119,15 @@ func (e *redactedError) Unwrap() error { return e.err }
 // TextRedactor redacts text that arrives in pieces.
 type TextRedactor struct {
 	held strings.Builder
+	// line is the raw text of the current line released so far (its last
+	// maxContext bytes): a piece is redacted after it, so that a rule that
+	// needs the words before a value (api_key = …, adafruit token: …) sees
+	// them.
+	line string
 }
+
+// maxContext bounds the released text a piece is redacted after.
+const maxContext = 512
 
 // maxHeld is the most text held back waiting for the rest of a possible
 // secret; past it the text is released, redacted as it stands.
@@ -139,7 +147,39 @@ func (t *TextRedactor) Write(s string) string {
 	}
 	t.held.Reset()
 	t.held.WriteString(all[cut:])
-	return redact.Text(all[:cut])
+	return t.release(all[:cut])
+}
+
+// release redacts a piece after the line released so far, and remembers it.
+func (t *TextRedactor) release(piece string) string {
+	ctx := t.line
+	out := redact.Text(piece)
+	if ctx != "" {
+		before, both := redact.Text(ctx), redact.Text(ctx+piece)
+		if strings.HasPrefix(both, before) {
+			out = both[len(before):]
+		} else {
+			// A secret began in what was released (a word too short to
+			// hold back, minHeldWord): what follows the released part of it
+			// is hidden with the rest.
+			n := 0
+			for n < len(before) && n < len(both) && before[n] == both[n] {
+				n++
+			}
+			if rest := both[n:]; strings.HasPrefix(rest, redact.Secret) {
+				out = rest
+			}
+		}
+	}
+	line := ctx + piece
+	if nl := strings.LastIndexByte(line, '\n'); nl >= 0 {
+		line = line[nl+1:]
+	}
+	if len(line) > maxContext {
+		line = line[len(line)-maxContext:]
+	}
+	t.line = line
+	return out
 }
 
 // Flush returns what is held, redacted.
@@ -149,7 +189,7 @@ func (t *TextRedactor) Flush() string {
 	if s == "" {
 		return ""
 	}
-	return redact.Text(s)
+	return t.release(s)
 }
 
 // safeCut is where s can be cut with no secret across the cut: after the
@@ -195,10 +235,15 @@ func trailingKeyName(line string) int {
 // mightStartSecret reports whether a word being written could become (or
 // already holds the start of) something the redactor hides once more text
 // arrives: a token shape, a URL with a password, a key's name with its
-// value, a PEM block.
+// value, a PEM block — and, since a token may have no prefix at all (the
+// owner token, a ticket, a configured key known by value), any word of a
+// token's characters of minHeldWord or more.
 func mightStartSecret(w string) bool {
 	if w == "" {
 		return false
+	}
+	if len(w) >= minHeldWord && strings.IndexFunc(w, func(r rune) bool { return r >= 0x80 || !isAlnum(byte(r)) && r != '_' && r != '-' && r != '.' }) < 0 {
+		return true
 	}
 	if strings.ContainsAny(w, ":=@\\/\"'") || strings.Contains(w, "--") {
 		return true
@@ -216,6 +261,13 @@ func mightStartSecret(w string) bool {
 	}
 	return false
 }
+
+// minHeldWord is the shortest word of a token's characters held back: a
+// shorter one is shown at once (a model pausing at "Found 3"), and should
+// it turn out to start a token without a prefix, the rest of the token is
+// hidden — no more of it shows than the visible start of a personal token
+// (stu_ and 8 characters) does.
+const minHeldWord = 4
 
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'

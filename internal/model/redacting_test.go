@@ -10,6 +10,7 @@ import (
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 )
 
 // pieces is a provider that streams fixed events, then an error.
@@ -157,4 +158,32 @@ func joinTokens(n int) string {
 		b.WriteString("token-" + strconv.Itoa(i) + " ")
 	}
 	return b.String()
+}
+
+// Secrets the rule set finds only with the words before them (a keyword
+// and a separator), tokens without a prefix, and values known by value:
+// split anywhere, at most the first minHeldWord-1 characters of a token
+// without a prefix show (a word that short is shown at once), never more.
+func TestRedactingTextSplitNeedsContext(t *testing.T) {
+	t.Parallel()
+	const bare = "Qm9vdHN0cmFwVG9rZW4tRm9yLVRlc3RzLTAxMjM0NTY" // 43 characters, base64url
+	const known = "zz-known-provider-key-9f8e7d6c"
+	redact.AddKnown(known)
+	cases := []struct{ text, secret string }{
+		{"config: adafruit_key = 'a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5' set", "a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5"},
+		{"the token is " + bare + " now", bare[3:]},
+		{"use " + known + " for it", known},
+	}
+	for _, c := range cases {
+		for i := 1; i < len(c.text); i++ {
+			evs := []model.Event{{Kind: model.EventText, Text: c.text[:i]}, {Kind: model.EventText, Text: c.text[i:]}}
+			got, _, err := collect(model.Redacting(pieces{events: evs}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(got, c.secret) || !strings.Contains(got, "[redacted]") {
+				t.Fatalf("split at %d: %q", i, got)
+			}
+		}
+	}
 }

@@ -4,31 +4,38 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// JSON redacts a JSON document: every string value goes through Text, and
-// the value of a member whose name is a SecretKey is replaced whole (a
-// string, number, object or array; null, booleans and empty strings say
-// nothing and stay). Names are kept: they come from the application's
-// schemas, and rewriting them could make two members collide. The result is
-// valid JSON whenever the input is; input that is not JSON is redacted as
-// text.
-func JSON(b []byte) []byte {
-	out, err := redactJSON(b)
+// JSON redacts a JSON document: every string value and every member name
+// goes through Text, and the value of a member whose name is a SecretKey is
+// replaced whole (a string, number, object or array; null, booleans and
+// empty strings say nothing and stay). A name that held a secret becomes
+// the marker, numbered when one object has several ("[redacted]",
+// "[redacted]2"), so that names stay distinct. The result is valid JSON
+// whenever the input is; input that is not JSON is redacted as text.
+func JSON(b []byte) []byte { return redactJSON(b, Text) }
+
+// SecretsJSON is JSON with Secrets for Text: host paths stay.
+func SecretsJSON(b []byte) []byte { return redactJSON(b, Secrets) }
+
+func redactJSON(b []byte, text func(string) string) []byte {
+	out, err := walkJSON(b, text)
 	if err != nil {
-		return []byte(Text(string(b)))
+		return []byte(text(string(b)))
 	}
 	return out
 }
 
-func redactJSON(b []byte) ([]byte, error) {
+func walkJSON(b []byte, text func(string) string) ([]byte, error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(b))
 	var buf bytes.Buffer
 	buf.Grow(len(b))
 	enc := jsontext.NewEncoder(&buf)
 	secretNext := false
+	renamed := map[int]int{} // depth → names redacted in the object open there
 	for {
 		kind := dec.PeekKind()
 		depth := dec.StackDepth()
@@ -40,7 +47,15 @@ func redactJSON(b []byte) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			secretNext = SecretKey(tok.String())
+			name := tok.String()
+			secretNext = SecretKey(name)
+			if red := text(name); red != name {
+				renamed[depth]++
+				if n := renamed[depth]; n > 1 {
+					red += strconv.Itoa(n)
+				}
+				tok = jsontext.String(red)
+			}
 			if err := enc.WriteToken(tok); err != nil {
 				return nil, err
 			}
@@ -70,10 +85,13 @@ func redactJSON(b []byte) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := enc.WriteToken(jsontext.String(Text(tok.String()))); err != nil {
+			if err := enc.WriteToken(jsontext.String(text(tok.String()))); err != nil {
 				return nil, err
 			}
 		default:
+			if kind == '}' {
+				delete(renamed, depth)
+			}
 			tok, err := dec.ReadToken()
 			if errors.Is(err, io.EOF) {
 				return bytes.TrimRight(buf.Bytes(), "\n"), nil

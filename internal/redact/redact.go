@@ -1,15 +1,17 @@
-// Package redact removes secrets and absolute host paths from application
-// data before it enters conversation frames and the model's context
-// (docs/design.md §16): the values of keys that name a secret
-// (password=…, "api_key": …, Authorization: …), tokens of well-known shapes
-// (OpenAI, Anthropic, GitHub, GitLab, Slack, AWS, Google, Stripe, npm,
-// Hugging Face, JWTs, PEM blocks), passwords in URLs, and absolute paths
-// outside the cockpit's own routes.
+// Package redact removes secrets and absolute host paths from what people,
+// models and application runs write, before it is kept or sent anywhere
+// (frames, the model's context, proposals, effects, the search index,
+// audit details, logs, webhook bodies, MCP results): the values of keys
+// that name a secret (password=…, "api_key": …, Authorization: …), what
+// gitleaks' default rule set finds (GitleaksVersion; gitleaks_rules.go),
+// this daemon's own credentials by shape (daemon_rules.go), values this
+// process knows to be secret (AddKnown), PEM blocks, passwords in URLs, and
+// absolute paths outside the cockpit's own routes (docs/design.md §16).
+// docs/security.md says where each function is used.
 //
 // It errs on the side of hiding: a false positive hides a harmless word from
-// the model, a false negative stores a secret in a frame for good. It does not
-// guess at arbitrary high-entropy strings, because ids and command hashes
-// (UUIDs, SHA-256 hex) are what the operator works with.
+// the model, a false negative stores a secret for good. Ids and command
+// hashes (UUIDs, SHA-256 hex) stay: they are what the operator works with.
 package redact
 
 import (
@@ -26,8 +28,21 @@ const (
 	Path   = "[path]"
 )
 
-// Text redacts secrets and host paths in free text.
+// Text redacts secrets and host paths in free text: what reaches the model
+// and the frames from the application and from the model.
 func Text(s string) string {
+	s = Secrets(s)
+	if len(s) >= 3 && strings.ContainsAny(s, `/\~`) {
+		s = paths(s)
+	}
+	return s
+}
+
+// Secrets redacts secrets alone, leaving host paths: what a person wrote
+// (an instruction, a title) and what the daemon records of it (audit
+// details, webhook bodies). Every place that stores or sends such text
+// passes it here (or through Text, JSON or SecretsJSON, which do too).
+func Secrets(s string) string {
 	if len(s) < 3 {
 		return s
 	}
@@ -37,18 +52,13 @@ func Text(s string) string {
 	if strings.Contains(s, "://") && strings.Contains(s, "@") {
 		s = urlPassword.ReplaceAllString(s, "${1}${2}:"+Secret+"@")
 	}
-	if strings.Contains(s, "hooks.slack.com/") || strings.Contains(s, "/api/webhooks/") {
-		s = secretURL.ReplaceAllString(s, "${1}"+Secret)
-	}
+	s = secrets(s)
 	s = tokens(s)
 	if strings.ContainsAny(s, "=:") {
 		s = keyValues(s)
 	}
 	if strings.Contains(s, "--") {
 		s = flags(s)
-	}
-	if strings.ContainsAny(s, `/\~`) {
-		s = paths(s)
 	}
 	return s
 }
@@ -62,40 +72,16 @@ var pemBlock = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*-----(?s:.*?)(?:-----END
 // apart from the rest (a stream's pieces), :// starts the userinfo.
 var urlPassword = regexp.MustCompile(`(://)([^/\s:@"']*):[^/\s@"']+@`)
 
-// secretURL is a URL whose path is itself the credential (webhooks).
-var secretURL = regexp.MustCompile(`(hooks\.slack\.com/(?:services|workflows)/|discord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_-]+`)
-
-// tokenShapes are credentials recognisable by their shape alone. A shape
-// starts the text or follows any character but a letter or digit: an
-// underscore glues a key to a word (run_sk-…) without making it a word.
-var tokenShapes = regexp.MustCompile(`(^|[^A-Za-z0-9])(?:` + strings.Join([]string{
-	`sk-[A-Za-z0-9_-]{20,}`,                                      // OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
-	`gh[pousr]_[A-Za-z0-9]{30,}`,                                 // GitHub tokens
-	`github_pat_[A-Za-z0-9_]{30,}`,                               // GitHub fine-grained tokens
-	`glpat-[A-Za-z0-9_-]{20,}`,                                   // GitLab
-	`xox[abposre]-[A-Za-z0-9-]{10,}`,                             // Slack
-	`xapp-[A-Za-z0-9-]{10,}`,                                     // Slack app-level
-	`(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA|ANPA)[A-Z0-9]{16}`,         // AWS key ids
-	`AIza[0-9A-Za-z_-]{35}`,                                      // Google API keys
-	`(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}`,                // Stripe
-	`npm_[A-Za-z0-9]{36}`,                                        // npm
-	`hf_[A-Za-z0-9]{30,}`,                                        // Hugging Face
-	`pypi-[A-Za-z0-9_-]{50,}`,                                    // PyPI
-	`eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`, // JWT
-}, "|") + `)`)
-
 // authScheme is an HTTP credential after its scheme: Bearer …, Basic ….
 var authScheme = regexp.MustCompile(`(?i)\b(bearer|basic)([ \t]+)([A-Za-z0-9._~+/=-]{16,})`)
 
-// tokenPrefixes are the literal starts of tokenShapes: a text with none of
-// them is not searched.
-var tokenPrefixes = []string{"sk-", "gh", "github_pat_", "glpat-", "xox", "xapp-", "AKIA", "ASIA", "ABIA", "ACCA",
-	"AIDA", "AROA", "ANPA", "AIza", "_live_", "_test_", "npm_", "hf_", "pypi-", "eyJ"}
+// secrets hides the values this process knows (AddKnown) and what the
+// rule set finds: gitleaks' default rules and the daemon's own.
+func secrets(s string) string {
+	return replaceSpans(s, append(knownSpans(s), rules().find(s)...))
+}
 
 func tokens(s string) string {
-	if slices.ContainsFunc(tokenPrefixes, func(p string) bool { return strings.Contains(s, p) }) {
-		s = tokenShapes.ReplaceAllStringFunc(s, shapedToken)
-	}
 	if !strings.Contains(s, "earer") && !strings.Contains(s, "EARER") && !strings.Contains(s, "asic") && !strings.Contains(s, "ASIC") {
 		return s
 	}
@@ -106,18 +92,6 @@ func tokens(s string) string {
 		}
 		return sub[1] + sub[2] + Secret
 	})
-}
-
-func shapedToken(m string) string {
-	lead := ""
-	if r, n := utf8.DecodeRuneInString(m); n > 0 && !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-		lead, m = m[:n], m[n:] // the character before the shape
-	}
-	// "sk-" also starts kebab-case words; a key always has a digit.
-	if strings.HasPrefix(m, "sk-") && !strings.ContainsAny(m, "0123456789") {
-		return lead + m
-	}
-	return lead + Secret
 }
 
 // keyValues redacts the values of keys that name a secret: key=value,
@@ -441,4 +415,20 @@ func cockpitPath(p string) bool {
 		return false
 	}
 	return slices.Contains(AllowedRoots, segs[0]) && utf8.ValidString(p)
+}
+
+// Name redacts an identifier a model made up (a tool's name, a call id) as
+// Text does, and whole when a secret starts after one of its underscores:
+// an underscore glues a token to a word (run_dop_v1_…) where the rule
+// set's word boundaries do not see it.
+func Name(s string) string {
+	if t := Text(s); t != s {
+		return t
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i-1] == '_' && Secrets(s[i:]) != s[i:] {
+			return Secret
+		}
+	}
+	return s
 }

@@ -8,6 +8,7 @@ package spaces
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -24,14 +25,31 @@ const (
 	TypeInt    = "integer"
 	TypeBool   = "boolean"
 	TypeList   = "list" // of strings
+	TypeID     = "id"   // a resource's id or name: IDPattern
 )
+
+// IDPattern is the form of every id a param or a selection names (a run's
+// UUID, a playbook's name): the application's reference form
+// (studio.CheckRef), so that no path, URL or query string can pass as one.
+const IDPattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`
+
+var idPattern = regexp.MustCompile(IDPattern)
+
+// MaxStringParam bounds a string param or a selection value, in bytes.
+const MaxStringParam = 200
 
 // Param is one query parameter of a space's route.
 type Param struct {
 	Name        string   `json:"name"`
 	Type        string   `json:"type"`
-	Values      []string `json:"values,omitempty"` // enum: the allowed values
+	Values      []string `json:"values,omitempty"`  // enum: the allowed values
+	Pattern     string   `json:"pattern,omitempty"` // id: the form of the value (IDPattern)
 	Description string   `json:"description"`
+}
+
+// idParam is a param naming a resource by id or name.
+func idParam(name, description string) Param {
+	return Param{Name: name, Type: TypeID, Pattern: IDPattern, Description: description}
 }
 
 // Space is one of the six spaces.
@@ -92,10 +110,10 @@ var Default = Registry{
 				{Name: "view", Type: TypeEnum, Values: []string{"overview", "fleet"}, Description: "overview or the fleet of runs"},
 				{Name: "status", Type: TypeEnum, Values: runStatuses, Description: "fleet: show runs with this status"},
 				{Name: "trigger", Type: TypeEnum, Values: []string{"manual", "schedule", "operator"}, Description: "fleet: show runs started this way"},
-				{Name: "playbook", Type: TypeString, Description: "fleet: show runs of this playbook (name)"},
+				idParam("playbook", "fleet: show runs of this playbook (name)"),
 				{Name: "q", Type: TypeString, Description: "fleet: search by playbook name, input or run id prefix (on the server)"},
 				{Name: "range", Type: TypeEnum, Values: TimeRanges, Description: "fleet: runs created in the last hour, 24 hours, 7 days or 30 days (absent: all)"},
-				{Name: "run", Type: TypeString, Description: "the selected run id"},
+				idParam("run", "the selected run id"),
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectTheme}, Selection: []string{"run"}},
 		{ID: "designer", Title: "Designer", Path: "/designer", Shortcut: "d",
@@ -103,7 +121,7 @@ var Default = Registry{
 			Subtitle:    "Chain playbooks into ordered workflows.",
 			Params: []Param{
 				{Name: "q", Type: TypeString, Description: "text search"},
-				{Name: "workflow", Type: TypeString, Description: "the selected workflow id"},
+				idParam("workflow", "the selected workflow id"),
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectPrefill, protocol.EffectTheme}, Selection: []string{"workflow"}, Form: "workflow"},
 		{ID: "library", Title: "Library", Path: "/library", Shortcut: "l",
@@ -111,7 +129,7 @@ var Default = Registry{
 			Subtitle:    "The playbooks you can launch, edit or schedule.",
 			Params: []Param{
 				{Name: "q", Type: TypeString, Description: "text search"},
-				{Name: "playbook", Type: TypeString, Description: "the selected playbook id"},
+				idParam("playbook", "the selected playbook id"),
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectPrefill, protocol.EffectTheme}, Selection: []string{"playbook"}, Form: "playbook"},
 		{ID: "history", Title: "History", Path: "/history", Shortcut: "h",
@@ -122,20 +140,20 @@ var Default = Registry{
 				{Name: "status", Type: TypeEnum, Values: []string{"succeeded", "failed", "cancelled"}, Description: "runs: show this outcome"},
 				{Name: "q", Type: TypeString, Description: "runs: text search"},
 				{Name: "action", Type: TypeEnum, Values: studio.CommandTypes(), Description: "audit: the command type, for example launch_playbook or delete_schedule"},
-				{Name: "actor", Type: TypeEnum, Values: []string{"studio_cockpit", "studio_cli", "studio_operator", "studio_scheduler", "studio_system"}, Description: "audit: who acted (the cockpit, the command line, the operator, the scheduler, the system)"},
-				{Name: "target", Type: TypeString, Description: "audit: the id of the resource or proposal acted on"},
+				{Name: "actor", Type: TypeString, Description: "audit: who acted: a person's principal name, or studio_cockpit, studio_cli, studio_operator, studio_scheduler or studio_system"},
+				idParam("target", "audit: the id of the resource or proposal acted on"),
 				{Name: "range", Type: TypeEnum, Values: TimeRanges, Description: "audit: events in the last hour, 24 hours, 7 days or 30 days (absent: all)"},
-				{Name: "run", Type: TypeString, Description: "the selected run id"},
-				{Name: "event", Type: TypeString, Description: "the selected audit event id"},
+				idParam("run", "the selected run id"),
+				idParam("event", "the selected audit event id"),
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectTheme}, Selection: []string{"run", "event"}},
 		{ID: "schedules", Title: "Schedules", Path: "/schedules", Shortcut: "s",
 			Description: "Cron schedules that launch playbooks.",
-			Subtitle:    "Playbooks that run on a timetable (times in UTC).",
+			Subtitle:    "Playbooks that run on a timetable (cron in UTC).",
 			Params: []Param{
 				{Name: "enabled", Type: TypeBool, Description: "show only enabled (true) or disabled (false) schedules"},
 				{Name: "q", Type: TypeString, Description: "text search"},
-				{Name: "schedule", Type: TypeString, Description: "the selected schedule id"},
+				idParam("schedule", "the selected schedule id"),
 			},
 			Effects: []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectPrefill, protocol.EffectTheme}, Selection: []string{"schedule"}, Form: "schedule"},
 		{ID: "system", Title: "System", Path: "/system", Shortcut: "y",
@@ -240,8 +258,8 @@ func (r Registry) ValidateEffect(e protocol.Effect) error {
 			if !slices.Contains(sp.Selection, k) {
 				return invalid("space %s cannot select %q; it selects %v", sp.ID, k, sp.Selection).With("param", k)
 			}
-			if v == "" || len(v) > 200 {
-				return invalid("selection %s must be 1 to 200 characters", k).With("param", k)
+			if !idPattern.MatchString(v) {
+				return invalid("selection %s must be an id or a name (letters, digits, . _ -, at most 64), not %q", k, trimQuote(v)).With("param", k)
 			}
 		}
 	case protocol.EffectPrefill:
@@ -294,8 +312,13 @@ func (p Param) check(v any) error {
 	switch p.Type {
 	case TypeString:
 		s, ok := v.(string)
-		if !ok || s == "" || len(s) > 200 {
-			return bad()
+		if !ok || s == "" || len(s) > MaxStringParam {
+			return invalid("param %s must be a non-empty string of at most %d bytes", p.Name, MaxStringParam).With("param", p.Name)
+		}
+	case TypeID:
+		s, ok := v.(string)
+		if !ok || !idPattern.MatchString(s) {
+			return invalid("param %s must be an id or a name (letters, digits, . _ -, at most 64), not %q", p.Name, trimQuote(fmt.Sprint(v))).With("param", p.Name)
 		}
 	case TypeEnum:
 		s, ok := v.(string)
@@ -324,6 +347,14 @@ func (p Param) check(v any) error {
 		}
 	}
 	return nil
+}
+
+// trimQuote bounds a refused value quoted back to the model.
+func trimQuote(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return s
 }
 
 // paramString is the URL form of a param value.

@@ -117,3 +117,49 @@ func TestSpacesSpeakToPeople(t *testing.T) {
 		keys[sp.Shortcut] = sp.ID
 	}
 }
+
+// TestIDParamsAreIDs: a param or a selection that names a resource takes
+// only the registry's id form; a path, a URL or a query string is a
+// validation error, never an effect.
+func TestIDParamsAreIDs(t *testing.T) {
+	t.Parallel()
+	nav := func(space, name string, v any) protocol.Effect {
+		return protocol.Effect{Kind: protocol.EffectNavigate, Space: space, Params: map[string]any{name: v}}
+	}
+	sel := func(space, name, v string) protocol.Effect {
+		return protocol.Effect{Kind: protocol.EffectSelect, Space: space, Selection: map[string]string{name: v}}
+	}
+	for _, tc := range []struct {
+		e  protocol.Effect
+		ok bool
+	}{
+		{nav("library", "playbook", "audit-repo"), true},
+		{nav("mission", "run", "3f2a9c1e-7b4d-4e2a-9f1c-0d8e7a6b5c4d"), true},
+		{nav("library", "playbook", "../../x"), false},
+		{nav("library", "playbook", "/etc/passwd"), false},
+		{nav("mission", "playbook", "a?b=c"), false},
+		{nav("history", "target", "https://evil.example/x"), false},
+		{nav("schedules", "schedule", strings.Repeat("a", 65)), false},
+		{nav("designer", "workflow", 5), false},
+		{nav("library", "q", "../../x"), true}, // a search is text
+		{nav("library", "q", strings.Repeat("a", MaxStringParam+1)), false},
+		{sel("library", "playbook", "audit-repo"), true},
+		{sel("library", "playbook", "../../x"), false},
+		{sel("history", "event", "a b"), false},
+	} {
+		err := Default.ValidateEffect(tc.e)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s %v %v: err = %v, want ok %v", tc.e.Kind, tc.e.Params, tc.e.Selection, err, tc.ok)
+		}
+		if err != nil && !protocol.IsCode(err, protocol.Validation) {
+			t.Errorf("%v: %v is not validation", tc.e, err)
+		}
+	}
+	for _, sp := range Default.Spaces {
+		for _, p := range sp.Params {
+			if p.Type == TypeID && p.Pattern != IDPattern {
+				t.Errorf("%s.%s: pattern %q", sp.ID, p.Name, p.Pattern)
+			}
+		}
+	}
+}

@@ -6,13 +6,20 @@ import (
 )
 
 // Application change types: what GET /api/app/events streams. A change
-// names the resource; a client reads the resource itself.
+// names the resource; a client reads the resource itself, through the
+// same checks as any read (the stream carries ids, never data).
 const (
 	ChangeRunCreated      = "run.created"
 	ChangeRunChanged      = "run.changed"
 	ChangeScheduleChanged = "schedule.changed"
 	ChangePlaybookChanged = "playbook.changed"
 	ChangeWorkflowChanged = "workflow.changed"
+	// ChangeProposalChanged: an operator proposal was made, decided,
+	// amended, expired or finished (its id; read it through the
+	// conversation's visibility).
+	ChangeProposalChanged = "proposal.changed"
+	// ChangeAuditAppended: a row was added to the audit trail (its id).
+	ChangeAuditAppended = "audit.appended"
 )
 
 // AppChangesKey is the control key (InstanceStore.ControlSignal) every

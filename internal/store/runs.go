@@ -135,7 +135,10 @@ type ListRunsParams struct {
 	WorkflowID string
 	// Query matches the playbook's name or the input (case-insensitive
 	// substring) or the id (prefix).
-	Query         string
+	Query string
+	// IDPrefix keeps the runs whose id starts with it (lowercase hex and
+	// dashes): what resolves the short ids lists and the CLI show.
+	IDPrefix      string
 	Since         *time.Time // created at or after
 	Until         *time.Time // created before
 	BeforeCreated *time.Time

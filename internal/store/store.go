@@ -427,6 +427,9 @@ type AuditStore interface {
 	AppendAdminEvent(ctx context.Context, p AppendAdminEventParams) (AdminEvent, error)
 	// ListAdminEvents pages events newest first.
 	ListAdminEvents(ctx context.Context, p ListAdminEventsParams) ([]AdminEvent, error)
+	// ListAuditActors returns up to limit of the distinct actors of the
+	// audit trail, by name: who the trail can be filtered by.
+	ListAuditActors(ctx context.Context, limit int) ([]string, error)
 }
 
 // AdminEvent is a row of admin_events.

@@ -2,6 +2,7 @@ package studio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -37,22 +38,36 @@ func checkSteps(steps []WorkflowStepInput) error {
 	return nil
 }
 
-// bindSteps resolves each step's playbook and checks its args. Running a
-// workflow is later work, so required arguments may be left to it.
+// bindSteps resolves each step's playbook and binds its args as a launch
+// would: an undeclared argument, or a required one the step leaves unset,
+// is a validation error now, not a failed launch later. The error names
+// the step as people count (step 2) and as the field (steps[1].args).
 func (s *Service) bindSteps(ctx context.Context, steps []WorkflowStepInput) ([]store.WorkflowStep, error) {
 	out := make([]store.WorkflowStep, 0, len(steps))
 	for i, st := range steps {
 		pb, err := s.lookupPlaybook(ctx, st.Playbook)
 		if err != nil {
-			return nil, err
+			return nil, stepError(i, err)
 		}
-		args, err := bindArgs(fmt.Sprintf("steps[%d].args", i), pb, st.Args, true)
+		args, err := bindArgs(fmt.Sprintf("steps[%d].args", i), pb, st.Args, false)
 		if err != nil {
-			return nil, err
+			return nil, stepError(i, err)
 		}
 		out = append(out, store.WorkflowStep{PlaybookID: pb.ID, PlaybookName: pb.Name, Input: st.Input, Args: args})
 	}
 	return out, nil
+}
+
+// stepError says which step (1-based, as the Designer numbers them) a
+// step's error is about: in the message and as details.step.
+func stepError(i int, err error) error {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	out := pe.With("step", i+1)
+	out.Message = fmt.Sprintf("step %d: %s", i+1, pe.Message)
+	return out
 }
 
 func stepNames(steps []WorkflowStepInput) string {

@@ -68,7 +68,7 @@ func (s *Service) bindWorkflowArgs(ctx context.Context, w store.Workflow) ([]map
 			return nil, err
 		}
 		if out[i], err = bindArgs(fmt.Sprintf("steps[%d].args", i), pb, st.Args, false); err != nil {
-			return nil, err
+			return nil, stepError(i, err)
 		}
 	}
 	return out, nil

@@ -39,7 +39,7 @@ func newWorld(t *testing.T) *world {
 	w.notes = *w.exec(studio.CreatePlaybookCommand{Name: "notes", Description: "release notes", Prompt: "Write notes."}).Playbook
 	w.nightly = *w.exec(studio.CreateScheduleCommand{Name: "nightly", Cron: "0 2 * * *", Playbook: "audit-repo",
 		Args: map[string]string{"repo": "main"}}).Schedule
-	w.release = *w.exec(studio.CreateWorkflowCommand{Name: "release", Steps: []studio.WorkflowStepInput{{Playbook: "audit-repo"}}}).Workflow
+	w.release = *w.exec(studio.CreateWorkflowCommand{Name: "release", Steps: []studio.WorkflowStepInput{{Playbook: "audit-repo", Args: map[string]string{"repo": "main"}}}}).Workflow
 	w.exec(studio.CreateWorkflowCommand{Name: "ship-it", Steps: []studio.WorkflowStepInput{
 		{Playbook: "audit-repo", Args: map[string]string{"repo": "x"}}, {Playbook: "audit-repo", Input: "v2", Args: map[string]string{"repo": "y"}}}})
 
@@ -248,7 +248,7 @@ var commandCases = map[string]commandCase{
 	},
 	"update_workflow": {
 		ok: func(w *world) studio.Command {
-			return studio.UpdateWorkflowCommand{Workflow: "release", ExpectedVersion: 1, Steps: &[]studio.WorkflowStepInput{{Playbook: "notes"}, {Playbook: "audit-repo"}}}
+			return studio.UpdateWorkflowCommand{Workflow: "release", ExpectedVersion: 1, Steps: &[]studio.WorkflowStepInput{{Playbook: "notes"}, {Playbook: "audit-repo", Args: map[string]string{"repo": "main"}}}}
 		},
 		checkOK: func(t *testing.T, w *world, res studio.Result) {
 			if res.Workflow.Version != 2 || len(res.Workflow.Steps) != 2 || res.Workflow.Steps[0].PlaybookName != "notes" {

@@ -1,10 +1,12 @@
 package studio_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -90,18 +92,61 @@ func TestImpactAndTargetName(t *testing.T) {
 	}
 }
 
-// A workflow whose step no longer binds (a required argument the step does
-// not give) is refused before it is proposed, and launches nothing.
+// A workflow whose step no longer binds (its playbook later declared a
+// required argument the step does not give) is refused before it is
+// proposed, and launches nothing; the error names the step as people
+// count it.
 func TestLaunchWorkflowBindsArgs(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	_, err := w.svc.Prepare(w.ctx, studio.LaunchWorkflowCommand{Workflow: "release"})
-	wantCode(t, err, protocol.Validation)
+	pb := w.exec(studio.CreatePlaybookCommand{Name: "deploy", Prompt: "Deploy."}).Playbook
+	w.exec(studio.CreateWorkflowCommand{Name: "ship", Steps: []studio.WorkflowStepInput{{Playbook: "notes"}, {Playbook: "deploy"}}})
+	w.exec(studio.UpdatePlaybookCommand{Playbook: "deploy", ExpectedVersion: pb.Version, Args: &[]studio.PlaybookArg{{Name: "env", Required: true}}})
+	_, err := w.svc.Prepare(w.ctx, studio.LaunchWorkflowCommand{Workflow: "ship"})
+	if pe := wantCode(t, err, protocol.Validation); pe.Details["step"] != 2 || pe.Details["field"] != "steps[1].args" || !strings.HasPrefix(pe.Message, "step 2: ") {
+		t.Errorf("the launch's error = %+v", pe)
+	}
 	before := w.snapshot()
-	_, err = w.svc.Execute(w.ctx, studio.LaunchWorkflowCommand{Workflow: "release"}, studio.ExecOptions{})
+	_, err = w.svc.Execute(w.ctx, studio.LaunchWorkflowCommand{Workflow: "ship"}, studio.ExecOptions{})
 	wantCode(t, err, protocol.Validation)
 	if w.snapshot() != before {
 		t.Fatal("a refused launch changed something")
+	}
+}
+
+// TestWorkflowArgsCheckedWhenSaved: a step that leaves a required argument
+// unset, or sets one its playbook does not declare, is refused when the
+// workflow is created or its steps are changed, not at launch; the error
+// names the step (1-based) and its field (0-based), and nothing is saved.
+func TestWorkflowArgsCheckedWhenSaved(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	before := w.snapshot()
+	for _, c := range []struct {
+		name string
+		cmd  studio.Command
+		step int
+		msg  string
+	}{
+		{"create without a required argument", studio.CreateWorkflowCommand{Name: "rel", Steps: []studio.WorkflowStepInput{{Playbook: "notes"}, {Playbook: "audit-repo"}}}, 2, `needs argument "repo"`},
+		{"create with an undeclared argument", studio.CreateWorkflowCommand{Name: "rel", Steps: []studio.WorkflowStepInput{{Playbook: "notes", Args: map[string]string{"repo": "x"}}}}, 1, `has no argument "repo"`},
+		{"update without a required argument", studio.UpdateWorkflowCommand{Workflow: "release", ExpectedVersion: w.release.Version,
+			Steps: &[]studio.WorkflowStepInput{{Playbook: "audit-repo", Args: map[string]string{"repo": "a"}}, {Playbook: "notes"}, {Playbook: "audit-repo", Input: "no repo"}}}, 3, `needs argument "repo"`},
+	} {
+		_, err := w.svc.Execute(w.ctx, c.cmd, studio.ExecOptions{})
+		pe := wantCode(t, err, protocol.Validation)
+		if pe.Details["step"] != c.step || pe.Details["field"] != fmt.Sprintf("steps[%d].args", c.step-1) ||
+			!strings.HasPrefix(pe.Message, fmt.Sprintf("step %d: ", c.step)) || !strings.Contains(pe.Message, c.msg) {
+			t.Errorf("%s: %+v", c.name, pe)
+		}
+	}
+	if w.snapshot() != before {
+		t.Fatal("a refused workflow changed something")
+	}
+	// Arguments with defaults may be left unset: the default is saved.
+	res := w.exec(studio.CreateWorkflowCommand{Name: "rel", Steps: []studio.WorkflowStepInput{{Playbook: "audit-repo", Args: map[string]string{"repo": "a"}}}})
+	if got := res.Workflow.Steps[0].Args; got["focus"] != "security" || got["repo"] != "a" {
+		t.Fatalf("saved args = %v", got)
 	}
 }
 
@@ -137,5 +182,36 @@ func TestPrepareRunsEveryCheckOfExecute(t *testing.T) {
 	if _, err := w.svc.Prepare(w.ctx, studio.UpdatePlaybookCommand{Playbook: "audit-repo", ExpectedVersion: w.audit.Version,
 		Name: ptr("audit-repo"), Description: ptr("same name")}); err != nil {
 		t.Fatalf("keeping its own name: %v", err)
+	}
+}
+
+// TestGetRunByShortID: a run is found by the short id lists and the
+// command line show (a unique prefix of its id); a prefix several runs
+// share is a validation error naming them, never one of them.
+func TestGetRunByShortID(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	pb := w.notes
+	for _, id := range []string{"1c4f61d7-0000-4000-8000-000000000001", "1c4f61d7-0000-4000-8000-000000000002", "2d5a0000-0000-4000-8000-000000000003"} {
+		if _, err := w.st.CreateRun(w.ctx, store.CreateRunParams{ID: id, PlaybookID: pb.ID, Trigger: store.TriggerManual, Now: w.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := w.svc.GetRun(w.ctx, "2D5A0000")
+	if err != nil || r.ID != "2d5a0000-0000-4000-8000-000000000003" {
+		t.Fatalf("GetRun(2D5A0000) = %s, %v", r.ID, err)
+	}
+	_, err = w.svc.GetRun(w.ctx, "1c4f61d7")
+	pe := wantCode(t, err, protocol.Validation)
+	if pe.Details["reason"] != "ambiguous" || len(pe.Details["matches"].([]string)) != 2 || !strings.Contains(pe.Message, "ambiguous") {
+		t.Fatalf("an ambiguous prefix: %+v", pe)
+	}
+	r, err = w.svc.GetRun(w.ctx, "1c4f61d7-0000-4000-8000-000000000002")
+	if err != nil || r.ID != "1c4f61d7-0000-4000-8000-000000000002" {
+		t.Fatalf("a full id: %s, %v", r.ID, err)
+	}
+	for _, ref := range []string{"1c4", "ffff0000", "1c4f%", "1c4f_1d7"} {
+		_, err = w.svc.GetRun(w.ctx, ref)
+		wantCode(t, err, protocol.NotFound)
 	}
 }

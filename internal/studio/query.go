@@ -2,7 +2,9 @@ package studio
 
 import (
 	"context"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -231,13 +233,47 @@ func (s *Service) runCounts(ctx context.Context, p store.ListRunsParams) (map[st
 	return counts, &st.Total, nil
 }
 
-// GetRun returns one run.
+// GetRun returns one run by its id, or by a unique prefix of it (the
+// short id the lists and the command line show).
 func (s *Service) GetRun(ctx context.Context, id string) (Run, error) {
+	if !isUUID(id) && runPrefix.MatchString(id) {
+		return s.runByPrefix(ctx, strings.ToLower(id))
+	}
 	r, err := s.lookupRun(ctx, id)
 	if err != nil {
 		return Run{}, err
 	}
 	return RunView(r), nil
+}
+
+// runPrefix is a short run id: the first characters of a UUID, at least
+// four (the lists and the command line show eight).
+var runPrefix = regexp.MustCompile(`^[0-9a-fA-F-]{4,35}$`)
+
+// runByPrefix finds the one run whose id starts with prefix. None is
+// not_found; more than one is a validation error that names them, so a
+// link never opens a run other than the one it meant.
+func (s *Service) runByPrefix(ctx context.Context, prefix string) (Run, error) {
+	rows, err := s.store.ListRuns(ctx, store.ListRunsParams{IDPrefix: prefix, Limit: 6})
+	if err != nil {
+		return Run{}, err
+	}
+	switch len(rows) {
+	case 0:
+		return Run{}, protocol.Errorf(protocol.NotFound, "run %s not found", prefix)
+	case 1:
+		return RunView(rows[0]), nil
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	more := ""
+	if len(rows) > 5 {
+		ids, more = ids[:5], " or more"
+	}
+	return Run{}, protocol.Errorf(protocol.Validation, "run id %s is ambiguous: %d%s runs start with it; give more of the id", prefix, len(ids), more).
+		With("field", "id").With("reason", "ambiguous").With("matches", ids)
 }
 
 // RunStatsWindows are the windows RunStats accepts.
@@ -314,6 +350,13 @@ func (s *Service) GetSchedule(ctx context.Context, ref string) (Schedule, error)
 		return Schedule{}, err
 	}
 	return ScheduleView(sc), nil
+}
+
+// AuditActors lists who appears in the audit trail (principals by name,
+// the daemon's own actors by their ids), by name: what the trail can be
+// filtered by.
+func (s *Service) AuditActors(ctx context.Context) ([]string, error) {
+	return s.store.ListAuditActors(ctx, MaxPageSize)
 }
 
 // AuditQuery filters the audit trail.

@@ -150,6 +150,52 @@ func (s *Service) checkOtherModels(ctx context.Context) []modelFailure {
 	return out
 }
 
+// DoctorWork is the part of the doctor's report a live view reads again
+// on every change: the work in flight (runs, schedules, the operator's
+// turns and proposals), without the checks that read the whole database
+// or call the model. Its status says only whether the counts were read.
+func (s *Service) DoctorWork(ctx context.Context) (DoctorReport, error) {
+	r := DoctorReport{CheckedAt: stamp(s.now()), Problems: []string{},
+		Operator: OperatorReport{IndeterminateProposals: []IndeterminateProposal{}}}
+	r.Status = StatusOK
+	s.countWork(ctx, &r, func(fail bool, format string, args ...any) {
+		r.Problems = append(r.Problems, redact.Text(fmt.Sprintf(format, args...)))
+		if fail {
+			r.Status = StatusFailing
+		} else if r.Status == StatusOK {
+			r.Status = StatusDegraded
+		}
+	})
+	s.mu.Lock()
+	r.Schedules.SchedulerRunning = s.started && !s.stopped && s.cfg.SchedulerInterval > 0
+	s.mu.Unlock()
+	return r, nil
+}
+
+// countWork fills in the work in flight.
+func (s *Service) countWork(ctx context.Context, r *DoctorReport, problem func(fail bool, format string, args ...any)) {
+	d, err := s.store.Diagnostics(ctx, store.DiagnosticsParams{ProposalLimit: 20})
+	if err != nil {
+		problem(true, "the work in flight cannot be counted: %v", err)
+	} else {
+		r.Runs = RunsReport{Queued: d.RunsQueued, Running: d.RunsRunning, Workers: s.cfg.Workers}
+		r.Schedules.Enabled = d.EnabledSchedules
+		r.Operator.TurnsQueued, r.Operator.TurnsRunning, r.Operator.TurnsAwaitingConfirmation = d.TurnsQueued, d.TurnsRunning, d.TurnsAwaiting
+		r.Operator.IndeterminateTotal = d.ExecutingProposalsTotal
+		for _, p := range d.ExecutingProposals {
+			if !s.conversationVisible(ctx, p.ConversationID) {
+				continue // another principal's private conversation's
+			}
+			r.Operator.IndeterminateProposals = append(r.Operator.IndeterminateProposals, IndeterminateProposal{
+				ID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID, CommandType: p.CommandType,
+				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt)})
+		}
+		if d.ExecutingProposalsTotal > 0 {
+			problem(false, "%d operator proposals are indeterminate (left executing); reconcile them", d.ExecutingProposalsTotal)
+		}
+	}
+}
+
 // Doctor checks the database (quick check, schema version, file and WAL
 // sizes, free space), the model provider, and the work in flight. A check
 // that fails is reported, not returned as an error.
@@ -225,26 +271,7 @@ func (s *Service) Doctor(ctx context.Context) (DoctorReport, error) {
 		problem(false, "the model %s is not answering: %v", bad.name, bad.err)
 	}
 
-	d, err := s.store.Diagnostics(ctx, store.DiagnosticsParams{ProposalLimit: 20})
-	if err != nil {
-		problem(true, "the work in flight cannot be counted: %v", err)
-	} else {
-		r.Runs = RunsReport{Queued: d.RunsQueued, Running: d.RunsRunning, Workers: s.cfg.Workers}
-		r.Schedules.Enabled = d.EnabledSchedules
-		r.Operator.TurnsQueued, r.Operator.TurnsRunning, r.Operator.TurnsAwaitingConfirmation = d.TurnsQueued, d.TurnsRunning, d.TurnsAwaiting
-		r.Operator.IndeterminateTotal = d.ExecutingProposalsTotal
-		for _, p := range d.ExecutingProposals {
-			if !s.conversationVisible(ctx, p.ConversationID) {
-				continue // another principal's private conversation's
-			}
-			r.Operator.IndeterminateProposals = append(r.Operator.IndeterminateProposals, IndeterminateProposal{
-				ID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID, CommandType: p.CommandType,
-				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt)})
-		}
-		if d.ExecutingProposalsTotal > 0 {
-			problem(false, "%d operator proposals are indeterminate (left executing); reconcile them", d.ExecutingProposalsTotal)
-		}
-	}
+	s.countWork(ctx, &r, problem)
 	r.Cluster = s.cluster(ctx, problem)
 	s.mu.Lock()
 	r.Schedules.SchedulerRunning = s.started && !s.stopped && s.cfg.SchedulerInterval > 0

@@ -108,6 +108,24 @@ func TestDoctorModelCheck(t *testing.T) {
 	}
 }
 
+// TestDoctorWork: the work part counts what is in flight and calls no
+// model and checks no database (a model that cannot answer is not asked).
+func TestDoctorWork(t *testing.T) {
+	t.Parallel()
+	asked := false
+	f := newFx(t, fxOpts{provider: checkingProvider{Provider: mustScript(t), check: func(context.Context) error { asked = true; return errors.New("down") }}})
+	f.exec(studio.CreatePlaybookCommand{Name: "p", Prompt: "p"})
+	f.exec(studio.LaunchPlaybookCommand{Playbook: "p"})
+	f.exec(studio.CreateScheduleCommand{Name: "s", Cron: "0 * * * *", Playbook: "p"})
+	r, err := f.svc.DoctorWork(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked || r.Status != studio.StatusOK || r.Runs.Queued != 1 || r.Schedules.Enabled != 1 || r.Database.QuickCheck != "" || r.Model.Healthy != nil {
+		t.Fatalf("work report %+v (model asked: %v)", r, asked)
+	}
+}
+
 func mustScript(t *testing.T) model.Provider {
 	t.Helper()
 	p, err := script.New(script.Script{Turns: []script.Turn{{Steps: []script.Step{textStep("ok")}}}})

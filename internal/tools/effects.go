@@ -41,6 +41,9 @@ func paramSchema(name string) *jsonschema.Schema {
 			inSpaces = append(inSpaces, sp.ID)
 			s.Description = p.Description
 			switch p.Type {
+			case spaces.TypeID:
+				s.Type = "string"
+				s.Pattern = p.Pattern
 			case spaces.TypeBool:
 				s.Type = "boolean"
 			case spaces.TypeInt:

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -224,6 +225,7 @@ func (d *Dispatcher) deliver(ctx context.Context, c store.ClaimedDelivery) {
 // post sends the delivery, signed; status is the receiver's answer (0:
 // none), err non-nil unless it was 2xx.
 func (d *Dispatcher) post(ctx context.Context, c store.ClaimedDelivery) (int, error) {
+	redact.AddKnown(c.Secret, c.URL) // a receiver another daemon added is known here too
 	body := c.Payload
 	if c.Format == store.FormatSlack {
 		b, err := SlackBody(c.Event, c.Payload, d.cfg.PublicURL)

@@ -167,6 +167,8 @@ func TestCockpitWorksWithTheModelFailing(t *testing.T) {
 	p.do(chromedp.SendKeys(chromedp.CSS(`form[data-form=workflow] input[name=name]`), "nightly-review"))
 	// Two steps in the step editor: the first row is there, the second added.
 	p.setValue(`[data-step-edit]:nth-child(1) .step-playbook`, "audit-repo")
+	// audit-repo needs its repo: a workflow without it is refused when saved.
+	p.setArg(1, "repo", "acme/api")
 	p.click(`[data-action=add-step]`)
 	p.setValue(`[data-step-edit]:nth-child(2) .step-playbook`, "summarize-failed-runs")
 	p.click(`form[data-form=workflow] button[type=submit]`)
@@ -585,9 +587,9 @@ func TestDockConversations(t *testing.T) {
 	if err != nil || c.Conversation.Status != "archived" || c.Conversation.Title == nil || *c.Conversation.Title != "Renamed conversation" {
 		t.Fatalf("conversation %+v %v", c.Conversation, err)
 	}
-	// New, then delete the old one.
+	// New clears the dock for a conversation its first message starts; then delete the old one.
 	p.click(`.conv-actions button:nth-child(1)`)
-	p.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id !== '`+convID+`'`, "the new conversation")
+	p.waitJS(`window.studio.dock.conv === null && document.querySelector('.transcript .empty') !== null`, "the dock cleared for a new conversation")
 	p.do(chromedp.SetValue(chromedp.CSS(`#dock-conv`), convID))
 	eval[bool](p, `(document.querySelector('#dock-conv').dispatchEvent(new Event('change')), true)`)
 	p.waitJS(`window.studio.dock.conv && window.studio.dock.conv.id === '`+convID+`'`, "the old conversation again")

@@ -215,3 +215,69 @@ func TestAmendFromCard(t *testing.T) {
 		t.Fatal("no tool result tells the model what was executed")
 	}
 }
+
+// TestConversationListStaysTidy: opening the dock and pressing New leave
+// no empty "Untitled" conversation behind (the first message starts one
+// and names it); later messages never rename it; an untitled conversation
+// made elsewhere is named by its first message, not its latest; the list
+// box shows its last row whole.
+func TestConversationListStaysTidy(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, operatorScript)
+	convs := func() []protocol.Conversation {
+		t.Helper()
+		page, err := d.client.ListConversations(ctxT(t), "", "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.Conversations
+	}
+	p := openPage(t, d, "/")
+	p.viewport(1440, 900)
+	p.openDock()
+	p.click(`.conv-actions button:nth-child(1)`) // New
+	p.waitJS(`document.querySelector('.composer textarea') === document.activeElement || window.studio.dock.conv === null`, "the dock ready for a new conversation")
+	p.click(`.conv-actions button:nth-child(1)`)
+	if n := len(convs()); n != 0 {
+		t.Fatalf("opening the dock and pressing New twice made %d conversations", n)
+	}
+	p.send("first question about the audit")
+	p.waitTurnEnd(1)
+	p.send("a second, different question")
+	p.waitTurnEnd(2)
+	got := convs()
+	if len(got) != 1 || got[0].Title == nil || *got[0].Title != "first question about the audit" {
+		t.Fatalf("conversations after two messages: %+v", got)
+	}
+
+	// Untitled, made elsewhere with a first message: named by that one.
+	untitled, err := d.client.CreateConversation(ctxT(t), protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitAs(t, d, d.Token, untitled.ID, "alpha: the first thing asked", false)
+	for _, title := range []string{"Third", "Fourth", "Fifth"} {
+		tt := title
+		if _, err := d.client.CreateConversation(ctxT(t), protocol.CreateConversationRequest{Title: &tt}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.click(`.dock [data-action=close-dock]`)
+	p.openDock()
+	eval[bool](p, `(window.studio.dock.list.refresh(), true)`)
+	p.waitJS(`document.querySelectorAll('#dock-conv option').length === 5`, "five conversations listed")
+	p.setSelect(`#dock-conv`, untitled.ID)
+	p.waitJS(`window.studio.dock.conv?.id === `+jsString(untitled.ID)+` && document.querySelectorAll('.transcript .done').length === 1`, "the untitled conversation")
+	p.send("beta: the latest thing asked")
+	p.waitTurnEnd(2)
+	p.waitJS(`document.querySelector('#dock-conv option[value="`+untitled.ID+`"]')?.innerText.startsWith('alpha: the first thing asked')`, "the untitled conversation named by its first message")
+	page, err := d.client.GetConversation(ctxT(t), untitled.ID, 0, 1)
+	if err != nil || page.Conversation.Title == nil || *page.Conversation.Title != "alpha: the first thing asked" {
+		t.Fatalf("the untitled conversation is titled %v (%v)", page.Conversation.Title, err)
+	}
+	// Five rows, the last one whole.
+	if !eval[bool](p, `(() => { const s = document.querySelector('#dock-conv'); return s.size === 5 && s.scrollHeight <= s.clientHeight + 1; })()`) {
+		t.Fatalf("the list box cuts its last row: %v", eval[any](p, `(() => { const s = document.querySelector('#dock-conv'); return {size: s.size, scroll: s.scrollHeight, client: s.clientHeight}; })()`))
+	}
+	p.shot("dock-conversation-list")
+}

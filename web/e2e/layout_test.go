@@ -354,3 +354,63 @@ func TestFreshInstallSaysWhatToDo(t *testing.T) {
 		t.Errorf("the empty fleet reads %q", eval[string](p, `document.querySelector('.list-pane .empty').innerText`))
 	}
 }
+
+// TestPhoneAndTabletLists: on a phone the fleet's and the audit's filters
+// fold behind a button (and open on request) and each row is a short card,
+// so a screen shows many runs; the fleet says why a run failed in its row;
+// on a tablet the subtitle and the search's words are not cut; Mission
+// keeps inside the window at both widths.
+func TestPhoneAndTabletLists(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, reviewScript)
+	for i := range 12 {
+		launch(t, d, fmt.Sprintf("acme/service-%02d", i))
+	}
+	failed := launch(t, d, "e2e-fail acme/legacy")
+	waitRunsEnded(t, d)
+	p := openPage(t, d, "/")
+	p.viewport(390, 844)
+	rowsOnScreen := `[...document.querySelectorAll('.list-pane tbody tr[data-key]')].filter(tr => tr.getBoundingClientRect().bottom <= innerHeight).length`
+	for _, v := range []struct{ name, path string }{{"fleet", "/?view=fleet"}, {"audit", "/history?tab=audit"}} {
+		eval[bool](p, `(window.studio.go('`+v.path+`'), true)`)
+		p.waitJS(`document.querySelectorAll('.list-pane tbody tr[data-key]').length >= 10`, v.name)
+		if h := eval[float64](p, `document.querySelector('#space .filters').getBoundingClientRect().height`); h > 60 {
+			t.Errorf("%s on a phone: the filters take %.0f px before the list", v.name, h)
+		}
+		if n := eval[int](p, rowsOnScreen); n < 6 {
+			t.Errorf("%s on a phone: %d rows on the first screen", v.name, n)
+		}
+		p.shot("phone-compact-" + v.name)
+	}
+	// The filters open on request.
+	eval[bool](p, `(window.studio.go('/?view=fleet'), true)`)
+	p.click(`.filters-toggle`)
+	p.waitJS(inViewJS+`(document.querySelector('select[name=status]'))`, "the status filter, opened")
+	if got := eval[string](p, `document.querySelector('.filters-toggle').getAttribute('aria-expanded')`); got != "true" {
+		t.Errorf("the Filters button says aria-expanded=%s", got)
+	}
+	// The failed run's row says why.
+	if got := eval[string](p, `document.querySelector('.list-pane tr[data-key="`+failed+`"] td[data-label=Error]')?.innerText || ''`); !strings.Contains(got, "503") {
+		t.Errorf("the failed run's error cell reads %q", got)
+	}
+	for _, w := range []int64{390, 800} {
+		p.viewport(w, 900)
+		eval[bool](p, `(window.studio.go('/'), true)`)
+		p.waitJS(`document.querySelectorAll('figure.chart-figure').length === 3`, "mission")
+		if over := eval[[]string](p, overflowJS); len(over) > 0 {
+			t.Errorf("Mission at %d px: past the window's edge: %v", w, over)
+		}
+	}
+	// A tablet: the subtitle wraps instead of being cut, the search's
+	// placeholder fits its box.
+	eval[bool](p, `(window.studio.go('/?view=fleet'), true)`)
+	p.waitJS(`document.querySelector('#search-mission') !== null`, "the fleet's search")
+	if !eval[bool](p, `(() => { const s = document.querySelector('.crumb .subtitle'); return getComputedStyle(s).display !== 'none' && s.scrollWidth <= s.clientWidth + 1; })()`) {
+		t.Errorf("the subtitle is cut on a tablet")
+	}
+	if !eval[bool](p, `(() => { const i = document.querySelector('#search-mission'); const c = document.createElement('canvas').getContext('2d'); const cs = getComputedStyle(i);
+		c.font = cs.font; const room = i.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight); return c.measureText(i.placeholder).width <= room; })()`) {
+		t.Errorf("the search's placeholder is cut on a tablet")
+	}
+	p.shot("800-fleet-subtitle-search")
+}

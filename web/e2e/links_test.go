@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -44,4 +45,27 @@ func TestProposalLinkOpensTheDock(t *testing.T) {
 		t.Fatalf("address bar %q, want the fragment removed", loc)
 	}
 	p.shot("dock-opened-from-link")
+}
+
+// TestShortRunIDInALink: the 8-character id the tables and the command
+// line show opens the run from a link; the address then holds its full
+// id and its row in the fleet is marked.
+func TestShortRunIDInALink(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, failingModel)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, launch(t, d, fmt.Sprintf("acme/%d", i)))
+	}
+	id := ids[1]
+	p := openPage(t, d, "/?view=fleet&run="+id[:8])
+	p.waitJS(`document.querySelector('.detail [data-run-status]') !== null`, "the run's detail from its short id")
+	if got := eval[string](p, `document.querySelector('#run-title code').title`); got != id {
+		t.Fatalf("the detail shows run %s, want %s", got, id)
+	}
+	p.waitJS(`location.search.includes('run=`+id+`')`, "the full id in the address")
+	p.waitJS(`document.querySelector('.list-pane tr.selected')?.dataset.key === '`+id+`'`, "the run's row marked")
+	// A prefix no run has: said so.
+	eval[bool](p, `(window.studio.go('/?view=fleet&run=ffffffff'), true)`)
+	p.waitJS(`document.querySelector('.detail .error-box')?.innerText.includes('No run ffffffff exists')`, "no such run")
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/studio/operator/internal/protocol"
 )
 
 // scrollerJS finds what scrolls the fleet's table: its nearest scrolling
@@ -103,4 +105,71 @@ func TestMissionRunningNowUpdatesLive(t *testing.T) {
 	if !eval[bool](p, `window.__sameDocument === true`) {
 		t.Fatal("the page reloaded")
 	}
+}
+
+// TestEveryListAndDetailUpdatesLive: what changes elsewhere (the CLI,
+// another person) shows in every open view without a reload: the
+// Library's list and open playbook, the Designer's list, History's
+// finished runs, the audit trail (the selected row stays selected) and
+// System's counts.
+func TestEveryListAndDetailUpdatesLive(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, slowRunScript)
+	alice := addPrincipal(t, d, "alice", protocol.RoleOperator)
+	p := openPage(t, d, "/library?playbook=audit-repo")
+	p.waitJS(`document.querySelector('.detail h2')?.innerText === 'audit-repo'`, "the playbook's detail")
+	p.waitJS(`window.studio.live ? window.studio.live.open : true`, "the live change stream")
+	eval[bool](p, `(window.__sameDocument = true)`)
+	same := func(where string) {
+		t.Helper()
+		if !eval[bool](p, `window.__sameDocument === true`) {
+			t.Fatalf("%s: the page reloaded", where)
+		}
+	}
+
+	// Library: a new playbook in the list, a new description in the open one.
+	appDoAs(t, d, alice, "POST", "/api/app/playbooks", map[string]any{"name": "made-elsewhere", "prompt": "p"}, nil)
+	p.waitJS(`[...document.querySelectorAll('.list-pane tbody tr')].some(tr => tr.innerText.includes('made-elsewhere'))`, "the new playbook in the list")
+	var pb struct{ Version int }
+	appDo(t, d, "GET", "/api/app/playbooks/audit-repo", nil, &pb)
+	appDoAs(t, d, alice, "PATCH", "/api/app/playbooks/audit-repo", map[string]any{"expectedVersion": pb.Version, "description": "Described elsewhere."}, nil)
+	p.waitJS(`document.querySelector('.detail')?.innerText.includes('Described elsewhere.')`, "the open playbook's new description")
+	same("library")
+
+	// Designer: a workflow made elsewhere.
+	eval[bool](p, `(window.studio.go('/designer'), true)`)
+	p.waitJS(`document.querySelector('.list-pane .empty, .list-pane table') !== null`, "the designer's list")
+	appDoAs(t, d, alice, "POST", "/api/app/workflows", map[string]any{"name": "made-elsewhere", "steps": []map[string]any{{"playbook": "summarize-failed-runs"}}}, nil)
+	p.waitJS(`[...document.querySelectorAll('.list-pane tbody tr')].some(tr => tr.innerText.includes('made-elsewhere'))`, "the new workflow in the list")
+	same("designer")
+
+	// History: a run that ends shows among the finished.
+	eval[bool](p, `(window.studio.go('/history'), true)`)
+	p.waitJS(`document.querySelector('.list-pane .empty, .list-pane table') !== null`, "the finished runs")
+	done := launch(t, d, "quick")
+	p.waitJS(`document.querySelector('.list-pane tr[data-key="`+done+`"]') !== null`, "the finished run, without a reload")
+	same("history")
+
+	// Audit: a selected row stays selected while new rows come in above it.
+	eval[bool](p, `(window.studio.go('/history?tab=audit'), true)`)
+	p.waitJS(`document.querySelectorAll('.list-pane tbody tr[data-key]').length > 0`, "the audit trail")
+	first := eval[string](p, `document.querySelector('.list-pane tbody tr[data-key]').dataset.key`)
+	eval[bool](p, `(window.studio.go('/history?tab=audit&event=`+first+`'), true)`)
+	p.waitJS(`document.querySelector('.list-pane tr.selected')?.dataset.key === '`+first+`'`, "the selected audit row")
+	eval[bool](p, `(window.__sameDocument = true)`)
+	appDoAs(t, d, alice, "POST", "/api/app/schedules/nightly-audit/enable", map[string]any{}, nil)
+	p.waitJS(`[...document.querySelectorAll('.list-pane tbody tr')].some(tr => tr.innerText.includes('alice') && tr.innerText.includes('schedule'))`, "alice's row at the top, without a reload")
+	if got := eval[string](p, `document.querySelector('.list-pane tr.selected')?.dataset.key || ''`); got != first {
+		t.Fatalf("the selection moved to %q", got)
+	}
+	same("audit")
+
+	// System: the work in flight follows.
+	eval[bool](p, `(window.studio.go('/system'), true)`)
+	p.waitJS(`document.querySelector('[data-work]') !== null`, "the health report")
+	slow := launch(t, d, "e2e-slow-run")
+	p.waitJS(`/Running\s*1\b/.test(document.querySelector('[data-work]').innerText)`, "one running, without a reload")
+	appDo(t, d, "POST", "/api/app/runs/"+slow+"/cancel", map[string]any{}, nil)
+	p.waitJS(`/Running\s*0\b/.test(document.querySelector('[data-work]').innerText)`, "none running again")
+	same("system")
 }

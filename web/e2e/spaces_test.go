@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/spaces"
 )
 
@@ -422,7 +423,7 @@ func TestAccessibilityAndScreenshots(t *testing.T) {
 		launch(t, d, in)
 	}
 	appDo(t, d, "POST", "/api/app/workflows", map[string]any{"name": "nightly-review", "description": "Audit, then summarise what failed.",
-		"steps": []map[string]string{{"playbook": "audit-repo"}, {"playbook": "summarize-failed-runs"}}}, nil)
+		"steps": []map[string]any{{"playbook": "audit-repo", "args": map[string]string{"repo": "acme/api"}}, {"playbook": "summarize-failed-runs"}}}, nil)
 	p := openPage(t, d, "/")
 	p.do(chromedp.EmulateViewport(1440, 900))
 	p.openDock()
@@ -645,5 +646,46 @@ func TestHistoryFiltersAndOperatorLinks(t *testing.T) {
 	p.waitJS(`[...document.querySelectorAll('figure.chart-figure svg desc')].some(d => d.textContent.includes('turn'))`, "the operator charts")
 	if got := eval[string](p, `document.querySelector('#operator-charts-title').closest('section').innerText`); !strings.Contains(got, "Turn latency") || !strings.Contains(got, "Model errors") {
 		t.Fatalf("the System charts read %q", got)
+	}
+}
+
+// TestAuditByPersonAndTurnsGrouped: the audit's "Who" filter offers the
+// people the trail names (and the daemon's own actors), and keeps that
+// person's rows only; a person's turns in one conversation are one row
+// that names the conversation and opens it, not a row each.
+func TestAuditByPersonAndTurnsGrouped(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, reviewScript)
+	alice := addPrincipal(t, d, "alice", protocol.RoleOperator)
+	appDoAs(t, d, alice, "POST", "/api/app/schedules/nightly-audit/enable", map[string]any{}, nil)
+	launch(t, d, "acme/api")
+	title := "Three questions"
+	c, err := d.client.CreateConversation(ctxT(t), protocol.CreateConversationRequest{Title: &title})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		submitAs(t, d, d.Token, c.ID, fmt.Sprintf("question %d", i), false)
+	}
+	p := openPage(t, d, "/history?tab=audit")
+	p.waitJS(`[...document.querySelectorAll('select[name=actor] option')].some(o => o.value === 'alice')`, "alice among who to filter by")
+	offered := eval[[]string](p, `[...document.querySelectorAll('select[name=actor] option')].map(o => o.value).filter(Boolean)`)
+	if !strings.Contains(strings.Join(offered, ","), "owner") {
+		t.Errorf("the filter offers %v, without owner", offered)
+	}
+	// The turns: one row, "×3", naming the conversation, with its link.
+	p.waitJS(`document.querySelector('[data-grouped="3"]') !== null`, "the three turns grouped")
+	row := eval[string](p, `document.querySelector('[data-grouped="3"]').closest('tr').innerText`)
+	if !strings.Contains(row, "Three questions") || !strings.Contains(row, "Open the conversation") {
+		t.Errorf("the grouped row reads %q", row)
+	}
+	if n := eval[int](p, `[...document.querySelectorAll('.list-pane tbody tr')].filter(tr => tr.innerText.includes('Turn submitted')).length`); n != 1 {
+		t.Errorf("%d rows of submitted turns, want one", n)
+	}
+	p.shot("audit-grouped-turns")
+	eval[bool](p, `(() => { const s = document.querySelector('select[name=actor]'); s.value = 'alice'; s.dispatchEvent(new Event('change')); return true; })()`)
+	p.waitJS(`location.search.includes('actor=alice') && document.querySelectorAll('.list-pane tbody tr').length === 1`, "alice's one row")
+	if who := eval[string](p, `document.querySelector('.list-pane tbody tr [data-who]').innerText`); who != "alice" {
+		t.Fatalf("the filtered row is %q's", who)
 	}
 }

@@ -67,3 +67,22 @@ test('runRelations: a launch row names its runs, so a neighbour launched in the 
   const rel = await runRelations(/** @type {any} */ (app), /** @type {any} */ (run));
   assert.deepEqual(rel.events.map((e) => e.id), [3, 2]);
 });
+
+test('insights: buckets by the UTC clock when times show in UTC', () => {
+  const saved = process.env.TZ;
+  process.env.TZ = 'Asia/Kolkata'; // UTC+5:30: local hours and days differ from UTC's
+  try {
+    const local = emptyBuckets('24h', NOW);
+    const utc = emptyBuckets('24h', NOW, true);
+    assert.equal(utc[23].start, Date.UTC(2026, 10, 30, 12) / 1000);
+    assert.equal(utc[23].label, '12:00');
+    assert.equal(local[23].start, Date.UTC(2026, 10, 30, 12, 30) / 1000);
+    assert.equal(local[23].label, '18:00');
+    const week = emptyBuckets('7d', NOW, true);
+    assert.equal(week[6].start, Date.UTC(2026, 10, 30) / 1000);
+    assert.equal(week[0].start, Date.UTC(2026, 10, 24) / 1000);
+    assert.equal(emptyBuckets('7d', NOW)[6].start, Date.UTC(2026, 10, 29, 18, 30) / 1000);
+  } finally {
+    process.env.TZ = saved;
+  }
+});

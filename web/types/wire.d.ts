@@ -454,6 +454,7 @@ export interface Param {
   name: string;
   type: string;
   values?: string[];
+  pattern?: string;
   description: string;
 }
 

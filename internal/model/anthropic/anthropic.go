@@ -179,11 +179,7 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 					continue
 				}
 				delete(blocks, ev.Index)
-				call, err := b.call()
-				if err != nil {
-					yield(model.Event{}, p.failure(false, "anthropic: %s", err.Error()))
-					return
-				}
+				call := b.call()
 				if !yield(model.Event{Kind: model.EventToolCall, ToolCall: call}, nil) {
 					return
 				}
@@ -213,11 +209,11 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 	}
 }
 
-// call checks the reassembled input and returns the tool call.
-func (b *toolBlock) call() (model.ToolCall, error) {
-	if b.id == "" || b.name == "" {
-		return model.ToolCall{}, errors.New("a tool_use block has no id or name")
-	}
+// call returns the reassembled tool call. Input that is not one JSON
+// object passes as it came: the coordinator answers the model with what is
+// wrong with it (a validation result), as it does for an unknown or empty
+// name (a call without an id gets one from the coordinator).
+func (b *toolBlock) call() model.ToolCall {
 	s := strings.TrimSpace(b.partial.String())
 	if s == "" {
 		s = strings.TrimSpace(b.initial)
@@ -225,15 +221,11 @@ func (b *toolBlock) call() (model.ToolCall, error) {
 	if s == "" || s == "null" {
 		s = "{}"
 	}
-	v := jsontext.Value(s)
-	if !v.IsValid() || v.Kind() != '{' {
-		return model.ToolCall{}, fmt.Errorf("tool call %q: input is not a valid JSON object", b.name)
+	v := jsontext.Value(s).Clone()
+	if v.IsValid() && v.Kind() == '{' {
+		_ = v.Compact()
 	}
-	v = v.Clone()
-	if err := v.Compact(); err != nil {
-		return model.ToolCall{}, fmt.Errorf("tool call %q: input is not a valid JSON object", b.name)
-	}
-	return model.ToolCall{ID: b.id, Name: b.name, Arguments: v}, nil
+	return model.ToolCall{ID: b.id, Name: b.name, Arguments: v}
 }
 
 // params compiles a model.Request into Messages API parameters. Tool results
@@ -284,7 +276,7 @@ func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 				if !json.Valid(args) {
 					return sdk.MessageNewParams{}, protocol.Errorf(protocol.ModelFailure, "anthropic: message %d: tool call %q has invalid arguments", i, tc.Name)
 				}
-				blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, args, tc.Name))
+				blocks = append(blocks, sdk.NewToolUseBlock(tc.ID, args, model.HistoryToolName(tc.Name)))
 			}
 			add(model.RoleAssistant, blocks...)
 		case model.RoleTool:

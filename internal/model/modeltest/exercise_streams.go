@@ -90,12 +90,18 @@ func exerciseStreams(t *testing.T, s Subject) {
 			t.Fatalf("events = %+v", evs)
 		}
 	})
+	// A call whose arguments are cut short is the model's mistake, not the
+	// provider's: it passes as it came, for the coordinator to answer with
+	// a validation result the model can correct.
 	t.Run("TruncatedArguments", func(t *testing.T) {
 		t.Parallel()
 		evs, err := collect(t, stream(s.Start, s.ToolCall(0, 0, "call_X", "navigate", `{"space": "hist`), s.ToolClose))
-		WantError(t, err, protocol.ModelFailure, false)
-		if len(ToolCalls(evs)) != 0 {
-			t.Fatalf("a broken call was yielded: %+v", evs)
+		if err != nil {
+			t.Fatalf("a malformed call ended the stream: %v", err)
+		}
+		calls := ToolCalls(evs)
+		if len(calls) != 1 || calls[0].Name != "navigate" || string(calls[0].Arguments) != `{"space": "hist` {
+			t.Fatalf("calls = %+v", calls)
 		}
 	})
 }

@@ -309,14 +309,9 @@ func readEvents(body io.Reader, fn func(data []byte) (bool, error)) error {
 }
 
 // flush yields the complete tool calls gathered so far. It reports false
-// when the consumer stopped or an error was yielded.
+// when the consumer stopped.
 func (p *Provider) flush(calls *toolCalls, yield func(model.Event, error) bool) bool {
-	done, err := calls.take(p.newID)
-	if err != nil {
-		yield(model.Event{}, p.failure(false, "openai: %s", err.Error()).With("provider", providerName))
-		return false
-	}
-	for _, tc := range done {
+	for _, tc := range calls.take(p.newID) {
 		if !yield(model.Event{Kind: model.EventToolCall, ToolCall: tc}, nil) {
 			return false
 		}
@@ -384,7 +379,7 @@ func (p *Provider) body(req model.Request) ([]byte, error) {
 				if args == "" {
 					args = "{}"
 				}
-				a.ToolCalls = append(a.ToolCalls, chatToolCall{ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args}})
+				a.ToolCalls = append(a.ToolCalls, chatToolCall{ID: tc.ID, Type: "function", Function: chatFunction{Name: model.HistoryToolName(tc.Name), Arguments: args}})
 			}
 			msgs = append(msgs, a)
 		case model.RoleTool:
@@ -445,45 +440,38 @@ func (t *toolCalls) add(d toolCallDelta) {
 	pc.args.WriteString(d.Function.Arguments)
 }
 
-// take returns the gathered calls in index order and forgets them.
-func (t *toolCalls) take(newID func() string) ([]model.ToolCall, error) {
+// take returns the gathered calls in index order and forgets them. A call
+// without a name, or whose arguments are not one JSON object, passes as
+// it came: the coordinator answers the model with what is wrong with it (a
+// validation result) and the turn goes on.
+func (t *toolCalls) take(newID func() string) []model.ToolCall {
 	pending := t.pending
 	t.pending, t.byIndex = nil, nil
 	sort.SliceStable(pending, func(i, j int) bool { return pending[i].index < pending[j].index })
 	out := make([]model.ToolCall, 0, len(pending))
 	for _, pc := range pending {
-		if pc.name == "" {
-			return nil, fmt.Errorf("tool call %d has no function name", pc.index)
-		}
-		args, err := objectArguments(pc.args.String())
-		if err != nil {
-			return nil, fmt.Errorf("tool call %q: %v", pc.name, err)
-		}
 		id := pc.id
 		if id == "" {
 			id = newID()
 		}
-		out = append(out, model.ToolCall{ID: id, Name: pc.name, Arguments: args})
+		out = append(out, model.ToolCall{ID: id, Name: pc.name, Arguments: objectArguments(pc.args.String())})
 	}
-	return out, nil
+	return out
 }
 
-// objectArguments checks that s is one JSON object and returns it compacted.
-// An empty string is an empty object (a tool without parameters).
-func objectArguments(s string) (jsontext.Value, error) {
+// objectArguments compacts arguments that are one JSON object; an empty
+// string is an empty object (a tool without parameters), and anything
+// else is returned as it came.
+func objectArguments(s string) jsontext.Value {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return jsontext.Value("{}"), nil
+		return jsontext.Value("{}")
 	}
 	v := jsontext.Value(s)
-	if !v.IsValid() || v.Kind() != '{' {
-		return nil, errors.New("arguments are not a valid JSON object")
+	if v.IsValid() && v.Kind() == '{' {
+		_ = v.Compact()
 	}
-	v = v.Clone()
-	if err := v.Compact(); err != nil {
-		return nil, errors.New("arguments are not a valid JSON object")
-	}
-	return v, nil
+	return v
 }
 
 func randomCallID() string {

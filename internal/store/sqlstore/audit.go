@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -29,11 +31,15 @@ func appendAdminEvent(ctx context.Context, tx *writeTx, p store.AppendAdminEvent
 	if details == nil {
 		details = jsontext.Value(`{}`)
 	}
+	// Details quote what people and models sent (a webhook's URL, a
+	// command's fields): the trail keeps no secret of theirs.
+	details = redact.SecretsJSON(details)
 	var id int64
 	if err := tx.QueryRowContext(ctx, `INSERT INTO admin_events (created_at, actor, action, target_id, details)
 		VALUES (?, ?, ?, ?, ?) RETURNING id`, ts(p.Now), p.Actor, p.Action, p.TargetID, string(details)).Scan(&id); err != nil {
 		return store.AdminEvent{}, fmt.Errorf("append admin event: %w", err)
 	}
+	tx.changed(store.ChangeAuditAppended, strconv.FormatInt(id, 10))
 	return store.AdminEvent{ID: id, CreatedAt: protocol.Time(ts(p.Now)), Actor: p.Actor, Action: p.Action,
 		TargetID: p.TargetID, Details: details}, nil
 }
@@ -61,6 +67,20 @@ func (s *Store) ListAdminEvents(ctx context.Context, p store.ListAdminEventsPara
 	query += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, limitOr(p.Limit, 50))
 	return collect(ctx, s.r, "list admin events", scanAdminEvent, query, args...)
+}
+
+// ListAuditActors implements store.AuditStore. It skips through the actor
+// index (one lookup per distinct actor), not over every row.
+func (s *Store) ListAuditActors(ctx context.Context, limit int) ([]string, error) {
+	defer s.timed("list_audit_actors", time.Now())
+	return collect(ctx, s.r, "list audit actors", func(row scanner) (string, error) {
+		var a string
+		return a, row.Scan(&a)
+	}, `WITH RECURSIVE actors(name) AS (
+			SELECT MIN(actor) FROM admin_events
+			UNION ALL
+			SELECT (SELECT MIN(actor) FROM admin_events WHERE actor > actors.name) FROM actors WHERE actors.name IS NOT NULL)
+		SELECT name FROM actors WHERE name IS NOT NULL LIMIT ?`, limitOr(limit, 200))
 }
 
 func scanAdminEvent(row scanner) (store.AdminEvent, error) {

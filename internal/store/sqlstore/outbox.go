@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -34,6 +35,9 @@ func enqueue(ctx context.Context, tx *writeTx, event string, now time.Time, data
 	if err != nil {
 		return fmt.Errorf("outbox %s: %w", event, err)
 	}
+	// A body goes to a receiver outside: no secret a turn or a run wrote
+	// (a summary, an error message) leaves with it.
+	body = redact.SecretsJSON(body)
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	prefix := "msg_" + hex.EncodeToString(b[:]) + "_"

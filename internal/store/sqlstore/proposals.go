@@ -123,6 +123,7 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 		return store.Proposal{}, fmt.Errorf("insert proposal: %w", err)
 	}
 	tx.touch(pr.ConversationID)
+	tx.changed(store.ChangeProposalChanged, pr.ID)
 	out, err := getProposal(ctx, tx, pr.ID)
 	if err != nil {
 		return out, err
@@ -207,6 +208,7 @@ func transition(ctx context.Context, tx *writeTx, p transitionParams) (store.Pro
 		append(args, id, string(cur.Status))...); err != nil {
 		return cur, fmt.Errorf("update proposal: %w", err)
 	}
+	tx.changed(store.ChangeProposalChanged, id)
 	audit.Now = now
 	if _, err := appendAdminEvent(ctx, tx, audit); err != nil {
 		return cur, err

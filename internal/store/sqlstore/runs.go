@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
@@ -158,6 +159,9 @@ func (s *Store) ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.R
 	}
 	if p.Query != "" {
 		add(runQueryCond, runQueryArgs(p.Query)...)
+	}
+	if p.IDPrefix != "" {
+		add(`id LIKE ? ESCAPE '\'`, strings.TrimPrefix(likePattern(p.IDPrefix), "%"))
 	}
 	if p.Since != nil {
 		add(`created_at >= ?`, ts(*p.Since))

@@ -99,6 +99,39 @@ func testAdminEvents(t *testing.T, f *fixture) {
 	}
 }
 
+// testAuditActors: the distinct actors of the trail, by name, each once,
+// and a change logged per row (the audit's live view follows it).
+func testAuditActors(t *testing.T, f *fixture) {
+	actors, err := f.s.ListAuditActors(f.ctx, 10)
+	if err != nil || len(actors) != 0 {
+		t.Fatalf("a fresh store's actors: %v, %v", actors, err)
+	}
+	mark := f.changesAfter(0)
+	var last int64
+	for _, a := range []string{"studio_operator", "bea", "alice", "bea", "studio_cockpit", "alice"} {
+		e, err := f.s.AppendAdminEvent(f.ctx, store.AppendAdminEventParams{Actor: a, Action: "studio.test", Now: f.tick()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = e.ID
+	}
+	actors, err = f.s.ListAuditActors(f.ctx, 10)
+	if want := []string{"alice", "bea", "studio_cockpit", "studio_operator"}; err != nil || !slices.Equal(actors, want) {
+		t.Fatalf("actors = %v, %v; want %v", actors, err, want)
+	}
+	if actors, err = f.s.ListAuditActors(f.ctx, 2); err != nil || !slices.Equal(actors, []string{"alice", "bea"}) {
+		t.Fatalf("two actors = %v, %v", actors, err)
+	}
+	after := 0
+	if len(mark) > 0 {
+		after = int(mark[len(mark)-1].Seq)
+	}
+	cs := f.changesAfter(int64(after))
+	if len(cs) != 6 || cs[5].Type != store.ChangeAuditAppended || cs[5].ResourceID != fmt.Sprint(last) {
+		t.Fatalf("changes after the audit rows: %v", changeList(cs))
+	}
+}
+
 func testAppAudit(t *testing.T, f *fixture) {
 	p := f.playbook("audited")
 	if _, err := f.s.UpdatePlaybook(f.ctx, store.UpdatePlaybookParams{ID: p.ID, ExpectedVersion: 1, Prompt: ptr("x"),

@@ -47,6 +47,20 @@ func testRunSearch(t *testing.T, f *fixture) {
 			t.Errorf("q=%q: %v, want %v", tc.q, got, tc.want)
 		}
 	}
+	// IDPrefix: the start of the id only, never a name or input; LIKE's
+	// wildcards are literal.
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{{a.ID[:8], []string{a.ID}}, {b.ID[:4], []string{b.ID}}, {a.ID, []string{a.ID}}, {"release", nil}, {a.ID[:7] + "%", nil}, {"_" + a.ID[1:8], nil}} {
+		runs, err := f.s.ListRuns(f.ctx, store.ListRunsParams{IDPrefix: tc.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != len(tc.want) || (len(runs) == 1 && runs[0].ID != tc.want[0]) {
+			t.Errorf("IDPrefix %q: %d runs, want %v", tc.prefix, len(runs), tc.want)
+		}
+	}
 	st, err := f.s.RunStats(f.ctx, store.RunStatsParams{Since: start, Until: f.tick(), Query: "notes"})
 	if err != nil || st.Total != 1 || st.Counts[store.RunQueued] != 1 {
 		t.Fatalf("filtered stats = %+v, %v", st, err)

@@ -19,6 +19,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 
 	run("SchemaVersion", testSchemaVersion)
+	run("ScrubSecrets", testScrubSecrets)
 	t.Run("App", func(t *testing.T) { ExerciseApp(t, open) })
 	t.Run("Effects", func(t *testing.T) { ExerciseEffects(t, open) })
 	t.Run("Proposals", func(t *testing.T) { ExerciseProposals(t, open) })
@@ -86,6 +87,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	run("StreamTicket/ConcurrentRedeem", testTicketConcurrent)
 
 	run("AdminEvents/AppendList", testAdminEvents)
+	run("AdminEvents/Actors", testAuditActors)
 }
 
 func testSchemaVersion(t *testing.T, f *fixture) {

@@ -14,11 +14,13 @@ import { showSignIn, showFatal } from './signin.js';
 import { storedTheme, applyTheme, currentTheme } from './theme.js';
 import { Shortcuts, spaceKeys } from './shortcuts.js';
 import { applyEffect } from './apply-effect.js';
+import { confirmDialog } from './dialogs.js';
 import { may } from './roles.js';
 import { errorBox, guardControls } from './spaces/common.js';
 import { Dock } from './dock/dock.js';
 import { isSheet } from './dock/sheet.js';
 import { AppEvents, coalesce } from './live.js';
+import { Inbox } from './inbox.js';
 import * as mission from './spaces/mission.js';
 import * as designer from './spaces/designer.js';
 import * as library from './spaces/library.js';
@@ -41,8 +43,9 @@ import * as system from './spaces/system.js';
  * @property {(form: string) => Prefill | null} takePrefill
  * @property {(dirty: boolean) => void} setFormDirty
  * @property {() => boolean} isCurrent whether this mount still shows
- * @property {(types: string[], fn: () => void) => void} onChange calls fn (coalesced) after application
- *   changes of these types (live.js), while this mount shows; a "reset" (missed changes) calls it too
+ * @property {(types: string[], fn: (events: import('./live.js').ChangeEvent[]) => void) => void} onChange calls fn
+ *   (coalesced, with the burst's events) after application changes of these types (live.js), while this
+ *   mount shows; a "reset" (missed changes) calls it too
  * @typedef {import('./roles.js').Me} Me
  */
 
@@ -87,6 +90,8 @@ export class Cockpit {
     this.cleanup = undefined;
     /** @type {Dock | null} */
     this.dock = null;
+    /** @type {Inbox | null} the approvals waiting for the signed-in person */
+    this.inbox = null;
     /** The live application changes every view listens to. */
     this.live = new AppEvents(this.api);
     /** @type {(() => void)[]} the current mount's change subscriptions */
@@ -98,6 +103,8 @@ export class Cockpit {
     /** @type {Element | null} where focus was before Ctrl+. took it into the dock */
     this.beforeDock = null;
     this.listening = false;
+    /** the address the shown view is at (Back over unsaved edits returns to it) */
+    this.shown = '/';
     /** whether the address has no space (the not-found page shows) */
     this.lost = false;
     applyTheme(storedTheme());
@@ -117,7 +124,21 @@ export class Cockpit {
         if (takeTokenFromFragment()) this.start();
         else if (this.registry) this.openFromFragment();
       });
-      addEventListener('popstate', () => this.registry && this.onRoute());
+      // Back and Forward over unsaved edits ask first: the address is put
+      // back while the question is open.
+      addEventListener('popstate', () => {
+        if (!this.registry) return;
+        if (!this.formDirty) return this.onRoute();
+        const to = this.clientRoute();
+        history.pushState(null, '', this.shown);
+        this.go(to);
+      });
+      // A reload or a closed tab over unsaved edits: the browser asks.
+      addEventListener('beforeunload', (ev) => {
+        if (!this.formDirty) return;
+        ev.preventDefault();
+        ev.returnValue = '';
+      });
       addEventListener('keydown', (ev) => this.shortcuts && this.shortcuts.onKey(ev));
       // Each stream holds a connection, and a browser allows six per host
       // over HTTP/1.1 for all its tabs: a page that is left gives its
@@ -164,6 +185,7 @@ export class Cockpit {
     this.renderShell();
     this.openFromFragment();
     this.live.start();
+    if (this.inbox) this.inbox.start();
     this.onRoute();
   }
 
@@ -242,7 +264,8 @@ export class Cockpit {
       type: 'button', class: 'icon-button', title: 'Switch light/dark theme', 'aria-label': 'Switch light or dark theme',
       onclick: () => this.applyTheme(this.theme === 'dark' ? 'light' : 'dark'),
     }, icon('M12 3a9 9 0 1 0 9 9A7 7 0 0 1 12 3z'));
-    const header = h('header', { class: 'topbar' }, h('div', { class: 'crumb', id: 'crumb' }), h('div', { class: 'topbar-actions' }, this.identity(), themeBtn, this.dockToggle));
+    this.inbox = new Inbox(this);
+    const header = h('header', { class: 'topbar' }, h('div', { class: 'crumb', id: 'crumb' }), h('div', { class: 'topbar-actions' }, this.inbox.button, this.identity(), themeBtn, this.dockToggle));
     this.root.removeAttribute('aria-busy');
     replace(this.root, h('a', { href: '#space', class: 'skip-link', text: 'Skip to content' }), nav, h('div', { class: 'workspace' }, header, this.notice, this.main), dockRoot);
     this.dock = new Dock(dockRoot, this);
@@ -253,6 +276,9 @@ export class Cockpit {
 
   toggleDock() { this.setDockOpen(!this.root.classList.contains('dock-open')); }
 
+  /** Opens the approvals inbox: what waits for the signed-in person's decision. */
+  openInbox() { if (this.inbox) this.inbox.open(); }
+
   /**
    * Opens the dock on the conversation (and proposal) a link's fragment
    * names, #conversation=ID&proposal=ID: what webhook messages and MCP
@@ -261,6 +287,13 @@ export class Cockpit {
    */
   openFromFragment() {
     const params = new URLSearchParams(location.hash.startsWith('#') ? location.hash.slice(1) : '');
+    // #inbox: what waits for the person (a link in a message or a bookmark).
+    if (params.has('inbox')) {
+      params.delete('inbox');
+      const rest = params.toString();
+      history.replaceState(history.state, '', location.pathname + location.search + (rest ? '#' + rest : ''));
+      this.openInbox();
+    }
     const conv = params.get('conversation');
     if (!conv) return;
     const prop = params.get('proposal') || undefined;
@@ -337,14 +370,33 @@ export class Cockpit {
   /**
    * Moves to a route: pushes the URL (replace for small refinements) and shows it.
    * @param {string} path path and query
-   * @param {{replace?: boolean}} [opts]
+   * @param {{replace?: boolean, force?: boolean}} [opts] force: leave unsaved edits without asking
    */
   go(path, opts = {}) {
+    // Unsaved edits are never dropped silently: leaving them is asked.
+    if (this.formDirty && !opts.force) {
+      this.confirmLeave().then((ok) => { if (ok) this.go(path, { ...opts, force: true }); });
+      return;
+    }
     if (path !== location.pathname + location.search) {
       if (opts.replace) history.replaceState(null, '', path);
       else history.pushState(null, '', path);
     }
     this.onRoute();
+  }
+
+  /**
+   * Asks whether to leave a form with unsaved edits; yes drops them.
+   * @returns {Promise<boolean>}
+   */
+  async confirmLeave() {
+    const leave = await confirmDialog({
+      title: 'Leave without saving?',
+      body: 'You have edits on this page that are not saved. Leaving drops them; stay to save them first.',
+      confirm: 'Leave and drop my edits', cancel: 'Stay', danger: true,
+    });
+    if (leave) this.formDirty = false;
+    return leave;
   }
 
   /** @param {Record<string, string | null | undefined>} patch @param {{replace?: boolean}} [opts] */
@@ -356,6 +408,24 @@ export class Cockpit {
       else params[k] = v;
     }
     this.go(routeOf(this.route.space, params), opts);
+  }
+
+  /**
+   * Writes what the view resolved into the address, without showing it
+   * again: a short run id becomes the full one, and its row is marked.
+   * @param {Record<string, string>} patch
+   */
+  canonicalize(patch) {
+    if (!this.route) return;
+    // In place: the mounted view's ctx.route is this object (its tables mark the selection by it).
+    Object.assign(this.route.params, patch);
+    history.replaceState(history.state, '', routeOf(this.route.space, this.route.params));
+    this.shown = this.clientRoute();
+    for (const v of Object.values(patch)) {
+      const row = this.main && this.main.querySelector(`tr[data-key="${CSS.escape(v)}"]`);
+      if (row) row.classList.add('selected');
+    }
+    if (this.dock) this.dock.onContextChange();
   }
 
   /** The current route as a client route string. */
@@ -373,6 +443,7 @@ export class Cockpit {
     }
     const prev = this.route;
     this.route = parsed.route;
+    this.shown = this.clientRoute();
     this.lost = false;
     for (const [id, a] of this.railLinks) {
       if (id === parsed.route.space.id) a.setAttribute('aria-current', 'page');
@@ -435,9 +506,18 @@ export class Cockpit {
       setFormDirty: (d) => { if (seq === this.mountSeq) this.formDirty = d; },
       isCurrent: () => seq === this.mountSeq,
       onChange: (types, fn) => {
-        const later = coalesce(() => { if (seq === this.mountSeq) fn(); }, 250);
+        /** @type {import('./live.js').ChangeEvent[]} */
+        let burst = [];
+        const later = coalesce(() => {
+          const events = burst;
+          burst = [];
+          if (seq === this.mountSeq) fn(events);
+        }, 250);
         this.mountSubs.push(later.cancel, this.live.subscribe((e) => {
-          if (seq === this.mountSeq && (e.type === 'reset' || types.includes(e.type))) later();
+          if (seq === this.mountSeq && (e.type === 'reset' || types.includes(e.type))) {
+            burst.push(e);
+            later();
+          }
         }));
       },
     };
@@ -452,8 +532,9 @@ export class Cockpit {
     } catch (e) {
       replace(el, errorBox(e));
     }
-    // Controls the signed-in role may not use are held as the space renders them.
-    if (this.me && this.me.role !== 'admin') {
+    // Controls the signed-in principal may not use are held as the space
+    // renders them (guardControls asks may(), the one decision).
+    if (this.me) {
       const me = this.me;
       const guard = () => guardControls(el, me);
       guard();

@@ -87,10 +87,14 @@ export class AppApi {
   // System and audit
   /** @returns {Promise<any>} */
   health() { return this.api.get('/api/app/system/health'); }
+  /** @returns {Promise<any>} the doctor's count of the work in flight only */
+  healthWork() { return this.api.get('/api/app/system/health?part=work'); }
   /** @param {string} action @returns {Promise<any>} */
   maintenance(action) { return this.api.post('/api/app/system/maintenance', { action }); }
   /** @param {{limit?: number, cursor?: string, action?: string, targetId?: string, actor?: string, commandType?: string, target?: string, since?: string, until?: string}} [o] @returns {Promise<{events: AuditEvent[], nextCursor?: string}>} */
   audit(o = {}) { return this.api.get('/api/app/audit' + query(o)); }
+  /** @returns {Promise<{actors: string[]}>} who appears in the audit trail */
+  auditActors() { return this.api.get('/api/app/audit/actors'); }
   /** @param {'1h'|'24h'} window @returns {Promise<{since: number, until: number, buckets: {start: number, end: number, turns: number, failed: number, medianMs: number | null, maxMs: number | null, modelErrors: Record<string, number>}[], kept: {turns: number, failures: number}}>} */
   operatorActivity(window) { return this.api.get('/api/app/system/operator' + query({ window })); }
 }

@@ -56,7 +56,13 @@ export async function applyEffect(c, e) {
         c.applyTheme(String(e.theme));
         if (c.theme !== e.theme) return { status: 'rejected', rejectionCode: 'client_error', reason: 'the theme did not change' };
         return { status: 'applied', clientRoute: c.clientRoute() };
+      case 'navigate':
       case 'select':
+        // Moving the page would drop a person's unsaved edits.
+        if (c.formDirty) {
+          return { status: 'rejected', rejectionCode: 'stale_context', reason: 'a form with unsaved edits is open; moving the page would drop them' };
+        }
+        if (e.kind === 'navigate') break;
         if (!(await selectionVisible(c.app, e))) {
           return { status: 'rejected', rejectionCode: 'not_visible', reason: `the ${Object.keys(e.selection || {}).join(', ')} to select does not exist or cannot be shown` };
         }

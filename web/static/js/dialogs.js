@@ -24,12 +24,12 @@ export function showDialog(dlg, focus) {
 
 /**
  * A modal confirmation; Cancel has the focus, so Enter never confirms by accident.
- * @param {{title: string, body: string, confirm: string, danger?: boolean}} o
+ * @param {{title: string, body: string, confirm: string, cancel?: string, danger?: boolean}} o
  * @returns {Promise<boolean>}
  */
 export async function confirmDialog(o) {
   const titleId = uid('dlg');
-  const cancel = h('button', { value: 'cancel', type: 'button', text: 'Cancel', onclick: () => dlg.close('cancel') });
+  const cancel = h('button', { value: 'cancel', type: 'button', text: o.cancel || 'Cancel', onclick: () => dlg.close('cancel') });
   const dlg = h('dialog', { class: 'dialog', 'aria-labelledby': titleId, 'aria-describedby': titleId + '-body' },
     h('form', { method: 'dialog' },
       h('h2', { id: titleId, text: o.title }),

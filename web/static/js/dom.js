@@ -80,40 +80,6 @@ export function icon(d) {
   return s;
 }
 
-/** @param {number | null | undefined} ts Unix seconds */
-export function fmtTime(ts) {
-  if (ts === null || ts === undefined) return '—';
-  const d = new Date(ts * 1000);
-  return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
-}
-
-/**
- * A time short enough for a list row: the time of day when it is today,
- * the day and time this year, the date before.
- * @param {number | null | undefined} ts Unix seconds @param {number} [now] Unix seconds
- */
-export function fmtShort(ts, now = Date.now() / 1000) {
-  if (ts === null || ts === undefined) return '—';
-  const d = new Date(ts * 1000);
-  const n = new Date(now * 1000);
-  if (d.toDateString() === n.toDateString()) return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
-  if (d.getFullYear() === n.getFullYear()) return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
-  return d.toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
-}
-
-/** @param {number | null | undefined} ts Unix seconds */
-export function fmtRelative(ts) {
-  if (ts === null || ts === undefined) return '—';
-  const s = Math.round(Date.now() / 1000 - ts);
-  const abs = Math.abs(s);
-  const unit = abs < 60 ? [s, 'second'] : abs < 3600 ? [Math.round(s / 60), 'minute'] : abs < 86400 ? [Math.round(s / 3600), 'hour'] : [Math.round(s / 86400), 'day'];
-  try {
-    return new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' }).format(-unit[0], /** @type {Intl.RelativeTimeFormatUnit} */ (unit[1]));
-  } catch {
-    return fmtTime(ts);
-  }
-}
-
 /** @param {number | null | undefined} ms */
 export function fmtDuration(ms) {
   if (ms === null || ms === undefined) return '—';

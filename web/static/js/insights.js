@@ -1,7 +1,9 @@
 // What the cockpit shows of runs over time and of one run's relations: the
-// buckets of a chart window in the reader's time zone (pure, unit-tested),
+// buckets of a chart window in the zone times are shown in (pure, unit-tested),
 // the server's counts for them (runs by status, the spread of durations),
 // and the runs and audit rows related to one run.
+
+import { isUTC } from './time.js';
 
 /**
  * @typedef {import('./appapi.js').AppApi} AppApi
@@ -21,35 +23,43 @@ const DAY = 24 * HOUR;
 
 /**
  * Empty buckets covering a window that ends now: 24 hourly buckets, or 7
- * daily ones. Labels use the browser's time zone.
- * @param {Window} window @param {number} nowSeconds
+ * daily ones, by the clock and calendar of UTC or of the browser's zone.
+ * @param {Window} window @param {number} nowSeconds @param {boolean} [utc]
  * @returns {Bucket[]}
  */
-export function emptyBuckets(window, nowSeconds) {
+export function emptyBuckets(window, nowSeconds, utc = false) {
   const step = window === '24h' ? HOUR : DAY;
   const n = window === '24h' ? 24 : 7;
   const d = new Date(nowSeconds * 1000);
-  if (window === '24h') d.setMinutes(0, 0, 0);
+  if (window === '24h') {
+    if (utc) d.setUTCMinutes(0, 0, 0);
+    else d.setMinutes(0, 0, 0);
+  } else if (utc) d.setUTCHours(0, 0, 0, 0);
   else d.setHours(0, 0, 0, 0);
   const lastStart = d.getTime() / 1000;
   /** @type {Bucket[]} */
   const out = [];
   for (let i = n - 1; i >= 0; i--) {
-    const start = window === '24h' ? lastStart - i * step : dayStart(lastStart, i);
-    const end = window === '24h' ? start + step : dayStart(lastStart, i - 1);
+    const start = window === '24h' ? lastStart - i * step : dayStart(lastStart, i, utc);
+    const end = window === '24h' ? start + step : dayStart(lastStart, i - 1, utc);
     const at = new Date(start * 1000);
     const label = window === '24h'
-      ? String(at.getHours()).padStart(2, '0') + ':00'
-      : at.toLocaleDateString(undefined, { weekday: 'short', day: 'numeric' });
+      ? String(utc ? at.getUTCHours() : at.getHours()).padStart(2, '0') + ':00'
+      : at.toLocaleDateString(undefined, { weekday: 'short', day: 'numeric', timeZone: utc ? 'UTC' : undefined });
     out.push({ start, end, label, counts: Object.fromEntries(STATUSES.map((s) => [s, 0])) });
   }
   return out;
 }
 
-/** The local midnight `back` days before the one at `lastMidnight` (DST-safe). @param {number} lastMidnight @param {number} back */
-function dayStart(lastMidnight, back) {
+/**
+ * The midnight `back` days before the one at `lastMidnight`, in UTC or
+ * the browser's zone (DST-safe).
+ * @param {number} lastMidnight @param {number} back @param {boolean} utc
+ */
+function dayStart(lastMidnight, back, utc) {
   const d = new Date(lastMidnight * 1000);
-  d.setDate(d.getDate() - back);
+  if (utc) d.setUTCDate(d.getUTCDate() - back);
+  else d.setDate(d.getDate() - back);
   return d.getTime() / 1000;
 }
 
@@ -63,13 +73,13 @@ export function edgesOf(buckets) {
 
 /**
  * Runs over time by status, and the spread of durations, for a window:
- * the server counts (GET /api/app/runs/activity) between the browser's own
- * hour or day boundaries, so the buckets are in the reader's time zone.
+ * the server counts (GET /api/app/runs/activity) between the hour or day
+ * boundaries of the zone times are shown in (time.js).
  * @param {AppApi} app @param {Window} window
  * @returns {Promise<Activity & {durations: {bins: DurationBin[], count: number, median: number | null, p90: number | null}}>}
  */
 export async function activity(app, window) {
-  const buckets = emptyBuckets(window, Date.now() / 1000);
+  const buckets = emptyBuckets(window, Date.now() / 1000, isUTC());
   const a = await app.runActivity(edgesOf(buckets));
   a.buckets.forEach((b, i) => { if (buckets[i]) buckets[i].counts = { ...buckets[i].counts, ...b.counts }; });
   const d = a.durations;

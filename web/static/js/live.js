@@ -9,7 +9,7 @@ import { backoffDelay } from './stream.js';
 
 /**
  * @typedef {import('./api.js').Api} Api
- * @typedef {{type: 'run.created'|'run.changed'|'schedule.changed'|'playbook.changed'|'workflow.changed'|'reset', id: string, seq: number, at?: number}} ChangeEvent
+ * @typedef {{type: 'run.created'|'run.changed'|'schedule.changed'|'playbook.changed'|'workflow.changed'|'proposal.changed'|'audit.appended'|'reset', id: string, seq: number, at?: number}} ChangeEvent
  * @typedef {(e: ChangeEvent) => void} ChangeListener
  */
 

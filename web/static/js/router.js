@@ -3,7 +3,7 @@
 // rail, the shortcuts, URL parsing and effect validation all read this.
 
 /**
- * @typedef {{name: string, type: string, values?: string[], description: string}} Param
+ * @typedef {{name: string, type: string, values?: string[], pattern?: string, description: string}} Param
  * @typedef {{id: string, title: string, path: string, shortcut: string, description: string, subtitle: string, params: Param[], effects: string[], selection?: string[], form?: string}} Space
  * @typedef {{name: string, type: string, maxLength?: number, description: string}} FormField
  * @typedef {{id: string, space: string, fields: FormField[]}} Form
@@ -49,6 +49,8 @@ export function checkParam(p, v) {
   switch (p.type) {
     case 'string':
       return typeof v === 'string' && v !== '' && new TextEncoder().encode(v).length <= 200 ? null : `${p.name} must be a non-empty string of at most 200 bytes`;
+    case 'id':
+      return typeof v === 'string' && new RegExp(p.pattern || '^$').test(v) ? null : `${p.name} must be an id or a name`;
     case 'enum':
       return typeof v === 'string' && (p.values || []).includes(v) ? null : `${p.name} must be one of ${(p.values || []).join(', ')}`;
     case 'boolean':

@@ -76,9 +76,3 @@ export function errorSentence(e) {
   if (!msg) return sentence(e.code || 'error');
   return msg.charAt(0).toUpperCase() + msg.slice(1) + (/[.!?]$/.test(msg) ? '' : '.');
 }
-
-/** How long ago, or when, in words for a table. @param {number | null | undefined} t Unix seconds */
-export function whenText(t) {
-  if (t === null || t === undefined) return 'never';
-  return new Date(t * 1000).toLocaleString();
-}

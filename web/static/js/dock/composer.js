@@ -44,8 +44,9 @@ export class Composer {
   setBusy(busy) { this.sendBtn.disabled = busy; }
 
   /**
-   * @param {{running: boolean, archived: boolean, denied?: string}} s
-   * denied: why the signed-in principal may not send at all (its role).
+   * @param {{running: boolean, archived: boolean, denied?: string, awaiting?: boolean}} s
+   * denied: why the signed-in principal may not send at all (its role); awaiting: the running turn
+   * waits for a decision on its proposal.
    */
   update(s) {
     this.cancelBtn.hidden = !s.running;
@@ -58,7 +59,11 @@ export class Composer {
       this.input.placeholder = 'Read only';
       if (this.status.textContent === '') this.say(`Read only: sending messages ${s.denied.charAt(0).toLowerCase()}${s.denied.slice(1)}`);
     } else if (s.archived) this.input.placeholder = 'This conversation is archived: read-only. Unarchive it to continue.';
+    // A turn parked on its proposal holds the conversation: the message
+    // box says how to go on (one turn at a time per conversation).
+    else if (s.awaiting) this.input.placeholder = 'A proposal above waits for a decision: confirm or deny it to go on, or cancel the turn (which drops the proposal) to ask something else.';
     else this.input.placeholder = s.running ? 'A turn is running… cancel it or wait.' : PLACEHOLDER;
+    this.cancelBtn.textContent = s.awaiting ? 'Cancel turn and proposal' : 'Cancel turn';
   }
 
   clear() { this.input.value = ''; }

@@ -5,7 +5,8 @@
 // conversations first. It lists and changes conversations; the dock
 // decides what opening one means.
 
-import { h, replace, fmtShort, fmtTime } from '../dom.js';
+import { h, replace } from '../dom.js';
+import { fmtShort, fmtTime } from '../time.js';
 import { errorText } from '../api.js';
 import { confirmDialog, promptDialog } from '../dialogs.js';
 
@@ -16,14 +17,17 @@ import { confirmDialog, promptDialog } from '../dialogs.js';
 
 export class ConversationList {
   /**
-   * @param {{client: OperatorClient, current: () => Conversation | null, onSelect: (id: string) => Promise<void>, onCreated: () => void, onChanged: (c: Conversation) => void, onDeleted: (id: string) => Promise<void>, notice: (text: string) => void,
-   *   may?: (action: 'converse' | 'deleteConversation') => import('../roles.js').Verdict}} o
-   * may says what the signed-in principal may do: the rest is disabled with the reason.
+   * @param {{client: OperatorClient, current: () => Conversation | null, onSelect: (id: string) => Promise<void>, onNew: () => void, onChanged: (c: Conversation) => void, onDeleted: (id: string) => Promise<void>, notice: (text: string) => void,
+   *   may?: (action: 'converse' | 'deleteConversation') => import('../roles.js').Verdict, waiting?: () => Map<string, number>}} o
+   * may says what the signed-in principal may do: the rest is disabled with the reason; waiting, how many
+   * proposals wait for a decision in each conversation (the inbox's count).
    */
   constructor(o) {
     this.o = o;
     /** @type {Conversation[]} */
     this.items = [];
+    /** @type {Map<string, Conversation>} what the list shows, by id */
+    this.shown = new Map();
     /** @type {{name: string, provider: string, model?: string, default: boolean, reachable: boolean, problem?: string}[]} */
     this.models = [];
     this.deleted = false;
@@ -47,7 +51,8 @@ export class ConversationList {
         h('label', { class: 'small' }, this.deletedBox, ' Deleted')),
       h('label', { for: 'dock-conv', class: 'visually-hidden', text: 'Conversation' }), this.select,
       h('div', { class: 'conv-actions', role: 'group', 'aria-label': 'Conversation actions' },
-        this.newBtn = h('button', { type: 'button', class: 'small', text: 'New', onclick: async () => { if (await this.create()) this.o.onCreated(); } }),
+        // A new conversation starts with its first message: New only clears the dock for it.
+        this.newBtn = h('button', { type: 'button', class: 'small', 'data-action': 'new-conversation', text: 'New', onclick: () => this.o.onNew() }),
         this.renameBtn = h('button', { type: 'button', class: 'small', text: 'Rename', onclick: () => this.rename() }),
         this.archiveBtn,
         this.deleteBtn = h('button', { type: 'button', class: 'small danger', text: 'Delete', onclick: () => this.remove() }),
@@ -84,23 +89,40 @@ export class ConversationList {
     if (seq !== this.searchSeq) return; // a newer search answered, or will
     // The deleted and the searched are a view; the dock opens from the full list.
     if (!text && !this.deleted) this.items = items;
+    this.shown = new Map(items.map((c) => [c.id, c]));
     const cur = this.o.current();
     const empty = text ? 'No conversation matches' : this.deleted ? 'No deleted conversation is recoverable' : 'No conversations';
     replace(this.select,
       items.length === 0 ? h('option', { value: '', disabled: true, text: empty }) : null,
-      items.map((c) => {
-        const label = `${c.pinned ? '★ ' : ''}${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''}${c.forkedFrom ? ' (fork)' : ''}`;
-        const at = c.deletedAt || c.updatedAt;
-        // The row says when in short, so the title keeps the width; the
-        // whole date is its tooltip.
-        return h('option', {
-          value: c.id, selected: cur && !this.deleted ? c.id === cur.id : false, 'data-pinned': c.pinned ? 'true' : 'false',
-          text: `${label} · ${fmtShort(at)}`, title: `${label}, ${c.deletedAt ? 'deleted' : 'last active'} ${fmtTime(at)}`,
-        });
-      }));
+      items.map((c) => this.label(h('option', { value: c.id, selected: cur && !this.deleted ? c.id === cur.id : false, 'data-pinned': c.pinned ? 'true' : 'false' }), c)));
     // As tall as its items, 2 to 5 rows: the transcript keeps the room.
     this.select.size = Math.min(5, Math.max(2, items.length));
     this.sync();
+  }
+
+  /**
+   * Writes a conversation's row: its title, whether proposals wait in it,
+   * and when in short (the title keeps the width; the whole date is its
+   * tooltip).
+   * @param {HTMLOptionElement} opt @param {Conversation} c
+   */
+  label(opt, c) {
+    const waiting = (this.o.waiting && this.o.waiting().get(c.id)) || 0;
+    const label = `${c.pinned ? '★ ' : ''}${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''}${c.forkedFrom ? ' (fork)' : ''}`;
+    const wait = waiting ? ` · ${waiting} waiting for a decision` : '';
+    const at = c.deletedAt || c.updatedAt;
+    opt.textContent = `${label}${wait} · ${fmtShort(at)}`;
+    opt.title = `${label}${wait}, ${c.deletedAt ? 'deleted' : 'last active'} ${fmtTime(at)}`;
+    opt.dataset.waiting = String(waiting);
+    return opt;
+  }
+
+  /** Rewrites the rows' marks (the inbox's counts changed), without reading the list again. */
+  relabel() {
+    for (const opt of this.select.options) {
+      const c = this.shown.get(opt.value);
+      if (c) this.label(opt, c);
+    }
   }
 
   /**

@@ -47,6 +47,8 @@ export class Dock {
     this.openSeq = 0;
     /** @type {Set<string>} requests whose done frame arrived */
     this.finished = new Set();
+    /** the conversation's first message: an untitled one is named by it */
+    this.firstInstruction = '';
 
     this.statePill = h('span', { class: 'pill', 'data-state': 'idle', role: 'status', text: 'Not connected' });
     this.banner = h('div', { class: 'dock-banners' });
@@ -70,7 +72,8 @@ export class Dock {
     this.composer = new Composer({ onSend: () => this.send(), onCancel: () => this.cancelTurn() });
     this.progress = new ProgressLine({ announce: (t) => this.announce(t) });
     this.list = new ConversationList({
-      client: this.client, current: () => this.conv, onSelect: (id) => this.select(id), onCreated: () => this.composer.focus(),
+      client: this.client, current: () => this.conv, onSelect: (id) => this.select(id), onNew: () => this.startNew(),
+      waiting: () => (cockpit.inbox ? cockpit.inbox.waiting : new Map()),
       onChanged: (c) => { this.conv = c; this.updateComposer(); },
       onDeleted: (id) => this.afterDelete(id),
       notice: (t) => this.notice('conv', 'error', t),
@@ -200,6 +203,28 @@ export class Dock {
     this.stream = null;
   }
 
+  /**
+   * Clears the dock for a new conversation: nothing is created until its
+   * first message is sent (an empty "Untitled" one never stays behind).
+   */
+  startNew() {
+    this.openSeq++;
+    this.stop();
+    this.conv = null;
+    this.activeRequestId = null;
+    this.firstInstruction = '';
+    try { localStorage.removeItem(CONV_KEY); } catch { /* no storage */ }
+    this.transcript.reset();
+    this.banner.replaceChildren();
+    this.progress.set(null);
+    this.pill('idle', 'New');
+    this.list.select.value = '';
+    this.list.sync();
+    this.transcript.empty(h('span', { text: 'A new conversation: it starts with your first message, which also names it.' }));
+    this.updateComposer();
+    this.composer.focus();
+  }
+
   renderEmpty() {
     this.transcript.empty(h('span', { text: 'No conversation yet. Ask something below: for example “show the failed runs” or “switch to dark mode”. The operator can move the cockpit and propose changes; nothing changes until you confirm.' }));
   }
@@ -232,6 +257,7 @@ export class Dock {
     this.stop();
     this.transcript.reset();
     this.finished = new Set();
+    this.firstInstruction = '';
     this.banner.replaceChildren();
     this.pill('connecting', 'Loading…');
     const stored = this.cursors.get(id);
@@ -306,7 +332,7 @@ export class Dock {
     this.stream = new ConversationStream({ api: this.client.api, conversationId: id, cursors: this.cursors, after: tail }, {
       onFrame: (f) => this.handleFrame(f, 'live', true),
       onState: (s, info) => this.onStreamState(s, info),
-      onStatus: (p) => { if (seq === this.openSeq) this.progress.set(p); },
+      onStatus: (p) => { if (seq === this.openSeq) { this.progress.set(p); this.updateComposer(); } },
       onNotice: (n) => this.notice('gap', 'warn', `Frames #${n.from + 1}–#${n.to} were purged on the server; replay resumed from #${n.to}.`),
       onError: (e) => {
         if (e instanceof FrameError) this.protocolError(e);
@@ -402,6 +428,7 @@ export class Dock {
   /** @param {Frame} f @param {Mode} mode */
   render(f, mode) {
     this.transcript.render(f, mode);
+    if (f.type === 'text' && f.payload.role === 'user' && !this.firstInstruction) this.firstInstruction = String(f.payload.content || '');
     if (f.type === 'text' && f.payload.role === 'user' && mode === 'live') this.activeRequestId = f.requestId;
     if (f.type === 'done') {
       this.finished.add(f.requestId);
@@ -429,7 +456,8 @@ export class Dock {
     const archived = !!this.conv && this.conv.status === 'archived';
     const running = !!this.activeRequestId;
     const v = this.cockpit.may('converse');
-    this.composer.update({ running, archived, denied: v.allowed ? '' : v.reason });
+    const awaiting = running && !!this.progress.p && this.progress.p.state === 'awaiting_confirmation';
+    this.composer.update({ running, archived, denied: v.allowed ? '' : v.reason, awaiting });
     this.list.sync();
     this.root.classList.toggle('turn-running', running);
   }
@@ -441,9 +469,14 @@ export class Dock {
     this.composer.setBusy(true);
     try {
       if (!this.conv) {
-        await this.list.create({ title: instruction.slice(0, 60) });
+        await this.list.create({ title: titleOf(instruction) });
       } else if (!this.conv.title) {
-        this.client.updateConversation(this.conv.id, { title: instruction.slice(0, 60) }).then(() => this.list.refresh()).catch(() => {});
+        // An untitled conversation is named by its first message, once:
+        // later messages never rename it.
+        const conv = this.conv;
+        const title = titleOf(this.firstInstruction || instruction);
+        conv.title = title;
+        this.client.updateConversation(conv.id, { title }).then(() => this.list.refresh()).catch(() => { conv.title = ''; });
       }
       const conv = /** @type {Conversation} */ (this.conv);
       const acc = await this.client.submitTurn(conv.id, instruction, this.cockpit.contextSnapshot(), this.lastSeq);
@@ -476,4 +509,17 @@ export class Dock {
       this.composer.cancelBtn.disabled = false;
     }
   }
+}
+
+/**
+ * A conversation's title from a message: its first line, at most 60
+ * characters, cut at a word.
+ * @param {string} text
+ */
+export function titleOf(text) {
+  const line = text.trim().split('\n')[0].trim();
+  if (line.length <= 60) return line;
+  const cut = line.slice(0, 60);
+  const space = cut.lastIndexOf(' ');
+  return (space > 30 ? cut.slice(0, space) : cut) + '…';
 }

@@ -1,10 +1,11 @@
 // Building blocks shared by the spaces: tabs, filters bound to URL params,
 // tables with keyboard-selectable rows, labelled form fields, run detail.
 
-import { h, replace, uid, badge, fmtTime, fmtRelative } from '../dom.js';
+import { h, replace, uid, badge } from '../dom.js';
+import { fmtTime, fmtRelative } from '../time.js';
 import { routeOf } from '../router.js';
 import { ApiError, errorText } from '../api.js';
-import { roleAllows, needsText, rank } from '../roles.js';
+import { may, ACTION_ROLES } from '../roles.js';
 import { errorSentence } from '../words.js';
 
 export { errorText };
@@ -136,6 +137,26 @@ export function selectFilter(ctx, param, label, values, allLabel = 'All') {
 }
 
 /**
+ * A filter bar: the search and the actions always show; the other filters
+ * fold behind a Filters button on a phone's width (wider, the button hides
+ * and they all show), the button saying how many are set.
+ * @param {{fields: (Node | null)[], search?: Node | null, actions?: (Node | null)[], active: number}} o
+ */
+export function filterBar(o) {
+  const id = uid('filters');
+  const toggle = h('button', {
+    type: 'button', class: 'filters-toggle', 'data-needs': 'read', 'aria-controls': id, 'aria-expanded': 'false',
+    text: o.active ? `Filters (${o.active} set)` : 'Filters',
+    onclick: () => {
+      const open = bar.classList.toggle('filters-open');
+      toggle.setAttribute('aria-expanded', String(open));
+    },
+  });
+  const bar = h('div', { class: 'filters', role: 'search' }, toggle, h('div', { class: 'filter-fields', id }, o.fields), o.search || null, o.actions || []);
+  return bar;
+}
+
+/**
  * A search box bound to the q param (debounced, replaces history).
  * @param {SpaceContext} ctx @param {string} label
  */
@@ -237,7 +258,9 @@ function scrollCue(frame, wrap) {
  * link to the selection (the keyboard's way in); a click anywhere on the
  * row selects too.
  * @template T
- * @param {{caption: string, columns: Column<T>[], rows: T[], key: (row: T) => string, selected?: string, onSelect?: (row: T) => void, href?: (row: T) => string, empty?: string | Node}} o
+ * @param {{caption: string, columns: Column<T>[], rows: T[], key: (row: T) => string, alias?: (row: T) => string, selected?: string, onSelect?: (row: T) => void, href?: (row: T) => string, empty?: string | Node, compact?: boolean}} o
+ * alias: another name a row is selected by in the address (a name where the key is an id).
+ * compact: narrow, a row is a two-line card of its cells (a list to scan: the fleet, the audit) instead of one line per cell.
  */
 export function table(o) {
   if (o.rows.length === 0) return h('div', { class: 'empty muted' }, o.empty || 'Nothing here yet.');
@@ -249,12 +272,12 @@ export function table(o) {
   /** @type {HTMLAnchorElement | null} */
   let refocus = null;
   // Narrow, each row is a card: the cells carry their column's label.
-  const wrap = h('div', { class: 'table-wrap' }, h('table', { class: 'table responsive' },
+  const wrap = h('div', { class: 'table-wrap' }, h('table', { class: ['table', 'responsive', o.compact ? 'compact-cards' : ''] },
     h('caption', { class: 'visually-hidden', text: o.caption }),
     h('thead', null, h('tr', null, o.columns.map((c) => h('th', { scope: 'col', class: c.class, text: c.label })))),
     h('tbody', null, o.rows.map((row) => {
       const k = o.key(row);
-      const sel = o.selected === k;
+      const sel = o.selected !== undefined && (o.selected === k || (!!o.alias && o.alias(row) === o.selected));
       return h('tr', {
         class: sel ? 'selected' : '', 'data-key': k,
         onclick: o.onSelect ? (/** @type {MouseEvent} */ ev) => {
@@ -339,12 +362,14 @@ export function runCells(r) {
 }
 
 /**
- * The controls of a space that change something need a role: an element
- * marked data-needs="ROLE" needs that one; a space's primary, danger and
- * submit buttons and its data-action buttons need operator unless marked
- * data-needs="viewer". Those the signed-in principal may not use are
- * disabled, their reason in the tooltip and in a note at the top of the
- * space: never a button that only fails.
+ * The controls of a space that change something need a permission (an
+ * action of roles.js, asked through may(): the one place the cockpit
+ * decides): an element marked data-needs="ACTION" needs that one; a
+ * space's primary, danger and submit buttons and its data-action buttons
+ * need "change" unless marked otherwise (data-needs="read"). Those the
+ * signed-in principal may not use are disabled, their reason in the
+ * tooltip, in the accessible description and in a note at the top of the
+ * space: never a control that only fails.
  * @param {HTMLElement} root @param {import('../roles.js').Me | null} me
  * @returns {number} how many controls are held
  */
@@ -352,23 +377,26 @@ export function guardControls(root, me) {
   if (!me) return 0;
   let held = 0;
   /** @type {Set<string>} */
-  const needs = new Set();
+  const reasons = new Set();
+  const noteId = 'read-only-note';
   root.querySelectorAll('[data-needs], button.primary, button.danger, button[type=submit], button[data-action]').forEach((node) => {
-    const el = /** @type {HTMLButtonElement | HTMLInputElement} */ (node);
-    const need = /** @type {import('../roles.js').Role} */ (el.dataset.needs || 'operator');
-    if (roleAllows(me.role, need)) return;
+    const el = /** @type {HTMLButtonElement | HTMLInputElement | HTMLSelectElement} */ (node);
+    const action = /** @type {keyof typeof ACTION_ROLES} */ (el.dataset.needs || 'change');
+    const v = may(me, action in ACTION_ROLES ? action : 'change');
+    if (v.allowed) return;
     held++;
-    needs.add(need);
+    reasons.add(v.reason);
     if (el.dataset.held) return;
-    el.dataset.held = need;
+    el.dataset.held = action;
     el.disabled = true;
-    el.title = `${needsText(need).replace(/^n/, 'N')}; you are signed in as ${me.name} (${me.role}).`;
+    el.title = v.reason;
+    const described = (el.getAttribute('aria-describedby') || '').split(' ').filter(Boolean);
+    if (!described.includes(noteId)) el.setAttribute('aria-describedby', [...described, noteId].join(' '));
   });
   let note = /** @type {HTMLElement | null} */ (root.querySelector(':scope > [data-read-only]'));
   if (held && !note) {
-    const need = [...needs].sort((a, b) => rank(a) - rank(b))[0];
-    note = h('p', { class: 'read-only-note', 'data-read-only': '', role: 'note',
-      text: `You are signed in as ${me.name} with the ${me.role} role: you can look here. The greyed-out controls ${needsText(/** @type {any} */ (need)).replace(/^needs/, 'need')} or higher; an admin can change your role.` });
+    note = h('p', { class: 'read-only-note', id: noteId, 'data-read-only': '', role: 'note',
+      text: `You are signed in as ${me.name} (${me.role}): you can look here. The greyed-out controls are held: ${[...reasons].join(' ')} An admin can change your role.` });
     root.prepend(note);
   }
   return held;
@@ -383,8 +411,11 @@ export function guardControls(root, me) {
  */
 export function keepPlace(region, render) {
   const active = document.activeElement;
-  const row = active instanceof HTMLElement && region.contains(active) ? active.closest('[data-key]') : null;
+  const inside = active instanceof HTMLElement && region.contains(active) ? active : null;
+  const row = inside ? inside.closest('[data-key]') : null;
   const key = row ? row.getAttribute('data-key') : null;
+  // Focus outside a row (a detail's button, a tab): found again by what it is.
+  const again = inside && !row ? focusKey(inside) : null;
   /** @type {[Element, number, number][]} */
   const scrolled = [];
   for (let n = /** @type {Element | null} */ (region); n; n = n.parentElement) if (n.scrollTop || n.scrollLeft) scrolled.push([n, n.scrollTop, n.scrollLeft]);
@@ -397,8 +428,25 @@ export function keepPlace(region, render) {
   if (newWrap) newWrap.scrollLeft = wrapLeft;
   if (scrollX !== wx || scrollY !== wy) scrollTo(wx, wy);
   if (key !== null) {
-    const again = region.querySelector(`[data-key="${CSS.escape(key)}"]`);
-    const target = again && /** @type {HTMLElement | null} */ (again.querySelector('a, button, input'));
+    const back = region.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    const target = back && /** @type {HTMLElement | null} */ (back.querySelector('a, button, input'));
+    if (target) target.focus({ preventScroll: true });
+  } else if (again && !region.contains(document.activeElement)) {
+    const target = /** @type {HTMLElement | null} */ (region.querySelector(again));
     if (target) target.focus({ preventScroll: true });
   }
+}
+
+/**
+ * A selector that finds an element again after its region is rebuilt:
+ * its id, its data-action, its name, or its tag and text.
+ * @param {HTMLElement} el
+ * @returns {string | null}
+ */
+function focusKey(el) {
+  if (el.id) return `#${CSS.escape(el.id)}`;
+  if (el.dataset.action) return `[data-action="${CSS.escape(el.dataset.action)}"]`;
+  const name = el.getAttribute('name');
+  if (name) return `${el.tagName.toLowerCase()}[name="${CSS.escape(name)}"]`;
+  return null;
 }

@@ -3,10 +3,12 @@
 // run detail with output). Fleet is a view of mission, not a seventh space.
 
 import { h, replace, badge, fmtDuration } from '../dom.js';
-import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, keepPlace } from './common.js';
+import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, keepPlace, filterBar } from './common.js';
+import { errorSentence } from '../words.js';
 import { runDetail } from './run-detail.js';
 import { barChart } from '../charts.js';
 import { activity, STATUSES } from '../insights.js';
+import { zoneAbbr } from '../time.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Run} Run */
 
@@ -51,7 +53,7 @@ function runLists(ctx, failures, active) {
     keepPlace(failures, () => replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }),
       page.runs.length === 0 ? h('p', { class: 'muted', text: 'No failed runs. ' }) : h('ul', { class: 'list' }, page.runs.map((r) => h('li', null,
         linkTo(ctx, `/?view=fleet&status=failed&run=${encodeURIComponent(r.id)}`, h('strong', { class: 'name', text: r.playbookName }), ' ', runCells(r).when),
-        r.error ? h('div', { class: 'muted small', text: `${r.error.code}: ${r.error.message}` } ) : null))),
+        r.error ? h('div', { class: 'muted small', title: r.error.code, text: errorSentence(r.error) }) : null))),
       linkTo(ctx, '/?view=fleet&status=failed', 'All failed runs →')));
   }).catch((e) => ctx.isCurrent() && replace(failures, h('h2', { id: 'failures-title', text: 'Recent failures' }), errorBox(e)));
   ctx.app.listRuns({ status: 'running', limit: 8 }).then((page) => {
@@ -102,8 +104,8 @@ function activityCharts(el, ctx) {
     }
     replace(el, head,
       h('div', { class: 'chart-grid' },
-        barChart({ title: 'Runs per hour, last 24 hours', summary: words(day, 'last 24 hours', 'hour'), series, columns: columns(day), labelEvery: 3 }),
-        barChart({ title: 'Runs per day, last 7 days', summary: words(week, 'last 7 days', 'day'), series, columns: columns(week) }),
+        barChart({ title: `Runs per hour, last 24 hours (${zoneAbbr()})`, summary: words(day, 'last 24 hours', 'hour'), series, columns: columns(day), labelEvery: 3 }),
+        barChart({ title: `Runs per day, last 7 days (${zoneAbbr()})`, summary: words(week, 'last 7 days', 'day'), series, columns: columns(week) }),
         barChart({
           title: 'How long runs took, last 7 days',
           summary: d.count === 0 ? 'No finished runs in the last 7 days.'
@@ -136,15 +138,19 @@ const PAGE = 50;
  */
 function fleet(el, ctx) {
   const p = ctx.route.params;
-  const filters = h('div', { class: 'filters', role: 'search' },
-    selectFilter(ctx, 'status', 'Status', paramValues(ctx, 'status')),
-    selectFilter(ctx, 'trigger', 'Trigger', paramValues(ctx, 'trigger')),
-    rangeFilter(ctx),
-    // The playbook filter has no picker of its own: links and the operator set it.
-    p.playbook ? h('span', { class: 'chip' }, 'Playbook: ', h('strong', { text: p.playbook }),
-      h('button', { type: 'button', class: 'link', 'aria-label': `Clear the playbook filter ${p.playbook}`, text: '×', onclick: () => ctx.setParams({ playbook: null }) })) : null,
-    searchBox(ctx, 'Search runs (playbook, input, id)'),
-    h('button', { type: 'button', text: 'Refresh', onclick: () => load() }));
+  const filters = filterBar({
+    active: [p.status, p.trigger, p.range, p.playbook].filter(Boolean).length,
+    fields: [
+      selectFilter(ctx, 'status', 'Status', paramValues(ctx, 'status')),
+      selectFilter(ctx, 'trigger', 'Trigger', paramValues(ctx, 'trigger')),
+      rangeFilter(ctx),
+      // The playbook filter has no picker of its own: links and the operator set it.
+      p.playbook ? h('span', { class: 'chip' }, 'Playbook: ', h('strong', { text: p.playbook }),
+        h('button', { type: 'button', class: 'link', 'data-needs': 'read', 'aria-label': `Clear the playbook filter ${p.playbook}`, text: '×', onclick: () => ctx.setParams({ playbook: null }) })) : null,
+    ],
+    search: searchBox(ctx, 'Search runs (playbook, input, id)'),
+    actions: [h('button', { type: 'button', 'data-needs': 'read', text: 'Refresh', onclick: () => load() })],
+  });
   const counts = h('div', { class: 'status-chips', role: 'group', 'aria-label': 'Runs by status' });
   const list = h('div', { class: 'list-pane' });
   const detail = h('div', { class: 'detail-pane' });
@@ -181,11 +187,14 @@ function fleet(el, ctx) {
           columns: [
             { label: 'Status', cell: (r) => badge(r.status) },
             { label: 'Playbook', cell: (r) => r.playbookName, link: true, class: 'name' },
-            { label: 'Trigger', cell: (r) => r.trigger, class: 'hide-narrow' },
+            { label: 'Trigger', cell: (r) => r.trigger, class: 'trigger' },
             { label: 'Created', cell: (r) => runCells(r).when, class: 'when' },
             { label: 'Duration', cell: (r) => fmtDuration(r.durationMs), class: 'num' },
-            { label: 'Id', cell: (r) => shortId(r.id), class: 'hide-narrow' },
+            { label: 'Id', cell: (r) => shortId(r.id) },
+            // Why a run failed, at a glance (the detail has the whole message).
+            { label: 'Error', cell: (r) => (r.error ? h('span', { class: 'run-error', title: `${r.error.code}: ${r.error.message}`, text: shortError(r.error) }) : null), class: 'error-cell' },
           ],
+          compact: true,
         }),
         cursor ? h('button', { type: 'button', class: 'more', 'data-more': '', text: `Show ${PAGE} older runs`, onclick: () => { pages++; load(); } }) : null));
       // Running runs refresh themselves.
@@ -199,6 +208,16 @@ function fleet(el, ctx) {
   // Runs launched or ended anywhere appear in place (live.js).
   ctx.onChange(['run.created', 'run.changed'], () => load());
   return () => clearTimeout(timer);
+}
+
+/**
+ * A run's error in a few words for its row: the sentence, cut at about 80
+ * characters.
+ * @param {{code: string, message: string}} e
+ */
+function shortError(e) {
+  const text = errorSentence(e);
+  return text.length > 80 ? text.slice(0, 78).replace(/\s+\S*$/, '') + '…' : text;
 }
 
 /** The time range select bound to the range param. @param {SpaceContext} ctx */

@@ -4,10 +4,12 @@
 // retry history, and the audit rows that launched or changed it. Cancel and
 // retry act on it. Used by Mission → Fleet and History.
 
-import { h, replace, badge, fmtTime, fmtRelative, fmtDuration } from '../dom.js';
+import { h, replace, badge, fmtDuration } from '../dom.js';
+import { fmtTime, fmtRelative } from '../time.js';
 import { confirmDialog } from '../dialogs.js';
 import { runRelations } from '../insights.js';
 import { loading, errorBox, errorText, shortId, linkTo, selectHref, revealDetail, detailKeys, closeDetail } from './common.js';
+import { ApiError } from '../api.js';
 import { actorName, commandTitle, errorSentence } from '../words.js';
 
 /** A run's trigger in words. @type {Record<string, string>} */
@@ -109,11 +111,20 @@ export function runDetail(ctx, id) {
       r = await ctx.app.getRun(id);
     } catch (e) {
       if (!ctx.isCurrent()) return;
-      replace(el, errorBox(e), h('button', { type: 'button', text: 'Close', onclick: () => closeDetail(ctx, 'run', id) }));
+      // A short id that starts several runs: each is offered.
+      const matches = e instanceof ApiError && e.details.reason === 'ambiguous' && Array.isArray(e.details.matches) ? /** @type {string[]} */ (e.details.matches) : [];
+      replace(el, errorBox(e),
+        matches.length ? h('ul', { class: 'list', 'data-ambiguous': '' }, matches.map((m) => h('li', null, linkTo(ctx, selectHref(ctx, { run: m }), 'Run ', h('code', { class: 'id', text: m }))))) : null,
+        h('button', { type: 'button', 'data-needs': 'read', text: 'Close', onclick: () => closeDetail(ctx, 'run', id) }));
       revealDetail(el);
       return;
     }
     if (!ctx.isCurrent()) return;
+    // A short id in the address (a pasted link): the run's full id replaces it.
+    if (r.id !== id) {
+      ctx.cockpit.canonicalize({ run: r.id });
+      id = r.id;
+    }
     // A run in flight is read again until it ends.
     if (inFlight(r)) timer = setTimeout(() => ctx.isCurrent() && load(), REFRESH_MS);
     const status = h('p', { class: 'form-error', role: 'alert' });
@@ -129,7 +140,7 @@ export function runDetail(ctx, id) {
     }
     if (r.status === 'failed' || r.status === 'cancelled') {
       actions.appendChild(h('button', {
-        type: 'button', 'data-needs': 'operator', text: 'Retry run',
+        type: 'button', 'data-needs': 'change', text: 'Retry run',
         onclick: async () => {
           try {
             const nr = await ctx.app.retryRun(r.id);

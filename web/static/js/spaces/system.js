@@ -3,8 +3,9 @@
 // theme.
 
 import { confirmDialog } from '../dialogs.js';
-import { h, replace, fmtTime, badge, uid } from '../dom.js';
-import { tabs, tabPanel, errorText, loading, errorBox } from './common.js';
+import { h, replace, badge, uid } from '../dom.js';
+import { fmtTime, fmtClock, zoneAbbr, zoneSetting, setZoneSetting, localZoneName } from '../time.js';
+import { tabs, tabPanel, errorText, loading, errorBox, keepPlace } from './common.js';
 import { barChart } from '../charts.js';
 import { team } from './team.js';
 
@@ -44,17 +45,29 @@ function bytes(n) {
 
 /** @param {HTMLElement} el @param {SpaceContext} ctx */
 function health(el, ctx) {
+  /** @type {HTMLElement | null} the cards of the work in flight, read again on every change */
+  let work = null;
+  /** @param {any} r */
+  const workCards = (r) => [
+    section('Runs', [['Queued', r.runs && r.runs.queued], ['Running', r.runs && r.runs.running], ['Workers', r.runs && r.runs.workers]]),
+    section('Schedules', [['Enabled', r.schedules && r.schedules.enabled], ['Scheduler', r.schedules && (r.schedules.schedulerRunning ? state('running', 'succeeded') : state('stopped', 'failed'))]]),
+    section('Operator', [['Turns queued', r.operator && r.operator.turnsQueued], ['Turns running', r.operator && r.operator.turnsRunning],
+      // What waits for a decision opens the approvals inbox.
+      ['Awaiting confirmation', r.operator ? h('button', { type: 'button', class: 'link inline', 'data-needs': 'read', 'data-open-inbox': '', title: 'Open the approvals waiting for a decision', text: String(r.operator.turnsAwaitingConfirmation), onclick: () => ctx.cockpit.openInbox() }) : undefined],
+      ['Indeterminate proposals', r.operator && r.operator.indeterminateTotal]]),
+  ];
   const load = async () => {
     replace(el, loading('Running the doctor…'));
     try {
       const r = await ctx.app.health();
       if (!ctx.isCurrent()) return;
       const statusClass = r.status === 'ok' ? 'succeeded' : r.status === 'degraded' ? 'queued' : 'failed';
+      work = h('div', { class: 'cards-inline', 'data-work': '' }, workCards(r));
       replace(el,
         h('div', { class: 'card health-head' },
           h('h2', null, 'Status ', h('span', { class: ['badge', 'badge-' + statusClass], text: r.status })),
-          h('p', { class: 'muted', text: `checked ${fmtTime(r.checkedAt)}` }),
-          h('button', { type: 'button', text: 'Check again', onclick: load })),
+          h('p', { class: 'muted', text: `checked ${fmtTime(r.checkedAt)}; the work in flight below stays live` }),
+          h('button', { type: 'button', 'data-needs': 'read', text: 'Check again', onclick: load })),
         (r.problems || []).length ? h('div', { class: 'card' }, h('h2', { text: 'Problems' }), h('ul', { class: 'list problems' }, r.problems.map((/** @type {string} */ p) => h('li', { text: p })))) : h('p', { class: 'muted', text: 'No problems found.' }),
         h('div', { class: 'cards' },
           section('Database', [['File', r.database && r.database.file], ['Schema version', r.database && r.database.schemaVersion], ['Quick check', r.database && r.database.quickCheck],
@@ -63,16 +76,19 @@ function health(el, ctx) {
             ['Configured', r.model && yesNo(r.model.configured)],
             ['Health', r.model ? (r.model.healthy === undefined || r.model.healthy === null ? 'not checked' : r.model.healthy ? state('healthy', 'succeeded') : state('unhealthy', 'failed')) : undefined],
             ['Error', r.model && r.model.error]]),
-          section('Runs', [['Queued', r.runs && r.runs.queued], ['Running', r.runs && r.runs.running], ['Workers', r.runs && r.runs.workers]]),
-          section('Schedules', [['Enabled', r.schedules && r.schedules.enabled], ['Scheduler', r.schedules && (r.schedules.schedulerRunning ? state('running', 'succeeded') : state('stopped', 'failed'))]]),
-          section('Operator', [['Turns queued', r.operator && r.operator.turnsQueued], ['Turns running', r.operator && r.operator.turnsRunning],
-            ['Awaiting confirmation', r.operator && r.operator.turnsAwaitingConfirmation], ['Indeterminate proposals', r.operator && r.operator.indeterminateTotal]])),
+          work),
         operatorCharts(ctx));
     } catch (e) {
-      if (ctx.isCurrent()) replace(el, errorBox(e), h('button', { type: 'button', text: 'Try again', onclick: load }));
+      if (ctx.isCurrent()) replace(el, errorBox(e), h('button', { type: 'button', 'data-needs': 'read', text: 'Try again', onclick: load }));
     }
   };
   load();
+  // Runs, schedules and decisions change anywhere: their counts follow,
+  // without the doctor's slower checks (those wait for Check again).
+  ctx.onChange(['run.created', 'run.changed', 'schedule.changed', 'proposal.changed', 'audit.appended'], () => {
+    if (!work) return;
+    ctx.app.healthWork().then((r) => { if (ctx.isCurrent() && work && work.isConnected) keepPlace(work, () => replace(/** @type {HTMLElement} */ (work), workCards(r))); }).catch(() => {});
+  });
 }
 
 /**
@@ -107,7 +123,7 @@ function maintenance(el, ctx) {
     h('div', { class: 'cards' }, ACTIONS.map((a) => h('section', { class: 'card' },
       h('h2', { text: a.title }), h('p', { text: a.body }),
       h('button', {
-        type: 'button', class: a.danger ? 'danger' : '', 'data-action': a.action, 'data-needs': 'admin', text: `Run ${a.title.toLowerCase()}…`,
+        type: 'button', class: a.danger ? 'danger' : '', 'data-action': a.action, 'data-needs': 'maintenance', text: `Run ${a.title.toLowerCase()}…`,
         onclick: async (/** @type {Event} */ ev) => {
           const btn = /** @type {HTMLButtonElement} */ (ev.currentTarget);
           if (!(await confirmDialog({ title: `${a.title}?`, body: a.body, confirm: a.title, danger: a.danger }))) return;
@@ -132,7 +148,9 @@ function appearance(el, ctx) {
   const name = uid('theme');
   const current = ctx.cockpit.theme;
   const themes = ctx.cockpit.registry ? ctx.cockpit.registry.themes : ['light', 'dark'];
-  el.appendChild(h('fieldset', { class: 'card' }, h('legend', { text: 'Theme' }),
+  const zone = uid('zone');
+  const now = Date.now() / 1000;
+  el.append(h('fieldset', { class: 'card' }, h('legend', { text: 'Theme' }),
     themes.map((t) => {
       const id = `${name}-${t}`;
       return h('div', { class: 'field check' }, h('input', {
@@ -140,7 +158,16 @@ function appearance(el, ctx) {
         onchange: () => ctx.cockpit.applyTheme(t),
       }), h('label', { for: id, text: t === 'dark' ? 'Dark' : t === 'light' ? 'Light' : t }));
     }),
-    h('p', { class: 'muted', text: 'Saved in this browser. The operator can also switch it on request.' })));
+    h('p', { class: 'muted', text: 'Saved in this browser. The operator can also switch it on request.' })),
+  h('fieldset', { class: 'card', 'data-time-zone': '' }, h('legend', { text: 'Times' }),
+    /** @type {[import('../time.js').ZoneSetting, string][]} */ ([['local', `Local time: this browser's zone (${[...new Set([localZoneName(), zoneAbbr(now, 'local')])].join(', ')})`], ['utc', 'UTC']]).map(([z, label]) => {
+      const id = `${zone}-${z}`;
+      return h('div', { class: 'field check' }, h('input', {
+        type: 'radio', id, name: zone, value: z, checked: z === zoneSetting(),
+        onchange: () => { setZoneSetting(z); ctx.cockpit.flash(`Times now show in ${z === 'utc' ? 'UTC' : 'local time'}.`); ctx.cockpit.mount(); },
+      }), h('label', { for: id, text: label }));
+    }),
+    h('p', { class: 'muted', text: 'Every time in the cockpit shows in this zone, with its name. Schedules run their cron in UTC: their next runs show in UTC, with this zone beside them. Saved in this browser.' })));
 }
 
 /** The error codes a model failure can have, in the order charts stack them. */
@@ -155,7 +182,8 @@ function operatorCharts(ctx) {
   const el = h('section', { class: 'card charts', 'aria-labelledby': 'operator-charts-title' }, h('h2', { id: 'operator-charts-title', text: 'Operator, last hour' }), loading());
   ctx.app.operatorActivity('1h').then((a) => {
     if (!ctx.isCurrent()) return;
-    const label = (/** @type {number} */ t) => { const d = new Date(t * 1000); return `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}`; };
+    const label = (/** @type {number} */ t) => fmtClock(t);
+    const zone = zoneAbbr(a.until);
     const turns = a.buckets.reduce((n, b) => n + b.turns, 0);
     const failed = a.buckets.reduce((n, b) => n + b.failed, 0);
     const errors = a.buckets.reduce((n, b) => n + Object.values(b.modelErrors).reduce((x, y) => x + y, 0), 0);
@@ -165,7 +193,7 @@ function operatorCharts(ctx) {
     replace(el, h('h2', { id: 'operator-charts-title', text: 'Operator, last hour' }),
       h('div', { class: 'chart-grid' },
         barChart({
-          title: 'Turn latency (seconds, per 5 minutes)',
+          title: `Turn latency (seconds, per 5 minutes, ${zone})`,
           summary: turns === 0 ? 'No turns ended in the last hour.'
             : `${turns} turn${turns === 1 ? '' : 's'} ended, ${failed} not completed; the slowest took ${(slowest / 1000).toFixed(1)} s.`,
           series: [{ key: 'median', label: 'median s' }, { key: 'slowest', label: 'more, to the slowest' }],
@@ -176,7 +204,7 @@ function operatorCharts(ctx) {
           labelEvery: 3,
         }),
         barChart({
-          title: 'Model errors (per 5 minutes)',
+          title: `Model errors (per 5 minutes, ${zone})`,
           summary: errors === 0 ? 'No model call failed in the last hour.' : `${errors} model call${errors === 1 ? '' : 's'} failed: ${codes.map((c) => `${a.buckets.reduce((n, b) => n + (b.modelErrors[c] || 0), 0)} ${c}`).join(', ')}.`,
           series: (codes.length ? codes : ['rate_limited']).map((c) => ({ key: c, label: c })),
           columns: a.buckets.map((b) => ({ label: label(b.start), values: b.modelErrors })),

@@ -3,7 +3,8 @@
 // shown once), and the webhooks with their recent deliveries. Each change
 // asks first when it cannot be undone and is audited by the daemon.
 
-import { h, replace, uid, fmtTime, fmtShort } from '../dom.js';
+import { h, replace, uid } from '../dom.js';
+import { fmtTime, fmtShort } from '../time.js';
 import { ApiError } from '../api.js';
 import { AdminApi, WEBHOOK_EVENTS } from '../adminapi.js';
 import { confirmDialog, showDialog } from '../dialogs.js';
@@ -108,12 +109,12 @@ export function team(el, ctx) {
       h('td', null, disabled ? ['disabled ', when(p.disabledAt)] : 'active'),
       h('td', null, h('div', { class: 'row-actions' },
         h('button', {
-          type: 'button', class: 'small', disabled, 'data-action': 'new-token', 'data-needs': 'admin', text: 'New token…',
+          type: 'button', class: 'small', disabled, 'data-action': 'new-token', 'data-needs': 'administer', text: 'New token…',
           'aria-label': `New token for ${p.name}`,
           onclick: () => newToken(p),
         }),
         h('button', {
-          type: 'button', class: 'small danger', disabled: disabled || isMe, 'data-action': 'disable-principal', 'data-needs': 'admin', text: 'Disable',
+          type: 'button', class: 'small danger', disabled: disabled || isMe, 'data-action': 'disable-principal', 'data-needs': 'administer', text: 'Disable',
           'aria-label': `Disable ${p.name}`, title: isMe ? 'You cannot disable yourself; another admin can.' : undefined,
           onclick: async () => {
             if (!(await confirmDialog({ title: `Disable ${p.name}?`, body: `${p.name} can no longer sign in, and every token of theirs is revoked on every daemon at once. Their name stays on the record. This cannot be undone.`, confirm: 'Disable', danger: true }))) return;
@@ -170,7 +171,7 @@ export function team(el, ctx) {
             h('td', null, t.expiresAt ? when(t.expiresAt) : h('span', { class: 'muted', text: 'never' })),
             h('td', { text: state(t) }),
             h('td', null, state(t) === 'active' ? h('button', {
-              type: 'button', class: 'small danger', 'data-action': 'revoke-token', 'data-needs': 'admin', text: 'Revoke', 'aria-label': `Revoke token ${t.prefix} of ${t.principal}`,
+              type: 'button', class: 'small danger', 'data-action': 'revoke-token', 'data-needs': 'administer', text: 'Revoke', 'aria-label': `Revoke token ${t.prefix} of ${t.principal}`,
               onclick: async () => {
                 if (!(await confirmDialog({ title: `Revoke ${t.prefix}…?`, body: `Whoever holds this token of ${t.principal} is refused from the next request on, on every daemon.`, confirm: 'Revoke', danger: true }))) return;
                 try {
@@ -258,7 +259,7 @@ export function team(el, ctx) {
       h('p', null, h('strong', { class: 'name', text: w.url }), h('span', { class: 'muted small', text: ` · ${w.format} · ${w.events.join(', ')} · added by ${w.createdBy} ` }), when(w.createdAt)),
       deliveries,
       h('button', {
-        type: 'button', class: 'small danger', 'data-action': 'remove-webhook', 'data-needs': 'admin', text: 'Remove', 'aria-label': `Remove the webhook to ${w.url}`,
+        type: 'button', class: 'small danger', 'data-action': 'remove-webhook', 'data-needs': 'administer', text: 'Remove', 'aria-label': `Remove the webhook to ${w.url}`,
         onclick: async () => {
           if (!(await confirmDialog({ title: 'Remove this webhook?', body: `${w.url} hears nothing more from Studio.`, confirm: 'Remove', danger: true }))) return;
           try { await admin.deleteWebhook(w.id); say(`Removed the webhook to ${w.url}.`); } catch (e) { say(errorText(e), 'error'); }
