@@ -13,7 +13,7 @@ var update = flag.Bool("update", false, "rewrite the generated sections of docs/
 
 // TestPolicyDocIsFresh: docs/teams.md prints the role table, the
 // built-in policies, the four-eyes policy, the schema and the example
-// team file as the code has them
+// team file as the code has them, and the README the example team file
 // (go test ./internal/policy -run PolicyDoc -update).
 func TestPolicyDocIsFresh(t *testing.T) {
 	const path = "../../docs/teams.md"
@@ -42,6 +42,20 @@ func TestPolicyDocIsFresh(t *testing.T) {
 		doc = doc[:i+len(begin)] + sec.body + doc[j:]
 	}
 	refresh(t, path, string(b), doc)
+
+	// The README's Teams section prints the same two examples.
+	const readme = "../../README.md"
+	rb, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := string(rb)
+	begin, end := "<!-- policy:examples:begin -->\n", "<!-- policy:examples:end -->"
+	i, j := strings.Index(r, begin), strings.Index(r, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no %q … %q section", readme, begin, end)
+	}
+	refresh(t, readme, r, r[:i+len(begin)]+fence("cedar", string(examples))+r[j:])
 }
 
 // TestAdminRiskRuleIsPrintedFromItsSource: docs/protocol.md and the
