@@ -272,7 +272,7 @@ func (d Decision) Err() error {
 	case EffectAllow:
 		return nil
 	case EffectObligation:
-		return protocol.Errorf(protocol.Denied, "this needs a second approver: another principal must confirm it (policy %s)", strings.Join(d.PolicyIDs(), ", ")).
+		return protocol.Errorf(protocol.Denied, "this command needs a second approver and does not run on one principal's word: ask the operator for it, and another principal confirms its proposal (policy %s)", strings.Join(d.PolicyIDs(), ", ")).
 			With("reason", ReasonFourEyes).With("obligation", string(d.Obligation)).With("policies", d.PolicyIDs())
 	}
 	var e *protocol.Error
