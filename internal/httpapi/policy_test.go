@@ -171,8 +171,9 @@ func TestHealthShowsOnlyWhatOneMayRead(t *testing.T) {
 
 // TestAuditShowsOnlyWhatOneMayRead: the audit trail's rows about bob's
 // private conversation are left out for a viewer; a webhook's URL (a
-// Slack incoming webhook's is a credential) is cut to its origin for
-// anyone who may not manage webhooks.
+// Slack incoming webhook's is a credential) is never shown to one who may
+// not manage webhooks (the redactor hides it as it is stored; a row an
+// older daemon kept whole is cut to its origin).
 func TestAuditShowsOnlyWhatOneMayRead(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true, serveApp: true})
@@ -195,11 +196,11 @@ func TestAuditShowsOnlyWhatOneMayRead(t *testing.T) {
 	if strings.Contains(got, conv.ID) {
 		t.Error("a viewer's audit trail has rows about another principal's private conversation")
 	}
-	if strings.Contains(got, "XXXXXXXX") || !strings.Contains(got, "https://hooks.slack.com/") {
-		t.Errorf("a viewer's audit trail shows the webhook's URL whole, or not at all: %s", got)
+	if strings.Contains(got, "XXXXXXXX") || !strings.Contains(got, "studio.webhook.created") {
+		t.Errorf("a viewer's audit trail shows the webhook's URL, or misses its row: %s", got)
 	}
-	if all := trail(h.client); !strings.Contains(all, conv.ID) || !strings.Contains(all, secret) {
-		t.Error("the admin's audit trail misses the private conversation's rows or the webhook's URL")
+	if all := trail(h.client); !strings.Contains(all, conv.ID) || !strings.Contains(all, "studio.webhook.created") {
+		t.Error("the admin's audit trail misses the private conversation's rows or the webhook's row")
 	}
 	if own := trail(bob); !strings.Contains(own, conv.ID) {
 		t.Error("the owner's audit trail misses its own private conversation's rows")

@@ -58,6 +58,12 @@ export interface ChangeEvent {
   at?: number;
 }
 
+export interface Cited {
+  id: string;
+  effect: string;
+  where: string;
+}
+
 export interface ClusterReport {
   self?: string;
   lease: LeaseReport;
@@ -291,6 +297,33 @@ export interface ErrorPayload {
   error: ProtocolError;
 }
 
+export interface ExplainCommand {
+  type: string;
+  body?: unknown;
+}
+
+export interface ExplainRequest {
+  principal?: string;
+  as?: Principal;
+  action: string;
+  conversation?: string;
+  proposal?: string;
+  command?: ExplainCommand;
+  door?: string;
+}
+
+export interface Explanation {
+  decision: string;
+  reason?: string;
+  needed?: string;
+  obligation?: string;
+  policies: Cited[];
+  principal: Principal;
+  action: string;
+  resource: string;
+  texts: Policy[];
+}
+
 export interface ForkOrigin {
   conversationId: string;
   sequence: number;
@@ -482,10 +515,26 @@ export interface PlaybookPage {
   nextCursor?: string;
 }
 
+export interface Policy {
+  id: string;
+  effect: string;
+  where: string;
+  reason?: string;
+  text: string;
+}
+
 export interface PrefillEffect {
   kind: "prefill";
   form: "schedule" | "workflow" | "playbook";
   values: Record<string, unknown>;
+}
+
+export interface Principal {
+  id: string;
+  name: string;
+  role: string;
+  origin?: string;
+  groups?: string[];
 }
 
 export interface PrincipalView {
