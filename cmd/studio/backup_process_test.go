@@ -110,7 +110,7 @@ func TestProcessBackupAndRestore(t *testing.T) {
 	}
 	err = d.client.Stream(ctx, busy.ID, 0, func(f protocol.Frame) error {
 		seen = append(seen, f)
-		if p, ok := f.Payload.(protocol.TextPayload); ok && p.Content == "thinking" {
+		if p, ok := f.Payload.(protocol.TextPayload); ok && strings.TrimSpace(p.Content) == "thinking" {
 			return apiclient.ErrStopStream
 		}
 		return nil

@@ -82,8 +82,8 @@ func faultSeed(t *testing.T) *rand.Rand {
 func faultScript(t testing.TB, launches, tokens int, pace time.Duration) string {
 	t.Helper()
 	var turns []string
-	turns = append(turns, `{"match":"zqslow","steps":[{"text":"thinking"},{"sleepMs":600000},{"text":"never"}]}`)
-	paced := []string{`{"text":"started"}`}
+	turns = append(turns, `{"match":"zqslow","steps":[{"text":"thinking "},{"sleepMs":600000},{"text":"never"}]}`)
+	paced := []string{`{"text":"started "}`}
 	for i := range tokens {
 		paced = append(paced, fmt.Sprintf(`{"sleepMs":%d},{"text":"tok%d "}`, pace.Milliseconds(), i))
 	}
@@ -312,7 +312,7 @@ func confirm(ctx context.Context, d *daemon, p parked) (protocol.ProposalResult,
 func (c *faultCluster) countStarted(ctx context.Context, ids []string) (int, error) {
 	var n int
 	err := c.pool.QueryRow(ctx, `SELECT COUNT(DISTINCT request_id) FROM studio_operator_frames
-		WHERE request_id = ANY($1) AND frame_type = 'text' AND payload_json->>'content' = 'started'`, ids).Scan(&n)
+		WHERE request_id = ANY($1) AND frame_type = 'text' AND btrim(payload_json->>'content') = 'started'`, ids).Scan(&n)
 	return n, err
 }
 

@@ -186,7 +186,7 @@ func TestClusterFaultPauseInRenewalAndConfirm(t *testing.T) {
 			_, slowReq = c.mustStartTurn(ctx, a, "zqslow")
 			c.waitUntil(ctx, "the slow turn running on the daemon to pause", func(ctx context.Context) (bool, error) {
 				var n int
-				err := c.pool.QueryRow(ctx, `SELECT COUNT(*) FROM studio_operator_frames WHERE request_id = $1 AND payload_json->>'content' = 'thinking'`, slowReq).Scan(&n)
+				err := c.pool.QueryRow(ctx, `SELECT COUNT(*) FROM studio_operator_frames WHERE request_id = $1 AND btrim(payload_json->>'content') = 'thinking'`, slowReq).Scan(&n)
 				return n == 1, err
 			})
 		}

@@ -46,7 +46,7 @@ var durationKey = regexp.MustCompile(`^time_to_|(^|_)(duration|wait|age|elapsed|
 // wrote and checks that each carries what its message needs.
 func TestProcessLogFormat(t *testing.T) {
 	t.Parallel()
-	script := writeScript(t, `{"turns":[{"steps":[{"text":"thinking"},{"sleepMs":600000},{"text":"never"}]}]}`)
+	script := writeScript(t, `{"turns":[{"steps":[{"text":"thinking "},{"sleepMs":600000},{"text":"never"}]}]}`)
 	d := startJSONLogDaemon(t, "--log-level", "debug",
 		"--workers", "1", "--shutdown-grace", "50ms", "--model", "slow", "--provider", "slow=script:"+script, "--provider", "offline=offline")
 	s := d.loggedSession(t)

@@ -151,7 +151,7 @@ func writeScript(t testing.TB, body string) string {
 }
 
 const slowScript = `{"turns":[
- {"match":"slow","steps":[{"text":"thinking"},{"sleepMs":600000},{"text":"never"}]},
+ {"match":"slow","steps":[{"text":"thinking "},{"sleepMs":600000},{"text":"never"}]},
  {"steps":[{"text":"Hel"},{"text":"lo"}]}]}`
 
 func TestProcessKill9MidTurnThenReplay(t *testing.T) {

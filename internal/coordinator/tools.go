@@ -185,7 +185,7 @@ func toolError(c *Coordinator, err error) *protocol.Error {
 		out.Details = make(map[string]any, len(pe.Details))
 		for k, v := range pe.Details {
 			if s, ok := v.(string); ok {
-				v = redactpkg.Text(s)
+				v = redactpkg.Text(redactpkg.Pointer(s))
 			}
 			out.Details[k] = v
 		}

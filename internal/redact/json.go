@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -105,3 +106,23 @@ func walkJSON(b []byte, text func(string) string) ([]byte, error) {
 		}
 	}
 }
+
+// Pointer redacts a JSON pointer (RFC 6901, the leading slash optional)
+// segment by segment, unescaped:
+// a member name that held a secret is hidden even though the pointer
+// escapes its slashes ("https:~1~1hooks.example~1…").
+func Pointer(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		u := pointerUnescaper.Replace(s)
+		if r := Text(u); r != u {
+			segs[i] = pointerEscaper.Replace(r)
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+var (
+	pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
+	pointerEscaper   = strings.NewReplacer("~", "~0", "/", "~1")
+)

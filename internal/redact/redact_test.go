@@ -285,6 +285,23 @@ func TestName(t *testing.T) {
 	}
 }
 
+// A member name that held a secret is hidden in a JSON pointer too, where
+// its slashes are escaped.
+func TestPointer(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"/steps/0/input": "/steps/0/input",
+		"/postgres:~1~1admin:Hunter2Secret@db.internal.example~1prod": "/postgres:~1~1admin:[redacted]@db.internal.example~1prod",
+		"/" + githubPAT + "/x": "/[redacted]/x",
+		"no pointer":           "no pointer",
+		"redis:~1~1:Tr0ub4dor3xYz@cache.internal.example:6379": "redis:~1~1:[redacted]@cache.internal.example:6379",
+	} {
+		if got := redact.Pointer(in); got != want {
+			t.Errorf("Pointer(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // Every family of the secrets corpus is hidden in text, as a JSON value
 // and as a JSON member name (each of the 46 was kept in at least one of
 // these by the hand list of shapes before the rule set).
