@@ -82,10 +82,10 @@ func runsListCmd(cfg *config) *cobra.Command {
   studio runs list --status failed --since 24h
   studio runs list --playbook audit-repo -o json | jq '.runs[].id'`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
-			if err := oneOf("status", status, false, "queued", "running", "succeeded", "failed", "cancelled"); err != nil {
+			if err := oneOf("status", status, false, runStatusValues...); err != nil {
 				return err
 			}
-			if err := oneOf("trigger", trigger, false, "manual", "operator", "schedule"); err != nil {
+			if err := oneOf("trigger", trigger, false, runTriggerValues...); err != nil {
 				return err
 			}
 			q := url.Values{}
@@ -130,6 +130,9 @@ func runsListCmd(cfg *config) *cobra.Command {
 	f.IntVar(&limit, "limit", 100, "at most this many runs (0: all)")
 	f.BoolVarP(&watch, "watch", "w", false, "print the list again whenever it changes, until Ctrl-C (-o json: one page a line)")
 	f.DurationVar(&interval, "interval", 2*time.Second, "how often --watch looks")
+	enumFlag(c, "status", false, runStatusValues)
+	enumFlag(c, "trigger", false, runTriggerValues)
+	_ = c.RegisterFlagCompletionFunc("playbook", completeWith(cfg, playbookNames))
 	return c
 }
 
@@ -190,7 +193,8 @@ func runsShowCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "show RUN_ID", Short: "Show a run and its output", Args: cobra.ExactArgs(1),
-		Example: `  studio runs show 3f2a...`,
+		ValidArgsFunction: completeArgs(cfg, runIDs),
+		Example:           `  studio runs show 3f2a...`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			id, err := resolveRun(ctx, cl, args[0])
 			if err != nil {
@@ -212,7 +216,8 @@ func runActionCmd(cfg *config, action, short string) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: action + " RUN_ID", Short: short, Args: cobra.ExactArgs(1),
-		Example: "  studio runs " + action + " 3f2a...",
+		ValidArgsFunction: completeArgs(cfg, runIDs),
+		Example:           "  studio runs " + action + " 3f2a...",
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			do := cl.CancelRun
 			if action == "retry" {
@@ -287,7 +292,8 @@ func playbooksShowCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "show NAME_OR_ID", Short: "Show a playbook: prompt and declared arguments", Args: cobra.ExactArgs(1),
-		Example: `  studio playbooks show audit-repo`,
+		ValidArgsFunction: completeArgs(cfg, playbookNames),
+		Example:           `  studio playbooks show audit-repo`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			p, err := cl.GetPlaybook(ctx, args[0])
 			if err != nil {
@@ -306,19 +312,14 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "launch NAME_OR_ID", Short: "Launch a run of a playbook (queued; follow it with studio runs show)", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, playbookNames),
 		Example: `  studio playbooks launch audit-repo --arg repo=acme/api
   studio playbooks launch write-release-notes --arg version=1.4.0 -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			cmd := studio.LaunchPlaybookCommand{Playbook: args[0], Input: input}
-			for _, kv := range argPairs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageError{fmt.Errorf("--arg %q is not NAME=VALUE", kv)}
-				}
-				if cmd.Args == nil {
-					cmd.Args = map[string]string{}
-				}
-				cmd.Args[k] = v
+			var err error
+			if cmd.Args, err = argValues(argPairs); err != nil {
+				return err
 			}
 			r, err := cl.LaunchPlaybook(ctx, cmd)
 			if err != nil {
@@ -336,12 +337,13 @@ func playbooksLaunchCmd(cfg *config) *cobra.Command {
 func newSchedulesCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "List, show, create, delete, pause and resume schedules",
+		Short: "List, show, create, edit, delete, pause and resume schedules",
 		Example: `  studio schedules list
+  studio schedules edit nightly-audit --cron "0 4 * * *"
   studio schedules pause nightly-audit
   studio schedules resume nightly-audit`,
 	}
-	cmd.AddCommand(schedulesListCmd(cfg), schedulesShowCmd(cfg), schedulesCreateCmd(cfg), schedulesDeleteCmd(cfg),
+	cmd.AddCommand(schedulesListCmd(cfg), schedulesShowCmd(cfg), schedulesCreateCmd(cfg), schedulesEditCmd(cfg), schedulesDeleteCmd(cfg),
 		scheduleEnableCmd(cfg, false), scheduleEnableCmd(cfg, true))
 	return cmd
 }
@@ -354,7 +356,7 @@ func schedulesListCmd(cfg *config) *cobra.Command {
 		Example: `  studio schedules list
   studio schedules list --enabled true -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, _ []string) error {
-			if err := oneOf("enabled", enabled, false, "true", "false"); err != nil {
+			if err := oneOf("enabled", enabled, false, boolValues...); err != nil {
 				return err
 			}
 			q := url.Values{}
@@ -373,6 +375,7 @@ func schedulesListCmd(cfg *config) *cobra.Command {
 	}
 	o = addOutput(c)
 	c.Flags().StringVar(&enabled, "enabled", "", "true or false (default both)")
+	enumFlag(c, "enabled", false, boolValues)
 	return c
 }
 
@@ -400,7 +403,8 @@ func scheduleEnableCmd(cfg *config, enabled bool) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: use + " NAME_OR_ID", Short: short, Args: cobra.ExactArgs(1),
-		Example: "  studio schedules " + use + " nightly-audit",
+		ValidArgsFunction: completeArgs(cfg, scheduleNames),
+		Example:           "  studio schedules " + use + " nightly-audit",
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			s, err := cl.SetScheduleEnabled(ctx, args[0], enabled)
 			if err != nil {

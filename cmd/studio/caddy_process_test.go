@@ -17,12 +17,29 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
+// idpUsers are the users the stand-in identity provider signs in, by
+// session cookie.
+var idpUsers = map[string]string{
+	"alice":  "Alice@Example.com",
+	"owner":  "Owner",                 // an IdP user named like the bootstrap admin
+	"kelvin": "\u212Airk@example.com", // a KELVIN SIGN for the K of kirk
+}
+
+func cookieValue(c *http.Cookie, err error) string {
+	if err != nil {
+		return ""
+	}
+	return c.Value
+}
+
 // TestCaddyForwardAuthExample runs deploy/auth-proxy/Caddyfile with the
 // real Caddy in front of the built daemon, with a stand-in for
 // oauth2-proxy's /oauth2/auth (a cookie decides who is signed in): a
 // browser without a session is sent to the sign-in page, one with a
 // session acts for its user with its groups' role, and an identity header
-// the browser forges never reaches the daemon. Caddy comes from Debian
+// the browser forges never reaches the daemon. The IdP's user Owner (in
+// the admins' group) is refused, not the bootstrap admin, and a user
+// spelled with a look-alike character is refused. Caddy comes from Debian
 // (.ci/run installs it); without it the test skips, unless
 // STUDIO_REQUIRE_CADDY=1 (CI) makes that a failure.
 func TestCaddyForwardAuthExample(t *testing.T) {
@@ -37,9 +54,13 @@ func TestCaddyForwardAuthExample(t *testing.T) {
 	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/oauth2/auth":
-			if c, err := r.Cookie("_oauth2_proxy"); err == nil && c.Value == "alice" {
-				w.Header().Set("X-Auth-Request-Email", "Alice@Example.com")
+			c, err := r.Cookie("_oauth2_proxy")
+			if user, ok := idpUsers[cookieValue(c, err)]; ok {
+				w.Header().Set("X-Auth-Request-Email", user)
 				w.Header().Set("X-Auth-Request-Groups", "staff,studio-ops")
+				if user == "Owner" {
+					w.Header().Set("X-Auth-Request-Groups", "studio-admins")
+				}
 				w.WriteHeader(http.StatusAccepted)
 				return
 			}
@@ -133,6 +154,14 @@ func TestCaddyForwardAuthExample(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || protocol.Unmarshal([]byte(body), &who) != nil || who.Name != "alice@example.com" || who.Role != protocol.RoleOperator {
 			t.Fatalf("signed in as alice (forged %q): %d %s; want alice@example.com, operator", forged, resp.StatusCode, body)
 		}
+	}
+	for cookie, want := range map[string]int{"owner": http.StatusForbidden, "kelvin": http.StatusBadRequest} {
+		if resp, body = get(cookie, ""); resp.StatusCode != want {
+			t.Fatalf("the IdP's %s: %d %s; want %d", idpUsers[cookie], resp.StatusCode, body, want)
+		}
+	}
+	if who, err := d.client.Whoami(t.Context()); err != nil || who.Name != "owner" || who.Role != protocol.RoleAdmin {
+		t.Fatalf("the bootstrap admin after the IdP's Owner: %+v, %v", who, err)
 	}
 }
 

@@ -82,22 +82,55 @@ func isCobraUsage(err error) bool {
 }
 
 // unknownCommandError is a group command (runs, operator, ...) given a
-// subcommand it does not have: its usage goes to stderr.
-type unknownCommandError struct{ name, path string }
+// subcommand it does not have: the error says the near names (did you
+// mean), else the names it has.
+type unknownCommandError struct {
+	name, path string
+	suggest    []string // subcommands whose names are near name
+	commands   []string // every subcommand, when none is near
+}
 
 func (e unknownCommandError) Error() string {
-	return fmt.Sprintf("unknown command %q for %q", e.name, e.path)
+	msg := fmt.Sprintf("unknown command %q for %q", e.name, e.path)
+	if len(e.suggest) > 0 {
+		return msg + ": did you mean " + orList(e.suggest) + "?"
+	}
+	return msg + " (its commands: " + strings.Join(e.commands, ", ") + ")"
+}
+
+// unknownCommand is the error of c given the subcommand name it lacks.
+func unknownCommand(c *cobra.Command, name string) error {
+	e := unknownCommandError{name: name, path: c.CommandPath()}
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	if e.suggest = nearest(name, names); len(e.suggest) == 0 {
+		e.commands = names
+	}
+	return usageError{e}
 }
 
 // markUsage makes every argument check and flag parse error of the tree a
-// usageError (exit code 2), and a group command without a subcommand it
-// knows a usage error too (cobra would print the help and succeed).
+// usageError (exit code 2), with the flags near a mistyped one (did you
+// mean), and a group command without a subcommand it knows a usage error
+// too (cobra would print the help and succeed).
 func markUsage(cmd *cobra.Command) {
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	if cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil {
+	group := cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// runs lst --status failed: the command is what is wrong, not the flag.
+		if group && c.Flags().NArg() > 0 {
+			return unknownCommand(c, c.Flags().Arg(0))
+		}
+		return usageError{flagError(c, err)}
+	})
+	if group {
+		cmd.Args = cobra.ArbitraryArgs // the unknown name is RunE's to say
 		cmd.RunE = func(c *cobra.Command, a []string) error {
 			if len(a) > 0 {
-				return usageError{unknownCommandError{a[0], c.CommandPath()}}
+				return unknownCommand(c, a[0])
 			}
 			return c.Help()
 		}
@@ -129,7 +162,11 @@ func oneOf(flag, value string, list bool, allowed ...string) error {
 	}
 	for _, p := range parts {
 		if !slices.Contains(allowed, p) {
-			return usageError{fmt.Errorf("--%s %q: use %s", flag, p, strings.Join(allowed, ", "))}
+			msg := fmt.Sprintf("--%s %q: use %s", flag, p, strings.Join(allowed, ", "))
+			if near := nearest(p, allowed); len(near) > 0 {
+				msg += " (did you mean " + orList(near) + "?)"
+			}
+			return usageError{errors.New(msg)}
 		}
 	}
 	return nil
@@ -152,6 +189,7 @@ func addOutput(cmd *cobra.Command) *output {
 	o := &output{}
 	cmd.Flags().StringVarP(&o.format, "output", "o", formatTable, "output format: table or json")
 	cmd.Flags().BoolVar(&o.json, "json", false, "same as -o json")
+	enumFlag(cmd, "output", false, outputValues)
 	return o
 }
 

@@ -43,9 +43,7 @@ func (c *cliRunner) run(want int, args ...string) (string, string) {
 func (c *cliRunner) json(v any, args ...string) {
 	c.t.Helper()
 	out, _ := c.run(exitOK, args...)
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		c.t.Fatalf("studio %v: not JSON (%v): %s", args, err, out)
-	}
+	decodeCLIJSON(c.t, out, v)
 }
 
 // sharedFirstChar returns a one-character prefix two of ids share.
@@ -135,14 +133,10 @@ func TestProcessIDPrefixes(t *testing.T) {
 	}
 
 	// A proposal by its prefix: send parks on the confirmation.
-	out, _ := c.run(exitOK, "operator", "send", "--conversation", convIDs[7][:8], "resume the nightly schedule")
-	m := regexp.MustCompile(`PROPOSAL ([0-9a-f-]{36})`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no proposal: %s", out)
-	}
+	pid := pendingProposal(t, c, "--conversation", convIDs[7][:8], "resume the nightly schedule")
 	var res protocol.ProposalResult
-	c.json(&res, "operator", "confirm", "--yes", m[1][:8], "-o", "json")
-	if res.ProposalID != m[1] || res.Status != "succeeded" {
+	c.json(&res, "operator", "confirm", "--yes", pid[:8], "-o", "json")
+	if res.ProposalID != pid || res.Status != "succeeded" {
 		t.Fatalf("confirm by prefix: %+v", res)
 	}
 }
@@ -157,8 +151,28 @@ func TestProcessUsageErrors(t *testing.T) {
 	c := newCLIRunner(t, d, dataDir)
 
 	out, errOut := c.run(exitUsage, "runs", "bogus")
-	if out != "" || !strings.Contains(errOut, `unknown command "bogus" for "studio runs"`) || !strings.Contains(errOut, "Available Commands:") {
+	if out != "" || !strings.Contains(errOut, `unknown command "bogus" for "studio runs" (its commands: cancel, list, logs, retry, show)`) ||
+		strings.Contains(errOut, "Available Commands:") {
 		t.Fatalf("runs bogus:\nstdout: %s\nstderr: %s", out, errOut)
+	}
+	// Did you mean: a near command, flag or value, not the whole usage.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "lst"}, "did you mean `list`?"},
+		{[]string{"runs", "lst", "--status", "failed"}, `unknown command "lst" for "studio runs": did you mean ` + "`list`?"},
+		{[]string{"rnus", "list"}, "did you mean `runs`?"},
+		{[]string{"operator", "conversations", "lsit"}, "did you mean `list`?"},
+		{[]string{"runs", "list", "--stauts", "failed"}, "unknown flag: --stauts: did you mean `--status`?"},
+		{[]string{"runs", "list", "-status", "failed"}, "did you mean `--status`?"},
+		{[]string{"schedules", "edit", "nightly-audit", "--crn", "0 4 * * *"}, "did you mean `--cron`?"},
+		{[]string{"runs", "list", "--status", "faild"}, "(did you mean `failed`?)"},
+	} {
+		out, errOut := c.run(exitUsage, tc.args...)
+		if out != "" || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "Available Commands:") || strings.Count(errOut, "\n") > 2 {
+			t.Errorf("studio %v:\nstdout: %s\nstderr: %s\nwant %q", tc.args, out, errOut, tc.want)
+		}
 	}
 	c.run(exitUsage, "operator", "conversations", "bogus")
 	if out, _ := c.run(exitOK, "runs"); !strings.Contains(out, "Available Commands:") {
@@ -181,16 +195,7 @@ func TestProcessConfirmAndDeny(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir)
 	c := newCLIRunner(t, d, dataDir)
-	proposal := func() string {
-		t.Helper()
-		out, _ := c.run(exitOK, "operator", "send", "resume the nightly schedule")
-		m := regexp.MustCompile(`PROPOSAL ([0-9a-f-]{36})`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no proposal: %s", out)
-		}
-		return m[1]
-	}
-	id := proposal()
+	id := pendingProposal(t, c, "resume the nightly schedule")
 	// The test's stdin is not a terminal (it is /dev/null).
 	if _, errOut := c.run(exitUsage, "operator", "confirm", id); !strings.Contains(errOut, "use --yes") {
 		t.Fatalf("confirm without a terminal: %s", errOut)
@@ -255,8 +260,8 @@ func TestProcessSendOptions(t *testing.T) {
 	var last protocol.RawFrame
 	for _, l := range lines {
 		var f protocol.RawFrame
-		if err := json.Unmarshal([]byte(l), &f); err != nil || f.Type == "" {
-			t.Fatalf("send -o json: a line that is not a frame (%v): %q\n%s", err, l, out)
+		if decodeCLIJSON(t, l, &f); f.Type == "" || f.CreatedAt == 0 {
+			t.Fatalf("send -o json: a line that is not a frame: %q\n%s", l, out)
 		}
 		last = f
 	}
@@ -557,7 +562,7 @@ func TestProcessDoctorDaemonDown(t *testing.T) {
 	}
 	var rep studio.DoctorReport
 	out, _, code = runStudio(t, env, "doctor", "-o", "json")
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitUnreachable || rep.Status != studio.StatusFailing {
-		t.Fatalf("doctor -o json, daemon down: exit %d: %v: %s", code, err, out)
+	if decodeCLIJSON(t, out, &rep); code != exitUnreachable || rep.Status != studio.StatusFailing {
+		t.Fatalf("doctor -o json, daemon down: exit %d: %s", code, out)
 	}
 }

@@ -58,9 +58,7 @@ func TestProcessExitCodesAndJSON(t *testing.T) {
 	}
 	jsonOf := func(out string, v any) {
 		t.Helper()
-		if err := json.Unmarshal([]byte(out), v); err != nil {
-			t.Fatalf("not JSON (%v): %s", err, out)
-		}
+		decodeCLIJSON(t, out, v)
 	}
 
 	help, _ := run(exitOK, "--help")

@@ -83,12 +83,17 @@ func answerKind(res protocol.ProposalResult, err error) string {
 // all along, under a random schedule of faults — a daemon paused (at a
 // random instant or inside a transaction) for up to twice the lease
 // expiry, a daemon killed (SIGKILL) and started again, PostgreSQL
-// restarted (fast) or stopped for a moment — for STUDIO_CHAOS_DURATION
+// restarted (fast) or stopped for a moment, and the gray ones: every
+// database session of a daemon frozen with what it holds (SIGSTOP of its
+// server processes, its link stopped) past the lease expiry, or its link
+// to the database stopped (a proxy that stops forwarding) — for STUDIO_CHAOS_DURATION
 // (90 s by default). Then, with the faults over and every open proposal's
 // turn cancelled, the database must show: every turn ended with exactly
 // one done frame; each confirmed command ran at most once and never after
-// its indeterminate audit row; every execution audited; and no daemon
-// exited on its own (a daemon that lost its lease rejoins). The seed is
+// its indeterminate audit row; every execution audited; no proposal left
+// indeterminate or executing (the execution marker decides every
+// takeover); and no daemon exited on its own (a daemon that lost its
+// lease rejoins). The seed is
 // logged; STUDIO_CHAOS_SEED replays the same choices (not the same
 // timing). The outcome counts are logged, for the benchmark report.
 func TestClusterChaosFaultSchedule(t *testing.T) {
@@ -97,7 +102,7 @@ func TestClusterChaosFaultSchedule(t *testing.T) {
 	rng := faultSeed(t)
 	const launches, clients = 1000, 6
 	srv := pgtest.New(t)
-	c := newFaultCluster(t, srv, true, 3,
+	c := newProxiedCluster(t, srv, true, 3,
 		append(append([]string{"--model", "script:" + faultScript(t, launches, 20, 100*time.Millisecond), "--workers", "32"},
 			clusterLease...), faultFlags...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), duration+6*time.Minute)
@@ -210,11 +215,26 @@ func TestClusterChaosFaultSchedule(t *testing.T) {
 	if n := selfExits.Load(); n > 0 {
 		t.Errorf("daemons exited on their own %d times (a daemon that loses its lease must rejoin, not exit)", n)
 	}
+	// Every proposal's outcome is known: the execution marker decides
+	// each takeover, so none is left indeterminate or executing.
+	audits, executing, err := c.indeterminates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audits != 0 || executing != 0 {
+		t.Errorf("%d indeterminate audit rows and %d proposals left executing, want none: the marker decides every takeover", audits, executing)
+	}
+	var readBack, notExecuted int
+	if err := c.pool.QueryRow(ctx, `SELECT COUNT(*) FILTER (WHERE result_json::jsonb->>'readBack' = 'true'), COUNT(*) FILTER (WHERE error_code = 'not_executed')
+		FROM studio_operator_proposals`).Scan(&readBack, &notExecuted); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("faults injected: %s", faults.String())
 	t.Logf("requests: %s", requests.String())
 	t.Logf("confirm and deny answers: %s", answers.String())
 	t.Logf("turns: %d, %v (%d parked turns cancelled at the end)", len(ends), outcomeCounts(ends), cancelled)
 	t.Logf("launch proposals: %d, by status %v; audit decisions %v; runs created %d", rep.proposals, rep.byStatus, rep.decisions, rep.runs)
+	t.Logf("recorded by a takeover from the execution marker: %d executed (read back), %d not executed", readBack, notExecuted)
 	if t.Failed() {
 		t.Log(c.logTails())
 	}
@@ -301,7 +321,7 @@ func chaosFault(ctx context.Context, c *faultCluster, srv *pgtest.Server, r *ran
 		_, err := c.restart(slot)
 		return err
 	}
-	switch x := r.IntN(12); {
+	switch x := r.IntN(16); {
 	case x < 4: // a pause at a random instant, shorter or longer than the expiry
 		d.pause()
 		hold(time.Duration(r.Int64N(int64(2 * leaseExpiry))))
@@ -326,10 +346,23 @@ func chaosFault(ctx context.Context, c *faultCluster, srv *pgtest.Server, r *ran
 		return "kill -9 and start again", err
 	case x < 11:
 		return "database restart (fast)", srv.Restart()
-	default: // a short outage, under the lease expiry
+	case x < 12: // a short outage, under the lease expiry
 		srv.Shutdown()
 		hold(time.Duration(r.Int64N(int64(leaseExpiry))))
 		return "database stopped and started", srv.StartAgain()
+	case x < 14: // gray: every session of the daemon frozen with what it holds, past the expiry
+		f, err := c.freeze(ctx, slot)
+		if err != nil {
+			return "backends frozen", err
+		}
+		hold(leaseExpiry + time.Duration(r.Int64N(int64(leaseExpiry))))
+		f.thaw()
+		return "backends frozen", afterPause()
+	default: // gray: the daemon's link to the database stops forwarding, shorter or longer than the expiry
+		c.proxies[slot].stop()
+		hold(time.Duration(r.Int64N(int64(2 * leaseExpiry))))
+		c.proxies[slot].resume()
+		return "connections dropped", afterPause()
 	}
 }
 

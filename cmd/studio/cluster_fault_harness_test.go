@@ -102,14 +102,17 @@ func runInput(i int) string   { return fmt.Sprintf("zqrun-%04d", i) }
 
 // faultCluster is daemons in slots on one database, which the test may
 // pause, kill and start again, and the database's server, which it may
-// restart when it is the test's own.
+// restart when it is the test's own. A proxied cluster's daemons reach
+// the database each through a proxy of its slot (tcpProxy), which the
+// test may stop: the daemon's connections then hang.
 type faultCluster struct {
-	t    *testing.T
-	srv  *pgtest.Server
-	url  string
-	dir  string
-	args []string
-	pool *pgxpool.Pool // the test's connections, for checks; they outlive database restarts
+	t       *testing.T
+	srv     *pgtest.Server
+	url     string
+	dir     string
+	args    []string // after the database flag
+	proxies []*tcpProxy
+	pool    *pgxpool.Pool // the test's connections, for checks; they outlive database restarts
 
 	mu sync.Mutex
 	ds []*daemon
@@ -120,16 +123,36 @@ type faultCluster struct {
 // with args after the database flag.
 func newFaultCluster(t *testing.T, srv *pgtest.Server, private bool, n int, args ...string) *faultCluster {
 	t.Helper()
-	c := &faultCluster{t: t, srv: srv, dir: t.TempDir()}
+	return startFaultCluster(t, srv, private, false, n, args...)
+}
+
+// newProxiedCluster is newFaultCluster whose daemons reach the database
+// each through its slot's proxy.
+func newProxiedCluster(t *testing.T, srv *pgtest.Server, private bool, n int, args ...string) *faultCluster {
+	t.Helper()
+	return startFaultCluster(t, srv, private, true, n, args...)
+}
+
+func startFaultCluster(t *testing.T, srv *pgtest.Server, private, proxied bool, n int, args ...string) *faultCluster {
+	t.Helper()
+	c := &faultCluster{t: t, srv: srv, dir: t.TempDir(), args: args}
 	if private {
 		srv.Exec(t, `CREATE DATABASE studio`)
 		c.url = srv.URL("studio")
 	} else {
 		c.url = srv.NewDatabase(t, "")
 	}
-	c.args = append([]string{"--database", c.url}, args...)
-	for range n {
-		c.ds = append(c.ds, spawnDaemon(t, c.dir, c.args...))
+	if proxied {
+		u, err := url.Parse(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			c.proxies = append(c.proxies, newTCPProxy(t, u.Host))
+		}
+	}
+	for i := range n {
+		c.ds = append(c.ds, spawnDaemon(t, c.dir, c.argsFor(i)...))
 	}
 	for _, d := range c.ds {
 		if err := readyErr(t, d); err != nil {
@@ -163,6 +186,18 @@ func readyErr(tb testing.TB, d *daemon) error {
 	return nil
 }
 
+// argsFor are the daemon flags of slot i: its database URL (through its
+// proxy, in a proxied cluster) and the cluster's.
+func (c *faultCluster) argsFor(i int) []string {
+	db := c.url
+	if c.proxies != nil {
+		u, _ := url.Parse(c.url)
+		u.Host = c.proxies[i].addr()
+		db = u.String()
+	}
+	return append([]string{"--database", db}, c.args...)
+}
+
 // d is the daemon in slot i.
 func (c *faultCluster) d(i int) *daemon {
 	c.mu.Lock()
@@ -183,7 +218,7 @@ func (c *faultCluster) restart(i int) (*daemon, error) {
 	old := c.d(i)
 	old.kill()
 	<-old.exited
-	d := spawnDaemon(c.t, c.dir, c.args...)
+	d := spawnDaemon(c.t, c.dir, c.argsFor(i)...)
 	if err := readyErr(c.t, d); err != nil {
 		return nil, err
 	}
@@ -247,10 +282,13 @@ func (c *faultCluster) instanceOf(ctx context.Context, d *daemon) (string, error
 	return id, err
 }
 
-// reaped says whether an instance was reaped.
+// reaped says whether an instance was reaped (its reaping recorded; the
+// instance's own row may follow later, when a frozen session of it frees
+// the row).
 func (c *faultCluster) reaped(ctx context.Context, instance string) (bool, error) {
 	var r bool
-	err := c.pool.QueryRow(ctx, `SELECT reaped_at IS NOT NULL FROM studio_instances WHERE id = $1`, instance).Scan(&r)
+	err := c.pool.QueryRow(ctx, `SELECT reaped_at IS NOT NULL OR EXISTS (SELECT 1 FROM studio_instance_reaps WHERE instance_id = id)
+		FROM studio_instances WHERE id = $1`, instance).Scan(&r)
 	return r, err
 }
 

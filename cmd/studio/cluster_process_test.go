@@ -238,7 +238,10 @@ func (l *frameLog) describe() string {
 }
 
 func textIs(s string) func(protocol.Frame) bool {
-	return func(f protocol.Frame) bool { p, ok := f.Payload.(protocol.TextPayload); return ok && strings.TrimSpace(p.Content) == s }
+	return func(f protocol.Frame) bool {
+		p, ok := f.Payload.(protocol.TextPayload)
+		return ok && strings.TrimSpace(p.Content) == s
+	}
 }
 
 func doneOf(requestID string) func(protocol.Frame) bool {

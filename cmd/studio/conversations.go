@@ -22,8 +22,9 @@ func forkCmd(cfg *config) *cobra.Command {
 	var title string
 	var o *output
 	c := &cobra.Command{
-		Use:   "fork CONVERSATION_ID",
-		Short: "Fork a conversation: a new one whose history is the source's up to a turn's done frame",
+		Use:               "fork CONVERSATION_ID",
+		ValidArgsFunction: completeArgs(cfg, conversationIDs("")),
+		Short:             "Fork a conversation: a new one whose history is the source's up to a turn's done frame",
 		Long: "Fork a conversation. The new conversation's history is a copy of the source's frames up to --up-to " +
 			"(the sequence of a done frame; default: after the newest complete turn), re-sequenced from 1. " +
 			"Proposals and effects in the copy are history: nothing in the fork can be confirmed or applied again.",
@@ -81,10 +82,12 @@ func convPinCmd(cfg *config, pin bool) *cobra.Command {
 }
 
 func convModelCmd(cfg *config) *cobra.Command {
-	return convUpdateCmd(cfg, "model ID NAME", "Choose the model a conversation's next turns use (\"\" for the daemon's default)", 2,
+	c := convUpdateCmd(cfg, "model ID NAME", "Choose the model a conversation's next turns use (\"\" for the daemon's default)", 2,
 		func(args []string) protocol.UpdateConversationRequest {
 			return protocol.UpdateConversationRequest{Model: &args[1]}
 		})
+	c.ValidArgsFunction = completeArgs(cfg, conversationIDs(""), modelNames)
+	return c
 }
 
 func convSearchCmd(cfg *config) *cobra.Command {
@@ -108,6 +111,7 @@ func convSearchCmd(cfg *config) *cobra.Command {
 	}
 	o = addOutput(c)
 	c.Flags().StringVar(&status, "status", "", "active, archived or deleted (default active and archived)")
+	enumFlag(c, "status", false, conversationStatusValues)
 	return c
 }
 
@@ -204,7 +208,7 @@ func convListCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := oneOf("status", status, false, "active", "archived", "deleted"); err != nil {
+			if err := oneOf("status", status, false, conversationStatusValues...); err != nil {
 				return err
 			}
 			all := protocol.ConversationList{Conversations: []protocol.Conversation{}}
@@ -225,6 +229,7 @@ func convListCmd(cfg *config) *cobra.Command {
 	}
 	o = addOutput(c)
 	c.Flags().StringVar(&status, "status", "", "active, archived, or deleted (those still recoverable); default active and archived")
+	enumFlag(c, "status", false, conversationStatusValues)
 	return c
 }
 
@@ -255,6 +260,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "show ID", Short: "Show a conversation and its frames", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, conversationIDs("")),
 		Example: `  studio operator conversations show 3f2a...    # the transcript
   studio operator conversations show 3f2a... -o json --after 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -272,6 +278,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 				Frames       []protocol.RawFrame   `json:"frames"`
 			}{Frames: []protocol.RawFrame{}}
 			first := true
+			fw := newFrameWriter(out, false, true)
 			for {
 				page, err := cl.GetConversation(cmd.Context(), id, after, 500)
 				if err != nil {
@@ -294,7 +301,7 @@ func convShowCmd(cfg *config) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					printFrame(out, f, false)
+					fw.write(f)
 				}
 				if !page.HasMore {
 					break
@@ -352,8 +359,13 @@ func convActionCmd(cfg *config, use, short string, nargs int, deleted bool,
 	act func(ctx context.Context, cl *apiclient.Client, id string, args []string) (protocol.Conversation, error),
 	say func(w io.Writer, conv protocol.Conversation)) *cobra.Command {
 	var o *output
+	statusOf := "" // the conversations completion offers
+	if deleted {
+		statusOf = "deleted"
+	}
 	c := &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(nargs),
+		ValidArgsFunction: completeArgs(cfg, conversationIDs(statusOf)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := o.operatorClient(cfg)
 			if err != nil {

@@ -231,7 +231,7 @@ func (d *daemonParts) newCoordinator() {
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
 		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, DenialMemory: o.app.denialMemory, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
-		OutageBudget: o.lease.outageBudget})
+		OutageBudget: o.lease.outageBudget, CallTimeout: o.lease.callTimeoutFor(d.shared)})
 	d.svc.SettleProposalsWith(d.coord)
 }
 
@@ -251,6 +251,11 @@ func (d *daemonParts) startLease(ctx context.Context) error {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if d.shared {
+		// Self-fencing: no decision, claim or execution on a lease this
+		// daemon cannot prove current.
+		d.coord.UseLease(d.keeper)
 	}
 	d.reg.ObserveLeases(func() metrics.LeaseStats {
 		s := d.keeper.Stats()
@@ -296,6 +301,10 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	if _, err := httpapi.EnsureOwner(ctx, d.st, d.token, time.Now()); err != nil {
 		return err
 	}
+	if legacyToken(d.token) {
+		d.log.Warn("the token file holds a token from before stu_ tokens: it keeps working, but secret scanners do not recognise it; "+
+			"`studio token --rotate` replaces it", "file", tokenPath(d.cfg.dataDir))
+	}
 	edge.Conversations = conversations.New(conversations.Config{Store: d.st, Engine: d.coord, RecoveryWindow: d.o.app.recoveryWindow})
 	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = d.coord, d.svc, d.recent, []func(*http.ServeMux){page.Register}, d.o.app.heartbeat, d.reg
 	ms, err := databaseMigrations(d.cfg)
@@ -310,6 +319,7 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	if w, ok := d.st.stateDB.(interface{ WriterOldestWait() time.Duration }); ok {
 		edge.Ready = httpapi.WithWriterStall(edge.Ready, w.WriterOldestWait, httpapi.WriterStallLimit)
 	}
+	edge.Lease, edge.CallTimeout = holder, d.o.lease.callTimeoutFor(d.shared)
 	edge.Principals, edge.Webhooks, edge.AuthProxy = d.st, d.st, d.o.http.authProxy
 	edge.Policy = policy.NewGate(policy.GateConfig{Engine: d.o.http.policy, Record: policy.AuditDenials(d.st, time.Now), Logger: d.log})
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg,

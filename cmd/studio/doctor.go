@@ -219,7 +219,11 @@ func printDoctor(w io.Writer, r studio.DoctorReport, source string) {
 	} else {
 		fmt.Fprintf(w, "indeterminate proposals: %d (left executing; reconcile them)\n", op.IndeterminateTotal)
 		for _, p := range op.IndeterminateProposals {
-			fmt.Fprintf(w, "  %s  %s  %q  (conversation %s)\n", p.ID, p.CommandType, p.Summary, p.ConversationID)
+			ran := ""
+			if p.ExecutedAt != nil {
+				ran = "  ran (its execution marker is set: a daemon sharing the database records it executed by itself)"
+			}
+			fmt.Fprintf(w, "  %s  %s  %q  (conversation %s)%s\n", p.ID, p.CommandType, p.Summary, p.ConversationID, ran)
 		}
 	}
 	printCluster(w, r.Cluster)

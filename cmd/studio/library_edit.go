@@ -153,6 +153,7 @@ func playbooksEditCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "edit NAME_OR_ID", Short: "Change a playbook's name, description, prompt or argument declarations", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, playbookNames),
 		Long: "edit sends only the fields given, with the version it read (or --expected-version): if someone\n" +
 			"changed the playbook in between, nothing changes and it exits 4.",
 		Example: `  studio playbooks edit triage --description "Sort new issues"
@@ -207,7 +208,7 @@ func playbooksEditCmd(cfg *config) *cobra.Command {
 }
 
 func playbooksDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "playbook", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
+	return deleteCmd(cfg, "playbook", playbookNames, func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeletePlaybook(ctx, ref, v)
 	})
 }
@@ -231,7 +232,8 @@ func schedulesShowCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "show NAME_OR_ID", Short: "Show a schedule", Args: cobra.ExactArgs(1),
-		Example: `  studio schedules show nightly-audit`,
+		ValidArgsFunction: completeArgs(cfg, scheduleNames),
+		Example:           `  studio schedules show nightly-audit`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			s, err := cl.GetSchedule(ctx, args[0])
 			if err != nil {
@@ -269,15 +271,9 @@ func schedulesCreateCmd(cfg *config) *cobra.Command {
   studio schedules create weekly --cron "0 9 * * 1" --playbook summarize-failures --paused -o json`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			sc := studio.CreateScheduleCommand{Name: args[0], Cron: cron, Playbook: playbook, Input: input, Project: project}
-			for _, kv := range argPairs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageError{fmt.Errorf("--arg %q is not NAME=VALUE", kv)}
-				}
-				if sc.Args == nil {
-					sc.Args = map[string]string{}
-				}
-				sc.Args[k] = v
+			var err error
+			if sc.Args, err = argValues(argPairs); err != nil {
+				return err
 			}
 			if paused {
 				off := false
@@ -300,11 +296,97 @@ func schedulesCreateCmd(cfg *config) *cobra.Command {
 	f.StringVar(&project, "project", "", "project (default: the playbook's)")
 	_ = c.MarkFlagRequired("cron")
 	_ = c.MarkFlagRequired("playbook")
+	_ = c.RegisterFlagCompletionFunc("playbook", completeWith(cfg, playbookNames))
 	return c
 }
 
+func schedulesEditCmd(cfg *config) *cobra.Command {
+	var name, cron, playbook, input string
+	var argPairs []string
+	var clearArgs bool
+	var expected int64
+	var o *output
+	c := &cobra.Command{
+		Use: "edit NAME_OR_ID", Short: "Change a schedule's cron, playbook, input, arguments or name", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, scheduleNames),
+		Long: "edit sends only the fields given, with the version it read (or --expected-version): if someone\n" +
+			"changed the schedule in between, nothing changes and it exits 4. A new cron moves the next run\n" +
+			"of an enabled schedule to the cron's next slot; --arg replaces all the arguments.",
+		Example: `  studio schedules edit nightly-audit --cron "0 4 * * *"
+  studio schedules edit nightly-audit --playbook audit-repo --arg repo=acme/web
+  studio schedules edit nightly-audit --name nightly-web-audit --expected-version 3 -o json`,
+	}
+	c.RunE = appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
+		uc := studio.UpdateScheduleCommand{Schedule: args[0], ExpectedVersion: expected}
+		set := func(flag string, value *string, field **string) {
+			if c.Flags().Changed(flag) {
+				*field = value
+			}
+		}
+		set("name", &name, &uc.Name)
+		set("cron", &cron, &uc.Cron)
+		set("playbook", &playbook, &uc.Playbook)
+		set("input", &input, &uc.Input)
+		if clearArgs && len(argPairs) > 0 {
+			return usageError{fmt.Errorf("give --arg or --clear-args, not both")}
+		}
+		if clearArgs || len(argPairs) > 0 {
+			given, err := argValues(argPairs)
+			if err != nil {
+				return err
+			}
+			if given == nil {
+				given = map[string]string{}
+			}
+			uc.Args = &given
+		}
+		if uc.Name == nil && uc.Cron == nil && uc.Playbook == nil && uc.Input == nil && uc.Args == nil {
+			return usageError{fmt.Errorf("nothing to change: give --cron, --playbook, --input, --arg, --clear-args or --name")}
+		}
+		if uc.ExpectedVersion == 0 {
+			cur, err := cl.GetSchedule(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			uc.ExpectedVersion = cur.Version
+		}
+		s, err := cl.UpdateSchedule(ctx, uc)
+		if err != nil {
+			return err
+		}
+		return o.emit(out, s, func(w io.Writer) { scheduleFields(w, s) })
+	})
+	o = addOutput(c)
+	f := c.Flags()
+	f.StringVar(&cron, "cron", "", "a new 5-field cron expression in UTC (for example \"0 4 * * *\")")
+	f.StringVar(&playbook, "playbook", "", "a new playbook to launch: name or id")
+	f.StringVar(&input, "input", "", "a new input of every launched run")
+	f.StringArrayVar(&argPairs, "arg", nil, "an argument NAME=VALUE of every launched run (repeatable; replaces the arguments)")
+	f.BoolVar(&clearArgs, "clear-args", false, "launch with no arguments (the playbook's defaults)")
+	f.StringVar(&name, "name", "", "a new name")
+	f.Int64Var(&expected, "expected-version", 0, "the version you last read (default: the current one)")
+	_ = c.RegisterFlagCompletionFunc("playbook", completeWith(cfg, playbookNames))
+	return c
+}
+
+// argValues reads --arg NAME=VALUE pairs (nil when none are given).
+func argValues(pairs []string) (map[string]string, error) {
+	var out map[string]string
+	for _, kv := range pairs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--arg %q is not NAME=VALUE", kv)}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 func schedulesDeleteCmd(cfg *config) *cobra.Command {
-	return deleteCmd(cfg, "schedule", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
+	return deleteCmd(cfg, "schedule", scheduleNames, func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeleteSchedule(ctx, ref, v)
 	})
 }

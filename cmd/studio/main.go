@@ -5,7 +5,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,10 +76,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "The daemon refused the token read from %s: is it this daemon's token (studio token --data-dir DIR)?\n", cfg.tokenSource)
 	}
 	code := exitCode(err)
-	var unknown unknownCommandError
-	if errors.As(err, &unknown) && cmd != nil {
-		fmt.Fprint(os.Stderr, "\n"+cmd.UsageString())
-	} else if code == exitUsage && cmd != nil {
+	if code == exitUsage && cmd != nil {
 		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
@@ -125,7 +121,8 @@ func newRootConfig() (*cobra.Command, *config) {
 	}
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
 		newRunsCmd(cfg), newPlaybooksCmd(cfg), newWorkflowsCmd(cfg), newSchedulesCmd(cfg), newAuditCmd(cfg), newHealthzCmd(cfg), newBenchCmd(cfg),
-		newBackupCmd(cfg), newRestoreCmd(cfg), newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg), newWebhooksCmd(cfg), newMCPCmd(cfg), newPolicyCmd(cfg))
+		newBackupCmd(cfg), newRestoreCmd(cfg), newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg), newWebhooksCmd(cfg), newMCPCmd(cfg),
+		newApprovalsCmd(cfg), newPolicyCmd(cfg))
 	markUsage(root)
 	return root, cfg
 }

@@ -59,8 +59,9 @@ func newOperatorCmd(cfg *config) *cobra.Command {
 	return cmd
 }
 
+// printJSON writes v as indented JSON, times in RFC 3339 (jsontime.go).
 func printJSON(w io.Writer, v any) error {
-	b, err := protocol.Marshal(v)
+	b, err := marshalOutput(v)
 	if err != nil {
 		return err
 	}
@@ -68,4 +69,13 @@ func printJSON(w io.Writer, v any) error {
 	_ = v2.Indent()
 	_, err = fmt.Fprintln(w, string(v2))
 	return err
+}
+
+// marshalOutput is v as the CLI prints JSON: compact, times in RFC 3339.
+func marshalOutput(v any) ([]byte, error) {
+	b, err := protocol.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return readableTimes(b)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,24 +19,30 @@ import (
 func newPrincipalsCmd(cfg *config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "principals",
-		Short: "List, add, change the role of and revoke principals (admin)",
+		Short: "List, add, change the role of, link to the sign-in proxy and revoke principals (admin)",
 		Example: `  studio principals list
   studio principals add alice --role operator
   studio principals role alice approver
+  studio principals link alice --proxy-user alice@corp.example
+  studio principals unlink alice
   studio principals revoke alice`,
 	}
-	cmd.AddCommand(principalsListCmd(cfg), principalsAddCmd(cfg), principalsRoleCmd(cfg), principalsRevokeCmd(cfg))
+	cmd.AddCommand(principalsListCmd(cfg), principalsAddCmd(cfg), principalsRoleCmd(cfg), principalsLinkCmd(cfg), principalsUnlinkCmd(cfg),
+		principalsRevokeCmd(cfg))
 	return cmd
 }
 
 func principalTable(w io.Writer, ps []protocol.PrincipalView) {
-	t := newTable(w, "NAME", "ROLE", "CREATED", "STATE", "ID")
+	t := newTable(w, "NAME", "ROLE", "ORIGIN", "PROXY USER", "CREATED", "STATE", "ID")
 	for _, p := range ps {
-		state := "active"
+		state, link := "active", "-"
 		if p.DisabledAt != nil {
 			state = "revoked " + ago(*p.DisabledAt)
 		}
-		t.row(p.Name, string(p.Role), ago(p.CreatedAt), state, p.ID)
+		if p.ProxyUser != nil {
+			link = *p.ProxyUser
+		}
+		t.row(p.Name, string(p.Role), string(p.Origin), link, ago(p.CreatedAt), state, p.ID)
 	}
 	t.flush()
 }
@@ -99,6 +106,46 @@ func principalsRoleCmd(cfg *config) *cobra.Command {
 				return err
 			}
 			p, err := cl.SetPrincipalRole(ctx, args[0], r)
+			if err != nil {
+				return err
+			}
+			return o.emit(out, p, func(w io.Writer) { principalTable(w, []protocol.PrincipalView{p}) })
+		}),
+	}
+	o = addOutput(c)
+	return c
+}
+
+func principalsLinkCmd(cfg *config) *cobra.Command {
+	var user string
+	var o *output
+	c := &cobra.Command{
+		Use: "link NAME --proxy-user USER", Args: cobra.ExactArgs(1),
+		Short: "Let the sign-in proxy's USER sign in as the local principal NAME (its role stays yours to set)",
+		Long: "link makes the sign-in proxy's user USER sign in as the local principal NAME. Without a link\n" +
+			"the proxy's user of a local principal's name is refused: a proxy identity never becomes a local\n" +
+			"principal by its name alone. The link is audited; unlink ends it.",
+		Example: "  studio principals link alice --proxy-user alice@corp.example\n  studio principals link owner --proxy-user admin@corp.example",
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
+			p, err := cl.LinkPrincipal(ctx, args[0], user)
+			if err != nil {
+				return err
+			}
+			return o.emit(out, p, func(w io.Writer) { principalTable(w, []protocol.PrincipalView{p}) })
+		}),
+	}
+	o = addOutput(c)
+	c.Flags().StringVar(&user, "proxy-user", "", "the user as the sign-in proxy names them (required)")
+	_ = c.MarkFlagRequired("proxy-user")
+	return c
+}
+
+func principalsUnlinkCmd(cfg *config) *cobra.Command {
+	var o *output
+	c := &cobra.Command{
+		Use: "unlink NAME", Short: "End a local principal's link to the sign-in proxy's user", Args: cobra.ExactArgs(1),
+		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
+			p, err := cl.UnlinkPrincipal(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -225,7 +272,13 @@ func newWhoamiCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.emit(out, p, func(w io.Writer) { fmt.Fprintf(w, "%s (%s)\n", p.Name, p.Role) })
+			return o.emit(out, p, func(w io.Writer) {
+				fmt.Fprintf(w, "%s (%s, %s)", p.Name, p.Role, p.Origin)
+				if len(p.Groups) > 0 {
+					fmt.Fprintf(w, " groups %s", strings.Join(p.Groups, ","))
+				}
+				fmt.Fprintln(w)
+			})
 		}),
 	}
 	o = addOutput(c)

@@ -23,12 +23,17 @@ func TestProcessTeamCLI(t *testing.T) {
 		}
 		return out + errOut
 	}
-	if out := run(owner, exitOK, "whoami"); strings.TrimSpace(out) != "owner (admin)" {
+	if out := run(owner, exitOK, "whoami"); strings.TrimSpace(out) != "owner (admin, local)" {
 		t.Fatalf("whoami with the token file: %q", out)
 	}
 	run(owner, exitOK, "principals", "add", "alice", "--role", "viewer")
 	run(owner, exitUsage, "principals", "add", "bob", "--role", "root")
 	run(owner, exitConflict, "principals", "add", "alice", "--role", "viewer")
+	run(owner, exitConflict, "principals", "add", "ALICE", "--role", "viewer") // alice's name, in its PRECIS form
+	if out := run(owner, exitFailure, "principals", "add", "\u212Aalice", "--role", "viewer"); !strings.Contains(out, "U+212A") {
+		t.Fatalf("a name with a Kelvin sign: %s", out)
+	}
+	run(owner, exitConflict, "principals", "add", "a1ice", "--role", "viewer") // looks like alice
 	var tok struct {
 		ID, Token, Prefix, Principal string
 	}
@@ -43,11 +48,11 @@ func TestProcessTeamCLI(t *testing.T) {
 		t.Fatalf("tokens list shows the prefix, never the token:\n%s", list)
 	}
 	alice := []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=" + tok.Token, "STUDIO_DATA_DIR=" + dataDir}
-	if out := run(alice, exitOK, "whoami"); strings.TrimSpace(out) != "alice (viewer)" {
+	if out := run(alice, exitOK, "whoami"); strings.TrimSpace(out) != "alice (viewer, local)" {
 		t.Fatalf("whoami as alice: %q", out)
 	}
 	// --token wins over STUDIO_TOKEN.
-	if out := run(owner, exitOK, "whoami", "--token", tok.Token); strings.TrimSpace(out) != "alice (viewer)" {
+	if out := run(owner, exitOK, "whoami", "--token", tok.Token); strings.TrimSpace(out) != "alice (viewer, local)" {
 		t.Fatalf("whoami --token: %q", out)
 	}
 	// A viewer reads but does not manage principals: 403 denied naming admin.

@@ -494,12 +494,12 @@ func TestProcessCLI(t *testing.T) {
 		t.Fatalf("create: %s", out)
 	}
 	conv := id[1]
-	if out := run("operator", "send", "--conversation", conv, "show failed runs"); !strings.Contains(out, "asked the cockpit") || !strings.Contains(out, "done: completed") {
+	if out := run("operator", "send", "--conversation", conv, "show failed runs"); !strings.Contains(out, "There are no failed runs.") {
 		t.Fatalf("send: %s", out)
 	}
 	out = run("operator", "send", "--conversation", conv, "vacuum the database")
 	pid := regexp.MustCompile(`studio operator confirm ([0-9a-f-]{36})`).FindStringSubmatch(out)
-	if pid == nil || !strings.Contains(out, "waiting for confirmation") {
+	if pid == nil || !strings.Contains(out, "The turn waits for a decision") {
 		t.Fatalf("send a change: %s", out)
 	}
 	if out := run("operator", "proposals"); !strings.Contains(out, pid[1]) || !strings.Contains(out, "admin") || !strings.Contains(out, "left") {
@@ -508,7 +508,7 @@ func TestProcessCLI(t *testing.T) {
 	if out := run("operator", "confirm", "--yes", pid[1], "-o", "json"); !strings.Contains(out, `"status": "succeeded"`) || !strings.Contains(out, "hash") {
 		t.Fatalf("confirm: %s", out)
 	}
-	if out := run("operator", "conversations", "show", conv); !strings.Contains(out, "executed") || !strings.Contains(out, "done: completed") {
+	if out := run("operator", "conversations", "show", conv); !strings.Contains(out, "executed") || !strings.Contains(out, "— turn completed (#") {
 		t.Fatalf("show: %s", out)
 	}
 	if out := run("operator", "conversations", "list"); !strings.Contains(out, conv) || !strings.Contains(out, "cli") {

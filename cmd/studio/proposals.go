@@ -31,7 +31,7 @@ func proposalsCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := oneOf("status", status, true, strings.Split(allProposalStatuses, ",")...); err != nil {
+			if err := oneOf("status", status, true, proposalStatusValues...); err != nil {
 				return err
 			}
 			ps, err := cl.Proposals(cmd.Context(), status)
@@ -64,6 +64,7 @@ func proposalsCmd(cfg *config) *cobra.Command {
 	}
 	o = addOutput(c)
 	c.Flags().StringVar(&status, "status", "pending", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)")
+	enumFlag(c, "status", true, proposalStatusValues)
 	return c
 }
 
@@ -109,6 +110,7 @@ func confirmCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "confirm PROPOSAL_ID", Short: "Confirm a proposal: shows the exact command, hash and target, asks unless --yes", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, pendingProposalIDs),
 		Example: `  studio operator confirm 7d3e...
   studio operator confirm --yes 7d3e... -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -184,7 +186,8 @@ func denyCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "deny PROPOSAL_ID", Short: "Deny a pending proposal", Args: cobra.ExactArgs(1),
-		Example: `  studio operator deny 7d3e...`,
+		ValidArgsFunction: completeArgs(cfg, pendingProposalIDs),
+		Example:           `  studio operator deny 7d3e...`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := operatorClient(cfg)
 			if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/studio/operator/internal/apiclient"
-	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -39,6 +38,7 @@ func runsLogsCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "logs RUN_ID", Short: "Print a run's output; -f follows it until the run ends", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, runIDs),
 		Long: "logs prints the output a run has produced so far. With -f it keeps printing what the run adds until\n" +
 			"the run ends, then says how it ended on stderr; a run that failed or was cancelled exits 1.\n" +
 			"With -o json each piece of output is a JSON line {\"runId\", \"status\", \"output\"}.",
@@ -109,9 +109,9 @@ func runOutcome(r studio.Run) error {
 	return errors.New(msg)
 }
 
-// printJSONLine writes v as one compact JSON line.
+// printJSONLine writes v as one compact JSON line, times in RFC 3339.
 func printJSONLine(w io.Writer, v any) error {
-	b, err := protocol.Marshal(v)
+	b, err := marshalOutput(v)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func watchRuns(ctx context.Context, out io.Writer, asJSON bool, interval time.Du
 			}
 			return err
 		}
-		b, err := protocol.Marshal(studio.RunPage{Runs: runs})
+		b, err := marshalOutput(studio.RunPage{Runs: runs})
 		if err != nil {
 			return err
 		}

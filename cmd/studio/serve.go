@@ -82,6 +82,23 @@ type leaseOptions struct {
 	exitOnLoss bool
 	// outageBudget is how long writes ride out an unavailable database.
 	outageBudget time.Duration
+	// callTimeout bounds one database call on a turn's and a decision's
+	// paths (0: derived from the lease, callTimeout()).
+	callTimeout time.Duration
+}
+
+// callTimeoutFor is the deadline of one database call on a turn's and a
+// decision's paths: as given, else on a shared database half the lease
+// expiry (between 1 s and 30 s) — a connection that hangs is given up
+// well before the lease runs out — and alone 30 s.
+func (o leaseOptions) callTimeoutFor(shared bool) time.Duration {
+	switch {
+	case o.callTimeout > 0:
+		return o.callTimeout
+	case shared:
+		return min(max(o.expiry/2, time.Second), coordinator.DefaultCallTimeout)
+	}
+	return coordinator.DefaultCallTimeout
 }
 
 // webhookOptions configure the dispatcher of the webhook outbox.
@@ -237,6 +254,10 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.lease.expiry, "lease-expiry", lease.DefaultExpiry, "how long a lease lasts unrenewed; then another daemon on the same database ends this daemon's work")
 	f.BoolVar(&o.lease.exitOnLoss, "exit-on-lease-loss", false, "exit (status 1) when another daemon took this one's work over, instead of rejoining as a new instance")
 	f.DurationVar(&o.lease.outageBudget, "db-outage-budget", coordinator.DefaultOutageBudget, "how long turns and runs retry their writes while the database is unavailable (a restart, a failover) before they fail; and how long a start waits for a database it cannot reach before it exits 1, for the supervisor to start it again")
+	f.DurationVar(&o.lease.callTimeout, "db-call-timeout", 0,
+		"longest wait for one database call of a turn, a decision or an execution before it is tried again (0: half the --lease-expiry, 1 s to 30 s, on PostgreSQL; 30 s on SQLite)")
+	f.DurationVar(&cfg.pg.TCPTimeout, "db-tcp-timeout", postgres.DefaultTCPTimeout,
+		"PostgreSQL: how long a connection whose server stopped answering stays open (TCP keepalives and TCP_USER_TIMEOUT), and the connect timeout")
 	f.DurationVar(&cfg.pg.LockTimeout, "db-lock-timeout", postgres.DefaultLockTimeout, "PostgreSQL: longest wait for a row lock (lock_timeout); the write is then retried")
 	f.DurationVar(&cfg.pg.StatementTimeout, "db-statement-timeout", postgres.DefaultStatementTimeout, "PostgreSQL: longest statement (statement_timeout)")
 	f.DurationVar(&cfg.pg.IdleInTransactionTimeout, "db-idle-tx-timeout", postgres.DefaultIdleInTransactionTimeout,

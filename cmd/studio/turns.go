@@ -20,42 +20,6 @@ import (
 // status line on a terminal), stream, cancel and ticket, and how a frame
 // is printed.
 
-// printFrame writes one frame for a human, or as a JSON line.
-func printFrame(w io.Writer, f protocol.Frame, raw bool) {
-	if raw {
-		b, _ := protocol.EncodeFrame(f)
-		fmt.Fprintln(w, string(b))
-		return
-	}
-	switch p := f.Payload.(type) {
-	case protocol.TextPayload:
-		if p.Role == protocol.RoleUser {
-			fmt.Fprintf(w, "\n[%d] > %s\n", f.Sequence, p.Content)
-		} else {
-			fmt.Fprint(w, p.Content)
-		}
-	case protocol.ToolCallPayload:
-		fmt.Fprintf(w, "\n[%d] tool %s %s (%s)\n", f.Sequence, p.Tool, string(p.Arguments), p.Mode)
-	case protocol.ToolResultPayload:
-		if p.OK {
-			fmt.Fprintf(w, "[%d] tool result ok %s\n", f.Sequence, truncate(string(p.Result), 200))
-		} else {
-			fmt.Fprintf(w, "[%d] tool result %s: %s\n", f.Sequence, p.Error.Code, p.Error.Message)
-		}
-	case protocol.UICommandPayload:
-		b, _ := protocol.Marshal(p.Effect)
-		fmt.Fprintf(w, "\n[%d] effect %s requested: %s\n", f.Sequence, p.EffectID, b)
-	case protocol.ProposalPayload:
-		fmt.Fprintf(w, "\n[%d] PROPOSAL %s (%s): %s\n      confirm: studio operator confirm %s\n", f.Sequence, p.Proposal.ID, p.Proposal.Risk, p.Proposal.Summary, p.Proposal.ID)
-	case protocol.ConfirmationPayload:
-		fmt.Fprintf(w, "[%d] proposal %s %s\n", f.Sequence, p.ProposalID, p.State)
-	case protocol.ErrorPayload:
-		fmt.Fprintf(w, "\n[%d] error %s: %s\n", f.Sequence, p.Error.Code, p.Error.Message)
-	case protocol.DonePayload:
-		fmt.Fprintf(w, "\n[%d] done: %s\n", f.Sequence, p.Outcome)
-	}
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -156,6 +120,9 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 	c.Flags().StringVar(&so.model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
 	c.Flags().StringVar(&so.title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
 	o = addOutput(c)
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
+	_ = c.RegisterFlagCompletionFunc("model", completeWith(cfg, modelNames))
+	enumFlag(c, "space", false, spaceValues)
 	return c
 }
 
@@ -196,7 +163,8 @@ func (so sendOptions) conversation(ctx context.Context, cmd *cobra.Command, cl *
 }
 
 // submit submits the instruction as the conversation's next turn, after
-// its latest frame, with the cockpit context of the flags.
+// its latest frame, with the cockpit context of the flags, as the command
+// line's: the answer comes as data, not as navigation.
 func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, instruction string) (protocol.TurnAccepted, error) {
 	page, err := cl.GetConversation(ctx, convID, 0, 1)
 	if err != nil {
@@ -207,7 +175,8 @@ func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, 
 	if so.project != "" {
 		snap.Project = &so.project
 	}
-	return cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction, Context: snap, ExpectedLastSequence: &last})
+	return cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction, Context: snap, ExpectedLastSequence: &last,
+		Client: protocol.ClientCLI})
 }
 
 // follow prints the turn's frames to out as they stream and what it is
@@ -216,6 +185,7 @@ func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, 
 // the stream stopped first (an interrupt).
 func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID string, acc protocol.TurnAccepted, status *spinner, out, note io.Writer, asJSON bool) (protocol.Outcome, error) {
 	var outcome protocol.Outcome
+	fw := newFrameWriter(out, asJSON, false)
 	progress := func(p *protocol.TurnProgress) {
 		if p != nil && p.RequestID == acc.RequestID {
 			status.set(progressWords(p))
@@ -226,7 +196,7 @@ func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID s
 			return nil
 		}
 		status.set(turnStateOf(f))
-		status.print(func() { printFrame(out, f, asJSON) })
+		status.print(func() { fw.write(f) })
 		if d, ok := f.Payload.(protocol.DonePayload); ok {
 			outcome = d.Outcome
 			return apiclient.ErrStopStream
@@ -234,8 +204,8 @@ func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID s
 		if c, ok := f.Payload.(protocol.ConfirmationPayload); ok && c.State == protocol.ConfirmationRequired && !so.wait {
 			// The turn waits for a human; do not hold the terminal.
 			status.print(func() {
-				fmt.Fprintf(note, "\nwaiting for confirmation: studio operator confirm %s (or deny); follow with: studio operator stream --conversation %s --after %d\n",
-					c.ProposalID, convID, f.Sequence)
+				fmt.Fprintf(note, "The turn waits for a decision on proposal %s; after it, follow the turn with: studio operator stream --conversation %s --after %d\n",
+					shortID(c.ProposalID), convID, f.Sequence)
 			})
 			outcome = protocol.OutcomeCompleted
 			return apiclient.ErrStopStream
@@ -277,9 +247,9 @@ func streamCmd(cfg *config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
+			fw := newFrameWriter(cmd.OutOrStdout(), raw, true)
 			err = cl.Follow(cmd.Context(), convID, after, reconnecting(cmd), func(f protocol.Frame) error {
-				printFrame(out, f, raw)
+				fw.write(f)
 				return nil
 			})
 			if errors.Is(err, context.Canceled) {
@@ -292,6 +262,7 @@ func streamCmd(cfg *config) *cobra.Command {
 	c.Flags().Int64Var(&after, "after", 0, "replay frames after this sequence")
 	c.Flags().BoolVar(&raw, "json", false, "print frames as JSON lines")
 	_ = c.MarkFlagRequired("conversation")
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
 	return c
 }
 
@@ -325,6 +296,7 @@ func cancelCmd(cfg *config) *cobra.Command {
 	o = addOutput(c)
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
 	_ = c.MarkFlagRequired("conversation")
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
 	return c
 }
 
@@ -351,5 +323,6 @@ func ticketCmd(cfg *config) *cobra.Command {
 	c.Flags().StringVar(&convID, "conversation", "", "conversation id")
 	c.Flags().Int64Var(&after, "after", 0, "the cursor the ticket is for")
 	_ = c.MarkFlagRequired("conversation")
+	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
 	return c
 }

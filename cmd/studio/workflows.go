@@ -98,7 +98,8 @@ func workflowsShowCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "show NAME_OR_ID", Short: "Show a workflow and its steps", Args: cobra.ExactArgs(1),
-		Example: `  studio workflows show release`,
+		ValidArgsFunction: completeArgs(cfg, workflowNames),
+		Example:           `  studio workflows show release`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			wf, err := cl.GetWorkflow(ctx, args[0])
 			if err != nil {
@@ -116,6 +117,7 @@ func workflowsLaunchCmd(cfg *config) *cobra.Command {
 	var o *output
 	c := &cobra.Command{
 		Use: "launch NAME_OR_ID", Short: "Launch a workflow: one queued run per step, in step order", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(cfg, workflowNames),
 		Example: `  studio workflows launch release
   studio workflows launch release --expected-version 3 -o json | jq -r '.runs[].id'`,
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
@@ -235,16 +237,19 @@ func workflowsCreateCmd(cfg *config) *cobra.Command {
 	f.StringVar(&description, "description", "", "what the workflow is for")
 	f.StringVar(&project, "project", "", "project (default \"default\")")
 	f.StringVarP(&fromFile, "from-file", "f", "", "the create command as JSON (\"-\": stdin)")
+	_ = c.RegisterFlagCompletionFunc("step", completeWith(cfg, playbookNames))
 	return c
 }
 
-// deleteCmd is the delete of a playbook, workflow or schedule by name or id.
-func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *apiclient.Client, ref string, expected int64) (studio.Result, error)) *cobra.Command {
+// deleteCmd is the delete of a playbook, workflow or schedule by name or
+// id; names lists them for completion.
+func deleteCmd(cfg *config, kind string, names lister, del func(ctx context.Context, cl *apiclient.Client, ref string, expected int64) (studio.Result, error)) *cobra.Command {
 	var expected int64
 	var o *output
 	c := &cobra.Command{
 		Use: "delete NAME_OR_ID", Short: "Delete a " + kind + " (audited)", Args: cobra.ExactArgs(1),
-		Example: fmt.Sprintf("  studio %ss delete NAME\n  studio %ss delete NAME --expected-version 3", kind, kind),
+		ValidArgsFunction: completeArgs(cfg, names),
+		Example:           fmt.Sprintf("  studio %ss delete NAME\n  studio %ss delete NAME --expected-version 3", kind, kind),
 		RunE: appCmd(cfg, &o, func(ctx context.Context, cl *apiclient.Client, out io.Writer, args []string) error {
 			res, err := del(ctx, cl, args[0], expected)
 			if err != nil {
@@ -259,7 +264,7 @@ func deleteCmd(cfg *config, kind string, del func(ctx context.Context, cl *apicl
 }
 
 func workflowsDeleteCmd(cfg *config) *cobra.Command {
-	c := deleteCmd(cfg, "workflow", func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
+	c := deleteCmd(cfg, "workflow", workflowNames, func(ctx context.Context, cl *apiclient.Client, ref string, v int64) (studio.Result, error) {
 		return cl.DeleteWorkflow(ctx, ref, v)
 	})
 	c.Short = "Delete a workflow (the runs it launched stay; audited)"

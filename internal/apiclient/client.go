@@ -375,6 +375,15 @@ func (c *Client) Proposals(ctx context.Context, status string) ([]protocol.Propo
 	return out.Proposals, c.Do(ctx, http.MethodGet, "/api/operator/proposals"+q, nil, &out)
 }
 
+// Decidable lists the pending proposals the caller may confirm, across the
+// conversations it can see (GET /api/operator/proposals?decidable=true).
+func (c *Client) Decidable(ctx context.Context) ([]protocol.ProposalState, error) {
+	var out struct {
+		Proposals []protocol.ProposalState `json:"proposals"`
+	}
+	return out.Proposals, c.Do(ctx, http.MethodGet, "/api/operator/proposals?status=pending&decidable=true", nil, &out)
+}
+
 // Follow is Stream that survives a dropped connection: after a transport
 // failure it reconnects from the last sequence it delivered, with capped
 // backoff, until ctx ends or fn stops it. Typed errors (not_found,

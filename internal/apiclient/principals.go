@@ -47,6 +47,21 @@ func (c *Client) DisablePrincipal(ctx context.Context, ref string) (protocol.Pri
 	return p, err
 }
 
+// LinkPrincipal links the sign-in proxy's user to a local principal
+// (admin): that user then signs in as it.
+func (c *Client) LinkPrincipal(ctx context.Context, ref, proxyUser string) (protocol.PrincipalView, error) {
+	var p protocol.PrincipalView
+	err := c.Do(ctx, http.MethodPut, "/api/admin/principals/"+url.PathEscape(ref)+"/link", protocol.LinkPrincipalRequest{ProxyUser: proxyUser}, &p)
+	return p, err
+}
+
+// UnlinkPrincipal removes a local principal's proxy link (admin).
+func (c *Client) UnlinkPrincipal(ctx context.Context, ref string) (protocol.PrincipalView, error) {
+	var p protocol.PrincipalView
+	err := c.Do(ctx, http.MethodDelete, "/api/admin/principals/"+url.PathEscape(ref)+"/link", nil, &p)
+	return p, err
+}
+
 // CreateToken makes a personal token for a principal (admin); expiresIn
 // is "" (never) or a lifetime like 90d. The answer holds the token, once.
 func (c *Client) CreateToken(ctx context.Context, principal, expiresIn string) (protocol.NewTokenView, error) {

@@ -183,6 +183,13 @@ func (c *Client) CreateSchedule(ctx context.Context, cmd studio.CreateScheduleCo
 	return r, err
 }
 
+// UpdateSchedule changes a schedule (cmd.Schedule names it; cmd.ExpectedVersion is required).
+func (c *Client) UpdateSchedule(ctx context.Context, cmd studio.UpdateScheduleCommand) (studio.Schedule, error) {
+	var r studio.Schedule
+	err := c.Do(ctx, http.MethodPatch, "/api/app/schedules/"+url.PathEscape(cmd.Schedule), cmd, &r)
+	return r, err
+}
+
 // DeleteSchedule deletes a schedule.
 func (c *Client) DeleteSchedule(ctx context.Context, ref string, expectedVersion int64) (studio.Result, error) {
 	var r studio.Result

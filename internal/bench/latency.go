@@ -135,7 +135,8 @@ func writeBenchScript(path string, runs []benchLatency, d time.Duration) error {
 // each, one turn per conversation playing turn i of the script; every
 // stream times each frame (its createdAt) and each token (its stamp) to its
 // arrival. Turns still running after dur are cancelled, so a saturated run
-// ends once its streams have caught up.
+// ends once its streams have caught up. One function because the streams,
+// the turns and the cancel at dur share one run's state and deadline.
 func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur time.Duration, p progress) (latencyRun, error) {
 	streams := r.convs * r.perConv
 	res := latencyRun{Name: fmt.Sprintf("%d streams (%d/conversation) @ %.0f/s x %d B", streams, r.perConv, r.offered(), r.bytes),

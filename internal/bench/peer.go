@@ -197,6 +197,7 @@ func (c *centrifugo) publishBatch(ctx context.Context, chans []int, channel func
 // second the daemon was offered (a token a frame), padded to its frame
 // size, for dur. Publications the publishers cannot keep up with are not
 // made: a saturated run measures what the peer takes, as the daemon's does.
+// It mirrors benchDaemon.latency step for step, so the two read side by side.
 func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Duration, publishers int) (peerRun, error) {
 	res := peerRun{Name: lr.Name, Streams: lr.Streams, Channels: lr.Conversations, FrameBytes: lr.FrameBytes, Publishers: publishers}
 	rate := lr.TokensPerSec

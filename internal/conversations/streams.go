@@ -30,7 +30,7 @@ func (s *Service) CreateStreamTicket(ctx context.Context, req protocol.StreamTic
 	if _, err := rand.Read(raw[:]); err != nil {
 		return protocol.StreamTicket{}, fmt.Errorf("ticket entropy: %w", err)
 	}
-	ticket := base64.RawURLEncoding.EncodeToString(raw[:])
+	ticket := protocol.TicketPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	now := s.now()
 	expires := now.Add(s.cfg.TicketTTL)
 	if err := s.store.CreateStreamTicket(ctx, store.CreateStreamTicketParams{

@@ -30,7 +30,10 @@ func (c *Coordinator) AmendProposal(ctx context.Context, convID, proposalID stri
 	if !req.Command.IsValid() || req.Command.Kind() != '{' {
 		return protocol.ProposalState{}, protocol.Errorf(protocol.Validation, "command must be a JSON object of the proposal's command type").With("field", "command")
 	}
-	p, err := c.proposal(ctx, convID, proposalID)
+	if pe := c.leaseErr(); pe != nil {
+		return protocol.ProposalState{}, pe
+	}
+	p, err := c.readProposal(ctx, convID, proposalID)
 	if err != nil {
 		return protocol.ProposalState{}, err
 	}

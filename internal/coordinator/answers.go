@@ -116,7 +116,7 @@ func (o *owner) answerLate(r request) {
 	case cancelRequest:
 		// Recorded: whoever owns the turn next (after a restart, or in
 		// another daemon) ends it cancelled.
-		t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+		t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: r.by, Now: o.c.now()})
 		if err != nil {
 			r.reply <- o.view(ctx)
 			return

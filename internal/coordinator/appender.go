@@ -135,7 +135,7 @@ func (o *owner) newAppender() *appender {
 	return newAppender(func(ctx context.Context, payloads []protocol.Payload) error {
 		return appendFrames(ctx, c, convID, reqID, payloads)
 	}, func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(base), writeAttemptTimeout)
+		return c.call(context.WithoutCancel(base))
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // chunkProvider answers with chunks of 8 KiB text (each a frame of its
@@ -76,7 +77,7 @@ func TestTurnProducesWhileItsFramesCommit(t *testing.T) {
 	acc := e.submit(conv, "talk")
 	select {
 	case <-prov.streamed:
-	case <-time.After(30 * time.Second): // a safety net
+	case <-time.After(testutil.Patience): // a safety net
 		t.Fatal("the turn stopped reading its model while its first frame's commit was held")
 	}
 	prov.inFlight.Release()

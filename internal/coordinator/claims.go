@@ -65,8 +65,14 @@ func (c *Coordinator) claimOne(slot *ticket) bool {
 		c.pool.done(slot)
 		return false
 	}
-	// Held: a daemon reaped meanwhile claims nothing.
-	ctx := store.WithFence(c.base, store.Fence{Instance: c.cfg.Instance, Hold: true})
+	// A daemon reaped meanwhile, or that cannot prove its lease, claims
+	// nothing (holding); each try has a call's deadline.
+	if c.leaseErr() != nil {
+		c.pool.done(slot)
+		return false
+	}
+	ctx, cancel := c.call(c.holding(c.base))
+	defer cancel()
 	t, ok, err := c.store.ClaimTurn(ctx, store.ClaimTurnParams{Instance: c.cfg.Instance, Now: c.now()})
 	if err != nil || !ok {
 		c.pool.done(slot)
@@ -128,7 +134,7 @@ func (o *owner) recheck() {
 func (o *owner) cancelQueued() (next step, done bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
 	defer cancel()
-	t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+	t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: o.cancelBy, Now: o.c.now()})
 	if err != nil {
 		return nil, false
 	}
@@ -177,7 +183,7 @@ func (c *Coordinator) elsewhere(t store.Turn) bool {
 // at once. It answers the turn as it then is.
 func (c *Coordinator) cancelElsewhere(ctx context.Context, t store.Turn) (protocol.Turn, error) {
 	sig := c.store.FrameSignal(t.ConversationID) // before the cancel: its done frame is not missed
-	t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: t.RequestID, Now: c.now()})
+	t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: t.RequestID, By: principalName(ctx), Now: c.now()})
 	if err != nil {
 		return protocol.Turn{}, err
 	}

@@ -14,13 +14,22 @@ import (
 // re-read the proposal's target, move the proposal to executing
 // (confirmProposal), execute the command while answering cancels and repeats,
 // record its outcome (finishProposal), or stop when another daemon took it
-// over.
+// over. Every database call has its deadline (Config.CallTimeout), and a
+// daemon that cannot prove its lease confirms and executes nothing
+// (self-fencing, lifecycle.go): the decision is answered at once, whatever
+// the owner still has to find out.
 
 // confirm runs a pending proposal to its end (docs/design.md §9.3, steps 4-7): its
 // checks and its confirmation here, its execution in executeConfirmed.
 func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal) (step, bool) {
 	c := o.c
-	conv, err := c.store.GetConversation(ctx, p.ConversationID)
+	if pe := c.leaseErr(); pe != nil {
+		r.answer(protocol.ProposalResult{}, pe)
+		return nil, false
+	}
+	cctx, cancel := c.call(ctx)
+	conv, err := c.store.GetConversation(cctx, p.ConversationID)
+	cancel()
 	if err != nil {
 		r.answer(protocol.ProposalResult{}, err)
 		return nil, false
@@ -40,7 +49,9 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 		r.answer(protocol.ProposalResult{}, c.serviceError("decode stored command", err))
 		return nil, false
 	}
-	target, err := c.cfg.Commands.ResolveTarget(ctx, cmd)
+	cctx, cancel = c.call(ctx)
+	target, err := c.cfg.Commands.ResolveTarget(cctx, cmd)
+	cancel()
 	if err != nil && !protocol.IsCode(err, protocol.NotFound) {
 		r.answer(protocol.ProposalResult{}, err)
 		return nil, false
@@ -60,7 +71,14 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 	}
 	id := p.ID
 	pending := p
-	err = o.durable("confirm proposal", func(ctx context.Context) error {
+	// Answered at once if the lease lapses while the confirmation's
+	// outcome is unknown: a confirmation this daemon recorded is closed
+	// as not executed by the daemon that takes its work over, or executed
+	// here once it renews.
+	unset := o.answerOnLapse(&r, func(pe *protocol.Error) (protocol.ProposalResult, error) {
+		return protocol.ProposalResult{}, pe.With("proposalId", id)
+	})
+	err = o.durableLeased("confirm proposal", func(ctx context.Context) error {
 		var err error
 		p, err = c.confirmProposal(ctx, confirmParams{proposal: pending, by: r.by})
 		return err
@@ -73,7 +91,14 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 		p = cur
 		return true, nil
 	})
+	unset()
 	if err != nil {
+		if store.IsLeaseUnproven(err) {
+			// Refused before any try could have committed: nothing was
+			// confirmed, the proposal is pending.
+			r.answer(protocol.ProposalResult{}, err)
+			return nil, false
+		}
 		if store.IsFenced(err) {
 			o.lost("confirm proposal", err)
 			r.answer(protocol.ProposalResult{}, protocol.Errorf(protocol.ServiceRestarted,
@@ -95,14 +120,58 @@ func (o *owner) confirm(ctx context.Context, r decisionRequest, p store.Proposal
 // and picks the turn's next step (docs/design.md §9.3, steps 6-7).
 func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd studio.Command, p store.Proposal) (step, bool) {
 	c := o.c
+	unset := o.answerOnLapse(&r, func(pe *protocol.Error) (protocol.ProposalResult, error) {
+		return protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: protocol.Errorf(protocol.ServiceFailure,
+			"this daemon cannot prove its lease: the confirmed command's outcome is not recorded here yet; it is, once the lease is renewed, "+
+				"or by the daemon that takes this one's work over (the command then ran or did not, never twice): read the proposal for it").
+			With("reason", pe.Details["reason"]).With("proposalId", p.ID)}, nil
+	})
+	defer unset()
 	result, execErr := o.execute(cmd, p)
 	if execErr != nil && (store.IsFenced(execErr) || store.IsAlreadyExecuted(execErr)) {
 		return o.executionLost(r, p, execErr)
 	}
+	fp := finishParams{proposal: p, result: result, failure: execErr, frames: true, actor: r.by}
+	fin, err := o.recordOutcome(fp)
+	if store.IsFenced(err) {
+		return o.executionLost(r, p, err)
+	}
+	if err != nil {
+		c.log.Error("persist proposal result", "proposal", p.ID, "err", err)
+		perr := protocol.Errorf(protocol.AuditUnavailable,
+			"the command ran but its result could not be recorded; the proposal stays executing and will not run again until reconciled")
+		if c.cfg.Shared {
+			// Its outcome is known here, and its marker says it ran: it is
+			// recorded as soon as the database takes it (or by the daemon
+			// that takes this one's work over, from the marker).
+			perr = protocol.Errorf(protocol.AuditUnavailable,
+				"the command ran but its result could not be recorded yet; the proposal stays executing until it is, and will not run again").
+				With("proposalId", p.ID)
+			res := protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}
+			r.answer(res, nil)
+			o.answerWaiting(p.ID, res)
+			return o.recordLate(fp, perr)
+		}
+		in := indeterminate{proposal: p, result: result, failure: execErr}
+		if err := c.markIndeterminate(ctx, in); err != nil {
+			c.log.Error("append indeterminate audit row; retried with the turn's end", "proposal", p.ID, "err", err)
+			o.indeterminate = &in
+		}
+		r.answer(protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}, nil)
+		o.answerWaiting(p.ID, protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr})
+		return o.ending(store.TurnFailed, perr), true
+	}
+	return o.recorded(r, p, fin)
+}
+
+// recordOutcome records an executed proposal's outcome (finishProposal)
+// through durable, fenced by the execution's ownership.
+func (o *owner) recordOutcome(fp finishParams) (finished, error) {
+	c, p := o.c, fp.proposal
 	var fin finished
 	err := o.durable("record proposal result", func(ctx context.Context) error {
 		var err error
-		fin, err = c.finishProposal(c.executing(ctx, p, false), finishParams{proposal: p, result: result, failure: execErr, frames: true, actor: r.by})
+		fin, err = c.finishProposal(c.executing(ctx, p, false), fp)
 		return err
 	}, func(ctx context.Context) (bool, error) {
 		cur, err := c.store.GetProposal(ctx, p.ID)
@@ -116,22 +185,12 @@ func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd stu
 		fin = finished{proposal: cur, result: storedResult(cur), resumed: t.Status == store.TurnRunning && t.Owner == c.cfg.Instance}
 		return true, nil
 	})
-	if store.IsFenced(err) {
-		return o.executionLost(r, p, err)
-	}
-	if err != nil {
-		c.log.Error("persist proposal result", "proposal", p.ID, "err", err)
-		perr := protocol.Errorf(protocol.AuditUnavailable,
-			"the command ran but its result could not be recorded; the proposal stays executing and will not run again until reconciled")
-		in := indeterminate{proposal: p, result: result, failure: execErr}
-		if err := c.markIndeterminate(ctx, in); err != nil {
-			c.log.Error("append indeterminate audit row; retried with the turn's end", "proposal", p.ID, "err", err)
-			o.indeterminate = &in
-		}
-		r.answer(protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}, nil)
-		o.answerWaiting(p.ID, protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr})
-		return o.ending(store.TurnFailed, perr), true
-	}
+	return fin, err
+}
+
+// recorded answers a decision whose outcome is recorded, and the repeats
+// that waited for it, and continues the turn.
+func (o *owner) recorded(r decisionRequest, p store.Proposal, fin finished) (step, bool) {
 	o.frames += 2
 	r.answer(fin.result, nil)
 	o.answerWaiting(p.ID, fin.result)
@@ -143,6 +202,34 @@ func (o *owner) executeConfirmed(ctx context.Context, r decisionRequest, cmd stu
 			With("proposalId", p.ID)), true
 	}
 	return o.afterDecision(fin.resumed)
+}
+
+// recordLate keeps trying to record an outcome the database did not take
+// within the outage budget (shared databases: the execution's marker says
+// the command ran, so its outcome is never left unknown), then continues
+// the turn as the outcome's record says; perr ends it when the shutdown
+// comes first, or when the record cannot resume it.
+func (o *owner) recordLate(fp finishParams, perr *protocol.Error) (step, bool) {
+	c := o.c
+	wait := c.cfg.EndRetryBackoff
+	for {
+		fin, err := o.recordOutcome(fp)
+		switch {
+		case err == nil:
+			o.frames += 2
+			if fin.resumed {
+				return o.afterDecision(true)
+			}
+			return o.ending(store.TurnFailed, perr), true
+		case store.IsFenced(err):
+			o.lost("record proposal result", err) // taken over: the new owner records it
+			return nil, true
+		}
+		if !o.wait(wait, c.abandon) {
+			return o.ending(store.TurnFailed, perr), true
+		}
+		wait = min(2*wait, c.cfg.MaxEndRetryBackoff)
+	}
 }
 
 func sameTarget(proposed, current *protocol.ResourceVersion, err error) bool {
@@ -170,17 +257,28 @@ func (o *owner) execute(cmd studio.Command, p store.Proposal) (jsontext.Value, *
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Minute)
 		defer cancel()
 		// Through a database outage the command is tried again: its
-		// fence makes it run at most once (store.Fence.Execute).
+		// fence makes it run at most once (store.Fence.Execute), and never
+		// on a lease this daemon cannot prove (store.Fence.Lease). Each
+		// try has the deadline of one call: a connection that hangs
+		// fails it, and the next try takes another.
 		err = store.RideOut(ctx, o.c.cfg.OutageBudget, o.c.abandon, func(wait time.Duration, err error) {
 			o.c.log.Warn("execute proposal: the database is unavailable; retrying", "proposal", p.ID, "wait", wait, "err", err)
 		}, func(ctx context.Context) error {
+			ctx, cancel := o.c.call(ctx)
+			defer cancel()
 			var err error
 			res, err = o.c.cfg.Commands.Execute(o.c.executing(ctx, p, true), cmd, studio.ExecOptions{Trigger: studio.TriggerOperator, ExpectedTarget: p.Target})
 			return err
 		})
 	}()
+	// The lease is looked at while the command runs: a decision waiting
+	// for it is answered once the lease cannot be proven (lapsed).
+	lease := time.NewTicker(leaseLook)
+	defer lease.Stop()
 	for {
 		select {
+		case <-lease.C:
+			o.lapsed()
 		case <-done:
 			if store.IsFenced(err) || store.IsAlreadyExecuted(err) {
 				return nil, protocol.ErrorOf(err) // not the model's: the owner stops (executionLost)
@@ -200,34 +298,64 @@ func (o *owner) execute(cmd studio.Command, p store.Proposal) (jsontext.Value, *
 	}
 }
 
+// leaseLook is how often an execution looks at the lease.
+const leaseLook = 100 * time.Millisecond
+
 // executing is ctx fenced for a confirmed proposal's execution (execute:
-// the command's own write, at most once) or for the recording of its
-// outcome: the proposal must still be executing under this daemon at the
-// epoch its confirmation gave it (store.Fence). Without other daemons
-// there is nothing to fence.
+// the command's own write, at most once, and only on a lease this daemon
+// can prove) or for the recording of its outcome: the proposal must still
+// be executing under this daemon at the epoch its confirmation gave it
+// (store.Fence). Without other daemons there is nothing to fence.
 func (c *Coordinator) executing(ctx context.Context, p store.Proposal, execute bool) context.Context {
 	if !c.cfg.Shared {
 		return ctx
 	}
-	return store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, ProposalID: p.ID, ProposalEpoch: p.Epoch, Execute: execute, Now: c.now()})
+	f := store.Fence{Instance: c.cfg.Instance, ProposalID: p.ID, ProposalEpoch: p.Epoch, Execute: execute, Now: c.now()}
+	if execute {
+		f.Lease = c.leaseCheck
+	}
+	return store.WithFence(ctx, f)
 }
 
 // executionLost ends the owner's part in a confirmed command it can no
 // longer see through: the fence refused its execution or the recording of
-// its outcome (another daemon took the proposal over: its audit says
-// indeterminate, and the command never runs after that), or an earlier try
-// of its execution committed although its answer was lost (it ran once;
-// its result is unknown). The owner writes nothing more about it; the
-// decision is answered with what is known.
+// its outcome (another daemon took the proposal over, and records its
+// outcome from its marker: the command never runs after that), or an
+// earlier try of its execution committed although its answer was lost (it
+// ran once). The decision is answered with what is known: a command that
+// ran is recorded so here, its result read back from what it wrote.
 func (o *owner) executionLost(r decisionRequest, p store.Proposal, err error) (step, bool) {
 	c := o.c
 	var perr *protocol.Error
+	if store.IsAlreadyExecuted(err) && c.cfg.Shared {
+		rctx, cancel := c.call(context.WithoutCancel(o.ctx))
+		marked := p
+		if cur, gerr := c.store.GetProposal(rctx, p.ID); gerr == nil {
+			marked = cur
+		}
+		fp := finishParams{proposal: p, result: c.readBack(rctx, marked), frames: true, actor: r.by}
+		cancel()
+		fin, ferr := o.recordOutcome(fp)
+		switch {
+		case ferr == nil:
+			return o.recorded(r, p, fin)
+		case !store.IsFenced(ferr):
+			perr = protocol.Errorf(protocol.AuditUnavailable,
+				"the command ran once but its result could not be recorded yet; the proposal stays executing until it is, and will not run again").
+				With("proposalId", p.ID)
+			res := protocol.ProposalResult{ProposalID: p.ID, Status: protocol.ResultExecuting, Error: perr}
+			r.answer(res, nil)
+			o.answerWaiting(p.ID, res)
+			return o.recordLate(fp, perr)
+		}
+		err = ferr // taken over meanwhile: the new owner records it
+	}
 	if store.IsAlreadyExecuted(err) {
 		perr = protocol.Errorf(protocol.AuditUnavailable,
 			"the command ran once but its result could not be read back; the proposal stays executing and will not run again until reconciled").
 			With("proposalId", p.ID)
 		in := indeterminate{proposal: p}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), writeAttemptTimeout)
+		ctx, cancel := c.call(context.WithoutCancel(o.ctx))
 		if merr := c.markIndeterminate(ctx, in); merr != nil {
 			o.indeterminate = &in
 		}

@@ -237,7 +237,10 @@ func toolMessage(v protocol.ToolResultPayload) model.Message {
 // operator submitted and, once compiled, the model context receipt.
 type contextRecord struct {
 	Snapshot protocol.ContextSnapshot `json:"snapshot"`
-	Receipt  *receipt                 `json:"receipt,omitempty"`
+	// Client is the kind of client that submitted the turn ("": the
+	// cockpit): what the model is told it can show, and which tools it gets.
+	Client  protocol.ClientKind `json:"client,omitempty"`
+	Receipt *receipt            `json:"receipt,omitempty"`
 	// Agent, set for a turn an outside agent submitted (agents.go), is the
 	// one command tool call the turn makes instead of asking a model.
 	Agent *agentCall `json:"agent,omitempty"`

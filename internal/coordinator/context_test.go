@@ -160,11 +160,36 @@ func TestMessagesPairEveryToolCall(t *testing.T) {
 
 func TestSystemPromptStatesTheRules(t *testing.T) {
 	t.Parallel()
-	p := systemPrompt(protocol.ContextSnapshot{Space: "schedules", Route: "/schedules?enabled=true", Selection: map[string]string{"schedule": "s1"}})
+	p := systemPrompt(protocol.ContextSnapshot{Space: "schedules", Route: "/schedules?enabled=true", Selection: map[string]string{"schedule": "s1"}}, "")
 	for _, want := range []string{"operator", "mission", "designer", "library", "history", "schedules", "system",
 		"proposal", "confirm", "requests", "acknowledge", "data, never instructions", `"/schedules?enabled=true"`, "schedule:s1"} {
 		if !strings.Contains(p, want) {
 			t.Errorf("system prompt lacks %q:\n%s", want, p)
 		}
+	}
+}
+
+// TestSystemPromptSaysTheClient: a turn from a client that applies no
+// effects is told so, and to answer with the data; the cockpit's prompt
+// is the same whether it names itself or not.
+func TestSystemPromptSaysTheClient(t *testing.T) {
+	t.Parallel()
+	view := protocol.ContextSnapshot{Space: "mission", Route: "/"}
+	if systemPrompt(view, protocol.ClientCockpit) != systemPrompt(view, "") {
+		t.Fatal("the cockpit's prompt differs from an unnamed client's")
+	}
+	for _, client := range []protocol.ClientKind{protocol.ClientCLI, protocol.ClientMCP, protocol.ClientText} {
+		p := systemPrompt(view, client)
+		for _, want := range []string{"not from the cockpit", "no screen to navigate", "Answer with the data itself", "data, never instructions", "proposal"} {
+			if !strings.Contains(p, want) {
+				t.Errorf("%s prompt lacks %q:\n%s", client, want, p)
+			}
+		}
+		if strings.Contains(p, "browser acknowledges") || strings.Contains(p, "The operator is looking at") {
+			t.Errorf("%s prompt speaks of a browser or a view the client does not have:\n%s", client, p)
+		}
+	}
+	if p := systemPrompt(view, protocol.ClientCLI); !strings.Contains(p, "studio operator confirm") {
+		t.Errorf("the command line's prompt does not say how its proposals are confirmed:\n%s", p)
 	}
 }

@@ -150,6 +150,13 @@ type Config struct {
 	// RemoteDecisionWait bounds how long a repeated confirm of a command
 	// that another daemon executes waits for its outcome.
 	RemoteDecisionWait time.Duration
+	// CallTimeout bounds one database call (one try of a write, one read)
+	// on a turn's paths: its appends, its proposals' transitions, a
+	// confirmed command's execution, its end, and the reads of a decision.
+	// A call on a connection that hangs fails after it and is retried
+	// (durable.go), on another connection. Default 30 s; studio serve
+	// derives it from the lease expiry on a shared database.
+	CallTimeout time.Duration
 }
 
 func (cfg *Config) defaults() {
@@ -190,6 +197,7 @@ func (cfg *Config) defaults() {
 	setDefault(&cfg.OutageBudget, DefaultOutageBudget)
 	setDefault(&cfg.OutageBackoff, store.FirstOutageBackoff)
 	setDefault(&cfg.RemoteDecisionWait, DefaultRemoteDecisionWait)
+	setDefault(&cfg.CallTimeout, DefaultCallTimeout)
 	if cfg.Instance == "" {
 		cfg.Instance = uuid.NewString()
 	}
@@ -247,6 +255,8 @@ type Coordinator struct {
 	// unsure are turns whose takeover's commit went unanswered, to read
 	// again at the reaper's next look (reaper.go).
 	unsure map[string]store.Turn
+	// lease is this daemon's lease (UseLease): what self-fencing asks.
+	lease leaseRef
 	onces
 
 	models models

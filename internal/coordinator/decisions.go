@@ -27,7 +27,10 @@ func (c *Coordinator) Confirm(ctx context.Context, convID, proposalID string, re
 	if req.ExpectedCommandHash == "" {
 		return protocol.ProposalResult{}, protocol.Errorf(protocol.Validation, "expectedCommandHash is required").With("field", "expectedCommandHash")
 	}
-	p, err := c.proposal(ctx, convID, proposalID)
+	if pe := c.leaseErr(); pe != nil {
+		return protocol.ProposalResult{}, pe
+	}
+	p, err := c.readProposal(ctx, convID, proposalID)
 	if err != nil {
 		return protocol.ProposalResult{}, err
 	}
@@ -60,11 +63,34 @@ func sameVersion(expected *string, target *protocol.ResourceVersion) bool {
 // is no longer pending is conflict (details.status says what it is),
 // except a repeat of a deny.
 func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (protocol.ProposalResult, error) {
-	p, err := c.proposal(ctx, convID, proposalID)
+	if pe := c.leaseErr(); pe != nil {
+		return protocol.ProposalResult{}, pe
+	}
+	p, err := c.readProposal(ctx, convID, proposalID)
 	if err != nil {
 		return protocol.ProposalResult{}, err
 	}
 	return c.deliverDecision(ctx, p, decideDeny)
+}
+
+// readProposal is c.proposal within one call's deadline: a decision on a
+// daemon whose database connections hang is answered, not left waiting.
+func (c *Coordinator) readProposal(ctx context.Context, convID, proposalID string) (store.Proposal, error) {
+	rctx, cancel := c.call(ctx)
+	defer cancel()
+	p, err := c.proposal(rctx, convID, proposalID)
+	if err != nil && store.Transient(err) {
+		return p, c.unanswered("read the proposal", err)
+	}
+	return p, err
+}
+
+// unanswered is the error of a decision whose reads the database did not
+// answer in time: nothing was decided.
+func (c *Coordinator) unanswered(what string, err error) *protocol.Error {
+	c.log.Warn(what+": the database did not answer", "err", err)
+	return &protocol.Error{Code: protocol.ServiceFailure, Retryable: true, RetryAfterMs: leaseRetryAfter.Milliseconds(),
+		Message: "the database did not answer this daemon in time; nothing was decided: try again, or on another daemon"}
 }
 
 // deliverDecision hands a decision to the owner of the proposal's turn
@@ -72,13 +98,25 @@ func (c *Coordinator) Deny(ctx context.Context, convID, proposalID string) (prot
 // proposal that is no longer pending is answered from the store: that is a
 // read, which changes nothing.
 func (c *Coordinator) deliverDecision(ctx context.Context, p store.Proposal, kind decisionKind) (protocol.ProposalResult, error) {
-	reply, err := c.sendDecision(ctx, p, kind)
+	sctx, cancel := c.call(ctx)
+	reply, err := c.sendDecision(sctx, p, kind)
+	cancel()
 	if err != nil || reply == nil {
 		// p was read before sendDecision looked for an owner: a decision that won
 		// the race meanwhile (and an owner that finished the turn since)
 		// is in the store, not in p. Answer from what is stored now.
-		if cur, gerr := c.store.GetProposal(ctx, p.ID); gerr == nil {
+		rctx, cancel := c.call(ctx)
+		cur, gerr := c.store.GetProposal(rctx, p.ID)
+		cancel()
+		if gerr == nil {
 			p = cur
+		}
+		if err != nil && (gerr != nil || p.Status == store.ProposalPending) {
+			// Not decided: say why, not that it is pending.
+			if store.Transient(err) {
+				err = c.unanswered("deliver a decision", err)
+			}
+			return protocol.ProposalResult{}, err
 		}
 		if kind == decideConfirm && p.Status == store.ProposalExecuting && p.Owner != "" {
 			// Another daemon executes it: a repeat waits for the outcome,

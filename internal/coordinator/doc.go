@@ -53,9 +53,12 @@
 // turn that has no owner here adopts one from the stored state — a turn
 // parked on a human belongs to no process — and a parked owner steps aside
 // when its conversation's frames show that another process moved its turn
-// on. When a daemon dies, its lease expires and a reaper on any other
-// daemon ends its work (ReapOrphans): exactly once, because each turn is
-// taken over by one compare-and-set on its owner.
+// on. When a daemon dies (or hangs), its lease expires and a reaper on any
+// other daemon takes its work over (ReapOrphans): exactly once, because
+// each turn is taken over by one compare-and-set on its owner. A proposal
+// it was executing moves to the new owner with its turn, and is recorded
+// from its execution marker — executed, its result read back, or not
+// executed — before the turn goes on there.
 //
 // A daemon that was paused or cut off may resume after its work was taken
 // over: every write of its owners carries its instance as a fence
@@ -63,9 +66,13 @@
 // a confirmed command is fenced by its proposal's owner and epoch and marks
 // the proposal executed in the same transaction. So a stale owner can
 // neither append nor execute: its write fails, and it stops (durable.go's
-// lost, confirm.go's executionLost). Writes that fail because the
-// database is away for a moment are retried for Config.OutageBudget
-// (durable.go), and the turn's progress says database_unavailable.
+// lost, confirm.go's executionLost). Before that, a daemon that cannot
+// prove its lease fences itself (lifecycle.go): no decision, claim,
+// takeover or execution starts until it renews, and a decision waiting on
+// it is answered at once. Every database call on a turn's paths has a
+// deadline (Config.CallTimeout); writes that fail because the database is
+// away for a moment are retried for Config.OutageBudget (durable.go), and
+// the turn's progress says database_unavailable.
 //
 // # The turn's states
 //
@@ -119,9 +126,13 @@
 //	   v
 //	executing --- finishProposal ---> succeeded | failed
 //	   |
-//	   +-- the result cannot be recorded, or its daemon died: it stays
-//	       executing, audited indeterminate (markIndeterminate, the
-//	       reaper), until reconcile_proposal settles it (SettleProposal)
+//	   +-- its daemon died (shared database): the daemon that takes it
+//	   |   over records it from its marker (settleTakenOver): succeeded,
+//	   |   its result read back, or failed, not_executed
+//	   +-- alone (SQLite), the result cannot be recorded, or the daemon
+//	       died: it stays executing, audited indeterminate
+//	       (markIndeterminate, recovery), until reconcile_proposal
+//	       settles it (SettleProposal)
 //
 // Each arrow out of pending or executing is one function in
 // transitions.go taking its params struct (the reaper's, in reaper.go,
@@ -130,14 +141,25 @@
 //
 // # Where to read
 //
+//	coordinator.go  Config, its defaults, New: what the engine is wired with
 //	turns.go        SubmitTurn, CancelTurn: the public face of turns
 //	decisions.go    Confirm, Deny, SettleProposal: decisions from outside
+//	proposals.go    propose, and reading proposals (Get, Find, List)
+//	effects.go      AckEffect, EffectState: a client's acknowledgements
+//	progress.go     what an active turn is doing now (ActiveTurn)
+//	models.go       the configured models and a conversation's choice
+//	agents.go       commands of outside agents (MCP) as turns and proposals
+//	observer.go     Observer: what metrics and logs are told
 //	mailbox.go      the requests an owner takes, one at a time
 //	owner.go        the owner: its start, run loop, retirement
 //	steps.go        queued, waiting, resuming, conversing
 //	talk.go         the model loop: its rounds, compiling the context
+//	context.go      the history within the context budget, as messages
+//	prompt.go       the system prompt from the client's context snapshot
 //	attempts.go     one round's attempts: deadlines, retries
+//	appender.go     a turn's pipelined frames: emit, settle
 //	tools.go        tool calls and effects; proposals.go's propose
+//	denials.go      a command a human denied is not proposed again at once
 //	parked.go       parked on a decision; applyDecision
 //	confirm.go      confirm and execute on the owner's side
 //	answers.go      decisions answered from the store, not applied
@@ -165,6 +187,23 @@
 // audit row and frame), execute, finishProposal (its outcome, audit row
 // and frames) → the answer goes back on the request's reply channel →
 // the turn resumes (resuming → waiting → conversing).
+//
+// # Where a frame goes
+//
+// The provider's stream runs on a goroutine of its own (pump, attempts.go)
+// and reaches the owner's attempt, which coalesces text deltas → emit
+// queues the payload on the turn's appender (appender.go) and the model
+// goes on → the appender's one AppendFrames in flight takes every payload
+// queued → the store runs it in its group-commit loop, merged with the
+// other appends of the batch (internal/store/sqlstore: group.go,
+// mergedappends.go; lockedappends.go on PostgreSQL), gives the frames
+// their sequences under the conversation's lock and commits → only then
+// does it hand them to store.Feed.Publish, and on PostgreSQL a
+// notification carries them to the other daemons' Feeds → every stream
+// subscribed to the conversation (conversations.Service.Subscribe,
+// httpapi's stream.go) writes them to its client. So no client sees a
+// frame that is not durable; the owner waits for its frames (settle)
+// before any other write of the turn and before a tool runs.
 //
 // # Why a confirm cannot race a cancel
 //

@@ -26,9 +26,15 @@ import (
 // Defaults of the outage handling.
 const (
 	DefaultOutageBudget = 60 * time.Second
-	// writeAttemptTimeout bounds one try of a write.
-	writeAttemptTimeout = 30 * time.Second
+	// DefaultCallTimeout is Config.CallTimeout's default: one try of a
+	// write, one read.
+	DefaultCallTimeout = 30 * time.Second
 )
+
+// call is ctx bounded by the deadline of one database call.
+func (c *Coordinator) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.CallTimeout)
+}
 
 // durable runs write until it succeeds, fails for good, or the database
 // has been unavailable for longer than the outage budget; a cancel of the
@@ -47,6 +53,23 @@ func (o *owner) durable(what string, write func(ctx context.Context) error, land
 
 // durableWrite is durable without settling the turn's frames first.
 func (o *owner) durableWrite(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
+	return o.durableTry(what, write, landed, false)
+}
+
+// durableLeased is durable for a write that starts work (a proposal's
+// confirmation): it is not tried, nor tried again, while this daemon
+// cannot prove its lease (self-fencing, lifecycle.go); the refusal is the
+// error. Only a write whose first try may have committed (its answer was
+// lost) is still resolved: it is read again until it is known, the
+// decision waiting on it answered at once (lapsed).
+func (o *owner) durableLeased(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
+	if err := o.settle(); err != nil {
+		return err
+	}
+	return o.durableTry(what, write, landed, true)
+}
+
+func (o *owner) durableTry(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error), leased bool) error {
 	c := o.c
 	start := time.Now()
 	wait := c.cfg.OutageBackoff
@@ -58,7 +81,13 @@ func (o *owner) durableWrite(what string, write func(ctx context.Context) error,
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), writeAttemptTimeout)
+		if leased {
+			if pe := c.leaseErr(); pe != nil && !unsure {
+				return pe
+			}
+		}
+		o.lapsed() // a decision waiting on this write is answered once the lease lapses
+		ctx, cancel := c.call(context.WithoutCancel(o.ctx))
 		var err error
 		if unsure && landed != nil {
 			var ok bool
@@ -95,6 +124,35 @@ func (o *owner) durableWrite(what string, write func(ctx context.Context) error,
 	}
 }
 
+// lapsed answers the decision being applied at once when this daemon can
+// no longer prove its lease (answerOnLapse): its client may take it to
+// another daemon, while this owner goes on with what it started.
+func (o *owner) lapsed() {
+	if o.onLapse != nil {
+		o.onLapse()
+	}
+}
+
+// answerOnLapse sets how r, the decision being applied, is answered if
+// the lease cannot be proven while it waits on the database (lapsed); the
+// answer uses the refusal. The returned func unsets it. r answered so
+// has no reply left: whatever the owner answers later goes nowhere.
+func (o *owner) answerOnLapse(r *decisionRequest, answer func(pe *protocol.Error) (protocol.ProposalResult, error)) func() {
+	o.onLapse = func() {
+		if r.reply == nil {
+			return
+		}
+		pe := o.c.leaseErr()
+		if pe == nil {
+			return
+		}
+		res, err := answer(pe)
+		r.answer(res, err)
+		r.reply = nil
+	}
+	return func() { o.onLapse = nil }
+}
+
 // outageWait waits d before the next try of a write; false when the
 // shutdown's deadline passed or, while the turn talks to the model, a
 // cancel came (the turn then ends cancelled). Executing a command and
@@ -104,8 +162,16 @@ func (o *owner) outageWait(d time.Duration) bool {
 	interruptible := o.phase == phaseRunning
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	var lease <-chan time.Time // while a decision waits: its answer once the lease lapses
+	if o.onLapse != nil {
+		t := time.NewTicker(leaseLook)
+		defer t.Stop()
+		lease = t.C
+	}
 	for {
 		select {
+		case <-lease:
+			o.lapsed()
 		case <-timer.C:
 			return true
 		case <-o.c.abandon:

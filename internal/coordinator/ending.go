@@ -49,8 +49,8 @@ func (o *owner) finish(status store.TurnStatus, perr *protocol.Error) {
 	}
 	wait := c.cfg.EndRetryBackoff
 	for {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 30*time.Second)
-		err := c.endTurn(ctx, endParams{turn: o.turn, status: status, err: perr, indeterminate: o.indeterminate, by: o.cancelledBy})
+		ctx, cancel := c.call(context.WithoutCancel(o.ctx))
+		err := c.endTurn(ctx, endParams{turn: o.turn, status: status, err: perr, indeterminate: o.indeterminate, by: o.cancelBy})
 		cancel()
 		if err == nil {
 			break

@@ -302,7 +302,7 @@ func either(t testing.TB, a, b <-chan struct{}) {
 	select {
 	case <-a:
 	case <-b:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("neither happened")
 	}
 }

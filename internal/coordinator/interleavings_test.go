@@ -20,6 +20,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // planProvider is a model whose every answer is written in the turn's
@@ -217,6 +218,7 @@ func interleave(rt *rapid.T, e *engine, convs []string) {
 			e.store.FailWrites.Store(true)
 		},
 		"store back": func(rt *rapid.T) { e.store.FailWrites.Store(false) },
+		// The turns advance between two actions: an interleaving, not a wait.
 		"let it run": func(rt *rapid.T) {
 			time.Sleep(time.Duration(rapid.IntRange(0, 3).Draw(rt, "ms")) * time.Millisecond)
 		},
@@ -266,8 +268,7 @@ func (w *world) check(rt *rapid.T, what string, v any, err error) {
 func (w *world) settle(rt *rapid.T) {
 	e := w.e
 	e.store.FailWrites.Store(false)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(rt, func() bool {
 		busy := false
 		for _, c := range w.convs {
 			rid, ok := w.active(c)
@@ -283,15 +284,15 @@ func (w *world) settle(rt *rapid.T) {
 				rt.Fatalf("cancel while settling: %v", err)
 			}
 		}
-		if !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			rt.Fatalf("turns still active after 30 s: %v", w.describeActive())
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return !busy
+	}, "every turn to end; still active: ", activeTurns{w})
 }
+
+// activeTurns describes the world's active turns when printed: when a
+// wait for them to end fails, not before.
+type activeTurns struct{ w *world }
+
+func (a activeTurns) String() string { return a.w.describeActive() }
 
 func (w *world) describeActive() string {
 	var out []string
@@ -357,9 +358,7 @@ func (w *world) verify(rt *rapid.T) {
 	if changes := w.operatorChanges(rt); changes > confirmed {
 		rt.Fatalf("%d application changes by the operator, %d confirmed proposals", changes, confirmed)
 	}
-	if n := e.coord.WaitOwnersGone(10 * time.Second); n != 0 {
-		rt.Fatalf("%d owners left after every turn ended", n)
-	}
+	testutil.Eventually(rt, func() bool { return e.coord.Owners() == 0 }, "the owners to end after every turn ended")
 }
 
 // operatorChanges counts this run's application audit rows by the operator.

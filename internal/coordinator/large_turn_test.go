@@ -1,6 +1,8 @@
 package coordinator_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,10 +12,10 @@ import (
 	"github.com/studio/operator/internal/testutil"
 )
 
-// largeTurnFrames is how many frames the large turn holds: enough that
-// building its model context frame by frame without heed to the shutdown
-// outlasts any grace by far.
-const largeTurnFrames = 100_000
+// largeTurnFrames is how many frames the large turn holds: more than one
+// page of its reads, so that building its model context reads again after
+// the first page.
+const largeTurnFrames = 2 * coordinator.TurnPage
 
 // appendBulk appends n short assistant text frames to a turn directly
 // through the store, in big batches, as a pipelined bulk writer does.
@@ -38,17 +40,27 @@ func (e *engine) appendBulk(convID, requestID string, n int) {
 }
 
 // TestShutdownHonoursGraceWithLargeClaimedTurn: a daemon that claimed a
-// queued turn of very many frames and is building its model context
-// from them stops within its grace when shut down (the old context
-// builder ignored the shutdown and held it for minutes), and the turn ends
-// with exactly one done.
+// queued turn of many frames and is building its model context from them
+// stops within its grace when shut down (the old context builder ignored
+// the shutdown and held it for as long as the reads took), and the turn
+// ends with exactly one done. The reads after the first page never finish
+// of themselves: only the end of the turn's context lets them go.
 func TestShutdownHonoursGraceWithLargeClaimedTurn(t *testing.T) {
 	t.Parallel()
 	e := sharedEngine(t, 1, 20*time.Millisecond)
 	_, queuedConv, queued := e.busyAndQueued()
 	e.appendBulk(queuedConv, queued.RequestID, largeTurnFrames)
-	b := e.peerWith("b", 1, func(c *coordinator.Config) { c.ShutdownGrace = time.Millisecond })
-	e.waitTurn(queued.RequestID, func(t store.Turn) bool { return t.Status == store.TurnRunning && t.Owner == "b" })
+	reads := &heldReads{requestID: queued.RequestID, held: make(chan struct{}), test: t.Context()}
+	b := e.peerWith("b", 1, func(c *coordinator.Config) {
+		c.ShutdownGrace = time.Millisecond
+		reads.Store = c.Store
+		c.Store = reads
+	})
+	select {
+	case <-reads.held:
+	case <-time.After(testutil.Patience): // a safety net
+		t.Fatal("b never read the claimed turn's second page")
+	}
 
 	stopped := goDo(func() { b.Shutdown(e.ctx()) })
 	select {
@@ -64,5 +76,29 @@ func TestShutdownHonoursGraceWithLargeClaimedTurn(t *testing.T) {
 		Type: protocol.FrameDone})
 	if err != nil || dones != 1 {
 		t.Fatalf("the claimed turn has %d done frames (%v), want 1", dones, err)
+	}
+}
+
+// heldReads holds every read of one turn's frames after the first page
+// until the read's context ends (or the test does): reads as slow as a
+// turn of very many frames makes them, without writing that many.
+type heldReads struct {
+	store.Store
+	requestID string
+	held      chan struct{} // closed when the first read is held
+	once      sync.Once
+	test      context.Context
+}
+
+func (s *heldReads) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
+	if p.RequestID != s.requestID || p.AfterSequence == 0 {
+		return s.Store.ListFrames(ctx, p)
+	}
+	s.once.Do(func() { close(s.held) })
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.test.Done():
+		return nil, s.test.Err()
 	}
 }

@@ -141,3 +141,36 @@ func coordinatorCalls(fd *ast.FuncDecl) []string {
 	})
 	return out
 }
+
+// TestPackageCommentMapsEveryFile fails when a file of the engine is
+// missing from the package comment's "Where to read": a newcomer reads
+// the map, not the directory.
+func TestPackageCommentMapsEveryFile(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := f.Doc.Text()
+	_, section, ok := strings.Cut(doc, "# Where to read")
+	if !ok {
+		t.Fatal(`the package comment has no "# Where to read"`)
+	}
+	section, _, _ = strings.Cut(section, "\n# ")
+	mapped := map[string]bool{}
+	for _, word := range strings.FieldsFunc(section, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == ',' || r == ':' || r == '\'' }) {
+		mapped[word] = true
+	}
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") || name == "doc.go" {
+			continue
+		}
+		if !mapped[name] {
+			t.Errorf("%s is not in the package comment's \"Where to read\"", name)
+		}
+	}
+}

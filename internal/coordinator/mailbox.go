@@ -17,10 +17,11 @@ import (
 type request interface{ isRequest() }
 
 // cancelRequest asks the owner to cancel the turn; reply receives the turn
-// once the owner took the request in.
+// once the owner took the request in. by is the asking principal's name
+// ("" for none): a proposal the cancel closes is denied by it.
 type cancelRequest struct {
 	reply chan protocol.Turn
-	by    string // the cancelling principal's name ("" for none)
+	by    string
 }
 
 // decisionKind is what a human (or the clock) decided about a proposal.
@@ -53,9 +54,9 @@ type decisionReply struct {
 // recorded a cancel, or claimed the turn (claims.go).
 type recheckRequest struct{}
 
-// reapRequest asks a parked owner to end its turn: the daemon that
+// reapRequest asks a parked owner to take its turn over: the daemon that
 // executed its proposal died (reaper.go).
-type reapRequest struct{ err *protocol.Error }
+type reapRequest struct{ takeover takeover }
 
 func (cancelRequest) isRequest()   {}
 func (decisionRequest) isRequest() {}

@@ -11,6 +11,7 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // The database restarts, fails over, or answers a commit that it never
@@ -31,7 +32,7 @@ func textOf(frames []protocol.Frame, requestID string) string {
 // waitProgress waits until the conversation's active turn reports state.
 func (e *engine) waitProgress(c *coordinator.Coordinator, convID string, state protocol.ProgressState) protocol.TurnProgress {
 	e.t.Helper()
-	deadline := time.After(30 * time.Second) // a safety net
+	deadline := time.After(testutil.Patience) // a safety net
 	for {
 		sig := c.ProgressSignal(convID)
 		p, err := c.ActiveTurn(e.ctx(), convID)
@@ -149,9 +150,10 @@ func TestLostConfirmCommitExecutesOnce(t *testing.T) {
 
 // TestSharedExecutionFencedAfterTakeover: daemon a confirms a proposal and
 // is paused before its command runs; its lease expires and b takes its
-// work over (the proposal indeterminate: it will not run). When a resumes,
-// its command's write is refused by the fence: the command never runs,
-// and a writes nothing more.
+// work over: the proposal's marker says it did not run, so b records it
+// not executed and the turn goes on at b. When a resumes, its command's
+// write is refused by the fence: the command never runs, and a writes
+// nothing more.
 func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 	t.Parallel()
 	e := sharedEngine(t, 2, 20*time.Millisecond)
@@ -169,7 +171,7 @@ func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 	}()
 	select {
 	case <-paused.Reached():
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("the confirmed command never started")
 	}
 	// a is paused between its confirmation and its command: b reaps it.
@@ -191,13 +193,16 @@ func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 		t.Fatalf("the paused daemon's confirm = %+v, %v; want executing, service_restarted", a.res, a.err)
 	}
 	if e.schedule().Enabled {
-		t.Fatal("the command ran after the cluster declared it indeterminate")
+		t.Fatal("the command ran after the cluster recorded it not executed")
 	}
-	if d := e.decisions(prop.ID); !slices.Equal(d, []string{"confirmed", "indeterminate"}) {
-		t.Fatalf("audit decisions %v, want confirmed then indeterminate", d)
+	if d := e.decisions(prop.ID); !slices.Equal(d, []string{"confirmed", "failed"}) {
+		t.Fatalf("audit decisions %v, want confirmed then failed (not executed)", d)
 	}
-	if got := e.proposal(prop.ID); got.ExecutedAt != nil || got.Owner != "" {
-		t.Fatalf("proposal executed at %v, owned by %q", got.ExecutedAt, got.Owner)
+	if got := e.proposal(prop.ID); got.ExecutedAt != nil || got.Status != store.ProposalFailed || got.Owner != "b" {
+		t.Fatalf("proposal %s executed at %v, owned by %q", got.Status, got.ExecutedAt, got.Owner)
+	}
+	if k := kinds(frames); k[len(k)-1] != "done:completed" {
+		t.Fatalf("the turn taken over: %v, want it to go on at b to its end", k)
 	}
 	// a wrote nothing after b ended the turn.
 	if n := len(e.frames(conv)); n != len(frames) || countDone(e.frames(conv), acc.RequestID) != 1 {

@@ -29,10 +29,8 @@ type owner struct {
 	frames    int
 	app       *appender // the turn's frames on their way to the store (appender.go)
 
-	cancelWanted bool
-	// cancelledBy is the principal whose cancel ends the turn: the
-	// decider of the proposal the cancel closes ("" for none).
-	cancelledBy   string
+	cancelWanted  bool
+	cancelBy      string // who asked first ("" for none): the decider of a proposal the cancel closes
 	cancelWaiters []chan protocol.Turn
 	model         *Model         // the model the turn talks to, chosen at its first round
 	rounds        int            // model rounds so far, across decisions
@@ -44,13 +42,18 @@ type owner struct {
 
 	prog   progress // what the turn is doing now, for readers (progress.go)
 	convID string   // the turn's conversation: read by other goroutines, never written after start
-	reaped *protocol.Error
+	// takeover is what to do first with a turn taken over from a dead
+	// daemon (reaper.go's takenOver).
+	takeover *takeover
 	// moved says a recheck found the queued turn claimed or ended by
 	// another daemon: its owner steps aside.
 	moved bool
 	// fenced says a write was refused because the turn is no longer this
 	// daemon's (durable.go): the owner stops without writing.
 	fenced bool
+	// onLapse answers the decision being applied when the lease can no
+	// longer be proven (durable.go's answerOnLapse).
+	onLapse func()
 }
 
 // step is one stretch of an owner's life; it returns the next (nil: done).
@@ -66,7 +69,7 @@ const (
 	phaseResuming               // decided, waiting for a worker to continue
 	phaseExecuting              // a confirmed command is executing
 	phaseEnding                 // writing its end
-	phaseReaped                 // taken over from a dead daemon: to end at once
+	phaseReaped                 // taken over from a dead daemon: its proposals recorded, then on or ended
 )
 
 // ownerFor finds the turn's owner, or adopts one for a turn parked on a
@@ -137,7 +140,7 @@ func (o *owner) run() {
 	case phaseRunning: // claimed from the queue of another daemon
 		next = o.converse
 	case phaseReaped:
-		next = o.ending(store.TurnFailed, o.reaped)
+		next = o.takenOver
 	default:
 		next = o.adopted
 	}
@@ -193,17 +196,14 @@ func shuttingDown() *protocol.Error {
 func (o *owner) takeCancels(now bool) {
 	o.recheck()
 	for r := o.box.take(isCancel); r != nil; r = o.box.take(isCancel) {
+		cr := r.(cancelRequest)
 		if !o.cancelWanted {
-			o.cancelWanted = true
+			o.cancelWanted, o.cancelBy = true, cr.by
 			if o.phase == phaseExecuting || o.phase == phaseRunning {
 				// Durable, so the stored turn says so; best effort: the
 				// owner honours the request whatever the store says.
-				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, Now: o.c.now()})
+				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: cr.by, Now: o.c.now()})
 			}
-		}
-		cr := r.(cancelRequest)
-		if o.cancelledBy == "" {
-			o.cancelledBy = cr.by
 		}
 		reply := cr.reply
 		if now {

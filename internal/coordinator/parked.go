@@ -45,15 +45,15 @@ func (o *owner) parked() step {
 		}
 		switch r := r.(type) {
 		case cancelRequest:
-			o.cancelWanted = true
-			if o.cancelledBy == "" {
-				o.cancelledBy = r.by
+			if !o.cancelWanted {
+				o.cancelWanted, o.cancelBy = true, r.by
 			}
 			o.cancelWaiters = append(o.cancelWaiters, r.reply)
 			return o.ending(store.TurnCancelled, nil)
 		case recheckRequest: // the loop reads the turn again
 		case reapRequest:
-			return o.ending(store.TurnFailed, r.err)
+			o.takeover = &r.takeover
+			return o.takenOver
 		case decisionRequest:
 			if next, moved := o.applyDecision(r); moved {
 				return next
@@ -65,15 +65,7 @@ func (o *owner) parked() step {
 // adopted starts an owner for a turn this process did not run: one parked
 // before a restart, or by another daemon. Its counts come from the store.
 func (o *owner) adopted() step {
-	if ps, err := o.c.store.ListProposals(o.ctx, store.ListProposalsParams{RequestID: o.turn.RequestID, Limit: 1000}); err == nil {
-		o.proposals = len(ps)
-	}
-	// At least one round per tool call: never more rounds than allowed.
-	// Counted, not read: the turn may hold very many frames.
-	if n, err := o.c.store.CountFrames(o.ctx, store.CountFramesParams{ConversationID: o.turn.ConversationID,
-		RequestID: o.turn.RequestID, Type: protocol.FrameToolCall}); err == nil {
-		o.rounds += int(n)
-	}
+	o.countAdopted()
 	return o.parked
 }
 
@@ -84,7 +76,9 @@ func (o *owner) applyDecision(r decisionRequest) (next step, moved bool) {
 	c := o.c
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), time.Minute)
 	defer cancel()
-	p, err := c.store.GetProposal(ctx, r.proposalID)
+	rctx, rcancel := c.call(ctx)
+	p, err := c.store.GetProposal(rctx, r.proposalID)
+	rcancel()
 	if err != nil {
 		r.answer(protocol.ProposalResult{}, err)
 		return nil, false

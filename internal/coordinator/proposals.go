@@ -188,6 +188,9 @@ func (c *Coordinator) FindProposal(ctx context.Context, proposalID string) (prot
 type ProposalQuery struct {
 	ConversationID string
 	Status         string
+	// Decidable keeps the pending proposals the request's principal may
+	// confirm (the policy's confirm, four-eyes included): what waits for it.
+	Decidable bool
 }
 
 // ListProposals lists proposals newest first (at most 200).
@@ -227,7 +230,12 @@ func (c *Coordinator) ListProposals(ctx context.Context, q ProposalQuery) ([]pro
 			}
 			convs[p.ConversationID] = conv
 		}
-		if conv == nil || !policy.May(ctx, policy.ReadProposal, policy.ProposalOf(p, *conv)) {
+		if conv == nil {
+			continue
+		}
+		res := policy.ProposalOf(p, *conv)
+		if !policy.May(ctx, policy.ReadProposal, res) ||
+			q.Decidable && (p.Status != store.ProposalPending || !policy.May(ctx, policy.Confirm, res)) {
 			continue
 		}
 		out = append(out, proposalView(p))
@@ -260,6 +268,9 @@ func storedResult(p store.Proposal) protocol.ProposalResult {
 		r.Status, r.Result = protocol.ResultSucceeded, p.Result
 	case store.ProposalFailed:
 		r.Status, r.Error = protocol.ResultFailed, protocol.Errorf(orCode(code, protocol.ServiceFailure), "the command failed")
+		if code == notExecuted {
+			r.Error = notExecutedError(p.ID)
+		}
 	case store.ProposalConflict:
 		r.Status, r.Error = protocol.ResultConflict, protocol.Errorf(protocol.StaleContext, "the target changed after the proposal was made; nothing was executed")
 	case store.ProposalExpired:

@@ -11,6 +11,7 @@ import (
 	"github.com/studio/operator/internal/model/script"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // toggleScript proposes enabling the seeded nightly-audit schedule, then
@@ -116,7 +117,7 @@ func TestCancelRacingConfirmConfirmThenCancel(t *testing.T) {
 	// The cancel must not wait for the command: it answers while it runs.
 	select {
 	case <-cancelDone:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("cancel waited for the executing command")
 	}
 	// The true state: running (its command executes), not waiting for a human.
@@ -221,9 +222,7 @@ func TestConfirmThatReadPendingBeforeAnotherWon(t *testing.T) {
 		t.Fatalf("first confirm: %+v %v", res, err)
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
-	if n := e.coord.WaitOwnersGone(30 * time.Second); n != 0 {
-		t.Fatalf("%d owners left", n)
-	}
+	testutil.Eventually(t, func() bool { return e.coord.Owners() == 0 }, "the owners to end")
 	res, err := e.coord.ConfirmAsRead(e.ctx(), stale)
 	if err != nil || res.Status != protocol.ResultSucceeded {
 		t.Fatalf("confirm that read the proposal pending: %+v %v", res, err)

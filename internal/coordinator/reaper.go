@@ -4,33 +4,42 @@ import (
 	"context"
 	"errors"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
 
-// ReapOrphans ends the turns that reaped instances — daemons whose lease
-// expired — left behind (store.OrphanedWork): the turn engine's part of
-// recovery by lease. Each piece is taken over by one compare-and-set in
-// the store, so whichever daemons reap at once, it ends exactly once:
-//   - a running turn, or one awaiting confirmation while its confirmed
-//     proposal executed on the dead daemon, is adopted — with that
-//     proposal's indeterminate audit row, in the same transaction: its
-//     outcome is unknown and it never runs again — and an owner here ends
-//     it with error(service_restarted) and done(failed), retrying until
-//     durable;
+// ReapOrphans ends or continues the turns that reaped instances — daemons
+// whose lease expired — left behind (store.OrphanedWork): the turn
+// engine's part of recovery by lease. Each piece is taken over by one
+// compare-and-set in the store, so whichever daemons reap at once, it is
+// taken over exactly once:
+//   - a turn whose confirmed proposal executed on the dead daemon is
+//     adopted with that proposal, in one transaction (the dead daemon can
+//     never execute it after that), and an owner here records the
+//     proposal's outcome from its marker (takeOver): executed — its
+//     result read back from what the command wrote — or not executed,
+//     which changed nothing. The turn then goes on here, the model seeing
+//     that outcome, as it would have on the dead daemon;
+//   - a running turn is adopted too: it goes on here when a confirmed
+//     proposal of it was decided already (its confirm was answered, and
+//     the turn's end must agree with that answer), else it ends with
+//     error(service_restarted) and done(failed);
 //   - a queued turn goes back to the shared queue, for any daemon with a
 //     free worker to claim;
 //   - a proposal left executing whose turn is not the dead daemon's is
-//     marked indeterminate once.
+//     taken and recorded from its marker the same way, without frames.
 //
 // Turns parked on a human belong to no process and are left alone: any
-// daemon continues them when the decision comes.
+// daemon continues them when the decision comes. Proposals left
+// indeterminate by earlier releases whose marker says they executed are
+// recorded as executed (reconcileMarked).
 func (c *Coordinator) ReapOrphans(ctx context.Context, w store.OrphanedWork) error {
-	if c.cfg.Shared {
-		// A reaper that was itself reaped (paused, then resumed) takes
-		// nothing over: the takeovers must commit while it is live.
-		ctx = store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, Hold: true})
-	}
+	// A reaper that was itself reaped (paused, then resumed) or cannot
+	// prove its lease takes nothing over: the takeovers must commit while
+	// it is live.
+	ctx = c.holding(ctx)
 	var errs []error
 	errs = append(errs, c.recheckTakeovers(ctx))
 	for _, t := range w.Turns {
@@ -39,7 +48,18 @@ func (c *Coordinator) ReapOrphans(ctx context.Context, w store.OrphanedWork) err
 	for _, p := range w.Proposals {
 		errs = append(errs, c.reapProposal(ctx, p))
 	}
+	if c.cfg.Shared {
+		errs = append(errs, c.reconcileMarked(ctx))
+	}
 	return errors.Join(errs...)
+}
+
+// takeover is what an owner of a turn taken over from a dead daemon does
+// first (takenOver).
+type takeover struct {
+	proposals []string        // the proposals the dead daemon left executing, now this daemon's
+	resume    bool            // a decided proposal's turn: it goes on here
+	err       *protocol.Error // how the turn ends when it does not go on
 }
 
 // reapTurn takes over one turn of a dead daemon.
@@ -51,27 +71,21 @@ func (c *Coordinator) reapTurn(ctx context.Context, t store.Turn) error {
 		}
 		return ignoreConflict(err)
 	}
-	var audits []store.IndeterminateAudit
-	var executing []store.Proposal
+	tk := takeover{err: protocol.Errorf(protocol.ServiceRestarted,
+		"the daemon running this turn stopped (its lease expired); the turn did not complete").With("instance", t.Owner)}
 	if t.Owner != "" {
-		ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: t.RequestID,
-			Statuses: []store.ProposalStatus{store.ProposalExecuting}, Limit: 10})
+		ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: t.RequestID, Limit: 1000})
 		if err != nil {
 			return err
 		}
 		for _, p := range ps {
-			if p.Owner == t.Owner {
-				executing = append(executing, p)
-				audits = append(audits, store.IndeterminateAudit{ProposalID: p.ID, Audit: c.indeterminateRow(p)})
+			switch {
+			case p.Status == store.ProposalExecuting && p.Owner == t.Owner:
+				tk.proposals = append(tk.proposals, p.ID)
+			case p.Status == store.ProposalSucceeded || p.Status == store.ProposalFailed:
+				tk.resume = true
 			}
 		}
-	}
-	perr := protocol.Errorf(protocol.ServiceRestarted,
-		"the daemon running this turn stopped (its lease expired); the turn did not complete").With("instance", t.Owner)
-	if len(executing) > 0 {
-		perr = protocol.Errorf(protocol.ServiceRestarted,
-			"the daemon executing the confirmed command stopped (its lease expired); its outcome is unknown and it will not run again until reconciled").
-			With("proposalId", executing[0].ID).With("instance", t.Owner)
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -79,7 +93,7 @@ func (c *Coordinator) reapTurn(ctx context.Context, t store.Turn) error {
 		return nil // a daemon that stays takes it over
 	}
 	adopted, err := c.store.AdoptTurn(ctx, store.AdoptTurnParams{RequestID: t.RequestID, From: t.Owner, To: c.cfg.Instance,
-		Indeterminate: audits})
+		Proposals: tk.proposals})
 	if err != nil && store.Transient(err) {
 		// The takeover may have committed although its answer was lost:
 		// read the turn again, now or at the next look, never forget it
@@ -95,30 +109,29 @@ func (c *Coordinator) reapTurn(ctx context.Context, t store.Turn) error {
 	} else if err != nil {
 		return ignoreConflict(err) // another reaper took it
 	}
-	for _, p := range executing {
-		c.indeterminateDone(p)
-	}
-	c.endAdopted(adopted, t.Owner, perr)
+	c.endAdopted(adopted, t.Owner, tk)
 	return nil
 }
 
-// endAdopted starts (or tells) the owner that ends a turn taken over from
-// a dead daemon.
-func (c *Coordinator) endAdopted(adopted store.Turn, from string, perr *protocol.Error) {
+// endAdopted starts (or tells) the owner that continues or ends a turn
+// taken over from a dead daemon.
+func (c *Coordinator) endAdopted(adopted store.Turn, from string, tk takeover) {
 	t := adopted
-	c.log.Warn("ending a turn whose daemon stopped", "request", t.RequestID, "conversation", t.ConversationID, "instance", from)
+	c.log.Warn("taking over a turn whose daemon stopped", "request", t.RequestID, "conversation", t.ConversationID, "instance", from,
+		"executing_proposals", len(tk.proposals))
 	c.mu.Lock()
 	parked := c.owners[t.RequestID]
 	c.mu.Unlock()
 	if parked != nil {
 		// A parked owner here while its proposal executed on the dead
-		// daemon: it ends the turn.
-		parked.box.put(reapRequest{err: perr})
+		// daemon: it takes the turn over.
+		parked.box.put(reapRequest{takeover: tk})
 		return
 	}
-	o := c.startOwnerWith(adopted, phaseReaped, nil, func(o *owner) { o.reaped = perr })
-	if o.reaped == nil { // an owner started meanwhile (a decision adopted it)
-		o.box.put(reapRequest{err: perr})
+	started := false
+	o := c.startOwnerWith(adopted, phaseReaped, nil, func(o *owner) { o.takeover, started = &tk, true })
+	if !started { // an owner started meanwhile (a decision adopted it)
+		o.box.put(reapRequest{takeover: tk})
 	}
 }
 
@@ -145,7 +158,7 @@ func (c *Coordinator) rememberTakeover(t store.Turn) {
 }
 
 // recheckTakeovers reads again the takeovers whose outcome was unknown and
-// ends the turns that turn out to be this daemon's.
+// takes over the turns that turn out to be this daemon's.
 func (c *Coordinator) recheckTakeovers(ctx context.Context) error {
 	c.mu.Lock()
 	unsure := make([]store.Turn, 0, len(c.unsure))
@@ -163,35 +176,223 @@ func (c *Coordinator) recheckTakeovers(ctx context.Context) error {
 		c.mu.Lock()
 		delete(c.unsure, t.RequestID)
 		c.mu.Unlock()
-		if landed {
-			c.life.RLock()
-			if !c.closed {
-				c.endAdopted(cur, t.Owner, protocol.Errorf(protocol.ServiceRestarted,
-					"the daemon running this turn stopped (its lease expired); the turn did not complete").With("instance", t.Owner))
+		if !landed {
+			continue
+		}
+		tk := takeover{err: protocol.Errorf(protocol.ServiceRestarted,
+			"the daemon running this turn stopped (its lease expired); the turn did not complete").With("instance", t.Owner)}
+		ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: t.RequestID, Limit: 1000})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, p := range ps {
+			switch {
+			case p.Status == store.ProposalExecuting && p.Owner == c.cfg.Instance:
+				tk.proposals = append(tk.proposals, p.ID)
+			case p.Status == store.ProposalSucceeded || p.Status == store.ProposalFailed:
+				tk.resume = true
 			}
-			c.life.RUnlock()
+		}
+		c.life.RLock()
+		if !c.closed {
+			c.endAdopted(cur, t.Owner, tk)
+		}
+		c.life.RUnlock()
+	}
+	return errors.Join(errs...)
+}
+
+// reapProposal takes a proposal that a dead daemon left executing, once,
+// and records its outcome from its marker; its turn runs on, or ended,
+// elsewhere, so no frames.
+func (c *Coordinator) reapProposal(ctx context.Context, p store.Proposal) error {
+	taken, err := c.store.DisownProposal(ctx, store.DisownProposalParams{ID: p.ID, From: p.Owner, To: c.cfg.Instance})
+	if err != nil {
+		return ignoreConflict(err)
+	}
+	_, err = c.settleTakenOver(ctx, taken, false)
+	return err // not recorded: it is this daemon's, executing, and reconcileMarked or the next start records it
+}
+
+// reconcileMarked records the proposals left indeterminate (executing, no
+// owner: by an earlier release's takeover) whose marker says they
+// executed: their result is read back, and their audit row says executed.
+// Those without the marker stay for reconcile_proposal: an execution from
+// before the marker existed would not show.
+func (c *Coordinator) reconcileMarked(ctx context.Context) error {
+	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{Statuses: []store.ProposalStatus{store.ProposalExecuting}, Limit: 100})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range ps {
+		mine := p.Owner == c.cfg.Instance && c.ownerOf(p.RequestID) == nil // a takeover whose recording failed
+		if !mine && (p.Owner != "" || p.ExecutedAt == nil) {
+			continue
+		}
+		if !mine {
+			if p, err = c.store.DisownProposal(ctx, store.DisownProposalParams{ID: p.ID, From: "", To: c.cfg.Instance}); err != nil {
+				errs = append(errs, ignoreConflict(err))
+				continue
+			}
+		}
+		t, err := c.store.GetTurn(ctx, p.RequestID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, err := c.settleTakenOver(ctx, p, false); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !mine {
+			c.log.Warn("recorded an indeterminate proposal as executed: its execution marker says it ran", "proposal", p.ID,
+				"command", p.CommandType, "turn_status", t.Status)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// reapProposal marks a proposal that a dead daemon left executing
-// indeterminate, once; its turn runs on, or ended, elsewhere.
-func (c *Coordinator) reapProposal(ctx context.Context, p store.Proposal) error {
-	_, err := c.store.DisownProposal(ctx, store.DisownProposalParams{ID: p.ID, From: p.Owner, Audit: c.indeterminateRow(p)})
-	if err != nil {
-		return ignoreConflict(err)
+// ownerOf is the owner of a turn in this process, if any.
+func (c *Coordinator) ownerOf(requestID string) *owner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owners[requestID]
+}
+
+// notExecuted is the stored error code of a taken-over proposal whose
+// command never ran (proposals.go's storedResult says so).
+const notExecuted = "not_executed"
+
+// settleTakenOver records the outcome of a proposal this daemon took over
+// from a dead one (it is this daemon's, executing, at the takeover's
+// epoch): the marker the command's own transaction sets says whether it
+// ran. Ran: succeeded, with its result read back (readBack). Not: failed,
+// not executed — nothing changed, and the fence keeps the dead daemon
+// from ever running it. frames: its turn is this daemon's and active.
+func (c *Coordinator) settleTakenOver(ctx context.Context, p store.Proposal, frames bool) (finished, error) {
+	fp := finishParams{proposal: p, frames: frames}
+	if p.ExecutedAt != nil {
+		fp.result = c.readBack(ctx, p)
+	} else {
+		code := notExecuted
+		fp.code = &code
+		fp.failure = notExecutedError(p.ID)
 	}
-	c.indeterminateDone(p)
-	return nil
+	fin, err := c.finishProposal(c.executing(ctx, p, false), fp)
+	if err == nil {
+		c.log.Warn("recorded the outcome of a proposal taken over from a stopped daemon", "proposal", p.ID, "command", p.CommandType,
+			"executed", p.ExecutedAt != nil)
+	}
+	return fin, err
+}
+
+// notExecutedError is the outcome of a taken-over proposal that never ran.
+func notExecutedError(id string) *protocol.Error {
+	return protocol.Errorf(protocol.ServiceRestarted,
+		"the command was not executed: the daemon that confirmed it stopped (its lease expired) before the command ran; nothing was changed, and it will not run; propose it again").
+		With("proposalId", id).With("executed", false)
+}
+
+// readBack is the result of a command that executed on a daemon that
+// stopped before recording it: what the command's own transaction wrote
+// in its audit row (Proposal.ExecutedAuditID), marked as read back.
+func (c *Coordinator) readBack(ctx context.Context, p store.Proposal) jsontext.Value {
+	out := map[string]any{"readBack": true, "commandType": p.CommandType, "summary": p.Summary,
+		"note": "the daemon that executed this command stopped before recording its result; this is what the command's own write recorded"}
+	if p.ExecutedAt != nil {
+		out["executedAt"] = protocol.Timestamp(*p.ExecutedAt)
+	}
+	if p.ExecutedAuditID > 0 {
+		rows, err := c.store.ListAdminEvents(ctx, store.ListAdminEventsParams{BeforeID: p.ExecutedAuditID + 1, Limit: 1})
+		if err == nil && len(rows) == 1 && rows[0].ID == p.ExecutedAuditID {
+			out["auditId"], out["audit"] = rows[0].ID, jsontext.Value(rows[0].Details)
+		}
+	}
+	b, err := protocol.Marshal(out)
+	if err != nil {
+		return jsontext.Value(`{"readBack":true}`)
+	}
+	return b
+}
+
+// takenOver is the first step of an owner of a turn taken over from a
+// dead daemon (reapTurn): the proposals it left executing are recorded
+// from their markers (settleTakenOver), and the turn goes on here when a
+// decision about it was answered — now, or before the daemon stopped —
+// else it ends as o.takeover says.
+func (o *owner) takenOver() step {
+	c, tk := o.c, o.takeover
+	o.countAdopted()
+	resumed := false
+	for _, id := range tk.proposals {
+		var fin finished
+		var settled bool
+		err := o.durable("record a taken-over proposal", func(ctx context.Context) error {
+			p, err := c.store.GetProposal(ctx, id)
+			if err != nil || p.Status != store.ProposalExecuting || p.Owner != c.cfg.Instance {
+				return err // recorded already, or not this daemon's
+			}
+			fin, err = c.settleTakenOver(ctx, p, true)
+			settled = err == nil
+			return err
+		}, nil)
+		if store.IsFenced(err) {
+			o.lost("record a taken-over proposal", err)
+			return nil
+		}
+		if err != nil {
+			return o.ending(store.TurnFailed, c.serviceError("record a taken-over proposal", err))
+		}
+		if settled {
+			o.frames += 2
+			o.answerWaiting(id, fin.result)
+			resumed = resumed || fin.resumed
+		}
+	}
+	if !resumed && tk.resume && len(tk.proposals) == 0 {
+		resumed = o.turn.Status == store.TurnRunning
+	}
+	if !resumed {
+		return o.ending(store.TurnFailed, tk.err)
+	}
+	c.log.Info("a taken-over turn goes on here", "request", o.turn.RequestID, "conversation", o.turn.ConversationID)
+	next, _ := o.afterDecision(true)
+	return next
+}
+
+// countAdopted counts, for an owner that did not run the turn from its
+// start, its proposals and model rounds so far from the store: the
+// turn's limits hold across daemons.
+func (o *owner) countAdopted() {
+	ctx, cancel := o.c.call(context.WithoutCancel(o.ctx))
+	defer cancel()
+	if ps, err := o.c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: o.turn.RequestID, Limit: 1000}); err == nil {
+		o.proposals = len(ps)
+	}
+	// At least one round per tool call: never more rounds than allowed.
+	// Counted, not read: the turn may hold very many frames.
+	if n, err := o.c.store.CountFrames(ctx, store.CountFramesParams{ConversationID: o.turn.ConversationID,
+		RequestID: o.turn.RequestID, Type: protocol.FrameToolCall}); err == nil {
+		o.rounds = max(o.rounds, int(n))
+	}
+}
+
+// ignoreConflict drops a conflict: another daemon took the work first.
+func ignoreConflict(err error) error {
+	if protocol.IsCode(err, protocol.Conflict) {
+		return nil
+	}
+	return err
 }
 
 // indeterminateRow is the audit row of a proposal whose outcome is unknown.
-func (c *Coordinator) indeterminateRow(p store.Proposal) store.AppendAdminEventParams {
+func (c *Coordinator) indeterminateRow(p store.Proposal) *store.AppendAdminEventParams {
 	now := c.now()
 	done := p
 	done.CompletedAt = &now
-	return auditRow(done, auditParams{decision: protocol.DecisionIndeterminate, now: now})
+	row := auditRow(done, auditParams{decision: protocol.DecisionIndeterminate, now: now})
+	return &row
 }
 
 // indeterminateDone reports an indeterminate proposal.
@@ -199,11 +400,4 @@ func (c *Coordinator) indeterminateDone(p store.Proposal) {
 	c.obs.ProposalDecided(decidedOf(p, protocol.DecisionIndeterminate))
 	c.log.Warn("proposal outcome is indeterminate (its daemon stopped while executing it); reconcile it",
 		"proposal", p.ID, "command", p.CommandType, "instance", p.Owner)
-}
-
-func ignoreConflict(err error) error {
-	if protocol.IsCode(err, protocol.Conflict) {
-		return nil
-	}
-	return err
 }

@@ -2,7 +2,9 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,16 +161,20 @@ func (e *engine) deadInstance(id string, work func()) {
 	}
 }
 
-// TestSharedReapDeadDaemon: the work of a daemon whose lease expired ends
-// exactly once however many daemons reap at the same time: its running
-// turn with error(service_restarted) and done(failed); its turn waiting
-// on a proposal that it was executing failed too, the proposal
-// indeterminate with one audit row; its queued turn runs elsewhere.
+// TestSharedReapDeadDaemon: the work of a daemon whose lease expired is
+// taken over exactly once however many daemons reap at the same time: its
+// running turn ends with error(service_restarted) and done(failed); a
+// turn waiting on a proposal it was executing goes on elsewhere, the
+// proposal recorded from its marker — not executed (nothing changed,
+// failed with not_executed) or executed (succeeded, its result read back
+// from what its write recorded), never indeterminate; its queued turn
+// runs elsewhere.
 func TestSharedReapDeadDaemon(t *testing.T) {
 	t.Parallel()
-	var running, awaiting, queued string
-	var runTurn, awaitTurn, queuedTurn store.Turn
-	var prop store.Proposal
+	var running, awaiting, executed, queued string
+	var runTurn, awaitTurn, executedTurn, queuedTurn store.Turn
+	var prop, ran store.Proposal
+	var ranAudit store.AdminEvent
 	// The dead daemon's work is in the store before any daemon runs.
 	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
 		ctx := e.ctx()
@@ -179,7 +185,7 @@ func TestSharedReapDeadDaemon(t *testing.T) {
 			}
 			return c.ID
 		}
-		running, awaiting, queued = conversation(), conversation(), conversation()
+		running, awaiting, executed, queued = conversation(), conversation(), conversation(), conversation()
 		e.deadInstance("dead", func() {
 			turn := func(conv, instruction string, start bool) store.Turn {
 				tr, _, err := e.db.SubmitTurn(ctx, store.SubmitTurnParams{ConversationID: conv, RequestID: conv + "-r", Instruction: instruction,
@@ -196,20 +202,35 @@ func TestSharedReapDeadDaemon(t *testing.T) {
 			}
 			runTurn = turn(running, "block", true)
 			awaitTurn = turn(awaiting, "toggle", true)
+			executedTurn = turn(executed, "toggle", true)
 			queuedTurn = turn(queued, "hello", false)
-			p, err := e.db.CreateProposal(ctx, store.CreateProposalParams{Now: e.clock.Now(), Proposal: store.Proposal{ID: "p-" + awaiting,
-				ConversationID: awaiting, RequestID: awaitTurn.RequestID, CallID: "call_1", CommandType: "set_schedule_enabled",
-				Command: []byte(`{"enabled":true,"schedule":"nightly-audit"}`), CommandHash: "h", Risk: protocol.RiskMutate,
-				Summary: "Enable nightly-audit", IdempotencyKey: "k", ExpiresAt: e.clock.Now().Add(time.Hour)}})
+			confirmed := func(conv string, tr store.Turn) store.Proposal {
+				p, err := e.db.CreateProposal(ctx, store.CreateProposalParams{Now: e.clock.Now(), Proposal: store.Proposal{ID: "p-" + conv,
+					ConversationID: conv, RequestID: tr.RequestID, CallID: "call_1", CommandType: "set_schedule_enabled",
+					Command: []byte(`{"enabled":true,"schedule":"nightly-audit"}`), CommandHash: "h", Risk: protocol.RiskMutate,
+					Summary: "Enable nightly-audit", IdempotencyKey: "k-" + conv, ExpiresAt: e.clock.Now().Add(time.Hour)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.db.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: tr.RequestID}); err != nil {
+					t.Fatal(err)
+				}
+				if p, err = e.db.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: e.clock.Now(), Instance: "dead",
+					Audit: store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &p.ID,
+						Details: []byte(`{"decision":"confirmed"}`), Now: e.clock.Now()}}); err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			prop = confirmed(awaiting, awaitTurn)
+			ran = confirmed(executed, executedTurn)
+			// The dead daemon's command wrote (its marker set in the same
+			// transaction), and the daemon died before recording it.
+			var err error
+			ranAudit, err = e.db.AppendAdminEvent(store.WithFence(ctx, store.Fence{Instance: "dead", ProposalID: ran.ID, ProposalEpoch: ran.Epoch,
+				Execute: true, Now: e.clock.Now()}), store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: "studio.app.command",
+				Details: []byte(`{"command_type":"set_schedule_enabled","run_ids":["r-1"]}`), Now: e.clock.Now()})
 			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.db.AwaitConfirmation(ctx, store.AwaitConfirmationParams{RequestID: awaitTurn.RequestID}); err != nil {
-				t.Fatal(err)
-			}
-			if prop, err = e.db.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: e.clock.Now(), Instance: "dead",
-				Audit: store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &p.ID,
-					Details: []byte(`{"decision":"confirmed"}`), Now: e.clock.Now()}}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -224,7 +245,7 @@ func TestSharedReapDeadDaemon(t *testing.T) {
 	}
 	// (The queued turn is there too unless an idle daemon claimed it
 	// already: a busy or dead daemon holds no queued work hostage.)
-	if err != nil || !slices.Contains(ids, runTurn.RequestID) || !slices.Contains(ids, awaitTurn.RequestID) {
+	if err != nil || !slices.Contains(ids, runTurn.RequestID) || !slices.Contains(ids, awaitTurn.RequestID) || !slices.Contains(ids, executedTurn.RequestID) {
 		t.Fatalf("orphaned work = %+v, %v", w, err)
 	}
 	var wg sync.WaitGroup
@@ -240,20 +261,43 @@ func TestSharedReapDeadDaemon(t *testing.T) {
 	if !slices.Equal(k[len(k)-2:], []string{"error:service_restarted", "done:failed"}) {
 		t.Fatalf("dead daemon's running turn: %v", k)
 	}
+	// Not executed: the command never ran; the model hears so, and the
+	// turn goes on to its end elsewhere.
 	k = kinds(e.waitDone(awaiting, awaitTurn.RequestID))
-	if !slices.Equal(k[len(k)-2:], []string{"error:service_restarted", "done:failed"}) {
+	if !slices.Equal(k[len(k)-4:], []string{"confirmation:failed", "tool_result:service_restarted", "text", "done:completed"}) {
 		t.Fatalf("dead daemon's awaiting turn: %v", k)
 	}
-	if got := e.decisions(prop.ID); !slices.Equal(got, []string{"confirmed", "indeterminate"}) {
-		t.Fatalf("proposal audit %v, want one indeterminate row after its confirmation", got)
+	if got := e.decisions(prop.ID); !slices.Equal(got, []string{"confirmed", "failed"}) {
+		t.Fatalf("proposal audit %v, want confirmed then failed (not executed)", got)
 	}
-	if p := e.proposal(prop.ID); p.Status != store.ProposalExecuting || p.Owner != "" {
-		t.Fatalf("proposal = %s owned by %q, want left executing (indeterminate) with no owner", p.Status, p.Owner)
+	if p := e.proposal(prop.ID); p.Status != store.ProposalFailed || p.ErrorCode == nil || *p.ErrorCode != "not_executed" || p.ExecutedAt != nil {
+		t.Fatalf("proposal = %s (%v), executed at %v; want failed, not_executed", p.Status, p.ErrorCode, p.ExecutedAt)
+	}
+	if e.schedule().Enabled {
+		t.Fatal("the proposal recorded as not executed changed the schedule")
+	}
+	// Executed: recorded from its marker with what its write recorded.
+	k = kinds(e.waitDone(executed, executedTurn.RequestID))
+	if !slices.Equal(k[len(k)-4:], []string{"confirmation:executed", "tool_result", "text", "done:completed"}) {
+		t.Fatalf("dead daemon's executed turn: %v", k)
+	}
+	if got := e.decisions(ran.ID); !slices.Equal(got, []string{"confirmed", "executed"}) {
+		t.Fatalf("executed proposal audit %v, want confirmed then executed", got)
+	}
+	p := e.proposal(ran.ID)
+	var result struct {
+		ReadBack bool            `json:"readBack"`
+		AuditID  int64           `json:"auditId"`
+		Audit    json.RawMessage `json:"audit"`
+	}
+	if err := json.Unmarshal(p.Result, &result); err != nil || p.Status != store.ProposalSucceeded || !result.ReadBack ||
+		result.AuditID != ranAudit.ID || !strings.Contains(string(result.Audit), "r-1") {
+		t.Fatalf("executed proposal = %s with result %s (%v); want succeeded, read back from audit row %d", p.Status, p.Result, err, ranAudit.ID)
 	}
 	if k := kinds(e.waitDone(queued, queuedTurn.RequestID)); k[len(k)-1] != "done:completed" {
 		t.Fatalf("dead daemon's queued turn: %v", k)
 	}
-	for _, conv := range []string{running, awaiting, queued} {
+	for _, conv := range []string{running, awaiting, executed, queued} {
 		if n := countDone(e.frames(conv), conv+"-r"); n != 1 {
 			t.Fatalf("%s: %d done frames", conv, n)
 		}
@@ -282,9 +326,7 @@ func TestSharedConfirmAdoptsParkedTurn(t *testing.T) {
 		t.Fatalf("confirm on b = %+v, %v", res, err)
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
-	if left := e.coord.WaitOwnersGone(20 * time.Second); left != 0 {
-		t.Fatalf("a keeps %d owners", left)
-	}
+	testutil.Eventually(t, func() bool { return e.coord.Owners() == 0 }, "a's owners to end")
 }
 
 // TestSharedShutdownHandsQueuedTurnsOver: a daemon that shuts down gives
@@ -347,4 +389,73 @@ func TestSharedConfirmLosesToAnotherDaemon(t *testing.T) {
 		t.Fatalf("the losing confirm on b = %+v, %v; want the stored outcome, succeeded", res, err)
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
+}
+
+// TestSharedIndeterminateWithMarkerIsReconciled: proposals an earlier
+// release left indeterminate (executing, no owner, an indeterminate audit
+// row) are settled at a reaper's look when their execution marker says
+// they ran: recorded executed, their result read back, audited; one
+// without the marker stays for reconcile_proposal.
+func TestSharedIndeterminateWithMarkerIsReconciled(t *testing.T) {
+	t.Parallel()
+	var ran, unknown store.Proposal
+	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
+		ctx := e.ctx()
+		e.deadInstance("old", func() {
+			for i, p := range []*store.Proposal{&ran, &unknown} {
+				conv, err := e.db.CreateConversation(ctx, store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr, _, err := e.db.SubmitTurn(ctx, store.SubmitTurnParams{ConversationID: conv.ID, RequestID: uuid.NewString(), Instruction: "toggle",
+					ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "old"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tr, err = e.db.StartTurn(ctx, store.StartTurnParams{RequestID: tr.RequestID, Now: e.clock.Now(), Instance: "old"}); err != nil {
+					t.Fatal(err)
+				}
+				if *p, err = e.db.CreateProposal(ctx, store.CreateProposalParams{Now: e.clock.Now(), Proposal: store.Proposal{ID: uuid.NewString(),
+					ConversationID: conv.ID, RequestID: tr.RequestID, CallID: "call_1", CommandType: "set_schedule_enabled",
+					Command: []byte(`{"enabled":true,"schedule":"nightly-audit"}`), CommandHash: "h", Risk: protocol.RiskMutate,
+					Summary: "Enable nightly-audit", IdempotencyKey: uuid.NewString(), ExpiresAt: e.clock.Now().Add(time.Hour)}}); err != nil {
+					t.Fatal(err)
+				}
+				if *p, err = e.db.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: e.clock.Now(), Instance: "old",
+					Audit: store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &p.ID,
+						Details: []byte(`{"decision":"confirmed"}`), Now: e.clock.Now()}}); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 { // it ran: its write set the marker
+					if _, err := e.db.AppendAdminEvent(store.WithFence(ctx, store.Fence{Instance: "old", ProposalID: p.ID, ProposalEpoch: p.Epoch,
+						Execute: true, Now: e.clock.Now()}), store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: "studio.app.command",
+						Details: []byte(`{"command_type":"set_schedule_enabled"}`), Now: e.clock.Now()}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// An earlier release's takeover: no owner, indeterminate.
+				if _, _, err := e.db.FinishTurn(ctx, store.FinishTurnParams{RequestID: tr.RequestID, Status: store.TurnFailed,
+					Error: protocol.Errorf(protocol.ServiceRestarted, "stopped"), Now: e.clock.Now(), Instance: "old"}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.db.DisownProposal(ctx, store.DisownProposalParams{ID: p.ID, From: "old",
+					Audit: &store.AppendAdminEventParams{Actor: protocol.AuditActor, Action: protocol.AuditAction, TargetID: &p.ID,
+						Details: []byte(`{"decision":"indeterminate"}`), Now: e.clock.Now()}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+	if err := e.coord.ReapOrphans(e.ctx(), store.OrphanedWork{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.decisions(ran.ID); !slices.Equal(got, []string{"confirmed", "indeterminate", "executed"}) {
+		t.Fatalf("the marked proposal's audit %v, want it recorded executed", got)
+	}
+	if p := e.proposal(ran.ID); p.Status != store.ProposalSucceeded || !strings.Contains(string(p.Result), `"readBack":true`) {
+		t.Fatalf("the marked proposal is %s with result %s", p.Status, p.Result)
+	}
+	if p := e.proposal(unknown.ID); p.Status != store.ProposalExecuting || p.Owner != "" || len(e.decisions(unknown.ID)) != 2 {
+		t.Fatalf("the unmarked proposal is %s owned by %q with audit %v; want it left for reconcile_proposal", p.Status, p.Owner, e.decisions(unknown.ID))
+	}
 }

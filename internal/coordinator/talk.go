@@ -112,6 +112,8 @@ func (o *owner) talk() outcome {
 			var refuse *protocol.Error
 			if i == c.cfg.MaxToolCallsPerAnswer {
 				refuse = overCap
+			} else {
+				refuse = c.notForClient(calls[i].Name, req.Client)
 			}
 			res := o.callTool(calls[i], req.View, refuse)
 			if res.out != nil {
@@ -190,9 +192,17 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	// The reads end with the turn (the shutdown's deadline, a cancel):
 	// durable's context outlives it, so that writes finish, but a turn of
 	// very many frames must not hold the shutdown while it is read.
+	// AfterFunc stops them from a goroutine of its own, which may not have
+	// run yet when the turn has already ended: then no read starts.
+	if err := o.ctx.Err(); err != nil {
+		return model.Request{}, err
+	}
 	read, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(o.ctx, stop)()
+	if o.ctx.Err() != nil { // AfterFunc stops from a goroutine of its own: do not race it
+		stop()
+	}
 	current, first, err := c.turnMessages(read, t)
 	if err != nil {
 		return model.Request{}, err
@@ -228,7 +238,8 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	}
 	msgs := append(messages(picked), current...)
 	snap := rec.Snapshot
-	return model.Request{System: systemPrompt(snap), Messages: msgs, Tools: c.cfg.Tools.Catalog(), View: &snap}, nil
+	return model.Request{System: systemPrompt(snap, rec.Client), Messages: msgs, Tools: c.cfg.Tools.Catalog(rec.Client),
+		View: &snap, Client: rec.Client}, nil
 }
 
 // turnPage is how many of a turn's frames are read at a time.

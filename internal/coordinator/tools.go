@@ -214,3 +214,15 @@ func boundResult(b []byte) jsontext.Value {
 	})
 	return out
 }
+
+// notForClient refuses an effect tool in a turn whose client applies no
+// effects (it is not in that turn's catalog either): the call is answered
+// with why, and the model answers in words instead.
+func (c *Coordinator) notForClient(tool string, client protocol.ClientKind) *protocol.Error {
+	spec, ok := c.cfg.Tools.Lookup(tool)
+	if !ok || !spec.Class.IsEffect() || client.AppliesEffects() {
+		return nil
+	}
+	return protocol.Errorf(protocol.Validation, "%s asks the cockpit to change, and this turn's client (%s) shows no cockpit: answer with the data instead", tool, client).
+		With("tool", tool).With("client", string(client))
+}

@@ -132,11 +132,12 @@ func (c *Coordinator) refuseStale(ctx context.Context, sp staleParams) (store.Pr
 		state: protocol.ConfirmationFailed, frames: true, err: perr})
 }
 
-// withTurnParams is a proposal closed because its turn ends with status.
+// withTurnParams is a proposal closed because its turn ends with status;
+// by is who cancelled the turn ("" for none: it ended by itself).
 type withTurnParams struct {
 	proposal store.Proposal
 	status   store.TurnStatus // the turn's terminal status
-	by       string           // the cancelling principal ("" for none)
+	by       string
 }
 
 // cancelWithTurn: its turn is ending before anyone decided.
@@ -145,12 +146,8 @@ func (c *Coordinator) cancelWithTurn(ctx context.Context, wp withTurnParams) err
 	if wp.status != store.TurnCancelled {
 		perr = protocol.Errorf(protocol.Cancelled, "the turn ended before the operator decided; nothing was changed")
 	}
-	by := ""
-	if wp.status == store.TurnCancelled {
-		by = wp.by
-	}
 	_, _, err := c.closeProposal(ctx, closeParams{proposal: wp.proposal, status: store.ProposalCancelled, decision: protocol.DecisionDenied,
-		state: protocol.ConfirmationDenied, frames: true, err: perr, by: by})
+		state: protocol.ConfirmationDenied, frames: true, err: perr, by: wp.by})
 	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
 		return nil // decided meanwhile (by another daemon)
 	}
@@ -228,11 +225,9 @@ func (c *Coordinator) confirmProposal(ctx context.Context, cp confirmParams) (st
 	p, by, now := cp.proposal, cp.by, c.now()
 	confirmed := p
 	confirmed.ConfirmedAt = &now
-	if c.cfg.Shared {
-		// This daemon takes the command: its instance must be live, and
-		// stay so until the confirmation commits.
-		ctx = store.WithFence(ctx, store.Fence{Instance: c.cfg.Instance, Hold: true})
-	}
+	// This daemon takes the command: its instance must be live and its
+	// lease provably current (holding).
+	ctx = c.holding(ctx)
 	out, err := c.store.ConfirmProposal(ctx, store.ConfirmProposalParams{ID: p.ID, Now: now, Instance: c.cfg.Instance, DecidedBy: by,
 		Audit:  auditRow(confirmed, auditParams{decision: protocol.DecisionConfirmed, actor: by, now: now}),
 		Frames: []store.NewFrame{{Payload: protocol.ConfirmationPayload{ProposalID: p.ID, State: protocol.ConfirmationConfirmed, DecidedBy: by}}}})
@@ -376,9 +371,7 @@ type endParams struct {
 	status        store.TurnStatus // terminal
 	err           *protocol.Error  // the error frame before done, if any
 	indeterminate *indeterminate   // an indeterminate audit row still owed
-	// by is the principal whose cancel ends it: the decider of the
-	// proposals it closes ("" for none: the daemon's own end).
-	by string
+	by            string           // a cancel's principal, as the owner took it in ("" for none)
 }
 
 // endTurn is the turn's terminal transition: open proposals closed, then
@@ -395,8 +388,19 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 	if err != nil {
 		return err
 	}
+	by := ""
+	if p.status == store.TurnCancelled && len(open) > 0 {
+		// The canceller denies the proposals the cancel closes: the one
+		// the owner took in, else the one recorded (another daemon, a
+		// restart in between).
+		if by = p.by; by == "" {
+			if t, err := c.store.GetTurn(ctx, p.turn.RequestID); err == nil {
+				by = t.CancelRequestedBy
+			}
+		}
+	}
 	for _, prop := range open {
-		if err := c.cancelWithTurn(ctx, withTurnParams{proposal: prop, status: p.status, by: p.by}); err != nil {
+		if err := c.cancelWithTurn(ctx, withTurnParams{proposal: prop, status: p.status, by: by}); err != nil {
 			return err
 		}
 	}

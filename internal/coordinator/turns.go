@@ -23,7 +23,7 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 	if _, err := c.conversation(ctx, convID); err != nil {
 		return protocol.TurnAccepted{}, err
 	}
-	return c.submit(ctx, convID, req, contextRecord{Snapshot: req.Context})
+	return c.submit(ctx, convID, req, contextRecord{Snapshot: req.Context, Client: req.Client})
 }
 
 // submit durably accepts a validated turn whose context record is rec and
@@ -99,7 +99,7 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 		// A queued turn with no owner here: the store cancels it at once
 		// (or records the cancel for whoever claimed it meanwhile, whom
 		// the record notifies).
-		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, Now: c.now()})
+		t, _, err := c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: requestID, By: principalName(ctx), Now: c.now()})
 		return turnView(t), err
 	}
 	o.box.put(cancelRequest{reply: reply, by: principalName(ctx)})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // eventLog follows the application change stream in the background.
@@ -46,7 +47,7 @@ func (l *eventLog) stop() {
 // waitFor waits for an event of a type about a resource; it returns it.
 func (l *eventLog) waitFor(t *testing.T, typ, id string) studio.ChangeEvent {
 	t.Helper()
-	timeout := time.After(20 * time.Second) // a safety net
+	timeout := time.After(testutil.Patience) // a safety net
 	for {
 		select {
 		case e := <-l.ch:
@@ -121,7 +122,7 @@ func TestAppEventsStream(t *testing.T) {
 		if e.Type != studio.ChangeReset {
 			t.Fatalf("first event after a foreign cursor: %+v", e)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("no reset event")
 	}
 }

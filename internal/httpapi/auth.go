@@ -35,7 +35,7 @@ const OwnerName = protocol.OwnerPrincipal
 
 // legacyOwner is the principal of the configured token when no principal
 // store is configured.
-var legacyOwner = protocol.Principal{ID: OwnerName, Name: OwnerName, Role: protocol.RoleAdmin}
+var legacyOwner = protocol.Principal{ID: OwnerName, Name: OwnerName, Role: protocol.RoleAdmin, Origin: protocol.OriginLocal}
 
 // NewToken is a new personal token: the prefix and 256 random bits,
 // base64url. It is shown once; only HashToken of it is stored.
@@ -108,6 +108,8 @@ func (s *Server) authenticate(r *http.Request) (protocol.Principal, credential, 
 
 // tokenPrincipal is the principal of a token's hash.
 func (s *Server) tokenPrincipal(ctx context.Context, hash string) (protocol.Principal, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
 	p, _, err := s.cfg.Principals.Authenticate(ctx, store.AuthenticateParams{Hash: hash, Now: s.now()})
 	if err != nil {
 		if !protocol.IsCode(err, protocol.AuthRequired) {
@@ -146,7 +148,7 @@ func (s *Server) reauthenticate(ctx context.Context, cred credential) (protocol.
 			return protocol.Principal{}, protocol.Errorf(protocol.ServiceFailure, "credentials could not be checked; try again")
 		}
 		w := p.Wire()
-		w.Origin, w.Groups = protocol.OriginProxy, cred.Groups
+		w.Groups = cred.Groups
 		return w, nil
 	}
 	return protocol.Principal{}, gone // a ticket from before credentials were kept

@@ -117,6 +117,8 @@ var RouteActions = map[string]Route{
 	"POST /api/admin/principals":              {policy.ManagePrincipals, OnStudio},
 	"PATCH /api/admin/principals/{ref}":       {policy.ManagePrincipals, OnStudio},
 	"DELETE /api/admin/principals/{ref}":      {policy.ManagePrincipals, OnStudio},
+	"PUT /api/admin/principals/{ref}/link":    {policy.ManagePrincipals, OnStudio},
+	"DELETE /api/admin/principals/{ref}/link": {policy.ManagePrincipals, OnStudio},
 	"POST /api/admin/principals/{ref}/tokens": {policy.ManagePrincipals, OnStudio},
 	"GET /api/admin/tokens":                   {policy.ManagePrincipals, OnStudio},
 	"DELETE /api/admin/tokens/{id}":           {policy.ManagePrincipals, OnStudio},
@@ -159,7 +161,11 @@ func (s *Server) authorize(r *http.Request) error {
 				return err
 			}
 		}
-		res, err := s.coord.ProposalResource(ctx, r.PathValue("id"), r.PathValue("pid"))
+		// One call's deadline: on a daemon whose database connections
+		// hang the request is answered, not left waiting.
+		rctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+		res, err := s.coord.ProposalResource(rctx, r.PathValue("id"), r.PathValue("pid"))
+		cancel()
 		if protocol.IsCode(err, protocol.NotFound) {
 			return nil
 		}

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/principalname"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -27,7 +29,8 @@ const AuthProxyActor = "studio_auth_proxy"
 // AuthProxy configures sign-in by a trusted proxy's header.
 type AuthProxy struct {
 	// Header names the signed-in user (e.g. X-Forwarded-User); its value,
-	// lowercased, is the principal's name.
+	// in its canonical form (principalname.Canonical), is the proxy
+	// principal's name, or a local principal's link.
 	Header string
 	// Trusted are the proxy's addresses: only a TCP peer inside one of
 	// them may send Header (or GroupsHeader).
@@ -35,11 +38,13 @@ type AuthProxy struct {
 	// DefaultRole is the role of a principal the proxy names for the
 	// first time, and of one in no mapped group when GroupsHeader is set.
 	DefaultRole protocol.Role
-	// GroupsHeader, when set, names the user's groups (comma-separated);
-	// GroupRoles maps a group to a role. The role is then set from the
-	// groups at every sign-in: the highest role of the user's mapped
-	// groups, else DefaultRole. Without it, a principal keeps the role it
-	// has (an admin changes it), and only a new one gets DefaultRole.
+	// GroupsHeader, when set, names the user's groups (comma-separated,
+	// in one header); GroupRoles maps a group to a role. A proxy
+	// principal's role is then set from the groups at every sign-in: the
+	// highest role of the user's mapped groups, else DefaultRole. Without
+	// it, a principal keeps the role it has (an admin changes it), and
+	// only a new one gets DefaultRole. A linked local principal's role is
+	// never set by the groups.
 	GroupsHeader string
 	GroupRoles   map[string]protocol.Role
 }
@@ -119,7 +124,7 @@ func (a *AuthProxy) roleOf(groups []string) protocol.Role {
 	best := a.DefaultRole
 	found := false
 	for _, g := range groups {
-		if r, ok := a.GroupRoles[strings.TrimSpace(g)]; ok && (!found || r.Rank() > best.Rank()) {
+		if r, ok := a.GroupRoles[g]; ok && (!found || r.Rank() > best.Rank()) {
 			best, found = r, true
 		}
 	}
@@ -136,92 +141,124 @@ func (a *AuthProxy) carried(r *http.Request) bool {
 	return user || groups
 }
 
-// proxyPrincipal is the principal a trusted proxy names: created on first
-// use, its role set from its groups when groups are configured. A
-// disabled principal stays refused.
+// repeated is the refusal of a header the request carries more than once:
+// a proxy that appends its header to the client's instead of replacing
+// it would otherwise let the client's copy count.
+func repeated(header string) error {
+	return protocol.Errorf(protocol.Validation, "the %s header appears more than once; the sign-in proxy must send exactly one", header).
+		With("field", header).With("reason", "repeated_header")
+}
+
+// proxyUser reads the proxy's user and groups from their one header each.
+func (a *AuthProxy) proxyUser(r *http.Request) (user string, groups []string, err error) {
+	values := r.Header.Values(a.Header)
+	switch {
+	case len(values) > 1:
+		return "", nil, repeated(a.Header)
+	case len(values) == 0:
+		return "", nil, protocol.Errorf(protocol.Validation, "the sign-in proxy sent groups without its %s header", a.Header).
+			With("field", a.Header)
+	}
+	user, err = principalname.Canonical(strings.TrimSpace(values[0]))
+	if err != nil {
+		return "", nil, protocol.ErrorOf(err).With("field", a.Header)
+	}
+	if a.GroupsHeader == "" {
+		return user, nil, nil
+	}
+	gv := r.Header.Values(a.GroupsHeader)
+	if len(gv) > 1 {
+		return "", nil, repeated(a.GroupsHeader)
+	}
+	for _, v := range gv {
+		for g := range strings.SplitSeq(v, ",") {
+			if g = strings.TrimSpace(g); g != "" && !slices.Contains(groups, g) {
+				groups = append(groups, g)
+			}
+		}
+	}
+	return user, groups, nil
+}
+
+// proxyPrincipal is the principal a trusted proxy names. The user is
+// first the local principal an admin linked to it (its role stays as the
+// admin set it), else the proxy principal of its name, created on first
+// use, its role set from its groups when groups are configured. A local
+// principal of that name that nobody linked is refused: the proxy never
+// signs anyone in as a local principal (owner included) by name alone. A
+// disabled principal stays refused. The credential keeps the principal
+// and its groups, for a ticket's redemption to decide again.
 func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, credential, error) {
-	p, groups, err := s.proxyUser(r)
+	p, err := s.proxySignIn(r)
 	if err != nil {
 		return protocol.Principal{}, credential{}, err
 	}
-	p.Origin, p.Groups = protocol.OriginProxy, groups
-	return p, credential{PrincipalID: p.ID, Groups: groups}, nil
+	return p, credential{PrincipalID: p.ID, Groups: p.Groups}, nil
 }
 
-// proxyUser is the principal a trusted proxy names, and the groups it
+// proxySignIn is the principal a trusted proxy names, with the groups it
 // names with it.
-func (s *Server) proxyUser(r *http.Request) (protocol.Principal, []string, error) {
+func (s *Server) proxySignIn(r *http.Request) (protocol.Principal, error) {
 	a := s.cfg.AuthProxy
-	refuse := func(msg string, args ...any) (protocol.Principal, []string, error) {
-		s.log.Warn("auth proxy sign-in refused", "peer", r.RemoteAddr, "reason", fmt.Sprintf(msg, args...))
-		return protocol.Principal{}, nil, protocol.Errorf(protocol.AuthRequired, msg, args...).With("reason", "auth_proxy")
+	refuse := func(err *protocol.Error) (protocol.Principal, error) {
+		s.log.Warn("auth proxy sign-in refused", "peer", r.RemoteAddr, "reason", err.Message)
+		return protocol.Principal{}, err
 	}
 	if !a.trusts(r) {
-		return refuse("the %s header is only accepted from the sign-in proxy's addresses", a.Header)
+		return refuse(protocol.Errorf(protocol.AuthRequired, "the %s header is only accepted from the sign-in proxy's addresses", a.Header).
+			With("reason", "auth_proxy"))
 	}
-	values := r.Header.Values(a.Header)
-	if len(values) != 1 {
-		return refuse("the proxy must send exactly one %s header", a.Header)
-	}
-	name := strings.ToLower(strings.TrimSpace(values[0]))
-	if err := ValidPrincipalName(name); err != nil {
-		return refuse("the proxy's user %q is not a valid principal name", name)
+	name, groups, err := a.proxyUser(r)
+	if err != nil {
+		return refuse(protocol.ErrorOf(err))
 	}
 	ps := s.cfg.Principals
 	ctx, now := r.Context(), s.now()
-	// GetPrincipal finds ids too: only a principal of that very name is it.
-	byName := func() (store.Principal, error) {
-		p, err := ps.GetPrincipal(ctx, name)
-		if err == nil && p.Name != name {
-			return store.Principal{}, protocol.Errorf(protocol.NotFound, "principal %s not found", name)
-		}
-		return p, err
+	unavailable := func(what string, err error) (protocol.Principal, error) {
+		s.log.Error(what, "err", err)
+		return protocol.Principal{}, protocol.Errorf(protocol.ServiceFailure, "the sign-in could not be checked; try again")
 	}
-	p, err := byName()
-	want, byGroups := a.DefaultRole, a.GroupsHeader != ""
-	var groups []string
-	if byGroups {
-		for _, v := range r.Header.Values(a.GroupsHeader) {
-			for _, g := range strings.Split(v, ",") {
-				if g = strings.TrimSpace(g); g != "" {
-					groups = append(groups, g)
-				}
-			}
-		}
-		want = a.roleOf(groups)
-	}
+	p, err := ps.ProxyPrincipal(ctx, name)
 	if protocol.IsCode(err, protocol.NotFound) {
+		want := a.roleOf(groups)
 		id := uuid.NewString()
-		p, err = ps.CreatePrincipal(ctx, store.CreatePrincipalParams{ID: id, Name: name, Role: want, Now: now,
-			Audit: proxyAudit(ActionPrincipalCreated, id, map[string]any{"name": name, "role": want, "groups": groups}, now)})
-		if protocol.IsCode(err, protocol.Conflict) { // another request created it first
-			p, err = byName()
+		p, err = createPrincipal(ctx, ps, store.CreatePrincipalParams{ID: id, Name: name, Role: want, Origin: protocol.OriginProxy, Now: now,
+			Audit: proxyAudit(ActionPrincipalCreated, id, map[string]any{"name": name, "role": want, "origin": protocol.OriginProxy, "groups": groups}, now)})
+		if protocol.IsCode(err, protocol.Conflict) && protocol.ErrorOf(err).Details["reason"] != "confusable" {
+			p, err = ps.ProxyPrincipal(ctx, name) // another request created it first
 		}
 	}
-	if protocol.IsCode(err, protocol.NotFound) {
-		return refuse("the proxy's user %q cannot be a principal", name)
+	switch {
+	case protocol.IsCode(err, protocol.Conflict):
+		return refuse(protocol.ErrorOf(err))
+	case err != nil:
+		return unavailable("auth proxy principal", err)
+	case p.DisabledAt != nil:
+		return refuse(protocol.Errorf(protocol.AuthRequired, "principal %s is disabled", p.Name).With("reason", "auth_proxy"))
+	case p.ProxyUser == name: // linked by an admin: the local principal, as the admin set it
+		w := p.Wire()
+		w.Groups = groups
+		return w, nil
+	case p.Origin != protocol.OriginProxy:
+		return refuse(protocol.Errorf(protocol.Denied, "the sign-in proxy's user %s has the name of a local principal; "+
+			"it signs in as that principal only once an admin links them (studio principals link %s --proxy-user %s)", name, p.Name, name).
+			With("reason", "local_principal").With("name", p.Name))
 	}
-	if err != nil {
-		s.log.Error("auth proxy principal", "err", err)
-		return protocol.Principal{}, nil, protocol.Errorf(protocol.ServiceFailure, "the sign-in could not be checked; try again")
-	}
-	if p.DisabledAt != nil {
-		return refuse("principal %s is disabled", name)
-	}
-	if byGroups && p.Role != want {
+	if want := a.roleOf(groups); a.GroupsHeader != "" && p.Role != want {
 		if err := lastAdmin(r, ps, p); err != nil {
 			s.log.Warn("auth proxy: the groups would demote the last admin; its role stays", "principal", name)
-			return p.Wire(), groups, nil
+		} else {
+			changed, err := ps.SetPrincipalRole(ctx, store.SetPrincipalRoleParams{Ref: p.ID, Role: want, Now: now,
+				Audit: proxyAudit(ActionPrincipalRole, p.ID, map[string]any{"name": name, "from": p.Role, "role": want, "groups": groups}, now)})
+			if err != nil {
+				return unavailable("auth proxy role", err)
+			}
+			p = changed
 		}
-		changed, err := ps.SetPrincipalRole(ctx, store.SetPrincipalRoleParams{Ref: p.ID, Role: want, Now: now,
-			Audit: proxyAudit(ActionPrincipalRole, p.ID, map[string]any{"name": name, "from": p.Role, "role": want, "groups": groups}, now)})
-		if err != nil {
-			s.log.Error("auth proxy role", "err", err)
-			return protocol.Principal{}, nil, protocol.Errorf(protocol.ServiceFailure, "the sign-in could not be checked; try again")
-		}
-		p = changed
 	}
-	return p.Wire(), groups, nil
+	w := p.Wire()
+	w.Groups = groups
+	return w, nil
 }
 
 func proxyAudit(action, target string, details map[string]any, now time.Time) *store.AppendAdminEventParams {

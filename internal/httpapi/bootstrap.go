@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/principalname"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -29,7 +30,8 @@ func EnsureOwner(ctx context.Context, ps store.PrincipalStore, token string, now
 	owner, err := ps.GetPrincipal(ctx, OwnerName)
 	if protocol.IsCode(err, protocol.NotFound) {
 		id := uuid.NewString()
-		owner, err = ps.CreatePrincipal(ctx, store.CreatePrincipalParams{ID: id, Name: OwnerName, Role: protocol.RoleAdmin, Now: now})
+		owner, err = ps.CreatePrincipal(ctx, store.CreatePrincipalParams{ID: id, Name: OwnerName, NameKey: principalname.Skeleton(OwnerName),
+			Role: protocol.RoleAdmin, Origin: protocol.OriginLocal, Now: now})
 		if protocol.IsCode(err, protocol.Conflict) {
 			owner, err = ps.GetPrincipal(ctx, OwnerName)
 		}

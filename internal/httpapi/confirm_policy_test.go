@@ -231,3 +231,72 @@ func TestWhoamiTellsTheFourEyesPolicy(t *testing.T) {
 		t.Fatalf("whoami without a policy = %v; want secondApproverFor: []", raw)
 	}
 }
+
+// waitingScript proposes an execute command ("launch") and an admin one
+// ("check").
+var waitingScript = script.Script{Turns: append([]script.Turn{proposalScript.Turns[0], adminScript.Turns[0]}, proposalScript.Turns[len(proposalScript.Turns)-1])}
+
+// TestDecidableProposals: ?decidable=true lists the pending proposals the
+// caller may confirm, by the confirm's own decision: the role the risk
+// needs, and four-eyes (not one's own, when the policy says so); a
+// decided proposal leaves the list; a bad value is validation.
+func TestDecidableProposals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{script: &waitingScript, principals: true, secondApprover: []string{"execute"}})
+	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
+	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
+	anna := h.as(h.principalToken("anna", protocol.RoleApprover))
+	vera := h.as(h.principalToken("vera", protocol.RoleViewer))
+	ctx := h.ctx()
+	conv, err := alice.CreateConversation(ctx, protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch := h.proposedBy(alice, conv.ID, "launch audit")
+	other, err := bob.CreateConversation(ctx, protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := h.proposedBy(bob, other.ID, "check the database")
+	waiting := func(c *apiclient.Client) []string {
+		t.Helper()
+		var out struct {
+			Proposals []protocol.ProposalState `json:"proposals"`
+		}
+		if err := c.Do(ctx, "GET", "/api/operator/proposals?status=pending&decidable=true", nil, &out); err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{}
+		for _, p := range out.Proposals {
+			ids = append(ids, p.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	both := []string{launch.ID, check.ID}
+	slices.Sort(both)
+	for _, tc := range []struct {
+		who  string
+		c    *apiclient.Client
+		want []string
+	}{
+		{"alice (operator, author of the execute one)", alice, []string{}},
+		{"bob (operator)", bob, []string{launch.ID}},
+		{"anna (approver)", anna, both},
+		{"vera (viewer)", vera, []string{}},
+	} {
+		if got := waiting(tc.c); !slices.Equal(got, tc.want) {
+			t.Errorf("%s waits for %v, want %v", tc.who, got, tc.want)
+		}
+	}
+	// Every proposal the list offers, its reader may confirm.
+	if res, err := bob.Confirm(ctx, conv.ID, launch.ID, confirmReq(launch)); err != nil || res.Status != protocol.ResultSucceeded {
+		t.Fatalf("bob's confirm = %+v, %v", res, err)
+	}
+	if got := waiting(anna); !slices.Equal(got, []string{check.ID}) {
+		t.Errorf("after the confirm anna waits for %v", got)
+	}
+	if err := anna.Do(ctx, "GET", "/api/operator/proposals?decidable=yes", nil, nil); !protocol.IsCode(err, protocol.Validation) {
+		t.Fatalf("decidable=yes: %v", err)
+	}
+}

@@ -66,6 +66,9 @@ type harnessOpts struct {
 	// (a PostgreSQL one) instead of the stack's SQLite file; h.store stays
 	// the stack's.
 	db store.Store
+	// lease, when set, makes the daemon one of several sharing its
+	// database (instance "a"): the coordinator and the streams ask it.
+	lease *testLease
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -88,7 +91,18 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.models != nil {
 		cfg.Models, cfg.Provider = o.models, nil
 	}
+	if o.lease != nil {
+		cfg.Shared, cfg.Instance = true, "a"
+		now := stack.Clock.Now()
+		if _, err := stack.DB.RegisterInstance(context.Background(), store.RegisterInstanceParams{Instance: store.Instance{ID: cfg.Instance,
+			Address: "x", PID: 1, Version: "t", StartedAt: now, HeartbeatAt: now, LeaseExpiresAt: now.Add(24 * time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	coord := coordinator.New(cfg)
+	if o.lease != nil {
+		coord.UseLease(o.lease)
+	}
 	stack.App.SettleProposalsWith(coord)
 	if err := coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)
@@ -117,6 +131,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: cfg.Tools, Version: "test", Logger: quietLogger(),
 			Now: stack.Clock.Now, CallsPerMinute: 1 << 30, CallBurst: 1 << 30})
 		apiCfg.MCP = agents.Handler
+	}
+	if o.lease != nil {
+		apiCfg.Lease = o.lease
 	}
 	api := httpapi.New(apiCfg)
 	srv := httptest.NewServer(api)

@@ -203,6 +203,9 @@ func TestOpenAPIResponses(t *testing.T) {
 	tokenID := field(call("POST", "/api/admin/principals/alice/tokens", `{"expiresIn":"90d"}`, 201), "id")
 	call("GET", "/api/admin/tokens?principal=alice", "", 200)
 	call("DELETE", "/api/admin/tokens/"+tokenID, "", 200)
+	call("PUT", "/api/admin/principals/alice/link", `{"proxyUser":"alice@corp"}`, 200)
+	call("PUT", "/api/admin/principals/alice/link", `{"proxyUser":"\u212Airk"}`, 400)
+	call("DELETE", "/api/admin/principals/alice/link", "", 200)
 	call("DELETE", "/api/admin/principals/alice", "", 200)
 	call("POST", "/api/admin/principals", `{"name":"alice","role":"viewer"}`, 409)
 	// Webhooks.

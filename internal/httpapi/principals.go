@@ -1,14 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/principalname"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -19,30 +20,57 @@ import (
 
 // Audit actions of principal and token changes.
 const (
-	ActionPrincipalCreated = "studio.principal.created"
-	ActionPrincipalRole    = "studio.principal.role_changed"
-	ActionPrincipalRevoked = "studio.principal.disabled"
-	ActionTokenCreated     = "studio.token.created"
-	ActionTokenRevoked     = "studio.token.revoked"
+	ActionPrincipalCreated  = "studio.principal.created"
+	ActionPrincipalRole     = "studio.principal.role_changed"
+	ActionPrincipalRevoked  = "studio.principal.disabled"
+	ActionPrincipalLinked   = "studio.principal.linked"
+	ActionPrincipalUnlinked = "studio.principal.unlinked"
+	ActionTokenCreated      = "studio.token.created"
+	ActionTokenRevoked      = "studio.token.revoked"
 )
 
 // MaxTokenLifetime bounds a token's expiry.
 const MaxTokenLifetime = 10 * 365 * 24 * time.Hour
 
-// principalName: lowercase letters, digits and - _ . @ + (a sign-in
-// proxy's users are often e-mail addresses); never studio_…, the prefix
-// of the daemon's own audit actors.
-var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9._@+-]{0,63}$`)
-
-// ValidPrincipalName reports why a principal name is refused ("" when not).
-func ValidPrincipalName(name string) error {
-	if !principalName.MatchString(name) {
-		return protocol.Errorf(protocol.Validation, "a principal's name has 1 to 64 lowercase letters, digits, '.', '_', '-', '@' or '+', and starts with a letter or digit").With("field", "name")
+// principalRef is a path's principal reference as the store knows it: a
+// name in its canonical form (Alice is alice), anything else (an id)
+// as it is.
+func principalRef(ref string) string {
+	if name, err := principalname.Canonical(ref); err == nil {
+		return name
 	}
-	if strings.HasPrefix(name, "studio_") {
-		return protocol.Errorf(protocol.Validation, "names starting with studio_ are the daemon's own audit actors").With("field", "name")
+	return ref
+}
+
+// refuseLookAlike refuses a new principal's name that looks like an
+// existing principal's name, or a proxy user linked to one (a different
+// name with the same UTS #39 skeleton). Principals named before names had
+// look-alike keys are compared here; the store's unique key refuses the
+// look-alikes two creations insert at once.
+func refuseLookAlike(ctx context.Context, ps store.PrincipalStore, name string) error {
+	list, err := ps.ListPrincipals(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range list {
+		for _, other := range []string{p.Name, p.ProxyUser} {
+			if other != "" && principalname.Confusable(name, other) {
+				return protocol.Errorf(protocol.Conflict, "the name %q looks like the principal %q's; choose another", name, p.Name).
+					With("kind", "principal").With("name", p.Name).With("id", p.ID).With("reason", "confusable")
+			}
+		}
 	}
 	return nil
+}
+
+// createPrincipal creates a principal of a canonical name that looks like
+// no other's.
+func createPrincipal(ctx context.Context, ps store.PrincipalStore, p store.CreatePrincipalParams) (store.Principal, error) {
+	if err := refuseLookAlike(ctx, ps, p.Name); err != nil {
+		return store.Principal{}, err
+	}
+	p.NameKey = principalname.Skeleton(p.Name)
+	return ps.CreatePrincipal(ctx, p)
 }
 
 func stampPtr(t *time.Time) *float64 {
@@ -54,7 +82,12 @@ func stampPtr(t *time.Time) *float64 {
 }
 
 func principalView(p store.Principal) protocol.PrincipalView {
-	return protocol.PrincipalView{ID: p.ID, Name: p.Name, Role: p.Role, CreatedAt: protocol.Timestamp(p.CreatedAt), DisabledAt: stampPtr(p.DisabledAt)}
+	var link *string
+	if p.ProxyUser != "" {
+		link = &p.ProxyUser
+	}
+	return protocol.PrincipalView{ID: p.ID, Name: p.Name, Role: p.Role, Origin: p.Origin, ProxyUser: link,
+		CreatedAt: protocol.Timestamp(p.CreatedAt), DisabledAt: stampPtr(p.DisabledAt)}
 }
 
 func tokenView(t store.Token, principal string) protocol.TokenView {
@@ -92,6 +125,8 @@ func (s *Server) principalRoutes() {
 	m.HandleFunc("POST /api/admin/principals", a(s.handleCreatePrincipal))
 	m.HandleFunc("PATCH /api/admin/principals/{ref}", a(s.handleUpdatePrincipal))
 	m.HandleFunc("DELETE /api/admin/principals/{ref}", a(s.handleDisablePrincipal))
+	m.HandleFunc("PUT /api/admin/principals/{ref}/link", a(s.handleLinkPrincipal))
+	m.HandleFunc("DELETE /api/admin/principals/{ref}/link", a(s.handleUnlinkPrincipal))
 	m.HandleFunc("POST /api/admin/principals/{ref}/tokens", a(s.handleCreateToken))
 	m.HandleFunc("GET /api/admin/tokens", a(s.handleListTokens))
 	m.HandleFunc("DELETE /api/admin/tokens/{id}", a(s.handleRevokeToken))
@@ -150,7 +185,8 @@ func (s *Server) handleCreatePrincipal(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := ValidPrincipalName(req.Name); err != nil {
+	name, err := principalname.Canonical(req.Name)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -160,8 +196,8 @@ func (s *Server) handleCreatePrincipal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, now := uuid.NewString(), s.now()
-	p, err := ps.CreatePrincipal(r.Context(), store.CreatePrincipalParams{ID: id, Name: req.Name, Role: role, Now: now,
-		Audit: adminAudit(r, ActionPrincipalCreated, id, map[string]any{"name": req.Name, "role": role}, now)})
+	p, err := createPrincipal(r.Context(), ps, store.CreatePrincipalParams{ID: id, Name: name, Role: role, Origin: protocol.OriginLocal, Now: now,
+		Audit: adminAudit(r, ActionPrincipalCreated, id, map[string]any{"name": name, "role": role, "origin": protocol.OriginLocal}, now)})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -203,7 +239,7 @@ func (s *Server) handleUpdatePrincipal(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	cur, err := ps.GetPrincipal(r.Context(), r.PathValue("ref"))
+	cur, err := ps.GetPrincipal(r.Context(), principalRef(r.PathValue("ref")))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -224,13 +260,19 @@ func (s *Server) handleUpdatePrincipal(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, principalView(p))
 }
 
-func (s *Server) handleDisablePrincipal(w http.ResponseWriter, r *http.Request) {
+// pathPrincipal is the principal store and the principal the path's
+// {ref} names.
+func (s *Server) pathPrincipal(r *http.Request) (store.PrincipalStore, store.Principal, error) {
 	ps, err := s.principals()
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, store.Principal{}, err
 	}
-	cur, err := ps.GetPrincipal(r.Context(), r.PathValue("ref"))
+	cur, err := ps.GetPrincipal(r.Context(), principalRef(r.PathValue("ref")))
+	return ps, cur, err
+}
+
+func (s *Server) handleDisablePrincipal(w http.ResponseWriter, r *http.Request) {
+	ps, cur, err := s.pathPrincipal(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -242,6 +284,49 @@ func (s *Server) handleDisablePrincipal(w http.ResponseWriter, r *http.Request) 
 	now := s.now()
 	p, err := ps.DisablePrincipal(r.Context(), store.DisablePrincipalParams{Ref: cur.ID, Now: now,
 		Audit: adminAudit(r, ActionPrincipalRevoked, cur.ID, map[string]any{"name": cur.Name}, now)})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, principalView(p))
+}
+
+// handleLinkPrincipal links a sign-in proxy's user to a local principal:
+// from then on that user signs in as it (its role stays the admin's to
+// set; the groups header does not change it).
+func (s *Server) handleLinkPrincipal(w http.ResponseWriter, r *http.Request) {
+	var req protocol.LinkPrincipalRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	user, err := principalname.Canonical(req.ProxyUser)
+	if err != nil {
+		s.writeError(w, r, protocol.ErrorOf(err).With("field", "proxyUser"))
+		return
+	}
+	s.link(w, r, user, ActionPrincipalLinked)
+}
+
+// handleUnlinkPrincipal removes a local principal's proxy link: the proxy
+// user no longer signs in as it.
+func (s *Server) handleUnlinkPrincipal(w http.ResponseWriter, r *http.Request) {
+	s.link(w, r, "", ActionPrincipalUnlinked)
+}
+
+func (s *Server) link(w http.ResponseWriter, r *http.Request, user, action string) {
+	ps, cur, err := s.pathPrincipal(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := s.now()
+	details := map[string]any{"name": cur.Name, "proxyUser": user}
+	if user == "" {
+		details["proxyUser"] = cur.ProxyUser
+	}
+	p, err := ps.LinkProxyUser(r.Context(), store.LinkProxyUserParams{Ref: cur.ID, ProxyUser: user, Now: now,
+		Audit: adminAudit(r, action, cur.ID, details, now)})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -271,7 +356,7 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		at := now.Add(d)
 		expires = &at
 	}
-	owner, err := ps.GetPrincipal(r.Context(), r.PathValue("ref"))
+	owner, err := ps.GetPrincipal(r.Context(), principalRef(r.PathValue("ref")))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -305,7 +390,7 @@ func (s *Server) handleListTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	var filter store.ListTokensParams
 	if ref := r.URL.Query().Get("principal"); ref != "" {
-		p, err := ps.GetPrincipal(r.Context(), ref)
+		p, err := ps.GetPrincipal(r.Context(), principalRef(ref))
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -35,8 +35,21 @@ func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// handleListProposals lists proposals, newest first; ?decidable=true keeps
+// the pending ones the caller may confirm (the policy's confirm): what
+// waits for them.
 func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.coord.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: r.URL.Query().Get("status")})
+	q := r.URL.Query()
+	decidable := false
+	switch v := q.Get("decidable"); v {
+	case "", "false":
+	case "true":
+		decidable = true
+	default:
+		s.writeError(w, r, protocol.Errorf(protocol.Validation, "decidable must be true or false, not %q", v).With("field", "decidable"))
+		return
+	}
+	ps, err := s.coord.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: q.Get("status"), Decidable: decidable})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

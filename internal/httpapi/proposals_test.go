@@ -14,6 +14,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // proposalScript: "launch" proposes launching audit-repo, then reports.
@@ -454,21 +455,13 @@ func TestUnknownToolMutateToolAndURLNothingMutated(t *testing.T) {
 // after its proposal's frames are visible.
 func (h *harness) waitTurnStatus(requestID string, want store.TurnStatus) {
 	h.t.Helper()
-	ctx := h.ctx()
-	for {
-		turn, err := h.store.GetTurn(ctx, requestID)
+	testutil.Eventually(h.t, func() bool {
+		turn, err := h.store.GetTurn(h.ctx(), requestID)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if turn.Status == want {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			h.t.Fatalf("turn stayed %s, want %s", turn.Status, want)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return turn.Status == want
+	}, "turn ", requestID, " to be ", want)
 }
 
 func TestRecoveryCancelsProposalsOfEndedTurns(t *testing.T) {

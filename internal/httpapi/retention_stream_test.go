@@ -6,6 +6,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // TestStreamOfRemovedConversationEndsWithReplayGap: a stream following a
@@ -40,7 +41,7 @@ func TestStreamOfRemovedConversationEndsWithReplayGap(t *testing.T) {
 	select {
 	case err := <-streamErr:
 		wantCode(t, err, protocol.ReplayGap)
-	case <-time.After(30 * time.Second): // a safety net only
+	case <-time.After(testutil.Patience): // a safety net only
 		t.Fatal("the stream of the removed conversation did not end")
 	}
 	_, err = h.client.GetConversation(h.ctx(), c.ID, 0, 1)

@@ -93,6 +93,13 @@ type Config struct {
 	// reason anyone may read, with err the detail for a caller with the
 	// token. Nil: ready whenever not draining.
 	Ready func(ctx context.Context) (reason string, err error)
+	// Lease, when set (several daemons on one PostgreSQL), is this
+	// daemon's lease: streams say when it cannot be proven (a
+	// LeaseWatcher tells them at once; stream_lease.go).
+	Lease LeaseHolder
+	// CallTimeout bounds the database read that authenticates a request
+	// (default 30 s): a daemon whose connections hang answers, not waits.
+	CallTimeout time.Duration
 	// MCP, when set, builds the handler of /mcp (internal/mcpserver) given
 	// the server's typed error writer; the server authenticates its
 	// requests and checks their Origin (mcp_routes.go).
@@ -248,6 +255,14 @@ func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 
 func (s *Server) now() time.Time { return s.cfg.Now() }
 
+// callTimeout is Config.CallTimeout or its default.
+func (s *Server) callTimeout() time.Duration {
+	if s.cfg.CallTimeout > 0 {
+		return s.cfg.CallTimeout
+	}
+	return 30 * time.Second
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
@@ -276,7 +291,7 @@ func writeErrorBody(w http.ResponseWriter, r *http.Request, pe *protocol.Error) 
 	if pe.Code == protocol.AuthRequired && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
 	}
-	if pe.Code == protocol.RateLimited && pe.RetryAfterMs > 0 {
+	if status := pe.Code.HTTPStatus(); (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && pe.RetryAfterMs > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt((pe.RetryAfterMs+999)/1000, 10))
 	}
 	if bodyUnread(r) {

@@ -220,6 +220,7 @@ type stream struct {
 	// deadline is the write deadline set on the connection.
 	deadline time.Time
 	status   statusState
+	lease    leaseState
 	// opened is the conversation's last sequence when the stream was
 	// checked, before its first status: a frame after it that the stream
 	// replays may have moved the turn since (statusState.movedBy).
@@ -317,7 +318,9 @@ func (st *stream) run() {
 	st.write([]byte("retry: 2000\n: connected\n\n"))
 	progressed := s.coord.ProgressSignal(st.convID) // before reading: no change is missed
 	access := s.convs.AccessSignal()                // before the decision below: no revocation is missed
+	leaseChanged := s.leaseChanged()
 	st.status.write(st)
+	st.lease.write(st)
 	if !st.flush() {
 		return
 	}
@@ -353,6 +356,11 @@ func (st *stream) run() {
 		case <-progressed:
 			progressed = s.coord.ProgressSignal(st.convID)
 			if st.status.write(st) && !st.flush() {
+				return
+			}
+		case <-leaseChanged:
+			leaseChanged = s.leaseChanged()
+			if st.lease.write(st) && !st.flush() {
 				return
 			}
 		case <-beats.wait(slot):

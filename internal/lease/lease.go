@@ -16,6 +16,14 @@
 // (store.Fence). Lost closes, and the daemon must stop working (studio
 // serve rejoins as a new instance, or exits for its supervisor).
 //
+// Before that, a daemon whose renewals fail cannot prove its lease once
+// the last one granted runs out (Held, against the local clock from
+// before that renewal was sent): it fences itself (the coordinator
+// decides, claims and executes nothing; /readyz and the streams say so,
+// Changed) until a renewal succeeds again. The reaping itself waits on no
+// lock the daemon's sessions may hold (store.InstanceStore.ReapInstances),
+// so a daemon whose connections hang is reaped at Expiry like a dead one.
+//
 // How long a dead daemon's work waits: its last renewal gave it a lease
 // until at most Expiry after its death, and the other daemons' reapers
 // look every Renew, so its turns end within Expiry + Renew (plus the time
@@ -92,19 +100,29 @@ type Keeper struct {
 	live                       atomic.Int64
 	expires                    atomic.Int64 // the lease's end as last granted, Unix nanoseconds
 
-	// healthySince is when this daemon's renewals began to succeed
-	// without a break (the run loop's alone). Its reaper reaps only once
+	// healthy is when this daemon's renewals began to succeed without a
+	// break (0: they fail now). Its reaper reaps only once
 	// that is a whole Expiry ago: after an outage of the database every
 	// lease looks expired, and the others must have had the time to renew
 	// theirs before anyone takes their work.
-	healthySince time.Time
+	healthy atomic.Int64 // healthySince in Unix nanoseconds, 0 for none: the reaper's loop reads it
+	// reapNow asks the reaper's loop for a look: after each renewal that
+	// succeeded, once healthy. The reaper runs beside the renewals, never
+	// in their way: a takeover that waits on a stalled daemon's locks
+	// must not let this daemon's own lease run out.
+	reapNow chan struct{}
 
-	looks int // renewals so far: old instances are purged now and then
+	looks int // reaper's looks so far (its loop's alone): old instances are purged now and then
 
 	lostOnce sync.Once
 	lost     chan struct{}
 	lostErr  error
 	stopOnce sync.Once
+
+	// changed wakes the watchers of Held (Changed) when it changes;
+	// wasHeld is what it said at the last look (the run loop's alone).
+	changed store.Signals
+	wasHeld bool
 }
 
 // Start registers the instance with a fresh lease, reaps once (a daemon
@@ -130,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		cfg.Logger = slog.Default()
 	}
 	k := &Keeper{cfg: cfg, st: cfg.Store, log: cfg.Logger, now: cfg.Now,
-		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{}), reapNow: make(chan struct{}, 1)}
 	now := k.now()
 	in := cfg.Instance
 	in.StartedAt, in.HeartbeatAt, in.LeaseExpiresAt = now, now, now.Add(cfg.Expiry)
@@ -138,10 +156,13 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
 	k.live.Store(1)
-	k.healthySince = now
+	k.healthy.Store(now.UnixNano())
+	k.wasHeld = true
 	k.expires.Store(in.LeaseExpiresAt.UnixNano())
 	k.log.Info("instance registered", "instance", in.ID, "lease_renew", cfg.Renew, "lease_expiry", cfg.Expiry)
-	go k.run()
+	reaped := make(chan struct{})
+	go k.reapLoop(reaped)
+	go k.run(reaped)
 	return k, nil
 }
 
@@ -180,6 +201,27 @@ func (k *Keeper) Held(now time.Time) error {
 	return nil
 }
 
+// Changed returns a channel closed at the next change of Held: the lease
+// could no longer be proven, or was renewed again. Take it before asking
+// Held; changes are seen at the renewal ticks, a Renew apart at most.
+func (k *Keeper) Changed() <-chan struct{} { return k.changed.Wait("") }
+
+// look tells the watchers of Held when it changed since the last look.
+func (k *Keeper) look() {
+	held := k.Held(k.now()) == nil
+	if held == k.wasHeld {
+		return
+	}
+	k.wasHeld = held
+	if !held {
+		k.log.Warn("this daemon cannot prove its lease: it decides, claims and executes nothing until it renews",
+			"instance", k.ID(), "failures", k.failures.Load())
+	} else {
+		k.log.Info("lease renewed again: this daemon decides, claims and executes again", "instance", k.ID())
+	}
+	k.changed.Notify("")
+}
+
 // Stats returns the counters.
 func (k *Keeper) Stats() Stats {
 	return Stats{Renewals: k.renewals.Load(), RenewFailures: k.failures.Load(), Reaped: k.reaped.Load(),
@@ -199,8 +241,14 @@ func (k *Keeper) Stop(ctx context.Context) error {
 	return k.st.StopInstance(ctx, store.StopInstanceParams{ID: k.ID(), Now: k.now()})
 }
 
-func (k *Keeper) run() {
+// run renews the lease every Renew until Stop or the lease is lost, and
+// asks the reaper's loop for a look after each renewal once healthy; it
+// closes done when the reaper's loop ended too.
+func (k *Keeper) run(reaperDone <-chan struct{}) {
 	defer close(k.done)
+	defer func() { <-reaperDone }()
+	defer close(k.reapNow)
+	defer k.changed.Notify("") // stopped or lost: Held says so now
 	t := time.NewTicker(k.cfg.Renew)
 	defer t.Stop()
 	for {
@@ -209,31 +257,54 @@ func (k *Keeper) run() {
 			return
 		case <-t.C:
 		}
-		// The renewal, and the reaping and purge after it, each get
-		// their own deadline: a takeover cut short by the renewal's
-		// would leave its outcome unknown.
+		k.look() // expired since the last renewal?
+		// The renewal, and the reaper's look, each get their own
+		// deadline: a takeover cut short by the renewal's would leave its
+		// outcome unknown.
 		ctx, cancel := context.WithTimeout(context.Background(), k.renewTimeout())
 		err := k.renew(ctx)
 		cancel()
 		if errors.Is(err, errLost) {
 			return
 		}
+		k.look()
 		now := k.now()
 		if err != nil {
-			k.healthySince = time.Time{}
+			k.healthy.Store(0)
 			continue
 		}
-		if k.healthySince.IsZero() {
-			k.healthySince = now
+		if k.healthy.Load() == 0 {
+			k.healthy.Store(now.UnixNano())
 			k.log.Info("the database answers again; reaping waits a whole lease expiry", "instance", k.ID(), "lease_expiry", k.cfg.Expiry)
 		}
-		ctx, cancel = context.WithTimeout(context.Background(), k.reapTimeout())
-		if k.cfg.Reap && now.Sub(k.healthySince) >= k.cfg.Expiry {
+		select {
+		case k.reapNow <- struct{}{}:
+		default: // the reaper is still at its last look
+		}
+	}
+}
+
+// reapLoop reaps (when healthy long enough and Config.Reap) and purges,
+// one look per ask of run, until run closes reapNow.
+func (k *Keeper) reapLoop(done chan<- struct{}) {
+	defer close(done)
+	for range k.reapNow {
+		ctx, cancel := context.WithTimeout(context.Background(), k.reapTimeout())
+		if k.cfg.Reap && k.healthyFor() >= k.cfg.Expiry {
 			k.reap(ctx)
 		}
 		k.purge(ctx)
 		cancel()
 	}
+}
+
+// healthyFor is how long the renewals have succeeded without a break.
+func (k *Keeper) healthyFor() time.Duration {
+	since := k.healthy.Load()
+	if since == 0 {
+		return 0
+	}
+	return k.now().Sub(time.Unix(0, since))
 }
 
 var errLost = errors.New("lease lost")

@@ -134,7 +134,7 @@ func TestDeadDaemonReapedAndLeaseLost(t *testing.T) {
 	live.Advance(time.Hour)
 	select {
 	case <-hung.Lost():
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("the hung daemon never learned it lost its lease")
 	}
 	if hung.Err() == nil || other.Err() != nil {
@@ -218,8 +218,90 @@ func TestNoReapingRightAfterAnOutage(t *testing.T) {
 	if st := instance(t, s, other.ID).State(clock.Now()); st != store.InstanceExpired {
 		t.Fatalf("right after the outage the other instance is %s, want expired and not reaped", st)
 	}
-	clock.Advance(time.Second)
+	// A lease later it is reaped. The clock moves on at each look: on a
+	// loaded machine a renewal may miss its deadline, and the whole
+	// expiry of renewals is counted again from the next one that works.
 	testutil.Eventually(t, func() bool {
+		clock.Advance(time.Second)
 		return instance(t, s, other.ID).State(clock.Now()) == store.InstanceReaped
 	}, "the dead instance reaped a lease after the outage")
+}
+
+// stuckReapStore is a store whose reaping hangs while stuck is set (a
+// takeover waiting on a stalled daemon's locks) until its deadline.
+type stuckReapStore struct {
+	store.Store
+	stuck   atomic.Bool
+	entered chan struct{} // closed at the first reaping that hangs
+	once    sync.Once
+	release chan struct{}
+}
+
+func (s *stuckReapStore) ReapInstances(ctx context.Context, p store.ReapInstancesParams) ([]store.Instance, error) {
+	if s.stuck.Load() {
+		s.once.Do(func() { close(s.entered) })
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Store.ReapInstances(ctx, p)
+}
+
+// TestStuckReapingDoesNotHoldUpRenewals: the reaper's look hangs (for
+// as long as its deadline, which is at least the lease expiry); the
+// daemon's own renewals go on meanwhile, so its lease never lapses
+// because it was busy taking another's work over.
+func TestStuckReapingDoesNotHoldUpRenewals(t *testing.T) {
+	t.Parallel()
+	s := &stuckReapStore{Store: open(t), entered: make(chan struct{}), release: make(chan struct{})}
+	clock := storetest.NewClock(storetest.Epoch)
+	s.stuck.Store(true)
+	k := start(t, s, clock)
+	t.Cleanup(func() { close(s.release) }) // before the keeper's Stop
+	clock.Advance(time.Second)             // healthy for a whole expiry: the reaper looks
+	select {
+	case <-s.entered:
+	case <-time.After(testutil.Patience):
+		t.Fatal("the reaper never looked")
+	}
+	before := k.Stats().Renewals
+	// A renewal every 5 ms: twenty take 100 ms; behind a hung reaping
+	// (10 s each) they would take minutes.
+	testutil.Eventually(t, func() bool { return k.Stats().Renewals >= before+20 }, "renewals while the reaping hangs")
+	if err := k.Held(clock.Now()); err != nil {
+		t.Fatalf("Held while the reaping hangs: %v", err)
+	}
+}
+
+// TestChangedWhenTheLeaseCannotBeProven: Changed wakes its watchers when
+// the renewals failed past the lease's end (Held then says so), and again
+// when a renewal succeeds.
+func TestChangedWhenTheLeaseCannotBeProven(t *testing.T) {
+	t.Parallel()
+	s := &outageStore{Store: open(t)}
+	clock := storetest.NewClock(storetest.Epoch)
+	k := start(t, s, clock)
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(testutil.Patience):
+			t.Fatalf("Changed never woke: %s", what)
+		}
+	}
+	ch := k.Changed()
+	s.down.Store(true)
+	clock.Advance(2 * time.Second) // past the last renewal's lease
+	wait(ch, "the lease ran out unrenewed")
+	if err := k.Held(clock.Now()); err == nil {
+		t.Fatal("Held after the lease ran out unrenewed")
+	}
+	ch = k.Changed()
+	s.down.Store(false)
+	wait(ch, "renewed again")
+	if err := k.Held(clock.Now()); err != nil {
+		t.Fatalf("Held once renewed: %v", err)
+	}
 }

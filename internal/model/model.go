@@ -53,6 +53,9 @@ type Request struct {
 	// View is the cockpit context of the current turn; a deterministic model
 	// may use it, a remote model sees it inside the system prompt.
 	View *protocol.ContextSnapshot
+	// Client is the kind of client the answer goes to ("": the cockpit);
+	// one that applies no effects is answered with data, not navigation.
+	Client protocol.ClientKind
 }
 
 // EventKind tells what an Event carries.

@@ -58,6 +58,8 @@ type model struct {
 	components map[string]*schema
 }
 
+// build is long because it is the API's table: every operation in the
+// order the document lists it, read top to bottom as the document is.
 func build() model {
 	r := &reflector{components: map[string]*schema{}, overrides: overrides(), names: map[reflect.Type]string{
 		reflect.TypeFor[protocol.Error](): "ProtocolError",
@@ -81,6 +83,7 @@ func build() model {
 	result := t(reflect.TypeFor[studio.Result]())
 	conv := t(reflect.TypeFor[protocol.Conversation]())
 	proposalList := object(req("proposals", arrayOf(t(reflect.TypeFor[protocol.ProposalState]()))))
+	decidable := q("decidable", "true: only the pending proposals the caller may confirm (its role, and four-eyes): what waits for it", qBool)
 	expectedVersion := q("expectedVersion", "the resource's version as last read", qInt)
 	ops := []Operation{
 		{Method: "GET", Path: "/healthz", ID: "healthz", Tag: "daemon", Summary: "Liveness: 200 {status: ok}, or 503 with the reason StateDB is unavailable", Auth: "none", Status: 200,
@@ -129,11 +132,11 @@ func build() model {
 		{Method: "POST", Path: "/api/operator/conversations/{id}/proposals/{pid}/deny", ID: "denyProposal", Tag: "operator", Summary: "Deny a pending proposal",
 			Body: object(), Status: 200, Resp: t(reflect.TypeFor[protocol.ProposalResult]())},
 		{Method: "GET", Path: "/api/operator/conversations/{id}/proposals", ID: "listConversationProposals", Tag: "operator", Summary: "A conversation's proposals",
-			Query: []param{q("status", "statuses, comma separated", qString)}, Status: 200, Resp: proposalList},
+			Query: []param{q("status", "statuses, comma separated", qString), decidable}, Status: 200, Resp: proposalList},
 		{Method: "GET", Path: "/api/operator/conversations/{id}/proposals/{pid}", ID: "getConversationProposal", Tag: "operator", Summary: "One proposal of a conversation",
 			Status: 200, Resp: ref("ProposalState")},
 		{Method: "GET", Path: "/api/operator/proposals", ID: "listProposals", Tag: "operator", Summary: "Proposals across conversations",
-			Query: []param{q("status", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)", qString)}, Status: 200, Resp: proposalList},
+			Query: []param{q("status", "statuses, comma separated (pending, executing, succeeded, failed, expired, cancelled, conflict)", qString), decidable}, Status: 200, Resp: proposalList},
 		{Method: "GET", Path: "/api/operator/proposals/{pid}", ID: "getProposal", Tag: "operator", Summary: "One proposal by id", Status: 200, Resp: ref("ProposalState")},
 		{Method: "GET", Path: "/api/operator/routes", ID: "getRoutes", Tag: "operator", Summary: "The route registry: the six spaces, their params and effects, the forms",
 			Status: 200, Resp: t(reflect.TypeFor[spaces.Registry]())},
@@ -237,6 +240,12 @@ func build() model {
 			Body: t(reflect.TypeFor[protocol.UpdatePrincipalRequest]()), Status: 200, Resp: t(reflect.TypeFor[protocol.PrincipalView]())},
 		{Method: "DELETE", Path: "/api/admin/principals/{ref}", ID: "disablePrincipal", Tag: "admin", Summary: "Disable a principal for good and revoke its tokens (admin); its name stays taken",
 			Status: 200, Resp: t(reflect.TypeFor[protocol.PrincipalView]())},
+		{Method: "PUT", Path: "/api/admin/principals/{ref}/link", ID: "linkPrincipal", Tag: "admin",
+			Summary: "Link a sign-in proxy's user to a local principal (admin): that user then signs in as it; audited",
+			Body:    t(reflect.TypeFor[protocol.LinkPrincipalRequest]()), Status: 200, Resp: t(reflect.TypeFor[protocol.PrincipalView]())},
+		{Method: "DELETE", Path: "/api/admin/principals/{ref}/link", ID: "unlinkPrincipal", Tag: "admin",
+			Summary: "Remove a local principal's proxy link (admin): the proxy user no longer signs in as it; audited",
+			Status:  200, Resp: t(reflect.TypeFor[protocol.PrincipalView]())},
 		{Method: "POST", Path: "/api/admin/principals/{ref}/tokens", ID: "createToken", Tag: "admin", Summary: "A new personal token (stu_…), shown in this answer only (admin)",
 			Body: t(reflect.TypeFor[protocol.CreateTokenRequest]()), Status: 201, Resp: t(reflect.TypeFor[protocol.NewTokenView]())},
 		{Method: "GET", Path: "/api/admin/tokens", ID: "listTokens", Tag: "admin", Summary: "Tokens by prefix, newest first; never the tokens themselves (admin)",
@@ -289,6 +298,7 @@ func enums() map[string][]string {
 	}
 	m := map[string][]string{
 		"ContextSnapshot.Space":            protocol.Spaces,
+		"TurnRequest.Client":               clientKinds(),
 		"Conversation.Status":              {"active", "archived", "deleted"},
 		"Turn.Status":                      {"queued", "running", "awaiting_confirmation", "completed", "failed", "cancelled"},
 		"TextPayload.Format":               {"plain", "markdown"},
@@ -302,6 +312,8 @@ func enums() map[string][]string {
 		"EffectState.Status":               {"pending", "applied", "rejected", "expired"},
 		"AckEffectRequest.Status":          {"applied", "rejected"},
 		"AckEffectRequest.RejectionCode":   protocol.RejectionCodes,
+		"PrincipalView.Origin":             {string(protocol.OriginLocal), string(protocol.OriginProxy)},
+		"Principal.Origin":                 {string(protocol.OriginLocal), string(protocol.OriginProxy)},
 		"Run.Status":                       {"queued", "running", "succeeded", "failed", "cancelled"},
 		"Run.Trigger":                      {"manual", "operator", "schedule"},
 		"DoctorReport.Status":              {studio.StatusOK, studio.StatusDegraded, studio.StatusFailing},
@@ -318,6 +330,15 @@ func enums() map[string][]string {
 		m[f] = []string{protocol.VisibilityPrivate, protocol.VisibilityTeam}
 	}
 	return m
+}
+
+// clientKinds are the values of a turn's client.
+func clientKinds() []string {
+	out := make([]string, len(protocol.ClientKinds))
+	for i, k := range protocol.ClientKinds {
+		out[i] = string(k)
+	}
+	return out
 }
 
 // addProtocolComponents adds the hand-written schemas: the frame union, its

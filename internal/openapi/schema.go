@@ -69,7 +69,9 @@ func arrayOf(s *schema) *schema { return &schema{Type: []string{"array"}, Items:
 
 func mapOf(s *schema) *schema { return &schema{Type: []string{"object"}, Additional: s} }
 
-// json writes the JSON Schema form; refs point into the components.
+// json writes the JSON Schema form; refs point into the components. One
+// function, keyword after keyword, so that the output's order is the
+// order read here.
 func (s *schema) json() ([]byte, error) {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }

@@ -47,6 +47,8 @@ type TurnRequest struct {
 	Instruction          string          `json:"instruction"`
 	Context              ContextSnapshot `json:"context"`
 	ExpectedLastSequence *int64          `json:"expectedLastSequence"`
+	// Client is what kind of client submits the turn (absent: the cockpit).
+	Client ClientKind `json:"client,omitzero"`
 }
 
 // Validate applies the submission's bounds (docs/design.md §5).
@@ -63,6 +65,9 @@ func (r TurnRequest) Validate() error {
 	}
 	if *r.ExpectedLastSequence < 0 {
 		return Errorf(Validation, "expectedLastSequence must be at least 0").With("field", "expectedLastSequence")
+	}
+	if !r.Client.Valid() {
+		return Errorf(Validation, "client %q is not one of cockpit, cli, mcp, text", r.Client).With("field", "client")
 	}
 	return r.Context.Validate()
 }
@@ -180,6 +185,11 @@ type StreamTicketRequest struct {
 	ConversationID string `json:"conversationId"`
 	AfterSequence  int64  `json:"afterSequence"`
 }
+
+// TicketPrefix starts every stream ticket, as stu_ starts every token
+// and whsec_ every webhook signing secret: a secret scanner recognises
+// one that leaked (docs/teams.md, Credentials).
+const TicketPrefix = "stt_"
 
 // StreamTicket is a one-use stream credential (docs/design.md §12).
 type StreamTicket struct {

@@ -66,25 +66,30 @@ func ParseVisibility(s string) (string, error) {
 	return s, nil
 }
 
-// Principal is who a request acts for: its id, unique name and role, and
-// what policies may also ask of it: where its identity comes from and,
-// behind a sign-in proxy, its groups.
-type Principal struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	Role Role   `json:"role"`
-	// Origin is OriginLocal (a personal token, the token file) or
-	// OriginProxy (a sign-in proxy named it); "" is local.
-	Origin string `json:"origin,omitzero"`
-	// Groups are the groups a sign-in proxy named with it.
-	Groups []string `json:"groups,omitzero"`
-}
+// Origin is where a principal comes from. A proxy principal never acts as
+// a local one: the sign-in proxy's user of a local principal's name is
+// refused until an admin links the two.
+type Origin string
 
-// Origins of a principal's identity.
+// Origins.
 const (
-	OriginLocal = "local"
-	OriginProxy = "proxy"
+	// OriginLocal: made by an admin, or the bootstrap owner; signs in
+	// with its tokens, or through the proxy when an admin linked it.
+	OriginLocal Origin = "local"
+	// OriginProxy: made by the sign-in proxy's header on first use.
+	OriginProxy Origin = "proxy"
 )
+
+// Principal is who a request acts for: its id, unique name, role and
+// origin, and the groups the sign-in proxy named for this request (none
+// for a bearer token).
+type Principal struct {
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Role   Role     `json:"role"`
+	Origin Origin   `json:"origin"`
+	Groups []string `json:"groups,omitempty"`
+}
 
 type principalKey struct{}
 
@@ -110,11 +115,14 @@ type Whoami struct {
 	SecondApproverFor []string `json:"secondApproverFor"`
 }
 
-// PrincipalView is a principal on the wire.
+// PrincipalView is a principal on the wire. ProxyUser is the sign-in
+// proxy's user an admin linked to a local principal (null when none).
 type PrincipalView struct {
 	ID         string   `json:"id"`
 	Name       string   `json:"name"`
 	Role       Role     `json:"role"`
+	Origin     Origin   `json:"origin"`
+	ProxyUser  *string  `json:"proxyUser"`
 	CreatedAt  float64  `json:"createdAt"`
 	DisabledAt *float64 `json:"disabledAt"`
 }
@@ -145,6 +153,12 @@ type CreatePrincipalRequest struct {
 // UpdatePrincipalRequest is the body of PATCH /api/admin/principals/{ref}.
 type UpdatePrincipalRequest struct {
 	Role string `json:"role"`
+}
+
+// LinkPrincipalRequest is the body of PUT /api/admin/principals/{ref}/link:
+// the sign-in proxy's user that then signs in as this local principal.
+type LinkPrincipalRequest struct {
+	ProxyUser string `json:"proxyUser"`
 }
 
 // CreateTokenRequest is the body of POST /api/admin/principals/{ref}/tokens.

@@ -12,6 +12,8 @@ var daemonRules = []ruleSpec{
 	// Personal tokens (and the owner token once it has the prefix): stu_
 	// and 256 random bits, base64url.
 	{id: "studio-personal-token", regex: `(?:^|[^A-Za-z0-9])(stu_[A-Za-z0-9_-]{20,})`, keywords: []string{"stu_"}},
+	// Stream tickets: stt_ and 256 random bits, base64url.
+	{id: "studio-stream-ticket", regex: `(?:^|[^A-Za-z0-9])(stt_[A-Za-z0-9_-]{20,})`, keywords: []string{"stt_"}},
 	// Standard Webhooks signing secrets.
 	{id: "studio-webhook-secret", regex: `(whsec_[A-Za-z0-9+/=_-]{16,})`, keywords: []string{"whsec_"}},
 	// Chat webhooks whose URL is the credential.
@@ -42,8 +44,8 @@ var daemonChecks = map[string]func(string) bool{
 
 // Runs of random-looking characters of an exact length, standing alone,
 // found by a scan rather than a regex (they have no keyword, so they look
-// at every text): the owner token of a token file without the prefix and
-// stream tickets (32 random bytes, base64url: 43 characters), and an AWS
+// at every text): the owner token of a token file from before the prefix
+// (32 random bytes, base64url: 43 characters), and an AWS
 // secret access key without its name beside it (40 characters of base64).
 var runShapes = []struct {
 	length int

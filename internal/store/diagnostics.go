@@ -30,4 +30,8 @@ type ExecutingProposal struct {
 	Summary        string
 	CreatedAt      time.Time
 	ConfirmedAt    *time.Time
+	// ExecutedAt is its execution marker: set, the command ran (a daemon
+	// sharing the database records it as executed at its reaper's next
+	// look); unset, it did not, or ran before the marker existed.
+	ExecutedAt *time.Time
 }

@@ -25,24 +25,31 @@ import (
 //
 // An owner's writes carry its Fence in their context (WithFence). Every
 // write transaction that carries one checks it first, in the transaction:
-// the instance is neither reaped nor stopped and, for the execution of a
-// confirmed command, the proposal is still executing under that instance
-// and epoch — with the proposal's row locked until the commit, so a
-// reaper's takeover (which rewrites that row) and the command's own
-// writes are ordered one way or the other, never both. A takeover that
-// commits first leaves the command unrun for ever; a command that commits
-// first is there for the takeover to see.
+// the writer can prove its lease current (Lease, a bound the daemon knows
+// locally), the instance is neither reaped nor stopped and, for the
+// execution of a confirmed command, the proposal is still executing under
+// that instance and epoch — with the proposal's row locked until the
+// commit, so a reaper's takeover (which rewrites that row) and the
+// command's own writes are ordered one way or the other, never both. A
+// takeover that commits first leaves the command unrun for ever; a
+// command that commits first is there for the takeover to see, with the
+// marker it set (Proposal.ExecutedAt). The instance's own row is only
+// read: a reaping waits on no session of the daemon it reaps.
 
 // Fence is what an owner's write must still hold when it commits.
 type Fence struct {
 	// Instance must be live: not reaped, not stopped.
 	Instance string
-	// Hold keeps the instance's row from being reaped until the commit
-	// (a share lock): for the writes that take work over or start it (a
-	// confirmation, a claim). Other writes only read it, which costs the
-	// hot path (appends) no lock: a reaping that commits meanwhile is
-	// ordered after them by the rows the takeover itself locks.
+	// Hold marks a write that takes work over or starts it (a
+	// confirmation, a claim, a takeover): it never joins a batch of
+	// appends, and its writer sets Lease.
 	Hold bool
+	// Lease, when set, says whether the writer can prove its lease current
+	// (lease.Keeper.Held at the moment of the check); it runs first in the
+	// transaction. A refusal is LeaseUnproven: transient, since the writer
+	// may yet renew. So no confirmation, claim or execution starts on a
+	// lease that ran out, whatever the database says about it.
+	Lease func() error
 	// ProposalID, when set, must be executing, owned by Instance at
 	// ProposalEpoch: the fence of a confirmed command's execution and of
 	// the recording of its outcome.
@@ -84,6 +91,24 @@ func FenceFrom(ctx context.Context) (Fence, bool) {
 	return f, ok && f.Instance != ""
 }
 
+// leaseReason is the details.reason of LeaseUnproven.
+const leaseReason = "lease_unproven"
+
+// LeaseUnproven is the refusal of a writer that cannot prove its lease
+// current (its renewals fail: the database, or the way to it, hangs). It
+// is transient: the write may pass once the lease is renewed; if the
+// daemon is reaped first, its fence refuses it for good.
+func LeaseUnproven(instance string, why error) *protocol.Error {
+	return protocol.Errorf(protocol.ServiceFailure, "this daemon cannot prove its lease is current (%v): it executes, claims and decides nothing until it renews; try another daemon or again shortly", why).
+		With("reason", leaseReason).With("instance", instance)
+}
+
+// IsLeaseUnproven reports whether err is LeaseUnproven.
+func IsLeaseUnproven(err error) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == protocol.ServiceFailure && pe.Details["reason"] == leaseReason
+}
+
 // fencedReason is the details.reason of a write refused by its fence.
 const fencedReason = "fenced"
 
@@ -116,16 +141,17 @@ func IsCommitUnknown(err error) bool {
 // Transient reports whether err says the database is unavailable for now
 // rather than that the write is wrong: a connection refused or dropped, a
 // server shutting down or starting (a restart, a failover), a lock or
-// statement timeout, a serialization failure or deadlock, SQLite's busy.
-// The same write may succeed later; typed errors of the protocol (a
-// conflict, not found) never are transient.
+// statement timeout, a serialization failure or deadlock, SQLite's busy,
+// a writer whose lease is unproven for now. The same write may succeed
+// later; other typed errors of the protocol (a conflict, not found) never
+// are transient.
 func Transient(err error) bool {
 	if err == nil {
 		return false
 	}
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
-		return false
+		return IsLeaseUnproven(err)
 	}
 	if IsCommitUnknown(err) {
 		return true

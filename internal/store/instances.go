@@ -11,10 +11,12 @@ import (
 // a queued or running turn, a turn awaiting confirmation whose proposal
 // executes, an executing proposal, a running run — names its owner
 // instance. When an instance's lease expires, some daemon's reaper marks
-// it reaped (a compare-and-set against its renewal) and the reapers end its
-// work: each piece is taken over by a compare-and-set on its owner, so it
-// ends exactly once whichever daemons reap at the same time. A reaped
-// instance never renews again.
+// it reaped and the reapers end its work: each piece is taken over by a
+// compare-and-set on its owner, so it ends exactly once whichever daemons
+// reap at the same time. A reaped instance never renews again. The
+// reaping waits on no lock the reaped daemon may hold: a daemon whose
+// sessions hang (they may hold its own rows for as long as they hang) is
+// reaped when its lease expires all the same.
 
 // Instance is a row of studio_instances: one daemon process.
 type Instance struct {
@@ -66,8 +68,11 @@ type InstanceStore interface {
 	// ListInstances lists instances, newest first.
 	ListInstances(ctx context.Context, p ListInstancesParams) ([]Instance, error)
 	// ReapInstances marks reaped the instances whose lease expired before
-	// Now (with All: every instance), except Except, and returns them. A
-	// renewal and a reaping of one instance never both succeed.
+	// Now (with All: every instance), except Except (the reaper, named as
+	// the reaping's author), and returns them. It waits on no lock of the
+	// reaped instance's sessions. A renewal that races the reaping may
+	// commit too, but the reaping wins: the instance's fenced writes and
+	// its next renewal are refused.
 	ReapInstances(ctx context.Context, p ReapInstancesParams) ([]Instance, error)
 	// PurgeInstances deletes instances stopped or reaped before Before
 	// that own no work.
@@ -75,13 +80,14 @@ type InstanceStore interface {
 	// OrphanedWork lists the work of reaped instances (see the params).
 	OrphanedWork(ctx context.Context, p OrphanedWorkParams) (OrphanedWork, error)
 	// AdoptTurn moves an unfinished turn from From (reaped; "" for none)
-	// to To, in one transaction with the indeterminate audit rows of its
-	// proposals that From left executing (they lose their owner: they never
-	// run again). Conflict when the turn is no longer From's or ended.
+	// to To, in one transaction with the proposals From left executing
+	// (Proposals; those still From's), each at a new epoch: From can never
+	// execute them after it, and whether it did is final (ExecutedAt) for
+	// To to record. Conflict when the turn is no longer From's or ended.
 	AdoptTurn(ctx context.Context, p AdoptTurnParams) (Turn, error)
-	// DisownProposal takes an executing proposal from From (reaped) with
-	// its indeterminate audit row, once; conflict when it is no longer
-	// From's or no longer executing.
+	// DisownProposal moves an executing proposal from From (reaped) to To
+	// ("" for none) at a new epoch, with its Audit row when set, once;
+	// conflict when it is no longer From's or no longer executing.
 	DisownProposal(ctx context.Context, p DisownProposalParams) (Proposal, error)
 	// ClaimTurn moves the oldest queued turn that Instance does not own
 	// to running, owned by Instance; rows another claimer holds are passed
@@ -181,28 +187,22 @@ type OrphanedWork struct {
 	Runs []Run
 }
 
-// IndeterminateAudit is the audit row of a proposal whose outcome became
-// unknown when its executor died.
-type IndeterminateAudit struct {
-	ProposalID string
-	Audit      AppendAdminEventParams
-}
-
 // AdoptTurnParams takes over a turn.
 type AdoptTurnParams struct {
 	RequestID string
 	From      string // the reaped owner ("" when it had none)
 	To        string
-	// Indeterminate holds the audit rows of the proposals From left
-	// executing; only those still From's get theirs.
-	Indeterminate []IndeterminateAudit
+	// Proposals are the proposals From left executing: those still From's
+	// move to To with the turn.
+	Proposals []string
 }
 
 // DisownProposalParams takes an executing proposal from a reaped owner.
 type DisownProposalParams struct {
 	ID    string
 	From  string
-	Audit AppendAdminEventParams
+	To    string                  // the new owner; "" for none (indeterminate)
+	Audit *AppendAdminEventParams // its audit row, if any (indeterminate)
 }
 
 // ClaimTurnParams claims a queued turn.

@@ -7,18 +7,22 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// Principal is a row of studio_principals: a named identity with a role.
+// Principal is a row of studio_principals: a named identity with a role
+// and an origin. ProxyUser is the sign-in proxy's user an admin linked to
+// a local principal ("" for none).
 type Principal struct {
 	ID         string
 	Name       string
 	Role       protocol.Role
+	Origin     protocol.Origin
+	ProxyUser  string
 	CreatedAt  time.Time
 	DisabledAt *time.Time
 }
 
 // Wire is the principal as requests carry it.
 func (p Principal) Wire() protocol.Principal {
-	return protocol.Principal{ID: p.ID, Name: p.Name, Role: p.Role}
+	return protocol.Principal{ID: p.ID, Name: p.Name, Role: p.Role, Origin: p.Origin}
 }
 
 // Token is a row of studio_principal_tokens. The token itself is never
@@ -37,11 +41,20 @@ type Token struct {
 // PrincipalStore keeps principals and their tokens. Each change appends
 // its audit row (when given) in the same transaction.
 type PrincipalStore interface {
-	// CreatePrincipal inserts a principal; a name taken (even by a
-	// disabled principal) is conflict.
+	// CreatePrincipal inserts a principal; a name or name key taken (even
+	// by a disabled principal) is conflict.
 	CreatePrincipal(ctx context.Context, p CreatePrincipalParams) (Principal, error)
 	// GetPrincipal finds a principal by id or name; not_found if neither.
 	GetPrincipal(ctx context.Context, ref string) (Principal, error)
+	// ProxyPrincipal finds the principal the sign-in proxy's user may be:
+	// the local principal linked to it, else the principal of that name
+	// (of either origin: the caller refuses a local one); not_found if
+	// neither.
+	ProxyPrincipal(ctx context.Context, user string) (Principal, error)
+	// LinkProxyUser links the sign-in proxy's user to a local, enabled
+	// principal, or unlinks it (ProxyUser ""). A proxy principal is not
+	// linked (validation); a user linked to another principal is conflict.
+	LinkProxyUser(ctx context.Context, p LinkProxyUserParams) (Principal, error)
 	// ListPrincipals lists every principal, disabled ones included, by name.
 	ListPrincipals(ctx context.Context) ([]Principal, error)
 	// SetPrincipalRole changes a principal's role.
@@ -76,13 +89,27 @@ const AccessChanged = "access.changed"
 // write per token per minute at most, not one per request.
 const LastUsedGranularity = time.Minute
 
-// CreatePrincipalParams creates a principal.
+// CreatePrincipalParams creates a principal. Origin defaults to local.
+// NameKey is the name's look-alike key (principalname.Skeleton): unique
+// among the principals that have one, so two concurrent creations of
+// look-alike names cannot both succeed.
 type CreatePrincipalParams struct {
-	ID    string
-	Name  string
-	Role  protocol.Role
-	Now   time.Time
-	Audit *AppendAdminEventParams
+	ID      string
+	Name    string
+	NameKey string
+	Role    protocol.Role
+	Origin  protocol.Origin
+	Now     time.Time
+	Audit   *AppendAdminEventParams
+}
+
+// LinkProxyUserParams links (or, with ProxyUser "", unlinks) a local
+// principal and a sign-in proxy's user; Ref is an id or a name.
+type LinkProxyUserParams struct {
+	Ref       string
+	ProxyUser string
+	Now       time.Time
+	Audit     *AppendAdminEventParams
 }
 
 // SetPrincipalRoleParams changes a role; Ref is an id or a name.

@@ -65,8 +65,12 @@ type Proposal struct {
 	Owner string
 	Epoch int64
 	// ExecutedAt is when the command's own write committed (fenced
-	// executions only: Fence.Execute); nil before.
-	ExecutedAt *time.Time
+	// executions only: Fence.Execute); nil before. ExecutedAuditID is the
+	// admin_events row that write appended (0: none, or a write from
+	// before it was kept): what the command did, for a daemon that takes
+	// the proposal over without its result.
+	ExecutedAt      *time.Time
+	ExecutedAuditID int64
 	// SubmittedBy is the principal (name) whose action produced it: the
 	// one that amended it when set on create, else copied from its turn's
 	// submitter; DecidedBy the principal that confirmed or denied it (""

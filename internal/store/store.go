@@ -150,6 +150,9 @@ type Turn struct {
 	StartedAt         *time.Time
 	EndedAt           *time.Time
 	CancelRequestedAt *time.Time
+	// CancelRequestedBy is the principal that asked for the cancel ("" for
+	// none, or the daemon): the proposal the cancel closes is denied by it.
+	CancelRequestedBy string
 	// Owner is the instance that owns the turn ("" for none; see
 	// InstanceStore), and Epoch how many times the owner changed (its
 	// fencing token: fence.go).
@@ -324,7 +327,10 @@ type FinishTurnParams struct {
 // RequestCancelParams asks for a turn's cancellation.
 type RequestCancelParams struct {
 	RequestID string
-	Now       time.Time
+	// By is the principal asking ("" for the daemon itself); the first
+	// one asking is kept (Turn.CancelRequestedBy).
+	By  string
+	Now time.Time
 }
 
 // RecoverTurnsParams fails turns a previous process left unfinished.

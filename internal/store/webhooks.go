@@ -103,6 +103,9 @@ type WebhookStore interface {
 	// RemoveWebhook disables a webhook: no new deliveries, and its pending
 	// ones fail. Not found (or removed already) is not_found.
 	RemoveWebhook(ctx context.Context, p RemoveWebhookParams) (Webhook, error)
+	// GetDelivery returns one delivery as it is now (its claim included);
+	// not_found if absent.
+	GetDelivery(ctx context.Context, id string) (Delivery, error)
 	// ListDeliveries lists a webhook's deliveries, newest first.
 	ListDeliveries(ctx context.Context, p ListDeliveriesParams) ([]Delivery, error)
 	// ClaimDeliveries claims up to Limit due pending deliveries (next

@@ -9,6 +9,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // The fake clock starts at storetest.Epoch, 12:00:00 UTC on 9 July 2026.
@@ -243,19 +244,10 @@ func TestSchedulerLoop(t *testing.T) {
 	f.exec(studio.CreateScheduleCommand{Name: "minutely", Cron: "* * * * *", Playbook: "p"})
 	f.clock.Set(storetest.Epoch.Add(time.Minute + time.Second))
 	f.start()
-	ctx := f.waitCtx()
-	for {
-		if runs := f.scheduledRuns(); len(runs) == 1 {
-			if r := f.waitRun(runs[0].ID, studio.RunEnded); r.Status != "succeeded" {
-				t.Fatalf("scheduled run = %+v", r)
-			}
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the scheduler loop launched nothing")
-		case <-time.After(5 * time.Millisecond):
-		}
+	var runs []studio.Run
+	testutil.Eventually(t, func() bool { runs = f.scheduledRuns(); return len(runs) == 1 }, "the scheduler loop to launch a run")
+	if r := f.waitRun(runs[0].ID, studio.RunEnded); r.Status != "succeeded" {
+		t.Fatalf("scheduled run = %+v", r)
 	}
 }
 

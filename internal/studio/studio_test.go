@@ -17,6 +17,7 @@ import (
 	"github.com/studio/operator/internal/store/sqlite"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -119,7 +120,7 @@ func (f *fx) exec(cmd studio.Command) studio.Result {
 
 // waitCtx bounds a wait so that a hung test fails; it asserts nothing about time.
 func (f *fx) waitCtx() context.Context {
-	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(f.ctx, testutil.Patience)
 	f.t.Cleanup(cancel)
 	return ctx
 }

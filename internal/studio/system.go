@@ -116,6 +116,10 @@ type IndeterminateProposal struct {
 	Summary        string   `json:"summary"`
 	CreatedAt      float64  `json:"createdAt"`
 	ConfirmedAt    *float64 `json:"confirmedAt"`
+	// ExecutedAt is its execution marker (store.ExecutingProposal): set,
+	// the command ran, and a daemon on a shared database records it so by
+	// itself; unset, reconcile_proposal settles it.
+	ExecutedAt *float64 `json:"executedAt"`
 }
 
 // modelFailure is a model whose check failed.
@@ -188,7 +192,7 @@ func (s *Service) countWork(ctx context.Context, r *DoctorReport, problem func(f
 			}
 			r.Operator.IndeterminateProposals = append(r.Operator.IndeterminateProposals, IndeterminateProposal{
 				ID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID, CommandType: p.CommandType,
-				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt)})
+				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt), ExecutedAt: stampPtr(p.ExecutedAt)})
 		}
 		if d.ExecutingProposalsTotal > 0 {
 			problem(false, "%d operator proposals are indeterminate (left executing); reconcile them", d.ExecutingProposalsTotal)

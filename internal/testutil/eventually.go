@@ -4,7 +4,6 @@ package testutil
 
 import (
 	"fmt"
-	"testing"
 	"time"
 )
 
@@ -16,17 +15,24 @@ const Patience = 60 * time.Second
 // pollEvery is the pause between two looks at the condition.
 const pollEvery = 2 * time.Millisecond
 
+// TB is what Eventually needs of a test: testing.TB has it, and so has a
+// property test's rapid.T.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Eventually waits until cond holds, looking again every few milliseconds,
 // for a state that no signal announces (a row another goroutine writes, a
 // line a process logs). After Patience it fails tb with what, formatted as
 // fmt.Sprint does. cond runs on the caller's goroutine, so it may call
 // tb.Fatal itself for a state that can no longer turn good.
-func Eventually(tb testing.TB, cond func() bool, what ...any) {
+func Eventually(tb TB, cond func() bool, what ...any) {
 	tb.Helper()
 	eventually(tb, cond, Patience, what...)
 }
 
-func eventually(tb testing.TB, cond func() bool, patience time.Duration, what ...any) {
+func eventually(tb TB, cond func() bool, patience time.Duration, what ...any) {
 	tb.Helper()
 	deadline := time.Now().Add(patience)
 	for !cond() {

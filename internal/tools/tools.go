@@ -39,6 +39,10 @@ const (
 // the others only ever become proposals.
 func (c Class) RunsInTurn() bool { return c == ClassRead || c == ClassNavigate || c == ClassDraft }
 
+// IsEffect reports whether tools of the class ask the cockpit to change:
+// they are for clients that apply effects (protocol.ClientKind).
+func (c Class) IsEffect() bool { return c == ClassNavigate || c == ClassDraft }
+
 // Mode is the tool_call frame's mode: read for read tools, draft for tools
 // that ask the cockpit to change (navigate and draft both emit effects the
 // browser must acknowledge).
@@ -218,11 +222,15 @@ func (r *Registry) Lookup(id string) (Spec, bool) {
 // Specs lists every tool in registration order.
 func (r *Registry) Specs() []Spec { return slices.Clone(r.specs) }
 
-// Catalog is the tool list offered to a model.
-func (r *Registry) Catalog() []model.Tool {
-	out := make([]model.Tool, len(r.specs))
-	for i, s := range r.specs {
-		out[i] = model.Tool{Name: s.ID, Description: s.Title + ". " + s.Description, Schema: s.InputSchema}
+// Catalog is the tool list offered to a model whose turn's client is
+// client: a client that applies no effects is offered no effect tools.
+func (r *Registry) Catalog(client protocol.ClientKind) []model.Tool {
+	out := make([]model.Tool, 0, len(r.specs))
+	for _, s := range r.specs {
+		if s.Class.IsEffect() && !client.AppliesEffects() {
+			continue
+		}
+		out = append(out, model.Tool{Name: s.ID, Description: s.Title + ". " + s.Description, Schema: s.InputSchema})
 	}
 	return out
 }

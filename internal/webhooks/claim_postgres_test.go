@@ -10,6 +10,7 @@ import (
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/postgres/pgtest"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 	"github.com/studio/operator/internal/webhooks"
 )
 
@@ -45,7 +46,7 @@ func TestTwoDaemonsDeliverEachOnce(t *testing.T) {
 		}
 		select {
 		case <-both:
-		case <-time.After(30 * time.Second): // a safety net; the count below fails
+		case <-time.After(testutil.Patience): // a safety net; the count below fails
 		}
 	}
 	addWebhook(t, a, rcv.srv.URL, store.FormatStandard, clock)

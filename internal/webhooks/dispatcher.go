@@ -9,7 +9,14 @@
 //
 // Several daemons on one database each run a dispatcher; each delivery is
 // claimed by one of them at a time (the store's claim), and a dispatcher
-// whose claim expired cannot record over the new claimer's.
+// whose claim expired cannot record over the new claimer's. Nor does it
+// post under a claim it lost: right before the post it reads the delivery
+// again (still pending, still its claim), and the post's deadline ends
+// before the claim does, so a dispatcher paused between its claim and its
+// post (a GC pause, a frozen VM) does not post what another may have
+// delivered since. A receiver then sees a delivery twice only when the
+// answer to an attempt was lost: the dispatcher that posted it stopped
+// before recording it.
 package webhooks
 
 import (
@@ -33,6 +40,7 @@ import (
 // Store is what a Dispatcher needs of StateDB.
 type Store interface {
 	ClaimDeliveries(ctx context.Context, p store.ClaimDeliveriesParams) ([]store.ClaimedDelivery, error)
+	GetDelivery(ctx context.Context, id string) (store.Delivery, error)
 	RecordDeliveryAttempt(ctx context.Context, p store.RecordDeliveryAttemptParams) (store.Delivery, error)
 	OldestDueDelivery(ctx context.Context, now time.Time) (*time.Time, error)
 	ControlSignal(key string) <-chan struct{}
@@ -181,9 +189,19 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (n int, err error) {
 	}
 }
 
-// deliver posts one claimed delivery and records the attempt.
+// claimMargin is how long before its claim expires a post must end.
+const claimMargin = time.Second
+
+// deliver posts one claimed delivery and records the attempt, if the
+// claim still holds (held).
 func (d *Dispatcher) deliver(ctx context.Context, c store.ClaimedDelivery) {
-	status, perr := d.post(ctx, c)
+	deadline, ok := d.held(ctx, c)
+	if !ok {
+		return // the next claim (this dispatcher's or another's) posts it
+	}
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	status, perr := d.post(pctx, c)
+	cancel()
 	now := d.cfg.Now()
 	rec := store.RecordDeliveryAttemptParams{ID: c.ID, Instance: d.cfg.Instance, Epoch: c.ClaimEpoch, HTTPStatus: status, Now: now}
 	outcome := OutcomeDelivered
@@ -220,6 +238,40 @@ func (d *Dispatcher) deliver(ctx context.Context, c store.ClaimedDelivery) {
 		d.log.Warn("webhook delivery failed for good", "delivery", c.ID, "event", c.Event, "webhook", c.WebhookID,
 			"attempts", c.Attempts+1, "status", status, "err", rec.Error)
 	}
+}
+
+// held checks, before a post, that the delivery is still pending under
+// this dispatcher's claim, with time left to post it; deadline is when
+// the post must end: its timeout, or the claim's end less a margin.
+func (d *Dispatcher) held(ctx context.Context, c store.ClaimedDelivery) (deadline time.Time, ok bool) {
+	now := d.cfg.Now()
+	deadline = now.Add(d.cfg.Timeout)
+	if c.ClaimExpiresAt != nil {
+		if end := c.ClaimExpiresAt.Add(-claimMargin); end.Before(deadline) {
+			deadline = end
+		}
+	}
+	if !now.Before(deadline) {
+		d.log.Warn("webhook delivery claim ran out before its post (this dispatcher was held up): not posted, left for the next claim",
+			"delivery", c.ID, "claim_expires_at", c.ClaimExpiresAt)
+		return deadline, false
+	}
+	// From here on the deadline is the process's clock's: the claim's is
+	// the dispatcher's (Config.Now), measured from now.
+	deadline = time.Now().Add(deadline.Sub(now))
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	cur, err := d.cfg.Store.GetDelivery(rctx, c.ID)
+	switch {
+	case err != nil:
+		d.log.Warn("webhook delivery: its claim could not be checked; not posted, left for the next claim", "delivery", c.ID, "err", err)
+		return deadline, false
+	case cur.Status != store.DeliveryPending || cur.ClaimedBy != d.cfg.Instance || cur.ClaimEpoch != c.ClaimEpoch:
+		d.log.Info("webhook delivery claim lost before its post; another dispatcher has it", "delivery", c.ID,
+			"status", cur.Status, "claimed_by", cur.ClaimedBy)
+		return deadline, false
+	}
+	return deadline, true
 }
 
 // post sends the delivery, signed; status is the receiver's answer (0:

@@ -24,6 +24,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 	"github.com/studio/operator/internal/webhooks"
 )
 
@@ -476,7 +477,7 @@ func TestRunWakesOnCommit(t *testing.T) {
 	events{t, s, clock}.failTurn()
 	select {
 	case <-rcv.arrived:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("no delivery while the poll interval is an hour")
 	}
 	cancel()
@@ -505,5 +506,52 @@ func TestTimeoutIsARetry(t *testing.T) {
 	ds, _ := s.ListDeliveries(t.Context(), store.ListDeliveriesParams{WebhookID: hook.ID})
 	if len(ds) != 1 || ds[0].Status != store.DeliveryPending || ds[0].Attempts != 1 || ds[0].LastStatus != 0 || !strings.Contains(ds[0].LastError, "no answer") {
 		t.Fatalf("delivery %+v", ds)
+	}
+}
+
+// heldUp is a Store whose first claim that takes a delivery runs then
+// before the dispatcher gets it: the dispatcher held up (paused) between
+// its claim and its post.
+type heldUp struct {
+	store.Store
+	once sync.Once
+	then func()
+}
+
+func (h *heldUp) ClaimDeliveries(ctx context.Context, p store.ClaimDeliveriesParams) ([]store.ClaimedDelivery, error) {
+	cs, err := h.Store.ClaimDeliveries(ctx, p)
+	if len(cs) > 0 {
+		h.once.Do(h.then)
+	}
+	return cs, err
+}
+
+// TestHeldUpDispatcherDoesNotPostAfterItsClaim: a dispatcher held up
+// between its claim and its post until its claim expired, while another
+// dispatcher claimed the delivery and delivered it, does not post it
+// again when it goes on: the receiver gets it once.
+func TestHeldUpDispatcherDoesNotPostAfterItsClaim(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	clock := storetest.NewClock(storetest.Epoch)
+	rcv := newReceiver(t)
+	hook := addWebhook(t, s, rcv.srv.URL, store.FormatStandard, clock)
+	events{t, s, clock}.failTurn()
+	const lease = 10 * time.Second
+	b := webhooks.New(webhooks.Config{Store: s, Instance: "b", Client: rcv.srv.Client(), Now: clock.Now, Lease: lease, Timeout: time.Second})
+	a := webhooks.New(webhooks.Config{Store: &heldUp{Store: s, then: func() {
+		clock.Advance(lease + time.Second) // a's claim expires while it is held up
+		if n := deliverDue(t, b); n != 1 {
+			t.Errorf("the other dispatcher made %d attempts, want 1", n)
+		}
+	}}, Instance: "a", Client: rcv.srv.Client(), Now: clock.Now, Lease: lease, Timeout: time.Second})
+	deliverDue(t, a)
+	got := rcv.accepted()
+	if len(got) != 1 {
+		t.Fatalf("the receiver got %d posts, want the delivery once", len(got))
+	}
+	ds, err := s.ListDeliveries(t.Context(), store.ListDeliveriesParams{WebhookID: hook.ID})
+	if err != nil || len(ds) != 1 || ds[0].Status != store.DeliveryDelivered || ds[0].Attempts != 1 || ds[0].ClaimEpoch != 2 {
+		t.Fatalf("deliveries %+v, %v; want one, delivered in one attempt under the second claim", ds, err)
 	}
 }

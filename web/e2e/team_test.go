@@ -235,8 +235,8 @@ func TestViewerSeesWhyControlsAreDisabled(t *testing.T) {
 	}
 }
 
-// TestAdminTeamPage: System → Team lists principals (change a role,
-// disable) and tokens (prefix, created, last used, expires); a new token
+// TestAdminTeamPage: System → Team lists principals (a linked proxy user
+// named; change a role, disable) and tokens (prefix, created, last used, expires); a new token
 // is shown once; a webhook added on the page (its secret shown once) is on
 // the server.
 func TestAdminTeamPage(t *testing.T) {
@@ -244,8 +244,14 @@ func TestAdminTeamPage(t *testing.T) {
 	d := startDaemon(t, failingModel)
 	src := axeSource(t)
 	addPrincipal(t, d, "vic", protocol.RoleViewer)
+	if _, err := d.client.LinkPrincipal(ctxT(t), "vic", "Vic@Corp.Example"); err != nil {
+		t.Fatal(err)
+	}
 	p := openPage(t, d, "/system?tab=team")
 	p.waitJS(`document.querySelector('[data-principal=vic]') !== null && document.querySelector('[data-tokens]') !== null`, "the principals and tokens")
+	if !eval[bool](p, `document.querySelector('[data-principal=vic] [data-proxy-user="vic@corp.example"]') !== null`) {
+		t.Fatal("vic's row does not name its linked proxy user")
+	}
 	// Make vic an operator.
 	eval[bool](p, `(() => { const s = document.querySelector('select[data-role-of=vic]'); s.value = 'operator'; s.dispatchEvent(new Event('change')); return true; })()`)
 	p.waitJS(`document.querySelector('select[data-role-of=vic]')?.value === 'operator' && document.querySelector('.team-result')?.innerText.includes('vic is now operator')`, "vic's new role")

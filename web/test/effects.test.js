@@ -1,45 +1,15 @@
-// Effect validation, routes and the safe Markdown parser: node --test web/test/
+// Effect validation and the safe Markdown parser: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-import { Registry, parseRoute, routeOf, checkParam } from '../static/js/router.js';
+import { Registry } from '../static/js/router.js';
 import { validateEffect, targetRoute, checkFresh } from '../static/js/effects.js';
 import { parse, inline, safeHref } from '../static/js/markdown.js';
 
 // The registry as the daemon serves it (a copy of routes.Default, checked
 // against the Go registry by TestRegistryFixtureIsCurrent in package web).
 const reg = new Registry(JSON.parse(readFileSync(new URL('./routes.json', import.meta.url), 'utf8')));
-
-test('registry: six spaces with their paths', () => {
-  assert.deepEqual(reg.spaces.map((s) => s.path), ['/', '/designer', '/library', '/history', '/schedules', '/system']);
-});
-
-test('routes: parse keeps valid params and drops unknown or invalid ones', () => {
-  const r = parseRoute(reg, '/', '?view=fleet&status=failed&bogus=1&trigger=nope');
-  assert.equal(r.route.space.id, 'mission');
-  assert.deepEqual(r.route.params, { view: 'fleet', status: 'failed' });
-  assert.deepEqual(r.dropped.sort(), ['bogus', 'trigger']);
-  assert.equal(parseRoute(reg, '/nowhere', ''), null);
-  assert.deepEqual(parseRoute(reg, '/schedules', '?enabled=true').route.params, { enabled: 'true' });
-  assert.deepEqual(parseRoute(reg, '/schedules', '?enabled=yes').dropped, ['enabled']);
-});
-
-test('routes: routeOf writes the params as a query, booleans as true/false', () => {
-  assert.equal(routeOf(reg.space('mission'), { view: 'fleet', status: 'failed' }), '/?view=fleet&status=failed');
-  assert.equal(routeOf(reg.space('schedules'), { enabled: false }), '/schedules?enabled=false');
-  assert.equal(routeOf(reg.space('library'), {}), '/library');
-  assert.equal(routeOf(reg.space('library'), { q: 'a b&c' }), '/library?q=a+b%26c');
-});
-
-test('params: types as the server checks them', () => {
-  const mission = reg.space('mission');
-  const status = mission.params.find((p) => p.name === 'status');
-  assert.equal(checkParam(status, 'failed'), null);
-  assert.notEqual(checkParam(status, 'exploded'), null);
-  assert.notEqual(checkParam(mission.params.find((p) => p.name === 'q'), ''), null);
-  assert.notEqual(checkParam(mission.params.find((p) => p.name === 'q'), 'x'.repeat(201)), null);
-});
 
 test('effects: valid effects of each kind pass', () => {
   assert.equal(validateEffect(reg, { kind: 'navigate', space: 'mission', params: { view: 'fleet', status: 'failed' } }), null);

@@ -359,6 +359,7 @@ export interface IndeterminateProposal {
   summary: string;
   createdAt: number;
   confirmedAt: number | null;
+  executedAt: number | null;
 }
 
 export interface InstanceReport {
@@ -387,6 +388,10 @@ export interface LaunchWorkflowCommand {
 export interface LeaseReport {
   renewSeconds: number;
   expirySeconds: number;
+}
+
+export interface LinkPrincipalRequest {
+  proxyUser: string;
 }
 
 export interface MaintenanceResult {
@@ -533,7 +538,7 @@ export interface Principal {
   id: string;
   name: string;
   role: string;
-  origin?: string;
+  origin: "local" | "proxy";
   groups?: string[];
 }
 
@@ -541,6 +546,8 @@ export interface PrincipalView {
   id: string;
   name: string;
   role: string;
+  origin: "local" | "proxy";
+  proxyUser: string | null;
   createdAt: number;
   disabledAt: number | null;
 }
@@ -904,6 +911,7 @@ export interface TurnRequest {
   instruction: string;
   context: ContextSnapshot;
   expectedLastSequence: number | null;
+  client?: "cockpit" | "cli" | "mcp" | "text";
 }
 
 export interface UICommandFrame {
@@ -1001,7 +1009,7 @@ export interface Whoami {
   id: string;
   name: string;
   role: string;
-  origin?: string;
+  origin: "local" | "proxy";
   groups?: string[];
   secondApproverFor: string[];
 }

@@ -270,3 +270,16 @@ func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.E
 	}
 	return s.Store.AckEffect(ctx, p)
 }
+
+// GetTurn fails with ErrInjected while Fail("GetTurn") is set: a read,
+// which FailWrites and Outage leave alone.
+func (s *Store) GetTurn(ctx context.Context, id string) (store.Turn, error) {
+	s.mu.Lock()
+	failing := s.failing["GetTurn"]
+	s.mu.Unlock()
+	if failing {
+		s.Faults.Add(1)
+		return store.Turn{}, ErrInjected
+	}
+	return s.Store.GetTurn(ctx, id)
+}

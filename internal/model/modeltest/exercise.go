@@ -72,7 +72,8 @@ type Subject struct {
 // inputs refused before any request; the typed errors for 429, 5xx, 401 and
 // 404, Retry-After, Check, usage, malformed events and tool calls assembled
 // from split deltas. Subject supplies each API's wire (bodies, events,
-// headers); each provider's own tests keep what only its API has.
+// headers); each provider's own tests keep what only its API has. Long as
+// a table is: one subtest per case, sharing the fake servers above them.
 func Exercise(t *testing.T, s Subject) {
 	stream := func(chunks ...[]string) http.HandlerFunc {
 		var all []string

@@ -24,7 +24,8 @@ type RetryAfterCase struct {
 }
 
 // exerciseErrors: every API's refusals become the same typed errors, and
-// no request is retried behind the engine's back.
+// no request is retried behind the engine's back. Long as a table is: one
+// subtest per refusal, sharing the servers that answer them.
 func exerciseErrors(t *testing.T, s Subject) {
 	answer := func(status int, header http.Header, body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {

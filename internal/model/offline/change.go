@@ -30,6 +30,8 @@ var (
 	reMaint  = regexp.MustCompile(`^(?:please\s+)?(vacuum|checkpoint|integrity[- ]check|check the integrity of)\b.*\b(database|db|statedb)\b|^(?:please\s+)?(vacuum)$`)
 )
 
+// parseChange maps a change asked for in words to its intent: one case per
+// phrase, first match wins, so the order of the cases is the priority.
 func parseChange(s string) intent {
 	switch {
 	case reLaunchWF.MatchString(s):

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/studio/operator/internal/model"
+	"github.com/studio/operator/internal/protocol"
 )
 
 // The describe functions turn a tool result into an honest sentence. They
@@ -115,7 +116,27 @@ func describeStats(status string) func(map[string]any) string {
 	}
 }
 
-func describeRuns(status string) func(map[string]any) string {
+// clientNames name the clients that show no cockpit, in a sentence.
+var clientNames = map[protocol.ClientKind]string{
+	protocol.ClientCLI:  "the command line",
+	protocol.ClientMCP:  "an MCP client",
+	protocol.ClientText: "a text-only client",
+}
+
+// describeRuns lists runs: one line each, with the short id a person can
+// paste; when there are more, where to see them all (the fleet, or on the
+// command line the command that lists them).
+func describeRuns(status string, client protocol.ClientKind) func(map[string]any) string {
+	more := "\nThere are more; the fleet shows them all."
+	if client == protocol.ClientCLI {
+		cmd := "studio runs list"
+		if status != "" {
+			cmd += " --status " + status
+		}
+		more = "\nThere are more: `" + cmd + "` lists them all."
+	} else if !client.AppliesEffects() {
+		more = "\nThere are more; the cockpit's fleet shows them all."
+	}
 	return func(v map[string]any) string {
 		runs := list(v, "runs")
 		what := "runs"
@@ -133,8 +154,8 @@ func describeRuns(status string) func(map[string]any) string {
 				fmt.Fprintf(&b, ": %s", e)
 			}
 		}
-		if more, _ := v["hasMore"].(bool); more {
-			b.WriteString("\nThere are more; the fleet shows them all.")
+		if hasMore, _ := v["hasMore"].(bool); hasMore {
+			b.WriteString(more)
 		}
 		return b.String()
 	}
@@ -283,13 +304,32 @@ func cronFor(s string) (cron, label string) {
 	return fmt.Sprintf("%s %s * * *", minute, hour), "daily-" + at
 }
 
-func parseDraftSchedule(s string) intent {
+func parseDraftSchedule(s string) draftSchedule {
 	cron, label := cronFor(s)
 	word := ""
 	if m := reFor.FindStringSubmatch(s); m != nil && m[1] != "every" && m[1] != "each" && m[1] != "a" {
 		word = m[1]
 	}
 	return draftSchedule{word: word, cron: cron, label: label}
+}
+
+// proposed is the draft for a client without a form to prefill: the
+// schedule is proposed (paused, so that confirming it launches nothing
+// before the person looks at it), once the playbook is found.
+func (in draftSchedule) proposed() intent {
+	if in.word == "" {
+		return answer{"Which playbook should the schedule launch? Say \"draft a schedule for audit-repo every weekday at 9\"."}
+	}
+	return lookupThen{lookup: call("list_playbooks", map[string]any{"query": in.word}),
+		pick: func(v map[string]any) (model.ToolCall, string, bool) {
+			ps := list(v, "playbooks")
+			if len(ps) == 0 {
+				return model.ToolCall{}, fmt.Sprintf("I found no playbook matching %q, so I did not draft the schedule. \"list playbooks\" shows what exists.", in.word), false
+			}
+			name := str(ps[0], "name") + "-" + in.label
+			return call("create_schedule", map[string]any{"name": name, "cron": in.cron, "playbook": str(ps[0], "name"), "enabled": false}),
+				fmt.Sprintf("create the schedule %s launching %s at `%s` (UTC), paused", name, str(ps[0], "name"), in.cron), true
+		}}
 }
 
 // draftSchedule finds the playbook the operator named, then prefills the

@@ -18,20 +18,36 @@ var runStatuses = map[string]string{
 	"cancelled": "cancelled", "canceled": "cancelled", "aborted": "cancelled",
 }
 
+// spaceWords name the cockpit's places: the cockpit opens them; a client
+// without a cockpit is given what they show instead (data).
 var spaceWords = []struct {
 	re    *regexp.Regexp
 	space string
 	param map[string]any
 	label string
+	data  func(client protocol.ClientKind) intent
 }{
-	{regexp.MustCompile(`\b(fleet|all runs|the runs|runs table|list of runs)\b`), "mission", map[string]any{"view": "fleet"}, "the fleet of runs"},
-	{regexp.MustCompile(`\b(audit trail|audit log|audit events?)\b`), "history", map[string]any{"tab": "audit"}, "the audit trail"},
-	{regexp.MustCompile(`\b(mission|overview|dashboard|home)\b`), "mission", nil, "the mission overview"},
-	{regexp.MustCompile(`\b(designer|workflows?|workflow editor)\b`), "designer", nil, "the designer"},
-	{regexp.MustCompile(`\b(library|playbooks?)\b`), "library", nil, "the library"},
-	{regexp.MustCompile(`\b(history|finished runs|past runs)\b`), "history", nil, "history"},
-	{regexp.MustCompile(`\b(schedules?|cron|scheduler)\b`), "schedules", nil, "the schedules"},
-	{regexp.MustCompile(`\b(system|settings|maintenance)\b`), "system", nil, "the system space"},
+	{regexp.MustCompile(`\b(fleet|all runs|the runs|runs table|list of runs)\b`), "mission", map[string]any{"view": "fleet"}, "the fleet of runs", recentRuns},
+	{regexp.MustCompile(`\b(audit trail|audit log|audit events?)\b`), "history", map[string]any{"tab": "audit"}, "the audit trail",
+		reading("list_audit_events", map[string]any{"limit": 10}, describeAudit)},
+	{regexp.MustCompile(`\b(mission|overview|dashboard|home)\b`), "mission", nil, "the mission overview",
+		reading("run_stats", map[string]any{"window": "24h"}, describeStats(""))},
+	{regexp.MustCompile(`\b(designer|workflows?|workflow editor)\b`), "designer", nil, "the designer",
+		reading("list_workflows", map[string]any{}, describeWorkflows)},
+	{regexp.MustCompile(`\b(library|playbooks?)\b`), "library", nil, "the library", reading("list_playbooks", map[string]any{}, describePlaybooks)},
+	{regexp.MustCompile(`\b(history|finished runs|past runs)\b`), "history", nil, "history", recentRuns},
+	{regexp.MustCompile(`\b(schedules?|cron|scheduler)\b`), "schedules", nil, "the schedules", reading("list_schedules", map[string]any{}, describeSchedules)},
+	{regexp.MustCompile(`\b(system|settings|maintenance)\b`), "system", nil, "the system space", reading("system_health", map[string]any{}, describeHealth)},
+}
+
+// reading is a data intent that reads one tool, for any client.
+func reading(tool string, args map[string]any, describe func(map[string]any) string) func(protocol.ClientKind) intent {
+	return func(protocol.ClientKind) intent { return single{tool, args, describe} }
+}
+
+// recentRuns lists the newest runs.
+func recentRuns(client protocol.ClientKind) intent {
+	return single{"list_runs", map[string]any{"limit": 20}, describeRuns("", client)}
 }
 
 var (
@@ -60,11 +76,15 @@ func normalize(s string) string {
 }
 
 // parse maps an instruction to an intent, or nil when it is not understood.
-func parse(instr string, view *protocol.ContextSnapshot) intent {
+// A client that applies no effects (the command line, an MCP client) is
+// answered with the data a navigation would have shown, and drafts become
+// proposals.
+func parse(instr string, view *protocol.ContextSnapshot, client protocol.ClientKind) intent {
 	s := normalize(instr)
 	if s == "" {
 		return nil
 	}
+	effects := client.AppliesEffects()
 	if in := parseChange(s); in != nil {
 		return in
 	}
@@ -73,13 +93,22 @@ func parse(instr string, view *protocol.ContextSnapshot) intent {
 		return answer{notUnderstoodHelp}
 	case reGreeting.MatchString(s) && len(strings.Fields(s)) <= 4:
 		return answer{"Hello. I am the offline operator: I can show and count runs, open any space, report health, and propose changes for you to confirm. What do you need?"}
+	case reWhere.MatchString(s) && !effects:
+		return answer{"You are talking to me from " + clientNames[client] + ", not the cockpit, so there is no view or selection here. " +
+			"Ask for what you want to see (\"show the failed runs\", \"list schedules\") and I will answer with it."}
 	case reWhere.MatchString(s):
 		return single{"get_current_view", map[string]any{}, describeView}
+	case reTheme.MatchString(s) && reThemeVerb.MatchString(s) && !effects:
+		return answer{"The theme is a setting of the cockpit, and " + clientNames[client] + " has none to switch: say \"dark mode\" in the cockpit's dock."}
 	case reTheme.MatchString(s) && reThemeVerb.MatchString(s):
 		theme := reTheme.FindStringSubmatch(s)[1]
 		return effect{call("set_theme", map[string]any{"theme": theme}), "switch to the " + theme + " theme"}
 	case reDraft.MatchString(s):
-		return parseDraftSchedule(s)
+		d := parseDraftSchedule(s)
+		if !effects {
+			return d.proposed()
+		}
+		return d
 	case reHealth.MatchString(s):
 		return single{"system_health", map[string]any{}, describeHealth}
 	case reCount.MatchString(s) && strings.Contains(s, "run"):
@@ -95,12 +124,15 @@ func parse(instr string, view *protocol.ContextSnapshot) intent {
 		} else if reWeek.MatchString(s) {
 			args["since"] = "7d"
 		}
-		return single{"list_runs", args, describeRuns("failed")}
+		return single{"list_runs", args, describeRuns("failed", client)}
 	}
 	if m := reRunID.FindStringSubmatch(s); m != nil && !strings.Contains(s, "cancel") && !strings.Contains(s, "retry") {
 		return single{"get_run", map[string]any{"id": m[1]}, describeRun}
 	}
 	if status := statusIn(s); status != "" && strings.Contains(s, "run") {
+		if !effects {
+			return single{"list_runs", map[string]any{"status": status, "limit": 20}, describeRuns(status, client)}
+		}
 		params := map[string]any{"view": "fleet", "status": status}
 		return effect{call("navigate", map[string]any{"space": "mission", "params": params}), "show the " + status + " runs in the fleet"}
 	}
@@ -115,7 +147,7 @@ func parse(instr string, view *protocol.ContextSnapshot) intent {
 		case strings.Contains(s, "audit") || strings.Contains(s, "changed"):
 			return single{"list_audit_events", map[string]any{"limit": 10}, describeAudit}
 		case strings.Contains(s, "run"):
-			return single{"list_runs", map[string]any{"limit": 10}, describeRuns("")}
+			return single{"list_runs", map[string]any{"limit": 10}, describeRuns("", client)}
 		}
 	}
 	if m := rePlaybook.FindStringSubmatch(s); m != nil && reOpen.MatchString(s) {
@@ -123,6 +155,9 @@ func parse(instr string, view *protocol.ContextSnapshot) intent {
 	}
 	if reOpen.MatchString(s) || len(strings.Fields(s)) <= 3 {
 		for _, w := range spaceWords {
+			if w.re.MatchString(s) && !effects {
+				return w.data(client)
+			}
 			if w.re.MatchString(s) {
 				args := map[string]any{"space": w.space}
 				if w.param != nil {

@@ -117,7 +117,7 @@ func Plan(req model.Request) Step {
 		}
 		results = append(results, r)
 	}
-	in := parse(instr, req.View)
+	in := parse(instr, req.View, req.Client)
 	if in == nil {
 		return Step{Text: notUnderstood}
 	}

@@ -341,3 +341,73 @@ func TestDeleteIsNeverNavigation(t *testing.T) {
 		}
 	}
 }
+
+// TestClientWithoutEffectsGetsData: for a client that applies no effects
+// (the command line, an MCP client, a text client), what the cockpit would
+// navigate to is read and answered with, a theme is declined in words and
+// a schedule draft is proposed; the cockpit's phrasings are unchanged.
+func TestClientWithoutEffectsGetsData(t *testing.T) {
+	t.Parallel()
+	plan := func(instr string, client protocol.ClientKind, msgs ...model.Message) Step {
+		req := request(instr, msgs...)
+		req.Client = client
+		return Plan(req)
+	}
+	for _, client := range []protocol.ClientKind{protocol.ClientCLI, protocol.ClientMCP, protocol.ClientText} {
+		for _, tc := range []struct{ instr, tool, args string }{
+			{"show the failed runs", "list_runs", `{"limit":20,"status":"failed"}`},
+			{"show running runs", "list_runs", `{"limit":20,"status":"running"}`},
+			{"open the fleet", "list_runs", `{"limit":20}`},
+			{"open schedules", "list_schedules", `{}`},
+			{"go to the library", "list_playbooks", `{}`},
+			{"take me to the designer", "list_workflows", `{}`},
+			{"show the audit trail", "list_audit_events", `{"limit":10}`},
+			{"system", "system_health", `{}`},
+			{"mission overview", "run_stats", `{"window":"24h"}`},
+			{"draft a schedule for audit every weekday at 9", "list_playbooks", `{"query":"audit"}`},
+		} {
+			step := plan(tc.instr, client)
+			if len(step.Calls) != 1 {
+				t.Errorf("%s: %q -> %q, want %s", client, tc.instr, step.Text, tc.tool)
+				continue
+			}
+			args, _ := protocol.Canonicalize(step.Calls[0].Arguments)
+			if step.Calls[0].Name != tc.tool || string(args) != tc.args {
+				t.Errorf("%s: %q -> %s %s, want %s %s", client, tc.instr, step.Calls[0].Name, args, tc.tool, tc.args)
+			}
+		}
+		for _, instr := range []string{"switch to dark mode", "where am I?"} {
+			if step := plan(instr, client); len(step.Calls) != 0 || !strings.Contains(step.Text, clientNames[client]) {
+				t.Errorf("%s: %q -> %+v, want words naming the client", client, instr, step)
+			}
+		}
+	}
+	// The failed runs, answered as a list a person can act on.
+	runs := `{"runs":[{"id":"1c4f61d7-0000-4000-8000-000000000001","playbook":"audit-repo","status":"failed","error":"model_failure: down"}],"hasMore":true}`
+	done := []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "list_runs"}}},
+		{Role: model.RoleTool, ToolCallID: "c1", Content: runs},
+	}
+	text := plan("show the failed runs", protocol.ClientCLI, done...).Text
+	for _, want := range []string{"Failed runs:", "audit-repo `1c4f61d7` (failed): model_failure: down", "`studio runs list --status failed` lists them all"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the CLI's failed runs lack %q:\n%s", want, text)
+		}
+	}
+	// The draft, proposed paused once the playbook is found.
+	found := []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "list_playbooks"}}},
+		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"playbooks":[{"name":"summarize-failed-runs"}]}`},
+	}
+	step := plan("draft a schedule for summarize every weekday at 9", protocol.ClientCLI, found...)
+	args, _ := protocol.Canonicalize(step.Calls[0].Arguments)
+	if step.Calls[0].Name != "create_schedule" || string(args) != `{"cron":"0 9 * * 1-5","enabled":false,"name":"summarize-failed-runs-weekdays-0900","playbook":"summarize-failed-runs"}` {
+		t.Errorf("the CLI's draft: %s %s", step.Calls[0].Name, args)
+	}
+	// The cockpit, named or not, still navigates.
+	for _, client := range []protocol.ClientKind{"", protocol.ClientCockpit} {
+		if step := plan("show the failed runs", client); len(step.Calls) != 1 || step.Calls[0].Name != "navigate" {
+			t.Errorf("%q client: %+v", client, step)
+		}
+	}
+}

@@ -3,11 +3,13 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/testutil"
@@ -37,48 +39,91 @@ func TestSessionTimeouts(t *testing.T) {
 	}
 }
 
-// TestReapPassesOverALockedInstance: a daemon paused inside its renewal
-// holds its instance's row; a reaper passes over it instead of waiting,
-// and reaps it once the paused session's transaction is gone.
-func TestReapPassesOverALockedInstance(t *testing.T) {
+// TestReapDoesNotWaitForALockedInstance: a daemon whose sessions hang
+// holds its instance's row — frozen inside its renewal (the row locked for
+// update), or inside a fenced write that locked it once (for share). A
+// reaper reaps it all the same, without waiting; the instance's own
+// reaped_at follows once the row is free. Meanwhile a renewal of the
+// reaped instance is refused, and nothing else waits on the frozen row.
+func TestReapDoesNotWaitForALockedInstance(t *testing.T) {
 	t.Parallel()
 	url := newDatabase(t)
 	s := openAt(t, url)
 	ctx := t.Context()
 	now := storetest.Epoch
-	for _, id := range []string{"paused", "dead"} {
+	for _, id := range []string{"renewing", "sharing", "dead"} {
 		if _, err := s.RegisterInstance(ctx, store.RegisterInstanceParams{Instance: store.Instance{ID: id, StartedAt: now, HeartbeatAt: now,
 			LeaseExpiresAt: now.Add(time.Second)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The paused daemon's renewal: its row locked, never committed.
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
+	// The frozen sessions: their transactions hold the rows, never ending.
+	hold := func(query string) pgx.Tx {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, query); err != nil {
+			t.Fatal(err)
+		}
+		return tx
 	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE studio_instances SET heartbeat_at = heartbeat_at WHERE id = 'paused'`); err != nil {
-		t.Fatal(err)
-	}
-	reapCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // a safety net: it must not wait for the lock
+	renewing := hold(`UPDATE studio_instances SET heartbeat_at = heartbeat_at WHERE id = 'renewing'`)
+	sharing := hold(`SELECT 1 FROM studio_instances WHERE id = 'sharing' FOR SHARE`)
+	reapCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // a safety net: it must not wait for the locks
 	defer cancel()
 	got, err := s.ReapInstances(reapCtx, store.ReapInstancesParams{Now: now.Add(time.Minute), Except: "live"})
 	if err != nil {
-		t.Fatalf("ReapInstances while a row is locked: %v", err)
+		t.Fatalf("ReapInstances while rows are locked: %v", err)
 	}
-	if len(got) != 1 || got[0].ID != "dead" {
-		t.Fatalf("reaped %+v, want the unlocked dead instance alone", got)
+	var ids []string
+	for _, in := range got {
+		ids = append(ids, in.ID)
 	}
-	if err := tx.Rollback(ctx); err != nil {
+	if !slices.Equal(ids, []string{"dead", "renewing", "sharing"}) {
+		t.Fatalf("reaped %v, want every expired instance, locked or not", ids)
+	}
+	for _, id := range ids {
+		in, err := s.ListInstances(ctx, store.ListInstancesParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range in {
+			if i.ID == id && i.State(now.Add(time.Minute)) != store.InstanceReaped {
+				t.Fatalf("instance %s is %s", id, i.State(now.Add(time.Minute)))
+			}
+		}
+	}
+	// Its renewal (on a session of its own) is refused: the reaping stands.
+	later := now.Add(time.Minute)
+	if _, err := s.RenewLease(ctx, store.RenewLeaseParams{ID: "sharing", Now: later, ExpiresAt: later.Add(time.Minute)}); !protocol.IsCode(err, protocol.Conflict) {
+		t.Fatalf("renewal of a reaped instance: %v, want conflict", err)
+	}
+	var rowReaped int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM studio_instances WHERE reaped_at IS NOT NULL`).Scan(&rowReaped); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = s.ReapInstances(ctx, store.ReapInstancesParams{Now: now.Add(time.Minute), Except: "live"}); err != nil || len(got) != 1 || got[0].ID != "paused" {
-		t.Fatalf("after the lock went: reaped %+v, %v", got, err)
+	if rowReaped != 1 {
+		t.Fatalf("%d instance rows say reaped, want the unlocked one alone until the locks go", rowReaped)
+	}
+	for _, tx := range []pgx.Tx{renewing, sharing} {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err = s.ReapInstances(ctx, store.ReapInstancesParams{Now: now.Add(time.Minute), Except: "live"}); err != nil || len(got) != 0 {
+		t.Fatalf("after the locks went: reaped %+v, %v; want none again", got, err)
+	}
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM studio_instances WHERE reaped_at IS NOT NULL`).Scan(&rowReaped); err != nil {
+		t.Fatal(err)
+	}
+	if rowReaped != 3 {
+		t.Fatalf("%d instance rows say reaped after the locks went, want 3", rowReaped)
 	}
 }
 

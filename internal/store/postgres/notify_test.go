@@ -10,6 +10,7 @@ import (
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 func TestFramePayloads(t *testing.T) {
@@ -113,7 +114,7 @@ func TestFramesInNotifications(t *testing.T) {
 			if len(evs) == 0 {
 				select {
 				case <-sub.Ready():
-				case <-time.After(30 * time.Second):
+				case <-time.After(testutil.Patience):
 					t.Fatalf("sequence %d never arrived (at %d)", want, after)
 				}
 				continue

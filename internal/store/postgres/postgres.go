@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,6 +78,11 @@ const (
 	DefaultLockTimeout              = 2 * time.Second
 	DefaultStatementTimeout         = 30 * time.Second
 	DefaultIdleInTransactionTimeout = 5 * time.Second
+	// DefaultTCPTimeout bounds how long a connection whose peer stopped
+	// answering (a half-open connection, a server that froze) stays open:
+	// keepalives probe an idle one, TCP_USER_TIMEOUT ends one whose data
+	// goes unacknowledged, and a new connection must be made within it.
+	DefaultTCPTimeout = 10 * time.Second
 )
 
 // Options tune a Store's connections; a zero field is its default.
@@ -92,6 +99,13 @@ type Options struct {
 	// below the lease expiry, so a paused daemon's locks are gone before
 	// the other daemons take its work over.
 	IdleInTransactionTimeout time.Duration
+	// TCPTimeout bounds how long a dead connection goes unnoticed (the
+	// pool's and the listener's): keepalives after TCPTimeout/2 idle,
+	// probing every TCPTimeout/10 (at least a second); TCP_USER_TIMEOUT
+	// of TCPTimeout on unacknowledged data (Linux); and connect_timeout of
+	// TCPTimeout unless the URL sets one. A connection that hangs without
+	// its peer failing (a stuck proxy) is for the callers' deadlines.
+	TCPTimeout time.Duration
 	// plainNotify: commits notify the conversation only, not its frames
 	// (as earlier releases do); for the benchmarks that compare the two.
 	plainNotify bool
@@ -111,9 +125,25 @@ func (o *Options) defaults() {
 	if o.IdleInTransactionTimeout <= 0 {
 		o.IdleInTransactionTimeout = DefaultIdleInTransactionTimeout
 	}
+	if o.TCPTimeout <= 0 {
+		o.TCPTimeout = DefaultTCPTimeout
+	}
+}
+
+// dialer dials the database's connections with keepalives and a user
+// timeout (Options.TCPTimeout).
+func (o Options) dialer() *net.Dialer {
+	return &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: o.TCPTimeout / 2, Interval: max(time.Second, o.TCPTimeout/10), Count: 3},
+		Control:         userTimeout(o.TCPTimeout),
+	}
 }
 
 func millis(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
+
+// ApplicationName is the application_name of the sessions of the daemon
+// with process id pid, unless its URL names another.
+func ApplicationName(pid int) string { return "studio " + strconv.Itoa(pid) }
 
 // Store is StateDB on one PostgreSQL database.
 type Store struct {
@@ -160,6 +190,14 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 		if _, set := cfg.RuntimeParams[k]; !set { // the URL's own setting wins
 			cfg.RuntimeParams[k] = v
 		}
+	}
+	if _, set := cfg.RuntimeParams["application_name"]; !set {
+		// A daemon's sessions are found in pg_stat_activity by its pid.
+		cfg.RuntimeParams["application_name"] = ApplicationName(os.Getpid())
+	}
+	cfg.DialFunc = opts.dialer().DialContext
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = opts.TCPTimeout
 	}
 	maxConns := DefaultMaxConns
 	if strings.Contains(url, "pool_max_conns") {
@@ -355,8 +393,6 @@ func (dialect) Lock(mode sqlstore.LockMode, of ...string) string {
 	switch mode {
 	case sqlstore.ForKeyShare:
 		clause = " FOR KEY SHARE"
-	case sqlstore.ForShare:
-		clause = " FOR SHARE"
 	}
 	if len(of) > 0 {
 		clause += " OF " + strings.Join(of, ", ")

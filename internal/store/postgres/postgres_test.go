@@ -13,6 +13,7 @@ import (
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
 	"github.com/studio/operator/internal/testutil"
 )
@@ -349,7 +350,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Patience):
 		t.Fatal("frame signal never closed")
 	}
 }
@@ -403,7 +404,7 @@ func TestFeedAcrossInstances(t *testing.T) {
 		for len(evs) == 0 && !behind { // a wake-up may come for nothing new
 			select {
 			case <-sub.Ready():
-			case <-time.After(30 * time.Second):
+			case <-time.After(testutil.Patience):
 				t.Fatalf("write %d by b never reached a's subscriber", i)
 			}
 			evs, behind = sub.Next(after, nil, 10)
@@ -445,7 +446,7 @@ func TestFeedAcrossInstances(t *testing.T) {
 		case len(evs) == 0:
 			select {
 			case <-sub.Ready():
-			case <-time.After(30 * time.Second):
+			case <-time.After(testutil.Patience):
 				t.Fatalf("no wake-up at sequence %d of %d", after, end)
 			}
 		default:
@@ -457,4 +458,25 @@ func TestFeedAcrossInstances(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIdentityUpgrade: principals get their origin from the audit of
+// their creation (storetest.ExerciseIdentityUpgrade).
+func TestIdentityUpgrade(t *testing.T) {
+	t.Parallel()
+	s := openAt(t, newDatabase(t))
+	if _, err := s.db.ExecContext(t.Context(), `DROP SCHEMA public CASCADE; CREATE SCHEMA public;
+		CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := sqlstore.Migrate(t.Context(), s.db, dialect{}, ms[:storetest.IdentityUpgradeFrom], storetest.Epoch); err != nil || v != storetest.IdentityUpgradeFrom {
+		t.Fatalf("migrate to %d: %d, %v", storetest.IdentityUpgradeFrom, v, err)
+	}
+	storetest.ExerciseIdentityUpgrade(t, s,
+		func(ctx context.Context, q string) error { _, err := s.db.ExecContext(ctx, q); return err },
+		func(ctx context.Context) error { _, err := s.Migrate(ctx, storetest.Epoch); return err })
 }

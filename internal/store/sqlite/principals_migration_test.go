@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,19 +18,12 @@ import (
 // bootstrap owner and are the team's.
 func TestMigrateToPrincipalsKeepsRows(t *testing.T) {
 	t.Parallel()
-	s, err := Open(filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := migratedTo(t, 6)
 	ms, err := Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, now := t.Context(), protocol.Timestamp(storetest.Epoch)
-	if v, err := sqlstore.Migrate(ctx, s.w, dialect{}, ms[:6], storetest.Epoch); err != nil || v != 6 {
-		t.Fatalf("migrate to 6: %d, %v", v, err)
-	}
 	for _, st := range []struct {
 		q    string
 		args []any
@@ -60,4 +54,32 @@ func TestMigrateToPrincipalsKeepsRows(t *testing.T) {
 	if ps, err := s.ListPrincipals(ctx); err != nil || len(ps) != 0 {
 		t.Fatalf("principals after the migration: %+v, %v", ps, err)
 	}
+}
+
+// TestIdentityUpgrade: principals get their origin from the audit of
+// their creation (storetest.ExerciseIdentityUpgrade).
+func TestIdentityUpgrade(t *testing.T) {
+	t.Parallel()
+	s := migratedTo(t, storetest.IdentityUpgradeFrom)
+	storetest.ExerciseIdentityUpgrade(t, s,
+		func(ctx context.Context, q string) error { _, err := s.w.ExecContext(ctx, q); return err },
+		func(ctx context.Context) error { _, err := s.Migrate(ctx, storetest.Epoch); return err })
+}
+
+// migratedTo is a new database migrated up to version.
+func migratedTo(t *testing.T, version int) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := sqlstore.Migrate(t.Context(), s.w, dialect{}, ms[:version], storetest.Epoch); err != nil || v != version {
+		t.Fatalf("migrate to %d: %d, %v", version, v, err)
+	}
+	return s
 }

@@ -39,6 +39,7 @@ func appendAdminEvent(ctx context.Context, tx *writeTx, p store.AppendAdminEvent
 		VALUES (?, ?, ?, ?, ?) RETURNING id`, ts(p.Now), p.Actor, p.Action, p.TargetID, string(details)).Scan(&id); err != nil {
 		return store.AdminEvent{}, fmt.Errorf("append admin event: %w", err)
 	}
+	tx.audited = append(tx.audited, id)
 	tx.changed(store.ChangeAuditAppended, strconv.FormatInt(id, 10))
 	return store.AdminEvent{ID: id, CreatedAt: protocol.Time(ts(p.Now)), Actor: p.Actor, Action: p.Action,
 		TargetID: p.TargetID, Details: details}, nil

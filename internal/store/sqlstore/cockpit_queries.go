@@ -115,7 +115,25 @@ func (s *Store) RunActivity(ctx context.Context, p store.RunActivityParams) (sto
 			return out, protocol.Errorf(protocol.Validation, "bucket edges must increase")
 		}
 	}
-	n := len(p.Edges) - 1
+	tx, err := s.readTx(ctx)
+	if err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+	defer tx.Rollback()
+	if err := runBuckets(ctx, tx, p.Edges, &out); err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+	since, until := ts(p.Edges[0]), ts(p.Edges[len(p.Edges)-1])
+	if err := runDurations(ctx, tx, since, until, p.DurationBounds, &out); err != nil {
+		return out, fmt.Errorf("run activity: %w", err)
+	}
+	return out, nil
+}
+
+// runBuckets counts the runs created between each two edges by status,
+// every status present (a zero draws as an empty bar, not a gap).
+func runBuckets(ctx context.Context, tx readTx, edges []time.Time, out *store.RunActivity) error {
+	n := len(edges) - 1
 	out.Buckets = make([]map[store.RunStatus]int64, n)
 	for i := range out.Buckets {
 		out.Buckets[i] = map[store.RunStatus]int64{}
@@ -123,95 +141,93 @@ func (s *Store) RunActivity(ctx context.Context, p store.RunActivityParams) (sto
 			out.Buckets[i][st] = 0
 		}
 	}
-	out.Durations = make([]int64, len(p.DurationBounds)+1)
-	tx, err := s.readTx(ctx)
-	if err != nil {
-		return out, fmt.Errorf("run activity: %w", err)
-	}
-	defer tx.Rollback()
-	since, until := ts(p.Edges[0]), ts(p.Edges[n])
-
 	var bucket strings.Builder
 	var args []any
 	bucket.WriteString(`CASE`)
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&bucket, ` WHEN created_at < ? THEN %d`, i-1) // indexes are literals: typed the same on every engine
-		args = append(args, ts(p.Edges[i]))
+		args = append(args, ts(edges[i]))
 	}
 	bucket.WriteString(` END`)
 	rows, err := tx.QueryContext(ctx, `SELECT `+bucket.String()+` AS b, status, COUNT(*) FROM studio_runs
-		WHERE created_at >= ? AND created_at < ? GROUP BY b, status`, append(args, since, until)...)
+		WHERE created_at >= ? AND created_at < ? GROUP BY b, status`, append(args, ts(edges[0]), ts(edges[n]))...)
 	if err != nil {
-		return out, fmt.Errorf("run activity: %w", err)
+		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var b, c int64
 		var st store.RunStatus
 		if err := rows.Scan(&b, &st, &c); err != nil {
-			rows.Close()
-			return out, fmt.Errorf("run activity: %w", err)
+			return err
 		}
 		if b >= 0 && int(b) < n {
 			out.Buckets[b][st] += c
 			out.Total += c
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("run activity: %w", err)
-	}
+	return rows.Err()
+}
 
-	const ran = ` FROM studio_runs WHERE created_at >= ? AND created_at < ? AND started_at IS NOT NULL AND ended_at IS NOT NULL`
+// ranRuns are the runs created in [since, until) that started and ended.
+const ranRuns = ` FROM studio_runs WHERE created_at >= ? AND created_at < ? AND started_at IS NOT NULL AND ended_at IS NOT NULL`
+
+// runDurations counts the finished runs of [since, until) into the bins
+// bounds draw (the last one open) and finds their median and 90th
+// percentile.
+func runDurations(ctx context.Context, tx readTx, since, until float64, bounds []time.Duration, out *store.RunActivity) error {
+	out.Durations = make([]int64, len(bounds)+1)
 	var bin strings.Builder
-	args = args[:0]
+	var args []any
 	bin.WriteString(`CASE`)
-	for j, d := range p.DurationBounds {
+	for j, d := range bounds {
 		fmt.Fprintf(&bin, ` WHEN ended_at - started_at < ? THEN %d`, j)
 		args = append(args, d.Seconds())
 	}
-	fmt.Fprintf(&bin, ` ELSE %d END`, len(p.DurationBounds))
-	if len(p.DurationBounds) == 0 {
+	fmt.Fprintf(&bin, ` ELSE %d END`, len(bounds))
+	if len(bounds) == 0 {
 		bin.Reset()
 		bin.WriteString(`0`)
 	}
-	drows, err := tx.QueryContext(ctx, `SELECT `+bin.String()+` AS k, COUNT(*)`+ran+` GROUP BY k`, append(args, since, until)...)
+	rows, err := tx.QueryContext(ctx, `SELECT `+bin.String()+` AS k, COUNT(*)`+ranRuns+` GROUP BY k`, append(args, since, until)...)
 	if err != nil {
-		return out, fmt.Errorf("run activity: %w", err)
+		return err
 	}
-	for drows.Next() {
+	defer rows.Close()
+	for rows.Next() {
 		var k, c int64
-		if err := drows.Scan(&k, &c); err != nil {
-			drows.Close()
-			return out, fmt.Errorf("run activity: %w", err)
+		if err := rows.Scan(&k, &c); err != nil {
+			return err
 		}
 		if k >= 0 && int(k) < len(out.Durations) {
 			out.Durations[k] += c
 			out.Finished += c
 		}
 	}
-	drows.Close()
-	if err := drows.Err(); err != nil {
-		return out, fmt.Errorf("run activity: %w", err)
+	if err := rows.Err(); err != nil {
+		return err
 	}
+	rows.Close()
 	if out.Finished == 0 {
-		return out, nil
+		return nil
 	}
-	at := func(q float64) (*time.Duration, error) {
-		off := min(int64(q*float64(out.Finished)), out.Finished-1)
-		var d float64
-		if err := tx.QueryRowContext(ctx, `SELECT ended_at - started_at AS d`+ran+` ORDER BY d LIMIT 1 OFFSET ?`, since, until, off).Scan(&d); err != nil {
-			return nil, fmt.Errorf("run activity: %w", err)
-		}
-		v := time.Duration(d * float64(time.Second)).Round(time.Millisecond)
-		return &v, nil
+	if out.Median, err = runQuantile(ctx, tx, since, until, out.Finished, 0.5); err != nil {
+		return err
 	}
-	if out.Median, err = at(0.5); err != nil {
-		return out, err
+	out.P90, err = runQuantile(ctx, tx, since, until, out.Finished, 0.9)
+	return err
+}
+
+// runQuantile is the duration below which a fraction q of the finished
+// runs of [since, until) lie.
+func runQuantile(ctx context.Context, tx readTx, since, until float64, finished int64, q float64) (*time.Duration, error) {
+	off := min(int64(q*float64(finished)), finished-1)
+	var d float64
+	if err := tx.QueryRowContext(ctx, `SELECT ended_at - started_at AS d`+ranRuns+` ORDER BY d LIMIT 1 OFFSET ?`, since, until, off).Scan(&d); err != nil {
+		return nil, err
 	}
-	if out.P90, err = at(0.9); err != nil {
-		return out, err
-	}
-	return out, nil
+	v := time.Duration(d * float64(time.Second)).Round(time.Millisecond)
+	return &v, nil
 }
 
 // DeleteWorkflow implements store.WorkflowStore. Steps go with it (ON

@@ -11,11 +11,21 @@ import (
 
 // checkFence refuses a write transaction whose writer lost what it owned
 // (store.Fence): its instance was reaped or stopped, or the proposal it
-// executes was taken from it. It runs first in the transaction and locks
-// what it checked until the commit — the instance row against a reaping,
-// the proposal row against a takeover — so the check still holds when
-// the transaction's writes land.
+// executes was taken from it; or, with a Lease check, whose writer cannot
+// prove its lease current (a transient refusal: it may renew). It runs
+// first in the transaction. The proposal's row stays locked until the
+// commit, so a takeover (which rewrites that row) and the command's own
+// write are ordered one way or the other, never both. The instance's row
+// is read, not locked: a reaping must never wait on a session of the
+// daemon it reaps (which may hang for as long as the daemon does), and
+// whatever the writer's transaction changes is ordered against the
+// takeover by the rows both lock.
 func checkFence(ctx context.Context, tx *writeTx, f store.Fence) error {
+	if f.Lease != nil {
+		if err := f.Lease(); err != nil {
+			return store.LeaseUnproven(f.Instance, err)
+		}
+	}
 	if f.ProposalID != "" {
 		if tx.locks.rows() {
 			// The order every writer keeps: its conversation first.
@@ -48,28 +58,35 @@ func checkFence(ctx context.Context, tx *writeTx, f store.Fence) error {
 				f.ProposalID, status, owner.String, epoch, f.Instance, f.ProposalEpoch).
 				With("proposalId", f.ProposalID).With("instance", f.Instance)
 		}
-		if f.Execute {
-			if executed.Valid {
-				return store.AlreadyExecuted(f.ProposalID)
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET executed_at = ? WHERE id = ?`, ts(f.Now), f.ProposalID); err != nil {
-				return fmt.Errorf("check fence: %w", err)
-			}
+		if f.Execute && executed.Valid {
+			return store.AlreadyExecuted(f.ProposalID)
 		}
 	}
-	lock := ""
-	if f.ProposalID != "" || f.Hold {
-		lock = tx.locks.share
+	return instanceLive(ctx, tx, f.Instance)
+}
+
+// markExecuted records, at the end of a confirmed command's own write
+// (Fence.Execute), that it executed and which audit row it appended: the
+// same transaction commits both or neither.
+func markExecuted(ctx context.Context, tx *writeTx, f store.Fence) error {
+	var audit any
+	if len(tx.audited) > 0 {
+		audit = tx.audited[0]
 	}
-	return instanceLive(ctx, tx, f.Instance, lock)
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET executed_at = ?, executed_audit_id = ? WHERE id = ?`,
+		ts(f.Now), audit, f.ProposalID); err != nil {
+		return fmt.Errorf("mark executed: %w", err)
+	}
+	return nil
 }
 
 // instanceLive refuses an instance that was reaped or stopped (or is
-// unknown): it lost its lease, and with it everything it owned. lock is
-// the row lock to hold until the commit ("" for none).
-func instanceLive(ctx context.Context, tx *writeTx, id, lock string) error {
+// unknown): it lost its lease, and with it everything it owned. It reads
+// the instance without a lock (see checkFence).
+func instanceLive(ctx context.Context, tx *writeTx, id string) error {
 	var reaped, stopped sql.NullFloat64
-	err := tx.QueryRowContext(ctx, `SELECT reaped_at, stopped_at FROM studio_instances WHERE id = ?`+lock, id).Scan(&reaped, &stopped)
+	err := tx.QueryRowContext(ctx, `SELECT COALESCE(reaped_at, (SELECT r.reaped_at FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id)),
+		stopped_at FROM studio_instances WHERE id = ?`, id).Scan(&reaped, &stopped)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return store.Fenced("instance %s is not registered", id).With("instance", id)

@@ -18,6 +18,7 @@ import (
 	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 func openSQLite(t *testing.T) *sqlite.Store {
@@ -31,7 +32,7 @@ func gatherAll(t *testing.T, s *sqlite.Store, n int) {
 	var once sync.Once
 	sqlstore.SetGatherHook(s.Store, func() {
 		once.Do(func() {
-			deadline := time.Now().Add(30 * time.Second) // a safety net, not a measurement
+			deadline := time.Now().Add(testutil.Patience) // a safety net, not a measurement
 			for sqlstore.Waiting(s.Store) < n-1 {
 				if time.Now().After(deadline) {
 					t.Errorf("only %d transactions waiting, want %d", sqlstore.Waiting(s.Store), n-1)
@@ -287,7 +288,7 @@ func TestGroupCommitStreamsSeeFramesOnlyAfterCommit(t *testing.T) {
 		}
 		// Every caller is answered before the streams are woken; a
 		// caller that never returns fails the test here.
-		deadline := time.Now().Add(30 * time.Second) // a safety net, not a measurement
+		deadline := time.Now().Add(testutil.Patience) // a safety net, not a measurement
 		for returned.Load() < n && time.Now().Before(deadline) {
 			runtime.Gosched()
 		}
@@ -310,7 +311,7 @@ func TestGroupCommitStreamsSeeFramesOnlyAfterCommit(t *testing.T) {
 	for i, sub := range subs {
 		select {
 		case <-sub.Ready():
-		case <-time.After(30 * time.Second): // a safety net, not a measurement
+		case <-time.After(testutil.Patience): // a safety net, not a measurement
 			t.Fatalf("conversation %d's stream was never woken", i)
 		}
 		if ev, _ := sub.Next(1, nil, 10); len(ev) != 1 || ev[0].Sequence != 2 {

@@ -15,8 +15,21 @@ import (
 // hand-over is a compare-and-set on the owner column of the row it moves,
 // under the row's lock: whichever daemons reap, claim or renew at the same
 // time, one wins and the others see conflict.
+//
+// A reaping is a row of studio_instance_reaps, inserted by the reaper
+// after it read the instance's lease without a lock: the stalled daemon's
+// sessions may hold its instance row (a renewal frozen half-way) for as
+// long as they hang, and nobody may wait for them. studio_instances.reaped_at
+// follows when the row is free; an instance is reaped when either says so.
 
-const instanceCols = `id, address, pid, version, started_at, heartbeat_at, lease_expires_at, stopped_at, reaped_at`
+// instanceCols are an instance's columns, its reaping from either place.
+const instanceCols = `id, address, pid, version, started_at, heartbeat_at, lease_expires_at, stopped_at,
+	COALESCE(reaped_at, (SELECT r.reaped_at FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id))`
+
+// notReaped is the condition "the studio_instances row is neither reaped
+// nor stopped".
+const notReaped = `reaped_at IS NULL AND stopped_at IS NULL
+	AND NOT EXISTS (SELECT 1 FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id)`
 
 func scanInstance(row scanner) (store.Instance, error) {
 	var i store.Instance
@@ -30,8 +43,8 @@ func scanInstance(row scanner) (store.Instance, error) {
 	return i, nil
 }
 
-func getInstance(ctx context.Context, q querier, id, lock string) (store.Instance, error) {
-	i, err := scanInstance(q.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM studio_instances WHERE id = ?`+lock, id))
+func getInstance(ctx context.Context, q querier, id string) (store.Instance, error) {
+	i, err := scanInstance(q.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM studio_instances WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return i, notFound("instance", id)
 	}
@@ -64,7 +77,7 @@ func (s *Store) RegisterInstance(ctx context.Context, p store.RegisterInstancePa
 			return fmt.Errorf("register instance: %w", err)
 		}
 		var err error
-		out, err = getInstance(ctx, tx, in.ID, "")
+		out, err = getInstance(ctx, tx, in.ID)
 		return err
 	})
 	return out, err
@@ -75,24 +88,35 @@ func errLeaseLost(id string) error {
 	return protocol.Errorf(protocol.Conflict, "instance %s lost its lease: another daemon took its work over", id).With("instance", id)
 }
 
-// RenewLease implements store.InstanceStore. The update's condition is
-// re-checked under the row's lock, so a renewal that waited for a reaping
-// sees it and fails.
+// RenewLease implements store.InstanceStore. Only the instance's own
+// daemon writes its lease; a reaper reads it without a lock and records
+// the reaping elsewhere, so neither waits for the other. A renewal and a
+// reaping that race may both commit (the renewal read the instance
+// unreaped, the reaper the lease expired): the reaping wins, every fenced
+// write of the instance is refused, and its next renewal fails. The
+// renewal reads the instance again after its commit, so that it answers
+// lost for every reaping that committed before it (only a reaping whose
+// commit came later still slips by, until the next renewal).
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (store.Instance, error) {
 	defer s.timed("renew_lease", time.Now())
-	var out store.Instance
 	err := s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE studio_instances SET heartbeat_at = ?, lease_expires_at = ?
-			WHERE id = ? AND reaped_at IS NULL AND stopped_at IS NULL`, ts(p.Now), ts(p.ExpiresAt), p.ID)
+			WHERE id = ? AND `+notReaped, ts(p.Now), ts(p.ExpiresAt), p.ID)
 		if err != nil {
 			return fmt.Errorf("renew lease: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return errLeaseLost(p.ID)
 		}
-		out, err = getInstance(ctx, tx, p.ID, "")
-		return err
+		return nil
 	})
+	if err != nil {
+		return store.Instance{}, err
+	}
+	out, err := getInstance(ctx, s.w, p.ID)
+	if err == nil && out.ReapedAt != nil {
+		return out, errLeaseLost(p.ID)
+	}
 	return out, err
 }
 
@@ -116,34 +140,52 @@ func (s *Store) ListInstances(ctx context.Context, p store.ListInstancesParams) 
 		ORDER BY started_at DESC, id LIMIT ?`, limitOr(p.Limit, 100))
 }
 
-// ReapInstances implements store.InstanceStore.
+// ReapInstances implements store.InstanceStore. It takes no lock the
+// reaped daemon may hold: the leases are read as committed, each reaping
+// is an insert whose condition reads the lease again, and reaped_at on
+// the instance's own row is set only where no session holds the row
+// (SKIP LOCKED; a later look sets the rest).
 func (s *Store) ReapInstances(ctx context.Context, p store.ReapInstancesParams) ([]store.Instance, error) {
 	defer s.timed("reap_instances", time.Now())
 	var out []store.Instance
 	err := s.txn(ctx, func(tx *writeTx) error {
 		out = nil
 		// A stopped instance ended its lease itself: nothing to take over
-		// by force (OrphanedWork still finds what it left). Rows another
-		// transaction holds — a daemon paused inside its renewal — are
-		// passed over, not waited for: the next look takes them.
-		query := `SELECT ` + instanceCols + ` FROM studio_instances WHERE reaped_at IS NULL AND stopped_at IS NULL AND id <> ?`
+		// by force (OrphanedWork still finds what it left).
+		query := `SELECT ` + instanceCols + ` FROM studio_instances WHERE ` + notReaped + ` AND id <> ?`
 		args := []any{p.Except}
+		expired := ""
 		if !p.All {
-			query += ` AND lease_expires_at < ?`
+			expired = ` AND lease_expires_at < ?`
 			args = append(args, ts(p.Now))
 		}
-		found, err := collect(ctx, tx.conn, "reap instances", scanInstance, query+` ORDER BY id`+tx.locks.skipLocked, args...)
+		found, err := collect(ctx, tx.conn, "reap instances", scanInstance, query+expired+` ORDER BY id`, args...)
 		if err != nil {
 			return err
 		}
 		for _, in := range found {
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_instances SET reaped_at = ? WHERE id = ? AND reaped_at IS NULL`,
-				ts(p.Now), in.ID); err != nil {
+			cond := []any{ts(p.Now), p.Except, in.ID}
+			if !p.All {
+				cond = append(cond, ts(p.Now))
+			}
+			res, err := tx.ExecContext(ctx, `INSERT INTO studio_instance_reaps (instance_id, reaped_at, reaped_by)
+				SELECT id, ?, ? FROM studio_instances WHERE id = ? AND `+notReaped+expired+`
+				ON CONFLICT (instance_id) DO NOTHING`, cond...)
+			if err != nil {
 				return fmt.Errorf("reap instance: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				continue // renewed, stopped or reaped meanwhile
 			}
 			now := p.Now
 			in.ReapedAt = &now
 			out = append(out, in)
+		}
+		// The instances' own rows follow, where no session holds them.
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_instances SET reaped_at = (SELECT r.reaped_at FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id)
+			WHERE id IN (SELECT id FROM studio_instances WHERE reaped_at IS NULL
+				AND EXISTS (SELECT 1 FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id)`+tx.locks.skipLocked+`)`); err != nil {
+			return fmt.Errorf("reap instances: %w", err)
 		}
 		return nil
 	})
@@ -156,7 +198,7 @@ func (s *Store) PurgeInstances(ctx context.Context, p store.PurgeInstancesParams
 	var n int64
 	err := s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM studio_instances
-			WHERE COALESCE(reaped_at, stopped_at) < ?
+			WHERE COALESCE(reaped_at, (SELECT r.reaped_at FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id), stopped_at) < ?
 			AND NOT EXISTS (SELECT 1 FROM studio_operator_turns t WHERE t.owner_instance = studio_instances.id)
 			AND NOT EXISTS (SELECT 1 FROM studio_operator_proposals p WHERE p.owner_instance = studio_instances.id AND p.status = 'executing')
 			AND NOT EXISTS (SELECT 1 FROM studio_runs r WHERE r.owner_instance = studio_instances.id AND r.status = 'running')`,
@@ -165,6 +207,10 @@ func (s *Store) PurgeInstances(ctx context.Context, p store.PurgeInstancesParams
 			return fmt.Errorf("purge instances: %w", err)
 		}
 		n, _ = res.RowsAffected()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM studio_instance_reaps
+			WHERE NOT EXISTS (SELECT 1 FROM studio_instances i WHERE i.id = studio_instance_reaps.instance_id)`); err != nil {
+			return fmt.Errorf("purge instances: %w", err)
+		}
 		return nil
 	})
 	return n, err
@@ -173,7 +219,8 @@ func (s *Store) PurgeInstances(ctx context.Context, p store.PurgeInstancesParams
 // reaped is the condition "the owner column c names an instance that
 // lost its lease or stopped": work left there is nobody's.
 func reaped(c string) string {
-	return c + ` IN (SELECT id FROM studio_instances WHERE reaped_at IS NOT NULL OR stopped_at IS NOT NULL)`
+	return `(` + c + ` IN (SELECT id FROM studio_instances WHERE reaped_at IS NOT NULL OR stopped_at IS NOT NULL)
+		OR ` + c + ` IN (SELECT instance_id FROM studio_instance_reaps))`
 }
 
 // OrphanedWork implements store.InstanceStore.
@@ -232,8 +279,8 @@ func (s *Store) AdoptTurn(ctx context.Context, p store.AdoptTurnParams) (store.T
 			nullIfEmpty(p.To), p.RequestID); err != nil {
 			return fmt.Errorf("adopt turn: %w", err)
 		}
-		for _, in := range p.Indeterminate {
-			if err := disown(ctx, tx, in.ProposalID, p.From, in.Audit); err != nil && !protocol.IsCode(err, protocol.Conflict) {
+		for _, id := range p.Proposals {
+			if err := disown(ctx, tx, id, p.From, p.To, nil); err != nil && !protocol.IsCode(err, protocol.Conflict) {
 				return err
 			}
 		}
@@ -249,7 +296,7 @@ func (s *Store) DisownProposal(ctx context.Context, p store.DisownProposalParams
 	defer s.timed("disown_proposal", time.Now())
 	var out store.Proposal
 	err := s.txn(ctx, func(tx *writeTx) error {
-		if err := disown(ctx, tx, p.ID, p.From, p.Audit); err != nil {
+		if err := disown(ctx, tx, p.ID, p.From, p.To, p.Audit); err != nil {
 			return err
 		}
 		var err error
@@ -259,20 +306,25 @@ func (s *Store) DisownProposal(ctx context.Context, p store.DisownProposalParams
 	return out, err
 }
 
-// disown takes an executing proposal from its (reaped) owner with its
-// indeterminate audit row: it never runs again, and reconcile_proposal
+// disown takes an executing proposal from its (reaped) owner to to: the
+// new epoch fences the old owner's execution off, so whether it executed
+// (executed_at, set in the command's own transaction) is final. With no
+// new owner, its indeterminate audit row says so, and reconcile_proposal
 // settles it.
-func disown(ctx context.Context, tx *writeTx, id, from string, audit store.AppendAdminEventParams) error {
+func disown(ctx context.Context, tx *writeTx, id, from, to string, audit *store.AppendAdminEventParams) error {
 	cond, args := sameOwner("owner_instance", from)
-	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET owner_instance = NULL, owner_epoch = owner_epoch + 1
-		WHERE id = ? AND status = 'executing' AND `+cond, append([]any{id}, args...)...)
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_proposals SET owner_instance = ?, owner_epoch = owner_epoch + 1
+		WHERE id = ? AND status = 'executing' AND `+cond, append([]any{nullIfEmpty(to), id}, args...)...)
 	if err != nil {
 		return fmt.Errorf("disown proposal: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return protocol.Errorf(protocol.Conflict, "proposal %s is not executing for %q", id, from)
 	}
-	_, err = appendAdminEvent(ctx, tx, audit)
+	if audit == nil {
+		return nil
+	}
+	_, err = appendAdminEvent(ctx, tx, *audit)
 	return err
 }
 

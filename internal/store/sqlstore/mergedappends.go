@@ -168,7 +168,7 @@ func checkMerged(ctx context.Context, c conn, a *appendJob, st *convState, insta
 	if a.instance != "" {
 		err, ok := instances[a.instance]
 		if !ok {
-			err = instanceLive(ctx, &writeTx{conn: c}, a.instance, "")
+			err = instanceLive(ctx, &writeTx{conn: c}, a.instance)
 			instances[a.instance] = err
 		}
 		if err != nil {

@@ -15,15 +15,17 @@ import (
 // resources; a name two PostgreSQL writers insert at once is a unique
 // violation, retried into the ordinary conflict.
 
-const principalCols = `id, name, role, created_at, disabled_at`
+const principalCols = `id, name, role, origin, proxy_user, created_at, disabled_at`
 
 func scanPrincipal(row scanner) (store.Principal, error) {
 	var p store.Principal
 	var created float64
 	var disabled sql.NullFloat64
-	if err := row.Scan(&p.ID, &p.Name, &p.Role, &created, &disabled); err != nil {
+	var proxyUser sql.NullString
+	if err := row.Scan(&p.ID, &p.Name, &p.Role, &p.Origin, &proxyUser, &created, &disabled); err != nil {
 		return p, err
 	}
+	p.ProxyUser = proxyUser.String
 	p.CreatedAt, p.DisabledAt = fromTS(created), nullTS(disabled)
 	return p, nil
 }
@@ -57,6 +59,13 @@ func (s *Store) CreatePrincipal(ctx context.Context, p store.CreatePrincipalPara
 	if !p.Role.Valid() {
 		return store.Principal{}, protocol.Errorf(protocol.Validation, "unknown role %q", p.Role).With("field", "role")
 	}
+	origin := p.Origin
+	if origin == "" {
+		origin = protocol.OriginLocal
+	}
+	if origin != protocol.OriginLocal && origin != protocol.OriginProxy {
+		return store.Principal{}, protocol.Errorf(protocol.Validation, "unknown origin %q", p.Origin).With("field", "origin")
+	}
 	var out store.Principal
 	err := s.txn(ctx, func(tx *writeTx) error {
 		if cur, err := loadPrincipal(ctx, tx, p.Name, tx.locks.update); err == nil {
@@ -64,8 +73,16 @@ func (s *Store) CreatePrincipal(ctx context.Context, p store.CreatePrincipalPara
 		} else if !protocol.IsCode(err, protocol.NotFound) {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_principals (id, name, role, created_at) VALUES (?, ?, ?, ?)`,
-			p.ID, p.Name, string(p.Role), ts(p.Now)); err != nil {
+		if p.NameKey != "" {
+			cur, err := scanPrincipal(tx.QueryRowContext(ctx, `SELECT `+principalCols+` FROM studio_principals WHERE name_key = ?`, p.NameKey))
+			if err == nil {
+				return lookAlike(p.Name, cur)
+			} else if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("create principal: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_principals (id, name, name_key, role, origin, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			p.ID, p.Name, nullIfEmpty(p.NameKey), string(p.Role), string(origin), ts(p.Now)); err != nil {
 			return fmt.Errorf("create principal: %w", err)
 		}
 		if err := audit(ctx, tx, p.Audit); err != nil {
@@ -78,9 +95,69 @@ func (s *Store) CreatePrincipal(ctx context.Context, p store.CreatePrincipalPara
 	return out, err
 }
 
+// lookAlike is the conflict of a name that looks like an existing
+// principal's.
+func lookAlike(name string, cur store.Principal) error {
+	return protocol.Errorf(protocol.Conflict, "the name %q looks like the principal %q's; choose another", name, cur.Name).
+		With("kind", "principal").With("name", cur.Name).With("id", cur.ID).With("reason", "confusable")
+}
+
 // GetPrincipal implements store.PrincipalStore.
 func (s *Store) GetPrincipal(ctx context.Context, ref string) (store.Principal, error) {
 	return loadPrincipal(ctx, s.r, ref, "")
+}
+
+// ProxyPrincipal implements store.PrincipalStore: the link first, then the
+// name, in one query (it runs on every request the proxy signs in).
+func (s *Store) ProxyPrincipal(ctx context.Context, user string) (store.Principal, error) {
+	p, err := scanPrincipal(s.r.QueryRowContext(ctx, `SELECT `+principalCols+` FROM studio_principals
+		WHERE proxy_user = ? OR name = ? ORDER BY CASE WHEN proxy_user = ? THEN 0 ELSE 1 END LIMIT 1`, user, user, user))
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, notFound("principal", user)
+	}
+	if err != nil {
+		return p, fmt.Errorf("proxy principal: %w", err)
+	}
+	return p, nil
+}
+
+// LinkProxyUser implements store.PrincipalStore.
+func (s *Store) LinkProxyUser(ctx context.Context, p store.LinkProxyUserParams) (store.Principal, error) {
+	var out store.Principal
+	err := s.txn(ctx, func(tx *writeTx) error {
+		cur, err := loadPrincipal(ctx, tx, p.Ref, tx.locks.update)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Origin != protocol.OriginLocal:
+			return protocol.Errorf(protocol.Validation, "%s is a proxy principal: only a local principal is linked to a proxy user", cur.Name).
+				With("field", "principal")
+		case cur.DisabledAt != nil:
+			return protocol.Errorf(protocol.Conflict, "principal %s is disabled", cur.Name)
+		case cur.ProxyUser == p.ProxyUser:
+			out = cur
+			return nil
+		}
+		if p.ProxyUser != "" {
+			other, err := scanPrincipal(tx.QueryRowContext(ctx, `SELECT `+principalCols+` FROM studio_principals WHERE proxy_user = ?`, p.ProxyUser))
+			if err == nil {
+				return protocol.Errorf(protocol.Conflict, "the proxy user %q is linked to %s already; unlink it first", p.ProxyUser, other.Name).
+					With("name", other.Name).With("id", other.ID)
+			} else if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("link proxy user: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_principals SET proxy_user = ? WHERE id = ?`, nullIfEmpty(p.ProxyUser), cur.ID); err != nil {
+			return fmt.Errorf("link proxy user: %w", err)
+		}
+		if err := audit(ctx, tx, p.Audit); err != nil {
+			return err
+		}
+		out, err = loadPrincipal(ctx, tx, cur.ID, "")
+		return err
+	})
+	return out, err
 }
 
 // ListPrincipals implements store.PrincipalStore.
@@ -230,11 +307,12 @@ func (s *Store) Authenticate(ctx context.Context, p store.AuthenticateParams) (s
 	var pr store.Principal
 	var tCreated, pCreated float64
 	var expires, revoked, used, disabled sql.NullFloat64
+	var proxyUser sql.NullString
 	err := s.r.QueryRowContext(ctx, `SELECT t.id, t.principal_id, t.token_hash, t.prefix, t.created_at, t.expires_at, t.revoked_at, t.last_used_at,
-		p.id, p.name, p.role, p.created_at, p.disabled_at
+		p.id, p.name, p.role, p.origin, p.proxy_user, p.created_at, p.disabled_at
 		FROM studio_principal_tokens t JOIN studio_principals p ON p.id = t.principal_id WHERE t.token_hash = ?`, p.Hash).Scan(
 		&t.ID, &t.PrincipalID, &t.Hash, &t.Prefix, &tCreated, &expires, &revoked, &used,
-		&pr.ID, &pr.Name, &pr.Role, &pCreated, &disabled)
+		&pr.ID, &pr.Name, &pr.Role, &pr.Origin, &proxyUser, &pCreated, &disabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Principal{}, store.Token{}, denied
 	}
@@ -242,7 +320,7 @@ func (s *Store) Authenticate(ctx context.Context, p store.AuthenticateParams) (s
 		return store.Principal{}, store.Token{}, fmt.Errorf("authenticate: %w", err)
 	}
 	t.CreatedAt, t.ExpiresAt, t.RevokedAt, t.LastUsedAt = fromTS(tCreated), nullTS(expires), nullTS(revoked), nullTS(used)
-	pr.CreatedAt, pr.DisabledAt = fromTS(pCreated), nullTS(disabled)
+	pr.CreatedAt, pr.DisabledAt, pr.ProxyUser = fromTS(pCreated), nullTS(disabled), proxyUser.String
 	if t.RevokedAt != nil || (t.ExpiresAt != nil && !p.Now.Before(*t.ExpiresAt)) || pr.DisabledAt != nil {
 		return store.Principal{}, store.Token{}, denied
 	}

@@ -17,7 +17,7 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance, owner_epoch, executed_at, submitted_by, decided_by, project`
+	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance, owner_epoch, executed_at, submitted_by, decided_by, project, executed_audit_id`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
@@ -25,9 +25,10 @@ func scanProposal(row scanner) (store.Proposal, error) {
 	var kind, id, version, result, code, impact, targetName, amended, owner, submittedBy, decidedBy, project sql.NullString
 	var expires, created float64
 	var confirmed, completed, executed sql.NullFloat64
+	var executedAudit sql.NullInt64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner, &p.Epoch, &executed, &submittedBy, &decidedBy, &project); err != nil {
+		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner, &p.Epoch, &executed, &submittedBy, &decidedBy, &project, &executedAudit); err != nil {
 		return p, err
 	}
 	p.Impact, p.TargetName = impact.String, targetName.String
@@ -42,6 +43,7 @@ func scanProposal(row scanner) (store.Proposal, error) {
 	p.ErrorCode, p.AmendedFrom = nullString(code), nullString(amended)
 	p.ExpiresAt, p.CreatedAt = fromTS(expires), fromTS(created)
 	p.ConfirmedAt, p.CompletedAt, p.ExecutedAt = nullTS(confirmed), nullTS(completed), nullTS(executed)
+	p.ExecutedAuditID = executedAudit.Int64
 	return p, nil
 }
 

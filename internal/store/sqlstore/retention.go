@@ -196,7 +196,7 @@ func (s *Store) Diagnostics(ctx context.Context, p store.DiagnosticsParams) (sto
 			return d, fmt.Errorf("diagnostics: %w", err)
 		}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, conversation_id, request_id, command_type, summary, created_at, confirmed_at
+	rows, err := tx.QueryContext(ctx, `SELECT id, conversation_id, request_id, command_type, summary, created_at, confirmed_at, executed_at
 		FROM studio_operator_proposals WHERE status = 'executing' ORDER BY created_at, id LIMIT ?`, limitOr(p.ProposalLimit, 20))
 	if err != nil {
 		return d, fmt.Errorf("diagnostics: %w", err)
@@ -205,11 +205,11 @@ func (s *Store) Diagnostics(ctx context.Context, p store.DiagnosticsParams) (sto
 	for rows.Next() {
 		var e store.ExecutingProposal
 		var created float64
-		var confirmed sql.NullFloat64
-		if err := rows.Scan(&e.ID, &e.ConversationID, &e.RequestID, &e.CommandType, &e.Summary, &created, &confirmed); err != nil {
+		var confirmed, executed sql.NullFloat64
+		if err := rows.Scan(&e.ID, &e.ConversationID, &e.RequestID, &e.CommandType, &e.Summary, &created, &confirmed, &executed); err != nil {
 			return d, fmt.Errorf("diagnostics: %w", err)
 		}
-		e.CreatedAt, e.ConfirmedAt = fromTS(created), nullTS(confirmed)
+		e.CreatedAt, e.ConfirmedAt, e.ExecutedAt = fromTS(created), nullTS(confirmed), nullTS(executed)
 		d.ExecutingProposals = append(d.ExecutingProposals, e)
 	}
 	return d, rows.Err()

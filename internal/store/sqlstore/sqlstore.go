@@ -86,9 +86,6 @@ const (
 	// SkipLocked: a claim, which locks for update and passes over the rows
 	// another transaction holds instead of waiting for them.
 	SkipLocked
-	// ForShare: the rows must not change before the transaction ends (a
-	// writer's instance, which a reaper would mark reaped).
-	ForShare
 )
 
 // Config is what New needs.
@@ -151,7 +148,6 @@ func New(c Config) *Store {
 		w: conn{db: c.Writer, d: c.Dialect}, r: conn{db: c.Reader, d: c.Dialect},
 		locks: locks{
 			update:         c.Dialect.Lock(ForUpdate),
-			share:          c.Dialect.Lock(ForShare),
 			updateSchedule: c.Dialect.Lock(ForUpdate, "s"),
 			keyShare:       c.Dialect.Lock(ForKeyShare),
 			skipLocked:     c.Dialect.Lock(SkipLocked),
@@ -184,7 +180,6 @@ func New(c Config) *Store {
 // locks are the dialect's lock clauses, worked out once.
 type locks struct {
 	update         string
-	share          string // rows that must not change until the commit (fence.go)
 	updateSchedule string // a schedule read joins its playbook: lock the schedule only
 	keyShare       string
 	skipLocked     string

@@ -27,6 +27,9 @@ type writeTx struct {
 	// changes are the application changes it makes (changes.go), logged
 	// at its end.
 	changes []appChange
+	// audited are the admin_events rows it appended, in order (a fenced
+	// execution records the first: fence.go).
+	audited []int64
 }
 
 // touch records a conversation whose frames the transaction changes: its
@@ -63,7 +66,13 @@ func (s *Store) txnAppend(ctx context.Context, fn func(tx *writeTx) error, app *
 			if err := checkFence(ctx, tx, f); err != nil {
 				return err
 			}
-			return inner(tx)
+			if err := inner(tx); err != nil {
+				return err
+			}
+			if f.Execute {
+				return markExecuted(ctx, tx, f)
+			}
+			return nil
 		}
 	}
 	if s.group != nil {

@@ -14,20 +14,21 @@ import (
 )
 
 const turnCols = `request_id, conversation_id, instruction, context_json, context_hash, status,
-	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance, owner_epoch, submitted_by`
+	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance, owner_epoch, submitted_by,
+	cancel_requested_by`
 
 func scanTurn(row scanner) (store.Turn, error) {
 	var t store.Turn
 	var ctxJSON string
-	var errCode, owner, by sql.NullString
+	var errCode, owner, by, cancelBy sql.NullString
 	var created float64
 	var started, ended, cancelReq sql.NullFloat64
 	err := row.Scan(&t.RequestID, &t.ConversationID, &t.Instruction, &ctxJSON, &t.ContextHash, &t.Status,
-		&errCode, &created, &started, &ended, &cancelReq, &owner, &t.Epoch, &by)
+		&errCode, &created, &started, &ended, &cancelReq, &owner, &t.Epoch, &by, &cancelBy)
 	if err != nil {
 		return t, err
 	}
-	t.Owner, t.SubmittedBy = owner.String, by.String
+	t.Owner, t.SubmittedBy, t.CancelRequestedBy = owner.String, by.String, cancelBy.String
 	t.ContextJSON = jsontext.Value(ctxJSON)
 	t.ErrorCode = nullString(errCode)
 	t.CreatedAt = fromTS(created)
@@ -253,13 +254,13 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 				return err
 			}
 			tx.touch(cur.ConversationID)
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ? WHERE request_id = ?`,
-				ts(p.Now), p.RequestID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ?, cancel_requested_by = ? WHERE request_id = ?`,
+				ts(p.Now), nullIfEmpty(p.By), p.RequestID); err != nil {
 				return fmt.Errorf("cancel turn: %w", err)
 			}
 		case store.TurnRunning, store.TurnAwaitingConfirmation:
-			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ?
-				WHERE request_id = ? AND cancel_requested_at IS NULL`, ts(p.Now), p.RequestID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ?, cancel_requested_by = ?
+				WHERE request_id = ? AND cancel_requested_at IS NULL`, ts(p.Now), nullIfEmpty(p.By), p.RequestID); err != nil {
 				return fmt.Errorf("cancel turn: %w", err)
 			}
 		}

@@ -172,6 +172,12 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 		WHERE webhook_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, p.WebhookID, limitOr(p.Limit, 100))
 }
 
+// GetDelivery implements store.WebhookStore.
+func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
+	defer s.timed("get_delivery", time.Now())
+	return loadDelivery(ctx, s.r, id, "")
+}
+
 // ClaimDeliveries implements store.WebhookStore.
 func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimDeliveriesParams) ([]store.ClaimedDelivery, error) {
 	defer s.timed("claim_deliveries", time.Now())

@@ -64,16 +64,15 @@ func testEpochsIncrease(t *testing.T, f *fixture) {
 	}
 	f.clock.Advance(2 * time.Second)
 	f.reap(b.ID)
-	adopted, err := f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: a.ID, To: b.ID,
-		Indeterminate: []store.IndeterminateAudit{{ProposalID: p.ID, Audit: proposalAudit(p.ID, protocol.DecisionIndeterminate, f.tick())}}})
+	adopted, err := f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: a.ID, To: b.ID, Proposals: []string{p.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if adopted.Owner != b.ID || adopted.Epoch <= executing.Epoch {
 		t.Fatalf("adopted turn owned by %q at epoch %d, want %s after %d", adopted.Owner, adopted.Epoch, b.ID, executing.Epoch)
 	}
-	if got := f.proposal(p.ID); got.Owner != "" || got.Epoch <= confirmed.Epoch {
-		t.Fatalf("disowned proposal owned by %q at epoch %d, want none after %d", got.Owner, got.Epoch, confirmed.Epoch)
+	if got := f.proposal(p.ID); got.Owner != b.ID || got.Epoch <= confirmed.Epoch {
+		t.Fatalf("taken-over proposal owned by %q at epoch %d, want %s after %d", got.Owner, got.Epoch, b.ID, confirmed.Epoch)
 	}
 }
 
@@ -175,15 +174,14 @@ func (f *fixture) adminEvents() []store.AdminEvent {
 }
 
 // takenOver returns a proposal that instance a confirmed and that b took
-// over when a's lease expired (indeterminate: it never runs again).
+// over with its turn when a's lease expired (a can never execute it).
 func (f *fixture) takenOver() (a, b store.Instance, p store.Proposal) {
 	f.t.Helper()
 	a, b = f.instance(time.Second), f.instance(time.Hour)
 	tr, p := f.confirmedOn(a.ID)
 	f.clock.Advance(2 * time.Second)
 	f.reap(b.ID)
-	if _, err := f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: a.ID, To: b.ID,
-		Indeterminate: []store.IndeterminateAudit{{ProposalID: p.ID, Audit: proposalAudit(p.ID, protocol.DecisionIndeterminate, f.tick())}}}); err != nil {
+	if _, err := f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: a.ID, To: b.ID, Proposals: []string{p.ID}}); err != nil {
 		f.t.Fatal(err)
 	}
 	return a, b, p
@@ -198,14 +196,14 @@ func (f *fixture) commandWrite(fence store.Fence) error {
 }
 
 // testExecutionAfterTakeover: once a reaper took a proposal from its
-// executor (indeterminate: it never runs again), the executor's command
-// write is refused, whichever instance's lease it still has.
+// executor, the executor's command write is refused, whichever instance's
+// lease it still has, at the epoch it had.
 func testExecutionAfterTakeover(t *testing.T, f *fixture) {
 	a, b, p := f.takenOver()
 	rows := len(f.adminEvents())
 	err := f.commandWrite(store.Fence{Instance: a.ID, ProposalID: p.ID, ProposalEpoch: p.Epoch, Execute: true, Now: f.tick()})
 	wantFenced(t, "execution after the takeover", err)
-	// Even by an instance that is live: the proposal is no longer its.
+	// Even by the live instance that took it over, at the old epoch.
 	err = f.commandWrite(store.Fence{Instance: b.ID, ProposalID: p.ID, ProposalEpoch: p.Epoch, Execute: true, Now: f.tick()})
 	wantFenced(t, "execution by another instance", err)
 	if n := len(f.adminEvents()); n != rows {
@@ -227,8 +225,13 @@ func testExecutionAtMostOnce(t *testing.T, f *fixture) {
 	if err := f.commandWrite(fence); err != nil {
 		t.Fatalf("the command's write: %v", err)
 	}
-	if got := f.proposal(p.ID); got.ExecutedAt == nil {
+	got := f.proposal(p.ID)
+	if got.ExecutedAt == nil {
 		t.Fatal("the proposal is not marked executed")
+	}
+	// It names the audit row its command's write appended: what ran.
+	if rows := f.adminEvents(); got.ExecutedAuditID != rows[0].ID || rows[0].Action != "studio.app.command" {
+		t.Fatalf("executed audit row %d, want the command's %d (%s)", got.ExecutedAuditID, rows[0].ID, rows[0].Action)
 	}
 	err := f.commandWrite(fence)
 	if !store.IsAlreadyExecuted(err) {
@@ -247,7 +250,7 @@ func testExecutionAtMostOnce(t *testing.T, f *fixture) {
 }
 
 // testOutcomeAfterTakeover: an executor that lost its proposal cannot
-// record an outcome for it: the takeover's indeterminate stands.
+// record an outcome for it: the instance that took it over records it.
 func testOutcomeAfterTakeover(t *testing.T, f *fixture) {
 	a, _, p := f.takenOver()
 	now := f.tick()
@@ -255,7 +258,7 @@ func testOutcomeAfterTakeover(t *testing.T, f *fixture) {
 		store.FinishProposalParams{ID: p.ID, Status: store.ProposalSucceeded, Now: now, Instance: a.ID,
 			Audit: proposalAudit(p.ID, protocol.DecisionExecuted, now)})
 	wantFenced(t, "outcome after the takeover", err)
-	if got := f.proposal(p.ID); got.Status != store.ProposalExecuting || got.Owner != "" {
-		t.Fatalf("proposal = %s owned by %q, want executing with no owner (indeterminate)", got.Status, got.Owner)
+	if got := f.proposal(p.ID); got.Status != store.ProposalExecuting || got.Owner == a.ID {
+		t.Fatalf("proposal = %s owned by %q, want executing, no longer %s's", got.Status, got.Owner, a.ID)
 	}
 }

@@ -74,11 +74,15 @@ func testAdoptTurnOnce(t *testing.T, f *fixture) {
 	before := len(f.audits(p.ID))
 	const reapers = 4
 	errs := make([]error, reapers)
+	reaperIDs := make([]string, reapers)
+	for i := range reaperIDs {
+		reaperIDs[i] = newID()
+	}
 	var wg sync.WaitGroup
 	for i := range reapers {
 		wg.Go(func() {
-			_, errs[i] = f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: dead.ID, To: newID(),
-				Indeterminate: []store.IndeterminateAudit{{ProposalID: p.ID, Audit: proposalAudit(p.ID, protocol.DecisionIndeterminate, now)}}})
+			_, errs[i] = f.s.AdoptTurn(f.ctx, store.AdoptTurnParams{RequestID: tr.RequestID, From: dead.ID, To: reaperIDs[i],
+				Proposals: []string{p.ID}})
 		})
 	}
 	wg.Wait()
@@ -93,11 +97,12 @@ func testAdoptTurnOnce(t *testing.T, f *fixture) {
 	if won != 1 {
 		t.Fatalf("%d reapers adopted the turn: %v", won, errs)
 	}
-	if got := len(f.audits(p.ID)) - before; got != 1 {
-		t.Fatalf("%d indeterminate audit rows, want 1", got)
+	if got := len(f.audits(p.ID)) - before; got != 0 {
+		t.Fatalf("%d audit rows written by the takeover, want none (its new owner records the outcome)", got)
 	}
-	if got := f.proposal(p.ID); got.Status != store.ProposalExecuting || got.Owner != "" {
-		t.Fatalf("proposal after adoption = %s owned by %q, want executing with no owner (indeterminate)", got.Status, got.Owner)
+	winner := f.turn(tr.RequestID).Owner
+	if got := f.proposal(p.ID); got.Status != store.ProposalExecuting || got.Owner != winner || !slices.Contains(reaperIDs, winner) {
+		t.Fatalf("proposal after adoption = %s owned by %q, want executing, owned by the adopter %q", got.Status, got.Owner, winner)
 	}
 }
 
@@ -120,12 +125,12 @@ func testOrphanedProposal(t *testing.T, f *fixture) {
 		t.Fatalf("orphaned work = %+v, want the proposal alone (its turn runs on a live instance)", w)
 	}
 	audit := proposalAudit(p.ID, protocol.DecisionIndeterminate, f.tick())
-	got, err := f.s.DisownProposal(f.ctx, store.DisownProposalParams{ID: p.ID, From: dead.ID, Audit: audit})
+	got, err := f.s.DisownProposal(f.ctx, store.DisownProposalParams{ID: p.ID, From: dead.ID, Audit: &audit})
 	if err != nil || got.Owner != "" || got.Status != store.ProposalExecuting {
 		t.Fatalf("DisownProposal = %+v, %v", got, err)
 	}
 	wantAudit(t, f.audits(p.ID)[0], audit)
-	_, err = f.s.DisownProposal(f.ctx, store.DisownProposalParams{ID: p.ID, From: dead.ID, Audit: audit})
+	_, err = f.s.DisownProposal(f.ctx, store.DisownProposalParams{ID: p.ID, From: dead.ID, Audit: &audit})
 	wantCode(t, err, protocol.Conflict)
 	if w, _ := f.s.OrphanedWork(f.ctx, store.OrphanedWorkParams{}); len(w.Proposals) != 0 {
 		t.Fatalf("a disowned proposal is still orphaned: %+v", w.Proposals)

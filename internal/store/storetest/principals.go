@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ func ExercisePrincipals(t *testing.T, open func(t *testing.T) store.Store) {
 	run("Disable", testPrincipalDisable)
 	run("TokenDuplicateHash", testTokenDuplicateHash)
 	run("SubmittedAndDecidedBy", testSubmittedDecidedBy)
+	run("Origin", testPrincipalOrigin)
+	run("NameKeyTaken", testPrincipalNameKeyTaken)
+	run("NameKeyConcurrent", testPrincipalNameKeyConcurrent)
+	run("ProxyLink", testPrincipalProxyLink)
 }
 
 func (f *fixture) principal(name string, role protocol.Role) store.Principal {
@@ -233,5 +238,148 @@ func testSubmittedDecidedBy(t *testing.T, f *fixture) {
 	}
 	if got := f.proposal(b.ID); got.DecidedBy != "carol" {
 		t.Fatalf("denied proposal decided by %q", got.DecidedBy)
+	}
+}
+
+// testPrincipalOrigin: a principal is local unless created as a proxy
+// principal, and says so wherever it is read (tokens included).
+func testPrincipalOrigin(t *testing.T, f *fixture) {
+	local := f.principal("lena", protocol.RoleViewer)
+	proxy, err := f.s.CreatePrincipal(f.ctx, store.CreatePrincipalParams{ID: newID(), Name: "pia", Role: protocol.RoleViewer,
+		Origin: protocol.OriginProxy, Now: f.tick()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if local.Origin != protocol.OriginLocal || proxy.Origin != protocol.OriginProxy {
+		t.Fatalf("origins %q, %q", local.Origin, proxy.Origin)
+	}
+	tk := f.token(proxy.ID, nil)
+	who, _, err := f.s.Authenticate(f.ctx, store.AuthenticateParams{Hash: tk.Hash, Now: f.tick()})
+	if err != nil || who.Origin != protocol.OriginProxy || who.Wire().Origin != protocol.OriginProxy {
+		t.Fatalf("Authenticate = %+v, %v", who, err)
+	}
+	if got, err := f.s.GetPrincipal(f.ctx, "pia"); err != nil || got.Origin != protocol.OriginProxy {
+		t.Fatalf("GetPrincipal = %+v, %v", got, err)
+	}
+	_, err = f.s.CreatePrincipal(f.ctx, store.CreatePrincipalParams{ID: newID(), Name: "x", Role: protocol.RoleViewer, Origin: "ldap", Now: f.tick()})
+	wantCode(t, err, protocol.Validation)
+}
+
+// testPrincipalNameKeyTaken: a name key (the look-alike skeleton) is
+// taken like a name, by disabled principals too; principals without a
+// key (named before keys) never collide with each other.
+func testPrincipalNameKeyTaken(t *testing.T, f *fixture) {
+	create := func(name, key string) (store.Principal, error) {
+		return f.s.CreatePrincipal(f.ctx, store.CreatePrincipalParams{ID: newID(), Name: name, NameKey: key, Role: protocol.RoleViewer, Now: f.tick()})
+	}
+	modern, err := create("modern", "rnodern")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.DisablePrincipal(f.ctx, store.DisablePrincipalParams{Ref: modern.ID, Now: f.tick()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = create("rnodern", "rnodern")
+	wantCode(t, err, protocol.Conflict)
+	if protocol.ErrorOf(err).Details["reason"] != "confusable" || protocol.ErrorOf(err).Details["name"] != "modern" {
+		t.Fatalf("look-alike conflict %+v; want reason confusable, name modern", err)
+	}
+	for _, name := range []string{"old1", "old2"} {
+		if _, err := create(name, ""); err != nil {
+			t.Fatalf("%s without a key: %v", name, err)
+		}
+	}
+}
+
+// testPrincipalNameKeyConcurrent: of two look-alike names created at
+// once, one is created and the other is conflict, never both.
+func testPrincipalNameKeyConcurrent(t *testing.T, f *fixture) {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, name := range []string{"bob1", "bobl"} {
+		wg.Go(func() {
+			_, errs[i] = f.s.CreatePrincipal(f.ctx, store.CreatePrincipalParams{ID: newID(), Name: name, NameKey: "bobl",
+				Role: protocol.RoleViewer, Now: f.clock.Now()})
+		})
+	}
+	wg.Wait()
+	created := 0
+	for _, err := range errs {
+		if err == nil {
+			created++
+		} else {
+			wantCode(t, err, protocol.Conflict)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("created %d of two look-alikes: %v", created, errs)
+	}
+}
+
+// testPrincipalProxyLink: a local principal is linked to a proxy user
+// (audited, in the change's transaction) and found by it before any
+// principal of that name; a proxy principal is never linked, a user is
+// linked to one principal at most, a disabled principal not at all;
+// unlinking ends it.
+func testPrincipalProxyLink(t *testing.T, f *fixture) {
+	alice := f.principal("alice", protocol.RoleOperator)
+	proxyAlice, err := f.s.CreatePrincipal(f.ctx, store.CreatePrincipalParams{ID: newID(), Name: "alice@corp", Role: protocol.RoleViewer,
+		Origin: protocol.OriginProxy, Now: f.tick()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.s.ProxyPrincipal(f.ctx, "alice@corp"); err != nil || got.ID != proxyAlice.ID {
+		t.Fatalf("ProxyPrincipal before the link = %+v, %v", got, err)
+	}
+	if got, err := f.s.ProxyPrincipal(f.ctx, "alice"); err != nil || got.ID != alice.ID || got.ProxyUser != "" {
+		t.Fatalf("ProxyPrincipal(alice) by name = %+v, %v", got, err)
+	}
+	_, err = f.s.ProxyPrincipal(f.ctx, alice.ID) // an id is no user
+	wantCode(t, err, protocol.NotFound)
+
+	now := f.tick()
+	linked, err := f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: "alice", ProxyUser: "alice@corp", Now: now,
+		Audit: principalAudit("studio.principal.linked", alice.ID, now)})
+	if err != nil || linked.ProxyUser != "alice@corp" || linked.Origin != protocol.OriginLocal {
+		t.Fatalf("LinkProxyUser = %+v, %v", linked, err)
+	}
+	if got, err := f.s.ProxyPrincipal(f.ctx, "alice@corp"); err != nil || got.ID != alice.ID {
+		t.Fatalf("ProxyPrincipal after the link = %+v, %v; want the linked alice first", got, err)
+	}
+	if es := f.audits(alice.ID); len(es) != 1 || es[0].Action != "studio.principal.linked" {
+		t.Fatalf("audit rows %+v", es)
+	}
+	// Linking again changes nothing (and appends no row).
+	if again, err := f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: alice.ID, ProxyUser: "alice@corp", Now: f.tick()}); err != nil || again.ProxyUser != "alice@corp" {
+		t.Fatalf("link again = %+v, %v", again, err)
+	}
+
+	bob := f.principal("bob", protocol.RoleViewer)
+	_, err = f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: bob.ID, ProxyUser: "alice@corp", Now: f.tick()})
+	wantCode(t, err, protocol.Conflict)
+	_, err = f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: proxyAlice.ID, ProxyUser: "someone", Now: f.tick()})
+	wantCode(t, err, protocol.Validation)
+	if _, err := f.s.DisablePrincipal(f.ctx, store.DisablePrincipalParams{Ref: bob.ID, Now: f.tick()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: bob.ID, ProxyUser: "bob", Now: f.tick()})
+	wantCode(t, err, protocol.Conflict)
+	_, err = f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: "nobody", ProxyUser: "x", Now: f.tick()})
+	wantCode(t, err, protocol.NotFound)
+
+	unlinked, err := f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: alice.ID, Now: f.tick()})
+	if err != nil || unlinked.ProxyUser != "" {
+		t.Fatalf("unlink = %+v, %v", unlinked, err)
+	}
+	if got, err := f.s.ProxyPrincipal(f.ctx, "alice@corp"); err != nil || got.ID != proxyAlice.ID {
+		t.Fatalf("ProxyPrincipal after the unlink = %+v, %v", got, err)
+	}
+	// The user is free for another principal now.
+	if _, err := f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: "lisa", ProxyUser: "alice@corp", Now: f.tick()}); !protocol.IsCode(err, protocol.NotFound) {
+		t.Fatalf("link to nobody: %v", err)
+	}
+	f.principal("lisa", protocol.RoleViewer)
+	if got, err := f.s.LinkProxyUser(f.ctx, store.LinkProxyUserParams{Ref: "lisa", ProxyUser: "alice@corp", Now: f.tick()}); err != nil || got.ProxyUser != "alice@corp" {
+		t.Fatalf("link to lisa = %+v, %v", got, err)
 	}
 }

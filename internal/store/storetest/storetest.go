@@ -61,6 +61,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 
 	run("RequestCancel/Queued", testCancelQueued)
 	run("RequestCancel/Running", testCancelRunning)
+	run("RequestCancel/By", testCancelRequestedBy)
 	run("RequestCancel/Terminal", testCancelTerminal)
 	run("RequestCancel/Missing", testCancelMissing)
 

@@ -215,9 +215,33 @@ func testCancelRunning(t *testing.T, f *fixture) {
 	if len(frames) != 0 || again.Status != store.TurnRunning || !again.CancelRequestedAt.Equal(now) {
 		t.Fatalf("second cancel = %+v", again)
 	}
+	if again.CancelRequestedBy != "" {
+		t.Fatalf("a cancel by nobody recorded %q", again.CancelRequestedBy)
+	}
 	// The worker then ends the turn.
 	done := f.finish(tr.RequestID, store.TurnCancelled, nil)
 	wantDone(t, done[len(done)-1], protocol.OutcomeCancelled)
+}
+
+// testCancelRequestedBy: the principal that asks first is recorded, for
+// a queued turn (cancelled at once) and a running one (its owner denies
+// the proposals the cancel closes by it); a later asker changes nothing.
+func testCancelRequestedBy(t *testing.T, f *fixture) {
+	c := f.conversation()
+	queued, _ := f.submit(c.ID)
+	got, _, err := f.s.RequestCancel(f.ctx, store.RequestCancelParams{RequestID: queued.RequestID, By: "ann", Now: f.tick()})
+	if err != nil || got.Status != store.TurnCancelled || got.CancelRequestedBy != "ann" {
+		t.Fatalf("cancel of a queued turn by ann = %+v, %v", got, err)
+	}
+	_, tr := f.running()
+	for _, by := range []string{"ci-bot", "bob"} {
+		if _, _, err := f.s.RequestCancel(f.ctx, store.RequestCancelParams{RequestID: tr.RequestID, By: by, Now: f.tick()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.turn(tr.RequestID); got.CancelRequestedBy != "ci-bot" {
+		t.Fatalf("cancelled by ci-bot, then bob: %+v; want ci-bot kept", got)
+	}
 }
 
 func testCancelTerminal(t *testing.T, f *fixture) {

@@ -8,7 +8,8 @@ import { Api, ApiError } from './api.js';
 import { AppApi } from './appapi.js';
 import { OperatorClient } from './operator-api.js';
 import { takeTokenFromFragment, getToken, clearToken } from './auth.js';
-import { Registry, parseRoute, routeOf } from './router.js';
+import { Registry, routeOf } from './router.js';
+import { RouteState } from './route-state.js';
 import { h, replace, icon } from './dom.js';
 import { showSignIn, showFatal } from './signin.js';
 import { storedTheme, applyTheme, currentTheme } from './theme.js';
@@ -16,7 +17,8 @@ import { Shortcuts, spaceKeys } from './shortcuts.js';
 import { applyEffect } from './apply-effect.js';
 import { confirmDialog } from './dialogs.js';
 import { may } from './roles.js';
-import { errorBox, guardControls } from './spaces/common.js';
+import { errorBox } from './spaces/loading.js';
+import { guardControls } from './spaces/guard.js';
 import { Dock } from './dock/dock.js';
 import { isSheet } from './dock/sheet.js';
 import { AppEvents, coalesce } from './live.js';
@@ -33,7 +35,7 @@ import * as system from './spaces/system.js';
  * @typedef {import('./router.js').Space} Space
  * @typedef {import('./frames.js').Effect} Effect
  * @typedef {import('./frames.js').ContextSnapshot} ContextSnapshot
- * @typedef {{form: string, values: Record<string, any>}} Prefill
+ * @typedef {import('./route-state.js').Prefill} Prefill
  * @typedef {{mount: (el: HTMLElement, ctx: SpaceContext) => (void | (() => void))}} SpaceModule
  * @typedef {object} SpaceContext
  * @property {AppApi} app
@@ -42,6 +44,7 @@ import * as system from './spaces/system.js';
  * @property {(patch: Record<string, string | null | undefined>, opts?: {replace?: boolean}) => void} setParams
  * @property {(form: string) => Prefill | null} takePrefill
  * @property {(dirty: boolean) => void} setFormDirty
+ * @property {() => boolean} formDirty whether the shown view has edits that are not saved
  * @property {() => boolean} isCurrent whether this mount still shows
  * @property {(types: string[], fn: (events: import('./live.js').ChangeEvent[]) => void) => void} onChange calls fn
  *   (coalesced, with the burst's events) after application changes of these types (live.js), while this
@@ -70,13 +73,8 @@ export class Cockpit {
     this.api = new Api({ getToken, onAuthError: () => this.signOut('The daemon refused the token (it may have been rotated). Paste the current one.') });
     this.app = new AppApi(this.api);
     this.operator = new OperatorClient(this.api);
-    /** @type {Registry | null} */
-    this.registry = null;
-    /** @type {Route | null} */
-    this.route = null;
-    /** @type {Prefill | null} */
-    this.pendingPrefill = null;
-    this.formDirty = false;
+    /** @type {RouteState | null} where the cockpit is, once the route registry is loaded */
+    this.nav = null;
     this.mountSeq = 0;
     /** @type {Map<string, HTMLAnchorElement>} */
     this.railLinks = new Map();
@@ -103,12 +101,14 @@ export class Cockpit {
     /** @type {Element | null} where focus was before Ctrl+. took it into the dock */
     this.beforeDock = null;
     this.listening = false;
-    /** the address the shown view is at (Back over unsaved edits returns to it) */
-    this.shown = '/';
-    /** whether the address has no space (the not-found page shows) */
-    this.lost = false;
     applyTheme(storedTheme());
   }
+
+  /** @returns {Registry | null} the route registry the daemon serves */
+  get registry() { return this.nav && this.nav.registry; }
+
+  /** @returns {Route | null} the route the shown view is at */
+  get route() { return this.nav && this.nav.route; }
 
   /** @param {string} theme */
   applyTheme(theme) { applyTheme(theme); }
@@ -127,15 +127,15 @@ export class Cockpit {
       // Back and Forward over unsaved edits ask first: the address is put
       // back while the question is open.
       addEventListener('popstate', () => {
-        if (!this.registry) return;
-        if (!this.formDirty) return this.onRoute();
+        if (!this.nav) return;
+        if (!this.nav.formDirty) return this.onRoute();
         const to = this.clientRoute();
-        history.pushState(null, '', this.shown);
+        history.pushState(null, '', this.nav.shown);
         this.go(to);
       });
       // A reload or a closed tab over unsaved edits: the browser asks.
       addEventListener('beforeunload', (ev) => {
-        if (!this.formDirty) return;
+        if (!this.nav || !this.nav.formDirty) return;
         ev.preventDefault();
         ev.returnValue = '';
       });
@@ -161,13 +161,13 @@ export class Cockpit {
     if (!getToken() && !proxied) return showSignIn(this.root);
     try {
       const [routes, me] = await Promise.all([this.operator.routes(), proxied || this.api.get('/api/auth/whoami')]);
-      this.registry = new Registry(routes);
+      this.nav = new RouteState(new Registry(routes));
       this.me = me;
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) return; // signOut already showed the form
       return showFatal(this.root, 'The cockpit could not load its route registry', e);
     }
-    const reg = this.registry;
+    const reg = this.nav.registry;
     this.shortcuts = new Shortcuts({
       registry: reg,
       go: (s) => {
@@ -374,7 +374,7 @@ export class Cockpit {
    */
   go(path, opts = {}) {
     // Unsaved edits are never dropped silently: leaving them is asked.
-    if (this.formDirty && !opts.force) {
+    if (this.nav && this.nav.formDirty && !opts.force) {
       this.confirmLeave().then((ok) => { if (ok) this.go(path, { ...opts, force: true }); });
       return;
     }
@@ -395,19 +395,14 @@ export class Cockpit {
       body: 'You have edits on this page that are not saved. Leaving drops them; stay to save them first.',
       confirm: 'Leave and drop my edits', cancel: 'Stay', danger: true,
     });
-    if (leave) this.formDirty = false;
+    if (leave && this.nav) this.nav.formDirty = false;
     return leave;
   }
 
   /** @param {Record<string, string | null | undefined>} patch @param {{replace?: boolean}} [opts] */
   setParams(patch, opts = {}) {
-    if (!this.route) return;
-    const params = { ...this.route.params };
-    for (const [k, v] of Object.entries(patch)) {
-      if (v === null || v === undefined || v === '') delete params[k];
-      else params[k] = v;
-    }
-    this.go(routeOf(this.route.space, params), opts);
+    const to = this.nav && this.nav.patched(patch);
+    if (to !== null) this.go(to, opts);
   }
 
   /**
@@ -416,11 +411,11 @@ export class Cockpit {
    * @param {Record<string, string>} patch
    */
   canonicalize(patch) {
-    if (!this.route) return;
-    // In place: the mounted view's ctx.route is this object (its tables mark the selection by it).
-    Object.assign(this.route.params, patch);
-    history.replaceState(history.state, '', routeOf(this.route.space, this.route.params));
-    this.shown = this.clientRoute();
+    const nav = this.nav;
+    const to = nav && nav.canonicalize(patch);
+    if (!nav || to === null) return;
+    history.replaceState(history.state, '', to);
+    nav.shown = this.clientRoute();
     for (const v of Object.values(patch)) {
       const row = this.main && this.main.querySelector(`tr[data-key="${CSS.escape(v)}"]`);
       if (row) row.classList.add('selected');
@@ -433,18 +428,15 @@ export class Cockpit {
 
   /** @returns {void} */
   onRoute() {
-    const reg = /** @type {Registry} */ (this.registry);
-    const parsed = parseRoute(reg, location.pathname, location.search);
+    const nav = /** @type {RouteState} */ (this.nav);
+    const parsed = nav.enter(location.pathname, location.search);
     if (!parsed) return this.notFound();
     if (parsed.dropped.length) {
       // Keep the address bar honest: show only what the view applies.
       history.replaceState(null, '', routeOf(parsed.route.space, parsed.route.params));
       this.flash(`Ignored unknown or invalid URL parameters: ${parsed.dropped.join(', ')}`);
     }
-    const prev = this.route;
-    this.route = parsed.route;
-    this.shown = this.clientRoute();
-    this.lost = false;
+    nav.shown = this.clientRoute();
     for (const [id, a] of this.railLinks) {
       if (id === parsed.route.space.id) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
@@ -454,7 +446,6 @@ export class Cockpit {
     // The subtitle is written for people; the description is the model's.
     if (crumb) replace(crumb, h('h1', { id: 'space-title', text: sp.title }), h('span', { class: 'muted subtitle', text: sp.subtitle }));
     document.title = `${sp.title} · Studio`;
-    if (prev && prev.space.id !== sp.id) this.formDirty = false;
     this.mount();
     if (this.dock) this.dock.onContextChange();
   }
@@ -464,11 +455,9 @@ export class Cockpit {
     if (typeof this.cleanup === 'function') this.cleanup();
     this.cleanup = undefined;
     this.mountSeq++;
-    const reg = /** @type {Registry} */ (this.registry);
-    // No space shows: effects and the dock's context start from the first
-    // space's home, the page the not-found view offers first.
-    this.route = { space: reg.spaces[0], params: {} };
-    this.lost = true;
+    const nav = /** @type {RouteState} */ (this.nav);
+    const reg = nav.registry;
+    nav.lose();
     for (const a of this.railLinks.values()) a.removeAttribute('aria-current');
     const crumb = document.getElementById('crumb');
     if (crumb) replace(crumb, h('h1', { id: 'space-title', text: 'Page not found' }));
@@ -482,11 +471,12 @@ export class Cockpit {
   }
 
   mount() {
-    if (!this.main || !this.route) return;
+    const nav = this.nav;
+    if (!this.main || !nav || !nav.route) return;
     if (typeof this.cleanup === 'function') this.cleanup();
     for (const unsub of this.mountSubs.splice(0)) unsub();
     const seq = ++this.mountSeq;
-    const route = this.route;
+    const route = nav.route;
     const el = h('div', { class: 'space-body', 'data-space': route.space.id });
     replace(this.main, el);
     /** @type {SpaceContext} */
@@ -495,15 +485,10 @@ export class Cockpit {
       route,
       cockpit: this,
       setParams: (patch, opts) => this.setParams(patch, opts),
-      takePrefill: (form) => {
-        const p = this.pendingPrefill;
-        if (p && p.form === form) {
-          this.pendingPrefill = null;
-          return p;
-        }
-        return null;
-      },
-      setFormDirty: (d) => { if (seq === this.mountSeq) this.formDirty = d; },
+      // this.nav, not nav: a sign-in again starts a new RouteState.
+      takePrefill: (form) => (this.nav ? this.nav.takePrefill(form) : null),
+      setFormDirty: (d) => { if (seq === this.mountSeq && this.nav) this.nav.formDirty = d; },
+      formDirty: () => !!this.nav && this.nav.formDirty,
       isCurrent: () => seq === this.mountSeq,
       onChange: (types, fn) => {
         /** @type {import('./live.js').ChangeEvent[]} */
@@ -526,7 +511,7 @@ export class Cockpit {
       replace(el, h('p', { text: `This cockpit has no view for space ${route.space.id} yet.` }));
       return;
     }
-    this.formDirty = false;
+    nav.formDirty = false;
     try {
       this.cleanup = mod.mount(el, ctx);
     } catch (e) {
@@ -554,22 +539,8 @@ export class Cockpit {
     setTimeout(() => n.remove(), kind === 'error' ? 15000 : 6000);
   }
 
-  /** The current context snapshot for a turn (docs/design.md §5). */
-  contextSnapshot() {
-    const route = /** @type {Route} */ (this.route);
-    /** @type {Record<string, string>} */
-    const selection = {};
-    /** @type {Record<string, string>} */
-    const filters = {};
-    for (const [k, v] of Object.entries(route.params)) {
-      if ((route.space.selection || []).includes(k)) selection[k] = v;
-      else filters[k] = v;
-    }
-    /** @type {ContextSnapshot} */
-    const snap = { space: route.space.id, route: this.lost ? route.space.path : this.clientRoute(), filters };
-    if (Object.keys(selection).length) snap.selection = selection;
-    return snap;
-  }
+  /** The current context snapshot for a turn (route-state.js). @returns {ContextSnapshot} */
+  contextSnapshot() { return /** @type {RouteState} */ (this.nav).snapshot(this.clientRoute()); }
 
   /**
    * Validates and applies one effect; see apply-effect.js. On a phone the

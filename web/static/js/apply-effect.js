@@ -10,8 +10,8 @@ import { validateEffect, targetRoute } from './effects.js';
  * @typedef {import('./app.js').Cockpit} Cockpit
  * @typedef {import('./appapi.js').AppApi} AppApi
  * @typedef {import('./frames.js').Effect} Effect
- * @typedef {import('./router.js').Registry} Registry
  * @typedef {import('./router.js').Route} Route
+ * @typedef {import('./route-state.js').RouteState} RouteState
  * @typedef {import('./dock/effect-runner.js').EffectOutcome} EffectOutcome
  */
 
@@ -45,11 +45,12 @@ export async function selectionVisible(app, e) {
  * @returns {Promise<EffectOutcome>}
  */
 export async function applyEffect(c, e) {
-  const reg = /** @type {Registry} */ (c.registry);
+  const nav = /** @type {RouteState} */ (c.nav);
+  const reg = nav.registry;
   const refusal = validateEffect(reg, e);
   if (refusal) return { status: 'rejected', rejectionCode: refusal.code, reason: refusal.reason };
   try {
-    const route = /** @type {Route} */ (c.route);
+    const route = /** @type {Route} */ (nav.route);
     const current = { space: route.space.id, params: route.params };
     switch (e.kind) {
       case 'theme':
@@ -59,7 +60,7 @@ export async function applyEffect(c, e) {
       case 'navigate':
       case 'select':
         // Moving the page would drop a person's unsaved edits.
-        if (c.formDirty) {
+        if (nav.formDirty) {
           return { status: 'rejected', rejectionCode: 'stale_context', reason: 'a form with unsaved edits is open; moving the page would drop them' };
         }
         if (e.kind === 'navigate') break;
@@ -68,17 +69,17 @@ export async function applyEffect(c, e) {
         }
         break;
       case 'prefill':
-        if (c.formDirty) {
+        if (nav.formDirty) {
           return { status: 'rejected', rejectionCode: 'stale_context', reason: 'a form with unsaved edits is open; the prefill would overwrite them' };
         }
-        c.pendingPrefill = { form: String(e.form), values: { ...(e.values || {}) } };
+        nav.prefill = { form: String(e.form), values: { ...(e.values || {}) } };
         break;
     }
     const target = /** @type {string} */ (targetRoute(reg, e, current));
     if (e.kind === 'prefill' && target === c.clientRoute()) c.mount();
     else c.go(target);
-    if (e.kind === 'prefill' && c.pendingPrefill) {
-      c.pendingPrefill = null;
+    if (e.kind === 'prefill' && nav.prefill) {
+      nav.prefill = null;
       return { status: 'rejected', rejectionCode: 'client_error', reason: 'the form did not open' };
     }
     return { status: 'applied', clientRoute: c.clientRoute() };

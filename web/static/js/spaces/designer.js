@@ -4,7 +4,14 @@
 
 import { h, replace, badge } from '../dom.js';
 import { confirmDialog } from '../dialogs.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, selectHref, linkTo, runCells, shortId, keepPlace } from './common.js';
+import { errorText } from '../api.js';
+import { loading, errorBox } from './loading.js';
+import { searchBox } from './filters.js';
+import { selectHref, linkTo } from './links.js';
+import { table } from './table.js';
+import { field, val, trackDirty } from './form.js';
+import { runCells, shortId } from './cells.js';
+import { keepPlace } from './keep-place.js';
 import { followEdits, versionConflict, versionLine, keptMine } from './edits.js';
 import { errorSentence } from '../words.js';
 
@@ -349,7 +356,7 @@ function editor(ctx, w, values, declared, show) {
     ctx, kind: 'workflow', name: w ? w.name : '', slot: conflict,
     version: () => (base ? base.version : 0),
     load: () => ctx.app.getWorkflow(w ? w.id : ''),
-    dirty: () => ctx.cockpit.formDirty,
+    dirty: ctx.formDirty,
     reload: (latest) => show(latest),
     keepMine: (latest) => {
       base = latest;

@@ -7,7 +7,13 @@
 
 import { h, replace, badge, fmtDuration } from '../dom.js';
 import { fmtTime, fmtRelative } from '../time.js';
-import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace, filterBar } from './common.js';
+import { loading, errorBox } from './loading.js';
+import { tabs, tabPanel } from './tabs.js';
+import { selectFilter, searchBox, paramValues, filterBar } from './filters.js';
+import { selectHref, linkTo } from './links.js';
+import { table, revealDetail, detailKeys, closeDetail } from './table.js';
+import { runCells, shortId } from './cells.js';
+import { keepPlace } from './keep-place.js';
 import { runDetail } from './run-detail.js';
 import { rangeFilter, RANGE_SECONDS } from './mission.js';
 import { actorName, commandTitle } from '../words.js';

@@ -3,7 +3,14 @@
 import { confirmDialog } from '../dialogs.js';
 import { h, replace } from '../dom.js';
 import { fmtTime } from '../time.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, keepPlace } from './common.js';
+import { errorText } from '../api.js';
+import { loading, errorBox } from './loading.js';
+import { searchBox } from './filters.js';
+import { selectHref, linkTo } from './links.js';
+import { table, revealDetail, detailKeys } from './table.js';
+import { field, val, trackDirty } from './form.js';
+import { shortId } from './cells.js';
+import { keepPlace } from './keep-place.js';
 import { followEdits, versionConflict, versionLine, keptMine } from './edits.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Playbook} Playbook @typedef {import('../appapi.js').PlaybookArg} PlaybookArg */
@@ -215,7 +222,7 @@ function playbookForm(ctx, b, values, side) {
     ctx, kind: 'playbook', name: b ? b.name : '', slot: conflict,
     version: () => (base ? base.version : 0),
     load: () => ctx.app.getPlaybook(b ? b.id : ''),
-    dirty: () => ctx.cockpit.formDirty,
+    dirty: ctx.formDirty,
     reload: (latest) => { ctx.setFormDirty(false); replace(side, playbookForm(ctx, latest, null, side)); },
     keepMine: (latest) => {
       base = latest;

@@ -3,7 +3,13 @@
 // run detail with output). Fleet is a view of mission, not a seventh space.
 
 import { h, replace, badge, fmtDuration } from '../dom.js';
-import { tabs, tabPanel, selectFilter, searchBox, table, runCells, shortId, paramValues, loading, errorBox, selectHref, linkTo, keepPlace, filterBar } from './common.js';
+import { loading, errorBox } from './loading.js';
+import { tabs, tabPanel } from './tabs.js';
+import { selectFilter, searchBox, paramValues, filterBar } from './filters.js';
+import { selectHref, linkTo } from './links.js';
+import { table } from './table.js';
+import { runCells, shortId } from './cells.js';
+import { keepPlace } from './keep-place.js';
 import { errorSentence } from '../words.js';
 import { runDetail } from './run-detail.js';
 import { barChart } from '../charts.js';

@@ -8,8 +8,11 @@ import { h, replace, badge, fmtDuration } from '../dom.js';
 import { fmtTime, fmtRelative } from '../time.js';
 import { confirmDialog } from '../dialogs.js';
 import { runRelations } from '../insights.js';
-import { loading, errorBox, errorText, shortId, linkTo, selectHref, revealDetail, detailKeys, closeDetail } from './common.js';
-import { ApiError } from '../api.js';
+import { loading, errorBox } from './loading.js';
+import { linkTo, selectHref } from './links.js';
+import { revealDetail, detailKeys, closeDetail } from './table.js';
+import { shortId } from './cells.js';
+import { ApiError, errorText } from '../api.js';
 import { actorName, commandTitle, errorSentence } from '../words.js';
 
 /** A run's trigger in words. @type {Record<string, string>} */

@@ -7,7 +7,14 @@
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, uid } from '../dom.js';
 import { fmtTime, fmtRelative, fmtCronTime } from '../time.js';
-import { searchBox, table, field, val, trackDirty, errorText, loading, errorBox, shortId, selectHref, linkTo, revealDetail, detailKeys, closeDetail, keepPlace, filterBar } from './common.js';
+import { errorText } from '../api.js';
+import { loading, errorBox } from './loading.js';
+import { searchBox, filterBar } from './filters.js';
+import { selectHref, linkTo } from './links.js';
+import { table, revealDetail, detailKeys, closeDetail } from './table.js';
+import { field, val, trackDirty } from './form.js';
+import { shortId } from './cells.js';
+import { keepPlace } from './keep-place.js';
 import { followEdits, versionConflict, versionLine, keptMine } from './edits.js';
 
 /** @typedef {import('../app.js').SpaceContext} SpaceContext @typedef {import('../appapi.js').Schedule} Schedule @typedef {import('../appapi.js').Playbook} Playbook */
@@ -288,7 +295,7 @@ function scheduleForm(ctx, s, values, side, reload) {
     ctx, kind: 'schedule', name: s ? s.name : '', slot: conflict,
     version: () => (base ? base.version : 0),
     load: () => ctx.app.getSchedule(s ? s.id : ''),
-    dirty: () => ctx.cockpit.formDirty,
+    dirty: ctx.formDirty,
     reload: (latest) => { ctx.setFormDirty(false); replace(side, scheduleForm(ctx, latest, null, side, reload)); },
     keepMine: (latest) => {
       base = latest;

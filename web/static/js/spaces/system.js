@@ -5,7 +5,10 @@
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, badge, uid } from '../dom.js';
 import { fmtTime, fmtClock, zoneAbbr, zoneSetting, setZoneSetting, localZoneName } from '../time.js';
-import { tabs, tabPanel, errorText, loading, errorBox, keepPlace } from './common.js';
+import { errorText } from '../api.js';
+import { loading, errorBox } from './loading.js';
+import { tabs, tabPanel } from './tabs.js';
+import { keepPlace } from './keep-place.js';
 import { barChart } from '../charts.js';
 import { team } from './team.js';
 

@@ -5,11 +5,12 @@
 
 import { h, replace, uid } from '../dom.js';
 import { fmtTime, fmtShort } from '../time.js';
-import { ApiError } from '../api.js';
+import { ApiError, errorText } from '../api.js';
 import { AdminApi, WEBHOOK_EVENTS } from '../adminapi.js';
 import { confirmDialog, showDialog } from '../dialogs.js';
 import { ROLES, ROLE_HELP } from '../roles.js';
-import { errorBox, errorText, loading, scrollFrame } from './common.js';
+import { errorBox, loading } from './loading.js';
+import { scrollFrame } from './table.js';
 
 /**
  * @typedef {import('../app.js').SpaceContext} SpaceContext
@@ -103,7 +104,9 @@ export function team(el, ctx) {
       },
     }, ROLES.map((r) => h('option', { value: r, text: r, selected: r === p.role }))));
     return h('tr', { 'data-principal': p.name, class: disabled ? 'muted' : '' },
-      h('td', null, h('strong', { class: 'name', text: p.name }), isMe ? h('span', { class: 'muted small', text: ' (you)' }) : null),
+      h('td', null, h('strong', { class: 'name', text: p.name }), isMe ? h('span', { class: 'muted small', text: ' (you)' }) : null,
+        p.origin === 'proxy' ? h('span', { class: 'muted small', 'data-origin': 'proxy', text: ' · from the sign-in proxy' }) : null,
+        p.proxyUser ? h('span', { class: 'muted small', 'data-proxy-user': p.proxyUser, text: ` · signs in through the proxy as ${p.proxyUser}` }) : null),
       h('td', null, h('label', { for: selId, class: 'visually-hidden', text: `Role of ${p.name}` }), sel),
       h('td', { class: 'hide-narrow' }, when(p.createdAt)),
       h('td', null, disabled ? ['disabled ', when(p.disabledAt)] : 'active'),

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/studio/operator/internal/protocol"
+)
+
+// TestProcessApprovals: studio approvals lists what waits for the caller's
+// decision, across conversations, oldest first with its expiry, by the
+// daemon's own rule: not an operator's own proposal under four-eyes, not
+// an admin proposal for an operator; show says whose it is to decide;
+// confirm and deny decide it, and it leaves the list.
+func TestProcessApprovals(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir, "--second-approver-for", "execute")
+	owner := newCLIRunner(t, d, dataDir)
+	as := func(name string) *cliRunner {
+		t.Helper()
+		owner.run(exitOK, "principals", "add", name, "--role", "operator")
+		out, _ := owner.run(exitOK, "tokens", "create", name, "-o", "json")
+		var tok struct{ Token string }
+		decodeCLIJSON(t, out, &tok)
+		return &cliRunner{t: t, env: []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=" + tok.Token, "STUDIO_DATA_DIR=" + t.TempDir()}}
+	}
+	alice, bob := as("alice"), as("bob")
+
+	launch := pendingProposal(t, alice, "launch audit-repo with acme/api")
+	vacuum := pendingProposal(t, owner, "vacuum the database")
+
+	list := func(c *cliRunner) []protocol.ProposalState {
+		t.Helper()
+		var doc struct {
+			Proposals []protocol.ProposalState `json:"proposals"`
+		}
+		c.json(&doc, "approvals", "-o", "json")
+		return doc.Proposals
+	}
+	ids := func(ps []protocol.ProposalState) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := ids(list(alice)); got != "" {
+		t.Errorf("alice (the launch's author, four-eyes; an operator, not the vacuum's approver) waits for %q", got)
+	}
+	if got := ids(list(bob)); got != launch {
+		t.Errorf("bob waits for %q, want alice's launch %s", got, launch)
+	}
+	ps := list(owner)
+	if ids(ps) != launch+" "+vacuum || ps[0].ExpiresAt == 0 {
+		t.Fatalf("the owner waits for %q, want the launch then the vacuum, with expiry", ids(ps))
+	}
+
+	out, _ := bob.run(exitOK, "approvals")
+	row := regexp.MustCompile(launch + `\s+\d+s\s+in \d+m\d+s, at \S+Z\s+execute\s+Launch playbook "audit-repo".*\s+alice\s+launch audit-repo with acme/api`)
+	if !row.MatchString(out) || strings.Contains(out, vacuum) {
+		t.Errorf("bob's approvals:\n%s", out)
+	}
+	if out, _ := alice.run(exitOK, "approvals"); !strings.Contains(out, "nothing waits for your decision") {
+		t.Errorf("alice's approvals:\n%s", out)
+	}
+	if out, _ := bob.run(exitOK, "approvals", "show", launch[:8]); !strings.Contains(out, "confirm: studio approvals confirm "+launch) ||
+		!strings.Contains(out, `"repo": "acme/api"`) || !strings.Contains(out, "proposed by:   alice") {
+		t.Errorf("bob's approvals show:\n%s", out)
+	}
+	if out, _ := alice.run(exitOK, "approvals", "show", launch[:8]); !strings.Contains(out, "It waits for someone else") || strings.Contains(out, "confirm: studio") {
+		t.Errorf("alice's approvals show:\n%s", out)
+	}
+
+	var res protocol.ProposalResult
+	bob.json(&res, "approvals", "confirm", "--yes", launch[:8], "-o", "json")
+	if res.Status != protocol.ResultSucceeded {
+		t.Fatalf("bob's confirm: %+v", res)
+	}
+	if out, _ := owner.run(exitOK, "approvals", "deny", vacuum[:8]); !strings.Contains(out, "denied") {
+		t.Fatalf("the owner's deny: %s", out)
+	}
+	for name, c := range map[string]*cliRunner{"alice": alice, "bob": bob, "the owner": owner} {
+		if got := ids(list(c)); got != "" {
+			t.Errorf("after the decisions %s waits for %q", name, got)
+		}
+	}
+}
