@@ -108,7 +108,7 @@ func runBenchJSON(t *testing.T, env []string, args ...string) bench.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(testCtx(t), bin, append([]string{"bench", "--json", "--dir", t.TempDir(), "--duration", "1s"}, args...)...)
+	cmd := exec.CommandContext(testCtx(t), bin, append([]string{"bench", "--json", "--dir", t.TempDir(), "--duration", "1s", "--warm-up", "200ms"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.Output()
 	if err != nil {

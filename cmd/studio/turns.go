@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ func defaultTitle(instruction string) string {
 type sendOptions struct {
 	convID, space, route, project, model, title string
 	wait, cancelOnInterrupt                     bool
+	whenBusy                                    string
 }
 
 func sendCmd(cfg *config) *cobra.Command {
@@ -59,10 +61,13 @@ func sendCmd(cfg *config) *cobra.Command {
 		Long: `send submits a turn and prints the reply as it streams. On a terminal a status line shows what
 the turn is doing (queued and its place in line, working, calling a tool, retrying the model and
 when, waiting for your confirmation). A turn runs on the
-server: Ctrl-C stops following it and says how to cancel it, or cancels it with --cancel-on-interrupt.`,
+server: Ctrl-C stops following it and says how to cancel it, or cancels it with --cancel-on-interrupt.
+While another turn of the conversation runs, send is refused (conflict) unless --when-busy says
+otherwise: enqueue waits behind it (and those already waiting), interrupt cancels it and runs next.`,
 		Example: `  studio operator send "how many runs failed today?"
   studio operator send --conversation 3f2a... "pause the nightly schedule"
   studio operator send --cancel-on-interrupt "summarize the audit log"
+  studio operator send --conversation 3f2a... --when-busy enqueue "and then restart the failed run"
   studio operator send --model local --title "triage" "what failed overnight?"
   studio operator send -o json "show the failed runs" | jq -c 'select(.type == "proposal")'`,
 		Args: cobra.ExactArgs(1),
@@ -70,6 +75,9 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			asJSON, err := o.isJSON()
 			if err != nil {
 				return err
+			}
+			if so.whenBusy != "" && !slices.Contains(protocol.WhenBusyValues, protocol.WhenBusy(so.whenBusy)) {
+				return usageError{fmt.Errorf("--when-busy must be reject, enqueue or interrupt, not %q", so.whenBusy)}
 			}
 			cl, err := operatorClient(cfg)
 			if err != nil {
@@ -92,12 +100,18 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 			if err != nil {
 				return err
 			}
-			acc, err := so.submit(ctx, cl, convID, args[0])
+			acc, after, err := so.submit(ctx, cl, convID, args[0])
 			if err != nil {
 				return err
 			}
 			status.set(turnQueued)
-			outcome, err := so.follow(ctx, cl, convID, acc, status, out, note, asJSON)
+			if acc.Waiting > 0 {
+				status.set(waitingWords(acc.Waiting))
+				status.print(func() {
+					fmt.Fprintf(cmd.ErrOrStderr(), "turn %s waits behind the running turn (number %d in line)\n", acc.RequestID, acc.Waiting)
+				})
+			}
+			outcome, err := so.follow(ctx, cl, convID, acc, after, status, out, note, asJSON)
 			status.stop()
 			if err != nil {
 				return err
@@ -118,6 +132,7 @@ server: Ctrl-C stops following it and says how to cancel it, or cancels it with 
 	c.Flags().StringVar(&so.route, "route", "/", "the cockpit route you are looking at")
 	c.Flags().StringVar(&so.project, "project", "", "project")
 	c.Flags().StringVar(&so.model, "model", "", "the configured model the conversation's turns use from this one on (see studio operator models)")
+	c.Flags().StringVar(&so.whenBusy, "when-busy", "", "while another turn of the conversation runs: reject (the default), enqueue (run after it) or interrupt (cancel it, then run)")
 	c.Flags().StringVar(&so.title, "title", "", "a new conversation's title (default: the instruction's first words); with --conversation, renames it")
 	o = addOutput(c)
 	_ = c.RegisterFlagCompletionFunc("conversation", completeWith(cfg, conversationIDs("")))
@@ -164,34 +179,53 @@ func (so sendOptions) conversation(ctx context.Context, cmd *cobra.Command, cl *
 
 // submit submits the instruction as the conversation's next turn, after
 // its latest frame, with the cockpit context of the flags, as the command
-// line's: the answer comes as data, not as navigation.
-func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, instruction string) (protocol.TurnAccepted, error) {
+// line's: the answer comes as data, not as navigation. after is where
+// following the turn starts: after its instruction, or, for a turn that
+// waits behind another, after the latest frame.
+func (so sendOptions) submit(ctx context.Context, cl *apiclient.Client, convID, instruction string) (acc protocol.TurnAccepted, after int64, err error) {
 	page, err := cl.GetConversation(ctx, convID, 0, 1)
 	if err != nil {
-		return protocol.TurnAccepted{}, err
+		return protocol.TurnAccepted{}, 0, err
 	}
 	last := page.LatestSequence
 	snap := protocol.ContextSnapshot{Space: so.space, Route: so.route}
 	if so.project != "" {
 		snap.Project = &so.project
 	}
-	return cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction, Context: snap, ExpectedLastSequence: &last,
-		Client: protocol.ClientCLI})
+	acc, err = cl.SubmitTurn(ctx, convID, protocol.TurnRequest{Instruction: instruction, Context: snap, ExpectedLastSequence: &last,
+		Client: protocol.ClientCLI, WhenBusy: protocol.WhenBusy(so.whenBusy)})
+	if err != nil || acc.Waiting > 0 {
+		return acc, last, err
+	}
+	return acc, acc.AcceptedSequence, nil
+}
+
+// waitingWords is the status line of a turn waiting behind another.
+func waitingWords(position int) string {
+	return fmt.Sprintf("waiting behind the running turn: number %d in line", position)
 }
 
 // follow prints the turn's frames to out as they stream and what it is
 // doing on the status line, until it ends or (without --wait) waits for a
 // confirmation, which it notes with how to go on. The outcome is "" when
 // the stream stopped first (an interrupt).
-func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID string, acc protocol.TurnAccepted, status *spinner, out, note io.Writer, asJSON bool) (protocol.Outcome, error) {
+func (so sendOptions) follow(ctx context.Context, cl *apiclient.Client, convID string, acc protocol.TurnAccepted, after int64, status *spinner, out, note io.Writer, asJSON bool) (protocol.Outcome, error) {
 	var outcome protocol.Outcome
 	fw := newFrameWriter(out, asJSON, false)
 	progress := func(p *protocol.TurnProgress) {
-		if p != nil && p.RequestID == acc.RequestID {
+		if p == nil {
+			return
+		}
+		if p.RequestID == acc.RequestID {
 			status.set(progressWords(p))
 		}
+		for _, w := range p.Waiting {
+			if w.RequestID == acc.RequestID {
+				status.set(waitingWords(w.Position))
+			}
+		}
 	}
-	err := cl.FollowProgress(ctx, convID, acc.AcceptedSequence, status.reconnecting, progress, func(f protocol.Frame) error {
+	err := cl.FollowProgress(ctx, convID, after, status.reconnecting, progress, func(f protocol.Frame) error {
 		if f.RequestID != acc.RequestID {
 			return nil
 		}

@@ -43,9 +43,18 @@ type Options struct {
 	// --latency spec: turns on one daemon, streams on another).
 	Database    string
 	CrossDaemon string
-	// PeerPublishers is how many of the peer's batch publish calls may be
-	// in flight at once; 0: DefaultPeerPublishers.
+	// PeerPublishers is how many of the peer's publish calls may be in
+	// flight at once; 0: DefaultPeerPublishers.
 	PeerPublishers int
+	// PeerBatch publishes each millisecond's due publications in one call
+	// of the peer's batch API, all stamped at the call (the old way),
+	// instead of each in a call of its own stamped just before it.
+	PeerBatch bool
+	// WarmUp is each latency run's time before its measured Duration.
+	WarmUp time.Duration
+	// ClientsInProcess runs the streams' clients in the bench process (the
+	// old way), not in a process of their own.
+	ClientsInProcess bool
 	// ServeFlags are more flags for the bench's own daemon (the first, whose
 	// frame runs are timed), for example --metrics-addr and --pprof to
 	// profile it under a run.
@@ -128,6 +137,9 @@ type latencyRun struct {
 	TokenP99Ms         float64 `json:"tokenP99Ms"`
 	TokenP999Ms        float64 `json:"tokenP999Ms"`
 	StoreReadsPerF     float64 `json:"storeReadsPerFrame"`
+	// ClientsInProcess: the streams' clients ran in the bench process (the
+	// old way), not in a process of their own.
+	ClientsInProcess bool `json:"clientsInProcess,omitempty"`
 	// BytesPerSec is the frames' text delivered per second on one stream
 	// of each conversation (what the daemon stored), and RatioToDisk its
 	// share of the disk's bandwidth in the same run.
@@ -272,6 +284,11 @@ func (r *run) limits(ctx context.Context) error {
 	return nil
 }
 
+// timing is how the latency runs are timed, and where their clients run.
+func (r *run) timing() timing {
+	return timing{warmUp: r.o.WarmUp, measure: r.o.Duration, inProcess: r.o.ClientsInProcess, stderr: r.p.w}
+}
+
 // ratios sets an appends row's ratios to the same run's limits.
 func (r *run) ratios(a appendResult) appendResult {
 	a.RatioToFsync = a.PerSec / r.res.FsyncPerSec
@@ -340,7 +357,7 @@ func (r *run) daemonRuns(ctx context.Context) error {
 		crossIdx = len(r.runs)
 		scriptRuns = append(slices.Clip(r.runs), r.crossRun)
 	}
-	if err := writeBenchScript(r.scriptPath, scriptRuns, o.Duration); err != nil {
+	if err := writeBenchScript(r.scriptPath, scriptRuns, r.timing().length()); err != nil {
 		return err
 	}
 
@@ -369,7 +386,7 @@ func (r *run) daemonRuns(ctx context.Context) error {
 	// Across daemons first, before the saturating runs leave the database
 	// and the daemon a backlog.
 	if crossIdx >= 0 {
-		lr, err := crossDaemonLatency(ctx, d, r.dir, r.scriptPath, o.Database, crossIdx, r.crossRun, o.Duration, p)
+		lr, err := crossDaemonLatency(ctx, d, r.dir, r.scriptPath, o.Database, crossIdx, r.crossRun, r.timing(), p)
 		if err != nil {
 			return err
 		}
@@ -382,8 +399,8 @@ func (r *run) daemonRuns(ctx context.Context) error {
 		if lrun.textFlush {
 			continue
 		}
-		p.say("latency: %d streams (%d per conversation), %d-byte tokens, %.0f/s offered for %s", lrun.convs*lrun.perConv, lrun.perConv, lrun.bytes, lrun.offered(), o.Duration)
-		lr, err := d.latency(ctx, i, lrun, o.Duration, p)
+		p.say("latency: %d streams (%d per conversation), %d-byte tokens, %.0f/s offered for %s", lrun.convs*lrun.perConv, lrun.perConv, lrun.bytes, lrun.offered(), r.timing().length())
+		lr, err := d.latency(ctx, i, lrun, r.timing(), p)
 		if err != nil {
 			return err
 		}
@@ -402,7 +419,7 @@ func (r *run) peerRuns(ctx context.Context) error {
 	if r.o.Centrifugo == "" {
 		return nil
 	}
-	return runPeer(ctx, r.o, r.dir, r.res, r.p)
+	return runPeer(ctx, r.o, r.timing(), r.dir, r.res, r.p)
 }
 
 // tokenRuns measures token -> screen with the coalescing interval of
@@ -419,7 +436,7 @@ func (r *run) tokenRuns(ctx context.Context) error {
 			continue
 		}
 		p.say("tokens: %d streams, %.0f tokens/s, --text-flush %s", lrun.convs*lrun.perConv, lrun.offered(), o.TextFlush)
-		lr, err := d.latency(ctx, i, lrun, o.Duration, p)
+		lr, err := d.latency(ctx, i, lrun, r.timing(), p)
 		if err != nil {
 			return err
 		}

@@ -192,9 +192,15 @@ func (d *benchDaemon) openStream(convID string, after int64) (net.Conn, *bufio.R
 	if d.streamsOn != nil {
 		on = d.streamsOn
 	}
+	return openDaemonStream(on.base, on.token, convID, after)
+}
+
+// openDaemonStream opens a conversation's stream on the daemon at base
+// from cursor after, and reads up to its opening comment.
+func openDaemonStream(base, token, convID string, after int64) (net.Conn, *bufio.Reader, error) {
 	req := fmt.Sprintf("GET /api/operator/conversations/%s/stream?after_sequence=%d HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
-		convID, after, on.token)
-	return openSSE(on.base, req, "open stream", func(line string) bool { return strings.HasPrefix(line, ": connected") })
+		convID, after, token)
+	return openSSE(base, req, "open stream", func(line string) bool { return strings.HasPrefix(line, ": connected") })
 }
 
 // openSSE sends req (a whole HTTP/1.1 request) on a new connection to base

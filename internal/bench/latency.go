@@ -1,17 +1,16 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
-	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/studio/operator/internal/model/script"
@@ -131,72 +130,46 @@ func writeBenchScript(path string, runs []benchLatency, d time.Duration) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
+// timing is how a latency run is timed: a warm-up, then the measured
+// span; and where its clients run (see clients.go).
+type timing struct {
+	warmUp, measure time.Duration
+	inProcess       bool      // the clients in the bench process, not one of their own
+	stderr          io.Writer // the clients process's
+}
+
+// length is the whole run: the warm-up and the measured span.
+func (t timing) length() time.Duration { return t.warmUp + t.measure }
+
 // latency runs one latency run: conversations with r.perConv streams
 // each, one turn per conversation playing turn i of the script; every
 // stream times each frame (its createdAt) and each token (its stamp) to its
-// arrival. Turns still running after dur are cancelled, so a saturated run
-// ends once its streams have caught up. One function because the streams,
-// the turns and the cancel at dur share one run's state and deadline.
-func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur time.Duration, p progress) (latencyRun, error) {
+// arrival. Turns still running after the run's length are cancelled, so a
+// saturated run ends once its streams have caught up. One function because
+// the streams, the turns and the cancel at the run's end share one run's
+// state and deadline.
+func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, t timing, p progress) (latencyRun, error) {
 	streams := r.convs * r.perConv
 	res := latencyRun{Name: fmt.Sprintf("%d streams (%d/conversation) @ %.0f/s x %d B", streams, r.perConv, r.offered(), r.bytes),
 		Streams: streams, StreamsPerConv: r.perConv, Conversations: r.convs, FrameBytes: r.bytes,
-		TokensPerSec: r.offered(), OfferedSec: r.offered() * float64(r.perConv)}
+		TokensPerSec: r.offered(), OfferedSec: r.offered() * float64(r.perConv), ClientsInProcess: t.inProcess}
 	ids, err := d.conversations(ctx, r.convs)
 	if err != nil {
 		return res, err
 	}
-	frameArrivals, tokenArrivals := make([][]arrival, streams), make([][]arrival, streams)
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for s := range streams {
-		conn, br, err := d.openStream(ids[s/r.perConv], 0)
-		if err != nil {
-			return res, err
-		}
-		conns = append(conns, conn)
-		wg.Go(func() {
-			_ = conn.SetReadDeadline(time.Now().Add(dur + 2*time.Minute))
-			rd := bufio.NewReaderSize(br, max(16<<10, r.bytes+8<<10)) // a whole data line
-			for {
-				line, err := rd.ReadSlice('\n')
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				data, ok := bytes.CutPrefix(line, []byte("data: "))
-				if !ok {
-					continue
-				}
-				if bytes.Contains(data, []byte(`"type":"done"`)) {
-					return
-				}
-				if !bytes.Contains(data, []byte(`"role":"assistant"`)) {
-					continue
-				}
-				if at, ok := jsonNumberAfter(data, `"createdAt":`); ok {
-					frameArrivals[s] = append(frameArrivals[s], arrival{now, now.Sub(protocol.Time(at))})
-				}
-				if content, ok := jsonStringAfter(data, `"content":"`); ok {
-					for tok := range bytes.SplitSeq(content, []byte(";")) {
-						if len(tok) < 2 || tok[0] != 't' { // the padding
-							continue
-						}
-						if ns, err := strconv.ParseInt(string(tok[1:]), 10, 64); err == nil {
-							tokenArrivals[s] = append(tokenArrivals[s], arrival{now, now.Sub(time.Unix(0, ns))})
-						}
-					}
-				}
-			}
-		})
+	on := d
+	if d.streamsOn != nil {
+		on = d.streamsOn
 	}
-	streamsDone := make(chan struct{})
-	go func() { wg.Wait(); close(streamsDone) }()
+	job := clientJob{Kind: clientDaemon, Base: on.base, Token: on.token, FrameBytes: r.bytes}
+	for s := range streams {
+		job.Targets = append(job.Targets, ids[s/r.perConv])
+	}
+	cl, err := startClients(ctx, job, t.inProcess, t.stderr)
+	if err != nil {
+		return res, err
+	}
+	defer cl.close()
 	reads0, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
 	start := time.Now()
 	requests := make([]string, len(ids))
@@ -212,8 +185,8 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 	}
 	submitted := time.Now()
 	select {
-	case <-streamsDone:
-	case <-time.After(time.Until(start.Add(dur))):
+	case <-cl.ended:
+	case <-time.After(time.Until(start.Add(t.length()))):
 		// The run's time is up: turns a saturated daemon has not finished
 		// are cancelled (a finished one answers its state).
 		if err := inParallel(len(ids), func(j int) error {
@@ -222,28 +195,36 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, dur ti
 		}); err != nil {
 			return res, err
 		}
-		<-streamsDone
+		select {
+		case <-cl.ended:
+		case <-time.After(2 * time.Minute):
+			return res, errors.New("the streams did not end within 2 minutes of their turns' cancel")
+		}
 	}
 	reads1, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
-	// Every turn plays its script for dur from its own start: all of them
-	// offer their rate from the last submission to dur after the first.
-	// The submissions' burst (1 000 turns claimed at 10 000 streams) is
-	// not streaming's steady state, which the peer's figures are of: the
-	// latencies too are of what was sent once all turns ran.
-	steady, to := submitted, start.Add(dur)
-	if warm := start.Add(dur / 10); steady.Before(warm) {
+	// Every turn plays its script for the run's length from its own
+	// start: all of them offer their rate from the last submission to the
+	// end of the first's. The submissions' burst (1 000 turns claimed at
+	// 10 000 streams) is not streaming's steady state, which the peer's
+	// figures are of: the latencies too are of what was sent once all
+	// turns ran, and the warm-up is over.
+	steady, to := submitted, start.Add(t.length())
+	if warm := start.Add(t.warmUp); steady.Before(warm) {
 		steady = warm
 	}
-	p.say("latency: every turn submitted %.1fs into the run; measured from %.1fs to %.1fs", submitted.Sub(start).Seconds(), steady.Sub(start).Seconds(), dur.Seconds())
-	frames, perSec := window(frameArrivals, steady, to)
+	p.say("latency: every turn submitted %.1fs into the run; measured from %.1fs to %.1fs", submitted.Sub(start).Seconds(), steady.Sub(start).Seconds(), t.length().Seconds())
+	cr, err := cl.stop(steady, to)
+	if err != nil {
+		return res, err
+	}
 	// Tokens a late step coalesced into one frame still count one each,
 	// as the peer's publications do.
-	tokens, tokensPerSec := window(tokenArrivals, steady, to)
-	res.Frames = len(frames)
-	res.DeliveriesSec, res.TokenDeliveriesSec = perSec, tokensPerSec
+	frames, tokens := cr.Frames, cr.Tokens
+	res.Frames = frames.Count
+	res.DeliveriesSec, res.TokenDeliveriesSec = frames.PerSec, tokens.PerSec
 	res.FramesPerSec = res.DeliveriesSec / float64(r.perConv)
-	res.FrameP50Ms, res.FrameP99Ms, res.FrameP999Ms = pctMs(frames, 50), pctMs(frames, 99), pctMs(frames, 99.9)
-	res.TokenP50Ms, res.TokenP99Ms, res.TokenP999Ms = pctMs(tokens, 50), pctMs(tokens, 99), pctMs(tokens, 99.9)
+	res.FrameP50Ms, res.FrameP99Ms, res.FrameP999Ms = frames.P50Ms, frames.P99Ms, frames.P999Ms
+	res.TokenP50Ms, res.TokenP99Ms, res.TokenP999Ms = tokens.P50Ms, tokens.P99Ms, tokens.P999Ms
 	if res.Frames > 0 {
 		res.StoreReadsPerF = (reads1 - reads0) / (float64(res.Frames) / float64(r.perConv))
 	}

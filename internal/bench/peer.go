@@ -1,14 +1,12 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,11 +20,12 @@ import (
 // The peer of `studio bench --centrifugo PATH`: Centrifugo v6,
 // the server a user would pick for live fan-out, run by bench on loopback
 // with its memory engine and channel history on (not durable), and driven
-// the way bench drives the daemon: the same streams (uni_sse connections,
-// each subscribed to one channel, PER_CONV to a channel) and the frames
-// the daemon was offered per second, published through its HTTP API with
-// their time in them. Publish -> client is its side of
-// frame -> client.
+// the way its users drive it: the same streams as the daemon's run
+// (uni_sse connections, each subscribed to one channel, PER_CONV to a
+// channel) read by clients in a process of their own, and the frames the
+// daemon was offered per second, each published by a call of its own to
+// the HTTP API, stamped just before the call. Publish -> client is its side
+// of frame -> client.
 
 // peerRun is one latency run of the peer.
 type peerRun struct {
@@ -45,10 +44,16 @@ type peerRun struct {
 	// offer: then the bench process, not the peer, limited the run.
 	Dropped          int64 `json:"publicationsDropped"`
 	PublishersBehind bool  `json:"publishersBehind"`
-	Publishers       int   `json:"publishers"` // batch calls in flight at most
-	// StudioP99Ratio is the daemon's frame -> client p99 over the peer's,
-	// same machine, same run.
-	StudioP99Ratio float64 `json:"studioP99Ratio"`
+	Publishers       int   `json:"publishers"` // calls in flight at most
+	// Batched: each millisecond's publications went in one batch call,
+	// stamped at the call (the old way), not one call each.
+	Batched          bool `json:"batched,omitempty"`
+	ClientsInProcess bool `json:"clientsInProcess,omitempty"`
+	// The daemon's frame -> client percentiles over the peer's, same
+	// machine, same run.
+	StudioP50Ratio  float64 `json:"studioP50Ratio"`
+	StudioP99Ratio  float64 `json:"studioP99Ratio"`
+	StudioP999Ratio float64 `json:"studioP999Ratio"`
 }
 
 // centrifugo is a Centrifugo server that bench started.
@@ -121,25 +126,57 @@ func (c *centrifugo) stop() {
 	c.log.Close()
 }
 
-// subscribe opens a uni_sse connection subscribed to channel and reads up
-// to its connect reply.
-func (c *centrifugo) subscribe(channel string) (net.Conn, *bufio.Reader, error) {
-	connect := `{"subs":{"` + channel + `":{}}}`
-	req := fmt.Sprintf("GET /connection/uni_sse?cf_connect=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", url.QueryEscape(connect))
-	return openSSE(c.base, req, "centrifugo subscribe", func(line string) bool {
-		return strings.HasPrefix(line, "data: ") && strings.Contains(line, `"connect"`)
-	})
-}
-
-// DefaultPeerPublishers is how many batch calls may be in flight at once:
-// enough that a peer answering each call in tens of milliseconds on a busy
-// machine still takes every millisecond's batch (with 8, its publishers
-// fell behind at 2 000 frames/s while it had CPU to spare).
+// DefaultPeerPublishers is how many publish calls may be in flight at
+// once: enough that a peer answering each call in a few milliseconds on a
+// busy machine still takes 2 000 publications a second.
 const DefaultPeerPublishers = 32
+
+// publish publishes one frame to channel in a call of its own, stamped
+// just before the call, as a user's backend publishes each message.
+func (c *centrifugo) publish(ctx context.Context, channel, pad string) error {
+	body := make([]byte, 0, len(pad)+80)
+	body = append(body, `{"channel":"`...)
+	body = append(body, channel...)
+	body = append(body, `","data":{"t":`...)
+	body = strconv.AppendInt(body, time.Now().UnixNano(), 10)
+	body = append(body, `,"p":"`...)
+	body = append(body, pad...)
+	body = append(body, `"}}`...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/api/publish", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("centrifugo publish: %s", resp.Status)
+	}
+	var out struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return fmt.Errorf("centrifugo publish: %w", err)
+	}
+	if out.Error != nil {
+		return fmt.Errorf("centrifugo publish: %d %s", out.Error.Code, out.Error.Message)
+	}
+	return nil
+}
 
 // publishBatch publishes one frame to each of chans' channels in one call
 // of the batch API, each stamped with the time of the call, and returns
-// how many the peer took.
+// how many the peer took. It is the old comparison's way (--centrifugo-batch):
+// the publications of a millisecond share a stamp taken before the batch
+// is encoded and sent, and the peer fans out the batch's publications one
+// after another, so a publication late in a batch is timed from before
+// its predecessors' delivery work.
 func (c *centrifugo) publishBatch(ctx context.Context, chans []int, channel func(int) string, pad string) (int, error) {
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 10)
 	body := make([]byte, 0, len(chans)*(len(pad)+80)+32)
@@ -195,49 +232,30 @@ func (c *centrifugo) publishBatch(ctx context.Context, chans []int, channel func
 // latency is one peer run in the shape of the daemon's run lr: lr's
 // streams on lr's conversations' count of channels, and the frames per
 // second the daemon was offered (a token a frame), padded to its frame
-// size, for dur. Publications the publishers cannot keep up with are not
-// made: a saturated run measures what the peer takes, as the daemon's does.
-// It mirrors benchDaemon.latency step for step, so the two read side by side.
-func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Duration, publishers int) (peerRun, error) {
-	res := peerRun{Name: lr.Name, Streams: lr.Streams, Channels: lr.Conversations, FrameBytes: lr.FrameBytes, Publishers: publishers}
+// size, for the run's length. Publications the publishers cannot keep up
+// with are not made: a saturated run measures what the peer takes, as the
+// daemon's does. It mirrors benchDaemon.latency step for step, so the two
+// read side by side.
+func (c *centrifugo) latency(ctx context.Context, lr latencyRun, t timing, publishers int, batch bool) (peerRun, error) {
+	res := peerRun{Name: lr.Name, Streams: lr.Streams, Channels: lr.Conversations, FrameBytes: lr.FrameBytes,
+		Publishers: publishers, Batched: batch, ClientsInProcess: t.inProcess}
 	rate := lr.TokensPerSec
 	if rate <= 0 || lr.Conversations == 0 {
 		return res, nil
 	}
 	channel := func(i int) string { return "bench-" + strconv.Itoa(i) }
-	samples := make([][]arrival, lr.Streams)
-	var conns []net.Conn
-	defer func() {
-		for _, conn := range conns {
-			conn.Close()
-		}
-	}()
-	var wg sync.WaitGroup
-	for s := range samples {
-		conn, br, err := c.subscribe(channel(s / max(1, lr.StreamsPerConv)))
-		if err != nil {
-			return res, err
-		}
-		conns = append(conns, conn)
-		wg.Go(func() {
-			rd := bufio.NewReaderSize(br, max(16<<10, lr.FrameBytes+8<<10))
-			for {
-				line, err := rd.ReadSlice('\n')
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				if ns, ok := jsonNumberAfter(line, `"t":`); ok {
-					samples[s] = append(samples[s], arrival{now, now.Sub(time.Unix(0, int64(ns)))})
-				}
-			}
-		})
+	job := clientJob{Kind: clientCentrifugo, Base: c.base, FrameBytes: lr.FrameBytes}
+	for s := range lr.Streams {
+		job.Targets = append(job.Targets, channel(s/max(1, lr.StreamsPerConv)))
 	}
+	cl, err := startClients(ctx, job, t.inProcess, t.stderr)
+	if err != nil {
+		return res, err
+	}
+	defer cl.close()
 	pad := strings.Repeat("x", max(0, lr.FrameBytes-32))
-	// The publishers: every millisecond's due publications go in one call
-	// of the batch API, several calls in flight, so the bench process
-	// (which shares the machine with the peer) spends a request per
-	// millisecond, not one per frame, and the peer's figures are its own.
+	// The publishers: each takes the next due publication (its channel),
+	// or with batch the next millisecond's (their channels).
 	jobs := make(chan []int, 1024)
 	var published, dropped atomic.Int64
 	var failed atomic.Value
@@ -245,19 +263,37 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 	for range publishers {
 		pubs.Go(func() {
 			for chans := range jobs {
-				n, err := c.publishBatch(ctx, chans, channel, pad)
-				if err != nil {
-					failed.Store(err)
+				if batch {
+					n, err := c.publishBatch(ctx, chans, channel, pad)
+					if err != nil {
+						failed.Store(err)
+					}
+					published.Add(int64(n))
+					continue
 				}
-				published.Add(int64(n))
+				for _, ch := range chans {
+					if err := c.publish(ctx, channel(ch), pad); err != nil {
+						failed.Store(err)
+						continue
+					}
+					published.Add(1)
+				}
 			}
 		})
 	}
-	// Pace the publications over the run: every millisecond, the ones due.
+	// Pace the publications over the run: every millisecond, the ones due,
+	// in one job with batch, else a job each.
 	start := time.Now()
+	offer := func(chans []int) {
+		select {
+		case jobs <- chans:
+		default: // the publishers are behind: the offer is what they take
+			dropped.Add(int64(len(chans)))
+		}
+	}
 	tick := time.NewTicker(time.Millisecond)
 	sent := 0
-	for time.Since(start) < dur {
+	for time.Since(start) < t.length() {
 		<-tick.C
 		due := int(rate * time.Since(start).Seconds())
 		if due <= sent {
@@ -267,10 +303,12 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 		for ; sent < due; sent++ {
 			chans = append(chans, sent%lr.Conversations)
 		}
-		select {
-		case jobs <- chans:
-		default: // the publishers are behind: the offer is what they take
-			dropped.Add(int64(len(chans)))
+		if batch {
+			offer(chans)
+			continue
+		}
+		for i := range chans {
+			offer(chans[i : i+1])
 		}
 	}
 	tick.Stop()
@@ -278,32 +316,36 @@ func (c *centrifugo) latency(ctx context.Context, lr latencyRun, dur time.Durati
 	pubs.Wait()
 	elapsed := time.Since(start)
 	time.Sleep(time.Second) // the last publications reach their subscribers
-	for _, conn := range conns {
-		conn.Close()
-	}
-	wg.Wait()
-	conns = nil
 	if err, ok := failed.Load().(error); ok && published.Load() == 0 {
 		return res, err
 	}
 	// The publishers offer the full rate from their start: the same
-	// window as the daemon's turns once all are submitted.
-	all, perSec := window(samples, start.Add(dur/10), start.Add(dur))
-	res.Frames = len(all)
+	// window as the daemon's turns once the warm-up is over.
+	cr, err := cl.stop(start.Add(t.warmUp), start.Add(t.length()))
+	if err != nil {
+		return res, err
+	}
+	res.Frames = cr.Frames.Count
 	res.PublishedSec = float64(published.Load()) / elapsed.Seconds()
 	res.Dropped = dropped.Load()
 	res.PublishersBehind = res.PublishedSec < 0.95*rate
-	res.DeliveriesSec = perSec
-	res.P50Ms, res.P99Ms, res.P999Ms = pctMs(all, 50), pctMs(all, 99), pctMs(all, 99.9)
-	if res.P99Ms > 0 {
-		res.StudioP99Ratio = lr.FrameP99Ms / res.P99Ms
-	}
+	res.DeliveriesSec = cr.Frames.PerSec
+	res.P50Ms, res.P99Ms, res.P999Ms = cr.Frames.P50Ms, cr.Frames.P99Ms, cr.Frames.P999Ms
+	res.StudioP50Ratio, res.StudioP99Ratio, res.StudioP999Ratio = ratio(lr.FrameP50Ms, res.P50Ms), ratio(lr.FrameP99Ms, res.P99Ms), ratio(lr.FrameP999Ms, res.P999Ms)
 	return res, nil
+}
+
+// ratio is a / b, or 0 when b is.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 // runPeer runs the peer after the daemon's frame latency runs, one run for
 // each of them.
-func runPeer(ctx context.Context, o Options, dir string, res *Result, p progress) error {
+func runPeer(ctx context.Context, o Options, t timing, dir string, res *Result, p progress) error {
 	c, err := startCentrifugo(ctx, o.Centrifugo, dir)
 	if err != nil {
 		return err
@@ -311,18 +353,18 @@ func runPeer(ctx context.Context, o Options, dir string, res *Result, p progress
 	defer c.stop()
 	p.say("centrifugo: pid %d at %s", c.cmd.Process.Pid, c.base)
 	for _, lr := range res.Latency {
-		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s offered for %s", lr.Streams, lr.Conversations, lr.TokensPerSec, byteSize(lr.FrameBytes), o.Duration)
+		p.say("centrifugo: %d streams on %d channels, %.0f frames/s of %s offered for %s", lr.Streams, lr.Conversations, lr.TokensPerSec, byteSize(lr.FrameBytes), t.length())
 		publishers := o.PeerPublishers
 		if publishers <= 0 {
 			publishers = DefaultPeerPublishers
 		}
-		pr, err := c.latency(ctx, lr, o.Duration, publishers)
+		pr, err := c.latency(ctx, lr, t, publishers, o.PeerBatch)
 		if err != nil {
 			return err
 		}
 		res.Peer = append(res.Peer, pr)
-		p.say("centrifugo: publish -> client p50 %.2f ms, p99 %.2f ms (%d frames); the daemon's p99 %.2f ms is %.1f x",
-			pr.P50Ms, pr.P99Ms, pr.Frames, lr.FrameP99Ms, pr.StudioP99Ratio)
+		p.say("centrifugo: publish -> client p50 %.2f ms, p99 %.2f ms, p999 %.2f ms (%d frames); the daemon's are %.1f / %.1f / %.1f x",
+			pr.P50Ms, pr.P99Ms, pr.P999Ms, pr.Frames, pr.StudioP50Ratio, pr.StudioP99Ratio, pr.StudioP999Ratio)
 		if pr.PublishersBehind {
 			p.say("centrifugo: the publishers were behind (%.0f of %.0f/s published, %d dropped): the bench process limited this run", pr.PublishedSec, lr.TokensPerSec, pr.Dropped)
 		}

@@ -73,3 +73,45 @@ func TestSyncLoops(t *testing.T) {
 		t.Fatalf("fsyncRate: %v, %.0f/s", err, fs)
 	}
 }
+
+// TestPublish checks the peer's publishers the fair way: one publication
+// per call of the publish API, stamped just before the call, and a refusal
+// is an error.
+func TestPublish(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		Channel string `json:"channel"`
+		Data    struct {
+			T int64  `json:"t"`
+			P string `json:"p"`
+		} `json:"data"`
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/publish" {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &got); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if got.Channel == "refused" {
+			io.WriteString(w, `{"error":{"code":102,"message":"unknown channel"}}`)
+			return
+		}
+		io.WriteString(w, `{"result":{}}`)
+	}))
+	defer srv.Close()
+	c := &centrifugo{base: srv.URL, http: srv.Client()}
+	before := time.Now().UnixNano()
+	if err := c.publish(t.Context(), "bench-7", "xx"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Channel != "bench-7" || got.Data.P != "xx" || got.Data.T < before || got.Data.T > time.Now().UnixNano() {
+		t.Fatalf("publication %+v: want channel bench-7 stamped between %d and now", got, before)
+	}
+	if err := c.publish(t.Context(), "refused", ""); err == nil {
+		t.Fatal("a refused publication: no error")
+	}
+}

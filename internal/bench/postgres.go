@@ -143,16 +143,16 @@ func probePostgres(ctx context.Context, dbURL string, d time.Duration, p progres
 // (turn i of the script) with its turns on a and its streams on the second
 // daemon: a frame committed by a reaches the streams through PostgreSQL's
 // notification and the second daemon's read.
-func crossDaemonLatency(ctx context.Context, a *benchDaemon, dir, scriptPath, dbURL string, i int, r benchLatency, dur time.Duration, p progress) (latencyRun, error) {
+func crossDaemonLatency(ctx context.Context, a *benchDaemon, dir, scriptPath, dbURL string, i int, r benchLatency, t timing, p progress) (latencyRun, error) {
 	b, err := startBenchDaemon(ctx, dir, filepath.Join(dir, "daemon-b"), scriptPath, 200*time.Microsecond, "--database", dbURL)
 	if err != nil {
 		return latencyRun{}, err
 	}
 	defer b.stop()
 	p.say("cross-daemon: turns on pid %d, %d streams (%d per conversation) on pid %d, %.0f frames/s offered for %s",
-		a.cmd.Process.Pid, r.convs*r.perConv, r.perConv, b.cmd.Process.Pid, r.offered(), dur)
+		a.cmd.Process.Pid, r.convs*r.perConv, r.perConv, b.cmd.Process.Pid, r.offered(), t.length())
 	reads0, _ := b.metric(ctx, "studio_operator_stream_store_reads_total")
-	lr, err := a.via(b).latency(ctx, i, r, dur, p)
+	lr, err := a.via(b).latency(ctx, i, r, t, p)
 	if err != nil {
 		return lr, err
 	}

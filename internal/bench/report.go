@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -61,12 +62,22 @@ func Print(w io.Writer, r *Result) {
 			l.Streams, l.StreamsPerConv, l.TokensPerSec, l.FrameP50Ms, l.FrameP99Ms, l.FrameP999Ms, l.DeliveriesSec, l.OfferedSec, l.StoreReadsPerF)
 	}
 	for _, pr := range r.Peer {
-		behind := ""
-		if pr.PublishersBehind {
-			behind = " (publishers behind: the bench process limited this run)"
+		var how []string
+		if pr.Batched {
+			how = append(how, "batched per ms")
 		}
-		fmt.Fprintf(tw, "centrifugo, %d streams on %d channels, %s frames, %.0f/s published\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\tdelivered %.0f deliveries/s; the daemon's p99 is %.1f x%s\n",
-			pr.Streams, pr.Channels, byteSize(pr.FrameBytes), pr.PublishedSec, pr.P50Ms, pr.P99Ms, pr.P999Ms, pr.DeliveriesSec, pr.StudioP99Ratio, behind)
+		if pr.ClientsInProcess {
+			how = append(how, "clients in the bench process")
+		}
+		if pr.PublishersBehind {
+			how = append(how, "publishers behind: the bench process limited this run")
+		}
+		note := ""
+		if len(how) > 0 {
+			note = " (" + strings.Join(how, "; ") + ")"
+		}
+		fmt.Fprintf(tw, "centrifugo, %d streams on %d channels, %s frames, %.0f/s published\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\tdelivered %.0f deliveries/s; the daemon's p50/p99/p999 are %.1f / %.1f / %.1f x%s\n",
+			pr.Streams, pr.Channels, byteSize(pr.FrameBytes), pr.PublishedSec, pr.P50Ms, pr.P99Ms, pr.P999Ms, pr.DeliveriesSec, pr.StudioP50Ratio, pr.StudioP99Ratio, pr.StudioP999Ratio, note)
 	}
 	fmt.Fprintf(tw, "idle streams: %d\t%.1f KiB RSS/stream\t%.1f KiB Go heap+stacks/stream\t%d store reads in %.0f s idle\t%d turns ended meanwhile\n",
 		r.Idle.Streams, r.Idle.RSSKiBPerStream, r.Idle.GoKiBPerStream, r.Idle.StoreReadsWhileIdle, r.Idle.IdleSeconds, r.Idle.TurnsEnded)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -134,8 +135,8 @@ func (s *Service) ReadFrames(ctx context.Context, convID string, after int64, li
 }
 
 // Subscribe follows the conversation's commits from memory: the live part of a
-// stream (store.Feed).
-func (s *Service) Subscribe(convID string) *store.Subscription { return s.store.Subscribe(convID) }
+// stream (feed.Feed).
+func (s *Service) Subscribe(convID string) *feed.Subscription { return s.store.Subscribe(convID) }
 
 // Page returns a conversation with one page of frames after a cursor, and
 // its active turn's progress as the engine knows it.

@@ -11,7 +11,9 @@ import (
 // Work shared between daemons (Config.Shared): claims of queued turns,
 // control notifications that reach an owner from another daemon, and the
 // hand-over of queued turns at shutdown. Every step is a compare-and-set
-// in the store; a notification only says "look again".
+// in the store; a notification only says "look again". A daemon alone
+// with its database claims too: the turns that the end of another made
+// active (waiting.go) are owned by no daemon until one claims them.
 
 // announceWaiting tells the other daemons that a turn accepted here waits
 // for a worker: one of theirs may be free.
@@ -24,9 +26,17 @@ func (c *Coordinator) announceWaiting(ctx context.Context, slot *ticket) {
 	}
 }
 
-// claimLoop claims queued turns of other daemons while a worker here is
-// free and no turn here waits for one: when told a turn waits, and every
-// ClaimInterval (a notification may be lost).
+// announceQueued tells every daemon (this one too) that a queued turn
+// owned by none waits to be claimed.
+func (c *Coordinator) announceQueued(ctx context.Context) {
+	if err := c.store.Announce(ctx, store.TurnsQueued); err != nil {
+		c.log.Warn("announce a queued turn", "err", err) // the claims look again every ClaimInterval
+	}
+}
+
+// claimLoop claims queued turns of other daemons (or of none) while a
+// worker here is free and no turn here waits for one: when told a turn
+// waits, and every ClaimInterval (a notification may be lost).
 func (c *Coordinator) claimLoop() {
 	defer c.wg.Done()
 	timer := time.NewTimer(c.cfg.ClaimInterval)
@@ -82,6 +92,7 @@ func (c *Coordinator) claimOne(slot *ticket) bool {
 		return false
 	}
 	c.log.Info("claimed a queued turn", "request", t.RequestID, "conversation", t.ConversationID)
+	c.lineMoved(t.ConversationID)
 	c.obs.TurnStarted(TurnStarted{ConversationID: t.ConversationID, RequestID: t.RequestID, Claimed: true})
 	c.startOwner(t, phaseRunning, slot)
 	return true
@@ -114,6 +125,7 @@ func (o *owner) recheck() {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
 	defer cancel()
+	o.c.lineMoved(o.convID) // a turn may have joined or left the line behind this one
 	t, err := o.c.store.GetTurn(ctx, o.turn.RequestID)
 	if err != nil {
 		return // the next notification, or the next model round, looks again

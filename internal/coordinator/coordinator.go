@@ -247,7 +247,8 @@ type Coordinator struct {
 
 	// progressed wakes readers of a conversation's turn progress (progress.go).
 	progressed store.Signals
-	stored     storedViews // progress of turns other daemons own, as last read
+	stored     storedViews  // progress of turns other daemons own, as last read
+	lines      waitingLines // turns waiting behind each conversation's active one (waiting.go)
 
 	wg     sync.WaitGroup // owners and the sweeper
 	mu     sync.Mutex

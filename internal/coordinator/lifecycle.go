@@ -47,6 +47,13 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 			if _, err := c.ownerFor(t); err != nil {
 				return err
 			}
+		case t.Status == store.TurnAwaitingConfirmation && t.CancelRequestedAt != nil:
+			// A cancel recorded while no daemon held the parked turn (an
+			// interrupt whose daemon stopped before delivering it): the
+			// adopted owner honours it.
+			if _, err := c.ownerFor(t); err != nil {
+				return err
+			}
 		}
 	}
 	if err := c.expireDue(ctx, true); err != nil {
@@ -58,10 +65,10 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 			c.wg.Add(1)
 			go c.sweep()
 		}
-		if c.cfg.Shared {
-			c.wg.Add(1)
-			go c.claimLoop()
-		}
+		// Alone too: a turn that the end of another made active (or that
+		// recovery left queued behind a failed one) waits to be claimed.
+		c.wg.Add(1)
+		go c.claimLoop()
 	}
 	c.life.RUnlock()
 	return nil

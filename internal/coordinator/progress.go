@@ -69,13 +69,14 @@ func (c *Coordinator) ProgressSignal(convID string) <-chan struct{} { return c.p
 // read from the store (queued, working or awaiting_confirmation).
 func (c *Coordinator) ActiveTurn(ctx context.Context, convID string) (*protocol.TurnProgress, error) {
 	if p := c.ownedProgress(convID); p != nil {
-		return p, nil
+		return c.withLine(ctx, p, convID, false), nil
 	}
 	conv, err := c.conversation(ctx, convID)
 	if err != nil {
 		return nil, err
 	}
-	return c.storedProgress(ctx, conv)
+	p, err := c.storedProgress(ctx, conv)
+	return c.withLine(ctx, p, convID, false), err
 }
 
 // ActiveTurnAfter is ActiveTurn for a reader that has seen the
@@ -85,7 +86,7 @@ func (c *Coordinator) ActiveTurn(ctx context.Context, convID string) (*protocol.
 // answers the others, as one read of the feed serves them all.
 func (c *Coordinator) ActiveTurnAfter(ctx context.Context, convID string, after int64) (*protocol.TurnProgress, error) {
 	if p := c.ownedProgress(convID); p != nil {
-		return p, nil
+		return c.withLine(ctx, p, convID, false), nil
 	}
 	e := c.stored.entry(convID)
 	e.mu.Lock() // the others wait for the read under way, then share it
@@ -101,7 +102,9 @@ func (c *Coordinator) ActiveTurnAfter(ctx context.Context, convID string, after 
 	if err != nil {
 		return nil, err
 	}
-	e.read, e.seq, e.p = true, conv.LastSequence(), p
+	// Frames moved: the line may have too (a done made the first waiting
+	// turn active).
+	e.read, e.seq, e.p = true, conv.LastSequence(), c.withLine(ctx, p, convID, true)
 	return e.view(), nil
 }
 
@@ -142,6 +145,7 @@ func (e *storedView) view() *protocol.TurnProgress {
 		return nil
 	}
 	p := *e.p
+	p.Waiting = append([]protocol.WaitingTurn(nil), p.Waiting...)
 	return &p
 }
 
@@ -151,13 +155,13 @@ func (c *Coordinator) activeTurn(ctx context.Context, conv store.Conversation) *
 		return nil
 	}
 	if p := c.ownedProgress(conv.ID); p != nil {
-		return p
+		return c.withLine(ctx, p, conv.ID, false)
 	}
 	p, err := c.storedProgress(ctx, conv)
 	if err != nil {
 		return nil // progress is a courtesy: the page stands without it
 	}
-	return p
+	return c.withLine(ctx, p, conv.ID, false)
 }
 
 func (c *Coordinator) ownedProgress(convID string) *protocol.TurnProgress {

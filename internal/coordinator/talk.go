@@ -200,8 +200,8 @@ func (o *owner) compile(ctx context.Context) (model.Request, error) {
 	read, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(o.ctx, stop)()
-	if o.ctx.Err() != nil { // AfterFunc stops from a goroutine of its own: do not race it
-		stop()
+	if o.ctx.Err() != nil {
+		stop() // AfterFunc calls stop on a goroutine of its own: a turn already ended reads nothing
 	}
 	current, first, err := c.turnMessages(read, t)
 	if err != nil {

@@ -406,6 +406,9 @@ func (c *Coordinator) endTurn(ctx context.Context, p endParams) error {
 	}
 	_, _, err = c.store.FinishTurn(ctx, store.FinishTurnParams{RequestID: p.turn.RequestID, Status: p.status, Error: p.err, Now: c.now(),
 		Instance: c.cfg.Instance})
+	if err == nil {
+		c.lineMoved(p.turn.ConversationID) // the first waiting turn, if any, is the active one now
+	}
 	if protocol.IsCode(err, protocol.Conflict) && !store.IsFenced(err) {
 		return nil
 	}

@@ -41,32 +41,57 @@ func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.Tu
 	if err != nil {
 		return protocol.TurnAccepted{}, err
 	}
+	if req.WhenBusy == protocol.WhenBusyInterrupt {
+		if err := c.mayInterrupt(ctx, convID); err != nil {
+			return protocol.TurnAccepted{}, err
+		}
+	}
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.closed {
 		return protocol.TurnAccepted{}, shuttingDown()
 	}
+	// A submission that may wait needs no worker to be accepted: without a
+	// free place in the queue it is stored owned by no daemon, and the first
+	// with a free worker claims it once it is the active turn.
 	slot, ok := c.pool.admit()
-	if !ok {
+	if !ok && !req.WhenBusy.Waits() {
 		return protocol.TurnAccepted{}, &protocol.Error{Code: protocol.RateLimited, Retryable: true,
 			RetryAfterMs: c.cfg.QueueRetryAfter.Milliseconds(),
 			Message:      "too many turns are waiting for the model; try again shortly",
 			Details:      map[string]any{"queuedTurns": c.pool.depth()}}
 	}
+	instance := c.cfg.Instance
+	if slot == nil {
+		instance = ""
+	}
 	requestID, now := uuid.NewString(), c.now()
 	// A secret the person pasted is kept neither in the frame, the search
 	// index nor the model's context.
 	req.Instruction = redactpkg.Secrets(req.Instruction)
+	details := map[string]any{"conversationId": convID, "requestId": requestID,
+		"contextHash": hash, "instructionChars": len([]rune(req.Instruction))}
+	if req.WhenBusy != "" {
+		details["whenBusy"] = string(req.WhenBusy)
+	}
 	turn, frame, err := c.store.SubmitTurn(ctx, store.SubmitTurnParams{
 		ConversationID: convID, RequestID: requestID, Instruction: req.Instruction,
 		ContextJSON: record, ContextHash: hash, ExpectedLastSequence: *req.ExpectedLastSequence, Now: now,
-		Instance: c.cfg.Instance, SubmittedBy: principalName(ctx),
-		Audit: personAudit(ctx, TurnSubmittedAction, requestID, map[string]any{"conversationId": convID, "requestId": requestID,
-			"contextHash": hash, "instructionChars": len([]rune(req.Instruction))}, now),
+		Instance: instance, SubmittedBy: principalName(ctx), WhenBusy: req.WhenBusy,
+		Audit: personAudit(ctx, TurnSubmittedAction, requestID, details, now),
 	})
 	if err != nil {
 		c.pool.done(slot)
 		return protocol.TurnAccepted{}, err
+	}
+	if turn.Waiting() {
+		c.pool.done(slot)
+		return c.acceptedWaiting(ctx, turn), nil
+	}
+	if slot == nil {
+		// Active at once, owned by no daemon: the claims run it.
+		c.announceQueued(ctx)
+		return protocol.TurnAccepted{ConversationID: convID, RequestID: turn.RequestID, AcceptedSequence: frame.Sequence}, nil
 	}
 	c.obs.TurnAccepted(TurnAccepted{ConversationID: convID, RequestID: turn.RequestID, Position: c.pool.position(slot)})
 	c.startOwner(turn, phaseQueued, slot)
@@ -87,6 +112,7 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 	if t.Status.Terminal() {
 		return turnView(t), nil
 	}
+	defer c.lineMoved(convID)
 	if c.elsewhere(t) {
 		return c.cancelElsewhere(ctx, t)
 	}

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/metrics"
-	"github.com/studio/operator/internal/store"
 )
 
 // serverMetrics is what the handlers record, over the daemon's metrics
@@ -37,7 +37,7 @@ func (m *serverMetrics) handle(w http.ResponseWriter, r *http.Request) {
 // liveFlushed records, for the live frames of one flushed write, the time
 // from each frame's commit (its createdAt, which the feed keeps beside the
 // encoded frame) to the flush.
-func (m *serverMetrics) liveFlushed(events []store.Event) {
+func (m *serverMetrics) liveFlushed(events []feed.Event) {
 	now := time.Now()
 	for _, e := range events {
 		if !e.CreatedAt.IsZero() {

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/store"
 )
 
 // replayPage is how many frames one store read fetches; replay of a long
@@ -35,7 +35,7 @@ const replayFlushAt = 64 << 10
 // leaves or the server closes.
 //
 // Replay reads the store, a page at a time. Live frames come from memory
-// (store.Feed): each is encoded once for all the conversation's streams,
+// (feed.Feed): each is encoded once for all the conversation's streams,
 // and a stream that falls behind the feed's window reads the store again
 // from its cursor. An idle stream costs no database work: it waits for
 // the feed's wake-up or its heartbeat, and holds no buffer between writes.
@@ -505,8 +505,8 @@ func (st *stream) endAhead() {
 
 // live writes what the feed holds after the cursor; behind: the feed no
 // longer reaches back to it.
-func (st *stream) live(sub *store.Subscription) (n int, behind, ok bool) {
-	ep := eventBuffers.Get().(*[]store.Event)
+func (st *stream) live(sub *feed.Subscription) (n int, behind, ok bool) {
+	ep := eventBuffers.Get().(*[]feed.Event)
 	defer func() {
 		clear(*ep) // hold no event past the write
 		eventBuffers.Put(ep)
@@ -613,7 +613,7 @@ func (st *stream) writeError(err error) {
 // Buffers a stream holds only while it writes.
 var (
 	sseBuffers   = sync.Pool{New: func() any { b := make([]byte, 0, flushAt+4<<10); return &b }}
-	eventBuffers = sync.Pool{New: func() any { e := make([]store.Event, 0, liveBatch); return &e }}
+	eventBuffers = sync.Pool{New: func() any { e := make([]feed.Event, 0, liveBatch); return &e }}
 )
 
 // heartbeats is the server's heartbeat wheel, started by the first stream.

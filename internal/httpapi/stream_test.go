@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
@@ -152,7 +153,7 @@ func TestStreamSlowSubscriber(t *testing.T) {
 	for range batches {
 		h.appendText(convID, rid, perBatch, size)
 		n, b := h.store.Feed().Held(convID)
-		if n > store.FeedWindow || b > store.FeedWindowBytes {
+		if n > feed.Window || b > feed.WindowBytes {
 			t.Fatalf("the feed holds %d events, %d bytes for the conversation: over its bounds", n, b)
 		}
 	}

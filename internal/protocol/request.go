@@ -49,7 +49,40 @@ type TurnRequest struct {
 	ExpectedLastSequence *int64          `json:"expectedLastSequence"`
 	// Client is what kind of client submits the turn (absent: the cockpit).
 	Client ClientKind `json:"client,omitzero"`
+	// WhenBusy says what a submission does while the conversation has an
+	// active turn (docs/protocol.md §4): reject (the default: conflict),
+	// enqueue (wait behind it) or interrupt (cancel it, then run).
+	WhenBusy WhenBusy `json:"whenBusy,omitzero"`
 }
+
+// WhenBusy is a submission's strategy for a conversation whose turn is
+// still active ("double-texting").
+type WhenBusy string
+
+// The strategies.
+const (
+	// WhenBusyReject refuses the submission with conflict (the default).
+	WhenBusyReject WhenBusy = "reject"
+	// WhenBusyEnqueue accepts the turn to run after the active one and
+	// those already waiting, in order.
+	WhenBusyEnqueue WhenBusy = "enqueue"
+	// WhenBusyInterrupt cancels the active turn (its frames kept, its
+	// pending proposal cancelled) and runs this one next, ahead of those
+	// already waiting.
+	WhenBusyInterrupt WhenBusy = "interrupt"
+)
+
+// WhenBusyValues are the strategies a submission may name.
+var WhenBusyValues = []WhenBusy{WhenBusyReject, WhenBusyEnqueue, WhenBusyInterrupt}
+
+// Waits reports whether a submission with this strategy may wait behind
+// an active turn (enqueue or interrupt).
+func (w WhenBusy) Waits() bool { return w == WhenBusyEnqueue || w == WhenBusyInterrupt }
+
+// MaxWaitingTurns bounds the turns that wait behind a conversation's
+// active turn: past it a submission that would wait is refused (conflict,
+// details.limit "waitingTurns").
+const MaxWaitingTurns = 16
 
 // Validate applies the submission's bounds (docs/design.md §5).
 func (r TurnRequest) Validate() error {
@@ -69,14 +102,25 @@ func (r TurnRequest) Validate() error {
 	if !r.Client.Valid() {
 		return Errorf(Validation, "client %q is not one of cockpit, cli, mcp, text", r.Client).With("field", "client")
 	}
+	if r.WhenBusy != "" && !slices.Contains(WhenBusyValues, r.WhenBusy) {
+		return Errorf(Validation, "whenBusy must be reject, enqueue or interrupt").With("field", "whenBusy")
+	}
 	return r.Context.Validate()
 }
 
 // TurnAccepted is the 202 answer to a turn submission.
 type TurnAccepted struct {
-	ConversationID   string `json:"conversationId"`
-	RequestID        string `json:"requestId"`
-	AcceptedSequence int64  `json:"acceptedSequence"`
+	ConversationID string `json:"conversationId"`
+	RequestID      string `json:"requestId"`
+	// AcceptedSequence is the sequence of the turn's first frame (its
+	// instruction); absent for a turn that waits behind another, whose
+	// instruction is stored when its place comes.
+	AcceptedSequence int64 `json:"acceptedSequence,omitzero"`
+	// Waiting is the turn's place among those waiting behind the active
+	// turn (1 is next); absent for a turn that became the active one.
+	Waiting int `json:"waiting,omitzero"`
+	// Interrupted names the active turn an interrupt asked to cancel.
+	Interrupted string `json:"interrupted,omitzero"`
 }
 
 // CreateConversationRequest is the body of POST /operator/conversations.
@@ -490,6 +534,27 @@ type TurnProgress struct {
 	ProposalID string `json:"proposalId,omitzero"`
 	// Since is when the turn entered this state (Unix seconds).
 	Since float64 `json:"since"`
+	// Waiting are the turns waiting behind this one (whenBusy enqueue or
+	// interrupt), in the order they will run.
+	Waiting []WaitingTurn `json:"waiting,omitempty"`
+}
+
+// PreviewChars bounds WaitingTurn.Preview.
+const PreviewChars = 200
+
+// WaitingTurn is a turn accepted while another was active, waiting for its
+// place: its instruction frame is stored when its place comes.
+type WaitingTurn struct {
+	RequestID string `json:"requestId"`
+	// Position is its place in line (1 is next).
+	Position int `json:"position"`
+	// Preview is the start of its instruction (at most PreviewChars
+	// characters).
+	Preview string  `json:"preview"`
+	Since   float64 `json:"since"`
+	// CancelRequested: it was cancelled and will end, without running,
+	// when its place comes.
+	CancelRequested bool `json:"cancelRequested,omitzero"`
 }
 
 // ProgressState is an active turn's state.

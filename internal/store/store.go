@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -41,9 +42,9 @@ type Store interface {
 	// before reading frames, then wait on it: no commit is missed.
 	FrameSignal(conversationID string) <-chan struct{}
 
-	// Subscribe follows a conversation's commits from memory (Feed): the
-	// live part of a stream. Close the subscription when done.
-	Subscribe(conversationID string) *Subscription
+	// Subscribe follows a conversation's commits from memory (feed.Feed):
+	// the live part of a stream. Close the subscription when done.
+	Subscribe(conversationID string) *feed.Subscription
 
 	// SchemaVersion is the highest applied migration.
 	SchemaVersion(ctx context.Context) (int, error)
@@ -161,7 +162,17 @@ type Turn struct {
 	// SubmittedBy is the name of the principal that submitted the turn
 	// ("" for turns from before principals, or without one).
 	SubmittedBy string
+	// QueueOrder is set while the turn waits behind its conversation's
+	// active turn (whenBusy enqueue or interrupt): queued, owned by no
+	// instance, without frames. The lowest goes first.
+	QueueOrder *int64
+	// Interrupts is the request id of the active turn this one (an
+	// interrupt) asked to cancel.
+	Interrupts string
 }
+
+// Waiting reports whether the turn waits behind another.
+func (t Turn) Waiting() bool { return t.QueueOrder != nil }
 
 // Frame is a row of studio_operator_frames. Payload is the stored JSON,
 // validated when it was appended.
@@ -180,6 +191,18 @@ func (f Frame) Wire() protocol.RawFrame {
 		Version: protocol.Version, ConversationID: f.ConversationID, RequestID: f.RequestID,
 		Sequence: f.Sequence, Type: f.Type, Payload: f.Payload, CreatedAt: protocol.Timestamp(f.CreatedAt),
 	}
+}
+
+// Wire is frames as their version-1 envelopes.
+func Wire(frames []Frame) []protocol.RawFrame {
+	if len(frames) == 0 {
+		return nil
+	}
+	out := make([]protocol.RawFrame, len(frames))
+	for i, f := range frames {
+		out[i] = f.Wire()
+	}
+	return out
 }
 
 // NewFrame is a frame to append; the store assigns its sequence.
@@ -265,7 +288,18 @@ type DeleteConversationParams struct {
 type TurnStore interface {
 	// SubmitTurn is one transaction: compare-and-set of active_request_id,
 	// the turn row (queued) and its first frame (the user's instruction).
+	// While another turn is active, a submission whose WhenBusy waits is
+	// stored waiting behind it (Turn.Waiting; no frame), and an interrupt
+	// records the cancel of the active turn (Turn.Interrupts) and notifies
+	// its control key. The transaction that ends a turn (FinishTurn,
+	// RequestCancel, RecoverTurns) makes the first waiting turn active —
+	// claimable, owned by no instance — with its instruction frame; a
+	// waiting turn whose cancel was requested ends there too, cancelled,
+	// and the next one comes. TurnsQueued is notified.
 	SubmitTurn(ctx context.Context, p SubmitTurnParams) (Turn, Frame, error)
+	// ListWaitingTurns lists the turns waiting behind the conversation's
+	// active turn, in the order they will run.
+	ListWaitingTurns(ctx context.Context, conversationID string) ([]Turn, error)
 	GetTurn(ctx context.Context, requestID string) (Turn, error)
 	// StartTurn moves queued to running; anything else is conflict.
 	StartTurn(ctx context.Context, p StartTurnParams) (Turn, error)
@@ -274,11 +308,14 @@ type TurnStore interface {
 	FinishTurn(ctx context.Context, p FinishTurnParams) (Turn, []Frame, error)
 	// RequestCancel is idempotent: a queued turn is cancelled at once (done
 	// frame included), a running one gets cancel_requested_at, a finished one
-	// is returned unchanged. Its commit notifies the turn's control key.
+	// is returned unchanged. A waiting turn gets cancel_requested_at and
+	// ends, cancelled and never run, when its place comes. Its commit notifies the turn's control key.
 	RequestCancel(ctx context.Context, p RequestCancelParams) (Turn, []Frame, error)
-	// RecoverTurns fails every queued or running turn with service_restarted
-	// (error and done frames), one transaction per turn: the start of a
-	// daemon that holds the database alone (SQLite). Daemons that share one
+	// RecoverTurns fails every running turn, and every queued one a process
+	// held, with service_restarted (error and done frames), one transaction
+	// per turn: the start of a daemon that holds the database alone
+	// (SQLite). A queued turn no process held (made active by the end of
+	// the turn ahead of it) stays, to be claimed. Daemons that share one
 	// end each other's work by lease instead (InstanceStore).
 	RecoverTurns(ctx context.Context, p RecoverTurnsParams) ([]Turn, error)
 	// SetTurnContext records the compiled context receipt of a turn.
@@ -302,6 +339,11 @@ type SubmitTurnParams struct {
 	// Audit, when set, is appended in the submit's transaction: a turn
 	// refused leaves no audit row.
 	Audit *AppendAdminEventParams
+	// WhenBusy is what the submission does while another turn is active
+	// ("" rejects). When it waits, ExpectedLastSequence may lag behind the
+	// conversation's last sequence by the frames of its newest turn: it
+	// must be at least that turn's first sequence.
+	WhenBusy protocol.WhenBusy
 }
 
 // StartTurnParams starts a queued turn; Instance owns it from then on.

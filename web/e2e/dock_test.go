@@ -128,3 +128,35 @@ func TestDockShowsTurnProgress(t *testing.T) {
 	p.click(`.composer button.danger`)
 	p.waitJS(`document.querySelector('.turn-progress').hidden && document.querySelector('.transcript .done') !== null`, "the progress cleared by the turn's end")
 }
+
+// TestDockSendsWhileATurnRuns: the author keeps talking while a turn
+// runs. "Send after this" waits behind it (the progress line says so) and
+// runs once it ends; "Stop and send" cancels the running turn and runs.
+func TestDockSendsWhileATurnRuns(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, dockScript)
+	p := openPage(t, d, "/")
+	p.openDock()
+	p.send("e2e-busy")
+	p.waitJS(`document.querySelector('.turn-progress[data-progress=retrying]') !== null`, "the running turn")
+	if got := eval[string](p, `document.querySelector('.composer button[type=submit]').textContent`); got != "Send after this" {
+		t.Fatalf("the send button reads %q while a turn runs", got)
+	}
+	p.do(chromedp.SendKeys(chromedp.CSS(".composer textarea"), "e2e-busy again\r"))
+	p.waitJS(`document.querySelector('.turn-progress').dataset.waiting === '1'`, "the waiting message in the progress line")
+	if text := eval[string](p, `document.querySelector('.turn-progress').innerText`); !strings.Contains(text, "then 1 message waits: “e2e-busy again”") {
+		t.Fatalf("the progress line reads %q", text)
+	}
+	p.shot("dock-message-waiting")
+	// The first turn is cancelled: the waiting one runs (and retries too).
+	p.click(`.composer button.danger`)
+	p.waitJS(`document.querySelectorAll('.transcript .done').length === 1 && document.querySelector('.turn-progress[data-progress=retrying]') !== null && document.querySelector('.turn-progress').dataset.waiting === '0'`, "the waiting turn running")
+	// Stop and send: the running turn is cancelled and the new one answers.
+	p.do(chromedp.SendKeys(chromedp.CSS(".composer textarea"), "anything else"))
+	p.click(`.composer button[data-when-busy=interrupt]`)
+	p.waitJS(`document.querySelectorAll('.transcript .done').length === 3 && !document.querySelector('.dock').classList.contains('turn-running')`, "the interrupting turn's end")
+	users := eval[[]string](p, `[...document.querySelectorAll('.transcript .msg.user')].map(e => e.innerText.trim())`)
+	if len(users) != 3 || !strings.Contains(users[1], "e2e-busy again") || !strings.Contains(users[2], "anything else") {
+		t.Fatalf("the transcript's messages: %q", users)
+	}
+}

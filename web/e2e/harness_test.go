@@ -396,10 +396,11 @@ func (p *page) openDock() {
 	p.waitJS(`document.querySelector('.dock .pill') && !['connecting'].includes(document.querySelector('.dock .pill').dataset.state) || document.querySelector('.transcript .empty')`, "the dock")
 }
 
-// send types an instruction into the dock and sends it with Enter.
+// send types an instruction into the dock and sends it with Enter, once
+// no turn runs (one sent while a turn runs would wait behind it).
 func (p *page) send(text string) {
 	p.t.Helper()
-	p.waitJS(`!document.querySelector('.composer button[type=submit]').disabled`, "the composer to accept a message")
+	p.waitJS(`!document.querySelector('.composer button[type=submit]').disabled && !document.querySelector('.dock').classList.contains('turn-running')`, "the composer to accept a message")
 	p.do(chromedp.SendKeys(chromedp.CSS(".composer textarea"), text+"\r"))
 }
 

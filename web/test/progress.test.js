@@ -25,3 +25,12 @@ test('progress: each state in words, a retry counting down', () => {
   assert.equal(progressText({ requestId: 'r', state: 'awaiting_confirmation', since: NOW }, NOW), 'Waiting for a decision on the proposal');
   assert.equal(progressText({ requestId: 'r', state: 'executing', since: NOW }, NOW), 'Executing the confirmed command…');
 });
+
+test('progress: the messages waiting behind the turn', () => {
+  const w = (/** @type {string} */ preview, /** @type {number} */ position) => ({ requestId: 'w' + position, position, preview, since: NOW });
+  assert.equal(progressText({ requestId: 'r', state: 'working', since: NOW, waiting: [w('and then this', 1)] }, NOW),
+    'Working… — then 1 message waits: “and then this”');
+  assert.equal(progressText({ requestId: 'r', state: 'awaiting_confirmation', since: NOW, waiting: [w('a', 1), w('b', 2)] }, NOW),
+    'Waiting for a decision on the proposal — then 2 messages wait: “a” first');
+  assert.equal(progressText({ requestId: 'r', state: 'working', since: NOW, waiting: [] }, NOW), 'Working…');
+});

@@ -893,7 +893,9 @@ export interface Turn {
 export interface TurnAccepted {
   conversationId: string;
   requestId: string;
-  acceptedSequence: number;
+  acceptedSequence?: number;
+  waiting?: number;
+  interrupted?: string;
 }
 
 export interface TurnProgress {
@@ -905,6 +907,7 @@ export interface TurnProgress {
   errorCode?: string;
   proposalId?: string;
   since: number;
+  waiting?: WaitingTurn[];
 }
 
 export interface TurnRequest {
@@ -912,6 +915,7 @@ export interface TurnRequest {
   context: ContextSnapshot;
   expectedLastSequence: number | null;
   client?: "cockpit" | "cli" | "mcp" | "text";
+  whenBusy?: string;
 }
 
 export interface UICommandFrame {
@@ -982,6 +986,14 @@ export interface ViewReport {
   selection?: Record<string, string>;
   filters?: Record<string, unknown>;
   observedAt: number;
+}
+
+export interface WaitingTurn {
+  requestId: string;
+  position: number;
+  preview: string;
+  since: number;
+  cancelRequested?: boolean;
 }
 
 export interface Webhook {

@@ -146,7 +146,7 @@ func (s *Store) onFrames(payload string) {
 	}
 	s.framesSenders.Store(instance, struct{}{})
 	if ok {
-		s.Feed().Publish(frames)
+		s.Feed().Publish(store.Wire(frames))
 	} else {
 		s.Feed().Refresh(id)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
@@ -103,9 +104,9 @@ func TestFramesInNotifications(t *testing.T) {
 	after := b.getConv(t, turn.ConversationID).LastSequence()
 	var r reads
 	b.Observe(&r)
-	next := func(want int64) []store.Event {
+	next := func(want int64) []feed.Event {
 		t.Helper()
-		var got []store.Event
+		var got []feed.Event
 		for after < want {
 			evs, behind := sub.Next(after, nil, 100)
 			if behind {

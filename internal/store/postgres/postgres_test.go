@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
@@ -399,7 +400,7 @@ func TestFeedAcrossInstances(t *testing.T) {
 			Frames: []store.NewFrame{{Payload: text("from b")}}, Now: storetest.Epoch}); err != nil {
 			t.Fatal(err)
 		}
-		var evs []store.Event
+		var evs []feed.Event
 		var behind bool
 		for len(evs) == 0 && !behind { // a wake-up may come for nothing new
 			select {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -240,7 +241,7 @@ func TestGroupCommitStreamsSeeFramesOnlyAfterCommit(t *testing.T) {
 	s := openSQLite(t)
 	const n = 6
 	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
-	subs := make([]*store.Subscription, n)
+	subs := make([]*feed.Subscription, n)
 	for i, tn := range turns {
 		subs[i] = s.Subscribe(tn.ConversationID)
 		defer subs[i].Close()

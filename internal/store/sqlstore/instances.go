@@ -337,7 +337,7 @@ func (s *Store) ClaimTurn(ctx context.Context, p store.ClaimTurnParams) (store.T
 		ok = false
 		var id string
 		err := tx.QueryRowContext(ctx, `SELECT request_id FROM studio_operator_turns
-			WHERE status = 'queued' AND (owner_instance IS NULL OR owner_instance <> ?)
+			WHERE status = 'queued' AND queue_order IS NULL AND (owner_instance IS NULL OR owner_instance <> ?)
 			ORDER BY created_at, request_id LIMIT 1`+tx.locks.skipLocked, p.Instance).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -346,7 +346,7 @@ func (s *Store) ClaimTurn(ctx context.Context, p store.ClaimTurnParams) (store.T
 			return fmt.Errorf("claim turn: %w", err)
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1
-			WHERE request_id = ? AND status = 'queued'`, ts(p.Now), nullIfEmpty(p.Instance), id)
+			WHERE request_id = ? AND status = 'queued' AND queue_order IS NULL`, ts(p.Now), nullIfEmpty(p.Instance), id)
 		if err != nil {
 			return fmt.Errorf("claim turn: %w", err)
 		}
@@ -368,7 +368,7 @@ func (s *Store) ReleaseTurn(ctx context.Context, p store.ReleaseTurnParams) (sto
 	err := s.txn(ctx, func(tx *writeTx) error {
 		cond, args := sameOwner("owner_instance", p.From)
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET owner_instance = NULL, owner_epoch = owner_epoch + 1
-			WHERE request_id = ? AND status = 'queued' AND `+cond, append([]any{p.RequestID}, args...)...)
+			WHERE request_id = ? AND status = 'queued' AND queue_order IS NULL AND `+cond, append([]any{p.RequestID}, args...)...)
 		if err != nil {
 			return fmt.Errorf("release turn: %w", err)
 		}

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -134,7 +135,7 @@ type Store struct {
 	control        *store.Signals
 	group          *group         // nil: each write transaction commits alone
 	appends        *appendBatcher // nil: each append commits alone (or in group)
-	feed           *store.Feed
+	feed           *feed.Feed
 	obs            atomic.Pointer[observerBox] // Observe; nil: nobody
 }
 
@@ -162,8 +163,9 @@ func New(c Config) *Store {
 	if s.control == nil {
 		s.control = new(store.Signals)
 	}
-	s.feed = store.NewFeed(func(ctx context.Context, id string, after int64, limit int) ([]store.Frame, error) {
-		return s.ListFrames(ctx, store.ListFramesParams{ConversationID: id, AfterSequence: after, Limit: limit})
+	s.feed = feed.New(func(ctx context.Context, id string, after int64, limit int) ([]protocol.RawFrame, error) {
+		frames, err := s.ListFrames(ctx, store.ListFramesParams{ConversationID: id, AfterSequence: after, Limit: limit})
+		return store.Wire(frames), err
 	})
 	if c.GroupCommit {
 		s.group = newGroup(s, c.MaxBatch)
@@ -262,13 +264,13 @@ func (s *Store) FrameSignal(conversationID string) <-chan struct{} {
 }
 
 // Subscribe implements store.Store.
-func (s *Store) Subscribe(conversationID string) *store.Subscription {
+func (s *Store) Subscribe(conversationID string) *feed.Subscription {
 	return s.feed.Subscribe(conversationID)
 }
 
 // Feed is the store's feed: a backend whose database other processes
 // write refreshes it on their commits.
-func (s *Store) Feed() *store.Feed { return s.feed }
+func (s *Store) Feed() *feed.Feed { return s.feed }
 
 // Close stops the writer loop, failing the transactions still waiting,
 // and closes both pools (once, when they are one).

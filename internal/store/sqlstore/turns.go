@@ -15,20 +15,24 @@ import (
 
 const turnCols = `request_id, conversation_id, instruction, context_json, context_hash, status,
 	error_code, created_at, started_at, ended_at, cancel_requested_at, owner_instance, owner_epoch, submitted_by,
-	cancel_requested_by`
+	cancel_requested_by, queue_order, interrupts`
 
 func scanTurn(row scanner) (store.Turn, error) {
 	var t store.Turn
 	var ctxJSON string
-	var errCode, owner, by, cancelBy sql.NullString
+	var errCode, owner, by, cancelBy, interrupts sql.NullString
 	var created float64
 	var started, ended, cancelReq sql.NullFloat64
+	var order sql.NullInt64
 	err := row.Scan(&t.RequestID, &t.ConversationID, &t.Instruction, &ctxJSON, &t.ContextHash, &t.Status,
-		&errCode, &created, &started, &ended, &cancelReq, &owner, &t.Epoch, &by, &cancelBy)
+		&errCode, &created, &started, &ended, &cancelReq, &owner, &t.Epoch, &by, &cancelBy, &order, &interrupts)
 	if err != nil {
 		return t, err
 	}
-	t.Owner, t.SubmittedBy, t.CancelRequestedBy = owner.String, by.String, cancelBy.String
+	t.Owner, t.SubmittedBy, t.CancelRequestedBy, t.Interrupts = owner.String, by.String, cancelBy.String, interrupts.String
+	if order.Valid {
+		t.QueueOrder = &order.Int64
+	}
 	t.ContextJSON = jsontext.Value(ctxJSON)
 	t.ErrorCode = nullString(errCode)
 	t.CreatedAt = fromTS(created)
@@ -87,11 +91,15 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 			return notFound("conversation", p.ConversationID)
 		case c.Status == store.ConversationArchived:
 			return protocol.Errorf(protocol.Conflict, "conversation is archived and read-only")
-		case c.ActiveRequestID != nil:
+		case c.ActiveRequestID != nil && !p.WhenBusy.Waits():
 			return protocol.Errorf(protocol.Conflict, "conversation already has an active turn").With("activeRequestId", *c.ActiveRequestID)
-		case c.LastSequence() != p.ExpectedLastSequence:
-			return protocol.Errorf(protocol.StaleContext, "expected last sequence %d, conversation is at %d", p.ExpectedLastSequence, c.LastSequence()).
-				With("actualLastSequence", c.LastSequence())
+		}
+		if err := checkSeen(ctx, tx, c, p); err != nil {
+			return err
+		}
+		if c.ActiveRequestID != nil {
+			t, err = submitWaiting(ctx, tx, *c.ActiveRequestID, p)
+			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations
 			SET active_request_id = ?, updated_at = ? WHERE id = ? AND active_request_id IS NULL`,
@@ -129,13 +137,135 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 	return t, f, err
 }
 
+// checkSeen is the submission's check that the client saw the
+// conversation as it is: its expected last sequence is the last one, or,
+// for a submission that may wait, at least the first sequence of the
+// newest turn (it saw that turn begin; its frames may still be coming).
+func checkSeen(ctx context.Context, tx *writeTx, c store.Conversation, p store.SubmitTurnParams) error {
+	last := c.LastSequence()
+	if p.ExpectedLastSequence == last {
+		return nil
+	}
+	stale := protocol.Errorf(protocol.StaleContext, "expected last sequence %d, conversation is at %d", p.ExpectedLastSequence, last).
+		With("actualLastSequence", last)
+	if !p.WhenBusy.Waits() || p.ExpectedLastSequence > last {
+		return stale
+	}
+	var first sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MIN(sequence) FROM studio_operator_frames
+		WHERE conversation_id = ? AND request_id = (SELECT request_id FROM studio_operator_frames
+			WHERE conversation_id = ? ORDER BY sequence DESC LIMIT 1)`, c.ID, c.ID).Scan(&first); err != nil {
+		return fmt.Errorf("newest turn: %w", err)
+	}
+	if !first.Valid || p.ExpectedLastSequence < first.Int64 {
+		return stale
+	}
+	return nil
+}
+
+// submitWaiting stores a turn that waits behind the active one: last in
+// line for enqueue, first for interrupt, which also records the active
+// turn's cancel (its owner, wherever it runs, is notified).
+func submitWaiting(ctx context.Context, tx *writeTx, active string, p store.SubmitTurnParams) (store.Turn, error) {
+	var n int
+	var lo, hi sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), MIN(queue_order), MAX(queue_order) FROM studio_operator_turns
+		WHERE conversation_id = ? AND queue_order IS NOT NULL`, p.ConversationID).Scan(&n, &lo, &hi); err != nil {
+		return store.Turn{}, fmt.Errorf("waiting turns: %w", err)
+	}
+	if n >= protocol.MaxWaitingTurns {
+		return store.Turn{}, protocol.Errorf(protocol.Conflict, "%d turns already wait behind the active one", n).
+			With("activeRequestId", active).With("limit", "waitingTurns")
+	}
+	order := hi.Int64 + 1
+	var interrupts any
+	if p.WhenBusy == protocol.WhenBusyInterrupt {
+		order, interrupts = lo.Int64-1, active
+		if !lo.Valid {
+			order = 0
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ?
+			WHERE request_id = ? AND cancel_requested_at IS NULL AND status IN ('queued', 'running', 'awaiting_confirmation')`,
+			ts(p.Now), active); err != nil {
+			return store.Turn{}, fmt.Errorf("interrupt turn: %w", err)
+		}
+		tx.control(store.TurnKey(active))
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_turns
+		(request_id, conversation_id, instruction, context_json, context_hash, status, created_at, submitted_by, queue_order, interrupts)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`,
+		p.RequestID, p.ConversationID, p.Instruction, string(p.ContextJSON), p.ContextHash, ts(p.Now), emptyNull(p.SubmittedBy),
+		order, interrupts); err != nil {
+		return store.Turn{}, fmt.Errorf("insert turn: %w", err)
+	}
+	if p.Audit != nil {
+		if _, err := appendAdminEvent(ctx, tx, *p.Audit); err != nil {
+			return store.Turn{}, err
+		}
+	}
+	// The active turn's owner looks again: its conversation's line changed.
+	tx.control(store.TurnKey(active))
+	return getTurn(ctx, tx, p.RequestID)
+}
+
+// ListWaitingTurns implements store.TurnStore.
+func (s *Store) ListWaitingTurns(ctx context.Context, conversationID string) ([]store.Turn, error) {
+	defer s.timed("list_waiting_turns", time.Now())
+	return collect(ctx, s.r, "waiting turns", scanTurn, `SELECT `+turnCols+` FROM studio_operator_turns
+		WHERE conversation_id = ? AND queue_order IS NOT NULL ORDER BY queue_order`, conversationID)
+}
+
+// promoteWaiting makes the first turn waiting behind the conversation's
+// (just released) active turn the active one, in the transaction that
+// ended the other: its instruction frame is stored, effects of earlier
+// turns expire, and it is queued for any instance to claim. A waiting turn
+// whose cancel was requested ends here, cancelled, before it ever runs,
+// and the next one comes (finishTurn calls back here).
+func promoteWaiting(ctx context.Context, tx *writeTx, convID string, now time.Time) error {
+	w, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnCols+` FROM studio_operator_turns
+		WHERE conversation_id = ? AND queue_order IS NOT NULL ORDER BY queue_order LIMIT 1`, convID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("waiting turn: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE studio_operator_conversations SET active_request_id = ?, updated_at = ?
+		WHERE id = ? AND active_request_id IS NULL`, w.RequestID, ts(now), convID)
+	if err != nil {
+		return fmt.Errorf("promote turn: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return nil // not released (a turn that was not the active one ended)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET queue_order = NULL WHERE request_id = ?`, w.RequestID); err != nil {
+		return fmt.Errorf("promote turn: %w", err)
+	}
+	w.QueueOrder = nil
+	if err := expireEffectsOf(ctx, tx, convID, now); err != nil {
+		return err
+	}
+	if _, err := appendFrames(ctx, tx, convID, w.RequestID, now,
+		protocol.TextPayload{Content: w.Instruction, Format: "plain", Role: protocol.RoleUser}); err != nil {
+		return err
+	}
+	tx.touch(convID)
+	tx.control(store.TurnKey(w.RequestID))
+	if w.CancelRequestedAt != nil {
+		_, err := finishTurn(ctx, tx, w, store.TurnCancelled, nil, now)
+		return err
+	}
+	tx.control(store.TurnsQueued) // for any instance with a free worker to claim
+	return nil
+}
+
 // StartTurn implements store.TurnStore.
 func (s *Store) StartTurn(ctx context.Context, p store.StartTurnParams) (store.Turn, error) {
 	defer s.timed("start_turn", time.Now())
 	var t store.Turn
 	err := s.txn(ctx, func(tx *writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = 'running', started_at = ?, owner_instance = ?, owner_epoch = owner_epoch + 1
-			WHERE request_id = ? AND status = 'queued'`, ts(p.Now), nullIfEmpty(p.Instance), p.RequestID)
+			WHERE request_id = ? AND status = 'queued' AND queue_order IS NULL`, ts(p.Now), nullIfEmpty(p.Instance), p.RequestID)
 		if err != nil {
 			return fmt.Errorf("start turn: %w", err)
 		}
@@ -163,6 +293,9 @@ func (s *Store) FinishTurn(ctx context.Context, p store.FinishTurnParams) (store
 		}
 		if cur.Status.Terminal() {
 			return protocol.Errorf(protocol.Conflict, "turn already ended %s", cur.Status).With("status", string(cur.Status))
+		}
+		if cur.Waiting() {
+			return protocol.Errorf(protocol.Conflict, "turn %s waits behind another and has not started", cur.RequestID).With("status", string(cur.Status))
 		}
 		if err := owns(p.Instance, cur); err != nil {
 			return err
@@ -234,6 +367,9 @@ func finishTurn(ctx context.Context, tx *writeTx, t store.Turn, status store.Tur
 			return nil, err
 		}
 	}
+	if err := promoteWaiting(ctx, tx, t.ConversationID, now); err != nil {
+		return nil, err
+	}
 	return frames, nil
 }
 
@@ -248,8 +384,17 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 			return err
 		}
 		tx.control(store.TurnKey(p.RequestID)) // its owner, wherever it runs, takes the cancel in
-		switch cur.Status {
-		case store.TurnQueued:
+		switch {
+		case cur.Waiting():
+			// It ends, cancelled and never run, when its place comes.
+			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ?
+				WHERE request_id = ? AND cancel_requested_at IS NULL`, ts(p.Now), p.RequestID); err != nil {
+				return fmt.Errorf("cancel turn: %w", err)
+			}
+			if c, err := getConversation(ctx, tx, cur.ConversationID); err == nil && c.ActiveRequestID != nil {
+				tx.control(store.TurnKey(*c.ActiveRequestID)) // its owner looks again: the line changed
+			}
+		case cur.Status == store.TurnQueued:
 			if frames, err = finishTurn(ctx, tx, cur, store.TurnCancelled, nil, p.Now); err != nil {
 				return err
 			}
@@ -258,7 +403,7 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 				ts(p.Now), nullIfEmpty(p.By), p.RequestID); err != nil {
 				return fmt.Errorf("cancel turn: %w", err)
 			}
-		case store.TurnRunning, store.TurnAwaitingConfirmation:
+		case cur.Status == store.TurnRunning, cur.Status == store.TurnAwaitingConfirmation:
 			if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET cancel_requested_at = ?, cancel_requested_by = ?
 				WHERE request_id = ? AND cancel_requested_at IS NULL`, ts(p.Now), nullIfEmpty(p.By), p.RequestID); err != nil {
 				return fmt.Errorf("cancel turn: %w", err)
@@ -273,8 +418,11 @@ func (s *Store) RequestCancel(ctx context.Context, p store.RequestCancelParams) 
 // RecoverTurns implements store.TurnStore.
 func (s *Store) RecoverTurns(ctx context.Context, p store.RecoverTurnsParams) ([]store.Turn, error) {
 	defer s.timed("recover_turns", time.Now())
+	// A turn that never started and that no process held stays, to be
+	// claimed and run: one waiting behind another (ending the turn ahead
+	// makes it the active one), or made active by such an ending.
 	ids, err := collect(ctx, s.w, "recover turns", scanString, `SELECT request_id FROM studio_operator_turns
-		WHERE status IN ('queued', 'running') ORDER BY created_at`)
+		WHERE status = 'running' OR (status = 'queued' AND queue_order IS NULL AND owner_instance IS NOT NULL) ORDER BY created_at`)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -336,7 +337,12 @@ func testSignalTurn(t *testing.T, f *fixture) {
 	cancel(t, f, tr.RequestID)
 	waitClosed(t, sig, "cancel of a queued turn")
 
-	tr, _ = f.submit(c.ID)
+	held := f.submitParams(c.ID, f.get(c.ID).LastSequence())
+	held.Instance = "gone" // recovery ends the turns a stopped process held
+	tr, _, err := f.s.SubmitTurn(f.ctx, held)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sig = f.s.FrameSignal(c.ID)
 	if _, err := f.s.RecoverTurns(f.ctx, store.RecoverTurnsParams{Now: f.tick()}); err != nil {
 		t.Fatal(err)
@@ -364,7 +370,7 @@ func testSubscribe(t *testing.T, f *fixture) {
 		t.Fatal("an append by a request that is not active succeeded")
 	}
 	want = append(want, f.finish(tr.RequestID, store.TurnFailed, protocol.Errorf(protocol.ModelFailure, "boom"))...)
-	var got []store.Event
+	var got []feed.Event
 	after := c.LastSequence()
 	for len(got) < len(want) {
 		evs, behind := sub.Next(after, nil, 100)

@@ -291,7 +291,7 @@ func ActiveTurns(tb testing.TB, s store.Store, n int, now time.Time) []ActiveTur
 		}
 		rid := newID()
 		if _, _, err := s.SubmitTurn(tb.Context(), store.SubmitTurnParams{ConversationID: c.ID, RequestID: rid, Instruction: "x",
-			ContextJSON: []byte(`{}`), ContextHash: "h", Now: now}); err != nil {
+			ContextJSON: []byte(`{}`), ContextHash: "h", Now: now, Instance: "storetest"}); err != nil {
 			tb.Fatal(err)
 		}
 		out[i] = ActiveTurn{c.ID, rid}

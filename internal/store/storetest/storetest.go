@@ -30,6 +30,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Principals", func(t *testing.T) { ExercisePrincipals(t, open) })
 	t.Run("Webhooks", func(t *testing.T) { ExerciseWebhooks(t, open) })
 	t.Run("Visibility", func(t *testing.T) { ExerciseVisibility(t, open) })
+	t.Run("Waiting", func(t *testing.T) { ExerciseWaiting(t, open) })
 
 	run("Conversation/CreateGet", testConversationCreateGet)
 	run("Conversation/GetMissing", testConversationGetMissing)

@@ -264,7 +264,12 @@ func testCancelMissing(t *testing.T, f *fixture) {
 
 func testRecoverTurns(t *testing.T, f *fixture) {
 	queuedConv := f.conversation()
-	queued, _ := f.submit(queuedConv.ID)
+	qp := f.submitParams(queuedConv.ID, 0)
+	qp.Instance = "gone" // held by the process that stopped
+	queued, _, err := f.s.SubmitTurn(f.ctx, qp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	runningConv, running := f.running()
 	f.append(runningConv.ID, running.RequestID, text("half an answer"))
 	doneConv, done := f.running()

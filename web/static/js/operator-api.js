@@ -27,11 +27,13 @@ export class OperatorClient {
   deleteConversation(id) { return this.api.del(`/api/operator/conversations/${enc(id)}`); }
   /**
    * Submits one turn, once. A failure is returned to the caller, never retried here.
+   * whenBusy says what it does while another turn runs (absent: conflict).
    * @param {string} id @param {string} instruction @param {ContextSnapshot} context @param {number} expectedLastSequence
-   * @returns {Promise<{conversationId: string, requestId: string, acceptedSequence: number}>}
+   * @param {'enqueue'|'interrupt'} [whenBusy]
+   * @returns {Promise<{conversationId: string, requestId: string, acceptedSequence?: number, waiting?: number, interrupted?: string}>}
    */
-  submitTurn(id, instruction, context, expectedLastSequence) {
-    return this.api.post(`/api/operator/conversations/${enc(id)}/turns`, { instruction, context, expectedLastSequence });
+  submitTurn(id, instruction, context, expectedLastSequence, whenBusy) {
+    return this.api.post(`/api/operator/conversations/${enc(id)}/turns`, { instruction, context, expectedLastSequence, ...(whenBusy ? { whenBusy } : {}) });
   }
   /** @param {string} id @param {string} requestId */
   cancel(id, requestId) { return this.api.post(`/api/operator/conversations/${enc(id)}/requests/${enc(requestId)}/cancel`); }

@@ -69,7 +69,7 @@ export class Dock {
       client: this.client, storage, apply: (e) => cockpit.applyEffect(e),
       show: (id, state, text, live) => this.transcript.showEffect(id, state, text, live),
     });
-    this.composer = new Composer({ onSend: () => this.send(), onCancel: () => this.cancelTurn() });
+    this.composer = new Composer({ onSend: (_, whenBusy) => this.send(whenBusy), onCancel: () => this.cancelTurn() });
     this.progress = new ProgressLine({ announce: (t) => this.announce(t) });
     this.list = new ConversationList({
       client: this.client, current: () => this.conv, onSelect: (id) => this.select(id), onNew: () => this.startNew(),
@@ -462,7 +462,8 @@ export class Dock {
     this.root.classList.toggle('turn-running', running);
   }
 
-  async send() {
+  /** @param {'enqueue'|'interrupt'} [whenBusy] what the message does while a turn runs */
+  async send(whenBusy) {
     const instruction = this.composer.input.value.trim();
     if (!instruction || !this.composer.ready) return;
     this.composer.say('');
@@ -479,16 +480,20 @@ export class Dock {
         this.client.updateConversation(conv.id, { title }).then(() => this.list.refresh()).catch(() => { conv.title = ''; });
       }
       const conv = /** @type {Conversation} */ (this.conv);
-      const acc = await this.client.submitTurn(conv.id, instruction, this.cockpit.contextSnapshot(), this.lastSeq);
-      // The stream may have delivered the whole turn before this answer.
-      if (!this.finished.has(acc.requestId)) this.activeRequestId = acc.requestId;
+      const acc = await this.client.submitTurn(conv.id, instruction, this.cockpit.contextSnapshot(), this.lastSeq, whenBusy);
+      // A message that waits behind the running turn becomes active with
+      // its instruction frame; one that runs now may have been streamed
+      // whole before this answer.
+      if (!acc.waiting && !this.finished.has(acc.requestId)) this.activeRequestId = acc.requestId;
       this.composer.clear();
     } catch (e) {
       if (e instanceof ApiError && e.code === 'stale_context') {
         this.composer.say('The conversation changed since you last saw it (another tab or turn added to it). It was refreshed below; your message was not sent. Review it and send again.');
         if (this.conv) await this.load(this.conv.id);
       } else if (e instanceof ApiError && e.code === 'conflict') {
-        this.composer.say(`A turn is still running in this conversation (${e.message}). Wait for it or cancel it; your message was not sent.`);
+        this.composer.say(whenBusy
+          ? `Your message could not wait behind the running turn (${e.message}); it was not sent.`
+          : `A turn is still running in this conversation (${e.message}). Send it after this turn or stop the turn; your message was not sent.`);
         if (this.conv) await this.load(this.conv.id);
       } else {
         this.composer.say(`Not sent: ${errorText(e)}`);

@@ -2,12 +2,13 @@
 // working, retrying in N s, waiting for your confirmation, executing, the
 // database unavailable (a restart or failover the turn rides out). The
 // server knows it (GET conversation's activeTurn, the stream's status
-// comment); this line only shows it, counting a retry's seconds down.
+// comment); this line only shows it, counting a retry's seconds down, and
+// the messages waiting behind the turn.
 
 import { h } from '../dom.js';
 
 /**
- * @typedef {{requestId: string, state: 'queued'|'working'|'retrying'|'awaiting_confirmation'|'executing'|'database_unavailable', queuePosition?: number, attempt?: number, retryAt?: number, errorCode?: string, proposalId?: string, since: number}} TurnProgress
+ * @typedef {{requestId: string, state: 'queued'|'working'|'retrying'|'awaiting_confirmation'|'executing'|'database_unavailable', queuePosition?: number, attempt?: number, retryAt?: number, errorCode?: string, proposalId?: string, since: number, waiting?: {requestId: string, position: number, preview: string, since: number, cancelRequested?: boolean}[]}} TurnProgress
  */
 
 /**
@@ -17,6 +18,18 @@ import { h } from '../dom.js';
  */
 export function progressText(p, now) {
   if (!p) return '';
+  const text = stateText(p, now);
+  const n = (p.waiting || []).length;
+  if (!n) return text;
+  const line = `then ${n === 1 ? '1 message waits' : `${n} messages wait`}: “${(p.waiting || [])[0].preview}”${n > 1 ? ' first' : ''}`;
+  return text ? `${text} — ${line}` : line[0].toUpperCase() + line.slice(1);
+}
+
+/**
+ * The active turn's state in words.
+ * @param {TurnProgress} p @param {number} now @returns {string}
+ */
+function stateText(p, now) {
   switch (p.state) {
     case 'queued':
       return (p.queuePosition ? `Queued: ${p.queuePosition === 1 ? 'next' : `number ${p.queuePosition}`} in line for the model` : 'Queued for the model') +
@@ -83,6 +96,7 @@ export class ProgressLine {
     this.el.hidden = !text;
     this.el.textContent = text;
     this.el.dataset.progress = this.p ? this.p.state : '';
+    this.el.dataset.waiting = String(this.p && this.p.waiting ? this.p.waiting.length : 0);
   }
 
   destroy() {

@@ -1,4 +1,9 @@
-package store
+// Package feed hands committed frames to this process's live streams from
+// memory: a window of each streamed conversation's newest frames, encoded
+// once as Server-Sent Events and shared by all its streams
+// (docs/design.md §11). It depends on the protocol alone; a store
+// publishes to it after each commit.
+package feed
 
 import (
 	"context"
@@ -15,7 +20,7 @@ import (
 // window of the conversation's newest frames that all its streams share.
 //
 // A stream reads the store only to replay, and when it has fallen behind
-// the window: the window is bounded (FeedWindow frames, FeedWindowBytes),
+// the window: the window is bounded (Window frames, WindowBytes),
 // nothing is queued per stream beyond a one-slot wake-up, and a slow
 // stream never holds up a commit or another stream. Only conversations
 // with a stream keep a window.
@@ -24,7 +29,7 @@ import (
 // one read of the store per wake-up and conversation, whatever the number
 // of streams.
 type Feed struct {
-	read   func(ctx context.Context, conversationID string, after int64, limit int) ([]Frame, error)
+	read   ReadFunc
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // refreshes
@@ -34,10 +39,10 @@ type Feed struct {
 }
 
 // The window a conversation with streams keeps: its newest frames, at most
-// FeedWindow of them (a power of two) and FeedWindowBytes of events.
+// Window of them (a power of two) and WindowBytes of events.
 const (
-	FeedWindow      = 512
-	FeedWindowBytes = 1 << 20
+	Window      = 512
+	WindowBytes = 1 << 20
 )
 
 // Event is a committed frame as its Server-Sent Event, shared by every
@@ -54,10 +59,13 @@ type Event struct {
 // refreshPage is how many frames one read of Refresh takes.
 const refreshPage = 500
 
-// NewFeed returns a feed. read, which Refresh needs, reads up to limit of
-// a conversation's frames after a sequence from the store; nil for a
-// backend that no other process writes.
-func NewFeed(read func(ctx context.Context, conversationID string, after int64, limit int) ([]Frame, error)) *Feed {
+// ReadFunc reads up to limit of a conversation's committed frames after a
+// sequence from the store.
+type ReadFunc func(ctx context.Context, conversationID string, after int64, limit int) ([]protocol.RawFrame, error)
+
+// New returns a feed. read, which Refresh needs, reads the store; nil for
+// a backend that no other process writes.
+func New(read ReadFunc) *Feed {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Feed{read: read, ctx: ctx, cancel: cancel, convs: make(map[string]*feedConv)}
 }
@@ -66,7 +74,7 @@ func NewFeed(read func(ctx context.Context, conversationID string, after int64, 
 type feedConv struct {
 	mu   sync.Mutex
 	subs map[*Subscription]struct{}
-	// ring holds the events of sequences first..last at seq % FeedWindow;
+	// ring holds the events of sequences first..last at seq % Window;
 	// last < first: none. Allocated at the first publish.
 	ring        []Event
 	first, last int64
@@ -88,7 +96,7 @@ func (c *feedConv) empty() bool { return c.last < c.first }
 // streams that need them read them from the store).
 func (c *feedConv) put(events []Event) {
 	if c.ring == nil {
-		c.ring = make([]Event, FeedWindow)
+		c.ring = make([]Event, Window)
 	}
 	for _, e := range events {
 		if !c.empty() {
@@ -102,13 +110,13 @@ func (c *feedConv) put(events []Event) {
 		if c.empty() {
 			c.first, c.last = e.Sequence, e.Sequence-1
 		}
-		if c.last-c.first+1 == FeedWindow {
+		if c.last-c.first+1 == Window {
 			c.drop()
 		}
-		c.ring[e.Sequence%FeedWindow] = e
+		c.ring[e.Sequence%Window] = e
 		c.last = e.Sequence
 		c.bytes += len(e.SSE)
-		for c.bytes > FeedWindowBytes && c.first < c.last {
+		for c.bytes > WindowBytes && c.first < c.last {
 			c.drop()
 		}
 	}
@@ -116,7 +124,7 @@ func (c *feedConv) put(events []Event) {
 
 // drop forgets the window's oldest event.
 func (c *feedConv) drop() {
-	slot := &c.ring[c.first%FeedWindow]
+	slot := &c.ring[c.first%Window]
 	c.bytes -= len(slot.SSE)
 	*slot = Event{}
 	c.first++
@@ -208,7 +216,7 @@ func (s *Subscription) Next(after int64, dst []Event, limit int) (events []Event
 		return dst, true
 	}
 	for seq := after + 1; seq <= c.last && len(dst) < limit; seq++ {
-		dst = append(dst, c.ring[seq%FeedWindow])
+		dst = append(dst, c.ring[seq%Window])
 	}
 	return dst, false
 }
@@ -262,7 +270,7 @@ func (f *Feed) conv(id string) *feedConv {
 
 // Publish hands the frames of a commit, in sequence order per
 // conversation, to the conversations' streams. Call it after the commit.
-func (f *Feed) Publish(frames []Frame) {
+func (f *Feed) Publish(frames []protocol.RawFrame) {
 	for len(frames) > 0 {
 		n := 1
 		for n < len(frames) && frames[n].ConversationID == frames[0].ConversationID {
@@ -273,21 +281,21 @@ func (f *Feed) Publish(frames []Frame) {
 	}
 }
 
-func (f *Feed) publish(id string, frames []Frame) {
+func (f *Feed) publish(id string, frames []protocol.RawFrame) {
 	c := f.conv(id)
 	if c == nil {
 		return // no stream: nothing to keep
 	}
 	events := make([]Event, 0, len(frames))
 	for _, fr := range frames {
-		b, err := protocol.AppendSSE(nil, fr.Wire())
+		b, err := protocol.AppendSSE(nil, fr)
 		if err != nil {
 			// A stored frame was validated when it was appended, so this
 			// does not happen; the streams would meet the same error
 			// reading it from the store, where they report it.
 			break
 		}
-		events = append(events, Event{Sequence: fr.Sequence, Type: fr.Type, SSE: b, CreatedAt: fr.CreatedAt})
+		events = append(events, Event{Sequence: fr.Sequence, Type: fr.Type, SSE: b, CreatedAt: protocol.Time(fr.CreatedAt)})
 	}
 	if len(events) == 0 {
 		return

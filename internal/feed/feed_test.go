@@ -1,4 +1,4 @@
-package store_test
+package feed_test
 
 import (
 	"bytes"
@@ -10,23 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/protocol"
-	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/testutil"
 )
 
-func frames(conv string, from, n int64, size int) []store.Frame {
-	out := make([]store.Frame, n)
+func frames(conv string, from, n int64, size int) []protocol.RawFrame {
+	out := make([]protocol.RawFrame, n)
 	for i := range out {
 		p, _ := protocol.EncodePayload(protocol.TextPayload{Content: string(bytes.Repeat([]byte{'x'}, size)), Format: "plain", Role: protocol.RoleAssistant})
-		out[i] = store.Frame{ConversationID: conv, Sequence: from + int64(i), RequestID: "r", Type: protocol.FrameText,
-			Payload: p, CreatedAt: time.Unix(1_700_000_000, 0)}
+		out[i] = protocol.RawFrame{Version: protocol.Version, ConversationID: conv, Sequence: from + int64(i), RequestID: "r", Type: protocol.FrameText,
+			Payload: p, CreatedAt: protocol.Timestamp(time.Unix(1_700_000_000, 0))}
 	}
 	return out
 }
 
 // drain takes everything the window holds after the cursor.
-func drain(t *testing.T, sub *store.Subscription, after int64) (int64, bool) {
+func drain(t *testing.T, sub *feed.Subscription, after int64) (int64, bool) {
 	t.Helper()
 	for {
 		evs, behind := sub.Next(after, nil, 100)
@@ -55,16 +55,16 @@ func drain(t *testing.T, sub *store.Subscription, after int64) (int64, bool) {
 // fell behind (to read the store) rather than given a gap.
 func TestFeedSlowSubscriber(t *testing.T) {
 	t.Parallel()
-	f := store.NewFeed(nil)
+	f := feed.New(nil)
 	defer f.Close()
 	slow, fast := f.Subscribe("c"), f.Subscribe("c")
 	defer slow.Close()
 	defer fast.Close()
 	var cursor int64
-	for seq := int64(1); seq <= 20*store.FeedWindow; seq += 10 {
+	for seq := int64(1); seq <= 20*feed.Window; seq += 10 {
 		f.Publish(frames("c", seq, 10, 100))
 		n, bytes := f.Held("c")
-		if n > store.FeedWindow || bytes > store.FeedWindowBytes {
+		if n > feed.Window || bytes > feed.WindowBytes {
 			t.Fatalf("window holds %d events, %d bytes: over its bounds", n, bytes)
 		}
 		var behind bool
@@ -72,7 +72,7 @@ func TestFeedSlowSubscriber(t *testing.T) {
 			t.Fatalf("a subscriber that keeps up fell behind at %d", cursor)
 		}
 	}
-	if cursor != 20*store.FeedWindow {
+	if cursor != 20*feed.Window {
 		t.Fatalf("fast subscriber reached %d", cursor)
 	}
 	select {
@@ -85,7 +85,7 @@ func TestFeedSlowSubscriber(t *testing.T) {
 	}
 	// Big frames: the byte bound holds too.
 	f.Publish(frames("c", cursor+1, 64, 64<<10))
-	if n, b := f.Held("c"); b > store.FeedWindowBytes || n < 1 {
+	if n, b := f.Held("c"); b > feed.WindowBytes || n < 1 {
 		t.Fatalf("window holds %d events, %d bytes after big frames", n, b)
 	}
 }
@@ -95,7 +95,7 @@ func TestFeedSlowSubscriber(t *testing.T) {
 // to read the store, and the late commit is not taken twice.
 func TestFeedGapStartsOver(t *testing.T) {
 	t.Parallel()
-	f := store.NewFeed(nil)
+	f := feed.New(nil)
 	defer f.Close()
 	sub := f.Subscribe("c")
 	defer sub.Close()
@@ -115,7 +115,7 @@ func TestFeedGapStartsOver(t *testing.T) {
 // are not kept, and the last stream's Close drops the window.
 func TestFeedNoStreamsKeepsNothing(t *testing.T) {
 	t.Parallel()
-	f := store.NewFeed(nil)
+	f := feed.New(nil)
 	defer f.Close()
 	f.Publish(frames("c", 1, 3, 10))
 	if n, _ := f.Held("c"); n != 0 {
@@ -140,7 +140,7 @@ func TestFeedRefreshReadsOncePerConversation(t *testing.T) {
 	var reads atomic.Int64
 	release := make(chan struct{})
 	var once sync.Once
-	f := store.NewFeed(func(ctx context.Context, conv string, after int64, limit int) ([]store.Frame, error) {
+	f := feed.New(func(ctx context.Context, conv string, after int64, limit int) ([]protocol.RawFrame, error) {
 		n := reads.Add(1)
 		if n == 1 {
 			<-release // hold the first read while more wake-ups arrive
@@ -150,7 +150,7 @@ func TestFeedRefreshReadsOncePerConversation(t *testing.T) {
 		}
 		return frames(conv, after+1, 3-after, 10), nil
 	})
-	subs := make([]*store.Subscription, 100)
+	subs := make([]*feed.Subscription, 100)
 	for i := range subs {
 		subs[i] = f.Subscribe("c")
 	}
@@ -179,11 +179,11 @@ func TestFeedRefreshReadsOncePerConversation(t *testing.T) {
 func TestFeedConcurrentReadersExactlyOnce(t *testing.T) {
 	t.Parallel()
 	const total, readers, limit = 6000, 24, 16
-	f := store.NewFeed(nil)
+	f := feed.New(nil)
 	defer f.Close()
 	var mu sync.Mutex
-	var committed []store.Frame // the store: what committed, in order
-	readStore := func(after int64, n int) []store.Frame {
+	var committed []protocol.RawFrame // the store: what committed, in order
+	readStore := func(after int64, n int) []protocol.RawFrame {
 		mu.Lock()
 		defer mu.Unlock()
 		if after >= int64(len(committed)) {
@@ -272,15 +272,15 @@ func TestFeedConcurrentReadersExactlyOnce(t *testing.T) {
 // together, as they do when a commit wakes them all: one Next per
 // stream, run in parallel.
 func BenchmarkFeedNext(b *testing.B) {
-	f := store.NewFeed(nil)
+	f := feed.New(nil)
 	defer f.Close()
 	sub := f.Subscribe("c")
 	defer sub.Close()
-	f.Publish(frames("c", 1, store.FeedWindow, 40))
+	f.Publish(frames("c", 1, feed.Window, 40))
 	b.RunParallel(func(pb *testing.PB) {
-		dst := make([]store.Event, 0, 4)
+		dst := make([]feed.Event, 0, 4)
 		for pb.Next() {
-			evs, _ := sub.Next(store.FeedWindow-4, dst[:0], 4)
+			evs, _ := sub.Next(feed.Window-4, dst[:0], 4)
 			if len(evs) != 4 {
 				b.Error("short read")
 				return
