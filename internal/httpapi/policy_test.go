@@ -407,6 +407,52 @@ func TestCancelThatClosesAnothersProposalIsADeny(t *testing.T) {
 	}
 }
 
+// TestInterruptThatClosesAnothersProposalIsADeny: a turn sent with
+// whenBusy interrupt cancels the active turn, so it is decided as that
+// cancel: an agent interrupting bob's turn while its proposal waits is
+// refused and nothing is stored; an operator's interrupt closes the
+// proposal with the operator as its decider.
+func TestInterruptThatClosesAnothersProposalIsADeny(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true})
+	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
+	bot := h.as(h.principalToken("bot", protocol.RoleAgent))
+	carol := h.as(h.principalToken("carol", protocol.RoleOperator))
+	conv, err := bob.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prop := h.proposedBy(bob, conv.ID, "launch audit")
+	interrupt := func(c *apiclient.Client) (protocol.TurnAccepted, error) {
+		page, err := c.GetConversation(h.ctx(), conv.ID, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := turnRequest("something else", page.LatestSequence)
+		req.WhenBusy = protocol.WhenBusyInterrupt
+		return c.SubmitTurn(h.ctx(), conv.ID, req)
+	}
+	_, err = interrupt(bot)
+	wantDenied(t, err, "needed", "operator")
+	if cur, _ := h.store.GetProposal(h.ctx(), prop.ID); cur.Status != store.ProposalPending {
+		t.Fatalf("after the refused interrupt the proposal is %s", cur.Status)
+	}
+	if waiting, err := h.store.ListWaitingTurns(h.ctx(), conv.ID); err != nil || len(waiting) != 0 {
+		t.Fatalf("after the refused interrupt %d turns wait (%v)", len(waiting), err)
+	}
+	if _, err := interrupt(carol); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, func() bool {
+		cur, err := h.store.GetProposal(h.ctx(), prop.ID)
+		return err == nil && cur.Status == store.ProposalCancelled
+	})
+	cur, err := h.store.GetProposal(h.ctx(), prop.ID)
+	if err != nil || cur.DecidedBy != "carol" {
+		t.Fatalf("after carol's interrupt: %+v, %v", cur, err)
+	}
+}
+
 // TestDenialsAreAudited: a refused request is on the record (principal,
 // action, resource, reason), and a flood of them cannot drown the trail.
 func TestDenialsAreAudited(t *testing.T) {
