@@ -19,6 +19,7 @@ import (
 	"github.com/studio/operator/internal/lease"
 	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
@@ -319,8 +320,10 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 		edge.Ready = httpapi.WithWriterStall(edge.Ready, w.WriterOldestWait, httpapi.WriterStallLimit)
 	}
 	edge.Lease, edge.CallTimeout = holder, d.o.lease.callTimeoutFor(d.shared)
-	edge.Principals, edge.SecondApproverFor, edge.Webhooks, edge.AuthProxy = d.st, d.o.http.secondApproverFor, d.st, d.o.http.authProxy
-	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg})
+	edge.Principals, edge.Webhooks, edge.AuthProxy = d.st, d.st, d.o.http.authProxy
+	edge.Policy = policy.NewGate(policy.GateConfig{Engine: d.o.http.policy, Record: policy.AuditDenials(d.st, time.Now), Logger: d.log})
+	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg,
+		CallsPerMinute: d.o.http.mcpCallsPerMinute, CallBurst: d.o.http.mcpCallBurst})
 	edge.MCP = agents.Handler
 	d.api = httpapi.New(*edge)
 	d.reg.ObserveReadiness(func() bool {

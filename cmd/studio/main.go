@@ -122,7 +122,7 @@ func newRootConfig() (*cobra.Command, *config) {
 	root.AddCommand(newServeCmd(cfg), newMigrateCmd(cfg), newTokenCmd(cfg), newVersionCmd(), newOperatorCmd(cfg), newDoctorCmd(cfg),
 		newRunsCmd(cfg), newPlaybooksCmd(cfg), newWorkflowsCmd(cfg), newSchedulesCmd(cfg), newAuditCmd(cfg), newHealthzCmd(cfg), newBenchCmd(cfg),
 		newBackupCmd(cfg), newRestoreCmd(cfg), newPrincipalsCmd(cfg), newTokensCmd(cfg), newWhoamiCmd(cfg), newWebhooksCmd(cfg), newMCPCmd(cfg),
-		newApprovalsCmd(cfg))
+		newApprovalsCmd(cfg), newPolicyCmd(cfg))
 	markUsage(root)
 	return root, cfg
 }

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +18,8 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/lease"
+	"github.com/studio/operator/internal/mcpserver"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/studio"
@@ -115,9 +116,15 @@ type httpOptions struct {
 	maxClientConns int
 	maxConns       int
 	bodyTimeout    time.Duration
-	// secondApproverFor: risks and impacts whose proposals their own
-	// turn's principal cannot confirm (four-eyes).
+	// secondApproverFor: the levels (risks, impacts) of commands that
+	// need a second principal (four-eyes); policyFiles: a team's Cedar
+	// policies; policy is the engine of both, built before the start.
 	secondApproverFor []string
+	policyFiles       []string
+	policy            *policy.Engine
+	// mcpCallsPerMinute and mcpCallBurst are each principal's rate of
+	// MCP tool calls.
+	mcpCallsPerMinute, mcpCallBurst int
 	// authProxy* configure sign-in by a trusted proxy's header.
 	authProxyHeader, authProxyGroupsHeader, authProxyDefaultRole string
 	authProxyTrusted, authProxyGroupRoles                        []string
@@ -171,10 +178,13 @@ func newServeCmd(cfg *config) *cobra.Command {
 			slog.SetDefault(log)
 			defer flushLog(log)
 			o.app.retention = keep.d
-			for _, v := range o.http.secondApproverFor {
-				if !slices.Contains(httpapi.SecondApproverValues, v) {
-					return usageError{fmt.Errorf("--second-approver-for: %q is not one of %v", v, httpapi.SecondApproverValues)}
-				}
+			if _, err := policy.ParseLevels(o.http.secondApproverFor); err != nil {
+				return usageError{fmt.Errorf("--second-approver-for: %w", err)}
+			}
+			// An invalid policy refuses to start, naming each problem's
+			// file, line and reason.
+			if o.http.policy, err = loadPolicy(o.http.secondApproverFor, o.http.policyFiles); err != nil {
+				return err
 			}
 			if err := checkPublicURL(o.webhook.publicURL); err != nil {
 				return usageError{err}
@@ -218,7 +228,11 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.app.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
 	f.DurationVar(&o.app.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&o.http.secondApproverFor, "second-approver-for", nil,
-		"four-eyes: proposals of these risks (mutate, execute, admin) or impacts (destructive, irreversible) cannot be confirmed by the principal whose turn produced them, e.g. execute,destructive (default: none)")
+		"four-eyes: commands of these risks (mutate < execute < admin) or impacts (destructive < irreversible), or above, need a second principal: their author cannot confirm them and a direct command of them is refused, e.g. execute,destructive (default: none)")
+	f.IntVar(&o.http.mcpCallsPerMinute, "mcp-calls-per-minute", mcpserver.DefaultCallsPerMinute, "MCP tool calls each principal may make a minute")
+	f.IntVar(&o.http.mcpCallBurst, "mcp-call-burst", mcpserver.DefaultCallBurst, "MCP tool calls each principal may make at once")
+	f.StringArrayVar(&o.http.policyFiles, "policy", nil,
+		"a team's Cedar policies, added to the built-in ones and validated at start (docs/teams.md); repeatable")
 	f.StringVar(&o.http.authProxyHeader, "auth-proxy-header", "",
 		"sign-in behind a proxy: the header naming the signed-in user, e.g. X-Forwarded-User, believed only from --auth-proxy-trusted (README \"Teams\")")
 	f.StringSliceVar(&o.http.authProxyTrusted, "auth-proxy-trusted", nil,

@@ -239,12 +239,13 @@ func (c *Client) follow(req *http.Request, onStatus func(*protocol.TurnProgress)
 	defer body.Close()
 	// An error after the stream began comes as an ": error CODE" comment
 	// before the server ends it. replay_gap and not_found (the
-	// conversation's frames were purged meanwhile) end the stream for good;
-	// anything else is worth a reconnect, as a dropped connection is.
+	// conversation's frames were purged meanwhile) and access_revoked (the
+	// right to read it was taken away) end the stream for good; anything
+	// else is worth a reconnect, as a dropped connection is.
 	var ended protocol.ErrorCode
 	onComment := func(text string) {
 		if code, ok := strings.CutPrefix(text, "error "); ok {
-			if c := protocol.ErrorCode(strings.TrimSpace(code)); c == protocol.ReplayGap || c == protocol.NotFound {
+			if c := protocol.ErrorCode(strings.TrimSpace(code)); c == protocol.ReplayGap || c == protocol.NotFound || c == protocol.AccessRevoked {
 				ended = c
 			}
 			return
@@ -386,8 +387,9 @@ func (c *Client) Decidable(ctx context.Context) ([]protocol.ProposalState, error
 // Follow is Stream that survives a dropped connection: after a transport
 // failure it reconnects from the last sequence it delivered, with capped
 // backoff, until ctx ends or fn stops it. Typed errors (not_found,
-// replay_gap, auth_required, protocol_version) end it: reconnecting cannot
-// fix them. It only ever repeats reads, never a submission (docs/design.md §11).
+// replay_gap, access_revoked, auth_required, protocol_version) end it:
+// reconnecting cannot fix them. It only ever repeats reads, never a
+// submission (docs/design.md §11).
 func (c *Client) Follow(ctx context.Context, id string, after int64, onRetry func(err error, wait time.Duration), fn func(protocol.Frame) error) error {
 	return c.FollowProgress(ctx, id, after, onRetry, nil, fn)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -87,4 +88,11 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (protocol.TokenView
 	var t protocol.TokenView
 	err := c.Do(ctx, http.MethodDelete, "/api/admin/tokens/"+url.PathEscape(id), nil, &t)
 	return t, err
+}
+
+// ExplainPolicy asks what the daemon's policies decide, and why (admin).
+func (c *Client) ExplainPolicy(ctx context.Context, req policy.ExplainRequest) (policy.Explanation, error) {
+	var x policy.Explanation
+	err := c.Do(ctx, http.MethodPost, "/api/admin/policy/explain", req, &x)
+	return x, err
 }

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
+	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -222,7 +224,15 @@ func (c *Client) AppEvents(ctx context.Context, after int64, fn func(studio.Chan
 		return err
 	}
 	defer body.Close()
-	err = ReadEvents(body, func(ev Event) error {
+	// The server ends the stream with an ": error CODE" comment when it
+	// must (access_revoked): that is the typed error returned.
+	var ended protocol.ErrorCode
+	onComment := func(text string) {
+		if code, ok := strings.CutPrefix(text, "error "); ok {
+			ended = protocol.ErrorCode(strings.TrimSpace(code))
+		}
+	}
+	err = readEvents(body, onComment, func(ev Event) error {
 		var ch studio.ChangeEvent
 		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
 			return err
@@ -231,6 +241,9 @@ func (c *Client) AppEvents(ctx context.Context, after int64, fn func(studio.Chan
 	})
 	if errors.Is(err, ErrStopStream) || ctx.Err() != nil {
 		return nil
+	}
+	if err == nil && ended != "" {
+		return protocol.Errorf(ended, "the server ended the stream: %s", ended)
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/paging"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
@@ -88,13 +89,21 @@ func (s *Service) ListConversations(ctx context.Context, q ListQuery) (protocol.
 		return protocol.ConversationList{}, err
 	}
 	var out protocol.ConversationList
-	out.Conversations, out.NextCursor = paging.Cut(rows, limit, View, func(conv store.Conversation) paging.Cursor {
+	page, next := paging.Cut(rows, limit, func(c store.Conversation) store.Conversation { return c }, func(conv store.Conversation) paging.Cursor {
 		cur := paging.Cursor{List: "conversations", At: protocol.Timestamp(conv.CreatedAt), ID: conv.ID}
 		if conv.Pinned {
 			cur.Seq = 1
 		}
 		return cur
 	})
+	// The store's filter is coarse: each row is the policy's to show.
+	// A page may come out shorter than limit; its cursor still leads on.
+	out.Conversations, out.NextCursor = make([]protocol.Conversation, 0, len(page)), next
+	for _, c := range page {
+		if visible(ctx, c) {
+			out.Conversations = append(out.Conversations, View(c))
+		}
+	}
 	return out, nil
 }
 
@@ -110,9 +119,8 @@ func (s *Service) UpdateConversation(ctx context.Context, id string, req protoco
 		if _, err := protocol.ParseVisibility(*req.Visibility); err != nil {
 			return protocol.Conversation{}, err
 		}
-		if who, ok := protocol.PrincipalFrom(ctx); ok && who.Role != protocol.RoleAdmin && who.Name != cur.Owner {
-			return protocol.Conversation{}, protocol.Errorf(protocol.Denied, "only the conversation's owner (%s) or an admin changes its visibility", cur.Owner).
-				With("reason", "owner")
+		if err := policy.Ask(ctx, policy.SetVisibility, policy.ConversationOf(cur)); err != nil {
+			return protocol.Conversation{}, err
 		}
 	}
 	if err := validTitle(req.Title); err != nil {

@@ -8,14 +8,18 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/studio/operator/internal/feed"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
 
 // CreateStreamTicket issues a one-use credential for one conversation and
-// cursor (docs/design.md §12). Only its SHA-256 is stored.
-func (s *Service) CreateStreamTicket(ctx context.Context, req protocol.StreamTicketRequest) (protocol.StreamTicket, error) {
+// cursor (docs/design.md §12), minted by minter, whose credential its
+// redemption checks again. Only its SHA-256 is stored.
+func (s *Service) CreateStreamTicket(ctx context.Context, req protocol.StreamTicketRequest, minter store.TicketMinter) (protocol.StreamTicket, error) {
 	conv, err := Get(ctx, s.store, req.ConversationID)
 	if err != nil {
 		return protocol.StreamTicket{}, err
@@ -31,7 +35,7 @@ func (s *Service) CreateStreamTicket(ctx context.Context, req protocol.StreamTic
 	now := s.now()
 	expires := now.Add(s.cfg.TicketTTL)
 	if err := s.store.CreateStreamTicket(ctx, store.CreateStreamTicketParams{
-		TicketHash: hashTicket(ticket), ConversationID: conv.ID, AfterSequence: req.AfterSequence,
+		TicketHash: hashTicket(ticket), ConversationID: conv.ID, AfterSequence: req.AfterSequence, Minter: minter,
 		ExpiresAt: expires, Now: now,
 	}); err != nil {
 		return protocol.StreamTicket{}, err
@@ -46,16 +50,36 @@ func hashTicket(ticket string) string {
 }
 
 // RedeemStreamTicket spends a ticket for exactly the conversation and cursor
-// it was issued for; anything else is auth_required.
-func (s *Service) RedeemStreamTicket(ctx context.Context, ticket, convID string, after int64) error {
+// it was issued for (anything else is auth_required) and returns who
+// minted it, for the caller to authenticate and decide again.
+func (s *Service) RedeemStreamTicket(ctx context.Context, ticket, convID string, after int64) (store.TicketMinter, error) {
 	t, err := s.store.RedeemStreamTicket(ctx, store.RedeemStreamTicketParams{TicketHash: hashTicket(ticket), Now: s.now()})
 	if err != nil {
-		return err
+		return store.TicketMinter{}, err
 	}
 	if t.ConversationID != convID || t.AfterSequence != after {
-		return protocol.Errorf(protocol.AuthRequired, "stream ticket was issued for another conversation or cursor")
+		return store.TicketMinter{}, protocol.Errorf(protocol.AuthRequired, "stream ticket was issued for another conversation or cursor")
 	}
-	return nil
+	return t.Minter, nil
+}
+
+// AccessSignal is closed by the next commit, in any daemon sharing the
+// database, that may take a right away (store.AccessChanged): an open
+// stream decides again when it fires.
+func (s *Service) AccessSignal() <-chan struct{} { return s.store.ControlSignal(store.AccessChanged) }
+
+// PolicyResource is a conversation of any status as policies see it, for
+// a door to decide on before it acts; not_found when there is none. It
+// applies no visibility: the decision does.
+func (s *Service) PolicyResource(ctx context.Context, id string) (policy.Conversation, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return policy.Conversation{}, notFound(id)
+	}
+	conv, err := s.store.GetConversation(ctx, id)
+	if err != nil {
+		return policy.Conversation{}, err
+	}
+	return policy.ConversationOf(conv), nil
 }
 
 // OpenStream checks that a stream from cursor after may start: the

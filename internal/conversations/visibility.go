@@ -5,12 +5,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
 
 // The visibility rules, shared with the engine: every read of a
-// conversation, or of a record of one, goes through them.
+// conversation, or of a record of one, goes through them, and they are
+// the policy's (read_conversation): none is decided here.
 
 // Get returns a visible conversation: deleted is not_found everywhere,
 // and so is one the request's principal may not see (another principal's
@@ -47,19 +49,26 @@ func notFound(id string) error {
 	return protocol.Errorf(protocol.NotFound, "conversation %s not found", id)
 }
 
-// visible reports whether the request's principal may see conv. Work
-// without a principal is the daemon's own (recovery, the sweeper) and
-// sees everything.
+// visible reports whether the request's principal may read conv (the
+// policy's read_conversation). Work without a principal is the daemon's
+// own (recovery, the sweeper) and sees everything.
 func visible(ctx context.Context, conv store.Conversation) bool {
-	p, ok := protocol.PrincipalFrom(ctx)
-	return !ok || conv.VisibleTo(p.Name, p.Role)
+	return policy.May(ctx, policy.ReadConversation, policy.ConversationOf(conv))
 }
 
-// VisibleTo is the listings' filter of the request's principal: its name,
-// or "" for an admin or the daemon's own work (everything).
+// VisibleTo is the store's coarse filter of a listing for the request's
+// principal: its name (its own conversations and the team's), or "" when
+// the policy lets it read another principal's private conversation (an
+// admin) and for the daemon's own work. Each row listed is then decided
+// on its own (visible): the filter only spares reading rows that could
+// never be shown.
 func VisibleTo(ctx context.Context) string {
 	p, ok := protocol.PrincipalFrom(ctx)
-	if !ok || p.Role == protocol.RoleAdmin {
+	if !ok {
+		return ""
+	}
+	others := policy.Conversation{ID: "-", Owner: "\x00another", Visibility: protocol.VisibilityPrivate}
+	if policy.May(ctx, policy.ReadConversation, others) {
 		return ""
 	}
 	return p.Name

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
@@ -87,13 +88,72 @@ func (c *Coordinator) newProposal(prep studio.Prepared, convID, requestID, callI
 	}
 	return store.Proposal{ID: id, ConversationID: convID, RequestID: requestID, CallID: callID,
 		CommandType: prep.Type, Command: prep.Canonical, CommandHash: hash, Target: prep.Target, Risk: prep.Risk,
-		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary,
+		Impact: string(prep.Impact), TargetName: prep.TargetName, Summary: prep.Summary, Project: prep.Project,
 		IdempotencyKey: uuid.NewString(), ExpiresAt: now.Add(c.cfg.ProposalTTL)}, nil
 }
 
-// proposal finds a visible conversation's proposal.
+// proposal finds a visible conversation's proposal that the request's
+// principal may read (the policy's read_proposal); not_found otherwise.
 func (c *Coordinator) proposal(ctx context.Context, convID, proposalID string) (store.Proposal, error) {
-	return ofConversation(ctx, c, convID, "proposal", proposalID, c.store.GetProposal, func(p store.Proposal) string { return p.ConversationID })
+	p, err := ofConversation(ctx, c, convID, "proposal", proposalID, c.store.GetProposal, func(p store.Proposal) string { return p.ConversationID })
+	if err != nil {
+		return p, err
+	}
+	conv, err := c.store.GetConversation(ctx, p.ConversationID)
+	if err != nil {
+		return p, err
+	}
+	if !policy.May(ctx, policy.ReadProposal, policy.ProposalOf(p, conv)) {
+		return store.Proposal{}, protocol.Errorf(protocol.NotFound, "proposal %s not found", proposalID)
+	}
+	return p, nil
+}
+
+// ProposalResource is a proposal as policies see it, for a door to decide
+// on before it acts: of conversation convID when set (not_found when it is
+// another's), of any status, with no visibility applied (the decision
+// does).
+func (c *Coordinator) ProposalResource(ctx context.Context, convID, proposalID string) (policy.Proposal, error) {
+	notFound := protocol.Errorf(protocol.NotFound, "proposal %s not found", proposalID)
+	if _, err := uuid.Parse(proposalID); err != nil {
+		return policy.Proposal{}, notFound
+	}
+	p, err := c.store.GetProposal(ctx, proposalID)
+	if err != nil {
+		return policy.Proposal{}, err
+	}
+	if convID != "" && p.ConversationID != convID {
+		return policy.Proposal{}, notFound
+	}
+	conv, err := c.store.GetConversation(ctx, p.ConversationID)
+	if err != nil {
+		return policy.Proposal{}, err
+	}
+	return policy.ProposalOf(p, conv), nil
+}
+
+// PendingProposals are the pending proposals of a request, as policies
+// see them: what a cancel of the turn would close.
+func (c *Coordinator) PendingProposals(ctx context.Context, convID, requestID string) ([]policy.Proposal, error) {
+	if _, err := uuid.Parse(requestID); err != nil {
+		return nil, nil
+	}
+	conv, err := c.store.GetConversation(ctx, convID)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: requestID,
+		Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 100})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]policy.Proposal, 0, len(ps))
+	for _, p := range ps {
+		if p.ConversationID == convID {
+			out = append(out, policy.ProposalOf(p, conv))
+		}
+	}
+	return out, nil
 }
 
 // GetProposal returns one proposal of a conversation. Reads only read: a
@@ -116,7 +176,8 @@ func (c *Coordinator) FindProposal(ctx context.Context, proposalID string) (prot
 	if err != nil {
 		return protocol.ProposalState{}, err
 	}
-	if _, err := c.conversation(ctx, p.ConversationID); err != nil {
+	conv, err := c.conversation(ctx, p.ConversationID)
+	if err != nil || !policy.May(ctx, policy.ReadProposal, policy.ProposalOf(p, conv)) {
 		return protocol.ProposalState{}, notFound
 	}
 	return proposalView(p), nil
@@ -127,6 +188,9 @@ func (c *Coordinator) FindProposal(ctx context.Context, proposalID string) (prot
 type ProposalQuery struct {
 	ConversationID string
 	Status         string
+	// Decidable keeps the pending proposals the request's principal may
+	// confirm (the policy's confirm, four-eyes included): what waits for it.
+	Decidable bool
 }
 
 // ListProposals lists proposals newest first (at most 200).
@@ -154,19 +218,25 @@ func (c *Coordinator) ListProposals(ctx context.Context, q ProposalQuery) ([]pro
 	if err != nil {
 		return nil, err
 	}
+	// The store's filter is coarse: each proposal is the policy's to show
+	// (read_proposal), and a deleted conversation's are gone.
 	out := make([]protocol.ProposalState, 0, len(ps))
-	visible := map[string]bool{}
+	convs := map[string]*store.Conversation{}
 	for _, p := range ps {
-		if q.ConversationID == "" {
-			ok, seen := visible[p.ConversationID]
-			if !seen {
-				conv, err := c.store.GetConversation(ctx, p.ConversationID)
-				ok = err == nil && conv.Status != store.ConversationDeleted
-				visible[p.ConversationID] = ok
+		conv, seen := convs[p.ConversationID]
+		if !seen {
+			if cv, err := c.store.GetConversation(ctx, p.ConversationID); err == nil && cv.Status != store.ConversationDeleted {
+				conv = &cv
 			}
-			if !ok {
-				continue
-			}
+			convs[p.ConversationID] = conv
+		}
+		if conv == nil {
+			continue
+		}
+		res := policy.ProposalOf(p, *conv)
+		if !policy.May(ctx, policy.ReadProposal, res) ||
+			q.Decidable && (p.Status != store.ProposalPending || !policy.May(ctx, policy.Confirm, res)) {
+			continue
 		}
 		out = append(out, proposalView(p))
 	}

@@ -41,6 +41,11 @@ func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.Tu
 	if err != nil {
 		return protocol.TurnAccepted{}, err
 	}
+	if req.WhenBusy == protocol.WhenBusyInterrupt {
+		if err := c.mayInterrupt(ctx, convID); err != nil {
+			return protocol.TurnAccepted{}, err
+		}
+	}
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.closed {

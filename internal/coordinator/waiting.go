@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -122,4 +123,33 @@ func (c *Coordinator) acceptedWaiting(ctx context.Context, t store.Turn) protoco
 		}
 	}
 	return acc
+}
+
+// mayInterrupt decides an interrupt before anything is stored: it cancels
+// the active turn, so it is asked as a cancel is (cancel_turn), and
+// closing a pending proposal another principal's turn made is denying it
+// (deny), whichever door the submission came through. A conversation that
+// cannot be read is left to the submission (not_found).
+func (c *Coordinator) mayInterrupt(ctx context.Context, convID string) error {
+	conv, err := c.store.GetConversation(ctx, convID)
+	if err != nil {
+		return nil
+	}
+	if err := policy.Ask(ctx, policy.CancelTurn, policy.ConversationOf(conv)); err != nil {
+		return err
+	}
+	pending, err := c.store.ListProposals(ctx, store.ListProposalsParams{ConversationID: convID,
+		Statuses: []store.ProposalStatus{store.ProposalPending}, Limit: 100})
+	if err != nil {
+		return err
+	}
+	who, _ := protocol.PrincipalFrom(ctx)
+	for _, p := range pending {
+		if p.SubmittedBy != who.Name {
+			if err := policy.Ask(ctx, policy.Deny, policy.ProposalOf(p, conv)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
@@ -65,15 +66,26 @@ func (s *Server) appRoutes() {
 	m.HandleFunc("POST /api/app/commands/{type}", a(s.handleCommand))
 }
 
-// execute runs a cockpit command and answers status with what pick takes
-// from the result.
+// execute runs a cockpit command, once the policy allows its principal to
+// run it directly (run_command), and answers status with what pick takes
+// from the result. A command the policy says needs a second approver does
+// not run on one principal's word: it is refused with the obligation
+// (details.reason four_eyes_required, details.obligation).
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Command, status int, pick func(studio.Result) any) {
 	who, _ := protocol.PrincipalFrom(r.Context())
-	if studio.SpecOf(cmd).Risk == protocol.RiskAdmin {
-		if err := requireRole(who, protocol.RoleAdmin); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	// Decided before anything is said of the command's target: one that
+	// cannot be resolved is decided on what the command says of itself.
+	facts, ferr := s.cfg.App.FactsOf(r.Context(), cmd)
+	if ferr != nil {
+		facts = studio.FactsOfSpec(cmd)
+	}
+	if err := policy.Ask(r.Context(), policy.RunCommand, commandResource(facts, who.Name)); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if ferr != nil {
+		s.writeError(w, r, ferr)
+		return
 	}
 	res, err := s.cfg.App.Execute(r.Context(), cmd, studio.ExecOptions{Trigger: studio.TriggerManual, Actor: manualActor(r, who)})
 	if err != nil {
@@ -81,6 +93,13 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Comm
 		return
 	}
 	writeJSON(w, status, pick(res))
+}
+
+// commandResource is a command asked for directly, as policies see it:
+// its author is the asker, and it has no conversation.
+func commandResource(f studio.Facts, author string) policy.Proposal {
+	return policy.Proposal{ID: f.Type, CommandType: f.Type, Risk: f.Risk, Impact: string(f.Impact), TargetKind: f.TargetKind,
+		Project: f.Project, Author: author}
 }
 
 // CLIUserAgent starts the User-Agent of the studio command line's

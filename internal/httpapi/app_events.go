@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/studio/operator/internal/policy"
+	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -37,6 +39,7 @@ func (s *Server) handleAppEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	changed := s.cfg.App.ChangeSignal() // before reading: no commit is missed
+	access := s.convs.AccessSignal()    // before the stream: no revocation is missed
 	oldest, newest, err := s.cfg.App.ChangesRange(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -83,6 +86,15 @@ func (s *Server) handleAppEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 			changed = s.cfg.App.ChangeSignal()
+		case <-access:
+			// Decided again, for the credential as it is now: a revoked
+			// token or a lost right ends the stream at once.
+			access = s.convs.AccessSignal()
+			if err := s.stillReads(ctx); err != nil {
+				ev.buf.WriteString(": error " + string(protocol.ErrorOf(err).Code) + "\n\n")
+				ev.flush()
+				return
+			}
 		case <-beats.wait(slot):
 			ev.buf.WriteString(": heartbeat\n\n")
 			if !ev.flush() {
@@ -133,4 +145,20 @@ func (e *appEvents) flush() bool {
 	_, err := e.w.Write(e.buf.Bytes())
 	e.buf.Reset()
 	return err == nil && e.rc.Flush() == nil
+}
+
+// stillReads decides the change stream again for the request's credential
+// as it is now: access_revoked when it may no longer read the cockpit.
+func (s *Server) stillReads(ctx context.Context) error {
+	who, err := s.reauthenticate(ctx, credentialFrom(ctx))
+	if protocol.IsCode(err, protocol.AuthRequired) {
+		return protocol.Errorf(protocol.AccessRevoked, "the stream's credential was revoked")
+	}
+	if err != nil {
+		return err
+	}
+	if policy.Ask(s.withPolicy(ctx, who), policy.ReadStudio, policy.Studio{}) != nil {
+		return protocol.Errorf(protocol.AccessRevoked, "the stream's principal may no longer read the cockpit")
+	}
+	return nil
 }

@@ -77,25 +77,40 @@ func bearerToken(r *http.Request) (string, error) {
 	return token, nil
 }
 
+// credential is what a request authenticated with, kept to authenticate
+// again later: a stream ticket's redemption, an open stream after a
+// revocation (store.TicketMinter: the principal, its token's hash, or the
+// groups a sign-in proxy named).
+type credential = store.TicketMinter
+
 // authenticate finds the principal of the request's bearer token: unknown,
 // revoked and expired tokens, and disabled principals', are auth_required.
-func (s *Server) authenticate(r *http.Request) (protocol.Principal, error) {
+func (s *Server) authenticate(r *http.Request) (protocol.Principal, credential, error) {
 	if s.cfg.AuthProxy != nil && s.cfg.Principals != nil && s.cfg.AuthProxy.carried(r) {
 		return s.proxyPrincipal(r)
 	}
 	token, err := bearerToken(r)
 	if err != nil {
-		return protocol.Principal{}, err
+		return protocol.Principal{}, credential{}, err
 	}
+	cred := credential{TokenHash: HashToken(token)}
 	if s.cfg.Principals == nil {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
-			return protocol.Principal{}, protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
+			return protocol.Principal{}, credential{}, protocol.Errorf(protocol.AuthRequired, "a valid bearer token is required")
 		}
-		return legacyOwner, nil
+		cred.PrincipalID = legacyOwner.ID
+		return legacyOwner, cred, nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.callTimeout())
+	p, err := s.tokenPrincipal(r.Context(), cred.TokenHash)
+	cred.PrincipalID = p.ID
+	return p, cred, err
+}
+
+// tokenPrincipal is the principal of a token's hash.
+func (s *Server) tokenPrincipal(ctx context.Context, hash string) (protocol.Principal, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	p, _, err := s.cfg.Principals.Authenticate(ctx, store.AuthenticateParams{Hash: HashToken(token), Now: s.now()})
+	p, _, err := s.cfg.Principals.Authenticate(ctx, store.AuthenticateParams{Hash: hash, Now: s.now()})
 	if err != nil {
 		if !protocol.IsCode(err, protocol.AuthRequired) {
 			s.log.Error("authenticate", "err", err)
@@ -106,26 +121,69 @@ func (s *Server) authenticate(r *http.Request) (protocol.Principal, error) {
 	return p.Wire(), nil
 }
 
-// authed requires a principal whose role the route's entry in RouteRoles
-// allows, and carries the principal in the request's context.
+// reauthenticate is the principal of a credential kept from an earlier
+// request, as it is now: auth_required when its token was revoked or
+// expired, or its principal disabled, since.
+func (s *Server) reauthenticate(ctx context.Context, cred credential) (protocol.Principal, error) {
+	gone := protocol.Errorf(protocol.AuthRequired, "the credential this was opened with is no longer valid")
+	switch {
+	case s.cfg.Principals == nil:
+		if cred.TokenHash == "" || subtle.ConstantTimeCompare([]byte(cred.TokenHash), []byte(HashToken(s.cfg.Token))) != 1 {
+			return protocol.Principal{}, gone
+		}
+		return legacyOwner, nil
+	case cred.TokenHash != "":
+		p, err := s.tokenPrincipal(ctx, cred.TokenHash)
+		if err == nil && p.ID != cred.PrincipalID {
+			return protocol.Principal{}, gone
+		}
+		return p, err
+	case cred.PrincipalID != "": // a sign-in proxy's user
+		p, err := s.cfg.Principals.GetPrincipal(ctx, cred.PrincipalID)
+		if protocol.IsCode(err, protocol.NotFound) || err == nil && (p.DisabledAt != nil || p.ID != cred.PrincipalID) {
+			return protocol.Principal{}, gone
+		}
+		if err != nil {
+			s.log.Error("authenticate", "err", err)
+			return protocol.Principal{}, protocol.Errorf(protocol.ServiceFailure, "credentials could not be checked; try again")
+		}
+		w := p.Wire()
+		w.Groups = cred.Groups
+		return w, nil
+	}
+	return protocol.Principal{}, gone // a ticket from before credentials were kept
+}
+
+type credentialKey struct{}
+
+// credentialFrom is the credential the request authenticated with.
+func credentialFrom(ctx context.Context) credential {
+	c, _ := ctx.Value(credentialKey{}).(credential)
+	return c
+}
+
+// authed authenticates the request, decides its route (RouteActions) and
+// carries the principal, its credential and the policy's gate in the
+// request's context.
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.authenticate(r)
+		p, cred, err := s.authenticate(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if err := authorize(p, r.Pattern); err != nil {
+		r = r.WithContext(context.WithValue(s.withPolicy(r.Context(), p), credentialKey{}, cred))
+		if err := s.authorize(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		h(w, r.WithContext(protocol.WithPrincipal(r.Context(), p)))
+		h(w, r)
 	}
 }
 
-// checkBearer authenticates the request without a role check: any
-// principal may (the stream, the health check's reason).
+// checkBearer authenticates the request without deciding anything: any
+// principal may (the health check's reason).
 func (s *Server) checkBearer(r *http.Request) error {
-	_, err := s.authenticate(r)
+	_, _, err := s.authenticate(r)
 	return err
 }

@@ -186,8 +186,19 @@ func (a *AuthProxy) proxyUser(r *http.Request) (user string, groups []string, er
 // use, its role set from its groups when groups are configured. A local
 // principal of that name that nobody linked is refused: the proxy never
 // signs anyone in as a local principal (owner included) by name alone. A
-// disabled principal stays refused.
-func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, error) {
+// disabled principal stays refused. The credential keeps the principal
+// and its groups, for a ticket's redemption to decide again.
+func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, credential, error) {
+	p, err := s.proxySignIn(r)
+	if err != nil {
+		return protocol.Principal{}, credential{}, err
+	}
+	return p, credential{PrincipalID: p.ID, Groups: p.Groups}, nil
+}
+
+// proxySignIn is the principal a trusted proxy names, with the groups it
+// names with it.
+func (s *Server) proxySignIn(r *http.Request) (protocol.Principal, error) {
 	a := s.cfg.AuthProxy
 	refuse := func(err *protocol.Error) (protocol.Principal, error) {
 		s.log.Warn("auth proxy sign-in refused", "peer", r.RemoteAddr, "reason", err.Message)

@@ -148,8 +148,8 @@ var adminScript = script.Script{Turns: []script.Turn{
 }}
 
 // TestConfirmRoleFollowsRisk: an operator confirms execute, not admin
-// (403 naming approver); an approver confirms admin; an agent confirms
-// nothing (the route's role).
+// (403 naming approver); an approver confirms another's admin proposal;
+// an agent confirms nothing (403 naming the least role for this one).
 func TestConfirmRoleFollowsRisk(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &adminScript, principals: true})
@@ -165,7 +165,7 @@ func TestConfirmRoleFollowsRisk(t *testing.T) {
 		t.Fatalf("proposal risk %q", prop.Risk)
 	}
 	_, err = ag.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
-	wantDenied(t, err, "needed", "operator")
+	wantDenied(t, err, "needed", "approver")
 	_, err = op.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
 	wantDenied(t, err, "needed", "approver")
 	res, err := ap.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))

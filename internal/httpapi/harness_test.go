@@ -11,8 +11,10 @@ import (
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/httpapi"
+	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/model/script"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -52,6 +54,10 @@ type harnessOpts struct {
 	// owner's; secondApprover is Config.SecondApproverFor.
 	principals     bool
 	secondApprover []string
+	// policies are a team's policy files (--policy); mcp serves /mcp
+	// (internal/mcpserver) over the coordinator's tools.
+	policies []policy.File
+	mcp      bool
 	// authProxy: Config.AuthProxy (with principals); logger replaces the
 	// quiet one.
 	authProxy *httpapi.AuthProxy
@@ -109,11 +115,22 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		if _, err := httpapi.EnsureOwner(context.Background(), stack.DB, testToken, stack.Clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		apiCfg.Principals, apiCfg.SecondApproverFor, apiCfg.Now, apiCfg.AuthProxy = stack.DB, o.secondApprover, stack.Clock.Now, o.authProxy
+		apiCfg.Principals, apiCfg.Now, apiCfg.AuthProxy = stack.DB, stack.Clock.Now, o.authProxy
 		apiCfg.Webhooks = stack.DB
 	}
+	engine, err := policy.New(policy.Options{SecondApproverFor: o.secondApprover, Files: o.policies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiCfg.Policy = policy.NewGate(policy.GateConfig{Engine: engine, Record: policy.AuditDenials(stack.DB, stack.Clock.Now),
+		Logger: quietLogger(), Now: stack.Clock.Now})
 	if o.logger != nil {
 		apiCfg.Logger = o.logger
+	}
+	if o.mcp {
+		agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: cfg.Tools, Version: "test", Logger: quietLogger(),
+			Now: stack.Clock.Now, CallsPerMinute: 1 << 30, CallBurst: 1 << 30})
+		apiCfg.MCP = agents.Handler
 	}
 	if o.lease != nil {
 		apiCfg.Lease = o.lease

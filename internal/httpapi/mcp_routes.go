@@ -66,7 +66,7 @@ func (s *Server) mcpAuthed(h http.Handler) http.Handler {
 			s.writeError(w, r, protocol.Errorf(protocol.Denied, "requests from another origin are refused").With("reason", "origin"))
 			return
 		}
-		p, err := s.authenticate(r)
+		p, _, err := s.authenticate(r)
 		if err != nil {
 			if pe := protocol.ErrorOf(err); pe.Code == protocol.AuthRequired {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
@@ -75,11 +75,12 @@ func (s *Server) mcpAuthed(h http.Handler) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if err := authorize(p, r.Pattern); err != nil {
+		r = r.WithContext(s.withPolicy(r.Context(), p))
+		if err := s.authorize(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(protocol.WithPrincipal(r.Context(), p)))
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -198,6 +198,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("POST", "/api/admin/principals", `{"name":"alice","role":"operator"}`, 201)
 	call("GET", "/api/admin/principals", "", 200)
 	call("PATCH", "/api/admin/principals/alice", `{"role":"approver"}`, 200)
+	call("POST", "/api/admin/policy/explain", `{"principal":"alice","action":"run_command","command":{"type":"run_maintenance","body":{"action":"vacuum"}}}`, 200)
+	call("POST", "/api/admin/policy/explain", `{"principal":"alice","action":"launch"}`, 400)
 	tokenID := field(call("POST", "/api/admin/principals/alice/tokens", `{"expiresIn":"90d"}`, 201), "id")
 	call("GET", "/api/admin/tokens?principal=alice", "", 200)
 	call("DELETE", "/api/admin/tokens/"+tokenID, "", 200)

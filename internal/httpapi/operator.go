@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/studio/operator/internal/conversations"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -99,6 +100,23 @@ func (s *Server) handleSubmitTurn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	// A cancel closes the turn's pending proposals: closing another
+	// principal's is denying it, which the policy decides too (before the
+	// body is read, as every decision).
+	pending, err := s.coord.PendingProposals(r.Context(), r.PathValue("id"), r.PathValue("rid"))
+	if err != nil && !protocol.IsCode(err, protocol.NotFound) {
+		s.writeError(w, r, err)
+		return
+	}
+	who, _ := protocol.PrincipalFrom(r.Context())
+	for _, p := range pending {
+		if p.Author != who.Name {
+			if err := askProposal(r.Context(), policy.Deny, p); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+	}
 	// The body says nothing, but it is checked like every other: empty, or
 	// a JSON object without members.
 	var req struct{}
@@ -122,11 +140,15 @@ func (s *Server) handleCreateTicket(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := s.askConversation(r.Context(), policy.MintTicket, req.ConversationID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if _, err := s.convs.OpenStream(r.Context(), req.ConversationID, req.AfterSequence); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	t, err := s.convs.CreateStreamTicket(r.Context(), req)
+	t, err := s.convs.CreateStreamTicket(r.Context(), req, credentialFrom(r.Context()))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

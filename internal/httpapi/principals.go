@@ -143,11 +143,7 @@ func (s *Server) principals() (store.PrincipalStore, error) {
 
 func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) {
 	who, _ := protocol.PrincipalFrom(r.Context())
-	policy := s.cfg.SecondApproverFor
-	if policy == nil {
-		policy = []string{}
-	}
-	writeJSON(w, http.StatusOK, protocol.Whoami{Principal: who, SecondApproverFor: policy})
+	writeJSON(w, http.StatusOK, protocol.Whoami{Principal: who, SecondApproverFor: s.gate.Engine().SecondApproverFor()})
 }
 
 // adminAudit is the audit row of a principal or token change.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"slices"
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
@@ -11,10 +10,6 @@ import (
 func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 	var req protocol.ConfirmProposalRequest
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.mayConfirm(r); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -41,8 +36,8 @@ func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleListProposals lists proposals, newest first; ?decidable=true keeps
-// the pending ones the caller may confirm (confirmDecision): what waits
-// for them.
+// the pending ones the caller may confirm (the policy's confirm): what
+// waits for them.
 func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	decidable := false
@@ -54,16 +49,10 @@ func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, protocol.Errorf(protocol.Validation, "decidable must be true or false, not %q", v).With("field", "decidable"))
 		return
 	}
-	ps, err := s.coord.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: q.Get("status")})
+	ps, err := s.coord.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: q.Get("status"), Decidable: decidable})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	if decidable {
-		who, _ := protocol.PrincipalFrom(r.Context())
-		ps = slices.DeleteFunc(ps, func(p protocol.ProposalState) bool {
-			return p.Status != "pending" || s.confirmDecision(who, p) != nil
-		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"proposals": ps})
 }

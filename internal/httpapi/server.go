@@ -20,6 +20,7 @@ import (
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/store"
@@ -48,10 +49,10 @@ type Config struct {
 	// Principals authenticates personal tokens and keeps principals (the
 	// admin routes); nil accepts Token alone, as the admin owner.
 	Principals store.PrincipalStore
-	// SecondApproverFor lists the risks (mutate, execute, admin) and
-	// impacts (destructive, irreversible) of proposals that the principal
-	// whose turn produced them cannot confirm (four-eyes).
-	SecondApproverFor []string
+	// Policy is the gate every request's decisions ask (internal/policy):
+	// the policies, and where denials are recorded. Nil: the built-in
+	// policies, recording nothing.
+	Policy *policy.Gate
 	// Webhooks keeps webhooks and their deliveries (the admin routes);
 	// nil refuses those routes.
 	Webhooks store.WebhookStore
@@ -111,6 +112,7 @@ type Server struct {
 	coord   *coordinator.Coordinator
 	convs   *conversations.Service
 	log     *slog.Logger
+	gate    *policy.Gate
 	mux     *routeMux
 	handler http.Handler // the mux behind the edge
 	metrics *serverMetrics
@@ -160,7 +162,10 @@ func newServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, coord: cfg.Coordinator, convs: cfg.Conversations, log: cfg.Logger, mux: newRouteMux(),
+	if cfg.Policy == nil {
+		cfg.Policy = policy.NewGate(policy.GateConfig{Logger: cfg.Logger})
+	}
+	s := &Server{cfg: cfg, coord: cfg.Coordinator, convs: cfg.Conversations, log: cfg.Logger, gate: cfg.Policy, mux: newRouteMux(),
 		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
 	s.base, s.stop = context.WithCancel(context.Background())
 	return s
@@ -226,6 +231,7 @@ func (s *Server) routes() {
 	s.featureRoutes()
 	s.principalRoutes()
 	s.webhookRoutes()
+	s.policyRoutes()
 	s.mcpRoutes()
 }
 

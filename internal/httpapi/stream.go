@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/feed"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -45,6 +46,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	// cursor), then the cursor, conversation and ticket: all checked before
 	// the first byte of the stream.
 	ticket := q.Get("ticket")
+	var who protocol.Principal
+	var cred credential
 	switch {
 	case q.Has("token") || q.Has("access_token"):
 		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer, or a stream ticket alone"))
@@ -55,19 +58,16 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	case ticket != "" && s.cfg.AuthProxy != nil && s.cfg.AuthProxy.carried(r):
 		// The sign-in proxy's header is refused from anyone but the proxy,
 		// beside a ticket too.
-		if _, err := s.authenticate(r); err != nil {
+		if _, _, err := s.authenticate(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	case ticket == "":
-		p, err := s.authenticate(r)
-		if err != nil {
+		var err error
+		if who, cred, err = s.authenticate(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		// The principal's visibility applies (a ticket's was checked when
-		// it was issued).
-		r = r.WithContext(protocol.WithPrincipal(r.Context(), p))
 	}
 	cursor := q.Get("after_sequence")
 	if cursor == "" {
@@ -82,11 +82,27 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// A stream is decided like any read of its conversation; one opened
+	// with a ticket is decided again at redemption, for the ticket's
+	// minter as it is now (its token, its role, the conversation's
+	// visibility), and every open stream again whenever a right may have
+	// been taken away (run).
+	action := policy.ReadConversation
 	if ticket != "" {
-		if err := s.convs.RedeemStreamTicket(r.Context(), ticket, convID, after); err != nil {
+		minter, err := s.convs.RedeemStreamTicket(r.Context(), ticket, convID, after)
+		if err == nil {
+			who, err = s.reauthenticate(r.Context(), minter)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+		cred, action = minter, policy.RedeemTicket
+	}
+	r = r.WithContext(s.withPolicy(r.Context(), who))
+	if err := s.askConversation(r.Context(), action, convID); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	opened, err := s.convs.OpenStream(r.Context(), convID, after)
 	if err != nil {
@@ -98,7 +114,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	st := &stream{s: s, convID: convID, after: after, opened: opened, requestID: requestIDOf(r.Context()), started: time.Now()}
+	st := &stream{s: s, convID: convID, after: after, opened: opened, requestID: requestIDOf(r.Context()), started: time.Now(),
+		cred: cred, action: action, door: policy.ContextFrom(r.Context())}
 	// HTTP/1.1: take the connection over and serve the stream from one
 	// goroutine of its own, letting the server's go (with its request
 	// buffers and its background reader). Where the server does not allow
@@ -221,6 +238,11 @@ type stream struct {
 	ahead     chan replayRead
 	aheadCtx  context.Context
 	stopAhead context.CancelFunc
+	// What the stream was opened with and for: decided again whenever a
+	// right may have been taken away (stillAllowed).
+	cred   credential
+	action policy.Action
+	door   policy.Context
 }
 
 // replayRead is one page of replay as the store returned it.
@@ -295,6 +317,7 @@ func (st *stream) run() {
 	// live; then the active turn's progress (stream_status.go).
 	st.write([]byte("retry: 2000\n: connected\n\n"))
 	progressed := s.coord.ProgressSignal(st.convID) // before reading: no change is missed
+	access := s.convs.AccessSignal()                // before the decision below: no revocation is missed
 	leaseChanged := s.leaseChanged()
 	st.status.write(st)
 	st.lease.write(st)
@@ -353,12 +376,47 @@ func (st *stream) run() {
 				}
 			}
 			st.wrote = false
+		case <-access:
+			access = s.convs.AccessSignal()
+			if err := st.stillAllowed(); err != nil {
+				st.writeError(err)
+				st.flush()
+				return
+			}
 		case <-st.ctx.Done():
 			return
 		case <-s.closing:
 			return
 		}
 	}
+}
+
+// stillAllowed decides the stream again, for its credential as it is now
+// and its conversation as it is now: access_revoked when the token was
+// revoked, the principal disabled or given a role, or the conversation a
+// visibility, that no longer lets it read. A failure to decide ends it
+// too (the client reconnects and is decided afresh).
+func (st *stream) stillAllowed() error {
+	s := st.s
+	revoked := func(why string) error {
+		return protocol.Errorf(protocol.AccessRevoked, "%s", why)
+	}
+	who, err := s.reauthenticate(st.ctx, st.cred)
+	if protocol.IsCode(err, protocol.AuthRequired) {
+		return revoked("the stream's credential was revoked")
+	}
+	if err != nil {
+		return err
+	}
+	res, err := s.convs.PolicyResource(st.ctx, st.convID)
+	if err != nil {
+		return err
+	}
+	ctx := s.withPolicy(policy.WithDoor(st.ctx, st.door.Door), who)
+	if policy.Ask(ctx, policy.ReadConversation, res) != nil || policy.Ask(ctx, st.action, res) != nil {
+		return revoked("the stream's principal may no longer read this conversation")
+	}
+	return nil
 }
 
 // replay writes one page of frames from the store; n is how many.

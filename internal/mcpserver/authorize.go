@@ -7,21 +7,30 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
-// allowed decides whether principal p may call the offered tool: nil, or
-// the typed denial (denied, with the reason and the role needed). It is
-// the one decision point of this package: every tools/call — alone or an
-// element of a batch — and what tools/list shows ask it, and nothing else
-// decides. Today it consults each tool's least role.
-func (s *Server) allowed(p protocol.Principal, tool string) error {
-	need, ok := s.roles[tool]
+// allowed decides whether the caller may call the offered tool: nil, or
+// the typed denial. It is the one decision point of this package: every
+// tools/call — alone or an element of a batch — and what tools/list shows
+// ask it, and it only asks the daemon's policy (internal/policy) the
+// tool's action (Offered.Action) on what the call acts on. A call's
+// refusal is recorded; leaving a tool out of a list (record false) is no
+// refusal.
+func (s *Server) allowed(ctx context.Context, p protocol.Principal, tool string, record bool) error {
+	o, ok := s.offered[tool]
 	if !ok {
 		return protocol.Errorf(protocol.NotFound, "Studio offers no tool %q", tool).With("tool", tool)
 	}
-	if !p.Role.Allows(need) {
-		return protocol.RoleDenied(p.Role, need).With("tool", tool)
+	if !record {
+		if !policy.May(ctx, o.Action, o.resource(p)) {
+			return protocol.Errorf(protocol.Denied, "the policy does not let you call %s", tool)
+		}
+		return nil
+	}
+	if err := policy.Ask(ctx, o.Action, o.resource(p)); err != nil {
+		return protocol.ErrorOf(err).With("tool", tool)
 	}
 	return nil
 }
@@ -49,7 +58,7 @@ func (s *Server) decided(next mcp.MethodHandler) mcp.MethodHandler {
 				p, _ := principal(ctx)
 				kept := list.Tools[:0:0]
 				for _, t := range list.Tools {
-					if s.allowed(p, t.Name) == nil {
+					if s.allowed(ctx, p, t.Name, false) == nil {
 						kept = append(kept, t)
 					}
 				}
@@ -70,7 +79,7 @@ func (s *Server) admit(ctx context.Context, tool string) *mcp.CallToolResult {
 	if err != nil {
 		return failed(err)
 	}
-	_, known := s.roles[tool]
+	_, known := s.offered[tool]
 	if ok, wait := s.limit.take(p.ID); !ok {
 		if known {
 			s.cfg.Metrics.MCPToolCall(tool, string(protocol.RateLimited), 0)
@@ -82,7 +91,7 @@ func (s *Server) admit(ctx context.Context, tool string) *mcp.CallToolResult {
 	if !known {
 		return nil
 	}
-	if err := s.allowed(p, tool); err != nil {
+	if err := s.allowed(ctx, p, tool, true); err != nil {
 		s.cfg.Metrics.MCPToolCall(tool, "role_denied", 0)
 		return failed(err)
 	}

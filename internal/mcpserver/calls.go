@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
 	"github.com/studio/operator/internal/tools"
@@ -44,10 +45,13 @@ type Pending struct {
 	CommandHash    string                    `json:"commandHash"`
 	ConversationID string                    `json:"conversationId"`
 	CockpitURL     string                    `json:"cockpitUrl"`
-	SubmittedBy    string                    `json:"submittedBy,omitempty"`
-	DecidedBy      string                    `json:"decidedBy,omitempty"`
-	Result         jsontext.Value            `json:"result,omitempty"`
-	ErrorCode      string                    `json:"errorCode,omitempty"`
+	// ConfirmRole is the least role the daemon's policy lets confirm it
+	// ("" when none would).
+	ConfirmRole protocol.Role  `json:"confirmRole,omitempty"`
+	SubmittedBy string         `json:"submittedBy,omitempty"`
+	DecidedBy   string         `json:"decidedBy,omitempty"`
+	Result      jsontext.Value `json:"result,omitempty"`
+	ErrorCode   string         `json:"errorCode,omitempty"`
 	// Existing says an identical proposal was pending already: this call
 	// made none.
 	Existing bool   `json:"existing,omitempty"`
@@ -115,7 +119,7 @@ func (s *Server) retried(ctx context.Context, spec tools.Spec, convID, state str
 func openProposal(v Pending) *mcp.ElicitParams {
 	return &mcp.ElicitParams{Mode: "url", URL: v.CockpitURL, ElicitationID: v.ProposalID,
 		Message: fmt.Sprintf("Studio proposal %s waits for a human with the %s role: %s. Open it in the cockpit to review it; only a confirmation there runs it.",
-			short(v.ProposalID), protocol.ConfirmRole(v.Risk), v.Summary)}
+			short(v.ProposalID), v.ConfirmRole, v.Summary)}
 }
 
 // canOpenURL reports whether the client takes URL-mode elicitation as an
@@ -153,7 +157,8 @@ func (s *Server) view(ctx context.Context, st protocol.ProposalState, existing b
 	v := Pending{Status: st.Status, ProposalID: st.ID, Summary: st.Summary, CommandType: st.CommandType, Risk: st.Risk, Impact: st.Impact,
 		Target: st.Target, TargetName: st.TargetName, ExpiresAt: stampTime(st.ExpiresAt).UTC().Format(time.RFC3339Nano),
 		CommandHash: st.CommandHash, ConversationID: st.ConversationID, CockpitURL: cockpitURL(ctx, st.ConversationID, st.ID),
-		SubmittedBy: st.SubmittedBy, DecidedBy: st.DecidedBy, Existing: existing}
+		SubmittedBy: st.SubmittedBy, DecidedBy: st.DecidedBy, Existing: existing,
+		ConfirmRole: policy.GateFrom(ctx).Engine().LeastRole(policy.Confirm, policy.ProposeResource(st.CommandType, st.Risk, st.Impact, st.SubmittedBy))}
 	if st.ErrorCode != nil {
 		v.ErrorCode = *st.ErrorCode
 	}
@@ -166,7 +171,7 @@ func (s *Server) view(ctx context.Context, st protocol.ProposalState, existing b
 	switch v.Status {
 	case "pending":
 		v.Note = fmt.Sprintf("Not executed. A human with the %s role must confirm it in Studio (cockpit, or `studio operator confirm %s`); "+
-			"follow it with get_proposal at most every %s, until expiresAt.", protocol.ConfirmRole(st.Risk), short(st.ID), pollHint)
+			"follow it with get_proposal at most every %s, until expiresAt.", v.ConfirmRole, short(st.ID), pollHint)
 	case "executing":
 		v.Note = "Confirmed by a human; executing."
 	case "succeeded":

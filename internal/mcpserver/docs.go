@@ -3,11 +3,14 @@ package mcpserver
 import (
 	"fmt"
 	"strings"
+
+	"github.com/studio/operator/internal/policy"
 )
 
 // ToolsMarkdown is the tool list with annotations as docs/mcp-tools.md
 // prints it (a test keeps the file fresh).
 func (s *Server) ToolsMarkdown() string {
+	e := policy.Default()
 	var b strings.Builder
 	b.WriteString("# MCP tools\n\n")
 	b.WriteString("Generated from the operator's tool registry (`go test ./internal/mcpserver -run ToolsDoc -update`); ")
@@ -29,9 +32,10 @@ func (s *Server) ToolsMarkdown() string {
 		a := o.Tool.Annotations
 		destructive := a.DestructiveHint != nil && *a.DestructiveHint
 		open := a.OpenWorldHint == nil || *a.OpenWorldHint
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", o.Tool.Name, o.Tool.Title, o.Role, yn(!a.ReadOnlyHint),
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", o.Tool.Name, o.Tool.Title, policy.LeastRole(e, o.Action), yn(!a.ReadOnlyHint),
 			yn(a.ReadOnlyHint), yn(destructive && !a.ReadOnlyHint), yn(a.IdempotentHint), yn(open))
 	}
-	b.WriteString("\nA command tool needs the `agent` role (or any above it) to propose; confirming needs `operator` for risks mutate and execute, `approver` for admin, and four-eyes (`--second-approver-for`) treats the agent's principal as the author.\n")
+	fmt.Fprintf(&b, "\nEach call is decided by the policy (docs/teams.md), alone or in a batch: a command tool asks `propose`, which needs the `%s` role under the built-in policies; confirming asks `confirm` (%s), and four-eyes (`--second-approver-for`) treats the agent's principal as the author.\n",
+		policy.LeastRole(e, policy.Propose), policy.LeastRole(e, policy.Confirm))
 	return b.String()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/studio/operator/internal/httpapi"
 	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlite"
@@ -41,7 +42,7 @@ type daemon struct {
 type daemonOpts struct {
 	callsPerMinute, burst int
 	sweep                 time.Duration
-	secondApprover        []string // httpapi.Config.SecondApproverFor
+	secondApprover        []string // --second-approver-for
 }
 
 func newDaemon(t *testing.T, o daemonOpts) *daemon {
@@ -61,7 +62,7 @@ func newDaemon(t *testing.T, o daemonOpts) *daemon {
 	agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: cfg.Tools, Version: "test", Logger: coordtest.Logger(),
 		Metrics: reg, Now: stack.Clock.Now, CallsPerMinute: o.callsPerMinute, CallBurst: o.burst})
 	api := httpapi.New(httpapi.Config{Coordinator: coord, Conversations: stack.Conversations(stack.DB, coord), Token: ownerToken, App: stack.App, Principals: stack.DB, Now: stack.Clock.Now,
-		Logger: coordtest.Logger(), MCP: agents.Handler, Metrics: reg, SecondApproverFor: o.secondApprover})
+		Logger: coordtest.Logger(), MCP: agents.Handler, Metrics: reg, Policy: gate(t, o.secondApprover)})
 	srv := httptest.NewServer(api)
 	d := &daemon{t: t, db: stack.DB, clock: stack.Clock, coord: coord, srv: srv, metrics: reg}
 	t.Cleanup(func() {
@@ -132,4 +133,15 @@ func call(t *testing.T, s *mcp.ClientSession, name string, args any) (*mcp.CallT
 		}
 	}
 	return res, out
+}
+
+// gate is the policy gate of the built-in policies with the four-eyes
+// levels.
+func gate(t *testing.T, levels []string) *policy.Gate {
+	t.Helper()
+	e, err := policy.New(policy.Options{SecondApproverFor: levels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy.NewGate(policy.GateConfig{Engine: e, Logger: coordtest.Logger()})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -20,10 +21,11 @@ import (
 // method Studio does not serve is -32601, a batch (MCP up to 2025-03-26)
 // is served element by element, and an initialize of a client before
 // 2026-07-28 gets an Mcp-Session-Id that carries its name (see
-// clientName); role and rate are decided per call (decided). refuse
+// clientName); the policy and the rate decide each call (decided). refuse
 // writes a typed error with its status.
 func (s *Server) Handler(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(policy.WithDoor(r.Context(), policy.DoorMCP))
 		body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 		if err != nil {
 			refuse(w, r, protocol.Errorf(protocol.Validation, "the request body could not be read"))

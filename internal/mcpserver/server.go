@@ -22,6 +22,7 @@ import (
 
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
@@ -61,9 +62,13 @@ type Server struct {
 	cfg     Config
 	mcp     *mcp.Server
 	handler http.Handler
-	roles   map[string]protocol.Role // the least role of each offered tool
+	offered map[string]Offered // the offered tools, by name
 	limit   *limiter
 }
+
+// PolicyActionMeta is the key of a tool's _meta naming the policy action
+// its calls ask (docs/teams.md).
+const PolicyActionMeta = "studio/policyAction"
 
 // GetProposalTool is the read tool that reports a proposal's state.
 const GetProposalTool = "get_proposal"
@@ -82,12 +87,12 @@ func New(cfg Config) *Server {
 	if cfg.CallBurst <= 0 {
 		cfg.CallBurst = DefaultCallBurst
 	}
-	s := &Server{cfg: cfg, roles: map[string]protocol.Role{},
+	s := &Server{cfg: cfg, offered: map[string]Offered{},
 		limit: newLimiter(float64(cfg.CallsPerMinute)/60, float64(cfg.CallBurst), cfg.Now)}
 	s.mcp = newMCPServer(cfg.Version, cfg.Logger)
 	for _, t := range s.Tools() {
 		s.mcp.AddTool(t.Tool, s.observed(t.Tool.Name, t.handler))
-		s.roles[t.Tool.Name] = t.Role
+		s.offered[t.Tool.Name] = t
 	}
 	s.mcp.AddReceivingMiddleware(servedOnly, s.decided)
 	s.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
@@ -123,11 +128,28 @@ var runsModel = map[string]bool{"launch_playbook": true, "launch_workflow": true
 // Offered is one tool as offered to clients.
 type Offered struct {
 	Tool *mcp.Tool
-	// Role is the least role that may call it: viewer reads, agent proposes.
-	Role    protocol.Role
-	Class   tools.Class
-	handler mcp.ToolHandler
+	// Action is what a call asks the policy (mayCall): a read, or
+	// propose for a command tool.
+	Action policy.Action
+	Class  tools.Class
+	// resource is what the call acts on, for the caller.
+	resource func(p protocol.Principal) policy.Resource
+	handler  mcp.ToolHandler
 }
+
+// readAction is what a read tool asks: health and the audit trail have
+// their own actions, the rest reads the cockpit.
+func readAction(id string) policy.Action {
+	switch id {
+	case "system_health":
+		return policy.ReadHealth
+	case "list_audit_events":
+		return policy.ReadAudit
+	}
+	return policy.ReadStudio
+}
+
+func onStudio(protocol.Principal) policy.Resource { return policy.Studio{} }
 
 // Tools lists the offered tools, in the registry's order, then get_proposal.
 func (s *Server) Tools() []Offered {
@@ -147,7 +169,7 @@ func (s *Server) Tools() []Offered {
 			case spec.Class == tools.ClassRead:
 				t.Description = "Studio: " + spec.Description
 				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}
-				out = append(out, Offered{Tool: t, Role: protocol.RoleViewer, Class: spec.Class, handler: s.readTool(spec)})
+				out = append(out, Offered{Tool: t, Action: readAction(spec.ID), Class: spec.Class, resource: onStudio, handler: s.readTool(spec)})
 			case !spec.Class.RunsInTurn():
 				destructive := impacts[spec.ID].Destructive() || spec.Class == tools.ClassAdmin
 				t.Description = "Studio: " + strings.TrimSuffix(spec.Description, " Becomes a proposal the operator must confirm.") +
@@ -157,7 +179,11 @@ func (s *Server) Tools() []Offered {
 					open = &tr
 				}
 				t.Annotations = &mcp.ToolAnnotations{Title: spec.Title, DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: open}
-				out = append(out, Offered{Tool: t, Role: protocol.RoleAgent, Class: spec.Class, handler: s.commandTool(spec)})
+				// Proposing is decided on the command's type, risk and
+				// impact: its target is resolved when it is proposed.
+				id, risk, impact := spec.ID, string(spec.Class), string(impacts[spec.ID])
+				proposal := func(p protocol.Principal) policy.Resource { return policy.ProposeResource(id, risk, impact, p.Name) }
+				out = append(out, Offered{Tool: t, Action: policy.Propose, Class: spec.Class, resource: proposal, handler: s.commandTool(spec)})
 			}
 		}
 	}
@@ -166,7 +192,13 @@ func (s *Server) Tools() []Offered {
 			"A human decides in the Studio cockpit, which takes minutes: while it is pending ask again at most every " + pollHint + ", and stop at its expiresAt.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"proposalId":{"type":"string","format":"uuid","description":"The proposal's id, as a command tool answered it."}},"required":["proposalId"],"additionalProperties":false}`),
 		Annotations: &mcp.ToolAnnotations{Title: "Get proposal", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f}}
-	out = append(out, Offered{Tool: gp, Role: protocol.RoleViewer, Class: tools.ClassRead, handler: s.getProposal})
+	// The proposal itself is decided when it is read (read_proposal).
+	out = append(out, Offered{Tool: gp, Action: policy.ReadStudio, Class: tools.ClassRead, resource: onStudio, handler: s.getProposal})
+	for _, o := range out {
+		// Which action a call asks the policy: a client can explain a
+		// refusal before it calls.
+		o.Tool.Meta = mcp.Meta{PolicyActionMeta: string(o.Action)}
+	}
 	return out
 }
 

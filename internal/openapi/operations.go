@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store"
@@ -251,6 +252,9 @@ func build() model {
 			Query: []param{q("principal", "only this principal's (name or id)", qString)}, Status: 200, Resp: object(req("tokens", arrayOf(t(reflect.TypeFor[protocol.TokenView]()))))},
 		{Method: "DELETE", Path: "/api/admin/tokens/{id}", ID: "revokeToken", Tag: "admin", Summary: "Revoke a token (admin): refused from the next request on, on every daemon",
 			Status: 200, Resp: t(reflect.TypeFor[protocol.TokenView]())},
+		{Method: "POST", Path: "/api/admin/policy/explain", ID: "explainPolicy", Tag: "admin",
+			Summary: "What the daemon's policies decide for a principal, an action and a resource, with the policies that decided it; records and changes nothing (admin)",
+			Body:    t(reflect.TypeFor[policy.ExplainRequest]()), Status: 200, Resp: t(reflect.TypeFor[policy.Explanation]())},
 		{Method: "GET", Path: "/api/admin/webhooks", ID: "listWebhooks", Tag: "admin", Summary: "The webhooks, oldest first; never their secrets (admin)",
 			Status: 200, Resp: object(req("webhooks", arrayOf(t(reflect.TypeFor[protocol.Webhook]()))))},
 		{Method: "POST", Path: "/api/admin/webhooks", ID: "createWebhook", Tag: "admin",

@@ -11,7 +11,8 @@ import (
 	"net/http"
 )
 
-// ErrorCode is one of the protocol's fourteen stable error codes.
+// ErrorCode is one of the protocol's fourteen stable error codes, or the
+// extension access_revoked.
 type ErrorCode string
 
 // The stable error codes (docs/design.md §4).
@@ -30,6 +31,11 @@ const (
 	ReplayGap        ErrorCode = "replay_gap"
 	Cancelled        ErrorCode = "cancelled"
 	ProtocolVersion  ErrorCode = "protocol_version"
+	// AccessRevoked (an extension of the fourteen) ends an open
+	// stream whose right to read was taken away: its token revoked, its
+	// principal disabled or given another role, its conversation made
+	// private.
+	AccessRevoked ErrorCode = "access_revoked"
 )
 
 // statusOf is the one table from error code to HTTP status (docs/design.md §4).
@@ -48,13 +54,15 @@ var statusOf = map[ErrorCode]int{
 	ReplayGap:        http.StatusConflict,
 	Cancelled:        http.StatusConflict,
 	ProtocolVersion:  http.StatusBadRequest,
+	AccessRevoked:    http.StatusForbidden,
 }
 
-// ErrorCodes lists every stable code, in the protocol's order.
+// ErrorCodes lists every stable code, in the protocol's order, then the
+// extension.
 var ErrorCodes = []ErrorCode{
 	AuthRequired, Validation, NotFound, Denied, Conflict, StaleContext, RateLimited,
 	ModelFailure, ServiceFailure, ServiceRestarted, AuditUnavailable, ReplayGap,
-	Cancelled, ProtocolVersion,
+	Cancelled, ProtocolVersion, AccessRevoked,
 }
 
 // Valid reports whether c is one of the stable codes.

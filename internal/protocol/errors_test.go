@@ -9,9 +9,10 @@ import (
 	"github.com/studio/operator/internal/protocol"
 )
 
-// TestHTTPStatusTable: every one of the fourteen codes has its status
-// (docs/design.md §4; service_restarted and cancelled, which reach HTTP only
-// inside turn frames, map to the nearest kin).
+// TestHTTPStatusTable: every one of the fourteen codes, and the extension
+// access_revoked, has its status (docs/design.md §4; service_restarted and
+// cancelled, which reach HTTP only inside turn frames, and access_revoked,
+// which ends an open stream, map to the nearest kin).
 func TestHTTPStatusTable(t *testing.T) {
 	t.Parallel()
 	want := map[protocol.ErrorCode]int{
@@ -29,9 +30,10 @@ func TestHTTPStatusTable(t *testing.T) {
 		protocol.ReplayGap:        http.StatusConflict,
 		protocol.Cancelled:        http.StatusConflict,
 		protocol.ProtocolVersion:  http.StatusBadRequest,
+		protocol.AccessRevoked:    http.StatusForbidden,
 	}
-	if len(protocol.ErrorCodes) != 14 || len(want) != 14 {
-		t.Fatalf("%d codes listed, want the ADR's 14", len(protocol.ErrorCodes))
+	if len(protocol.ErrorCodes) != 15 || len(want) != 15 {
+		t.Fatalf("%d codes listed, want the 14 and access_revoked", len(protocol.ErrorCodes))
 	}
 	seen := map[protocol.ErrorCode]bool{}
 	for _, c := range protocol.ErrorCodes {
@@ -41,7 +43,7 @@ func TestHTTPStatusTable(t *testing.T) {
 		seen[c] = true
 		w, ok := want[c]
 		if !ok {
-			t.Fatalf("code %s is not one of the ADR's", c)
+			t.Fatalf("code %s is not one of the protocol's", c)
 		}
 		if !c.Valid() || c.HTTPStatus() != w {
 			t.Errorf("%s: valid %v, status %d, want %d", c, c.Valid(), c.HTTPStatus(), w)

@@ -46,30 +46,6 @@ func ParseRole(s string) (Role, error) {
 	return r, nil
 }
 
-// ConfirmRole is the least role that confirms a proposal of the risk:
-// operator for mutate and execute, approver for anything else (admin).
-func ConfirmRole(risk string) Role {
-	switch risk {
-	case RiskMutate, RiskExecute:
-		return RoleOperator
-	}
-	return RoleApprover
-}
-
-// RoleDenied is the 403 of a principal whose role is below need: details
-// say the reason ("role") and the role needed.
-func RoleDenied(have, need Role) *Error {
-	return Errorf(Denied, "this needs the role %s or higher; your role is %s", need, have).
-		With("reason", "role").With("needed", string(need))
-}
-
-// SecondApproverDenied is the 403 of a confirm by the principal whose turn
-// produced a proposal of a risk that needs a second approver.
-func SecondApproverDenied(risk string) *Error {
-	return Errorf(Denied, "a proposal of risk %s needs a second approver: another principal must confirm it", risk).
-		With("reason", "second_approver_required")
-}
-
 // OwnerPrincipal is the name of the bootstrap admin principal, whose
 // token is the data directory's token file.
 const OwnerPrincipal = "owner"

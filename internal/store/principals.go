@@ -78,6 +78,13 @@ type PrincipalStore interface {
 	Authenticate(ctx context.Context, p AuthenticateParams) (Principal, Token, error)
 }
 
+// AccessChanged is the control key (InstanceStore.ControlSignal) every
+// commit that may take a right away notifies, in every process sharing
+// the database: a token revoked, a principal disabled or given another
+// role, a conversation's visibility changed. Open streams decide again
+// when it fires.
+const AccessChanged = "access.changed"
+
 // LastUsedGranularity is how stale a token's last_used_at may be: one
 // write per token per minute at most, not one per request.
 const LastUsedGranularity = time.Minute

@@ -77,6 +77,9 @@ type Proposal struct {
 	// for none, and for rows from before principals).
 	SubmittedBy string
 	DecidedBy   string
+	// Project is the project of the resource the command changes or
+	// creates ("" when none, and for rows from before it was kept).
+	Project string
 }
 
 // ProposalStore keeps proposals. Every audited transition (docs/design.md §10)

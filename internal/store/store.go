@@ -440,6 +440,18 @@ type StreamTicket struct {
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
 	UsedAt         *time.Time
+	// Minter is the credential that minted it, which its redemption
+	// checks again (zero for tickets from before it was kept).
+	Minter TicketMinter
+}
+
+// TicketMinter is who minted a ticket and with what credential: the
+// principal's id and the SHA-256 of its bearer token ("" when a sign-in
+// proxy named it, with the groups it named).
+type TicketMinter struct {
+	PrincipalID string
+	TokenHash   string
+	Groups      []string
 }
 
 // CreateStreamTicketParams stores a new ticket's hash.
@@ -447,6 +459,7 @@ type CreateStreamTicketParams struct {
 	TicketHash     string
 	ConversationID string
 	AfterSequence  int64
+	Minter         TicketMinter
 	ExpiresAt      time.Time
 	Now            time.Time
 }

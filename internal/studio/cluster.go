@@ -109,6 +109,9 @@ func (s *Service) cluster(ctx context.Context, problem func(fail bool, format st
 		return o
 	}
 	for _, t := range w.Turns {
+		if !s.conversationVisible(ctx, t.ConversationID) {
+			continue // another principal's private conversation's
+		}
 		r.Turns = append(r.Turns, owned(t.RequestID, t.ConversationID, string(t.Status), t.Owner))
 	}
 	for _, run := range w.Runs {

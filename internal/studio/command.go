@@ -423,6 +423,8 @@ type Prepared struct {
 	Summary    string
 	Target     *protocol.ResourceVersion
 	TargetName string
+	// Project is the project of the resource it changes or creates.
+	Project string
 }
 
 // Prepare validates cmd as a full application command against the current
@@ -466,8 +468,9 @@ func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
 	}
 	sp := SpecOf(cmd)
 	name := s.TargetName(ctx, target)
+	project := s.commandProject(ctx, cmd, target)
 	return Prepared{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd), Canonical: canon, Hash: hash, Summary: summaryOf(cmd, name),
-		Target: target, TargetName: name}, nil
+		Target: target, TargetName: name, Project: project}, nil
 }
 
 // namedSummarizer is a command whose summary reads better with its

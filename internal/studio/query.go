@@ -396,7 +396,15 @@ func (s *Service) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error
 		return AuditPage{}, err
 	}
 	var page AuditPage
-	page.Events, page.NextCursor = paging.Cut(rows, limit, AuditView,
+	kept, next := paging.Cut(rows, limit, func(e store.AdminEvent) store.AdminEvent { return e },
 		func(e store.AdminEvent) paging.Cursor { return paging.Cursor{List: "audit", Seq: e.ID} })
+	// Each row is the policy's to show (visibility.go): a page may come
+	// out shorter than limit; its cursor still leads on.
+	page.Events, page.NextCursor = make([]AuditEvent, 0, len(kept)), next
+	for _, e := range kept {
+		if e, ok := s.visibleEvent(ctx, e); ok {
+			page.Events = append(page.Events, AuditView(e))
+		}
+	}
 	return page, nil
 }

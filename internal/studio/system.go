@@ -187,6 +187,9 @@ func (s *Service) countWork(ctx context.Context, r *DoctorReport, problem func(f
 		r.Operator.TurnsQueued, r.Operator.TurnsRunning, r.Operator.TurnsAwaitingConfirmation = d.TurnsQueued, d.TurnsRunning, d.TurnsAwaiting
 		r.Operator.IndeterminateTotal = d.ExecutingProposalsTotal
 		for _, p := range d.ExecutingProposals {
+			if !s.conversationVisible(ctx, p.ConversationID) {
+				continue // another principal's private conversation's
+			}
 			r.Operator.IndeterminateProposals = append(r.Operator.IndeterminateProposals, IndeterminateProposal{
 				ID: p.ID, ConversationID: p.ConversationID, RequestID: p.RequestID, CommandType: p.CommandType,
 				Summary: p.Summary, CreatedAt: stamp(p.CreatedAt), ConfirmedAt: stampPtr(p.ConfirmedAt), ExecutedAt: stampPtr(p.ExecutedAt)})

@@ -54,6 +54,13 @@ test('four-eyes: the author waits for another approver (deny stays allowed); oth
   // A risk in the policy counts as well as an impact; unknown author: not held.
   assert.ok(needsAnotherApprover(me('operator', 'alice', ['execute']), { risk: 'execute', submittedBy: 'alice' }));
   assert.ok(!needsAnotherApprover(me('operator', 'alice', ['execute']), { risk: 'execute' }));
+  // Levels are ordered: destructive covers irreversible, execute covers admin.
+  assert.ok(needsAnotherApprover(me('operator', 'alice', ['destructive']), { risk: 'mutate', impact: 'irreversible', submittedBy: 'alice' }));
+  assert.ok(!needsAnotherApprover(me('operator', 'alice', ['irreversible']), { risk: 'execute', impact: 'destructive', submittedBy: 'alice' }));
+  assert.ok(needsAnotherApprover(me('admin', 'alice', ['execute']), { risk: 'admin', submittedBy: 'alice' }));
+  // Risk admin: an approver never confirms its own; an admin may.
+  assert.equal(mayConfirm(me('approver', 'alice'), { risk: 'admin', submittedBy: 'alice' }).waiting, true);
+  assert.equal(mayConfirm(me('admin', 'alice'), { risk: 'admin', submittedBy: 'alice' }).allowed, true);
   // The role comes first: a viewer author is told the role, not four-eyes.
   assert.equal(mayConfirm(me('viewer', 'alice', policy), p).waiting, undefined);
 });

@@ -58,6 +58,12 @@ export interface ChangeEvent {
   at?: number;
 }
 
+export interface Cited {
+  id: string;
+  effect: string;
+  where: string;
+}
+
 export interface ClusterReport {
   self?: string;
   lease: LeaseReport;
@@ -291,6 +297,33 @@ export interface ErrorPayload {
   error: ProtocolError;
 }
 
+export interface ExplainCommand {
+  type: string;
+  body?: unknown;
+}
+
+export interface ExplainRequest {
+  principal?: string;
+  as?: Principal;
+  action: string;
+  conversation?: string;
+  proposal?: string;
+  command?: ExplainCommand;
+  door?: string;
+}
+
+export interface Explanation {
+  decision: string;
+  reason?: string;
+  needed?: string;
+  obligation?: string;
+  policies: Cited[];
+  principal: Principal;
+  action: string;
+  resource: string;
+  texts: Policy[];
+}
+
 export interface ForkOrigin {
   conversationId: string;
   sequence: number;
@@ -487,10 +520,26 @@ export interface PlaybookPage {
   nextCursor?: string;
 }
 
+export interface Policy {
+  id: string;
+  effect: string;
+  where: string;
+  reason?: string;
+  text: string;
+}
+
 export interface PrefillEffect {
   kind: "prefill";
   form: "schedule" | "workflow" | "playbook";
   values: Record<string, unknown>;
+}
+
+export interface Principal {
+  id: string;
+  name: string;
+  role: string;
+  origin: "local" | "proxy";
+  groups?: string[];
 }
 
 export interface PrincipalView {
@@ -551,7 +600,7 @@ export interface ProposalState {
 }
 
 export interface ProtocolError {
-  code: "auth_required" | "validation" | "not_found" | "denied" | "conflict" | "stale_context" | "rate_limited" | "model_failure" | "service_failure" | "service_restarted" | "audit_unavailable" | "replay_gap" | "cancelled" | "protocol_version";
+  code: "auth_required" | "validation" | "not_found" | "denied" | "conflict" | "stale_context" | "rate_limited" | "model_failure" | "service_failure" | "service_restarted" | "audit_unavailable" | "replay_gap" | "cancelled" | "protocol_version" | "access_revoked";
   message: string;
   retryable: boolean;
   retryAfterMs?: number;

@@ -151,6 +151,9 @@ func (s *Store) UpdateConversation(ctx context.Context, p store.UpdateConversati
 				*p.Visibility, ts(p.Now), p.ID); err != nil {
 				return fmt.Errorf("set conversation visibility: %w", err)
 			}
+			if *p.Visibility != cur.Visibility {
+				tx.control(store.AccessChanged)
+			}
 		}
 		if p.Status != nil && *p.Status != cur.Status {
 			if cur.ActiveRequestID != nil {

@@ -182,6 +182,7 @@ func (s *Store) SetPrincipalRole(ctx context.Context, p store.SetPrincipalRolePa
 		if _, err := tx.ExecContext(ctx, `UPDATE studio_principals SET role = ? WHERE id = ?`, string(p.Role), cur.ID); err != nil {
 			return fmt.Errorf("set role: %w", err)
 		}
+		tx.control(store.AccessChanged)
 		if err := audit(ctx, tx, p.Audit); err != nil {
 			return err
 		}
@@ -209,6 +210,7 @@ func (s *Store) DisablePrincipal(ctx context.Context, p store.DisablePrincipalPa
 			ts(p.Now), cur.ID); err != nil {
 			return fmt.Errorf("revoke tokens: %w", err)
 		}
+		tx.control(store.AccessChanged)
 		if err := audit(ctx, tx, p.Audit); err != nil {
 			return err
 		}
@@ -285,6 +287,7 @@ func (s *Store) RevokeToken(ctx context.Context, p store.RevokeTokenParams) (sto
 		if _, err := tx.ExecContext(ctx, `UPDATE studio_principal_tokens SET revoked_at = ? WHERE id = ?`, ts(p.Now), cur.ID); err != nil {
 			return fmt.Errorf("revoke token: %w", err)
 		}
+		tx.control(store.AccessChanged)
 		if err := audit(ctx, tx, p.Audit); err != nil {
 			return err
 		}

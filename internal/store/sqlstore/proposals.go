@@ -17,22 +17,22 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance, owner_epoch, executed_at, submitted_by, decided_by, executed_audit_id`
+	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance, owner_epoch, executed_at, submitted_by, decided_by, project, executed_audit_id`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
 	var command string
-	var kind, id, version, result, code, impact, targetName, amended, owner, submittedBy, decidedBy sql.NullString
+	var kind, id, version, result, code, impact, targetName, amended, owner, submittedBy, decidedBy, project sql.NullString
 	var expires, created float64
 	var confirmed, completed, executed sql.NullFloat64
 	var executedAudit sql.NullInt64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner, &p.Epoch, &executed, &submittedBy, &decidedBy, &executedAudit); err != nil {
+		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner, &p.Epoch, &executed, &submittedBy, &decidedBy, &project, &executedAudit); err != nil {
 		return p, err
 	}
 	p.Impact, p.TargetName = impact.String, targetName.String
-	p.Owner, p.SubmittedBy, p.DecidedBy = owner.String, submittedBy.String, decidedBy.String
+	p.Owner, p.SubmittedBy, p.DecidedBy, p.Project = owner.String, submittedBy.String, decidedBy.String, project.String
 	p.Command = jsontext.Value(command)
 	if kind.Valid {
 		p.Target = &protocol.ResourceVersion{Kind: kind.String, ID: id.String, Version: version.String}
@@ -116,12 +116,12 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
 		(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
-		 target_version, risk, summary, idempotency_key, status, expires_at, created_at, amended_from, impact, target_name, submitted_by)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?,
+		 target_version, risk, summary, idempotency_key, status, expires_at, created_at, amended_from, impact, target_name, project, submitted_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?,
 		        COALESCE(?, (SELECT submitted_by FROM studio_operator_turns WHERE request_id = ?)))`,
 		pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
 		kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(now), pr.AmendedFrom,
-		emptyNull(pr.Impact), emptyNull(pr.TargetName), emptyNull(pr.SubmittedBy), pr.RequestID); err != nil {
+		emptyNull(pr.Impact), emptyNull(pr.TargetName), pr.Project, emptyNull(pr.SubmittedBy), pr.RequestID); err != nil {
 		return store.Proposal{}, fmt.Errorf("insert proposal: %w", err)
 	}
 	tx.touch(pr.ConversationID)

@@ -1,11 +1,12 @@
 // What the signed-in principal may do, from its role (GET /api/auth/whoami):
 // the cockpit hides or disables a control with the reason instead of
-// letting the daemon refuse it. The rules mirror the daemon's role table
-// (internal/httpapi/roles.go, protocol.ConfirmRole): viewer < agent <
-// operator < approver < admin; a confirm needs operator for mutate and
-// execute and approver for any other risk; four-eyes keeps the author of
-// a proposal of a listed risk or impact from confirming it. The daemon
-// still decides: these only spare a person a refusal.
+// letting the daemon refuse it. The rules mirror the daemon's built-in
+// policies (docs/teams.md): viewer < agent < operator < approver <
+// admin; a confirm needs operator for mutate and execute and approver for
+// admin; four-eyes keeps the author of a proposal of a listed level, or a
+// level above it, from confirming it, and an approver never confirms its
+// own proposal of risk admin. The daemon's policy still decides (a team's
+// policies too): these only spare a person a refusal.
 
 /**
  * @typedef {'viewer'|'agent'|'operator'|'approver'|'admin'} Role
@@ -70,15 +71,31 @@ export function may(me, action) {
   return { allowed: false, reason: `${cap(needsText(need))}; you are ${article(me.role)} ${me.role}.` };
 }
 
+/** Risks and impacts, least first: a level covers those above it. */
+const RISK_LEVELS = ['mutate', 'execute', 'admin'];
+const IMPACT_LEVELS = ['destructive', 'irreversible'];
+
 /**
- * Whether the proposal waits for a principal other than me: its risk or
- * impact is in the daemon's four-eyes policy and me submitted it.
+ * A command's risk and impact and every level below them (the policy's
+ * resource.atLeast). @param {string} risk @param {string | undefined} impact
+ */
+export function atLeast(risk, impact) {
+  const r = RISK_LEVELS.indexOf(risk);
+  const i = impact ? IMPACT_LEVELS.indexOf(impact) : -1;
+  return [...RISK_LEVELS.slice(0, r + 1), ...IMPACT_LEVELS.slice(0, i + 1)];
+}
+
+/**
+ * Whether the proposal waits for a principal other than me: me submitted
+ * it, and its risk or impact is at or above a level of the daemon's
+ * four-eyes policy, or it is of risk admin and me is no admin.
  * @param {Me | null} me @param {ProposalLike} p
  */
 export function needsAnotherApprover(me, p) {
   if (!me || !p.submittedBy || p.submittedBy !== me.name) return false;
   const policy = me.secondApproverFor || [];
-  return policy.includes(p.risk) || (!!p.impact && policy.includes(p.impact));
+  const levels = atLeast(p.risk, p.impact);
+  return policy.some((l) => levels.includes(l)) || (p.risk === 'admin' && me.role !== 'admin');
 }
 
 /**
