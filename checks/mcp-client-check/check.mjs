@@ -6,7 +6,7 @@
 // command tool (which must answer a pending proposal, and the same call
 // again the same proposal), follows it with get_proposal, and sends bad
 // arguments (an isError result with a typed error, not a thrown one). With
-// STUDIO_VIEWER_TOKEN, a viewer's tool list must hold no command tool.
+// MCP_CHECK_VIEWER_TOKEN, a viewer's tool list must hold no command tool.
 // Prints one JSON line per transport; any failure exits 1.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -77,8 +77,8 @@ async function exercise(name, transport) {
       fail(`${name}: bad arguments ${JSON.stringify(bad)}`);
     }
     let viewerTools = null;
-    if (name === 'http' && process.env.STUDIO_VIEWER_TOKEN) {
-      const v = await connect('viewer', http(process.env.STUDIO_VIEWER_TOKEN));
+    if (name === 'http' && process.env.MCP_CHECK_VIEWER_TOKEN) {
+      const v = await connect('viewer', http(process.env.MCP_CHECK_VIEWER_TOKEN));
       const listed = (await v.client.listTools()).tools;
       await v.client.close();
       errors.push(...v.errors);

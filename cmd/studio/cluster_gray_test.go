@@ -35,8 +35,12 @@ const grayCallTimeout = leaseExpiry / 2
 const confirmBound = leaseExpiry + grayCallTimeout
 
 // boundSlack is what a loaded two-core CI machine may add to a bound the
-// tests check; they log what they measured.
-const boundSlack = 3 * time.Second
+// tests check; they log what they measured. CI runs these daemons built
+// with the race detector beside the other packages' tests: a new
+// connection after the link comes back took 8 s there once, where the
+// same confirm is answered in about 1 s alone. The defect the bound
+// guards against left confirms unanswered for a minute.
+const boundSlack = 10 * time.Second
 
 // answered says whether a confirm got an answer: a result or a typed
 // error, not a request that failed on its way (the daemon never answered).

@@ -243,7 +243,7 @@ func TestProcessMCPTypeScriptClient(t *testing.T) {
 	viewer := principalToken(t, d, dataDir, "ts-viewer", protocol.RoleViewer)
 	cmd := exec.CommandContext(testCtx(t), node, "check.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "STUDIO_VIEWER_TOKEN="+viewer, "STUDIO_BIN="+bin)
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+d.URL, "STUDIO_TOKEN="+agent, "MCP_CHECK_VIEWER_TOKEN="+viewer, "STUDIO_BIN="+bin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node check.mjs: %v\n%s", err, out)

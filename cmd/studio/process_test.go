@@ -172,7 +172,7 @@ func TestProcessKill9MidTurnThenReplay(t *testing.T) {
 	}
 	// Wait until the turn is visibly running, then kill the daemon hard.
 	err = d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
-		if p, ok := f.Payload.(protocol.TextPayload); ok && p.Content == "thinking" {
+		if p, ok := f.Payload.(protocol.TextPayload); ok && strings.TrimSpace(p.Content) == "thinking" {
 			return apiclient.ErrStopStream
 		}
 		return nil
@@ -274,7 +274,7 @@ func TestProcessGracefulShutdownEndsTurnsHonestly(t *testing.T) {
 	go func() {
 		streamErr <- d.client.Stream(ctx, conv.ID, 0, func(f protocol.Frame) error {
 			seen = append(seen, f)
-			if p, ok := f.Payload.(protocol.TextPayload); ok && p.Content == "thinking" {
+			if p, ok := f.Payload.(protocol.TextPayload); ok && strings.TrimSpace(p.Content) == "thinking" {
 				_ = d.cmd.Process.Signal(syscall.SIGTERM)
 			}
 			return nil

@@ -121,8 +121,10 @@ func (p *pool) idle() *ticket {
 		return nil
 	}
 	p.free--
-	t := &ticket{granted: make(chan struct{}), since: time.Now()}
-	p.grantLocked(t)
+	// Not reported as granted: a claim attempt that finds nothing gives the
+	// worker back at once, and no turn waited in this queue for it.
+	t := &ticket{granted: make(chan struct{}), since: time.Now(), state: ticketGranted}
+	close(t.granted)
 	return t
 }
 
