@@ -195,16 +195,11 @@ func (j clientJob) read(br *bufio.Reader, frames, tokens *[]arrival) {
 // jsonIntAfter parses the integer that follows key in data, exactly (a
 // float64 rounds nanosecond stamps to 256 ns).
 func jsonIntAfter(data []byte, key string) (int64, bool) {
-	i := bytes.Index(data, []byte(key))
-	if i < 0 {
+	raw, ok := jsonRawNumberAfter(data, key)
+	if !ok {
 		return 0, false
 	}
-	rest := data[i+len(key):]
-	end := bytes.IndexAny(rest, ",}")
-	if end < 0 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	v, err := strconv.ParseInt(string(raw), 10, 64)
 	return v, err == nil
 }
 

@@ -233,17 +233,27 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, t timi
 
 // jsonNumberAfter parses the number that follows key in data.
 func jsonNumberAfter(data []byte, key string) (float64, bool) {
+	raw, ok := jsonRawNumberAfter(data, key)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(raw), 64)
+	return v, err == nil
+}
+
+// jsonRawNumberAfter is the text of the number that follows key in data
+// (a frame's field, found without decoding the frame).
+func jsonRawNumberAfter(data []byte, key string) ([]byte, bool) {
 	i := bytes.Index(data, []byte(key))
 	if i < 0 {
-		return 0, false
+		return nil, false
 	}
 	rest := data[i+len(key):]
 	end := bytes.IndexAny(rest, ",}")
 	if end < 0 {
-		return 0, false
+		return nil, false
 	}
-	v, err := strconv.ParseFloat(string(rest[:end]), 64)
-	return v, err == nil
+	return rest[:end], true
 }
 
 // jsonStringAfter is the string (without escapes) that follows key in data.
