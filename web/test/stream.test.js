@@ -115,6 +115,24 @@ test('stream: bearer header, frames in order, cursor stored, reconnect from the 
   t.s.stop();
 });
 
+test('stream: a handler that fails on one frame still gets the frames after it, on the same connection', async () => {
+  const t = newStream({ responses: [{ chunks: [': connected\n\n', sse(frame(1)), sse(frame(2)), sse(frame(3))], hold: true }] });
+  const onFrame = t.s.h.onFrame;
+  t.s.h.onFrame = (f) => { if (f.sequence === 2) throw new Error('a rendering bug'); onFrame(f); };
+  const logged = console.error;
+  console.error = () => {};
+  try {
+    t.s.start();
+    await until(() => t.frames.length === 2);
+  } finally {
+    console.error = logged;
+  }
+  assert.deepEqual(t.frames.map((f) => f.sequence), [1, 3]);
+  assert.equal(t.cursors.get(CONV), 3);
+  assert.equal(t.ff.calls.length, 1, 'no reconnect');
+  t.s.stop();
+});
+
 test('stream: a reload resumes after the stored cursor', async () => {
   const storage = new MemoryStorage();
   new CursorStore(storage).advance(CONV, 7);

@@ -230,9 +230,13 @@ export class ConversationStream {
     this.seen.add(key);
     this.cursor = f.sequence;
     // Frames are handed over one at a time, in order, even when the handler is async.
+    // A handler that fails on one frame loses that frame's rendering only:
+    // a rejected queue would skip every later frame while the cursor moved on.
     this.queue = this.queue.then(async () => {
       try {
         await this.h.onFrame(f);
+      } catch (e) {
+        console.error('the stream\'s frame handler failed on frame', f.sequence, e);
       } finally {
         this.o.cursors.advance(this.conversationId, f.sequence);
       }
