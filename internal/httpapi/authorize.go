@@ -35,6 +35,10 @@ const (
 	OnCommand On = "command"
 	// OnTicket: the conversation the body names (a stream ticket).
 	OnTicket On = "ticket"
+	// OnThread: the AG-UI thread the body names, and what the run does
+	// there (create it, converse, confirm or deny its interrupts,
+	// acknowledge effects): the door asks each (internal/agui).
+	OnThread On = "thread"
 )
 
 // Route is how a route is decided: its action, on what.
@@ -112,6 +116,8 @@ var RouteActions = map[string]Route{
 
 	"POST /mcp": {policy.UseMCP, OnStudio}, // and each tool call (mcpserver)
 
+	"POST /api/agui": {policy.Converse, OnThread}, // and each step of the run (agui)
+
 	"GET /api/auth/whoami":                    {policy.Whoami, OnStudio},
 	"GET /api/admin/principals":               {policy.ManagePrincipals, OnStudio},
 	"POST /api/admin/principals":              {policy.ManagePrincipals, OnStudio},
@@ -174,7 +180,7 @@ func (s *Server) authorize(r *http.Request) error {
 		}
 		return askProposal(ctx, route.Action, res)
 	}
-	return nil // OnCommand, OnTicket: the handler decides once it has the body
+	return nil // OnCommand, OnTicket, OnThread: the handler decides once it has the body
 }
 
 // askConversation decides a on conversation id: one the principal may not
