@@ -130,6 +130,12 @@ func (d *Door) stream(w http.ResponseWriter, r *http.Request, rn *run) error {
 				}
 			}
 			if end {
+				if !writing {
+					// The client had the run's end: a run ends with it.
+					e := evs[len(evs)-1]
+					e.Seq = f.Sequence
+					out.event(e)
+				}
 				out.flush()
 				return nil
 			}
