@@ -702,3 +702,16 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectToolsAreTheCatalogs: the tool names a client declares are the
+// operator's effect tools, one for each effect kind.
+func TestEffectToolsAreTheCatalogs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, kind := range []string{protocol.EffectNavigate, protocol.EffectSelect, protocol.EffectTheme, protocol.EffectPrefill} {
+		spec, ok := h.coord.Tools().Lookup(agui.EffectTools[kind])
+		if !ok || !spec.Class.IsEffect() {
+			t.Errorf("effect %s: tool %q is not an effect tool of the catalog", kind, agui.EffectTools[kind])
+		}
+	}
+}
