@@ -205,11 +205,14 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) error {
 	if len(in.Resume) > 0 {
 		return d.stream(w, r, rn)
 	}
-	// No instruction and no interrupt to answer: the thread's history.
+	// No instruction and no interrupt to answer.
 	if !exists {
 		return protocol.Errorf(protocol.NotFound, "thread %s has no messages yet: send a user message", in.ThreadID)
 	}
-	rn.snapshot, rn.requestID = true, ""
+	// A run that only answers frontend tools gets their acknowledgements;
+	// one with no messages at all, the history.
+	rn.requestID = ""
+	rn.snapshot = rn.snapshot || len(in.Messages) == 0
 	return d.stream(w, r, rn)
 }
 
