@@ -174,9 +174,15 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) error {
 		if !exists {
 			return protocol.Errorf(protocol.NotFound, "thread %s has no interrupts", in.ThreadID)
 		}
-		for _, e := range in.Resume {
-			if err := d.decide(ctx, convID, res, e); err != nil {
+		decisions := make([]decision, len(in.Resume))
+		for i, e := range in.Resume {
+			if decisions[i], err = d.prepare(ctx, convID, e); err != nil {
 				return protocol.ErrorOf(err).With("interruptId", e.InterruptID)
+			}
+		}
+		for _, dc := range decisions {
+			if err := d.apply(ctx, convID, dc); err != nil {
+				return protocol.ErrorOf(err).With("interruptId", dc.entry.InterruptID)
 			}
 		}
 		// The run is the rest of the interrupted turn, from its interrupt.
@@ -304,62 +310,80 @@ func withContext(text string, items []ContextItem) string {
 	return b.String()
 }
 
-// decide answers one interrupt: a proposal confirmed or denied through the
-// coordinator, as the HTTP and CLI doors do, after the same policy
-// questions (an agent's token cannot confirm; four-eyes holds).
-func (d *Door) decide(ctx context.Context, convID string, conv policy.Conversation, e ResumeEntry) error {
+// decision is one resume entry, decided by the policy and ready to apply.
+type decision struct {
+	entry  ResumeEntry
+	action policy.Action // confirm or deny; "" when there is nothing to do
+	req    protocol.ConfirmProposalRequest
+}
+
+// prepare checks one resume entry and asks the policy what it does, as
+// the HTTP and CLI doors ask it (an agent's token cannot confirm;
+// four-eyes holds). Nothing changes: every entry of a run is prepared
+// before any is applied.
+func (d *Door) prepare(ctx context.Context, convID string, e ResumeEntry) (decision, error) {
 	pid := e.InterruptID
-	action := policy.Deny
+	dc := decision{entry: e, action: policy.Deny}
 	var dec Decision
 	if e.Status == ResumeResolved {
 		if len(e.Payload) == 0 {
-			return protocol.Errorf(protocol.Validation, `a resolved interrupt needs a payload {"decision": "confirm" | "deny"}`).With("field", "resume.payload")
+			return dc, protocol.Errorf(protocol.Validation, `a resolved interrupt needs a payload {"decision": "confirm" | "deny"}`).With("field", "resume.payload")
 		}
 		if err := protocol.DecodeRequest(e.Payload, &dec); err != nil {
-			return err
+			return dc, err
 		}
 		switch dec.Decision {
 		case DecideConfirm:
-			action = policy.Confirm
+			dc.action = policy.Confirm
 		case DecideDeny:
 		default:
-			return protocol.Errorf(protocol.Validation, "decision must be confirm or deny").With("field", "resume.payload.decision")
+			return dc, protocol.Errorf(protocol.Validation, "decision must be confirm or deny").With("field", "resume.payload.decision")
 		}
 	}
 	res, err := d.cfg.Turns.ProposalResource(ctx, convID, pid)
 	if err != nil {
-		return err
+		return dc, err
 	}
 	if err := askProposal(ctx, policy.ReadProposal, res); err != nil {
-		return err
+		return dc, err
 	}
 	st, err := d.cfg.Turns.GetProposal(ctx, convID, pid)
 	if err != nil {
-		return err
+		return dc, err
 	}
-	if st.Status == string(protocol.ResultExpired) && action == policy.Confirm {
-		return expired(pid)
+	if st.Status == string(protocol.ResultExpired) && dc.action == policy.Confirm {
+		return dc, expired(pid)
 	}
 	if st.Status != "pending" && e.Status == ResumeCancelled {
-		return nil // already closed: nothing to cancel
+		dc.action = "" // already closed: nothing to cancel
+		return dc, nil
 	}
-	if err := askProposal(ctx, action, res); err != nil {
-		return err
+	if err := askProposal(ctx, dc.action, res); err != nil {
+		return dc, err
 	}
-	if action == policy.Deny {
+	dc.req = protocol.ConfirmProposalRequest{ExpectedCommandHash: dec.ExpectedCommandHash, ExpectedTargetVersion: dec.ExpectedTargetVersion}
+	if dc.req.ExpectedCommandHash == "" {
+		dc.req.ExpectedCommandHash = st.CommandHash // the interrupt carried it: what the person saw
+	}
+	return dc, nil
+}
+
+// apply confirms or denies through the coordinator's one path, as every
+// door does.
+func (d *Door) apply(ctx context.Context, convID string, dc decision) error {
+	pid := dc.entry.InterruptID
+	switch dc.action {
+	case policy.Deny:
 		_, err := d.cfg.Turns.Deny(ctx, convID, pid)
 		return err
-	}
-	hash := dec.ExpectedCommandHash
-	if hash == "" {
-		hash = st.CommandHash // the interrupt carried it: what the person saw
-	}
-	out, err := d.cfg.Turns.Confirm(ctx, convID, pid, protocol.ConfirmProposalRequest{ExpectedCommandHash: hash, ExpectedTargetVersion: dec.ExpectedTargetVersion})
-	if err != nil {
-		return err
-	}
-	if out.Status == protocol.ResultExpired {
-		return expired(pid)
+	case policy.Confirm:
+		out, err := d.cfg.Turns.Confirm(ctx, convID, pid, dc.req)
+		if err != nil {
+			return err
+		}
+		if out.Status == protocol.ResultExpired {
+			return expired(pid)
+		}
 	}
 	return nil
 }

@@ -715,3 +715,21 @@ func TestEffectToolsAreTheCatalogs(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryResumeEntryIsDecidedBeforeAnyApplies: a resume whose second
+// entry is refused applies none: the first proposal stays pending.
+func TestEveryResumeEntryIsDecidedBeforeAnyApplies(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	thread := uuid.NewString()
+	_, it := h.interrupted("alice", thread)
+	id := it["id"].(string)
+	in := resume(thread, "run-two", id, "resolved", "deny")
+	in["resume"] = append(in["resume"].([]any), map[string]any{"interruptId": uuid.NewString(), "status": "cancelled"})
+	if a := h.post("alice", in, "", nil); a.status != http.StatusNotFound {
+		t.Fatalf("resume with an unknown interrupt: %d %+v", a.status, a.err)
+	}
+	if p := h.proposal(thread, id); p.Status != "pending" {
+		t.Fatalf("proposal %s", p.Status)
+	}
+}
