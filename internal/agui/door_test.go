@@ -145,7 +145,9 @@ func runInput(thread, run string, msgs ...map[string]any) input {
 	return input{"threadId": thread, "runId": run, "messages": msgs, "tools": []any{}, "context": []any{}, "state": map[string]any{}, "forwardedProps": map[string]any{}}
 }
 
-func user(id, text string) map[string]any { return map[string]any{"id": id, "role": "user", "content": text} }
+func user(id, text string) map[string]any {
+	return map[string]any{"id": id, "role": "user", "content": text}
+}
 
 // post runs the door as who; stop, when set, ends reading at the first
 // event it accepts (the client leaves).
@@ -355,7 +357,9 @@ func TestReconnectGetsTheRestWithoutGapsOrDuplicates(t *testing.T) {
 		// The reopened starts are what was open at the cursor.
 		body := rest.events[1:]
 		for len(body) > 0 && (body[0].typ() == "STEP_STARTED" || body[0].typ() == "TEXT_MESSAGE_START") &&
-			slices.ContainsFunc(full.events[:i+1], func(x event) bool { return x.typ() == body[0].typ() && x.str("messageId")+x.str("stepName") == body[0].str("messageId")+body[0].str("stepName") }) {
+			slices.ContainsFunc(full.events[:i+1], func(x event) bool {
+				return x.typ() == body[0].typ() && x.str("messageId")+x.str("stepName") == body[0].str("messageId")+body[0].str("stepName")
+			}) {
 			body = body[1:]
 		}
 		var got, want []string

@@ -161,4 +161,3 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("reopen in a message: %v", got)
 	}
 }
-
