@@ -203,7 +203,7 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) error {
 
 	last := lastUser(in.Messages)
 	if len(in.Resume) == 0 && last != nil {
-		if err := d.submit(ctx, in, props, *last, rn, exists, res); err != nil {
+		if err := d.submit(ctx, in, props, *last, rn, exists); err != nil {
 			return err
 		}
 		return d.stream(w, r, rn)
@@ -233,7 +233,7 @@ func lastUser(msgs []Message) *Message {
 
 // submit starts the run's turn, creating the thread's conversation on its
 // first run.
-func (d *Door) submit(ctx context.Context, in RunAgentInput, props Props, user Message, rn *run, exists bool, res policy.Conversation) error {
+func (d *Door) submit(ctx context.Context, in RunAgentInput, props Props, user Message, rn *run, exists bool) error {
 	text, err := user.Text()
 	if err != nil {
 		return err
@@ -249,12 +249,13 @@ func (d *Door) submit(ctx context.Context, in RunAgentInput, props Props, user M
 		}
 		if _, err := d.cfg.Conversations.CreateConversationAs(ctx, rn.convID, protocol.CreateConversationRequest{Title: &title, Visibility: props.Visibility}); err != nil {
 			// Two first runs at once: the other created it.
-			if res, err = d.cfg.Conversations.PolicyResource(ctx, rn.convID); err != nil {
+			if _, rerr := d.cfg.Conversations.PolicyResource(ctx, rn.convID); rerr != nil {
 				return err
 			}
 		}
 	}
-	if res, err = d.cfg.Conversations.PolicyResource(ctx, rn.convID); err != nil {
+	res, err := d.cfg.Conversations.PolicyResource(ctx, rn.convID)
+	if err != nil {
 		return err
 	}
 	if err := askConversation(ctx, policy.Converse, res, rn.convID); err != nil {
