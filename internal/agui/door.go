@@ -151,7 +151,7 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	default:
-		if err := askConversation(ctx, policy.ReadConversation, res, convID); err != nil {
+		if err := policy.AskConversation(ctx, policy.ReadConversation, res); err != nil {
 			return err
 		}
 	}
@@ -258,7 +258,7 @@ func (d *Door) submit(ctx context.Context, in RunAgentInput, props Props, user M
 	if err != nil {
 		return err
 	}
-	if err := askConversation(ctx, policy.Converse, res, rn.convID); err != nil {
+	if err := policy.AskConversation(ctx, policy.Converse, res); err != nil {
 		return err
 	}
 	// The newest sequence, whatever was purged before it.
@@ -345,7 +345,7 @@ func (d *Door) prepare(ctx context.Context, convID string, e ResumeEntry) (decis
 	if err != nil {
 		return dc, err
 	}
-	if err := askProposal(ctx, policy.ReadProposal, res); err != nil {
+	if err := policy.AskProposal(ctx, policy.ReadProposal, res); err != nil {
 		return dc, err
 	}
 	st, err := d.cfg.Turns.GetProposal(ctx, convID, pid)
@@ -359,7 +359,7 @@ func (d *Door) prepare(ctx context.Context, convID string, e ResumeEntry) (decis
 		dc.action = "" // already closed: nothing to cancel
 		return dc, nil
 	}
-	if err := askProposal(ctx, dc.action, res); err != nil {
+	if err := policy.AskProposal(ctx, dc.action, res); err != nil {
 		return dc, err
 	}
 	dc.req = protocol.ConfirmProposalRequest{ExpectedCommandHash: dec.ExpectedCommandHash, ExpectedTargetVersion: dec.ExpectedTargetVersion}
@@ -413,7 +413,7 @@ func (d *Door) acknowledge(ctx context.Context, convID string, conv policy.Conve
 			continue // not an effect of this thread, or answered already
 		}
 		if !asked {
-			if err := askConversation(ctx, policy.AcknowledgeEffect, conv, convID); err != nil {
+			if err := policy.AskConversation(ctx, policy.AcknowledgeEffect, conv); err != nil {
 				return nil, err
 			}
 			asked = true
@@ -443,30 +443,6 @@ func ackRequest(msg Message) protocol.AckEffectRequest {
 			Detail: `the tool result is not {"status":"applied","clientRoute":...} or {"status":"rejected","rejectionCode":...}`}
 	}
 	return req
-}
-
-// askConversation decides a on a conversation: one the principal may not
-// read is not_found, with the answer of one that does not exist.
-func askConversation(ctx context.Context, a policy.Action, res policy.Conversation, id string) error {
-	if err := policy.Ask(ctx, policy.ReadConversation, res); err != nil {
-		return protocol.Errorf(protocol.NotFound, "conversation %s not found", id)
-	}
-	if a == policy.ReadConversation {
-		return nil
-	}
-	return policy.Ask(ctx, a, res)
-}
-
-// askProposal decides a on a proposal: one the principal may not read is
-// not_found.
-func askProposal(ctx context.Context, a policy.Action, res policy.Proposal) error {
-	if err := policy.Ask(ctx, policy.ReadProposal, res); err != nil {
-		return protocol.Errorf(protocol.NotFound, "proposal %s not found", res.ID)
-	}
-	if a == policy.ReadProposal {
-		return nil
-	}
-	return policy.Ask(ctx, a, res)
 }
 
 // scan reads the conversation's retained frames in order until fn says

@@ -193,25 +193,13 @@ func (s *Server) askConversation(ctx context.Context, a policy.Action, id string
 	if err != nil {
 		return err
 	}
-	if err := policy.Ask(ctx, policy.ReadConversation, res); err != nil {
-		return protocol.Errorf(protocol.NotFound, "conversation %s not found", id)
-	}
-	if a == policy.ReadConversation {
-		return nil
-	}
-	return policy.Ask(ctx, a, res)
+	return policy.AskConversation(ctx, a, res)
 }
 
 // askProposal decides a on a proposal: one the principal may not read is
 // not_found.
 func askProposal(ctx context.Context, a policy.Action, res policy.Proposal) error {
-	if err := policy.Ask(ctx, policy.ReadProposal, res); err != nil {
-		return protocol.Errorf(protocol.NotFound, "proposal %s not found", res.ID)
-	}
-	if a == policy.ReadProposal {
-		return nil
-	}
-	return policy.Ask(ctx, a, res)
+	return policy.AskProposal(ctx, a, res)
 }
 
 // RouteTable is RouteActions as a Markdown table, sorted by path then
