@@ -329,7 +329,7 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 		CallsPerMinute: d.o.http.mcpCallsPerMinute, CallBurst: d.o.http.mcpCallBurst})
 	edge.MCP = agents.Handler
 	edge.AGUI = func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
-		return agui.New(agui.Config{Conversations: edge.Conversations, Turns: d.coord, Refuse: refuse, Logger: d.log, Heartbeat: d.o.app.heartbeat})
+		return agui.New(agui.Config{Conversations: convs, Turns: d.coord, Refuse: refuse, Logger: d.log, Heartbeat: d.o.app.heartbeat})
 	}
 	d.api = httpapi.New(*edge)
 	d.reg.ObserveReadiness(func() bool {
