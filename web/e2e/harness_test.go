@@ -96,6 +96,13 @@ func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 func startDaemonAt(t *testing.T, dataDir, addr, script string, extra ...string) *daemon {
 	t.Helper()
 	requireBrowser(t) // every test here needs the browser: skip before building anything
+	return launchDaemon(t, dataDir, addr, script, extra...)
+}
+
+// launchDaemon is startDaemonAt for a test that checks for its browser
+// itself (Firefox's).
+func launchDaemon(t *testing.T, dataDir, addr, script string, extra ...string) *daemon {
+	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
