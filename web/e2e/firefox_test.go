@@ -191,7 +191,7 @@ func (f *firefox) call(req map[string]any) (json.RawMessage, error) {
 	if _, err := f.stdin.Write(append(line, '\n')); err != nil {
 		return nil, fmt.Errorf("the Firefox bridge: %w", err)
 	}
-	deadline := time.After(waitTimeout)
+	deadline := time.After(waitTimeout + 15*time.Second) // a wait may take waitTimeout in the page
 	for {
 		select {
 		case a := <-f.answers:
@@ -260,8 +260,11 @@ func (p *ffPage) waitJS(predicate, what string) {
 	deadline := time.Now().Add(waitTimeout)
 	var lastErr error
 	for time.Now().Before(deadline) {
-		v, err := p.f.call(map[string]any{"op": "eval", "page": p.id, "js": "!!(" + predicate + ")"})
-		if err == nil && string(v) == "true" {
+		// The page polls; the call is repeated only when the page was
+		// replaced (a reload) before the predicate held.
+		_, err := p.f.call(map[string]any{"op": "wait", "page": p.id, "js": "!!(" + predicate + ")",
+			"pollMs": pollEvery.Milliseconds(), "timeoutMs": time.Until(deadline).Milliseconds()})
+		if err == nil {
 			return
 		}
 		lastErr = err
@@ -338,23 +341,72 @@ func (p *ffPage) send(text string) {
 	p.do(map[string]any{"op": "key", "key": "Enter"})
 }
 
-// pageFitsJS says the page is no wider than the window (no sideways scroll
-// of the page itself).
-const pageFitsJS = `document.scrollingElement.scrollWidth <= innerWidth`
+// spaceChecksJS measures a space in one call: what sticks out past the
+// window, how wide the page is (it must not scroll sideways), what the
+// lists clip (when listed) and which rail names are hidden or cut.
+func spaceChecksJS(lists bool) string {
+	clipped := "[]"
+	if lists {
+		clipped = "await " + clippedJS
+	}
+	return `(async () => ({ over: ` + overflowJS + `, pageWidth: document.scrollingElement.scrollWidth, clipped: ` + clipped + `, railHidden: ` + railNamesHiddenJS + ` }))()`
+}
 
-// shellScrolledJS lists the parts of the shell that scrolled (only the
-// spaces' and the dock's own panes may).
-const shellScrolledJS = `[document.scrollingElement, ...document.querySelectorAll('#app, .workspace, .dock, body')].filter(e => e.scrollTop !== 0 || e.scrollLeft !== 0).map(e => e.id || e.className || e.tagName)`
+type spaceChecks struct {
+	Over       []string `json:"over"`
+	PageWidth  float64  `json:"pageWidth"`
+	Clipped    []string `json:"clipped"`
+	RailHidden []string `json:"railHidden"`
+}
+
+// report fails the test on what the checks found.
+func (c spaceChecks) report(t *testing.T, where string, width int) {
+	t.Helper()
+	if len(c.Over) > 0 {
+		t.Errorf("%s: past the window's edge: %s", where, strings.Join(c.Over, "; "))
+	}
+	if c.PageWidth > float64(width) {
+		t.Errorf("%s: the page is %.0f px wide in a %d px window", where, c.PageWidth, width)
+	}
+	if len(c.Clipped) > 0 {
+		t.Errorf("%s: %v", where, c.Clipped)
+	}
+	if width < 1440 && len(c.RailHidden) > 0 {
+		t.Errorf("%s: the rail hides or cuts the names %v", where, c.RailHidden)
+	}
+}
+
+// dockChecksJS measures the open dock on a card in one call.
+func dockChecksJS(card string) string {
+	return `(() => { const c = document.querySelector(` + jsString(card) + `); const b = c.querySelector('button[data-action=confirm]');
+	return { confirmable: !b.disabled, why: c.querySelector('[data-why]')?.innerText || '', card: c.innerText,
+		convsHeight: document.querySelector('.dock-convs').getBoundingClientRect().height,
+		factsCut: ` + proposalFactsCutJS + `,
+		shellScrolled: [document.scrollingElement, ...document.querySelectorAll('#app, .workspace, .dock, body')].filter(e => e.scrollTop !== 0 || e.scrollLeft !== 0).map(e => e.id || e.className || e.tagName),
+		outOfView: ['.dock [data-action=close-dock]', '.dock .composer textarea'].filter(s => !` + inViewJS + `(document.querySelector(s))) }; })()`
+}
+
+type dockChecks struct {
+	Confirmable   bool     `json:"confirmable"`
+	Why           string   `json:"why"`
+	Card          string   `json:"card"`
+	ConvsHeight   float64  `json:"convsHeight"`
+	FactsCut      []string `json:"factsCut"`
+	ShellScrolled []string `json:"shellScrolled"`
+	OutOfView     []string `json:"outOfView"`
+}
 
 // TestFirefoxCockpit: the cockpit of a team, after some weeks, in Firefox,
 // for each role (admin, operator, approver, viewer) at 1440, 800 and 390 px:
 // it loads signed in; every space renders with nothing past the window's
 // edge, the page no wider than the window and the lists' cells unclipped;
 // the rail names its spaces; the dock opens without scrolling the shell;
-// no console error or uncaught exception. The operator asks a question
-// and sees the answer stream in, then confirms a launch it asked for, and
-// it executes; an approver may confirm the waiting proposal, a viewer may
-// not. Screenshots go to $STUDIO_ARTIFACTS/firefox.
+// no console error or uncaught exception. An approver (and the operator
+// who asked) may confirm the waiting launch, a viewer may not; the
+// operator asks a question and sees the answer stream in, then confirms a
+// launch it asked for, and it executes. Screenshots go to
+// $STUDIO_ARTIFACTS/firefox: <role>-<width>.png with the dock open, and
+// the admin's every space.
 func TestFirefoxCockpit(t *testing.T) {
 	t.Parallel()
 	requireFirefox(t)
@@ -363,7 +415,7 @@ func TestFirefoxCockpit(t *testing.T) {
 	data := seedReview(t, d)
 	views := data.views()
 	lists := map[string]bool{"fleet": true, "history": true, "audit": true}
-	waiting := `.transcript .proposal[data-state=required][data-proposal="` + data.proposal + `"]`
+	waiting := `.transcript .proposal[data-proposal="` + data.proposal + `"]`
 	roles := []struct {
 		name, principal, token string
 		role                   protocol.Role
@@ -382,71 +434,41 @@ func TestFirefoxCockpit(t *testing.T) {
 				p.viewport(size.w, size.h)
 				if ffEval[bool](p, `document.querySelector('#app').classList.contains('dock-open')`) {
 					p.click(".dock [data-action=close-dock]") // on a phone the sheet covers the top bar's toggle
-					p.waitJS(`!document.querySelector('#app').classList.contains('dock-open')`, "the dock closed")
 				}
 				for _, v := range views {
 					p.goTo(v.path)
-					p.waitJS(v.ready+` && !document.querySelector('#space .loading')`, v.name+" at "+at)
-					if over := ffEval[[]string](p, overflowJS); len(over) > 0 {
-						t.Errorf("%s, %s: past the window's edge: %s", at, v.name, strings.Join(over, "; "))
-					}
-					if !ffEval[bool](p, pageFitsJS) {
-						t.Errorf("%s, %s: the page is %v px wide in a %d px window", at, v.name, ffEval[float64](p, `document.scrollingElement.scrollWidth`), size.w)
-					}
-					if lists[v.name] && size.w < 1440 {
-						if got := ffEval[[]string](p, clippedJS); len(got) > 0 {
-							t.Errorf("%s, %s: %v", at, v.name, got)
-						}
-					}
-					if r.name == "admin" {
+					p.waitJS(`!document.querySelector('#app').classList.contains('dock-open') && `+v.ready+` && !document.querySelector('#space .loading')`, v.name+" at "+at)
+					ffEval[spaceChecks](p, spaceChecksJS(lists[v.name] && size.w < 1440)).report(t, at+", "+v.name, size.w)
+					if r.role == protocol.RoleAdmin {
 						p.shot(fmt.Sprintf("admin-%d-%s", size.w, v.name))
 					}
 				}
-				if size.w < 1440 {
-					if hidden := ffEval[[]string](p, railNamesHiddenJS); len(hidden) > 0 {
-						t.Errorf("%s: the rail hides or cuts the names %v", at, hidden)
-					}
-				}
 
+				// The dock, on the waiting launch (alice's).
 				p.goTo("/")
-				p.waitJS(views[0].ready, "mission at "+at)
 				p.openDock()
-				if size.w == 390 {
-					if h := ffEval[float64](p, `document.querySelector('.dock-convs').getBoundingClientRect().height`); h > 0 {
-						t.Errorf("%s: the conversation controls take %.0f px of the sheet before they are asked for", at, h)
-					}
-				}
-				// The dock on the waiting proposal (alice's launch).
 				ffEval[bool](p, `(() => { const s = document.querySelector('#dock-conv'); s.value = `+jsString(data.conv)+`; s.dispatchEvent(new Event('change')); return true; })()`)
-				p.waitJS(`document.querySelector('`+waiting+` button[data-action=confirm]') !== null`, "the waiting proposal at "+at)
-				confirmable := `!document.querySelector('` + waiting + ` button[data-action=confirm]').disabled`
-				switch r.role {
-				case protocol.RoleViewer:
-					if ffEval[bool](p, confirmable) || !ffEval[bool](p, `/needs the operator role; you are a viewer/.test(document.querySelector('`+waiting+` [data-why]')?.innerText || '')`) {
-						t.Errorf("%s: the viewer's card: %s", at, ffEval[string](p, `document.querySelector('`+waiting+`').innerText`))
-					}
-				default:
-					if !ffEval[bool](p, confirmable) {
-						t.Errorf("%s: an %s may confirm the launch, but Confirm is disabled: %s", at, r.role, ffEval[string](p, `document.querySelector('`+waiting+`').innerText`))
-					}
+				p.waitJS(`document.querySelector('`+waiting+`[data-state=required] button[data-action=confirm]') !== null && `+views[0].ready, "the waiting launch at "+at)
+				c := ffEval[dockChecks](p, dockChecksJS(waiting))
+				if r.role == protocol.RoleViewer && (c.Confirmable || !strings.Contains(c.Why, "needs the operator role; you are a viewer")) {
+					t.Errorf("%s: the viewer may confirm, or is not told why not: %s", at, c.Card)
 				}
-				if cut := ffEval[[]string](p, proposalFactsCutJS); len(cut) > 0 {
-					t.Errorf("%s: the proposal's facts are cut: %q", at, cut)
+				if r.role != protocol.RoleViewer && !c.Confirmable {
+					t.Errorf("%s: an %s may confirm the launch, but Confirm is disabled: %s", at, r.role, c.Card)
 				}
-				if scrolled := ffEval[[]string](p, shellScrolledJS); len(scrolled) > 0 {
-					t.Errorf("%s: the shell scrolled: %v", at, scrolled)
+				if size.w == 390 && c.ConvsHeight > 0 {
+					t.Errorf("%s: the conversation controls take %.0f px of the sheet before they are asked for", at, c.ConvsHeight)
 				}
-				if over := ffEval[[]string](p, overflowJS); len(over) > 0 {
-					t.Errorf("%s, the dock: past the window's edge: %s", at, strings.Join(over, "; "))
+				if len(c.FactsCut) > 0 {
+					t.Errorf("%s: the proposal's facts are cut: %q", at, c.FactsCut)
 				}
-				if !ffEval[bool](p, pageFitsJS) {
-					t.Errorf("%s, the dock: the page is wider than the window", at)
+				if len(c.ShellScrolled) > 0 {
+					t.Errorf("%s: the shell scrolled: %v", at, c.ShellScrolled)
 				}
-				for _, sel := range []string{".dock [data-action=close-dock]", ".dock .composer textarea"} {
-					if !ffEval[bool](p, inViewJS+`(document.querySelector('`+sel+`'))`) {
-						t.Errorf("%s: %s is outside the window", at, sel)
-					}
+				if len(c.OutOfView) > 0 {
+					t.Errorf("%s: outside the window: %v", at, c.OutOfView)
 				}
+				ffEval[spaceChecks](p, spaceChecksJS(false)).report(t, at+", the dock open", size.w)
 				p.shot(fmt.Sprintf("%s-%d", r.name, size.w))
 				p.consoleErrors(at)
 			}
@@ -456,7 +478,7 @@ func TestFirefoxCockpit(t *testing.T) {
 			p.consoleErrors(r.name)
 		})
 	}
-	// The seeded proposal waits still: no role's look at it decided it.
+	// The seeded launch waits still: looking at it decided nothing.
 	props, err := d.client.Proposals(ctxT(t), "")
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,12 @@ const ops = {
   async eval(req) {
     return get(req.page).page.evaluate(req.js);
   },
+  // wait: polls a JavaScript predicate in the page until it is truthy
+  // (an error when the time is up or the page went away meanwhile).
+  async wait(req) {
+    await get(req.page).page.waitForFunction(req.js, { polling: req.pollMs || 40, timeout: req.timeoutMs || 10000 });
+    return true;
+  },
   async viewport(req) {
     await get(req.page).page.setViewport({ width: req.width, height: req.height });
     return true;
