@@ -160,6 +160,7 @@ func (f *firefox) waitReady(t *testing.T) {
 	}
 }
 
+// lockedWriter collects the bridge's stderr while the test reads it.
 type lockedWriter struct {
 	mu *sync.Mutex
 	b  *strings.Builder
@@ -292,19 +293,10 @@ func (p *ffPage) goTo(path string) {
 	ffEval[bool](p, `(window.studio.go(`+jsString(path)+`), true)`)
 }
 
-// shot saves a screenshot into $STUDIO_ARTIFACTS/firefox (else the
-// test's temporary directory).
+// shot saves a screenshot as a test artifact, under firefox/.
 func (p *ffPage) shot(name string) {
 	p.t.Helper()
-	dir := artifactsOnce()
-	if dir == "" {
-		dir = p.t.TempDir()
-	}
-	dir = filepath.Join(dir, "firefox")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		p.t.Fatal(err)
-	}
-	path := filepath.Join(dir, name+".png")
+	path := screenshotPath(p.t, "firefox/"+name)
 	if _, err := p.f.call(map[string]any{"op": "shot", "page": p.id, "path": path}); err != nil {
 		p.t.Logf("screenshot %s: %v", name, err)
 		return
