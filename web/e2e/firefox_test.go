@@ -503,6 +503,10 @@ func operatorTurns(t *testing.T, p *ffPage, d *daemon) {
 	p.click(card + ` button[data-action=confirm]`)
 	done := `.transcript .proposal[data-state=succeeded][data-proposal="` + id + `"]`
 	p.waitJS(`document.querySelector('`+done+`') !== null`, "the confirmed launch's card to say it executed")
+	// What waits is counted again: the seeded launch alone, and nothing in
+	// this conversation.
+	p.waitJS(`document.querySelector('[data-inbox-count]')?.dataset.inboxCount === '1'
+		&& document.querySelector('#dock-conv option:checked')?.dataset.waiting === '0'`, "the inbox and the conversation list to count the confirmed launch out")
 	if !ffEval[bool](p, `window.ffSamePage === true`) {
 		t.Error("the page reloaded during the turns")
 	}
