@@ -218,7 +218,7 @@ type ffPage struct {
 	id string
 }
 
-// openFirefoxAs opens a tab signed in with a token, the way `studio serve`'s
+// openAs opens a tab signed in with a token, the way `studio serve`'s
 // printed link does (the token in the fragment).
 func (f *firefox) openAs(t *testing.T, d *daemon, path, token string) *ffPage {
 	t.Helper()
@@ -287,7 +287,7 @@ func (p *ffPage) click(sel string) {
 	p.do(map[string]any{"op": "click", "selector": sel})
 }
 
-// go moves the cockpit to a path as its own links do.
+// goTo moves the cockpit to a path as its own links do.
 func (p *ffPage) goTo(path string) {
 	p.t.Helper()
 	ffEval[bool](p, `(window.studio.go(`+jsString(path)+`), true)`)
