@@ -86,10 +86,12 @@ type job struct {
 	fn       func(tx *writeTx) error
 	// app, when set, is an append the loop may merge with the others of
 	// its batch (mergedappends.go); fn is still its ordinary transaction.
-	app  *appendJob
-	tx   writeTx
-	err  error
-	done chan struct{}
+	app *appendJob
+	// unmerged: its merged writes failed once; it runs the ordinary way.
+	unmerged bool
+	tx       writeTx
+	err      error
+	done     chan struct{}
 }
 
 // run runs the logical transaction. A panic in it fails it alone, as an
@@ -259,7 +261,7 @@ func (g *group) run(batch []*job) (rest []*job) {
 	g.ran = g.ran[:0]
 	for i := 0; i < len(batch); {
 		j := batch[i]
-		if j.app == nil {
+		if j.app == nil || j.unmerged {
 			if err := g.runOne(sqlTx, bc, j); err != nil {
 				return g.abort(sqlTx, batch[i+1:], err)
 			}
@@ -269,7 +271,7 @@ func (g *group) run(batch []*job) (rest []*job) {
 		// A run of appends: merged, then one by one what the merge
 		// handed back.
 		k := i + 1
-		for k < len(batch) && batch[k].app != nil {
+		for k < len(batch) && batch[k].app != nil && !batch[k].unmerged {
 			k++
 		}
 		run := make([]*job, 0, k-i)
@@ -280,7 +282,18 @@ func (g *group) run(batch []*job) (rest []*job) {
 			}
 			run = append(run, j)
 		}
-		retry, err := g.runAppends(sqlTx, bc, run)
+		// A run that opens the transaction needs no savepoint: if its
+		// merged writes fail, the transaction holds nothing else, and the
+		// batch starts over with the run unmerged.
+		fresh := i == 0
+		retry, err := g.runAppends(sqlTx, bc, run, fresh)
+		if errors.Is(err, errStartOver) {
+			_ = sqlTx.Rollback()
+			for _, j := range retry {
+				j.unmerged = true
+			}
+			return append(retry, batch[k:]...)
+		}
 		if err != nil {
 			return g.abort(sqlTx, batch[k:], err)
 		}

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -67,12 +68,23 @@ type convState struct {
 	now    time.Time
 }
 
+// errStartOver: a run that opened its transaction (fresh) failed its
+// merged writes, which no savepoint can undo; the caller rolls the
+// transaction back and runs the returned appends the ordinary way in a
+// new one.
+var errStartOver = errors.New("merged appends failed: start the batch over")
+
 // runAppends runs the run of consecutive appends merged, in the physical
 // transaction of the batch. It returns the appends to run the ordinary way
 // (their merged writes failed and were undone), and an error only when the
 // physical transaction itself broke: then every append of the run has its
-// answer already.
-func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*job, err error) {
+// answer already. fresh: nothing ran in the transaction before the run,
+// so its writes go without a savepoint. SQLite copies every page a
+// savepoint's writes change into its sub-journal (in memory, 1 KiB chunks),
+// and a batch across many conversations changes pages all over the
+// indexes: allocating and freeing that journal was nearly half of a busy
+// daemon's CPU. On failure a fresh run returns errStartOver instead.
+func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job, fresh bool) (retry []*job, err error) {
 	ctx := bc.ctx
 	c := conn{tx: sqlTx, d: g.s.d, batch: bc}
 	convs, err := readConversations(ctx, c, appsOf(run))
@@ -104,12 +116,20 @@ func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*j
 		}
 		return nil, err
 	}
-	if err := bc.exec(sqlTx, `SAVEPOINT merged`); err != nil {
-		return broke(fmt.Errorf("savepoint: %w", err))
+	if !fresh {
+		if err := bc.exec(sqlTx, `SAVEPOINT merged`); err != nil {
+			return broke(fmt.Errorf("savepoint: %w", err))
+		}
 	}
 	werr := writeMerged(ctx, c, apps, convs, rows)
 	if werr == nil && g.afterMerged != nil {
 		werr = g.afterMerged(len(passed))
+	}
+	if werr != nil && fresh {
+		for _, j := range passed {
+			j.app.frames = nil
+		}
+		return passed, errStartOver
 	}
 	if werr != nil {
 		if err := bc.exec(sqlTx, `ROLLBACK TO merged`); err != nil {
@@ -123,8 +143,10 @@ func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*j
 		}
 		return passed, nil
 	}
-	if err := bc.exec(sqlTx, `RELEASE merged`); err != nil {
-		return broke(fmt.Errorf("release savepoint: %w", err))
+	if !fresh {
+		if err := bc.exec(sqlTx, `RELEASE merged`); err != nil {
+			return broke(fmt.Errorf("release savepoint: %w", err))
+		}
 	}
 	for _, j := range passed {
 		j.tx.appended = j.app.frames

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // runningOn registers nothing: it submits and starts a turn owned by
@@ -238,5 +240,62 @@ func TestGroupCommitMergedAppendsAdvanceEachConversation(t *testing.T) {
 		if !conv.UpdatedAt.Equal(at(i)) {
 			t.Errorf("conversation %d updated at %v, want %v", i, conv.UpdatedAt, at(i))
 		}
+	}
+}
+
+// TestGroupCommitMergedWriteFailureAfterAnotherTransaction: a run of
+// appends that does not open its batch's transaction (another logical
+// transaction ran first) is undone to its savepoint when its merged
+// writes fail: the transaction before it stays and commits with the
+// appends, each run alone. (A run that opens the transaction has no
+// savepoint; it starts the batch over, TestGroupCommitMergedWriteFailureRunsAppendsAlone.)
+func TestGroupCommitMergedWriteFailureAfterAnotherTransaction(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	const n = 4
+	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
+	taken := make(chan struct{})
+	var once sync.Once
+	sqlstore.SetGatherHook(s.Store, func() {
+		once.Do(func() {
+			close(taken) // the conversation's creation is the batch's first
+			testutil.Eventually(t, func() bool { return sqlstore.Waiting(s.Store) >= n }, "the appends waiting behind it")
+		})
+	})
+	merged, batch := 0, 0
+	sqlstore.SetAfterMergedHook(s.Store, func(ran int) error {
+		merged = ran
+		return errors.New("injected failure of the merged writes")
+	})
+	sqlstore.SetBeforeCommitHook(s.Store, func(ran int) error {
+		if batch == 0 {
+			batch = ran
+		}
+		return nil
+	})
+	convID := uuid.NewString()
+	created := make(chan error, 1)
+	go func() {
+		_, err := s.CreateConversation(t.Context(), store.CreateConversationParams{ID: convID, Now: storetest.Epoch})
+		created <- err
+	}()
+	<-taken
+	errs := appendAll(t.Context(), s, turns, func(i int) string { return turns[i].RequestID }, func(int) []store.NewFrame { return text("once") })
+	if err := <-created; err != nil {
+		t.Fatalf("the transaction before the appends: %v", err)
+	}
+	if merged != n || batch != n+1 {
+		t.Fatalf("merged %d appends, %d transactions ran to the commit; want %d and %d", merged, batch, n, n+1)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	for i, tn := range turns {
+		wantStored(t, s, i, tn.ConversationID, 2)
+	}
+	if _, err := s.GetConversation(t.Context(), convID); err != nil {
+		t.Errorf("the conversation created before the appends: %v", err)
 	}
 }
