@@ -268,8 +268,7 @@ func (g *group) run(batch []*job) (rest []*job) {
 			i++
 			continue
 		}
-		// A run of appends: merged, then one by one what the merge
-		// handed back.
+		// A run of appends: merged, in shared statements.
 		k := i + 1
 		for k < len(batch) && batch[k].app != nil && !batch[k].unmerged {
 			k++
@@ -282,25 +281,20 @@ func (g *group) run(batch []*job) (rest []*job) {
 			}
 			run = append(run, j)
 		}
-		// A run that opens the transaction needs no savepoint: if its
-		// merged writes fail, the transaction holds nothing else, and the
-		// batch starts over with the run unmerged.
-		fresh := i == 0
-		retry, err := g.runAppends(sqlTx, bc, run, fresh)
-		if errors.Is(err, errStartOver) {
-			_ = sqlTx.Rollback()
+		if retry, err := g.runAppends(sqlTx, bc, run); err != nil {
+			// The merged writes failed, with no savepoint to undo them: the
+			// transaction is rolled back, what ran in it before the run
+			// fails (as at a failed commit), and the run and the rest of
+			// the batch start over, the run unmerged.
 			for _, j := range retry {
 				j.unmerged = true
 			}
-			return append(retry, batch[k:]...)
-		}
-		if err != nil {
-			return g.abort(sqlTx, batch[k:], err)
-		}
-		for r, j := range retry {
-			if err := g.runOne(sqlTx, bc, j); err != nil {
-				return g.abort(sqlTx, append(retry[r+1:], batch[k:]...), err)
+			rest := append(retry, batch[k:]...)
+			if len(g.ran) == 0 {
+				_ = sqlTx.Rollback()
+				return rest
 			}
+			return g.abort(sqlTx, rest, err)
 		}
 		i = k
 	}
