@@ -82,11 +82,9 @@ var (
 )
 
 // attempt streams one model answer into text frames and returns the tool
-// calls it made. Text deltas are coalesced: a frame at most every TextFlush,
-// and pending text is written when the model pauses. Three deadlines bound
-// the attempt (time to the first event, idle time between events, total
-// time); a deadline ends it with a retryable model_failure. A cancel ends it
-// at once.
+// calls it made. Text deltas are coalesced (pendingText). Three deadlines
+// bound the attempt (attemptDeadlines); a deadline ends it with a
+// retryable model_failure. A cancel ends it at once.
 func (o *owner) attempt(req model.Request, left time.Duration) (res attemptResult) {
 	c := o.c
 	start := time.Now()
@@ -97,38 +95,10 @@ func (o *owner) attempt(req model.Request, left time.Duration) (res attemptResul
 		return o.model.Provider.Stream(ctx, req)
 	})
 	defer stop()
-
-	var buf strings.Builder
-	wrote := false // a text frame was emitted: the attempt can no longer be retried
-	flush := func() *protocol.Error {
-		if buf.Len() == 0 {
-			return nil
-		}
-		text := buf.String()
-		wrote = true
-		buf.Reset()
-		return o.emit(protocol.TextPayload{Content: text, Format: "markdown", Role: protocol.RoleAssistant})
-	}
-	fail := func(perr *protocol.Error) attemptResult {
-		if ferr := flush(); ferr != nil {
-			out := ended(store.TurnFailed, ferr)
-			return attemptResult{out: &out}
-		}
-		return attemptResult{wrote: wrote, err: perr}
-	}
-	deadline := time.NewTimer(c.cfg.FirstEventTimeout)
-	defer deadline.Stop()
-	deadlineCause := errFirstEvent
-	total := time.NewTimer(min(c.cfg.AttemptTimeout, left))
-	defer total.Stop()
-	budgetBound := left < c.cfg.AttemptTimeout // the turn's model time ends first
-	var flushTimer *time.Timer
-	var flushC <-chan time.Time
-	defer func() {
-		if flushTimer != nil {
-			flushTimer.Stop()
-		}
-	}()
+	text := &pendingText{o: o, every: c.cfg.TextFlush}
+	defer text.stop()
+	dl := newAttemptDeadlines(c.cfg, left)
+	defer dl.stop()
 	for {
 		select {
 		case <-o.box.sig:
@@ -140,60 +110,134 @@ func (o *owner) attempt(req model.Request, left time.Duration) (res attemptResul
 			}
 		case <-o.ctx.Done():
 			return attemptResult{out: &interrupted}
-		case <-deadline.C:
-			stopAttempt(deadlineCause)
-			return fail(deadlineError(deadlineCause, c.cfg))
-		case <-total.C:
+		case <-dl.next.C:
+			stopAttempt(dl.cause)
+			return text.fail(deadlineError(dl.cause, c.cfg))
+		case <-dl.total.C:
 			stopAttempt(errAttempt)
-			if budgetBound {
-				return fail(o.overBudget())
+			if dl.budgetBound {
+				return text.fail(o.overBudget())
 			}
-			return fail(deadlineError(errAttempt, c.cfg))
-		case <-flushC:
-			flushC = nil
-			if perr := flush(); perr != nil {
-				out := ended(store.TurnFailed, perr)
-				return attemptResult{out: &out}
+			return text.fail(deadlineError(errAttempt, c.cfg))
+		case <-text.due:
+			text.due = nil
+			if perr := text.flush(); perr != nil {
+				return endedFailed(perr)
 			}
 		case item, ok := <-events:
 			if !ok {
-				if perr := flush(); perr != nil {
-					out := ended(store.TurnFailed, perr)
-					return attemptResult{out: &out}
+				if perr := text.flush(); perr != nil {
+					return endedFailed(perr)
 				}
-				return attemptResult{wrote: wrote, calls: res.calls, firstEvent: res.firstEvent}
+				return attemptResult{wrote: text.wrote, calls: res.calls, firstEvent: res.firstEvent}
 			}
 			if res.firstEvent == 0 {
 				res.firstEvent = time.Since(start)
 			}
-			deadline.Reset(c.cfg.IdleTimeout)
-			deadlineCause = errIdle
+			dl.sawEvent(c.cfg.IdleTimeout)
 			if item.err != nil {
-				r := fail(modelError(item.err))
+				r := text.fail(modelError(item.err))
 				r.firstEvent = res.firstEvent
 				return r
 			}
 			switch item.ev.Kind {
 			case model.EventText:
-				buf.WriteString(item.ev.Text)
-				if buf.Len() >= 8<<10 {
-					if perr := flush(); perr != nil {
-						out := ended(store.TurnFailed, perr)
-						return attemptResult{out: &out}
-					}
-				} else if flushC == nil {
-					if flushTimer == nil {
-						flushTimer = time.NewTimer(c.cfg.TextFlush)
-					} else {
-						flushTimer.Reset(c.cfg.TextFlush)
-					}
-					flushC = flushTimer.C
+				if perr := text.add(item.ev.Text); perr != nil {
+					return endedFailed(perr)
 				}
 			case model.EventToolCall:
 				res.calls = append(res.calls, item.ev.ToolCall)
 			}
 		}
 	}
+}
+
+// endedFailed is an attempt that ends its turn failed with perr: a frame
+// of it could not be written.
+func endedFailed(perr *protocol.Error) attemptResult {
+	out := ended(store.TurnFailed, perr)
+	return attemptResult{out: &out}
+}
+
+// pendingText is an attempt's text not written yet: a frame at most every
+// TextFlush (due fires then), at once past 8 KiB, and the rest when the
+// attempt ends.
+type pendingText struct {
+	o     *owner
+	every time.Duration
+	buf   strings.Builder
+	wrote bool // a text frame was emitted: the attempt can no longer be retried
+	timer *time.Timer
+	due   <-chan time.Time // nil while no flush is due
+}
+
+// add takes in a text delta, writing the pending text when it is large.
+func (p *pendingText) add(text string) *protocol.Error {
+	p.buf.WriteString(text)
+	if p.buf.Len() >= 8<<10 {
+		return p.flush()
+	}
+	if p.due == nil {
+		if p.timer == nil {
+			p.timer = time.NewTimer(p.every)
+		} else {
+			p.timer.Reset(p.every)
+		}
+		p.due = p.timer.C
+	}
+	return nil
+}
+
+// flush writes the pending text as one frame.
+func (p *pendingText) flush() *protocol.Error {
+	if p.buf.Len() == 0 {
+		return nil
+	}
+	text := p.buf.String()
+	p.wrote = true
+	p.buf.Reset()
+	return p.o.emit(protocol.TextPayload{Content: text, Format: "markdown", Role: protocol.RoleAssistant})
+}
+
+// fail ends the attempt with perr, after the text the model sent before it.
+func (p *pendingText) fail(perr *protocol.Error) attemptResult {
+	if ferr := p.flush(); ferr != nil {
+		return endedFailed(ferr)
+	}
+	return attemptResult{wrote: p.wrote, err: perr}
+}
+
+func (p *pendingText) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// attemptDeadlines are an attempt's three deadlines: next is the first
+// event's, then after each event the idle time's (cause says which);
+// total is the attempt's, or the turn's model time when that ends first
+// (budgetBound).
+type attemptDeadlines struct {
+	next        *time.Timer
+	cause       error
+	total       *time.Timer
+	budgetBound bool
+}
+
+func newAttemptDeadlines(cfg Config, left time.Duration) *attemptDeadlines {
+	return &attemptDeadlines{next: time.NewTimer(cfg.FirstEventTimeout), cause: errFirstEvent,
+		total: time.NewTimer(min(cfg.AttemptTimeout, left)), budgetBound: left < cfg.AttemptTimeout}
+}
+
+// sawEvent restarts next as the idle deadline.
+func (d *attemptDeadlines) sawEvent(idle time.Duration) {
+	d.next.Reset(idle)
+	d.cause = errIdle
+}
+
+func (d *attemptDeadlines) stop() {
+	d.next.Stop()
+	d.total.Stop()
 }
 
 var errCancelled = errors.New("cancel requested")

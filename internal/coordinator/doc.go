@@ -197,7 +197,8 @@
 // # Where a frame goes
 //
 // The provider's stream runs on a goroutine of its own (pump, attempts.go)
-// and reaches the owner's attempt, which coalesces text deltas → emit
+// and reaches the owner's attempt, which coalesces text deltas
+// (pendingText) → emit
 // queues the payload on the turn's appender (appender.go) and the model
 // goes on → the appender's one AppendFrames in flight takes every payload
 // queued → the store runs it in its group-commit loop, merged with the

@@ -121,33 +121,39 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	// buffers and its background reader). Where the server does not allow
 	// it (HTTP/2), the stream runs in the handler.
 	if conn, ok := s.hijack(w); ok {
-		st.out = connSink{conn}
-		st.ctx, st.cancel = context.WithCancel(s.base)
-		// The response head, then the stream: no chunking, the stream's
-		// end is the connection's.
-		h.Set("Connection", "close")
-		var head bytes.Buffer
-		head.WriteString("HTTP/1.1 200 OK\r\n")
-		_ = h.Write(&head)
-		head.WriteString("\r\n")
-		st.write(head.Bytes())
-		// net/http no longer watches a connection taken over: the stream
-		// notices the client closing it at once (not when a heartbeat
-		// write fails, seconds later) and ends, which closes the
-		// connection and frees the client's connection slot.
-		end := s.watchStreamConn(conn, st.cancel)
-		go func() {
-			defer s.streams.Done()
-			defer end()
-			defer st.cancel()
-			st.run()
-		}()
+		st.serveHijacked(conn, h)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 	st.out = responseSink{w, http.NewResponseController(w), s.cfg.WriteTimeout}
 	st.ctx = r.Context()
 	st.run()
+}
+
+// serveHijacked serves the stream on conn, taken over from the server (its
+// response head h), from goroutines of its own.
+func (st *stream) serveHijacked(conn net.Conn, h http.Header) {
+	st.out = connSink{conn}
+	st.ctx, st.cancel = context.WithCancel(st.s.base)
+	// The response head, then the stream: no chunking, the stream's
+	// end is the connection's.
+	h.Set("Connection", "close")
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&head)
+	head.WriteString("\r\n")
+	st.write(head.Bytes())
+	// net/http no longer watches a connection taken over: the stream
+	// notices the client closing it at once (not when a heartbeat
+	// write fails, seconds later) and ends, which closes the
+	// connection and frees the client's connection slot.
+	end := st.s.watchStreamConn(conn, st.cancel)
+	go func() {
+		defer st.s.streams.Done()
+		defer end()
+		defer st.cancel()
+		st.run()
+	}()
 }
 
 // hijack takes over w's connection for a stream, counted in s.streams;
