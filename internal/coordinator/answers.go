@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -90,8 +89,15 @@ func (o *owner) answerStaleDecisions() {
 		}
 	}
 	o.box.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	// One call's deadline for them all: the owner looks at the lease (and
+	// answers the decision it applies) only once they are read.
+	ctx, cancel := o.c.call(o.ctx)
+	defer cancel()
 	for _, d := range pending {
-		p, err := o.c.store.GetProposal(o.ctx, d.proposalID)
+		p, err := o.c.store.GetProposal(ctx, d.proposalID)
 		if err != nil || (p.Status == store.ProposalPending && o.phase != phaseEnding) {
 			continue
 		}
@@ -110,7 +116,7 @@ func (o *owner) answerStaleDecisions() {
 // answerLate answers a request the turn no longer needs: its end or its
 // step aside came first.
 func (o *owner) answerLate(r request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
+	ctx, cancel := o.c.call(context.WithoutCancel(o.ctx))
 	defer cancel()
 	switch r := r.(type) {
 	case cancelRequest:

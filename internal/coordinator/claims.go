@@ -123,7 +123,9 @@ func (o *owner) recheck() {
 	if o.box.take(isRecheck) == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
+	// One call's deadline: a recheck is taken while a decision may wait
+	// on the owner (outageWait, execute), whose answer cannot wait longer.
+	ctx, cancel := o.c.call(context.WithoutCancel(o.ctx))
 	defer cancel()
 	o.c.lineMoved(o.convID) // a turn may have joined or left the line behind this one
 	t, err := o.c.store.GetTurn(ctx, o.turn.RequestID)

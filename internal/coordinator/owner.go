@@ -202,12 +202,16 @@ func (o *owner) takeCancels(now bool) {
 			if o.phase == phaseExecuting || o.phase == phaseRunning {
 				// Durable, so the stored turn says so; best effort: the
 				// owner honours the request whatever the store says.
-				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: cr.by, Now: o.c.now()})
+				ctx, cancel := o.c.call(o.ctx)
+				_, _, _ = o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: cr.by, Now: o.c.now()})
+				cancel()
 			}
 		}
 		reply := cr.reply
 		if now {
-			reply <- o.view(o.ctx)
+			ctx, cancel := o.c.call(o.ctx)
+			reply <- o.view(ctx)
+			cancel()
 		} else {
 			o.cancelWaiters = append(o.cancelWaiters, reply)
 		}
