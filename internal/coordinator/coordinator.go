@@ -157,7 +157,16 @@ type Config struct {
 	// (durable.go), on another connection. Default 30 s; studio serve
 	// derives it from the lease expiry on a shared database.
 	CallTimeout time.Duration
+	// PauseAt, when set, is called at the pause points of the daemon's
+	// process tests (PauseRecordOutcome), inside the transaction there;
+	// it returns when the test lets the daemon go on.
+	PauseAt func(point string)
 }
+
+// PauseRecordOutcome is the pause point inside the transaction that
+// records a confirmed command's outcome, after the command's own
+// transaction committed, before this one's COMMIT (Config.PauseAt).
+const PauseRecordOutcome = "record-outcome"
 
 func (cfg *Config) defaults() {
 	if cfg.Now == nil {
