@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/studio/operator/internal/conversations"
-	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
@@ -39,10 +37,14 @@ const (
 
 // Config wires a Server.
 type Config struct {
-	Coordinator *coordinator.Coordinator
-	// Conversations serves conversations, their pages, streams and live
-	// views (the conversation service beside the Coordinator).
-	Conversations *conversations.Service
+	// The services the handlers call (services.go); cmd/studio wires the
+	// coordinator and the conversation service in.
+	Conversations Conversations
+	Streams       Streams
+	Turns         Turns
+	Proposals     Proposals
+	Effects       Effects
+	Catalog       Catalog
 	// Token is the bearer token of the bootstrap admin (owner) when
 	// Principals is nil; with Principals, tokens are looked up there.
 	Token string
@@ -109,8 +111,6 @@ type Config struct {
 // Server serves the HTTP API.
 type Server struct {
 	cfg     Config
-	coord   *coordinator.Coordinator
-	convs   *conversations.Service
 	log     *slog.Logger
 	gate    *policy.Gate
 	mux     *routeMux
@@ -165,7 +165,7 @@ func newServer(cfg Config) *Server {
 	if cfg.Policy == nil {
 		cfg.Policy = policy.NewGate(policy.GateConfig{Logger: cfg.Logger})
 	}
-	s := &Server{cfg: cfg, coord: cfg.Coordinator, convs: cfg.Conversations, log: cfg.Logger, gate: cfg.Policy, mux: newRouteMux(),
+	s := &Server{cfg: cfg, log: cfg.Logger, gate: cfg.Policy, mux: newRouteMux(),
 		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
 	s.base, s.stop = context.WithCancel(context.Background())
 	return s
