@@ -299,3 +299,8 @@ func (c *Coordinator) Routes() *spaces.Registry { return c.cfg.Routes }
 
 // Tools is the tool registry offered to the model.
 func (c *Coordinator) Tools() *tools.Registry { return c.cfg.Tools }
+
+// call is ctx bounded by the deadline of one database call.
+func (c *Coordinator) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.CallTimeout)
+}
