@@ -275,7 +275,7 @@ const pauseVariable = "STUDIO_PAUSE_AT"
 // harnessVariables are the test suite's own (CI sets them for go test,
 // and a daemon a test starts inherits them); the binary reads none but
 // STUDIO_PAUSE_AT, a process test's pause point (pause_unix.go).
-var harnessVariables = []string{"STUDIO_ARTIFACTS", "STUDIO_BIN", "STUDIO_CHAOS_DURATION", "STUDIO_CHAOS_SEED", "STUDIO_CHROMIUM",
+var harnessVariables = []string{"STUDIO_ARTIFACTS", "STUDIO_BIN", "STUDIO_CHAOS_DURATION", "STUDIO_CHAOS_SEED", "STUDIO_CHROMIUM", "STUDIO_FIREFOX",
 	"STUDIO_LITESTREAM", pauseVariable, "STUDIO_POSTGRES_BIN", "STUDIO_TEST_LOGS", "STUDIO_UPDATE_FIXTURES"}
 
 // serviceLink matches the variables Kubernetes sets for a Service named
