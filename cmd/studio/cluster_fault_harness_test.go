@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -307,10 +308,24 @@ func startTurn(ctx context.Context, d *daemon, instruction string) (convID, requ
 	return conv.ID, acc.RequestID, nil
 }
 
-// mustStartTurn is startTurn that fails the test.
+// mustStartTurn is startTurn that fails the test. An answer that says to
+// try again (a read past its deadline on a loaded machine: "credentials
+// could not be checked") is tried again, as a client does.
 func (c *faultCluster) mustStartTurn(ctx context.Context, d *daemon, instruction string) (convID, requestID string) {
 	c.t.Helper()
-	convID, requestID, err := startTurn(ctx, d, instruction)
+	var err error
+	for {
+		convID, requestID, err = startTurn(ctx, d, instruction)
+		var pe *protocol.Error
+		if err == nil || !errors.As(err, &pe) || !pe.Retryable || ctx.Err() != nil {
+			break
+		}
+		c.t.Logf("start a turn: %v; again", err)
+		select { // a client's pause before it tries again
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		c.t.Fatal(err)
 	}

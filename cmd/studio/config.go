@@ -267,10 +267,16 @@ func setFromFile(f *pflag.Flag, v any) error {
 // modelVariables are the STUDIO_ variables the model providers read.
 var modelVariables = []string{openai.EnvAPIKey, openai.EnvBaseURL, openai.EnvModel, anthropic.EnvBaseURL, anthropic.EnvModel}
 
+// pauseVariable names the pause point of a process test
+// (coordinator.PauseRecordOutcome), where the daemon waits to be stopped
+// and continued (pauseAt).
+const pauseVariable = "STUDIO_PAUSE_AT"
+
 // harnessVariables are the test suite's own (CI sets them for go test,
-// and a daemon a test starts inherits them); the binary reads none.
-var harnessVariables = []string{"STUDIO_ARTIFACTS", "STUDIO_BIN", "STUDIO_CHAOS_DURATION", "STUDIO_CHAOS_SEED", "STUDIO_CHROMIUM", "STUDIO_FIREFOX", "STUDIO_GRAY_STRICT",
-	"STUDIO_LITESTREAM", "STUDIO_POSTGRES_BIN", "STUDIO_TEST_LOGS", "STUDIO_UPDATE_FIXTURES"}
+// and a daemon a test starts inherits them); the binary reads none but
+// STUDIO_PAUSE_AT, a process test's pause point (pause_unix.go).
+var harnessVariables = []string{"STUDIO_ARTIFACTS", "STUDIO_BIN", "STUDIO_CHAOS_DURATION", "STUDIO_CHAOS_SEED", "STUDIO_CHROMIUM", "STUDIO_FIREFOX",
+	"STUDIO_LITESTREAM", pauseVariable, "STUDIO_POSTGRES_BIN", "STUDIO_TEST_LOGS", "STUDIO_UPDATE_FIXTURES"}
 
 // serviceLink matches the variables Kubernetes sets for a Service named
 // studio or studio-* (STUDIO_SERVICE_HOST, STUDIO_PORT_8765_TCP_ADDR...),

@@ -232,7 +232,7 @@ func (d *daemonParts) newCoordinator() {
 		FirstEventTimeout: o.turn.firstEvent, IdleTimeout: o.turn.idle, AttemptTimeout: o.turn.attempt, ModelBudget: o.turn.budget,
 		Tools: tools.Default(d.svc, spaces.Default, time.Now), ProposalTTL: o.app.proposalTTL, DenialMemory: o.app.denialMemory, SweepInterval: 5 * time.Second, TextFlush: o.app.textFlush,
 		Observer: coordinator.Observers(d.recent, coordObserver{reg: d.reg, log: d.log}), Instance: d.instance, Shared: d.shared,
-		OutageBudget: o.lease.outageBudget, CallTimeout: o.lease.callTimeoutFor(d.shared)})
+		OutageBudget: o.lease.outageBudget, CallTimeout: o.lease.callTimeoutFor(d.shared), PauseAt: pauseAt(d.log)})
 	d.svc.SettleProposalsWith(d.coord)
 }
 

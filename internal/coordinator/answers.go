@@ -89,8 +89,15 @@ func (o *owner) answerStaleDecisions() {
 		}
 	}
 	o.box.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	// One call's deadline for them all: the owner looks at the lease (and
+	// answers the decision it applies) only once they are read.
+	ctx, cancel := o.c.call(o.ctx)
+	defer cancel()
 	for _, d := range pending {
-		p, err := o.c.store.GetProposal(o.ctx, d.proposalID)
+		p, err := o.c.store.GetProposal(ctx, d.proposalID)
 		if err != nil || (p.Status == store.ProposalPending && o.phase != phaseEnding) {
 			continue
 		}

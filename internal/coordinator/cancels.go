@@ -44,12 +44,16 @@ func (o *owner) takeCancels(now bool) {
 			if o.phase == phaseExecuting || o.phase == phaseRunning {
 				// Durable, so the stored turn says so; best effort: the
 				// owner honours the request whatever the store says.
-				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: cr.by, Now: o.c.now()})
+				ctx, cancel := o.c.call(o.ctx)
+				_, _, _ = o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: cr.by, Now: o.c.now()})
+				cancel()
 			}
 		}
 		reply := cr.reply
 		if now {
-			reply <- o.view(o.ctx)
+			ctx, cancel := o.c.call(o.ctx)
+			reply <- o.view(ctx)
+			cancel()
 		} else {
 			o.cancelWaiters = append(o.cancelWaiters, reply)
 		}
@@ -81,7 +85,9 @@ func (o *owner) recheck() {
 	if o.box.take(isRecheck) == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
+	// One call's deadline: a recheck is taken while a decision may wait
+	// on the owner (outageWait, execute), whose answer cannot wait longer.
+	ctx, cancel := o.c.call(context.WithoutCancel(o.ctx))
 	defer cancel()
 	o.c.lineMoved(o.convID) // a turn may have joined or left the line behind this one
 	t, err := o.c.store.GetTurn(ctx, o.turn.RequestID)

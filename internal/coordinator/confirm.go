@@ -170,6 +170,9 @@ func (o *owner) recordOutcome(fp finishParams) (finished, error) {
 	c, p := o.c, fp.proposal
 	var fin finished
 	err := o.durable("record proposal result", func(ctx context.Context) error {
+		if c.cfg.PauseAt != nil {
+			ctx = store.WithBeforeCommit(ctx, func() { c.cfg.PauseAt(PauseRecordOutcome) })
+		}
 		var err error
 		fin, err = c.finishProposal(c.executing(ctx, p, false), fp)
 		return err

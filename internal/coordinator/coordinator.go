@@ -157,7 +157,16 @@ type Config struct {
 	// (durable.go), on another connection. Default 30 s; studio serve
 	// derives it from the lease expiry on a shared database.
 	CallTimeout time.Duration
+	// PauseAt, when set, is called at the pause points of the daemon's
+	// process tests (PauseRecordOutcome), inside the transaction there;
+	// it returns when the test lets the daemon go on.
+	PauseAt func(point string)
 }
+
+// PauseRecordOutcome is the pause point inside the transaction that
+// records a confirmed command's outcome, after the command's own
+// transaction committed, before this one's COMMIT (Config.PauseAt).
+const PauseRecordOutcome = "record-outcome"
 
 func (cfg *Config) defaults() {
 	if cfg.Now == nil {
@@ -290,3 +299,8 @@ func (c *Coordinator) Routes() *spaces.Registry { return c.cfg.Routes }
 
 // Tools is the tool registry offered to the model.
 func (c *Coordinator) Tools() *tools.Registry { return c.cfg.Tools }
+
+// call is ctx bounded by the deadline of one database call.
+func (c *Coordinator) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.CallTimeout)
+}

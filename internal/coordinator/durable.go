@@ -33,11 +33,6 @@ const (
 	DefaultCallTimeout = 30 * time.Second
 )
 
-// call is ctx bounded by the deadline of one database call.
-func (c *Coordinator) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.cfg.CallTimeout)
-}
-
 // durableWrite is durable without settling the turn's frames first.
 func (o *owner) durableWrite(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
 	return o.durableTry(what, write, landed, false)

@@ -174,7 +174,7 @@ func shuttingDown() *protocol.Error {
 // answerLate answers a request the turn no longer needs: its end or its
 // step aside came first.
 func (o *owner) answerLate(r request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
+	ctx, cancel := o.c.call(context.WithoutCancel(o.ctx))
 	defer cancel()
 	switch r := r.(type) {
 	case cancelRequest:

@@ -24,7 +24,10 @@ func (o *owner) parked() step {
 		r := o.box.take(anyRequest)
 		if r == nil {
 			sig := o.c.store.FrameSignal(o.turn.ConversationID) // before the check: no commit is missed
-			t, err := o.c.store.GetTurn(o.ctx, o.turn.RequestID)
+			// One call's deadline: a decision put meanwhile waits for it.
+			ctx, cancel := o.c.call(o.ctx)
+			t, err := o.c.store.GetTurn(ctx, o.turn.RequestID)
+			cancel()
 			switch {
 			case err != nil:
 			case t.Status != store.TurnAwaitingConfirmation:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/testutil"
@@ -168,6 +169,79 @@ func TestConfirmThatCannotReachTheTurnIsNotAConflict(t *testing.T) {
 	res, err := b.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
 	if err != nil || res.Status != protocol.ResultSucceeded {
 		t.Fatalf("the confirm again = %+v, %v", res, err)
+	}
+	e.checkOneEnding(conv, acc.RequestID, prop)
+}
+
+// TestSharedOwnerCallsKeepTheCallDeadline: an owner whose database
+// connections hang makes no call longer than one call's deadline — not
+// the read of its parked turn, not the recheck another daemon's notice
+// asks for while a confirm waits on it (its confirmation retried through
+// an outage) — so the confirm is answered once the lease lapses, within
+// the lease expiry and one call, however the calls interleave.
+func TestSharedOwnerCallsKeepTheCallDeadline(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 2 * time.Second
+	e := newEngine(t, engineOpts{script: &toggleScript, workers: 2, tweak: func(c *coordinator.Config) {
+		c.Shared, c.Instance, c.ClaimInterval, c.CallTimeout = true, "a", 20*time.Millisecond, callTimeout
+	}})
+	l := &lease{}
+	e.coord.UseLease(l)
+	conv := e.conversation()
+	acc, prop := e.toggle(conv)
+	key := store.TurnKey(acc.RequestID)
+	wantBounded := func(what string, hung <-chan coordtest.Hung) {
+		t.Helper()
+		select {
+		case h := <-hung:
+			if h.Left <= 0 || h.Left > callTimeout {
+				t.Fatalf("%s: %s waited with %v left (0: no deadline), want one call's deadline, %v", what, h.Method, h.Left, callTimeout)
+			}
+		case <-time.After(testutil.Patience):
+			t.Fatalf("%s: the turn was never read", what)
+		}
+	}
+
+	// Parked, no decision: another daemon's notice makes the owner read
+	// its turn.
+	hung := e.store.Hang("GetTurn")
+	if err := e.db.Announce(e.ctx(), key); err != nil {
+		t.Fatal(err)
+	}
+	wantBounded("the parked owner's read of its turn", hung)
+	e.store.Unhang("GetTurn")
+
+	// A confirm whose confirmation the database refuses for now: the
+	// owner retries it, and meanwhile takes a notice in.
+	faults := e.store.Faults.Load()
+	e.store.Outage.Store(true)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+		answered <- err
+	}()
+	testutil.Eventually(t, func() bool { return e.store.Faults.Load() > faults }, "the confirmation to meet the outage")
+	hung = e.store.Hang("GetTurn")
+	if err := e.db.Announce(e.ctx(), key); err != nil {
+		t.Fatal(err)
+	}
+	wantBounded("the recheck while a confirm waits", hung)
+	l.lapsed.Store(true)
+	select {
+	case err := <-answered:
+		wantLeaseUnproven(t, "the confirm waiting on the owner once the lease lapsed", err)
+	case <-time.After(testutil.Patience):
+		t.Fatal("the confirm was not answered once the lease lapsed")
+	}
+	e.store.Unhang("GetTurn")
+	e.store.Outage.Store(false)
+	l.lapsed.Store(false)
+	if p := e.proposal(prop.ID); p.Status != store.ProposalPending {
+		t.Fatalf("proposal %s after the refused confirm, want pending", p.Status)
+	}
+	res, err := e.coord.Confirm(e.ctx(), conv, prop.ID, confirmReq(prop))
+	if err != nil || res.Status != protocol.ResultSucceeded {
+		t.Fatalf("confirm once renewed = %+v, %v", res, err)
 	}
 	e.checkOneEnding(conv, acc.RequestID, prop)
 }

@@ -31,7 +31,10 @@ func (o *owner) talk() outcome {
 				With("limit", "rounds_per_turn").With("max", c.cfg.MaxToolRounds))
 		}
 		// A cancel recorded by another daemon is honoured between rounds.
-		if t, err := c.store.GetTurn(o.ctx, o.turn.RequestID); err == nil {
+		rctx, cancel := c.call(o.ctx)
+		t, terr := c.store.GetTurn(rctx, o.turn.RequestID)
+		cancel()
+		if terr == nil {
 			if t.CancelRequestedAt != nil {
 				o.cancelWanted = true
 				return interrupted

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/studio/operator/internal/store"
 )
@@ -36,7 +37,8 @@ type Store struct {
 	pauses  []*Pause // armed
 	hit     []*Pause // reached
 	failing map[string]bool
-	lose    map[string]int // commits whose answer is lost (LoseCommit)
+	lose    map[string]int       // commits whose answer is lost (LoseCommit)
+	hang    map[string]chan Hung // methods whose calls hang (Hang)
 }
 
 // LoseCommit makes the next n calls of method (AppendFrames,
@@ -146,6 +148,58 @@ func (s *Store) fault(method string) error {
 	return nil
 }
 
+// Hung is a call that hung (Hang): how long its context let it wait.
+type Hung struct {
+	Method string
+	// Left is the time to its context's deadline when it was made; 0 when
+	// it had none (it would have waited for ever).
+	Left time.Duration
+}
+
+// Hang makes every call of method (GetTurn, GetProposal) hang until its
+// context ends, as a call on a connection whose server stopped answering
+// does, and fail then with a transient error; each such call is sent on
+// the returned channel (buffered; calls beyond it are not reported).
+// Unhang ends it.
+func (s *Store) Hang(method string) <-chan Hung {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hang == nil {
+		s.hang = map[string]chan Hung{}
+	}
+	ch := make(chan Hung, 64)
+	s.hang[method] = ch
+	return ch
+}
+
+// Unhang lets method's calls through again.
+func (s *Store) Unhang(method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.hang, method)
+}
+
+// hung makes a call of method hang when Hang says so; its error then.
+func (s *Store) hung(ctx context.Context, method string) error {
+	s.mu.Lock()
+	ch := s.hang[method]
+	s.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	h := Hung{Method: method}
+	if d, ok := ctx.Deadline(); ok {
+		h.Left = time.Until(d)
+	}
+	select {
+	case ch <- h:
+	default:
+	}
+	s.Faults.Add(1)
+	<-ctx.Done()
+	return fmt.Errorf("injected hung %s: %w", method, context.Cause(ctx))
+}
+
 func (s *Store) StartTurn(ctx context.Context, p store.StartTurnParams) (store.Turn, error) {
 	if err := s.fault("StartTurn"); err != nil {
 		return store.Turn{}, err
@@ -213,6 +267,9 @@ func (s *Store) AppendAdminEvent(ctx context.Context, p store.AppendAdminEventPa
 }
 
 func (s *Store) GetProposal(ctx context.Context, id string) (store.Proposal, error) {
+	if err := s.hung(ctx, "GetProposal"); err != nil {
+		return store.Proposal{}, err
+	}
 	p, err := s.Store.GetProposal(ctx, id)
 	s.At("GetProposal", id) // after the read: the caller goes on with what it read
 	return p, err
@@ -274,6 +331,9 @@ func (s *Store) AckEffect(ctx context.Context, p store.AckEffectParams) (store.E
 // GetTurn fails with ErrInjected while Fail("GetTurn") is set: a read,
 // which FailWrites and Outage leave alone.
 func (s *Store) GetTurn(ctx context.Context, id string) (store.Turn, error) {
+	if err := s.hung(ctx, "GetTurn"); err != nil {
+		return store.Turn{}, err
+	}
 	s.mu.Lock()
 	failing := s.failing["GetTurn"]
 	s.mu.Unlock()

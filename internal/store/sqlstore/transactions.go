@@ -75,6 +75,16 @@ func (s *Store) txnAppend(ctx context.Context, fn func(tx *writeTx) error, app *
 			return nil
 		}
 	}
+	if app == nil {
+		inner := fn
+		fn = func(tx *writeTx) error {
+			if err := inner(tx); err != nil {
+				return err
+			}
+			store.BeforeCommit(ctx) // a test's pause point, its statements written
+			return nil
+		}
+	}
 	if s.group != nil {
 		return s.group.submit(ctx, fn, app)
 	}
