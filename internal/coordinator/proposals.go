@@ -55,7 +55,7 @@ func (o *owner) propose(callID string, cmd studio.Command) error {
 	}
 	var audit *store.AppendAdminEventParams
 	if a := o.agentCall(); a != nil {
-		if audit, err = agentProposalAudit(p, t.SubmittedBy, a.Client, now); err != nil {
+		if audit, err = agentProposalAudit(p, t.SubmittedBy, a, now); err != nil {
 			return err
 		}
 	}
