@@ -46,6 +46,18 @@ export class SentForApproval extends Error {
 const approvalLocation = '/api/operator/proposals/';
 
 /**
+ * Shows a failed action's error in el; a command sent for approval shows
+ * its message as news, not as a failure (data-sent-for-approval).
+ * @param {HTMLElement} el
+ * @param {unknown} e
+ */
+export function showError(el, e) {
+  el.textContent = errorText(e);
+  if (e instanceof SentForApproval) el.dataset.sentForApproval = e.proposal && e.proposal.id ? e.proposal.id : '';
+  else delete el.dataset.sentForApproval;
+}
+
+/**
  * @typedef {object} ApiOptions
  * @property {string} [baseUrl] origin of the daemon, '' for this page's
  * @property {() => string | null} getToken the bearer token
