@@ -9,6 +9,7 @@ import (
 
 	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/openapi/openapitest"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
@@ -69,7 +70,9 @@ func TestDirectCommandUnderFourEyesIsSentForApproval(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{principals: true, serveApp: true, secondApprover: []string{"destructive"}})
 	sc := h.nightly()
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
+	// alice's answers are checked against the OpenAPI document.
+	alice := apiclient.New(h.srv.URL, h.principalToken("alice", protocol.RoleOperator),
+		&http.Client{Transport: openapitest.New(t).Transport(h.srv.Client().Transport)})
 	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
 	ctx := h.ctx()
 
