@@ -305,8 +305,10 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 		d.log.Warn("the token file holds a token from before stu_ tokens: it keeps working, but secret scanners do not recognise it; "+
 			"`studio token --rotate` replaces it", "file", tokenPath(d.cfg.dataDir))
 	}
-	edge.Conversations = conversations.New(conversations.Config{Store: d.st, Engine: d.coord, RecoveryWindow: d.o.app.recoveryWindow})
-	edge.Coordinator, edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = d.coord, d.svc, d.recent, []func(*http.ServeMux){page.Register}, d.o.app.heartbeat, d.reg
+	convs := conversations.New(conversations.Config{Store: d.st, Engine: d.coord, RecoveryWindow: d.o.app.recoveryWindow})
+	edge.Conversations, edge.Streams = convs, convs
+	edge.Turns, edge.Proposals, edge.Effects, edge.Catalog = d.coord, d.coord, d.coord, d.coord
+	edge.App, edge.Recent, edge.Extra, edge.Heartbeat, edge.Metrics = d.svc, d.recent, []func(*http.ServeMux){page.Register}, d.o.app.heartbeat, d.reg
 	ms, err := databaseMigrations(d.cfg)
 	if err != nil {
 		return err

@@ -105,7 +105,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Comm
 // 202 with its pending proposal (protocol.ApprovalRequest), the same one
 // again for the same Idempotency-Key, and Location its proposal.
 func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, cmd studio.Command) {
-	ap, err := s.coord.RequestApproval(r.Context(), coordinator.ApprovalRequest{Command: cmd,
+	ap, err := s.cfg.Proposals.RequestApproval(r.Context(), coordinator.ApprovalRequest{Command: cmd,
 		IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	if err != nil {
 		s.writeError(w, r, err)

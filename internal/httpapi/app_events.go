@@ -38,8 +38,8 @@ func (s *Server) handleAppEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	changed := s.cfg.App.ChangeSignal() // before reading: no commit is missed
-	access := s.convs.AccessSignal()    // before the stream: no revocation is missed
+	changed := s.cfg.App.ChangeSignal()    // before reading: no commit is missed
+	access := s.cfg.Streams.AccessSignal() // before the stream: no revocation is missed
 	oldest, newest, err := s.cfg.App.ChangesRange(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -89,7 +89,7 @@ func (s *Server) handleAppEvents(w http.ResponseWriter, r *http.Request) {
 		case <-access:
 			// Decided again, for the credential as it is now: a revoked
 			// token or a lost right ends the stream at once.
-			access = s.convs.AccessSignal()
+			access = s.cfg.Streams.AccessSignal()
 			if err := s.stillReads(ctx); err != nil {
 				ev.buf.WriteString(": error " + string(protocol.ErrorOf(err).Code) + "\n\n")
 				ev.flush()

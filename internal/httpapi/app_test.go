@@ -66,7 +66,7 @@ func newAppDaemon(t *testing.T) *appDaemon {
 		t.Fatal(err)
 	}
 	convs := conversations.New(conversations.Config{Store: st, Engine: coord, Now: clock.Now})
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Conversations: convs, Token: testToken, App: svc, Recent: recent, Principals: st, Webhooks: st, Now: clock.Now})
+	api := httpapi.New(withEngine(httpapi.Config{Token: testToken, App: svc, Recent: recent, Principals: st, Webhooks: st, Now: clock.Now}, coord, convs))
 	srv := httptest.NewServer(api)
 	d := &appDaemon{t: t, clock: clock, store: st, coord: coord, convs: convs, svc: svc, srv: srv,
 		client: apiclient.New(srv.URL, testToken, srv.Client())}

@@ -164,7 +164,7 @@ func (s *Server) authorize(r *http.Request) error {
 		// One call's deadline: on a daemon whose database connections
 		// hang the request is answered, not left waiting.
 		rctx, cancel := context.WithTimeout(ctx, s.callTimeout())
-		res, err := s.coord.ProposalResource(rctx, r.PathValue("id"), r.PathValue("pid"))
+		res, err := s.cfg.Proposals.ProposalResource(rctx, r.PathValue("id"), r.PathValue("pid"))
 		cancel()
 		if protocol.IsCode(err, protocol.NotFound) {
 			return nil
@@ -180,7 +180,7 @@ func (s *Server) authorize(r *http.Request) error {
 // askConversation decides a on conversation id: one the principal may not
 // read is not_found, with the answer of one that does not exist.
 func (s *Server) askConversation(ctx context.Context, a policy.Action, id string) error {
-	res, err := s.convs.PolicyResource(ctx, id)
+	res, err := s.cfg.Conversations.PolicyResource(ctx, id)
 	if protocol.IsCode(err, protocol.NotFound) {
 		return nil // the handler answers not_found
 	}

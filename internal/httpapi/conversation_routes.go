@@ -25,7 +25,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	page, err := s.convs.ForkConversation(r.Context(), r.PathValue("id"), req)
+	page, err := s.cfg.Conversations.ForkConversation(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -39,7 +39,7 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.convs.RestoreConversation(r.Context(), r.PathValue("id"))
+	c, err := s.cfg.Conversations.RestoreConversation(r.Context(), r.PathValue("id"))
 	answer(w, r, s, c, err)
 }
 
@@ -49,7 +49,7 @@ func (s *Server) handleReportView(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	v, err := s.convs.ReportView(r.Context(), r.PathValue("id"), req)
+	v, err := s.cfg.Conversations.ReportView(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -63,7 +63,7 @@ func (s *Server) handleAmend(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := s.coord.AmendProposal(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
+	p, err := s.cfg.Proposals.AmendProposal(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -72,5 +72,5 @@ func (s *Server) handleAmend(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.coord.ListModels(r.Context()))
+	writeJSON(w, http.StatusOK, s.cfg.Catalog.ListModels(r.Context()))
 }

@@ -83,8 +83,8 @@ func newEdgeDaemon(t testing.TB, configure func(*httpapi.Config)) *edgeDaemon {
 	}
 	logs := &syncBuffer{}
 	convs := conversations.New(conversations.Config{Store: st, Engine: coord, Now: clock.Now})
-	cfg := httpapi.Config{Coordinator: coord, Conversations: convs, Token: testToken, App: svc, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Extra: []func(*http.ServeMux){page.Register}}
+	cfg := withEngine(httpapi.Config{Token: testToken, App: svc, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Extra: []func(*http.ServeMux){page.Register}}, coord, convs)
 	if configure != nil {
 		configure(&cfg)
 	}

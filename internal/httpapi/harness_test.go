@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/apiclient"
+	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/coordinator/coordtest"
 	"github.com/studio/operator/internal/httpapi"
@@ -24,6 +25,15 @@ import (
 )
 
 const testToken = "test-token-0123456789abcdef0123456789abcdef"
+
+// withEngine wires the real engine into cfg, as cmd/studio does: the
+// coordinator serves turns, proposals, effects and the catalog, the
+// conversation service conversations and streams.
+func withEngine(cfg httpapi.Config, coord *coordinator.Coordinator, convs *conversations.Service) httpapi.Config {
+	cfg.Conversations, cfg.Streams = convs, convs
+	cfg.Turns, cfg.Proposals, cfg.Effects, cfg.Catalog = coord, coord, coord, coord
+	return cfg
+}
 
 // harness is a real daemon on loopback: SQLite file, coordinator, HTTP server.
 type harness struct {
@@ -107,7 +117,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err := coord.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	apiCfg := httpapi.Config{Coordinator: coord, Conversations: stack.Conversations(faults, coord), Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()}
+	apiCfg := withEngine(httpapi.Config{Token: testToken, Heartbeat: o.heartbeat, Logger: quietLogger()}, coord, stack.Conversations(faults, coord))
 	if o.serveApp {
 		apiCfg.App = stack.App
 	}

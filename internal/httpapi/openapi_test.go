@@ -28,7 +28,7 @@ func TestOpenAPICoversTheRouter(t *testing.T) {
 		documented[op.Method+" "+op.Path] = true
 	}
 	d := newAppDaemon(t)
-	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Conversations: d.convs, Token: testToken, App: d.svc})
+	srv := httpapi.New(withEngine(httpapi.Config{Token: testToken, App: d.svc}, d.coord, d.convs))
 	defer srv.Close()
 	registered := map[string]bool{}
 	for _, r := range httpapi.Patterns(srv) {

@@ -15,7 +15,7 @@ func (s *Server) handleCreateConversation(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.convs.CreateConversation(r.Context(), req)
+	c, err := s.cfg.Conversations.CreateConversation(r.Context(), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -30,7 +30,7 @@ func (s *Server) handleListConversations(w http.ResponseWriter, r *http.Request)
 		s.writeError(w, r, err)
 		return
 	}
-	list, err := s.convs.ListConversations(r.Context(), conversations.ListQuery{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor"), Q: q.Get("q")})
+	list, err := s.cfg.Conversations.ListConversations(r.Context(), conversations.ListQuery{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor"), Q: q.Get("q")})
 	answer(w, r, s, list, err)
 }
 
@@ -61,7 +61,7 @@ func (s *Server) handleGetConversation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	page, err := s.convs.Page(r.Context(), r.PathValue("id"), after, int(limit))
+	page, err := s.cfg.Conversations.Page(r.Context(), r.PathValue("id"), after, int(limit))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -75,12 +75,12 @@ func (s *Server) handleUpdateConversation(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.convs.UpdateConversation(r.Context(), r.PathValue("id"), req)
+	c, err := s.cfg.Conversations.UpdateConversation(r.Context(), r.PathValue("id"), req)
 	answer(w, r, s, c, err)
 }
 
 func (s *Server) handleDeleteConversation(w http.ResponseWriter, r *http.Request) {
-	c, err := s.convs.DeleteConversation(r.Context(), r.PathValue("id"))
+	c, err := s.cfg.Conversations.DeleteConversation(r.Context(), r.PathValue("id"))
 	answer(w, r, s, c, err)
 }
 
@@ -90,7 +90,7 @@ func (s *Server) handleSubmitTurn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	acc, err := s.coord.SubmitTurn(r.Context(), r.PathValue("id"), req)
+	acc, err := s.cfg.Turns.SubmitTurn(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -103,7 +103,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	// A cancel closes the turn's pending proposals: closing another
 	// principal's is denying it, which the policy decides too (before the
 	// body is read, as every decision).
-	pending, err := s.coord.PendingProposals(r.Context(), r.PathValue("id"), r.PathValue("rid"))
+	pending, err := s.cfg.Proposals.PendingProposals(r.Context(), r.PathValue("id"), r.PathValue("rid"))
 	if err != nil && !protocol.IsCode(err, protocol.NotFound) {
 		s.writeError(w, r, err)
 		return
@@ -124,7 +124,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	t, err := s.coord.CancelTurn(r.Context(), r.PathValue("id"), r.PathValue("rid"))
+	t, err := s.cfg.Turns.CancelTurn(r.Context(), r.PathValue("id"), r.PathValue("rid"))
 	answer(w, r, s, t, err)
 }
 
@@ -144,11 +144,11 @@ func (s *Server) handleCreateTicket(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.convs.OpenStream(r.Context(), req.ConversationID, req.AfterSequence); err != nil {
+	if _, err := s.cfg.Streams.OpenStream(r.Context(), req.ConversationID, req.AfterSequence); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	t, err := s.convs.CreateStreamTicket(r.Context(), req, credentialFrom(r.Context()))
+	t, err := s.cfg.Streams.CreateStreamTicket(r.Context(), req, credentialFrom(r.Context()))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -162,19 +162,19 @@ func (s *Server) handleAckEffect(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	e, err := s.coord.AckEffect(r.Context(), r.PathValue("id"), r.PathValue("eid"), req)
+	e, err := s.cfg.Effects.AckEffect(r.Context(), r.PathValue("id"), r.PathValue("eid"), req)
 	answer(w, r, s, e, err)
 }
 
 func (s *Server) handleGetEffect(w http.ResponseWriter, r *http.Request) {
-	e, err := s.coord.EffectState(r.Context(), r.PathValue("id"), r.PathValue("eid"))
+	e, err := s.cfg.Effects.EffectState(r.Context(), r.PathValue("id"), r.PathValue("eid"))
 	answer(w, r, s, e, err)
 }
 
 func (s *Server) handleRoutes(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.coord.Routes())
+	writeJSON(w, http.StatusOK, s.cfg.Catalog.Routes())
 }
 
 func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"tools": s.coord.Tools().Specs()})
+	writeJSON(w, http.StatusOK, map[string]any{"tools": s.cfg.Catalog.Tools().Specs()})
 }

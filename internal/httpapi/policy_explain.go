@@ -45,11 +45,11 @@ func (s *Server) explain(r *http.Request, req policy.ExplainRequest) (policy.Exp
 	var res policy.Resource = policy.Studio{}
 	switch {
 	case req.Conversation != "":
-		if res, err = s.convs.PolicyResource(ctx, req.Conversation); err != nil {
+		if res, err = s.cfg.Conversations.PolicyResource(ctx, req.Conversation); err != nil {
 			return policy.Explanation{}, err
 		}
 	case req.Proposal != "":
-		if res, err = s.coord.ProposalResource(ctx, "", req.Proposal); err != nil {
+		if res, err = s.cfg.Proposals.ProposalResource(ctx, "", req.Proposal); err != nil {
 			return policy.Explanation{}, err
 		}
 	case req.Command != nil:

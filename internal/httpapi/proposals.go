@@ -13,7 +13,7 @@ func (s *Server) handleConfirm(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.coord.Confirm(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
+	res, err := s.cfg.Proposals.Confirm(r.Context(), r.PathValue("id"), r.PathValue("pid"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -27,7 +27,7 @@ func (s *Server) handleDeny(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.coord.Deny(r.Context(), r.PathValue("id"), r.PathValue("pid"))
+	res, err := s.cfg.Proposals.Deny(r.Context(), r.PathValue("id"), r.PathValue("pid"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -49,7 +49,7 @@ func (s *Server) handleListProposals(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, protocol.Errorf(protocol.Validation, "decidable must be true or false, not %q", v).With("field", "decidable"))
 		return
 	}
-	ps, err := s.coord.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: q.Get("status"), Decidable: decidable})
+	ps, err := s.cfg.Proposals.ListProposals(r.Context(), coordinator.ProposalQuery{ConversationID: r.PathValue("id"), Status: q.Get("status"), Decidable: decidable})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -61,9 +61,9 @@ func (s *Server) handleGetProposal(w http.ResponseWriter, r *http.Request) {
 	var p protocol.ProposalState
 	var err error
 	if id := r.PathValue("id"); id != "" {
-		p, err = s.coord.GetProposal(r.Context(), id, r.PathValue("pid"))
+		p, err = s.cfg.Proposals.GetProposal(r.Context(), id, r.PathValue("pid"))
 	} else {
-		p, err = s.coord.FindProposal(r.Context(), r.PathValue("pid"))
+		p, err = s.cfg.Proposals.FindProposal(r.Context(), r.PathValue("pid"))
 	}
 	answer(w, r, s, p, err)
 }

@@ -27,7 +27,7 @@ var openRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET
 func TestRouteActionsCoverTheRouter(t *testing.T) {
 	t.Parallel()
 	d := newAppDaemon(t)
-	srv := httpapi.New(httpapi.Config{Coordinator: d.coord, Conversations: d.convs, Token: testToken, App: d.svc})
+	srv := httpapi.New(withEngine(httpapi.Config{Token: testToken, App: d.svc}, d.coord, d.convs))
 	defer srv.Close()
 	registered := map[string]bool{}
 	for _, pattern := range httpapi.Patterns(srv) {

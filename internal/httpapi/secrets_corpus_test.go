@@ -271,7 +271,7 @@ func runSecretsCorpus(t *testing.T, be corpusBackend) {
 	hooks := webhooks.New(webhooks.Config{Store: st, Instance: "corpus", Poll: 50 * time.Millisecond, Logger: log})
 	go func() { defer close(hooksDone); hooks.Run(hooksCtx) }()
 
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Conversations: conversations.New(conversations.Config{Store: st, Engine: coord}), Token: testToken, App: svc, Logger: log, Metrics: reg, Recent: recent})
+	api := httpapi.New(withEngine(httpapi.Config{Token: testToken, App: svc, Logger: log, Metrics: reg, Recent: recent}, coord, conversations.New(conversations.Config{Store: st, Engine: coord})))
 	srv := httptest.NewServer(api.Observed())
 	stopped := false
 	stop := func() {

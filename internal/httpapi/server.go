@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/studio/operator/internal/conversations"
-	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/metrics"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
@@ -39,10 +37,14 @@ const (
 
 // Config wires a Server.
 type Config struct {
-	Coordinator *coordinator.Coordinator
-	// Conversations serves conversations, their pages, streams and live
-	// views (the conversation service beside the Coordinator).
-	Conversations *conversations.Service
+	// The services the handlers call (services.go); cmd/studio wires the
+	// coordinator and the conversation service in.
+	Conversations Conversations
+	Streams       Streams
+	Turns         Turns
+	Proposals     Proposals
+	Effects       Effects
+	Catalog       Catalog
 	// Token is the bearer token of the bootstrap admin (owner) when
 	// Principals is nil; with Principals, tokens are looked up there.
 	Token string
@@ -109,16 +111,16 @@ type Config struct {
 // Server serves the HTTP API.
 type Server struct {
 	cfg     Config
-	coord   *coordinator.Coordinator
-	convs   *conversations.Service
 	log     *slog.Logger
 	gate    *policy.Gate
 	mux     *routeMux
 	handler http.Handler // the mux behind the edge
 	metrics *serverMetrics
 
-	beatsOnce sync.Once
-	beats     *heartbeats // started by the first stream
+	beatsOnce  sync.Once
+	beats      *heartbeats // started by the first stream
+	closesOnce sync.Once
+	closes     *closeWatch // started by the first stream; nil: none
 
 	// Streams served on connections taken over: Close ends them (base)
 	// and waits for them.
@@ -165,7 +167,7 @@ func newServer(cfg Config) *Server {
 	if cfg.Policy == nil {
 		cfg.Policy = policy.NewGate(policy.GateConfig{Logger: cfg.Logger})
 	}
-	s := &Server{cfg: cfg, coord: cfg.Coordinator, convs: cfg.Conversations, log: cfg.Logger, gate: cfg.Policy, mux: newRouteMux(),
+	s := &Server{cfg: cfg, log: cfg.Logger, gate: cfg.Policy, mux: newRouteMux(),
 		metrics: newMetrics(cfg.Metrics), closing: make(chan struct{})}
 	s.base, s.stop = context.WithCancel(context.Background())
 	return s
@@ -195,6 +197,10 @@ func (s *Server) Close() {
 		s.beatsOnce.Do(func() {}) // no wheel starts after this
 		if s.beats != nil {
 			s.beats.close()
+		}
+		s.closesOnce.Do(func() {})
+		if s.closes != nil {
+			s.closes.close()
 		}
 	})
 }

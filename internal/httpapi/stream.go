@@ -89,7 +89,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	// been taken away (run).
 	action := policy.ReadConversation
 	if ticket != "" {
-		minter, err := s.convs.RedeemStreamTicket(r.Context(), ticket, convID, after)
+		minter, err := s.cfg.Streams.RedeemStreamTicket(r.Context(), ticket, convID, after)
 		if err == nil {
 			who, err = s.reauthenticate(r.Context(), minter)
 		}
@@ -104,7 +104,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	opened, err := s.convs.OpenStream(r.Context(), convID, after)
+	opened, err := s.cfg.Streams.OpenStream(r.Context(), convID, after)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -131,21 +131,14 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		_ = h.Write(&head)
 		head.WriteString("\r\n")
 		st.write(head.Bytes())
-		// net/http no longer watches a connection taken over: a reader of
-		// its own notices the client closing it at once (not when a
-		// heartbeat write fails, seconds later) and ends the stream, which
-		// closes the connection and frees the client's connection slot.
-		watched := make(chan struct{})
-		go func() {
-			defer close(watched)
-			watchClose(conn, st.cancel)
-		}()
+		// net/http no longer watches a connection taken over: the stream
+		// notices the client closing it at once (not when a heartbeat
+		// write fails, seconds later) and ends, which closes the
+		// connection and frees the client's connection slot.
+		end := s.watchStreamConn(conn, st.cancel)
 		go func() {
 			defer s.streams.Done()
-			defer func() {
-				s.dropConn(conn)
-				<-watched // the close ends its read
-			}()
+			defer end()
 			defer st.cancel()
 			st.run()
 		}()
@@ -179,25 +172,6 @@ func (s *Server) hijack(w http.ResponseWriter) (net.Conn, bool) {
 	}
 	s.conns[conn] = struct{}{}
 	return conn, true
-}
-
-// maxStreamInput is what a client may send on a stream's connection after
-// its request before the stream ends: a stream reads nothing, and a client
-// that keeps writing is not one.
-const maxStreamInput = 4 << 10
-
-// watchClose reads conn until the client closes it (or sends more than
-// maxStreamInput), then calls done.
-func watchClose(conn net.Conn, done func()) {
-	defer done()
-	var b [64]byte
-	for n := 0; n <= maxStreamInput; {
-		m, err := conn.Read(b[:])
-		if err != nil {
-			return
-		}
-		n += m
-	}
 }
 
 // dropConn closes a stream's connection and forgets it.
@@ -309,15 +283,15 @@ func (st *stream) run() {
 	defer st.closed()
 	// Subscribe before the first read of the store: whatever commits after
 	// the read is in the feed.
-	sub := s.convs.Subscribe(st.convID)
+	sub := s.cfg.Streams.Subscribe(st.convID)
 	defer sub.Close()
 	defer st.release()
 	defer st.endAhead()
 	// A retry hint and an opening comment let the client see the stream is
 	// live; then the active turn's progress (stream_status.go).
 	st.write([]byte("retry: 2000\n: connected\n\n"))
-	progressed := s.coord.ProgressSignal(st.convID) // before reading: no change is missed
-	access := s.convs.AccessSignal()                // before the decision below: no revocation is missed
+	progressed := s.cfg.Turns.ProgressSignal(st.convID) // before reading: no change is missed
+	access := s.cfg.Streams.AccessSignal()              // before the decision below: no revocation is missed
 	leaseChanged := s.leaseChanged()
 	st.status.write(st)
 	st.lease.write(st)
@@ -354,7 +328,7 @@ func (st *stream) run() {
 		select {
 		case <-sub.Ready():
 		case <-progressed:
-			progressed = s.coord.ProgressSignal(st.convID)
+			progressed = s.cfg.Turns.ProgressSignal(st.convID)
 			if st.status.write(st) && !st.flush() {
 				return
 			}
@@ -377,7 +351,7 @@ func (st *stream) run() {
 			}
 			st.wrote = false
 		case <-access:
-			access = s.convs.AccessSignal()
+			access = s.cfg.Streams.AccessSignal()
 			if err := st.stillAllowed(); err != nil {
 				st.writeError(err)
 				st.flush()
@@ -408,7 +382,7 @@ func (st *stream) stillAllowed() error {
 	if err != nil {
 		return err
 	}
-	res, err := s.convs.PolicyResource(st.ctx, st.convID)
+	res, err := s.cfg.Conversations.PolicyResource(st.ctx, st.convID)
 	if err != nil {
 		return err
 	}
@@ -430,7 +404,7 @@ func (st *stream) replay() (n int, ok bool) {
 		frames, err = r.frames, r.err
 	} else {
 		s.metrics.streamReads.Add(1)
-		frames, err = s.convs.ReadFrames(ctx, st.convID, st.after, replayPage)
+		frames, err = s.cfg.Streams.ReadFrames(ctx, st.convID, st.after, replayPage)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -485,7 +459,7 @@ func (st *stream) readAhead(after int64) {
 	st.s.metrics.streamReads.Add(1)
 	ctx, s, convID := st.aheadCtx, st.s, st.convID
 	go func() {
-		frames, err := s.convs.ReadFrames(ctx, convID, after, replayPage)
+		frames, err := s.cfg.Streams.ReadFrames(ctx, convID, after, replayPage)
 		ch <- replayRead{frames, err}
 	}()
 }

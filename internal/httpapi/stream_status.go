@@ -41,14 +41,14 @@ func (ss *statusState) movedBy(t protocol.FrameType) bool {
 // write sends the status comment when it differs from the last one sent;
 // it reports whether it wrote anything.
 func (ss *statusState) write(st *stream) bool {
-	p, err := st.s.coord.ActiveTurn(st.ctx, st.convID)
+	p, err := st.s.cfg.Turns.ActiveTurn(st.ctx, st.convID)
 	return ss.send(st, p, err)
 }
 
 // writeMoved is write after a frame that may have moved a turn another
 // daemon owns (movedBy): the conversation's streams share one read.
 func (ss *statusState) writeMoved(st *stream) bool {
-	p, err := st.s.coord.ActiveTurnAfter(st.ctx, st.convID, st.after)
+	p, err := st.s.cfg.Turns.ActiveTurnAfter(st.ctx, st.convID, st.after)
 	return ss.send(st, p, err)
 }
 

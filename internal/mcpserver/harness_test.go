@@ -61,7 +61,8 @@ func newDaemon(t *testing.T, o daemonOpts) *daemon {
 	reg := metrics.New(metrics.Build{Version: "test"})
 	agents := mcpserver.New(mcpserver.Config{Coordinator: coord, Tools: cfg.Tools, Version: "test", Logger: coordtest.Logger(),
 		Metrics: reg, Now: stack.Clock.Now, CallsPerMinute: o.callsPerMinute, CallBurst: o.burst})
-	api := httpapi.New(httpapi.Config{Coordinator: coord, Conversations: stack.Conversations(stack.DB, coord), Token: ownerToken, App: stack.App, Principals: stack.DB, Now: stack.Clock.Now,
+	convs := stack.Conversations(stack.DB, coord)
+	api := httpapi.New(httpapi.Config{Conversations: convs, Streams: convs, Turns: coord, Proposals: coord, Effects: coord, Catalog: coord, Token: ownerToken, App: stack.App, Principals: stack.DB, Now: stack.Clock.Now,
 		Logger: coordtest.Logger(), MCP: agents.Handler, Metrics: reg, Policy: gate(t, o.secondApprover)})
 	srv := httptest.NewServer(api)
 	d := &daemon{t: t, db: stack.DB, clock: stack.Clock, coord: coord, srv: srv, metrics: reg}
