@@ -18,15 +18,7 @@ func TestProcessApprovals(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir, "--second-approver-for", "execute")
 	owner := newCLIRunner(t, d, dataDir)
-	as := func(name string) *cliRunner {
-		t.Helper()
-		owner.run(exitOK, "principals", "add", name, "--role", "operator")
-		out, _ := owner.run(exitOK, "tokens", "create", name, "-o", "json")
-		var tok struct{ Token string }
-		decodeCLIJSON(t, out, &tok)
-		return &cliRunner{t: t, env: []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=" + tok.Token, "STUDIO_DATA_DIR=" + t.TempDir()}}
-	}
-	alice, bob := as("alice"), as("bob")
+	alice, bob := operatorCLI(t, d, owner, "alice"), operatorCLI(t, d, owner, "bob")
 
 	launch := pendingProposal(t, alice, "launch audit-repo with acme/api")
 	vacuum := pendingProposal(t, owner, "vacuum the database")
@@ -99,15 +91,7 @@ func TestProcessDirectCommandSentForApproval(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir, "--second-approver-for", "destructive")
 	owner := newCLIRunner(t, d, dataDir)
-	as := func(name string) *cliRunner {
-		t.Helper()
-		owner.run(exitOK, "principals", "add", name, "--role", "operator")
-		out, _ := owner.run(exitOK, "tokens", "create", name, "-o", "json")
-		var tok struct{ Token string }
-		decodeCLIJSON(t, out, &tok)
-		return &cliRunner{t: t, env: []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=" + tok.Token, "STUDIO_DATA_DIR=" + t.TempDir()}}
-	}
-	alice, bob := as("alice"), as("bob")
+	alice, bob := operatorCLI(t, d, owner, "alice"), operatorCLI(t, d, owner, "bob")
 
 	out, _ := alice.run(exitPending, "schedules", "delete", "nightly-audit")
 	m := regexp.MustCompile(`Sent for approval: waiting for another approver \(proposal ([0-9a-f-]{36}), expires \S+Z\)`).FindStringSubmatch(out)
@@ -132,4 +116,15 @@ func TestProcessDirectCommandSentForApproval(t *testing.T) {
 	if _, err := d.client.GetSchedule(testCtx(t), "nightly-audit"); !protocol.IsCode(err, protocol.NotFound) {
 		t.Fatalf("the schedule after bob's confirm: %v", err)
 	}
+}
+
+// operatorCLI adds an operator through the owner's CLI and runs the CLI
+// with a personal token of it.
+func operatorCLI(t *testing.T, d *daemon, owner *cliRunner, name string) *cliRunner {
+	t.Helper()
+	owner.run(exitOK, "principals", "add", name, "--role", "operator")
+	out, _ := owner.run(exitOK, "tokens", "create", name, "-o", "json")
+	var tok struct{ Token string }
+	decodeCLIJSON(t, out, &tok)
+	return &cliRunner{t: t, env: []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=" + tok.Token, "STUDIO_DATA_DIR=" + t.TempDir()}}
 }
