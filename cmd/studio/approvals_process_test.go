@@ -18,15 +18,7 @@ func TestProcessApprovals(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir, "--second-approver-for", "execute")
 	owner := newCLIRunner(t, d, dataDir)
-	as := func(name string) *cliRunner {
-		t.Helper()
-		owner.run(exitOK, "principals", "add", name, "--role", "operator")
-		out, _ := owner.run(exitOK, "tokens", "create", name, "-o", "json")
-		var tok struct{ Token string }
-		decodeCLIJSON(t, out, &tok)
-		return &cliRunner{t: t, env: []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=" + tok.Token, "STUDIO_DATA_DIR=" + t.TempDir()}}
-	}
-	alice, bob := as("alice"), as("bob")
+	alice, bob := operatorCLI(t, d, owner, "alice"), operatorCLI(t, d, owner, "bob")
 
 	launch := pendingProposal(t, alice, "launch audit-repo with acme/api")
 	vacuum := pendingProposal(t, owner, "vacuum the database")
@@ -88,4 +80,51 @@ func TestProcessApprovals(t *testing.T) {
 			t.Errorf("after the decisions %s waits for %q", name, got)
 		}
 	}
+}
+
+// TestProcessDirectCommandSentForApproval: under --second-approver-for
+// destructive, alice's `studio schedules delete` prints "Sent for
+// approval" with the proposal and exits 6; the schedule stays; bob finds
+// it in `studio approvals` and confirms it; it is deleted once.
+func TestProcessDirectCommandSentForApproval(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir, "--second-approver-for", "destructive")
+	owner := newCLIRunner(t, d, dataDir)
+	alice, bob := operatorCLI(t, d, owner, "alice"), operatorCLI(t, d, owner, "bob")
+
+	out, _ := alice.run(exitPending, "schedules", "delete", "nightly-audit")
+	m := regexp.MustCompile(`Sent for approval: waiting for another approver \(proposal ([0-9a-f-]{36}), expires \S+Z\)`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "studio approvals") {
+		t.Fatalf("alice's delete said:\n%s", out)
+	}
+	id := m[1]
+	if _, err := d.client.GetSchedule(testCtx(t), "nightly-audit"); err != nil {
+		t.Fatalf("the schedule before anyone approved: %v", err)
+	}
+	if out, _ := alice.run(exitOK, "approvals"); strings.Contains(out, id) {
+		t.Errorf("alice's own request waits for her:\n%s", out)
+	}
+	if out, _ := bob.run(exitOK, "approvals"); !strings.Contains(out, id) || !strings.Contains(out, "alice") {
+		t.Fatalf("bob's approvals:\n%s", out)
+	}
+	var res protocol.ProposalResult
+	bob.json(&res, "approvals", "confirm", "--yes", id[:8], "-o", "json")
+	if res.Status != protocol.ResultSucceeded {
+		t.Fatalf("bob's confirm: %+v", res)
+	}
+	if _, err := d.client.GetSchedule(testCtx(t), "nightly-audit"); !protocol.IsCode(err, protocol.NotFound) {
+		t.Fatalf("the schedule after bob's confirm: %v", err)
+	}
+}
+
+// operatorCLI adds an operator through the owner's CLI and runs the CLI
+// with a personal token of it.
+func operatorCLI(t *testing.T, d *daemon, owner *cliRunner, name string) *cliRunner {
+	t.Helper()
+	owner.run(exitOK, "principals", "add", name, "--role", "operator")
+	out, _ := owner.run(exitOK, "tokens", "create", name, "-o", "json")
+	var tok struct{ Token string }
+	decodeCLIJSON(t, out, &tok)
+	return &cliRunner{t: t, env: []string{"STUDIO_URL=" + d.URL, "STUDIO_TOKEN=" + tok.Token, "STUDIO_DATA_DIR=" + t.TempDir()}}
 }

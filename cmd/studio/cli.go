@@ -22,6 +22,7 @@ const (
 	exitNotFound    = 3 // the conversation, proposal, run, playbook or schedule does not exist
 	exitConflict    = 4 // conflict or stale_context: refresh and try again
 	exitUnreachable = 5 // no daemon answered at the address
+	exitPending     = 6 // sent for approval: the command waits for another approver
 	exitInterrupted = 130
 )
 
@@ -32,7 +33,8 @@ const exitCodesHelp = `Exit codes:
   2  usage: a wrong command, flag or argument, or an id prefix several ids share
   3  not found: the conversation, proposal, run, playbook or schedule does not exist
   4  conflict or stale: the resource changed or is busy; refresh and try again
-  5  the daemon cannot be reached: is ` + "`studio serve`" + ` running?`
+  5  the daemon cannot be reached: is ` + "`studio serve`" + ` running?
+  6  sent for approval: the command needs a second approver and waits for one (studio approvals)`
 
 // usageError is a mistake in how the command was called.
 type usageError struct{ err error }

@@ -5,12 +5,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store/postgres"
 )
@@ -70,6 +72,12 @@ func run(args []string) int {
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
+	}
+	var pending *apiclient.ApprovalPendingError
+	if errors.As(err, &pending) {
+		// Not an error: the command waits for another approver.
+		fmt.Fprintf(os.Stdout, "%v\nAnother principal confirms or denies it: studio approvals\n", pending)
+		return exitPending
 	}
 	fmt.Fprintf(os.Stderr, "studio: %v\n", err)
 	if protocol.IsCode(err, protocol.AuthRequired) && cfg.tokenSource != "" {

@@ -76,6 +76,13 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	if resp.StatusCode >= 300 {
 		return responseError(resp.StatusCode, data)
 	}
+	if resp.StatusCode == http.StatusAccepted && strings.HasPrefix(resp.Header.Get("Location"), approvalLocation) {
+		ap := &ApprovalPendingError{}
+		if err := protocol.Unmarshal(data, &ap.Request); err != nil {
+			return fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+		return ap
+	}
 	if out == nil {
 		return nil
 	}
@@ -83,6 +90,22 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("decode %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// approvalLocation starts the Location of a direct command's 202 that
+// made it an approval request (its proposal).
+const approvalLocation = "/api/operator/proposals/"
+
+// ApprovalPendingError is a direct command the daemon did not run: it
+// needs a second approver, and became the pending proposal Request, which
+// another principal confirms or denies (studio approvals).
+type ApprovalPendingError struct {
+	Request protocol.ApprovalRequest
+}
+
+func (e *ApprovalPendingError) Error() string {
+	return fmt.Sprintf("%s (proposal %s, expires %s)", e.Request.Message, e.Request.ID,
+		protocol.Time(e.Request.ExpiresAt).UTC().Format(time.RFC3339))
 }
 
 // UnreachableError is a request that never reached the daemon: nothing

@@ -48,27 +48,7 @@ func (c *Coordinator) AgentConversation(ctx context.Context, p protocol.Principa
 	title := fmt.Sprintf("%s (agent %s)", client, p.Name)
 	for gen := 0; gen < agentConversationGenerations; gen++ {
 		id := uuid.NewSHA1(agentNamespace, []byte(fmt.Sprintf("%s\x00%s\x00%d", p.ID, client, gen))).String()
-		conv, err := c.store.GetConversation(ctx, id)
-		if protocol.IsCode(err, protocol.NotFound) {
-			var cerr error
-			conv, cerr = c.store.CreateConversation(ctx, store.CreateConversationParams{ID: id, Title: &title, Owner: p.Name, Visibility: protocol.VisibilityTeam, Now: c.now()})
-			err = cerr
-			// A failed create is one made meanwhile (a concurrent call,
-			// another daemon), whose commit may not be visible yet.
-			for wait := 5 * time.Millisecond; cerr != nil && wait <= 640*time.Millisecond; wait *= 2 {
-				if conv, err = c.store.GetConversation(ctx, id); !protocol.IsCode(err, protocol.NotFound) {
-					break
-				}
-				select {
-				case <-time.After(wait):
-				case <-ctx.Done():
-					return protocol.Conversation{}, ctx.Err()
-				}
-			}
-			if protocol.IsCode(err, protocol.NotFound) {
-				err = cerr
-			}
-		}
+		conv, err := c.ensureConversation(ctx, store.CreateConversationParams{ID: id, Title: &title, Owner: p.Name, Visibility: protocol.VisibilityTeam, Now: c.now()})
 		if err != nil {
 			return protocol.Conversation{}, err
 		}
@@ -77,6 +57,34 @@ func (c *Coordinator) AgentConversation(ctx context.Context, p protocol.Principa
 		}
 	}
 	return protocol.Conversation{}, protocol.Errorf(protocol.Conflict, "every conversation of this agent and client was deleted or archived; use another client name")
+}
+
+// ensureConversation returns the conversation of id cp.ID, creating it
+// with cp when there is none: the id is derived from what finds it again.
+func (c *Coordinator) ensureConversation(ctx context.Context, cp store.CreateConversationParams) (store.Conversation, error) {
+	conv, err := c.store.GetConversation(ctx, cp.ID)
+	if !protocol.IsCode(err, protocol.NotFound) {
+		return conv, err
+	}
+	var cerr error
+	conv, cerr = c.store.CreateConversation(ctx, cp)
+	err = cerr
+	// A failed create is one made meanwhile (a concurrent call, another
+	// daemon), whose commit may not be visible yet.
+	for wait := 5 * time.Millisecond; cerr != nil && wait <= 640*time.Millisecond; wait *= 2 {
+		if conv, err = c.store.GetConversation(ctx, cp.ID); !protocol.IsCode(err, protocol.NotFound) {
+			break
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return store.Conversation{}, ctx.Err()
+		}
+	}
+	if protocol.IsCode(err, protocol.NotFound) {
+		err = cerr
+	}
+	return conv, err
 }
 
 // ClientName is an MCP client's name as conversations and instructions
@@ -106,6 +114,10 @@ type AgentCommand struct {
 	Arguments jsontext.Value
 	// Client is the client's name, for the turn's instruction.
 	Client string
+	// Direct is a person's direct command that needs a second approver
+	// (RequestApproval): the turn says who asks, and its audit row is
+	// an approval request.
+	Direct *directAsk
 }
 
 // AgentProposal is the proposal an agent's command made, or the identical
@@ -185,6 +197,10 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 		call := agentCall{CallID: "call_" + uuid.NewString(), Tool: spec.ID, Arguments: prep.Canonical, Client: ClientName(ac.Client)}
 		req := protocol.TurnRequest{Instruction: fmt.Sprintf("%s asks: %s", call.Client, prep.Summary), ExpectedLastSequence: &expected,
 			Context: protocol.ContextSnapshot{Space: "mission", Route: "/mission"}, Client: protocol.ClientMCP}
+		if ac.Direct != nil {
+			call.Direct = true
+			req.Instruction, req.Client = fmt.Sprintf("%s asks for approval: %s", ac.Direct.requester, prep.Summary), protocol.ClientText
+		}
 		acc, err := c.submit(ctx, conv.ID, "", req, contextRecord{Snapshot: req.Context, Client: req.Client, Agent: &call})
 		if protocol.IsCode(err, protocol.Conflict) || protocol.IsCode(err, protocol.StaleContext) {
 			continue // another turn of the conversation came first: look again

@@ -262,4 +262,7 @@ type agentCall struct {
 	Tool      string         `json:"tool"`
 	Arguments jsontext.Value `json:"arguments"`
 	Client    string         `json:"client"`
+	// Direct says a person asked for the command directly (direct.go):
+	// its audit row is an approval request, not an agent's proposal.
+	Direct bool `json:"direct,omitempty"`
 }

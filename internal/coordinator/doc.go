@@ -149,6 +149,7 @@
 //	progress.go     what an active turn is doing now (ActiveTurn)
 //	models.go       the configured models and a conversation's choice
 //	agents.go       outside agents' (MCP) conversations and commands as turns
+//	direct.go       direct commands that need a second approver, as approval requests
 //	observer.go     Observer: what metrics and logs are told
 //	mailbox.go      the requests an owner takes, one at a time
 //	owner.go        the owner: its start, run loop, retirement (late requests)

@@ -55,7 +55,7 @@ func (o *owner) propose(callID string, cmd studio.Command) error {
 	}
 	var audit *store.AppendAdminEventParams
 	if a := o.agentCall(); a != nil {
-		if audit, err = agentProposalAudit(p, t.SubmittedBy, a.Client, now); err != nil {
+		if audit, err = agentProposalAudit(p, t.SubmittedBy, a, now); err != nil {
 			return err
 		}
 	}
@@ -295,15 +295,29 @@ func orCode(c, def protocol.ErrorCode) protocol.ErrorCode {
 // (docs/design.md §10, their members fixed) have the deciding human as actor.
 const AgentProposedAction = "studio.agent.proposed"
 
-// agentProposalAudit is the audit row of a proposal an agent made, by
-// the agent's principal (the turn's submitter); it is written in the
-// proposal's own transaction, so no agent's proposal is stored without it.
-func agentProposalAudit(p store.Proposal, agent, client string, now time.Time) (*store.AppendAdminEventParams, error) {
-	details, err := protocol.Marshal(map[string]any{"conversation_id": p.ConversationID, "request_id": p.RequestID, "proposal_id": p.ID,
-		"command_type": p.CommandType, "command_hash": p.CommandHash, "risk": p.Risk, "client": client})
+// ApprovalRequestedAction is the audit action of a direct command made an
+// approval request (direct.go): its actor is the requester; the decision's
+// rows have the deciding principal as actor.
+const ApprovalRequestedAction = "studio.approval.requested"
+
+// agentProposalAudit is the audit row of a proposal an agent made, or of a
+// direct command's approval request, by the turn's submitter; it is
+// written in the proposal's own transaction, so no such proposal is
+// stored without it.
+func agentProposalAudit(p store.Proposal, agent string, a *agentCall, now time.Time) (*store.AppendAdminEventParams, error) {
+	d := map[string]any{"conversation_id": p.ConversationID, "request_id": p.RequestID, "proposal_id": p.ID,
+		"command_type": p.CommandType, "command_hash": p.CommandHash, "risk": p.Risk}
+	action := AgentProposedAction
+	if a.Direct {
+		action = ApprovalRequestedAction
+		d["summary"], d["expires_at"] = p.Summary, protocol.Timestamp(p.ExpiresAt)
+	} else {
+		d["client"] = a.Client
+	}
+	details, err := protocol.Marshal(d)
 	if err != nil {
 		return nil, err
 	}
 	id := p.ID
-	return &store.AppendAdminEventParams{Actor: agent, Action: AgentProposedAction, TargetID: &id, Details: details, Now: now}, nil
+	return &store.AppendAdminEventParams{Actor: agent, Action: action, TargetID: &id, Details: details, Now: now}, nil
 }

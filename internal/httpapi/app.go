@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
@@ -69,8 +70,8 @@ func (s *Server) appRoutes() {
 // execute runs a cockpit command, once the policy allows its principal to
 // run it directly (run_command), and answers status with what pick takes
 // from the result. A command the policy says needs a second approver does
-// not run on one principal's word: it is refused with the obligation
-// (details.reason four_eyes_required, details.obligation).
+// not run on one principal's word: it becomes an approval request, a
+// pending proposal another principal decides, answered 202 (approval).
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Command, status int, pick func(studio.Result) any) {
 	who, _ := protocol.PrincipalFrom(r.Context())
 	// Decided before anything is said of the command's target: one that
@@ -79,12 +80,17 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Comm
 	if ferr != nil {
 		facts = studio.FactsOfSpec(cmd)
 	}
-	if err := policy.Ask(r.Context(), policy.RunCommand, commandResource(facts, who.Name)); err != nil {
+	d, err := policy.AskDecision(r.Context(), policy.RunCommand, commandResource(facts, who.Name))
+	if err != nil && d.Effect != policy.EffectObligation {
 		s.writeError(w, r, err)
 		return
 	}
 	if ferr != nil {
 		s.writeError(w, r, ferr)
+		return
+	}
+	if d.Effect == policy.EffectObligation {
+		s.requestApproval(w, r, cmd)
 		return
 	}
 	res, err := s.cfg.App.Execute(r.Context(), cmd, studio.ExecOptions{Trigger: studio.TriggerManual, Actor: manualActor(r, who)})
@@ -93,6 +99,20 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, cmd studio.Comm
 		return
 	}
 	writeJSON(w, status, pick(res))
+}
+
+// requestApproval answers a direct command that needs a second approver:
+// 202 with its pending proposal (protocol.ApprovalRequest), the same one
+// again for the same Idempotency-Key, and Location its proposal.
+func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, cmd studio.Command) {
+	ap, err := s.cfg.Proposals.RequestApproval(r.Context(), coordinator.ApprovalRequest{Command: cmd,
+		IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/operator/proposals/"+ap.Proposal.ID)
+	writeJSON(w, http.StatusAccepted, protocol.ApprovalRequest{ProposalState: ap.Proposal, Message: protocol.ApprovalPendingMessage})
 }
 
 // commandResource is a command asked for directly, as policies see it:

@@ -138,9 +138,13 @@ func (s *Server) reauthenticate(ctx context.Context, cred credential) (protocol.
 			return protocol.Principal{}, gone
 		}
 		return p, err
-	case cred.PrincipalID != "": // a sign-in proxy's user
-		p, err := s.cfg.Principals.GetPrincipal(ctx, cred.PrincipalID)
-		if protocol.IsCode(err, protocol.NotFound) || err == nil && (p.DisabledAt != nil || p.ID != cred.PrincipalID) {
+	case cred.PrincipalID != "" && cred.ProxyUser != "": // a sign-in proxy's user
+		// Resolved again as the proxy's sign-in would now: the principal
+		// linked to the user, else the proxy principal of its name. A link
+		// an admin removed (or moved) since signs the user in as no one.
+		p, err := s.cfg.Principals.ProxyPrincipal(ctx, cred.ProxyUser)
+		if protocol.IsCode(err, protocol.NotFound) || err == nil && (p.DisabledAt != nil || p.ID != cred.PrincipalID ||
+			p.ProxyUser != cred.ProxyUser && p.Origin != protocol.OriginProxy) {
 			return protocol.Principal{}, gone
 		}
 		if err != nil {

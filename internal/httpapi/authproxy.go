@@ -189,16 +189,25 @@ func (a *AuthProxy) proxyUser(r *http.Request) (user string, groups []string, er
 // disabled principal stays refused. The credential keeps the principal
 // and its groups, for a ticket's redemption to decide again.
 func (s *Server) proxyPrincipal(r *http.Request) (protocol.Principal, credential, error) {
-	p, err := s.proxySignIn(r)
+	p, user, err := s.proxySignIn(r)
 	if err != nil {
 		return protocol.Principal{}, credential{}, err
 	}
-	return p, credential{PrincipalID: p.ID, Groups: p.Groups}, nil
+	return p, credential{PrincipalID: p.ID, ProxyUser: user, Groups: p.Groups}, nil
 }
 
 // proxySignIn is the principal a trusted proxy names, with the groups it
-// names with it.
-func (s *Server) proxySignIn(r *http.Request) (protocol.Principal, error) {
+// names with it, and the proxy's user.
+func (s *Server) proxySignIn(r *http.Request) (protocol.Principal, string, error) {
+	p, err := s.proxySignInAs(r)
+	if err != nil {
+		return p, "", err
+	}
+	user, _, _ := s.cfg.AuthProxy.proxyUser(r) // read once already: no error now
+	return p, user, nil
+}
+
+func (s *Server) proxySignInAs(r *http.Request) (protocol.Principal, error) {
 	a := s.cfg.AuthProxy
 	refuse := func(err *protocol.Error) (protocol.Principal, error) {
 		s.log.Warn("auth proxy sign-in refused", "peer", r.RemoteAddr, "reason", err.Message)

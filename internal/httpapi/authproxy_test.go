@@ -403,3 +403,77 @@ func TestPrincipalNamesRefuseLookAlikes(t *testing.T) {
 		t.Fatalf("role of MODERN: %+v, %v", p, err)
 	}
 }
+
+// proxyRequest sends method path from the proxy's address as its user.
+func proxyRequest(t *testing.T, method, url, user, body string) (int, []byte) {
+	t.Helper()
+	var rd *strings.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	} else {
+		rd = strings.NewReader("")
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.Header.Set("X-Forwarded-User", user)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp.StatusCode, nil // a stream began: leave it
+	}
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes()
+}
+
+// TestTicketOfAnUnlinkedProxyUserIsSpent: a stream ticket minted by a
+// proxy user linked to a local principal is redeemed as the user signs in
+// now: once an admin removed the link, the ticket opens nothing (401),
+// although the principal it was minted as is still enabled; a ticket
+// minted while linked and redeemed while linked opens the stream.
+func TestTicketOfAnUnlinkedProxyUserIsSpent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{principals: true, authProxy: &httpapi.AuthProxy{Header: "X-Forwarded-User", Trusted: loopback,
+		DefaultRole: protocol.RoleViewer}})
+	ctx := h.ctx()
+	h.principalToken("alice", protocol.RoleOperator)
+	if _, err := h.client.LinkPrincipal(ctx, "alice", "alice@corp"); err != nil {
+		t.Fatal(err)
+	}
+	conv := h.conversation() // the owner's, team-visible
+	mint := func() string {
+		t.Helper()
+		status, b := proxyRequest(t, http.MethodPost, h.srv.URL+"/api/operator/stream-tickets", "alice@corp",
+			`{"conversationId":"`+conv.ID+`"}`)
+		var tk protocol.StreamTicket
+		if status != http.StatusCreated && status != http.StatusOK || protocol.Unmarshal(b, &tk) != nil || tk.Ticket == "" {
+			t.Fatalf("mint: %d %s", status, b)
+		}
+		return tk.Ticket
+	}
+	redeem := func(ticket string) int {
+		t.Helper()
+		status, _ := proxyRequest(t, http.MethodGet, h.srv.URL+"/api/operator/conversations/"+conv.ID+"/stream?ticket="+ticket, "", "")
+		return status
+	}
+	if status := redeem(mint()); status != http.StatusOK {
+		t.Fatalf("a linked user's ticket: %d, want the stream", status)
+	}
+	ticket := mint()
+	if _, err := h.client.UnlinkPrincipal(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if status := redeem(ticket); status != http.StatusUnauthorized {
+		t.Fatalf("the ticket after the unlink: %d, want 401", status)
+	}
+}

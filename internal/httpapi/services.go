@@ -70,6 +70,9 @@ type Proposals interface {
 	Deny(ctx context.Context, convID, proposalID string) (protocol.ProposalResult, error)
 	// ProposalResource is the proposal as the policy gate sees it.
 	ProposalResource(ctx context.Context, convID, proposalID string) (policy.Proposal, error)
+	// RequestApproval makes a direct command that needs a second approver
+	// a pending proposal (an approval request).
+	RequestApproval(ctx context.Context, ar coordinator.ApprovalRequest) (coordinator.AgentProposal, error)
 }
 
 // Effects answers a confirmed proposal's effect: its state, and the

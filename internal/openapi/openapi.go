@@ -222,7 +222,11 @@ func operationJSON(op Operation, components map[string]*schema) (string, error) 
 	case op.Content != "":
 		success = `{"description":"success","content":{` + quote(op.Content) + `:{"schema":{"type":"string"}}}}`
 	case op.Resp != nil:
-		js, err := op.Resp.json()
+		rs := op.Resp
+		if op.Approval != nil && op.Status == 202 { // the command ran, or was sent for approval
+			rs = &schema{OneOf: []*schema{op.Resp, op.Approval}}
+		}
+		js, err := rs.json()
 		if err != nil {
 			return "", err
 		}
@@ -235,6 +239,13 @@ func operationJSON(op Operation, components map[string]*schema) (string, error) 
 		}
 	}
 	resp = append(resp, quote(status)+":"+success)
+	if op.Approval != nil && op.Status != 202 {
+		js, err := op.Approval.json()
+		if err != nil {
+			return "", err
+		}
+		resp = append(resp, `"202":{"description":"sent for approval: the command needs a second approver and became this pending proposal (Location: its URL); another principal confirms or denies it","content":{"application/json":{"schema":`+string(js)+`}}}`)
+	}
 	quiet := op.Path == "/healthz" || op.Path == "/readyz" // their 503 is their own body
 	for _, e := range errorResponses {
 		if e.applies(op) && !(quiet && e.status == "503") && e.status != status {

@@ -3,6 +3,7 @@ package openapi
 import (
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -30,6 +31,9 @@ type Operation struct {
 	Resp *schema
 	// Content is the success media type when it is not JSON.
 	Content string
+	// Approval, for a command, is the 202 answer of one sent for approval
+	// (a second approver decides it; Location names its proposal).
+	Approval *schema
 }
 
 type param struct {
@@ -277,9 +281,15 @@ func build() model {
 		studio.DeleteScheduleCommand{}, studio.ReconcileProposalCommand{}} {
 		t(reflect.TypeOf(c)) // every command's body, for POST /api/app/commands/{type}
 	}
+	approval := t(reflect.TypeFor[protocol.ApprovalRequest]())
 	for i := range ops {
 		if ops[i].Auth == "" {
 			ops[i].Auth = "bearer"
+		}
+		// Every change of the application API is a command: one that
+		// needs a second approver is sent for approval instead.
+		if strings.HasPrefix(ops[i].Path, "/api/app/") && ops[i].Method != "GET" {
+			ops[i].Approval = approval
 		}
 	}
 	return model{ops: ops, components: r.components}

@@ -116,8 +116,8 @@ unless { principal in Role::"admin" };
 // built-in policies' comment, and what docs and the README print.
 const AdminRiskRule = "A command of risk admin (maintenance, reconciling a proposal) follows one rule " +
 	"whichever door it comes through: an approver may run or confirm one, but never alone. Its own " +
-	"proposal waits for another approver's confirmation, and its direct command is refused with the " +
-	"obligation of a second approver. An admin may run one alone."
+	"proposal waits for another approver's confirmation, and its direct command is sent for approval: " +
+	"it becomes a pending proposal another approver confirms. An admin may run one alone."
 
 // commentLines is text as Cedar comment lines of at most 72 columns.
 func commentLines(text string) string {
@@ -146,7 +146,7 @@ func fourEyes(levels []string) string {
 	return fmt.Sprintf(`
 // Four-eyes (--second-approver-for %s): a command of these levels, or
 // above, needs a second principal — its author cannot confirm it, and a
-// direct command of it carries the obligation of a second approver.
+// direct command of it is sent for approval (a second approver confirms).
 @id("second-approver-for")
 @reason("second_approver_required")
 forbid (principal, action == Action::"act_alone", resource is Proposal)

@@ -112,11 +112,12 @@ func NewGate(cfg GateConfig) *Gate {
 // Engine is the gate's engine.
 func (g *Gate) Engine() *Engine { return g.engine }
 
-// Decide decides, and records a decision that refuses (a deny, or an
-// obligation the door cannot meet yet).
+// Decide decides, and records a deny. An obligation is no refusal: the
+// door meets it (a direct command becomes an approval request, audited
+// as such).
 func (g *Gate) Decide(ctx context.Context, p protocol.Principal, a Action, r Resource, c Context) Decision {
 	d := g.engine.Decide(p, a, r, c)
-	if d.Effect != EffectAllow {
+	if d.Effect == EffectDeny {
 		g.record(ctx, Denial{Principal: p, Action: a, Resource: r, Door: c.Door, Decision: d})
 	}
 	return d

@@ -572,3 +572,15 @@ const (
 	// (Attempt is the next try), until the daemon's outage budget runs out.
 	ProgressDatabaseUnavailable ProgressState = "database_unavailable"
 )
+
+// ApprovalPendingMessage is what a direct command that needs a second
+// approver answers, for a person to read.
+const ApprovalPendingMessage = "Sent for approval: waiting for another approver"
+
+// ApprovalRequest is the answer (202) to a direct command that needs a
+// second approver: its pending proposal, which another principal confirms
+// or denies like any proposal, and ApprovalPendingMessage.
+type ApprovalRequest struct {
+	ProposalState
+	Message string `json:"message"`
+}

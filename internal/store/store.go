@@ -447,11 +447,14 @@ type StreamTicket struct {
 
 // TicketMinter is who minted a ticket and with what credential: the
 // principal's id and the SHA-256 of its bearer token ("" when a sign-in
-// proxy named it, with the groups it named).
+// proxy named it, with the proxy's user and the groups it named).
 type TicketMinter struct {
 	PrincipalID string
 	TokenHash   string
-	Groups      []string
+	// ProxyUser is the sign-in proxy's user that signed in as PrincipalID
+	// ("" for a bearer token): redemption resolves it again.
+	ProxyUser string
+	Groups    []string
 }
 
 // CreateStreamTicketParams stores a new ticket's hash.

@@ -6,7 +6,7 @@ import { parseFrame, FrameError } from '../static/js/frames.js';
 import { SSEParser } from '../static/js/sse.js';
 import { CursorStore, EffectLog, MemoryStorage } from '../static/js/storage.js';
 import { OperatorClient } from '../static/js/operator-api.js';
-import { Api, ApiError } from '../static/js/api.js';
+import { Api, ApiError, SentForApproval, errorText } from '../static/js/api.js';
 
 const CONV = '11111111-1111-4111-8111-111111111111';
 const REQ = '22222222-2222-4222-8222-222222222222';
@@ -144,4 +144,21 @@ test('client: confirm sends the stored hash and target version, or no version wh
   assert.match(bodies[0][0], /\/proposals\/p\/confirm$/);
   assert.deepEqual(bodies[0][1], { expectedCommandHash: 'abc', expectedTargetVersion: '3' });
   assert.deepEqual(bodies[1][1], { expectedCommandHash: 'def' });
+});
+
+test('Api: a direct command sent for approval (202 with its proposal as Location) is SentForApproval, shown by its message', async () => {
+  const proposal = { id: 'p1', status: 'pending', message: 'Sent for approval: waiting for another approver' };
+  const api = new Api({
+    getToken: () => 't',
+    fetch: async () => new Response(JSON.stringify(proposal), { status: 202, headers: { 'Content-Type': 'application/json', Location: '/api/operator/proposals/p1' } }),
+  });
+  await assert.rejects(api.del('/api/app/schedules/nightly'), (e) => {
+    assert.ok(e instanceof SentForApproval);
+    assert.equal(e.proposal.id, 'p1');
+    assert.equal(errorText(e), 'Sent for approval: waiting for another approver');
+    return true;
+  });
+  // A launch's 202 (a queued run) is its answer, not an approval request.
+  const run = new Api({ getToken: () => 't', fetch: async () => new Response(JSON.stringify({ id: 'r1' }), { status: 202 }) });
+  assert.deepEqual(await run.post('/api/app/runs', {}), { id: 'r1' });
 });

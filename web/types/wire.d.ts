@@ -33,6 +33,32 @@ export interface AmendProposalRequest {
   command: unknown;
 }
 
+export interface ApprovalRequest {
+  id: string;
+  commandType: string;
+  command: unknown;
+  commandHash: string;
+  risk: "mutate" | "execute" | "admin";
+  summary: string;
+  target: ResourceVersion | null;
+  idempotencyKey: string;
+  expiresAt: number;
+  impact?: string;
+  targetName?: string;
+  amends?: string;
+  conversationId: string;
+  requestId: string;
+  status: "pending" | "confirmed" | "executing" | "succeeded" | "failed" | "expired" | "cancelled" | "conflict";
+  confirmedAt: number | null;
+  completedAt: number | null;
+  result?: unknown;
+  errorCode: string | null;
+  createdAt: number;
+  submittedBy?: string;
+  decidedBy?: string;
+  message: string;
+}
+
 export interface AuditEvent {
   id: number;
   createdAt: number;

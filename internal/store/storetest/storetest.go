@@ -83,6 +83,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	run("Subscribe/CommittedFramesFromMemory", testSubscribe)
 
 	run("StreamTicket/RedeemOnce", testTicketRedeemOnce)
+	run("StreamTicket/KeepsItsMinter", testTicketKeepsItsMinter)
 	run("StreamTicket/Expired", testTicketExpired)
 	run("StreamTicket/Unknown", testTicketUnknown)
 	run("StreamTicket/MissingConversation", testTicketMissingConversation)

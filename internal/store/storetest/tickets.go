@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,32 @@ func testTicketRedeemOnce(t *testing.T, f *fixture) {
 	}
 	_, err = f.s.RedeemStreamTicket(f.ctx, store.RedeemStreamTicketParams{TicketHash: p.TicketHash, Now: f.tick()})
 	wantCode(t, err, protocol.AuthRequired)
+}
+
+// testTicketKeepsItsMinter: a ticket is redeemed with who minted it — a
+// bearer token's principal and hash, or a sign-in proxy's user, the
+// principal it signed in as and its groups — for the redemption to
+// decide again.
+func testTicketKeepsItsMinter(t *testing.T, f *fixture) {
+	c := f.conversation()
+	for _, m := range []store.TicketMinter{
+		{PrincipalID: newID(), TokenHash: "hash-1"},
+		{PrincipalID: newID(), ProxyUser: "alice@corp", Groups: []string{"ops", "admins"}},
+	} {
+		now := f.tick()
+		p := store.CreateStreamTicketParams{TicketHash: newID(), ConversationID: c.ID, Minter: m, ExpiresAt: now.Add(time.Minute), Now: now}
+		if err := f.s.CreateStreamTicket(f.ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.s.RedeemStreamTicket(f.ctx, store.RedeemStreamTicketParams{TicketHash: p.TicketHash, Now: f.tick()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Minter.PrincipalID != m.PrincipalID || got.Minter.TokenHash != m.TokenHash || got.Minter.ProxyUser != m.ProxyUser ||
+			strings.Join(got.Minter.Groups, ",") != strings.Join(m.Groups, ",") {
+			t.Fatalf("redeemed minter %+v, want %+v", got.Minter, m)
+		}
+	}
 }
 
 func testTicketExpired(t *testing.T, f *fixture) {

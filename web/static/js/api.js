@@ -27,6 +27,37 @@ export class ApiError extends Error {
 }
 
 /**
+ * A direct command the daemon did not run: it needs a second approver and
+ * became a pending proposal (202, Location its proposal), which another
+ * principal confirms or denies in the approvals inbox. Callers that show
+ * errors show its message, "Sent for approval: waiting for another
+ * approver", in place of one.
+ */
+export class SentForApproval extends Error {
+  /** @param {any} proposal the pending proposal, with its message */
+  constructor(proposal) {
+    super(proposal && typeof proposal.message === 'string' ? proposal.message : 'Sent for approval: waiting for another approver');
+    this.name = 'SentForApproval';
+    this.proposal = proposal;
+  }
+}
+
+/** Where a direct command's 202 points when it was sent for approval. */
+const approvalLocation = '/api/operator/proposals/';
+
+/**
+ * Shows a failed action's error in el; a command sent for approval shows
+ * its message as news, not as a failure (data-sent-for-approval).
+ * @param {HTMLElement} el
+ * @param {unknown} e
+ */
+export function showError(el, e) {
+  el.textContent = errorText(e);
+  if (e instanceof SentForApproval) el.dataset.sentForApproval = e.proposal && e.proposal.id ? e.proposal.id : '';
+  else delete el.dataset.sentForApproval;
+}
+
+/**
  * @typedef {object} ApiOptions
  * @property {string} [baseUrl] origin of the daemon, '' for this page's
  * @property {() => string | null} getToken the bearer token
@@ -94,6 +125,7 @@ export class Api {
       if (res.status === 401 && this.onAuthError) this.onAuthError(err);
       throw err;
     }
+    if (res.status === 202 && (res.headers.get('Location') || '').startsWith(approvalLocation)) throw new SentForApproval(data);
     return data;
   }
 

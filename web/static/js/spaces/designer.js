@@ -4,7 +4,7 @@
 
 import { h, replace, badge } from '../dom.js';
 import { confirmDialog } from '../dialogs.js';
-import { errorText } from '../api.js';
+import { errorText, showError } from '../api.js';
 import { loading, errorBox } from './loading.js';
 import { searchBox } from './filters.js';
 import { selectHref, linkTo } from './links.js';
@@ -395,7 +395,7 @@ function actions(ctx, w) {
           try {
             const res = await ctx.app.launchWorkflow(w.id, w.version);
             ctx.cockpit.flash(`Launched ${w.name}: ${res.runs.length} run${res.runs.length === 1 ? '' : 's'} queued in step order.`);
-          } catch (e) { status.textContent = errorText(e); }
+          } catch (e) { showError(status, e); }
         },
       }),
       h('button', {
@@ -408,7 +408,7 @@ function actions(ctx, w) {
             ctx.setFormDirty(false);
             ctx.cockpit.flash(`Deleted workflow ${w.name}.`);
             ctx.setParams({ workflow: null });
-          } catch (e) { status.textContent = errorText(e); }
+          } catch (e) { showError(status, e); }
         },
       })),
     status);

@@ -3,7 +3,7 @@
 import { confirmDialog } from '../dialogs.js';
 import { h, replace } from '../dom.js';
 import { fmtTime } from '../time.js';
-import { errorText } from '../api.js';
+import { errorText, showError } from '../api.js';
 import { loading, errorBox } from './loading.js';
 import { searchBox } from './filters.js';
 import { selectHref, linkTo } from './links.js';
@@ -101,7 +101,7 @@ async function showDetail(ctx, ref, side, again = false) {
             await ctx.app.deletePlaybook(b.id);
             ctx.cockpit.flash(`Deleted playbook ${b.name}.`);
             ctx.setParams({ playbook: null });
-          } catch (e) { status.textContent = errorText(e); }
+          } catch (e) { showError(status, e); }
         },
       }),
       h('span', { class: 'muted small' }, 'id ', shortId(b.id))));
@@ -134,7 +134,7 @@ function launchForm(ctx, b) {
         const id = r && (r.id || (r.run && r.run.id));
         ctx.cockpit.flash(`Launched ${b.name}.`);
         ctx.cockpit.go(id ? `/?view=fleet&run=${encodeURIComponent(id)}` : '/?view=fleet');
-      } catch (e) { status.textContent = errorText(e); }
+      } catch (e) { showError(status, e); }
     },
   },
   h('h3', { text: 'Launch' }),
@@ -200,7 +200,7 @@ function playbookForm(ctx, b, values, side) {
         }
       } catch (e) {
         if (b && versionConflict(e)) follow.conflict().catch((x) => { status.textContent = errorText(x); });
-        else status.textContent = errorText(e);
+        else showError(status, e);
       }
     },
   },

@@ -12,7 +12,7 @@ import { loading, errorBox } from './loading.js';
 import { linkTo, selectHref } from './links.js';
 import { revealDetail, detailKeys, closeDetail } from './table.js';
 import { shortId } from './cells.js';
-import { ApiError, errorText } from '../api.js';
+import { ApiError, showError } from '../api.js';
 import { actorName, commandTitle, errorSentence } from '../words.js';
 
 /** A run's trigger in words. @type {Record<string, string>} */
@@ -137,7 +137,7 @@ export function runDetail(ctx, id) {
         type: 'button', class: 'danger', text: 'Cancel run',
         onclick: async () => {
           if (!(await confirmDialog({ title: 'Cancel this run?', body: `The run of ${r.playbookName} stops; its output so far is kept.`, confirm: 'Cancel run', danger: true }))) return;
-          try { await ctx.app.cancelRun(r.id); load(); } catch (e) { status.textContent = errorText(e); }
+          try { await ctx.app.cancelRun(r.id); load(); } catch (e) { showError(status, e); }
         },
       }));
     }
@@ -150,7 +150,7 @@ export function runDetail(ctx, id) {
             const newId = (nr && (nr.id || (nr.run && nr.run.id))) || null;
             ctx.cockpit.flash(`Retried ${r.playbookName}.`);
             ctx.cockpit.go(newId ? `/?view=fleet&run=${encodeURIComponent(newId)}` : '/?view=fleet');
-          } catch (e) { status.textContent = errorText(e); }
+          } catch (e) { showError(status, e); }
         },
       }));
     }

@@ -7,7 +7,7 @@
 import { confirmDialog } from '../dialogs.js';
 import { h, replace, uid } from '../dom.js';
 import { fmtTime, fmtRelative, fmtCronTime } from '../time.js';
-import { errorText } from '../api.js';
+import { errorText, showError } from '../api.js';
 import { loading, errorBox } from './loading.js';
 import { searchBox, filterBar } from './filters.js';
 import { selectHref, linkTo } from './links.js';
@@ -136,14 +136,14 @@ async function showDetail(ctx, ref, side, reload, again) {
       h('button', {
         type: 'button', 'data-action': s.enabled ? 'pause-schedule' : 'enable-schedule', text: s.enabled ? 'Pause' : 'Enable',
         onclick: async () => {
-          try { await ctx.app.setScheduleEnabled(s.id, !s.enabled, s.version); reload(); showDetail(ctx, s.id, side, reload, true); } catch (e) { status.textContent = errorText(e); }
+          try { await ctx.app.setScheduleEnabled(s.id, !s.enabled, s.version); reload(); showDetail(ctx, s.id, side, reload, true); } catch (e) { showError(status, e); }
         },
       }),
       h('button', {
         type: 'button', class: 'danger', text: 'Delete',
         onclick: async () => {
           if (!(await confirmDialog({ title: `Delete schedule ${s.name}?`, body: 'The runs it launched stay.', confirm: 'Delete', danger: true }))) return;
-          try { await ctx.app.deleteSchedule(s.id); ctx.setParams({ schedule: null }); } catch (e) { status.textContent = errorText(e); }
+          try { await ctx.app.deleteSchedule(s.id); ctx.setParams({ schedule: null }); } catch (e) { showError(status, e); }
         },
       }),
       h('button', { type: 'button', class: 'link', 'data-needs': 'read', text: 'Close', 'aria-keyshortcuts': 'Escape', onclick: () => closeDetail(ctx, 'schedule', s.id) })));
@@ -262,7 +262,7 @@ function scheduleForm(ctx, s, values, side, reload) {
         showDetail(ctx, saved.id, side, reload, false);
       } catch (e) {
         if (base && versionConflict(e)) follow.conflict().catch((x) => { status.textContent = errorText(x); });
-        else status.textContent = errorText(e);
+        else showError(status, e);
       }
     },
   },

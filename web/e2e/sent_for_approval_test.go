@@ -1,0 +1,96 @@
+package e2e_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/studio/operator/internal/coordinator"
+	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/store"
+)
+
+// TestDirectDeleteSentForApproval: with --second-approver-for
+// destructive, alice deletes a schedule from its detail; the cockpit says
+// "Sent for approval: waiting for another approver" (not an error) and
+// the schedule stays; bea finds the request in her approvals inbox,
+// confirms it in the dock, and it executes once; the audit names alice
+// as the requester and bea as the decider.
+func TestDirectDeleteSentForApproval(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, `{"turns":[{"steps":[{"text":"ok"}]}]}`, "--second-approver-for", "destructive")
+	src := axeSource(t)
+	alice := addPrincipal(t, d, "alice", protocol.RoleOperator)
+	bea := addPrincipal(t, d, "bea", protocol.RoleOperator)
+
+	p := openPageAs(t, d, "/", alice)
+	eval[bool](p, `(window.studio.go('/schedules?schedule=nightly-audit'), true)`)
+	p.waitJS(`document.querySelector('[data-action=edit-schedule]') !== null`, "the schedule's detail")
+	p.click(`section.detail .actions button.danger`)
+	p.waitJS(`document.querySelector('dialog[open] button[value=ok]') !== null`, "the delete dialog")
+	p.click(`dialog[open] button[value=ok]`)
+	sent := `section.detail .form-error[data-sent-for-approval]`
+	p.waitJS(`document.querySelector('`+sent+`')?.innerText === 'Sent for approval: waiting for another approver'`, "the cockpit saying it was sent for approval")
+	p.axeCheck(src, "a schedule sent for approval")
+	for _, size := range []struct{ w, h int64 }{{1440, 900}, {800, 900}, {390, 844}} {
+		p.do(chromedp.EmulateViewport(size.w, size.h))
+		eval[bool](p, `(document.querySelector('`+sent+`').scrollIntoView({block: 'center'}), true)`)
+		p.shot(fmt.Sprintf("sent-for-approval-%d", size.w))
+	}
+	var sc struct{ ID string }
+	appDo(t, d, "GET", "/api/app/schedules/nightly-audit", nil, &sc) // still there
+	pending, err := d.client.Proposals(ctxT(t), "pending")
+	if err != nil || len(pending) != 1 || pending[0].SubmittedBy != "alice" || pending[0].CommandType != "delete_schedule" {
+		t.Fatalf("pending proposals %+v, %v", pending, err)
+	}
+	prop := pending[0]
+
+	b := openPageAs(t, d, "/", bea)
+	b.waitJS(`document.querySelector('[data-inbox-count]')?.dataset.inboxCount === '1'`, "bea's inbox counting the request")
+	b.click(`[data-inbox]`)
+	b.waitJS(`document.querySelector('dialog[open] [data-open-proposal="`+prop.ID+`"]') !== null`, "the request in bea's inbox")
+	b.shot("sent-for-approval-inbox")
+	b.click(`dialog[open] [data-open-proposal="` + prop.ID + `"]`)
+	card := `.transcript .proposal[data-proposal="` + prop.ID + `"]`
+	b.waitJS(`document.querySelector('`+card+` input[data-typed-confirm]') !== null && !document.querySelector('`+card+` input[data-typed-confirm]').disabled`, "bea's card asking for the schedule's name")
+	b.setValue(card+` input[data-typed-confirm]`, "nightly-audit")
+	b.waitJS(`!document.querySelector('`+card+` button[data-action=confirm]').disabled`, "bea's confirmable card")
+	b.shot("sent-for-approval-approver-card")
+	b.click(card + ` button[data-action=confirm]`)
+	b.waitJS(`document.querySelector('.transcript .proposal[data-state=succeeded][data-proposal="`+prop.ID+`"]') !== null`, "bea's confirm to execute")
+
+	if _, err := d.client.GetSchedule(ctxT(t), "nightly-audit"); !protocol.IsCode(err, protocol.NotFound) {
+		t.Fatalf("the schedule after bea's confirm: %v", err)
+	}
+	done, err := d.client.Proposal(ctxT(t), prop.ID)
+	if err != nil || done.Status != string(store.ProposalSucceeded) || done.SubmittedBy != "alice" || done.DecidedBy != "bea" {
+		t.Fatalf("the request after the confirm: %+v, %v", done, err)
+	}
+	var audit struct {
+		Events []struct {
+			Actor   string
+			Action  string
+			Details map[string]any
+		}
+	}
+	appDo(t, d, "GET", "/api/app/audit?limit=200", nil, &audit)
+	executed, requested := 0, 0
+	for _, e := range audit.Events {
+		switch {
+		case e.Details["proposal_id"] == prop.ID && e.Details["decision"] == "executed":
+			executed++
+			if e.Actor != "bea" {
+				t.Errorf("the executed row's actor is %q, want bea", e.Actor)
+			}
+		case e.Action == coordinator.ApprovalRequestedAction && e.Details["proposal_id"] == prop.ID:
+			requested++
+			if e.Actor != "alice" {
+				t.Errorf("the request's row's actor is %q, want alice", e.Actor)
+			}
+		}
+	}
+	if executed != 1 || requested != 1 {
+		t.Fatalf("%d executed and %d requested audit rows, want 1 each", executed, requested)
+	}
+}
