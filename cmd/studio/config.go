@@ -269,7 +269,7 @@ var modelVariables = []string{openai.EnvAPIKey, openai.EnvBaseURL, openai.EnvMod
 
 // harnessVariables are the test suite's own (CI sets them for go test,
 // and a daemon a test starts inherits them); the binary reads none.
-var harnessVariables = []string{"STUDIO_ARTIFACTS", "STUDIO_BIN", "STUDIO_CHAOS_DURATION", "STUDIO_CHAOS_SEED", "STUDIO_CHROMIUM", "STUDIO_GRAY_STRICT",
+var harnessVariables = []string{"STUDIO_ARTIFACTS", "STUDIO_BIN", "STUDIO_CHAOS_DURATION", "STUDIO_CHAOS_SEED", "STUDIO_CHROMIUM", "STUDIO_FIREFOX", "STUDIO_GRAY_STRICT",
 	"STUDIO_LITESTREAM", "STUDIO_POSTGRES_BIN", "STUDIO_TEST_LOGS", "STUDIO_UPDATE_FIXTURES"}
 
 // serviceLink matches the variables Kubernetes sets for a Service named

@@ -177,7 +177,7 @@ func TestUnknownSettingsRefused(t *testing.T) {
 		{environ: []string{"STUDIO_LOCAL_KEY=k"}, refused: "STUDIO_LOCAL_KEY"},
 		{environ: []string{"STUDIO_LOCAL_KEY=k"}, args: []string{"--provider", "local=openai,base-url=http://127.0.0.1:9/v1,api-key-env=STUDIO_LOCAL_KEY"}},
 		{environ: []string{"STUDIO_TOKEN=stu_x", "STUDIO_URL=http://127.0.0.1:1", "STUDIO_OPENAI_API_KEY=k", "STUDIO_MODEL_NAME=m",
-			"STUDIO_REQUIRE_POSTGRES=1", "STUDIO_ARTIFACTS=/tmp/a"}},
+			"STUDIO_REQUIRE_POSTGRES=1", "STUDIO_ARTIFACTS=/tmp/a", "STUDIO_FIREFOX=/usr/bin/firefox-esr"}},
 		{environ: []string{"STUDIO_SERVICE_HOST=10.0.0.1", "STUDIO_SERVICE_PORT=8765", "STUDIO_PORT=tcp://10.0.0.1:8765",
 			"STUDIO_PORT_8765_TCP=tcp://10.0.0.1:8765", "STUDIO_PORT_8765_TCP_ADDR=10.0.0.1", "STUDIO_METRICS_SERVICE_PORT_METRICS=9090"}},
 		{environ: []string{"STUDIO_WORKERS=many"}, refused: "STUDIO_WORKERS=many"},

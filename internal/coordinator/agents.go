@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/conversations"
-	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/tools"
@@ -23,14 +22,11 @@ import (
 // same owner code as a model's — the turn's submitter (the agent's
 // principal) is the proposal's author, the confirming human the
 // decision's actor. Nothing an agent sends decides a proposal.
-
-// agentCall is the command tool call an agent's turn makes.
-type agentCall struct {
-	CallID    string         `json:"callId"`
-	Tool      string         `json:"tool"`
-	Arguments jsontext.Value `json:"arguments"`
-	Client    string         `json:"client"`
-}
+//
+// This file is the agents' face and only calls into the engine; the
+// owner's side is where its name says: the turn's one round (talk.go's
+// agentTalk), the call it carries (context.go's agentCall), the
+// proposal's audit row (proposals.go's agentProposalAudit).
 
 // agentNamespace derives the id of an agent's conversation from its
 // principal and client name: the id is the stored key that finds it again,
@@ -208,24 +204,6 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 	return AgentProposal{}, protocol.Errorf(protocol.Conflict, "this client's conversation is busy; try again").With("retryable", true)
 }
 
-// AgentProposedAction is the audit action of a proposal an outside agent
-// made: its actor is the agent's principal. The proposal's decision rows
-// (docs/design.md §10, their members fixed) have the deciding human as actor.
-const AgentProposedAction = "studio.agent.proposed"
-
-// agentProposalAudit is the audit row of a proposal an agent made, by
-// the agent's principal (the turn's submitter); it is written in the
-// proposal's own transaction, so no agent's proposal is stored without it.
-func agentProposalAudit(p store.Proposal, agent, client string, now time.Time) (*store.AppendAdminEventParams, error) {
-	details, err := protocol.Marshal(map[string]any{"conversation_id": p.ConversationID, "request_id": p.RequestID, "proposal_id": p.ID,
-		"command_type": p.CommandType, "command_hash": p.CommandHash, "risk": p.Risk, "client": client})
-	if err != nil {
-		return nil, err
-	}
-	id := p.ID
-	return &store.AppendAdminEventParams{Actor: agent, Action: AgentProposedAction, TargetID: &id, Details: details, Now: now}, nil
-}
-
 // agentWindow refuses a proposal past MaxProposalsPerTurn in the last
 // ProposalTTL of a conversation: an agent's calls are capped as a model's
 // turn is.
@@ -333,38 +311,4 @@ func (c *Coordinator) agentTurnError(ctx context.Context, t store.Turn) error {
 		return err
 	}
 	return found
-}
-
-// agentCall is the turn's agent command, nil for a model's turn.
-func (o *owner) agentCall() *agentCall {
-	var rec contextRecord
-	if protocol.Unmarshal(o.turn.ContextJSON, &rec) != nil {
-		return nil
-	}
-	return rec.Agent
-}
-
-// agentTalk is an agent turn's one round: its command tool call, through
-// callTool like a model's, parking on the proposal it makes. Once decided
-// (rounds counts the call, after a restart too) the turn completes: the
-// outcome is in its confirmation and tool_result frames.
-func (o *owner) agentTalk(a agentCall) outcome {
-	if o.cancelWanted {
-		return interrupted
-	}
-	if o.rounds > 0 {
-		return ended(store.TurnCompleted, nil)
-	}
-	o.rounds++
-	res := o.callTool(model.ToolCall{ID: a.CallID, Name: a.Tool, Arguments: a.Arguments}, nil, nil)
-	if res.out != nil {
-		return *res.out
-	}
-	if !res.proposed {
-		return ended(store.TurnCompleted, nil)
-	}
-	if out := o.awaitConfirmation(); out != nil {
-		return *out
-	}
-	return ended(store.TurnCompleted, nil)
 }

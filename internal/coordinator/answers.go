@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -104,34 +103,5 @@ func (o *owner) answerStaleDecisions() {
 			continue
 		}
 		d.answer(notPendingAnswer(d.kind, p))
-	}
-}
-
-// answerLate answers a request the turn no longer needs: its end or its
-// step aside came first.
-func (o *owner) answerLate(r request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
-	defer cancel()
-	switch r := r.(type) {
-	case cancelRequest:
-		// Recorded: whoever owns the turn next (after a restart, or in
-		// another daemon) ends it cancelled.
-		t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: r.by, Now: o.c.now()})
-		if err != nil {
-			r.reply <- o.view(ctx)
-			return
-		}
-		r.reply <- turnView(t)
-	case decisionRequest:
-		p, err := o.c.store.GetProposal(ctx, r.proposalID)
-		if err != nil {
-			r.answer(protocol.ProposalResult{}, err)
-			return
-		}
-		if p.Status == store.ProposalPending {
-			r.answer(protocol.ProposalResult{}, shuttingDown())
-			return
-		}
-		r.answer(notPendingAnswer(r.kind, p))
 	}
 }

@@ -208,3 +208,31 @@ func (o *owner) frameFailure(err error) *protocol.Error {
 	}
 	return o.c.serviceError("append frames", err)
 }
+
+// durable runs write until it succeeds, fails for good, or the database
+// has been unavailable for longer than the outage budget; a cancel of the
+// turn or the shutdown's deadline also ends the wait. landed, when set, is
+// asked before a retry that follows a commit of unknown outcome: true
+// means the first try committed.
+//
+// The turn's pipelined frames are settled first (appender.go): a write
+// comes after every frame the turn emitted before it.
+func (o *owner) durable(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
+	if err := o.settle(); err != nil {
+		return err
+	}
+	return o.durableWrite(what, write, landed)
+}
+
+// durableLeased is durable for a write that starts work (a proposal's
+// confirmation): it is not tried, nor tried again, while this daemon
+// cannot prove its lease (self-fencing, lifecycle.go); the refusal is the
+// error. Only a write whose first try may have committed (its answer was
+// lost) is still resolved: it is read again until it is known, the
+// decision waiting on it answered at once (lapsed).
+func (o *owner) durableLeased(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
+	if err := o.settle(); err != nil {
+		return err
+	}
+	return o.durableTry(what, write, landed, true)
+}

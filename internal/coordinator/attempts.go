@@ -258,3 +258,45 @@ func modelError(err error) *protocol.Error {
 	}
 	return protocol.Errorf(protocol.ModelFailure, "the model provider failed: %v", err)
 }
+
+// outcomeKind is how a stretch of talking to the model ended.
+type outcomeKind int
+
+const (
+	outcomeEnded       outcomeKind = iota + 1 // the turn is to end with status (and err)
+	outcomeParked                             // a proposal waits for a human
+	outcomeInterrupted                        // a cancel or the shutdown stopped it
+)
+
+// outcome is what talk returns: a typed result instead of a sentinel.
+type outcome struct {
+	kind   outcomeKind
+	status store.TurnStatus
+	err    *protocol.Error
+}
+
+func ended(status store.TurnStatus, err *protocol.Error) outcome {
+	return outcome{kind: outcomeEnded, status: status, err: err}
+}
+
+var (
+	parked      = outcome{kind: outcomeParked}
+	interrupted = outcome{kind: outcomeInterrupted}
+)
+
+// sleep waits d, taking requests in; a non-nil outcome means a cancel or
+// the shutdown cut it short.
+func (o *owner) sleep(d time.Duration) *outcome {
+	if !o.wait(d, o.ctx.Done()) {
+		return &interrupted
+	}
+	return nil
+}
+
+// overBudget is the end of a turn whose model attempts, with the waits
+// between them, took longer than Config.ModelBudget in all: one slow or
+// silent provider cannot hold a worker for longer. Not retryable.
+func (o *owner) overBudget() *protocol.Error {
+	return protocol.Errorf(protocol.ModelFailure, "the model took longer than %s in all for this turn; the turn was stopped", o.c.cfg.ModelBudget).
+		With("limit", "model_time_per_turn").With("max", o.c.cfg.ModelBudget.String())
+}

@@ -98,47 +98,6 @@ func (c *Coordinator) claimOne(slot *ticket) bool {
 	return true
 }
 
-// watch turns the control notifications about the owner's turn — a cancel
-// recorded by another daemon, a claim — into a recheck in its mailbox,
-// until the owner retires. The first recheck comes at once: a notification
-// sent before the watch began is not lost.
-func (o *owner) watch(requestID string) {
-	defer o.c.wg.Done()
-	key := store.TurnKey(requestID)
-	for {
-		sig := o.c.store.ControlSignal(key)
-		o.box.putOnce(recheckRequest{}, isRecheck)
-		select {
-		case <-sig:
-		case <-o.retired:
-			return
-		}
-	}
-}
-
-// recheck takes a pending recheck in: the turn as another daemon left it.
-// A cancel recorded there is the owner's to honour; a queued turn that is
-// no longer queued here was claimed or ended there.
-func (o *owner) recheck() {
-	if o.box.take(isRecheck) == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
-	defer cancel()
-	o.c.lineMoved(o.convID) // a turn may have joined or left the line behind this one
-	t, err := o.c.store.GetTurn(ctx, o.turn.RequestID)
-	if err != nil {
-		return // the next notification, or the next model round, looks again
-	}
-	if o.phase == phaseQueued && (t.Status != store.TurnQueued || t.Owner != o.c.cfg.Instance) {
-		o.moved = true
-		return
-	}
-	if t.CancelRequestedAt != nil && !t.Status.Terminal() {
-		o.cancelWanted = true
-	}
-}
-
 // cancelQueued cancels a turn that waits for a worker here through the
 // store's compare-and-set: if another daemon claimed it meanwhile, the
 // cancel is recorded for that daemon, which honours it. done is false

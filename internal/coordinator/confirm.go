@@ -16,7 +16,7 @@ import (
 // record its outcome (finishProposal), or stop when another daemon took it
 // over. Every database call has its deadline (Config.CallTimeout), and a
 // daemon that cannot prove its lease confirms and executes nothing
-// (self-fencing, lifecycle.go): the decision is answered at once, whatever
+// (self-fencing, selffence.go): the decision is answered at once, whatever
 // the owner still has to find out.
 
 // confirm runs a pending proposal to its end (docs/design.md §9.3, steps 4-7): its
@@ -373,4 +373,26 @@ func (o *owner) executionLost(r decisionRequest, p store.Proposal, err error) (s
 	r.answer(res, nil)
 	o.answerWaiting(p.ID, res)
 	return nil, true
+}
+
+// readBack is the result of a command that executed on a daemon that
+// stopped before recording it: what the command's own transaction wrote
+// in its audit row (Proposal.ExecutedAuditID), marked as read back.
+func (c *Coordinator) readBack(ctx context.Context, p store.Proposal) jsontext.Value {
+	out := map[string]any{"readBack": true, "commandType": p.CommandType, "summary": p.Summary,
+		"note": "the daemon that executed this command stopped before recording its result; this is what the command's own write recorded"}
+	if p.ExecutedAt != nil {
+		out["executedAt"] = protocol.Timestamp(*p.ExecutedAt)
+	}
+	if p.ExecutedAuditID > 0 {
+		rows, err := c.store.ListAdminEvents(ctx, store.ListAdminEventsParams{BeforeID: p.ExecutedAuditID + 1, Limit: 1})
+		if err == nil && len(rows) == 1 && rows[0].ID == p.ExecutedAuditID {
+			out["auditId"], out["audit"] = rows[0].ID, jsontext.Value(rows[0].Details)
+		}
+	}
+	b, err := protocol.Marshal(out)
+	if err != nil {
+		return jsontext.Value(`{"readBack":true}`)
+	}
+	return b
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -244,4 +245,21 @@ type contextRecord struct {
 	// Agent, set for a turn an outside agent submitted (agents.go), is the
 	// one command tool call the turn makes instead of asking a model.
 	Agent *agentCall `json:"agent,omitempty"`
+}
+
+// agentCall is the turn's agent command, nil for a model's turn.
+func (o *owner) agentCall() *agentCall {
+	var rec contextRecord
+	if protocol.Unmarshal(o.turn.ContextJSON, &rec) != nil {
+		return nil
+	}
+	return rec.Agent
+}
+
+// agentCall is the command tool call an agent's turn makes.
+type agentCall struct {
+	CallID    string         `json:"callId"`
+	Tool      string         `json:"tool"`
+	Arguments jsontext.Value `json:"arguments"`
+	Client    string         `json:"client"`
 }

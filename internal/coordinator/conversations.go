@@ -37,12 +37,6 @@ func ofConversation[T any](ctx context.Context, c *Coordinator, convID, what, id
 // (conversations.VisibleTo).
 func visibleTo(ctx context.Context) string { return conversations.VisibleTo(ctx) }
 
-// TurnProgress is the progress of the active turn of conv, as just read,
-// for a conversation's page: nil when none runs or it cannot be read.
-func (c *Coordinator) TurnProgress(ctx context.Context, conv store.Conversation) *protocol.TurnProgress {
-	return c.activeTurn(ctx, conv)
-}
-
 // LiveViews are the cockpit's view reports: the conversation service
 // writes them, this engine's turns read them (liveView).
 func (c *Coordinator) LiveViews() *conversations.Views { return c.views }
@@ -94,4 +88,11 @@ func stamp(t *time.Time) *float64 {
 	}
 	f := protocol.Timestamp(*t)
 	return &f
+}
+
+// principalName is the name of the principal a request acts for: the
+// audit's actor for what it causes ("" when none, then studio_operator).
+func principalName(ctx context.Context) string {
+	p, _ := protocol.PrincipalFrom(ctx)
+	return p.Name
 }

@@ -67,7 +67,7 @@
 // the proposal executed in the same transaction. So a stale owner can
 // neither append nor execute: its write fails, and it stops (durable.go's
 // lost, confirm.go's executionLost). Before that, a daemon that cannot
-// prove its lease fences itself (lifecycle.go): no decision, claim,
+// prove its lease fences itself (selffence.go): no decision, claim,
 // takeover or execution starts until it renews, and a decision waiting on
 // it is answered at once. Every database call on a turn's paths has a
 // deadline (Config.CallTimeout); writes that fail because the database is
@@ -148,26 +148,28 @@
 //	effects.go      AckEffect, EffectState: a client's acknowledgements
 //	progress.go     what an active turn is doing now (ActiveTurn)
 //	models.go       the configured models and a conversation's choice
-//	agents.go       commands of outside agents (MCP) as turns and proposals
+//	agents.go       outside agents' (MCP) conversations and commands as turns
 //	observer.go     Observer: what metrics and logs are told
 //	mailbox.go      the requests an owner takes, one at a time
-//	owner.go        the owner: its start, run loop, retirement
+//	owner.go        the owner: its start, run loop, retirement (late requests)
+//	cancels.go      cancels taken in: from the mailbox, from other daemons
 //	steps.go        queued, waiting, resuming, conversing
-//	talk.go         the model loop: its rounds, compiling the context
+//	talk.go         the model loop: its rounds (an agent's one), the context
 //	context.go      the history within the context budget, as messages
 //	prompt.go       the system prompt from the client's context snapshot
-//	attempts.go     one round's attempts: deadlines, retries
-//	appender.go     a turn's pipelined frames: emit, settle
+//	attempts.go     one round's attempts: deadlines, retries; their outcome
+//	appender.go     a turn's pipelined frames: emit, settle; durable after them
 //	tools.go        tool calls and effects; proposals.go's propose
 //	denials.go      a command a human denied is not proposed again at once
 //	waiting.go      turns sent while another runs: enqueue, interrupt, the line
-//	parked.go       parked on a decision; applyDecision
+//	parked.go       parked on a decision; applyDecision; adopted, taken over
 //	confirm.go      confirm and execute on the owner's side
 //	answers.go      decisions answered from the store, not applied
 //	amend.go        an amended proposal
 //	ending.go       the turn's one end (finish)
 //	transitions.go  the store transitions, each with its params struct
 //	durable.go      riding out the database; a fenced (lost) turn
+//	selffence.go    no decision, claim or takeover on an unproven lease
 //	pool.go         the workers and the bounded queue in front of them
 //	claims.go, reaper.go, lifecycle.go: other daemons, recovery, shutdown
 //	conversations.go  the engine's side of internal/conversations
@@ -176,6 +178,9 @@
 // puts requests in an owner's mailbox; the owner's steps call the
 // transitions; the transitions call the store. No transition reads an
 // owner, and no step calls the public API (layers_test.go checks both).
+// Lower files do not call back up: few pairs of files call each other
+// both ways (twoway_test.go), the steps' own (steps.go and parked.go) —
+// a step names the next, and a decision resumes the turn.
 //
 // # Where a confirm goes
 //

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
@@ -11,7 +12,8 @@ import (
 
 // Riding out the database. A turn's writes — its frames, its proposals'
 // transitions, the execution of a confirmed command and the recording of
-// its outcome — go through durable: a write that fails because the
+// its outcome — go through durable (appender.go: after the turn's
+// frames settle) and durableWrite: a write that fails because the
 // database is unavailable for now (store.Transient: a restart, a failover,
 // a lock held by a paused daemon) is tried again with a capped backoff for
 // up to Config.OutageBudget before the turn gives up, and meanwhile the
@@ -36,37 +38,9 @@ func (c *Coordinator) call(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, c.cfg.CallTimeout)
 }
 
-// durable runs write until it succeeds, fails for good, or the database
-// has been unavailable for longer than the outage budget; a cancel of the
-// turn or the shutdown's deadline also ends the wait. landed, when set, is
-// asked before a retry that follows a commit of unknown outcome: true
-// means the first try committed.
-//
-// The turn's pipelined frames are settled first (appender.go): a write
-// comes after every frame the turn emitted before it.
-func (o *owner) durable(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
-	if err := o.settle(); err != nil {
-		return err
-	}
-	return o.durableWrite(what, write, landed)
-}
-
 // durableWrite is durable without settling the turn's frames first.
 func (o *owner) durableWrite(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
 	return o.durableTry(what, write, landed, false)
-}
-
-// durableLeased is durable for a write that starts work (a proposal's
-// confirmation): it is not tried, nor tried again, while this daemon
-// cannot prove its lease (self-fencing, lifecycle.go); the refusal is the
-// error. Only a write whose first try may have committed (its answer was
-// lost) is still resolved: it is read again until it is known, the
-// decision waiting on it answered at once (lapsed).
-func (o *owner) durableLeased(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error)) error {
-	if err := o.settle(); err != nil {
-		return err
-	}
-	return o.durableTry(what, write, landed, true)
 }
 
 func (o *owner) durableTry(what string, write func(ctx context.Context) error, landed func(ctx context.Context) (bool, error), leased bool) error {
@@ -239,4 +213,14 @@ func (o *owner) lost(what string, err error) {
 	o.fenced = true
 	o.c.log.Warn(what+": this daemon no longer owns the turn; stopping its work here", "request", o.turn.RequestID,
 		"conversation", o.turn.ConversationID, "err", err)
+}
+
+// serviceError logs an internal failure and types it for the client.
+func (c *Coordinator) serviceError(what string, err error) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	c.log.Error(what, "err", err)
+	return &protocol.Error{Code: protocol.ServiceFailure, Retryable: true, Message: what + " failed: the state database did not accept the write"}
 }

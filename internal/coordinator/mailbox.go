@@ -51,7 +51,7 @@ type decisionReply struct {
 }
 
 // recheckRequest asks the owner to read its turn again: another daemon
-// recorded a cancel, or claimed the turn (claims.go).
+// recorded a cancel, or claimed the turn (cancels.go's watch).
 type recheckRequest struct{}
 
 // reapRequest asks a parked owner to take its turn over: the daemon that

@@ -43,7 +43,7 @@ type owner struct {
 	prog   progress // what the turn is doing now, for readers (progress.go)
 	convID string   // the turn's conversation: read by other goroutines, never written after start
 	// takeover is what to do first with a turn taken over from a dead
-	// daemon (reaper.go's takenOver).
+	// daemon (parked.go's takenOver).
 	takeover *takeover
 	// moved says a recheck found the queued turn claimed or ended by
 	// another daemon: its owner steps aside.
@@ -167,49 +167,35 @@ func (o *owner) retire() {
 	}
 }
 
-// view is the turn as it is now (from the store; from memory when the store
-// cannot answer), with the cancel request the owner holds.
-func (o *owner) view(ctx context.Context) protocol.Turn {
-	t, err := o.c.store.GetTurn(ctx, o.turn.RequestID)
-	if err != nil {
-		t = o.turn
-	}
-	if o.phase == phaseExecuting && t.Status == store.TurnAwaitingConfirmation {
-		// Parked in the store while its confirmed command runs here: the
-		// turn is working, not waiting for a human.
-		t.Status = store.TurnRunning
-	}
-	if o.cancelWanted && t.CancelRequestedAt == nil && !t.Status.Terminal() {
-		now := o.c.now()
-		t.CancelRequestedAt = &now
-	}
-	return turnView(t)
-}
-
 func shuttingDown() *protocol.Error {
 	return &protocol.Error{Code: protocol.ServiceFailure, Retryable: true, Message: "the daemon is shutting down"}
 }
 
-// takeCancels takes in the cancel requests that arrived: the turn is to be
-// cancelled, and the callers wait for the owner to do it, unless now says
-// to answer them at once (the owner cannot act before something finishes).
-func (o *owner) takeCancels(now bool) {
-	o.recheck()
-	for r := o.box.take(isCancel); r != nil; r = o.box.take(isCancel) {
-		cr := r.(cancelRequest)
-		if !o.cancelWanted {
-			o.cancelWanted, o.cancelBy = true, cr.by
-			if o.phase == phaseExecuting || o.phase == phaseRunning {
-				// Durable, so the stored turn says so; best effort: the
-				// owner honours the request whatever the store says.
-				_, _, _ = o.c.store.RequestCancel(o.ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: cr.by, Now: o.c.now()})
-			}
+// answerLate answers a request the turn no longer needs: its end or its
+// step aside came first.
+func (o *owner) answerLate(r request) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), 10*time.Second)
+	defer cancel()
+	switch r := r.(type) {
+	case cancelRequest:
+		// Recorded: whoever owns the turn next (after a restart, or in
+		// another daemon) ends it cancelled.
+		t, _, err := o.c.store.RequestCancel(ctx, store.RequestCancelParams{RequestID: o.turn.RequestID, By: r.by, Now: o.c.now()})
+		if err != nil {
+			r.reply <- o.view(ctx)
+			return
 		}
-		reply := cr.reply
-		if now {
-			reply <- o.view(o.ctx)
-		} else {
-			o.cancelWaiters = append(o.cancelWaiters, reply)
+		r.reply <- turnView(t)
+	case decisionRequest:
+		p, err := o.c.store.GetProposal(ctx, r.proposalID)
+		if err != nil {
+			r.answer(protocol.ProposalResult{}, err)
+			return
 		}
+		if p.Status == store.ProposalPending {
+			r.answer(protocol.ProposalResult{}, shuttingDown())
+			return
+		}
+		r.answer(notPendingAnswer(r.kind, p))
 	}
 }

@@ -118,3 +118,65 @@ func (o *owner) applyDecision(r decisionRequest) (next step, moved bool) {
 	}
 	return o.confirm(ctx, r, p)
 }
+
+// takenOver is the first step of an owner of a turn taken over from a
+// dead daemon (reapTurn): the proposals it left executing are recorded
+// from their markers (settleTakenOver), and the turn goes on here when a
+// decision about it was answered — now, or before the daemon stopped —
+// else it ends as o.takeover says.
+func (o *owner) takenOver() step {
+	c, tk := o.c, o.takeover
+	o.countAdopted()
+	resumed := false
+	for _, id := range tk.proposals {
+		var fin finished
+		var settled bool
+		err := o.durable("record a taken-over proposal", func(ctx context.Context) error {
+			p, err := c.store.GetProposal(ctx, id)
+			if err != nil || p.Status != store.ProposalExecuting || p.Owner != c.cfg.Instance {
+				return err // recorded already, or not this daemon's
+			}
+			fin, err = c.settleTakenOver(ctx, p, true)
+			settled = err == nil
+			return err
+		}, nil)
+		if store.IsFenced(err) {
+			o.lost("record a taken-over proposal", err)
+			return nil
+		}
+		if err != nil {
+			return o.ending(store.TurnFailed, c.serviceError("record a taken-over proposal", err))
+		}
+		if settled {
+			o.frames += 2
+			o.answerWaiting(id, fin.result)
+			resumed = resumed || fin.resumed
+		}
+	}
+	if !resumed && tk.resume && len(tk.proposals) == 0 {
+		resumed = o.turn.Status == store.TurnRunning
+	}
+	if !resumed {
+		return o.ending(store.TurnFailed, tk.err)
+	}
+	c.log.Info("a taken-over turn goes on here", "request", o.turn.RequestID, "conversation", o.turn.ConversationID)
+	next, _ := o.afterDecision(true)
+	return next
+}
+
+// countAdopted counts, for an owner that did not run the turn from its
+// start, its proposals and model rounds so far from the store: the
+// turn's limits hold across daemons.
+func (o *owner) countAdopted() {
+	ctx, cancel := o.c.call(context.WithoutCancel(o.ctx))
+	defer cancel()
+	if ps, err := o.c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: o.turn.RequestID, Limit: 1000}); err == nil {
+		o.proposals = len(ps)
+	}
+	// At least one round per tool call: never more rounds than allowed.
+	// Counted, not read: the turn may hold very many frames.
+	if n, err := o.c.store.CountFrames(ctx, store.CountFramesParams{ConversationID: o.turn.ConversationID,
+		RequestID: o.turn.RequestID, Type: protocol.FrameToolCall}); err == nil {
+		o.rounds = max(o.rounds, int(n))
+	}
+}

@@ -208,3 +208,9 @@ func (c *Coordinator) storedProgress(ctx context.Context, conv store.Conversatio
 	}
 	return p, nil
 }
+
+// TurnProgress is the progress of the active turn of conv, as just read,
+// for a conversation's page: nil when none runs or it cannot be read.
+func (c *Coordinator) TurnProgress(ctx context.Context, conv store.Conversation) *protocol.TurnProgress {
+	return c.activeTurn(ctx, conv)
+}

@@ -290,9 +290,20 @@ func orCode(c, def protocol.ErrorCode) protocol.ErrorCode {
 	return def
 }
 
-// principalName is the name of the principal a request acts for: the
-// audit's actor for what it causes ("" when none, then studio_operator).
-func principalName(ctx context.Context) string {
-	p, _ := protocol.PrincipalFrom(ctx)
-	return p.Name
+// AgentProposedAction is the audit action of a proposal an outside agent
+// made: its actor is the agent's principal. The proposal's decision rows
+// (docs/design.md §10, their members fixed) have the deciding human as actor.
+const AgentProposedAction = "studio.agent.proposed"
+
+// agentProposalAudit is the audit row of a proposal an agent made, by
+// the agent's principal (the turn's submitter); it is written in the
+// proposal's own transaction, so no agent's proposal is stored without it.
+func agentProposalAudit(p store.Proposal, agent, client string, now time.Time) (*store.AppendAdminEventParams, error) {
+	details, err := protocol.Marshal(map[string]any{"conversation_id": p.ConversationID, "request_id": p.RequestID, "proposal_id": p.ID,
+		"command_type": p.CommandType, "command_hash": p.CommandHash, "risk": p.Risk, "client": client})
+	if err != nil {
+		return nil, err
+	}
+	id := p.ID
+	return &store.AppendAdminEventParams{Actor: agent, Action: AgentProposedAction, TargetID: &id, Details: details, Now: now}, nil
 }

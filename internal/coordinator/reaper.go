@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -292,90 +290,6 @@ func notExecutedError(id string) *protocol.Error {
 	return protocol.Errorf(protocol.ServiceRestarted,
 		"the command was not executed: the daemon that confirmed it stopped (its lease expired) before the command ran; nothing was changed, and it will not run; propose it again").
 		With("proposalId", id).With("executed", false)
-}
-
-// readBack is the result of a command that executed on a daemon that
-// stopped before recording it: what the command's own transaction wrote
-// in its audit row (Proposal.ExecutedAuditID), marked as read back.
-func (c *Coordinator) readBack(ctx context.Context, p store.Proposal) jsontext.Value {
-	out := map[string]any{"readBack": true, "commandType": p.CommandType, "summary": p.Summary,
-		"note": "the daemon that executed this command stopped before recording its result; this is what the command's own write recorded"}
-	if p.ExecutedAt != nil {
-		out["executedAt"] = protocol.Timestamp(*p.ExecutedAt)
-	}
-	if p.ExecutedAuditID > 0 {
-		rows, err := c.store.ListAdminEvents(ctx, store.ListAdminEventsParams{BeforeID: p.ExecutedAuditID + 1, Limit: 1})
-		if err == nil && len(rows) == 1 && rows[0].ID == p.ExecutedAuditID {
-			out["auditId"], out["audit"] = rows[0].ID, jsontext.Value(rows[0].Details)
-		}
-	}
-	b, err := protocol.Marshal(out)
-	if err != nil {
-		return jsontext.Value(`{"readBack":true}`)
-	}
-	return b
-}
-
-// takenOver is the first step of an owner of a turn taken over from a
-// dead daemon (reapTurn): the proposals it left executing are recorded
-// from their markers (settleTakenOver), and the turn goes on here when a
-// decision about it was answered — now, or before the daemon stopped —
-// else it ends as o.takeover says.
-func (o *owner) takenOver() step {
-	c, tk := o.c, o.takeover
-	o.countAdopted()
-	resumed := false
-	for _, id := range tk.proposals {
-		var fin finished
-		var settled bool
-		err := o.durable("record a taken-over proposal", func(ctx context.Context) error {
-			p, err := c.store.GetProposal(ctx, id)
-			if err != nil || p.Status != store.ProposalExecuting || p.Owner != c.cfg.Instance {
-				return err // recorded already, or not this daemon's
-			}
-			fin, err = c.settleTakenOver(ctx, p, true)
-			settled = err == nil
-			return err
-		}, nil)
-		if store.IsFenced(err) {
-			o.lost("record a taken-over proposal", err)
-			return nil
-		}
-		if err != nil {
-			return o.ending(store.TurnFailed, c.serviceError("record a taken-over proposal", err))
-		}
-		if settled {
-			o.frames += 2
-			o.answerWaiting(id, fin.result)
-			resumed = resumed || fin.resumed
-		}
-	}
-	if !resumed && tk.resume && len(tk.proposals) == 0 {
-		resumed = o.turn.Status == store.TurnRunning
-	}
-	if !resumed {
-		return o.ending(store.TurnFailed, tk.err)
-	}
-	c.log.Info("a taken-over turn goes on here", "request", o.turn.RequestID, "conversation", o.turn.ConversationID)
-	next, _ := o.afterDecision(true)
-	return next
-}
-
-// countAdopted counts, for an owner that did not run the turn from its
-// start, its proposals and model rounds so far from the store: the
-// turn's limits hold across daemons.
-func (o *owner) countAdopted() {
-	ctx, cancel := o.c.call(context.WithoutCancel(o.ctx))
-	defer cancel()
-	if ps, err := o.c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: o.turn.RequestID, Limit: 1000}); err == nil {
-		o.proposals = len(ps)
-	}
-	// At least one round per tool call: never more rounds than allowed.
-	// Counted, not read: the turn may hold very many frames.
-	if n, err := o.c.store.CountFrames(ctx, store.CountFramesParams{ConversationID: o.turn.ConversationID,
-		RequestID: o.turn.RequestID, Type: protocol.FrameToolCall}); err == nil {
-		o.rounds = max(o.rounds, int(n))
-	}
 }
 
 // ignoreConflict drops a conflict: another daemon took the work first.

@@ -2,40 +2,13 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
-)
-
-// outcomeKind is how a stretch of talking to the model ended.
-type outcomeKind int
-
-const (
-	outcomeEnded       outcomeKind = iota + 1 // the turn is to end with status (and err)
-	outcomeParked                             // a proposal waits for a human
-	outcomeInterrupted                        // a cancel or the shutdown stopped it
-)
-
-// outcome is what talk returns: a typed result instead of a sentinel.
-type outcome struct {
-	kind   outcomeKind
-	status store.TurnStatus
-	err    *protocol.Error
-}
-
-func ended(status store.TurnStatus, err *protocol.Error) outcome {
-	return outcome{kind: outcomeEnded, status: status, err: err}
-}
-
-var (
-	parked      = outcome{kind: outcomeParked}
-	interrupted = outcome{kind: outcomeInterrupted}
 )
 
 // talk runs the model loop: compile the context from the stored frames,
@@ -285,52 +258,27 @@ func (c *Coordinator) turnMessages(ctx context.Context, t store.Turn) ([]model.M
 	return b.done(), first, nil
 }
 
-// sleep waits d, taking requests in; a non-nil outcome means a cancel or
-// the shutdown cut it short.
-func (o *owner) sleep(d time.Duration) *outcome {
-	if !o.wait(d, o.ctx.Done()) {
-		return &interrupted
+// agentTalk is an agent turn's one round: its command tool call, through
+// callTool like a model's, parking on the proposal it makes. Once decided
+// (rounds counts the call, after a restart too) the turn completes: the
+// outcome is in its confirmation and tool_result frames.
+func (o *owner) agentTalk(a agentCall) outcome {
+	if o.cancelWanted {
+		return interrupted
 	}
-	return nil
-}
-
-// wait waits d, taking requests in meanwhile (cancels are answered at once
-// while the turn is ending). It returns false early when stop closes or,
-// unless the turn is ending, when a cancel arrives.
-func (o *owner) wait(d time.Duration, stop <-chan struct{}) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-			return true
-		case <-stop:
-			return false
-		case <-o.box.sig:
-			ending := o.phase == phaseEnding
-			o.takeCancels(ending)
-			o.answerStaleDecisions()
-			if o.cancelWanted && !ending {
-				return false
-			}
-		}
+	if o.rounds > 0 {
+		return ended(store.TurnCompleted, nil)
 	}
-}
-
-// overBudget is the end of a turn whose model attempts, with the waits
-// between them, took longer than Config.ModelBudget in all: one slow or
-// silent provider cannot hold a worker for longer. Not retryable.
-func (o *owner) overBudget() *protocol.Error {
-	return protocol.Errorf(protocol.ModelFailure, "the model took longer than %s in all for this turn; the turn was stopped", o.c.cfg.ModelBudget).
-		With("limit", "model_time_per_turn").With("max", o.c.cfg.ModelBudget.String())
-}
-
-// serviceError logs an internal failure and types it for the client.
-func (c *Coordinator) serviceError(what string, err error) *protocol.Error {
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		return pe
+	o.rounds++
+	res := o.callTool(model.ToolCall{ID: a.CallID, Name: a.Tool, Arguments: a.Arguments}, nil, nil)
+	if res.out != nil {
+		return *res.out
 	}
-	c.log.Error(what, "err", err)
-	return &protocol.Error{Code: protocol.ServiceFailure, Retryable: true, Message: what + " failed: the state database did not accept the write"}
+	if !res.proposed {
+		return ended(store.TurnCompleted, nil)
+	}
+	if out := o.awaitConfirmation(); out != nil {
+		return *out
+	}
+	return ended(store.TurnCompleted, nil)
 }

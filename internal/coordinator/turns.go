@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -135,4 +136,31 @@ func (c *Coordinator) CancelTurn(ctx context.Context, convID, requestID string) 
 	case <-ctx.Done():
 		return protocol.Turn{}, ctx.Err()
 	}
+}
+
+// accepted answers a submission that waits behind the active turn; an
+// interrupt cancels the active turn the usual way (its proposal with it),
+// after which its end makes the waiting turn active. The cancel is already
+// recorded in the store, so a daemon that stops before it is delivered
+// leaves it for the turn's next owner (parked.go, Recover).
+func (c *Coordinator) acceptedWaiting(ctx context.Context, t store.Turn) protocol.TurnAccepted {
+	c.lineMoved(t.ConversationID)
+	line := c.waitingLine(ctx, t.ConversationID, true)
+	acc := protocol.TurnAccepted{ConversationID: t.ConversationID, RequestID: t.RequestID, Interrupted: t.Interrupts}
+	for _, w := range line {
+		if w.RequestID == t.RequestID {
+			acc.Waiting = w.Position
+		}
+	}
+	if acc.Waiting == 0 {
+		acc.Waiting = 1 // it left the line meanwhile: it is the active turn now, or next
+	}
+	if t.Interrupts != "" {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RemoteCancelWait+10*time.Second)
+		defer cancel()
+		if _, err := c.CancelTurn(cctx, t.ConversationID, t.Interrupts); err != nil {
+			c.log.Warn("interrupt: cancel the active turn", "conversation", t.ConversationID, "request", t.Interrupts, "err", err)
+		}
+	}
+	return acc
 }

@@ -96,6 +96,13 @@ func startDaemon(t *testing.T, script string, extra ...string) *daemon {
 func startDaemonAt(t *testing.T, dataDir, addr, script string, extra ...string) *daemon {
 	t.Helper()
 	requireBrowser(t) // every test here needs the browser: skip before building anything
+	return launchDaemon(t, dataDir, addr, script, extra...)
+}
+
+// launchDaemon is startDaemonAt for a test that checks for its browser
+// itself (Firefox's).
+func launchDaemon(t *testing.T, dataDir, addr, script string, extra ...string) *daemon {
+	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -360,14 +367,25 @@ var artifactsOnce = sync.OnceValue(func() string {
 	return ""
 })
 
-// shot saves a screenshot of the page as a test artifact: into
-// $STUDIO_ARTIFACTS, else the test's temporary directory.
-func (p *page) shot(name string) {
-	p.t.Helper()
+// screenshotPath is where a screenshot named name (a path relative to
+// the artifacts, "firefox/admin-390") goes: into $STUDIO_ARTIFACTS, else
+// the test's temporary directory.
+func screenshotPath(t *testing.T, name string) string {
+	t.Helper()
 	dir := artifactsOnce()
 	if dir == "" {
-		dir = p.t.TempDir()
+		dir = t.TempDir()
 	}
+	path := filepath.Join(dir, filepath.FromSlash(name)+".png")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// shot saves a screenshot of the page as a test artifact.
+func (p *page) shot(name string) {
+	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, waitTimeout)
 	defer cancel()
 	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -375,7 +393,7 @@ func (p *page) shot(name string) {
 		p.t.Logf("screenshot %s: %v", name, err)
 		return
 	}
-	path := filepath.Join(dir, name+".png")
+	path := screenshotPath(p.t, name)
 	if err := os.WriteFile(path, buf, 0o644); err != nil {
 		p.t.Logf("screenshot %s: %v", name, err)
 		return

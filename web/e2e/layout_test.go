@@ -42,6 +42,16 @@ const clippedJS = `(async () => { await new Promise((r) => requestAnimationFrame
 	}
 	return [...new Set(out)]; })()`
 
+// railNamesHiddenJS lists the rail's space names that are hidden, outside
+// the window or cut (at a tablet's and a phone's width each icon carries
+// its name).
+const railNamesHiddenJS = `[...document.querySelectorAll('.rail-link')].map(a => { const t = a.querySelector('.rail-title');
+	const r = t.getBoundingClientRect(); return getComputedStyle(t).display !== 'none' && r.width > 0 && r.left >= 0 && r.right <= innerWidth && t.scrollWidth <= t.clientWidth + 1 ? '' : t.innerText; }).filter(Boolean)`
+
+// proposalFactsCutJS lists the proposal cards' facts that are cut instead
+// of wrapped.
+const proposalFactsCutJS = `[...document.querySelectorAll('.proposal .facts dd')].filter(dd => dd.scrollWidth > dd.clientWidth + 1 || dd.getBoundingClientRect().right > dd.closest('.proposal').getBoundingClientRect().right + 1).map(dd => dd.innerText)`
+
 // TestRunDetailOpensWhereTheEyeIs: clicking a run in a long fleet shows
 // its detail inside the window and moves focus to it; Escape closes it and
 // gives focus back to the run's row. At 1440×900 with the dock open, and on
@@ -201,8 +211,7 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 		eval[bool](p, `(window.studio.go('/history?tab=audit'), true)`)
 		p.waitJS(`[...document.querySelectorAll('.list-pane td[data-label=Target]')].some(td => td.innerText.includes('audit-repo'))`, fmt.Sprintf("the audit's targets by name at %d px", w))
 		// Every space's name shows under its icon, inside the window.
-		labels := eval[[]string](p, `[...document.querySelectorAll('.rail-link')].map(a => { const t = a.querySelector('.rail-title');
-			const r = t.getBoundingClientRect(); return getComputedStyle(t).display !== 'none' && r.width > 0 && r.left >= 0 && r.right <= innerWidth && t.scrollWidth <= t.clientWidth + 1 ? '' : t.innerText; }).filter(Boolean)`)
+		labels := eval[[]string](p, railNamesHiddenJS)
 		if len(labels) > 0 {
 			t.Errorf("at %d px the rail hides or cuts the names %v", w, labels)
 		}
@@ -218,7 +227,7 @@ func TestPhoneKeepsEverythingReachable(t *testing.T) {
 	p.send("e2e-launch the audit")
 	p.waitJS(`document.querySelector('.proposal[data-state=required]') !== null`, "the proposal on a phone")
 	// The proposal's target reads in full: wrapped, not cut.
-	cut := eval[[]string](p, `[...document.querySelectorAll('.proposal .facts dd')].filter(dd => dd.scrollWidth > dd.clientWidth + 1 || dd.getBoundingClientRect().right > dd.closest('.proposal').getBoundingClientRect().right + 1).map(dd => dd.innerText)`)
+	cut := eval[[]string](p, proposalFactsCutJS)
 	if len(cut) > 0 {
 		t.Errorf("the proposal's facts are cut on a phone: %q", cut)
 	}
