@@ -165,6 +165,10 @@ func (c *limitedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// NetConn is the connection under the slot (a stream's close poller
+// watches its socket).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite keeps net/http's half-close (closeWriteAndWait) working.
 func (c *limitedConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {

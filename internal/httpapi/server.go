@@ -117,8 +117,10 @@ type Server struct {
 	handler http.Handler // the mux behind the edge
 	metrics *serverMetrics
 
-	beatsOnce sync.Once
-	beats     *heartbeats // started by the first stream
+	beatsOnce  sync.Once
+	beats      *heartbeats // started by the first stream
+	closesOnce sync.Once
+	closes     *closeWatch // started by the first stream; nil: none
 
 	// Streams served on connections taken over: Close ends them (base)
 	// and waits for them.
@@ -195,6 +197,10 @@ func (s *Server) Close() {
 		s.beatsOnce.Do(func() {}) // no wheel starts after this
 		if s.beats != nil {
 			s.beats.close()
+		}
+		s.closesOnce.Do(func() {})
+		if s.closes != nil {
+			s.closes.close()
 		}
 	})
 }

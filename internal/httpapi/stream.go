@@ -154,21 +154,14 @@ func (s *Server) serveTakenOver(st *stream, conn net.Conn, h http.Header) {
 	_ = h.Write(&head)
 	head.WriteString("\r\n")
 	st.write(head.Bytes())
-	// net/http no longer watches a connection taken over: a reader of its
-	// own notices the client closing it at once (not when a heartbeat
-	// write fails, seconds later) and ends the stream, which closes the
-	// connection and frees the client's connection slot.
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		watchClose(conn, st.cancel)
-	}()
+	// net/http no longer watches a connection taken over: the stream
+	// notices the client closing it at once (not when a heartbeat write
+	// fails, seconds later) and ends, which closes the connection and
+	// frees the client's connection slot.
+	end := s.watchStreamConn(conn, st.cancel)
 	go func() {
 		defer s.streams.Done()
-		defer func() {
-			s.dropConn(conn)
-			<-watched // the close ends its read
-		}()
+		defer end()
 		defer st.cancel()
 		st.run()
 	}()
@@ -196,25 +189,6 @@ func (s *Server) hijack(w http.ResponseWriter) (net.Conn, bool) {
 	}
 	s.conns[conn] = struct{}{}
 	return conn, true
-}
-
-// maxStreamInput is what a client may send on a stream's connection after
-// its request before the stream ends: a stream reads nothing, and a client
-// that keeps writing is not one.
-const maxStreamInput = 4 << 10
-
-// watchClose reads conn until the client closes it (or sends more than
-// maxStreamInput), then calls done.
-func watchClose(conn net.Conn, done func()) {
-	defer done()
-	var b [64]byte
-	for n := 0; n <= maxStreamInput; {
-		m, err := conn.Read(b[:])
-		if err != nil {
-			return
-		}
-		n += m
-	}
 }
 
 // dropConn closes a stream's connection and forgets it.

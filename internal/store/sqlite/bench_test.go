@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +43,7 @@ func benchAppends(b *testing.B, s *Store, appenders int, text string) {
 	var batches batchCounter
 	s.Observe(&batches)
 	var next atomic.Int64
-	cpu0 := cpuTime()
+	cpu0, io0 := cpuTime(), procIO()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for _, c := range convs {
@@ -63,7 +65,40 @@ func benchAppends(b *testing.B, s *Store, appenders int, text string) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/append")
 	if n := batches.n.Load(); n > 0 {
 		b.ReportMetric(float64(batches.txns.Load())/float64(n), "appends/commit")
+		b.ReportMetric(float64(b.N)/float64(n), "frames/commit")
 	}
+	// Write amplification: what the process handed write(2) and what
+	// reached the block layer, per byte of frame text appended.
+	if io1 := procIO(); io1.ok && io0.ok {
+		payload := float64(b.N) * float64(len(text))
+		b.ReportMetric(float64(io1.wchar-io0.wchar)/payload, "written/payload-byte")
+		b.ReportMetric(float64(io1.writeBytes-io0.writeBytes)/payload, "disk/payload-byte")
+	}
+}
+
+// ioCounters are this process's write counters from /proc/self/io.
+type ioCounters struct {
+	wchar, writeBytes int64
+	ok                bool
+}
+
+func procIO() ioCounters {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return ioCounters{}
+	}
+	var c ioCounters
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "wchar":
+			c.wchar = n
+		case "write_bytes":
+			c.writeBytes, c.ok = n, true
+		}
+	}
+	return c
 }
 
 // batchCounter counts the writer loop's batches and their transactions.

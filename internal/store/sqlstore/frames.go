@@ -96,7 +96,7 @@ const frameColumns = 6
 // first: a few fixed statements the writer keeps prepared, whatever the
 // sizes of the appends (a count of their own would prepare a statement per
 // size). 256 rows are 1 536 values, far below either backend's limit.
-var frameInsertChunks = []int{256, 64, 16, 4, 1}
+var frameInsertChunks = []int{64, 16, 4, 1}
 
 // frameInserts is the INSERT of n frames, for each n of frameInsertChunks.
 var frameInserts = func() map[int]string {

@@ -74,7 +74,9 @@ type job struct {
 	// app, when set, is an append the loop may merge with the others of
 	// its batch (mergedappends.go); fn is still its ordinary transaction.
 	app *appendJob
-	tx  writeTx
+	// unmerged: its merged writes failed once; it runs the ordinary way.
+	unmerged bool
+	tx       writeTx
 }
 
 // run runs the logical transaction. A panic in it fails it alone, as an
@@ -168,17 +170,16 @@ func (g *group) run(batch []*job) (rest []*job) {
 	g.ran = g.ran[:0]
 	for i := 0; i < len(batch); {
 		j := batch[i]
-		if j.app == nil {
+		if j.app == nil || j.unmerged {
 			if err := g.runOne(sqlTx, bc, j); err != nil {
 				return g.abort(sqlTx, batch[i+1:], err)
 			}
 			i++
 			continue
 		}
-		// A run of appends: merged, then one by one what the merge
-		// handed back.
+		// A run of appends: merged, in shared statements.
 		k := i + 1
-		for k < len(batch) && batch[k].app != nil {
+		for k < len(batch) && batch[k].app != nil && !batch[k].unmerged {
 			k++
 		}
 		run := make([]*job, 0, k-i)
@@ -189,14 +190,20 @@ func (g *group) run(batch []*job) (rest []*job) {
 			}
 			run = append(run, j)
 		}
-		retry, err := g.runAppends(sqlTx, bc, run)
-		if err != nil {
-			return g.abort(sqlTx, batch[k:], err)
-		}
-		for r, j := range retry {
-			if err := g.runOne(sqlTx, bc, j); err != nil {
-				return g.abort(sqlTx, append(retry[r+1:], batch[k:]...), err)
+		if retry, err := g.runAppends(sqlTx, bc, run); err != nil {
+			// The merged writes failed, with no savepoint to undo them: the
+			// transaction is rolled back, what ran in it before the run
+			// fails (as at a failed commit), and the run and the rest of
+			// the batch start over, the run unmerged.
+			for _, j := range retry {
+				j.unmerged = true
 			}
+			rest := append(retry, batch[k:]...)
+			if len(g.ran) == 0 {
+				_ = sqlTx.Rollback()
+				return rest
+			}
+			return g.abort(sqlTx, rest, err)
 		}
 		i = k
 	}

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -67,11 +68,22 @@ type convState struct {
 	now    time.Time
 }
 
+// errStartOver: the merged writes of a run failed; nothing undoes them
+// but the transaction's rollback. The caller rolls it back and runs the
+// returned appends the ordinary way in a new one.
+var errStartOver = errors.New("merged appends failed: the batch starts over")
+
 // runAppends runs the run of consecutive appends merged, in the physical
-// transaction of the batch. It returns the appends to run the ordinary way
-// (their merged writes failed and were undone), and an error only when the
-// physical transaction itself broke: then every append of the run has its
-// answer already.
+// transaction of the batch. When their merged writes failed it returns
+// errStartOver with the appends to run the ordinary way; an append the
+// checks refuse is answered here.
+//
+// The merged writes run in no savepoint: SQLite copies every page a
+// savepoint's writes change into its sub-journal (in memory, 1 KiB
+// chunks), and a run across many conversations changes pages all over the
+// frames' indexes; allocating and freeing that journal at each batch was
+// nearly half of a busy daemon's CPU. The checks before them (admit) leave
+// them nothing to refuse, so they fail only when the database does.
 func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*job, err error) {
 	ctx := bc.ctx
 	c := conn{tx: sqlTx, d: g.s.d, batch: bc}
@@ -96,35 +108,15 @@ func (g *group) runAppends(sqlTx *sql.Tx, bc *batchConn, run []*job) (retry []*j
 	if len(passed) == 0 {
 		return nil, nil
 	}
-	// broke fails the appends that passed: they ran in the physical
-	// transaction that broke, which abort rolls back.
-	broke := func(err error) ([]*job, error) {
-		for _, j := range passed {
-			j.finish(err)
-		}
-		return nil, err
-	}
-	if err := bc.exec(sqlTx, `SAVEPOINT merged`); err != nil {
-		return broke(fmt.Errorf("savepoint: %w", err))
-	}
 	werr := writeMerged(ctx, c, apps, convs, rows)
 	if werr == nil && g.afterMerged != nil {
 		werr = g.afterMerged(len(passed))
 	}
 	if werr != nil {
-		if err := bc.exec(sqlTx, `ROLLBACK TO merged`); err != nil {
-			return broke(err)
-		}
-		if err := bc.exec(sqlTx, `RELEASE merged`); err != nil {
-			return broke(err)
-		}
 		for _, j := range passed {
 			j.app.frames = nil
 		}
-		return passed, nil
-	}
-	if err := bc.exec(sqlTx, `RELEASE merged`); err != nil {
-		return broke(fmt.Errorf("release savepoint: %w", err))
+		return passed, fmt.Errorf("%w: %w", errStartOver, werr)
 	}
 	for _, j := range passed {
 		j.tx.appended = j.app.frames

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // runningOn registers nothing: it submits and starts a turn owned by
@@ -158,9 +160,9 @@ func TestGroupCommitMergedAppendsFailAlone(t *testing.T) {
 }
 
 // TestGroupCommitMergedWriteFailureRunsAppendsAlone: when the merged
-// writes of a batch's appends fail, they are undone and each append runs
-// alone in the same batch: every caller is answered for its own append,
-// and nothing is stored twice.
+// writes of a batch's appends fail, the batch's transaction is rolled back
+// and each append runs alone in a new one: every caller is answered for
+// its own append, and nothing is stored twice.
 func TestGroupCommitMergedWriteFailureRunsAppendsAlone(t *testing.T) {
 	t.Parallel()
 	s := openSQLite(t)
@@ -193,7 +195,8 @@ func TestGroupCommitMergedWriteFailureRunsAppendsAlone(t *testing.T) {
 }
 
 // TestGroupCommitMergedAppendsAdvanceEachConversation: one batch's appends
-// to more conversations than one multi-row statement holds (256 + 4 + 1)
+// to more conversations than one multi-row statement holds (524 rows:
+// eight statements of 64, three of 4)
 // advance every conversation's sequence past its frames once, with the
 // time of its append, and a conversation appended to twice in the batch
 // advances past both appends.
@@ -238,5 +241,56 @@ func TestGroupCommitMergedAppendsAdvanceEachConversation(t *testing.T) {
 		if !conv.UpdatedAt.Equal(at(i)) {
 			t.Errorf("conversation %d updated at %v, want %v", i, conv.UpdatedAt, at(i))
 		}
+	}
+}
+
+// TestGroupCommitMergedWriteFailureAfterAnotherTransaction: the merged
+// writes run in no savepoint, so when they fail after another logical
+// transaction of the batch ran, that transaction fails with the batch's
+// (nothing of it is stored, as when a commit fails), and the appends run
+// alone in a new transaction, each caller answered for its own.
+func TestGroupCommitMergedWriteFailureAfterAnotherTransaction(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	const n = 4
+	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
+	taken := make(chan struct{})
+	var once sync.Once
+	sqlstore.SetGatherHook(s.Store, func() {
+		once.Do(func() {
+			close(taken) // the conversation's creation is the batch's first
+			testutil.Eventually(t, func() bool { return sqlstore.Waiting(s.Store) >= n }, "the appends waiting behind it")
+		})
+	})
+	injected := errors.New("injected failure of the merged writes")
+	merged := 0
+	sqlstore.SetAfterMergedHook(s.Store, func(ran int) error {
+		merged = ran
+		return injected
+	})
+	convID := uuid.NewString()
+	created := make(chan error, 1)
+	go func() {
+		_, err := s.CreateConversation(t.Context(), store.CreateConversationParams{ID: convID, Now: storetest.Epoch})
+		created <- err
+	}()
+	<-taken
+	errs := appendAll(t.Context(), s, turns, func(i int) string { return turns[i].RequestID }, func(int) []store.NewFrame { return text("once") })
+	if err := <-created; !errors.Is(err, injected) {
+		t.Errorf("the transaction before the appends: err = %v, want the batch's failure", err)
+	}
+	if merged != n {
+		t.Fatalf("merged %d appends, want %d", merged, n)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	for i, tn := range turns {
+		wantStored(t, s, i, tn.ConversationID, 2)
+	}
+	if _, err := s.GetConversation(t.Context(), convID); !protocol.IsCode(err, protocol.NotFound) {
+		t.Errorf("the conversation of the failed transaction: err = %v, want not found", err)
 	}
 }
