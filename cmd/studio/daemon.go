@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/studio/operator/internal/agui"
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/datadir"
@@ -327,6 +328,9 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg,
 		CallsPerMinute: d.o.http.mcpCallsPerMinute, CallBurst: d.o.http.mcpCallBurst})
 	edge.MCP = agents.Handler
+	edge.AGUI = func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
+		return agui.New(agui.Config{Conversations: convs, Turns: d.coord, Refuse: refuse, Logger: d.log, Heartbeat: d.o.app.heartbeat})
+	}
 	d.api = httpapi.New(*edge)
 	d.reg.ObserveReadiness(func() bool {
 		reason, _ := d.api.Readiness(context.Background())

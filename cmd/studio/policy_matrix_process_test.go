@@ -26,8 +26,8 @@ import (
 )
 
 // The authorization matrix: every door (each HTTP route, each MCP tool
-// alone and in a JSON-RPC batch, CLI commands, stream tickets minted and
-// redeemed, bearer streams) × every action × every role × the principal's
+// alone and in a JSON-RPC batch, AG-UI runs, CLI commands, stream tickets
+// minted and redeemed, bearer streams) × every action × every role × the principal's
 // own, the team's and another principal's private resources, asked of the
 // built binary over real HTTP and compared with policy.Decide itself, on
 // SQLite and on PostgreSQL. A route the daemon serves or a tool it offers
@@ -600,6 +600,8 @@ func (f *matrixFixture) httpCases(t *testing.T, p *matrixPrincipal, pattern stri
 		}
 	case httpapi.OnTicket:
 		return []matrixCase{} // ticketCases
+	case httpapi.OnThread:
+		return f.aguiCases(p)
 	default:
 		return nil
 	}

@@ -15,6 +15,16 @@ import (
 
 // CreateConversation creates an active conversation.
 func (s *Service) CreateConversation(ctx context.Context, req protocol.CreateConversationRequest) (protocol.Conversation, error) {
+	return s.CreateConversationAs(ctx, uuid.NewString(), req)
+}
+
+// CreateConversationAs creates an active conversation whose id (a UUID)
+// the door chose: an AG-UI thread is created on its first run under the
+// id its client gave it.
+func (s *Service) CreateConversationAs(ctx context.Context, id string, req protocol.CreateConversationRequest) (protocol.Conversation, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return protocol.Conversation{}, protocol.Errorf(protocol.Validation, "conversation id %q is not a UUID", id)
+	}
 	if err := validTitle(req.Title); err != nil {
 		return protocol.Conversation{}, err
 	}
@@ -30,7 +40,7 @@ func (s *Service) CreateConversation(ctx context.Context, req protocol.CreateCon
 		visibility = v
 	}
 	conv, err := s.store.CreateConversation(ctx, store.CreateConversationParams{
-		ID: uuid.NewString(), Project: req.Project, Title: secretsOut(req.Title), Owner: principalName(ctx), Visibility: visibility, Now: s.now(),
+		ID: id, Project: req.Project, Title: secretsOut(req.Title), Owner: principalName(ctx), Visibility: visibility, Now: s.now(),
 	})
 	return View(conv), err
 }

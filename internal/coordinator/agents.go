@@ -185,7 +185,7 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 		call := agentCall{CallID: "call_" + uuid.NewString(), Tool: spec.ID, Arguments: prep.Canonical, Client: ClientName(ac.Client)}
 		req := protocol.TurnRequest{Instruction: fmt.Sprintf("%s asks: %s", call.Client, prep.Summary), ExpectedLastSequence: &expected,
 			Context: protocol.ContextSnapshot{Space: "mission", Route: "/mission"}, Client: protocol.ClientMCP}
-		acc, err := c.submit(ctx, conv.ID, req, contextRecord{Snapshot: req.Context, Client: req.Client, Agent: &call})
+		acc, err := c.submit(ctx, conv.ID, "", req, contextRecord{Snapshot: req.Context, Client: req.Client, Agent: &call})
 		if protocol.IsCode(err, protocol.Conflict) || protocol.IsCode(err, protocol.StaleContext) {
 			continue // another turn of the conversation came first: look again
 		}

@@ -24,12 +24,44 @@ func (c *Coordinator) SubmitTurn(ctx context.Context, convID string, req protoco
 	if _, err := c.conversation(ctx, convID); err != nil {
 		return protocol.TurnAccepted{}, err
 	}
-	return c.submit(ctx, convID, req, contextRecord{Snapshot: req.Context, Client: req.Client})
+	return c.submit(ctx, convID, "", req, contextRecord{Snapshot: req.Context, Client: req.Client})
+}
+
+// SubmitTurnAs is SubmitTurn with the turn's request id chosen by the door
+// (a UUID): a door whose clients name their runs (AG-UI) finds the turn
+// again by that name. A request id already taken is conflict.
+func (c *Coordinator) SubmitTurnAs(ctx context.Context, convID, requestID string, req protocol.TurnRequest) (protocol.TurnAccepted, error) {
+	if _, err := uuid.Parse(requestID); err != nil {
+		return protocol.TurnAccepted{}, protocol.Errorf(protocol.Validation, "request id %q is not a UUID", requestID)
+	}
+	if err := req.Validate(); err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	if _, err := c.conversation(ctx, convID); err != nil {
+		return protocol.TurnAccepted{}, err
+	}
+	if _, err := c.store.GetTurn(ctx, requestID); err == nil {
+		return protocol.TurnAccepted{}, protocol.Errorf(protocol.Conflict, "request %s exists already", requestID).With("requestId", requestID)
+	} else if !protocol.IsCode(err, protocol.NotFound) {
+		return protocol.TurnAccepted{}, err
+	}
+	return c.submit(ctx, convID, requestID, req, contextRecord{Snapshot: req.Context, Client: req.Client})
+}
+
+// Turn is one turn of a conversation: not_found when the conversation has
+// no such request.
+func (c *Coordinator) Turn(ctx context.Context, convID, requestID string) (protocol.Turn, error) {
+	t, err := ofConversation(ctx, c, convID, "request", requestID, c.store.GetTurn, func(t store.Turn) string { return t.ConversationID })
+	if err != nil {
+		return protocol.Turn{}, err
+	}
+	return turnView(t), nil
 }
 
 // submit durably accepts a validated turn whose context record is rec and
-// hands it to its owner (SubmitTurn, and an agent's command: agents.go).
-func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.TurnRequest, rec contextRecord) (protocol.TurnAccepted, error) {
+// hands it to its owner (SubmitTurn, and an agent's command: agents.go);
+// requestID "" gets a new one.
+func (c *Coordinator) submit(ctx context.Context, convID, requestID string, req protocol.TurnRequest, rec contextRecord) (protocol.TurnAccepted, error) {
 	record, err := protocol.Marshal(rec)
 	if err != nil {
 		return protocol.TurnAccepted{}, err
@@ -66,7 +98,10 @@ func (c *Coordinator) submit(ctx context.Context, convID string, req protocol.Tu
 	if slot == nil {
 		instance = ""
 	}
-	requestID, now := uuid.NewString(), c.now()
+	if requestID == "" {
+		requestID = uuid.NewString()
+	}
+	now := c.now()
 	// A secret the person pasted is kept neither in the frame, the search
 	// index nor the model's context.
 	req.Instruction = redactpkg.Secrets(req.Instruction)

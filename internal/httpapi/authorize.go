@@ -35,6 +35,10 @@ const (
 	OnCommand On = "command"
 	// OnTicket: the conversation the body names (a stream ticket).
 	OnTicket On = "ticket"
+	// OnThread: the AG-UI thread the body names, and what the run does
+	// there (create it, converse, confirm or deny its interrupts,
+	// acknowledge effects): the door asks each (internal/agui).
+	OnThread On = "thread"
 )
 
 // Route is how a route is decided: its action, on what.
@@ -112,6 +116,8 @@ var RouteActions = map[string]Route{
 
 	"POST /mcp": {policy.UseMCP, OnStudio}, // and each tool call (mcpserver)
 
+	"POST /api/agui": {policy.Converse, OnThread}, // and each step of the run (agui)
+
 	"GET /api/auth/whoami":                    {policy.Whoami, OnStudio},
 	"GET /api/admin/principals":               {policy.ManagePrincipals, OnStudio},
 	"POST /api/admin/principals":              {policy.ManagePrincipals, OnStudio},
@@ -174,7 +180,7 @@ func (s *Server) authorize(r *http.Request) error {
 		}
 		return askProposal(ctx, route.Action, res)
 	}
-	return nil // OnCommand, OnTicket: the handler decides once it has the body
+	return nil // OnCommand, OnTicket, OnThread: the handler decides once it has the body
 }
 
 // askConversation decides a on conversation id: one the principal may not
@@ -187,25 +193,13 @@ func (s *Server) askConversation(ctx context.Context, a policy.Action, id string
 	if err != nil {
 		return err
 	}
-	if err := policy.Ask(ctx, policy.ReadConversation, res); err != nil {
-		return protocol.Errorf(protocol.NotFound, "conversation %s not found", id)
-	}
-	if a == policy.ReadConversation {
-		return nil
-	}
-	return policy.Ask(ctx, a, res)
+	return policy.AskConversation(ctx, a, res)
 }
 
 // askProposal decides a on a proposal: one the principal may not read is
 // not_found.
 func askProposal(ctx context.Context, a policy.Action, res policy.Proposal) error {
-	if err := policy.Ask(ctx, policy.ReadProposal, res); err != nil {
-		return protocol.Errorf(protocol.NotFound, "proposal %s not found", res.ID)
-	}
-	if a == policy.ReadProposal {
-		return nil
-	}
-	return policy.Ask(ctx, a, res)
+	return policy.AskProposal(ctx, a, res)
 }
 
 // RouteTable is RouteActions as a Markdown table, sorted by path then

@@ -103,3 +103,15 @@ func sameOrigin(origin string, r *http.Request) bool {
 func (s *Server) handleNoOAuth(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, protocol.Errorf(protocol.NotFound, "%s", BearerHint).With("reason", "no_oauth"))
 }
+
+// aguiRoutes mounts the AG-UI door (internal/agui), authenticated like
+// every /api route; a daemon without it answers not_found.
+func (s *Server) aguiRoutes() {
+	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, protocol.Errorf(protocol.NotFound, "this daemon serves no AG-UI endpoint"))
+	}))
+	if s.cfg.AGUI != nil {
+		h = s.cfg.AGUI(s.writeError)
+	}
+	s.mux.HandleFunc("POST /api/agui", s.authed(h.ServeHTTP))
+}

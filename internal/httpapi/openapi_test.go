@@ -104,6 +104,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	call("GET", "/.well-known/oauth-authorization-server", "", 404)
 	call("GET", "/.well-known/openid-configuration", "", 404)
 	call("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 404) // this daemon serves no MCP
+	call("POST", "/api/agui", `{"threadId":"t","runId":"r","messages":[]}`, 404) // nor AG-UI
 
 	conv := field(call("POST", "/api/operator/conversations", `{"title":"tour"}`, 201), "id")
 	cp := "/api/operator/conversations/" + conv

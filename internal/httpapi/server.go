@@ -106,6 +106,10 @@ type Config struct {
 	// the server's typed error writer; the server authenticates its
 	// requests and checks their Origin (mcp_routes.go).
 	MCP func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler
+	// AGUI, when set, builds the handler of POST /api/agui (internal/agui)
+	// given the server's typed error writer; the server authenticates its
+	// requests, the handler asks the policy for each step.
+	AGUI func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler
 }
 
 // Server serves the HTTP API.
@@ -239,6 +243,7 @@ func (s *Server) routes() {
 	s.webhookRoutes()
 	s.policyRoutes()
 	s.mcpRoutes()
+	s.aguiRoutes()
 }
 
 // routeMux is the server's mux, remembering the patterns registered through

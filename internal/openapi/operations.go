@@ -85,6 +85,12 @@ func build() model {
 	proposalList := object(req("proposals", arrayOf(t(reflect.TypeFor[protocol.ProposalState]()))))
 	decidable := q("decidable", "true: only the pending proposals the caller may confirm (its role, and four-eyes): what waits for it", qBool)
 	expectedVersion := q("expectedVersion", "the resource's version as last read", qInt)
+	// AG-UI's RunAgentInput: its members this daemon reads; the others
+	// (state, forwardedProps beyond studio, protocolVersion) are allowed.
+	anyObjects := arrayOf(&schema{Type: []string{"object"}, Open: true})
+	aguiInput := object(req("threadId", str("the thread: a conversation")), req("runId", str("the run: a turn")),
+		req("messages", anyObjects), opt("tools", anyObjects), opt("context", anyObjects), opt("resume", anyObjects))
+	aguiInput.Open = true
 	ops := []Operation{
 		{Method: "GET", Path: "/healthz", ID: "healthz", Tag: "daemon", Summary: "Liveness: 200 {status: ok}, or 503 with the reason StateDB is unavailable", Auth: "none", Status: 200,
 			Resp: object(req("status", enum("", "ok", "degraded")), opt("reason", str("why, for a caller with the token")))},
@@ -95,6 +101,8 @@ func build() model {
 
 		{Method: "POST", Path: "/mcp", ID: "mcpPost", Tag: "mcp", Summary: "Model Context Protocol, Streamable HTTP, stateless: one JSON-RPC message in (a batch up to revision 2025-03-26), its answer out (JSON); other methods are 405 with Allow: POST. Each tools/call is decided for the caller (role, rate) and a refusal is the tool's isError result; a body that is not JSON-RPC is -32700/-32600, a method Studio does not serve -32601. A foreign Origin is 403; a refused token is 401 saying how to make and send one (docs/mcp.md)",
 			Body: &schema{Type: []string{"object", "array"}, Open: true}, Status: 200, Resp: &schema{Type: []string{"object", "array"}, Open: true}},
+		{Method: "POST", Path: "/api/agui", ID: "aguiRun", Tag: "agui", Summary: "AG-UI (docs/agui.md): an AG-UI RunAgentInput in (threadId a conversation, runId a turn, the last user message its instruction, resume entries answering interrupts, frontend tools navigate/select/set_theme/prefill_form), AG-UI events out as Server-Sent Events, each frame's last event with the frame's sequence as its id; the same run with Last-Event-ID gets the rest. Refusals before the run are the typed errors; a run ends with RUN_FINISHED or RUN_ERROR",
+			Body: aguiInput, Status: 200, Content: "text/event-stream"},
 		{Method: "GET", Path: "/.well-known/oauth-protected-resource", ID: "oauthProtectedResource", Tag: "mcp", Summary: "Where an OAuth client of MCP looks for RFC 9728 metadata: 404, Studio takes bearer tokens, not OAuth (the message says how)", Auth: "none", Status: 404},
 		{Method: "GET", Path: "/.well-known/oauth-protected-resource/mcp", ID: "oauthProtectedResourceMCP", Tag: "mcp", Summary: "The path-suffixed form of the same address (RFC 9728 §3.1): 404, as above", Auth: "none", Status: 404},
 		{Method: "GET", Path: "/.well-known/oauth-authorization-server", ID: "oauthAuthorizationServer", Tag: "mcp", Summary: "RFC 8414 authorization-server metadata: 404, Studio is no authorization server (the message says how to authenticate)", Auth: "none", Status: 404},

@@ -234,6 +234,31 @@ func AskDecision(ctx context.Context, a Action, r Resource) (Decision, error) {
 	return d, d.Err()
 }
 
+// AskConversation decides a on a conversation as every door does: one
+// the principal may not read is not_found, with the answer of one that
+// does not exist.
+func AskConversation(ctx context.Context, a Action, res Conversation) error {
+	if err := Ask(ctx, ReadConversation, res); err != nil {
+		return protocol.Errorf(protocol.NotFound, "conversation %s not found", res.ID)
+	}
+	if a == ReadConversation {
+		return nil
+	}
+	return Ask(ctx, a, res)
+}
+
+// AskProposal decides a on a proposal as every door does: one the
+// principal may not read is not_found.
+func AskProposal(ctx context.Context, a Action, res Proposal) error {
+	if err := Ask(ctx, ReadProposal, res); err != nil {
+		return protocol.Errorf(protocol.NotFound, "proposal %s not found", res.ID)
+	}
+	if a == ReadProposal {
+		return nil
+	}
+	return Ask(ctx, a, res)
+}
+
 // May reports, without recording, whether the principal ctx carries may
 // do a on r (true for the daemon's own work): the filter of reads that
 // aggregate.
