@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // idpUsers are the users the stand-in identity provider signs in, by
@@ -128,21 +129,15 @@ func TestCaddyForwardAuthExample(t *testing.T) {
 		return resp, string(b)
 	}
 	// Caddy serves once it has started: wait for its first answer.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, _ := get("", "")
-		if resp != nil {
-			break
-		}
+	testutil.Eventually(t, func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("caddy exited:\n%s", logs.String())
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy did not answer within 30 s:\n%s", logs.String())
-		}
-	}
+		resp, _ := get("", "")
+		return resp != nil
+	}, "caddy's first answer")
 
 	resp, body := get("", "owner")
 	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(resp.Header.Get("Location"), "/oauth2/sign_in?rd=") {

@@ -11,11 +11,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // runStudio runs the built binary against a daemon and returns stdout, stderr
@@ -229,19 +229,15 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 			return nil
 		})
 	}()
-	for {
-		_, body := scrape(m[1], "")
-		if strings.Contains(body, "studio_operator_streams_open 1") {
-			break
-		}
+	testutil.Eventually(t, func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("the stream ended early: %v", err)
-		case <-ctx.Done():
-			t.Fatal("the stream never opened")
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		_, body := scrape(m[1], "")
+		return strings.Contains(body, "studio_operator_streams_open 1")
+	}, "the stream open")
 	zero := int64(0)
 	if _, err := d.client.SubmitTurn(ctx, conv.ID, protocol.TurnRequest{Instruction: "how many runs failed today?",
 		Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero}); err != nil {
@@ -252,30 +248,20 @@ func TestProcessMetricsAndLogs(t *testing.T) {
 	}
 	// The turn is counted after its done frame is durable, which a client
 	// may read first: wait for the count.
-	for {
-		if _, body := scrape(m[1], ""); strings.Contains(body, `studio_operator_turns_total{code="",outcome="completed"} 1`) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the ended turn was never counted")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(t, func() bool {
+		_, body := scrape(m[1], "")
+		return strings.Contains(body, `studio_operator_turns_total{code="",outcome="completed"} 1`)
+	}, "the ended turn counted")
 	run, err := d.client.LaunchPlaybook(ctx, studio.LaunchPlaybookCommand{Playbook: "audit-repo", Args: map[string]string{"repo": "acme/api"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for !studio.RunEnded(run) {
-		select { // the run executes on the daemon: look again shortly
-		case <-ctx.Done():
-			t.Fatalf("the run did not end: %+v", run)
-		case <-time.After(20 * time.Millisecond):
-		}
+	testutil.Eventually(t, func() bool { // the run executes on the daemon
 		if run, err = d.client.GetRun(ctx, run.ID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return studio.RunEnded(run)
+	}, "the run's end")
 	if _, err := d.client.GetConversation(ctx, "00000000-0000-4000-8000-000000000000", 0, 1); !protocol.IsCode(err, protocol.NotFound) {
 		t.Fatalf("missing conversation: %v", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/postgres/pgtest"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // Several daemons on one PostgreSQL database: real processes
@@ -133,17 +134,7 @@ func (c *cluster) turnStatus(ctx context.Context, requestID string) string {
 // waitStatus waits until a turn has status want (reading the database).
 func (c *cluster) waitStatus(ctx context.Context, requestID, want string) {
 	c.tb.Helper()
-	for {
-		got := c.turnStatus(ctx, requestID)
-		if got == want {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			c.tb.Fatalf("turn %s is %s, never %s", requestID, got, want)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(c.tb, func() bool { return c.turnStatus(ctx, requestID) == want }, "turn ", requestID, " ", want)
 }
 
 var instanceRE = regexp.MustCompile(`instance=([0-9a-f-]{36})`)
@@ -552,17 +543,7 @@ func TestProcessClusterRestartLeavesOthersAlone(t *testing.T) {
 // waitMetric waits until a daemon's counter reaches at least min.
 func waitMetric(tb testing.TB, ctx context.Context, d *daemon, name string, min float64) {
 	tb.Helper()
-	for {
-		v := metric(tb, ctx, d, name)
-		if v >= min {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("%s stayed at %v", name, v)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(tb, func() bool { return metric(tb, ctx, d, name) >= min }, name, " at ", min)
 }
 
 // metric reads one unlabelled value from a daemon's /metrics.
@@ -718,7 +699,7 @@ func TestProcessClusterConfirmsAndRunsOnce(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		for {
+		testutil.Eventually(t, func() bool {
 			var status string
 			var version int
 			if err := c.db.QueryRow(ctx, `SELECT status, version FROM studio_runs WHERE id = $1`, id).Scan(&status, &version); err != nil {
@@ -728,14 +709,10 @@ func TestProcessClusterConfirmsAndRunsOnce(t *testing.T) {
 				if status != "succeeded" || version != 3 {
 					t.Fatalf("run %s ended %s at version %d, want succeeded at 3 (one claim, one finish)", id, status, version)
 				}
-				break
+				return true
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("run %s stayed %s", id, status)
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
+			return false
+		}, "run ", id, " ended")
 	}
 }
 

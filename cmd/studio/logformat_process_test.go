@@ -15,11 +15,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // logLine is one JSON log line of the daemon, its raw text kept for messages.
@@ -240,18 +240,13 @@ func (d *jsonLogDaemon) loggedSession(t *testing.T) loggedSession {
 		t.Fatalf("no proposal: %v", err)
 	}
 	s.prop = prop
-	for {
-		if _, err := cl.Confirm(ctx, proposing, prop.ID, protocol.ConfirmProposalRequest{ExpectedCommandHash: prop.CommandHash}); err == nil {
-			break
-		} else if !protocol.IsCode(err, protocol.Conflict) { // not parked yet
+	testutil.Eventually(t, func() bool {
+		_, err := cl.Confirm(ctx, proposing, prop.ID, protocol.ConfirmProposalRequest{ExpectedCommandHash: prop.CommandHash})
+		if err != nil && !protocol.IsCode(err, protocol.Conflict) { // conflict: not parked yet
 			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the proposal never became confirmable")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return err == nil
+	}, "the proposal confirmable")
 	if out := d.untilDone(t, proposing); out != protocol.OutcomeCompleted {
 		t.Fatalf("the confirmed turn ended %s", out)
 	}
@@ -276,16 +271,12 @@ func (d *jsonLogDaemon) loggedSession(t *testing.T) loggedSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for run.Status != "running" {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the run never started: %+v", run)
-		case <-time.After(10 * time.Millisecond):
-		}
+	testutil.Eventually(t, func() bool {
 		if run, err = cl.GetRun(ctx, run.ID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return run.Status == "running"
+	}, "the run running")
 	s.run = run
 	return s
 }

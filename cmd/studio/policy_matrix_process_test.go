@@ -638,42 +638,17 @@ func (f *matrixFixture) ticketCases(p *matrixPrincipal) []matrixCase {
 // revision (its headers), or of one with batches (none).
 func (f *matrixFixture) mcpPost(t *testing.T, token, body, method, name string, current bool) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testCtx(t), http.MethodPost, f.d.URL+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	c := testutil.MCPCall{URL: f.d.URL, Token: token, Body: body}
 	if current {
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", method)
-		if name != "" {
-			req.Header.Set("Mcp-Name", name)
-		}
+		c.Method, c.Name = method, name
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return testutil.MCPPost(t, testCtx(t), c)
 }
 
 // toolOutcome classifies a tools/call result: refused by the policy, or not.
 func toolOutcome(raw json.RawMessage) verdict {
-	var msg struct {
-		Result struct {
-			IsError           bool `json:"isError"`
-			StructuredContent struct {
-				Error *protocol.Error `json:"error"`
-			} `json:"structuredContent"`
-		} `json:"result"`
-	}
-	if json.Unmarshal(raw, &msg) == nil && msg.Result.IsError && msg.Result.StructuredContent.Error != nil &&
-		msg.Result.StructuredContent.Error.Code == protocol.Denied {
-		reason, _ := msg.Result.StructuredContent.Error.Details["reason"].(string)
+	if pe := testutil.MCPToolError(raw); pe != nil && pe.Code == protocol.Denied {
+		reason, _ := pe.Details["reason"].(string)
 		return verdict{kind: "denied", reason: reason}
 	}
 	return verdict{kind: "allowed"}
@@ -697,7 +672,7 @@ func (f *matrixFixture) mcpCases(p *matrixPrincipal) []matrixCase {
 		call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tl.name + `","arguments":` + callArgs + `}}`
 		// The newest revision says its version and the client's capabilities in _meta.
 		single := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tl.name + `","arguments":` + callArgs +
-			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"` + testutil.MCPVersion + `","io.modelcontextprotocol/clientCapabilities":{}}}}`
 		out = append(out,
 			matrixCase{door: "mcp", name: tl.name, who: p, steps: steps, run: func(t *testing.T) verdict {
 				status, b := f.mcpPost(t, p.token, single, "tools/call", tl.name, true)

@@ -21,6 +21,7 @@ import (
 	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/openapi/openapitest"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // buildBinary builds the studio binary once per test binary run.
@@ -358,16 +359,13 @@ func TestProcessKill9WhileAwaitingConfirmation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for status := ""; status != "awaiting_confirmation"; {
+	testutil.Eventually(t, func() bool {
+		var status string
 		if err := db.QueryRowContext(ctx, `SELECT status FROM studio_operator_turns WHERE request_id = ?`, acc.RequestID).Scan(&status); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the turn never parked: %s", status)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return status == "awaiting_confirmation"
+	}, "the turn parked")
 	d.kill()
 	<-d.exited
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // hookReceiver is a webhook endpoint in the test process: down (500)
@@ -206,23 +207,19 @@ func TestProcessWebhookSurvivesKill9(t *testing.T) {
 	// Every delivery ends delivered (the receiver answers before the
 	// daemon records it: wait for the record), each received once.
 	var ds []protocol.WebhookDelivery
-	for delivered := 0; delivered != 3; {
+	testutil.Eventually(t, func() bool {
 		ds, err = d2.client.ListDeliveries(ctx, hookID[1])
 		if err != nil || len(ds) != 3 { // two pending, one decided
 			t.Fatalf("deliveries %+v, %v", ds, err)
 		}
-		delivered = 0
+		delivered := 0
 		for _, dl := range ds {
 			if dl.Status == "delivered" {
 				delivered++
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("deliveries %+v", ds)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return delivered == 3
+	}, "the three deliveries delivered")
 	for _, dl := range ds {
 		if rcv.times(dl.ID) != 1 {
 			t.Fatalf("delivery %+v received %d times", dl, rcv.times(dl.ID))

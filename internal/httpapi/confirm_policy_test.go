@@ -13,6 +13,24 @@ import (
 	"github.com/studio/operator/internal/store"
 )
 
+// conversationOf creates a conversation as c's principal.
+func (h *harness) conversationOf(c *apiclient.Client, req protocol.CreateConversationRequest) protocol.Conversation {
+	h.t.Helper()
+	conv, err := c.CreateConversation(h.ctx(), req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return conv
+}
+
+// proposalOf is a proposal of c's principal, for instruction, waiting in
+// a new team conversation of theirs.
+func (h *harness) proposalOf(c *apiclient.Client, instruction string) (protocol.Conversation, protocol.CommandProposal) {
+	h.t.Helper()
+	conv := h.conversationOf(c, protocol.CreateConversationRequest{})
+	return conv, h.proposedBy(c, conv.ID, instruction)
+}
+
 // proposedBy submits "launch …" (or another instruction) as the client's
 // principal and waits for the proposal's confirmation(required) frame.
 func (h *harness) proposedBy(c *apiclient.Client, convID, instruction string) protocol.CommandProposal {
@@ -70,8 +88,8 @@ func wantDenied(t *testing.T, err error, key, value string) {
 func TestFourEyesSecondApprover(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true, secondApprover: []string{"execute"}})
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
+	alice := h.principal("alice", protocol.RoleOperator)
+	bob := h.principal("bob", protocol.RoleOperator)
 	ctx := h.ctx()
 	conv, err := alice.CreateConversation(ctx, protocol.CreateConversationRequest{})
 	if err != nil {
@@ -127,7 +145,7 @@ func TestFourEyesSecondApprover(t *testing.T) {
 func TestWithoutSecondApproverTheAuthorConfirms(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true})
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
+	alice := h.principal("alice", protocol.RoleOperator)
 	conv, err := alice.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -153,9 +171,9 @@ var adminScript = script.Script{Turns: []script.Turn{
 func TestConfirmRoleFollowsRisk(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &adminScript, principals: true})
-	op := h.as(h.principalToken("olga", protocol.RoleOperator))
-	ap := h.as(h.principalToken("anna", protocol.RoleApprover))
-	ag := h.as(h.principalToken("bot", protocol.RoleAgent))
+	op := h.principal("olga", protocol.RoleOperator)
+	ap := h.principal("anna", protocol.RoleApprover)
+	ag := h.principal("bot", protocol.RoleAgent)
 	conv, err := ag.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +202,8 @@ func TestConfirmRoleFollowsRisk(t *testing.T) {
 func TestFourEyesAmendmentIsItsAmenders(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true, secondApprover: []string{"execute"}})
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
+	alice := h.principal("alice", protocol.RoleOperator)
+	bob := h.principal("bob", protocol.RoleOperator)
 	ctx := h.ctx()
 	conv, err := alice.CreateConversation(ctx, protocol.CreateConversationRequest{})
 	if err != nil {
@@ -217,7 +235,7 @@ func TestFourEyesAmendmentIsItsAmenders(t *testing.T) {
 func TestWhoamiTellsTheFourEyesPolicy(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{principals: true, secondApprover: []string{"execute", "destructive"}})
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
+	alice := h.principal("alice", protocol.RoleOperator)
 	who, err := alice.Whoami(h.ctx())
 	if err != nil || who.Name != "alice" || who.Role != protocol.RoleOperator || !slices.Equal(who.SecondApproverFor, []string{"execute", "destructive"}) {
 		t.Fatalf("whoami = %+v, %v", who, err)
@@ -243,10 +261,10 @@ var waitingScript = script.Script{Turns: append([]script.Turn{proposalScript.Tur
 func TestDecidableProposals(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &waitingScript, principals: true, secondApprover: []string{"execute"}})
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
-	anna := h.as(h.principalToken("anna", protocol.RoleApprover))
-	vera := h.as(h.principalToken("vera", protocol.RoleViewer))
+	alice := h.principal("alice", protocol.RoleOperator)
+	bob := h.principal("bob", protocol.RoleOperator)
+	anna := h.principal("anna", protocol.RoleApprover)
+	vera := h.principal("vera", protocol.RoleViewer)
 	ctx := h.ctx()
 	conv, err := alice.CreateConversation(ctx, protocol.CreateConversationRequest{})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/studio"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // TestPolicyDecidesTheSameThroughEveryDoor: random principals, resources
@@ -189,42 +190,18 @@ func TestPolicyDecidesTheSameThroughEveryDoor(t *testing.T) {
 // and answers as the policy sees it.
 func mcpCall(t *rapid.T, base, token, tool string) string {
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"__property":1},` +
-		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"` + testutil.MCPVersion + `","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	if tool == "system_health" {
 		body = strings.Replace(body, `{"__property":1}`, `{}`, 1)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", tool)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var pe *protocol.Error
-	if resp.StatusCode == http.StatusForbidden {
+	status, b := testutil.MCPPost(t, t.Context(), testutil.MCPCall{URL: base, Token: token, Body: body, Method: "tools/call", Name: tool})
+	pe := testutil.MCPToolError(b)
+	if status == http.StatusForbidden {
 		var eb protocol.ErrorBody
 		if err := json.Unmarshal(b, &eb); err != nil {
-			t.Fatalf("MCP %s: %d %s", tool, resp.StatusCode, b)
+			t.Fatalf("MCP %s: %d %s", tool, status, b)
 		}
 		pe = eb.Error
-	} else {
-		var msg struct {
-			Result struct {
-				IsError           bool `json:"isError"`
-				StructuredContent struct {
-					Error *protocol.Error `json:"error"`
-				} `json:"structuredContent"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(b, &msg) == nil && msg.Result.IsError {
-			pe = msg.Result.StructuredContent.Error
-		}
 	}
 	if pe != nil && pe.Code == protocol.Denied {
 		return "denied:" + pe.Details["reason"].(string)

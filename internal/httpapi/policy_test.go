@@ -54,17 +54,13 @@ func TestFourEyesFollowsTheImpactOrder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &deleteScheduleScript, principals: true, serveApp: true, secondApprover: []string{"destructive"}})
 	h.nightly()
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
-	conv, err := alice.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prop := h.proposedBy(alice, conv.ID, "delete the nightly schedule")
+	alice := h.principal("alice", protocol.RoleOperator)
+	bob := h.principal("bob", protocol.RoleOperator)
+	conv, prop := h.proposalOf(alice, "delete the nightly schedule")
 	if prop.Impact != protocol.ImpactIrreversible {
 		t.Fatalf("proposal impact %q", prop.Impact)
 	}
-	_, err = alice.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
+	_, err := alice.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
 	wantDenied(t, err, "reason", "second_approver_required")
 	if res, err := bob.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop)); err != nil || res.Status != protocol.ResultSucceeded {
 		t.Fatalf("another operator's confirm = %+v, %v", res, err)
@@ -78,17 +74,13 @@ func TestFourEyesFollowsTheImpactOrder(t *testing.T) {
 func TestAdminRiskOneRule(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &deleteScheduleScript, principals: true, serveApp: true})
-	anna := h.as(h.principalToken("anna", protocol.RoleApprover))
-	ben := h.as(h.principalToken("ben", protocol.RoleApprover))
-	conv, err := anna.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prop := h.proposedBy(anna, conv.ID, "vacuum the database")
+	anna := h.principal("anna", protocol.RoleApprover)
+	ben := h.principal("ben", protocol.RoleApprover)
+	conv, prop := h.proposalOf(anna, "vacuum the database")
 	if prop.Risk != protocol.RiskAdmin {
 		t.Fatalf("proposal risk %q", prop.Risk)
 	}
-	_, err = anna.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
+	_, err := anna.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
 	wantDenied(t, err, "reason", "second_approver_required")
 	_, err = anna.Maintenance(h.ctx(), studio.RunMaintenanceCommand{Action: "vacuum"})
 	if req := pendingApproval(t, err); req.SubmittedBy != "anna" || req.Risk != protocol.RiskAdmin {
@@ -106,13 +98,10 @@ func TestAdminRiskOneRule(t *testing.T) {
 // result unrecorded) in a private conversation of bob's, and returns it.
 func (h *harness) privateIndeterminate(bob *apiclient.Client) (protocol.Conversation, protocol.CommandProposal) {
 	h.t.Helper()
-	conv, err := bob.CreateConversation(h.ctx(), protocol.CreateConversationRequest{Visibility: ptr(protocol.VisibilityPrivate)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	conv := h.conversationOf(bob, protocol.CreateConversationRequest{Visibility: ptr(protocol.VisibilityPrivate)})
 	prop := h.proposedBy(bob, conv.ID, "launch audit")
 	h.faults.Fail("FinishProposal", true)
-	_, err = bob.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
+	_, err := bob.Confirm(h.ctx(), conv.ID, prop.ID, confirmReq(prop))
 	h.faults.Fail("FinishProposal", false)
 	if err != nil {
 		h.t.Fatal(err)
@@ -126,8 +115,8 @@ func (h *harness) privateIndeterminate(bob *apiclient.Client) (protocol.Conversa
 func TestHealthShowsOnlyWhatOneMayRead(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true, serveApp: true})
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
-	vic := h.as(h.principalToken("vic", protocol.RoleViewer))
+	bob := h.principal("bob", protocol.RoleOperator)
+	vic := h.principal("vic", protocol.RoleViewer)
 	conv, prop := h.privateIndeterminate(bob)
 	shows := func(c *apiclient.Client) bool {
 		var raw jsontext.Value
@@ -152,8 +141,8 @@ func TestHealthShowsOnlyWhatOneMayRead(t *testing.T) {
 func TestAuditShowsOnlyWhatOneMayRead(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true, serveApp: true})
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
-	vic := h.as(h.principalToken("vic", protocol.RoleViewer))
+	bob := h.principal("bob", protocol.RoleOperator)
+	vic := h.principal("vic", protocol.RoleViewer)
 	conv, _ := h.privateIndeterminate(bob)
 	const secret = "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX"
 	if _, err := h.client.CreateWebhook(h.ctx(), protocol.CreateWebhookRequest{URL: secret, Events: []string{"proposal.pending"}, Format: "slack"}); err != nil {
@@ -188,13 +177,10 @@ func TestAuditShowsOnlyWhatOneMayRead(t *testing.T) {
 func TestTicketDecidedAgainAtRedemption(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{principals: true})
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
+	bob := h.principal("bob", protocol.RoleOperator)
 	vicToken := h.principalToken("vic", protocol.RoleViewer)
 	vic := h.as(vicToken)
-	conv, err := bob.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := h.conversationOf(bob, protocol.CreateConversationRequest{})
 	first, err := vic.CreateTicket(h.ctx(), protocol.StreamTicketRequest{ConversationID: conv.ID})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +229,7 @@ func streamEnds(ctx context.Context, c *apiclient.Client, convID string) (<-chan
 func TestOpenStreamEndsWhenTheRightGoes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{principals: true, heartbeat: time.Hour})
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
+	bob := h.principal("bob", protocol.RoleOperator)
 	conv := h.submitted(bob) // a frame to open on, so the stream is known to be live
 	for _, tc := range []struct {
 		name   string
@@ -273,7 +259,7 @@ func TestOpenStreamEndsWhenTheRightGoes(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := "reader-" + tc.name
-			reader := h.as(h.principalToken(name, tc.role))
+			reader := h.principal(name, tc.role)
 			ended, opened := streamEnds(h.ctx(), reader, conv.ID)
 			select {
 			case <-opened:
@@ -296,7 +282,7 @@ func TestOpenStreamEndsWhenTheRightGoes(t *testing.T) {
 func TestAppEventsEndWhenTheTokenGoes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{principals: true, serveApp: true, heartbeat: time.Hour})
-	vic := h.as(h.principalToken("vic", protocol.RoleViewer))
+	vic := h.principal("vic", protocol.RoleViewer)
 	ended, opened := make(chan error, 1), make(chan struct{})
 	go func() {
 		ended <- vic.AppEvents(h.ctx(), -1, func(studio.ChangeEvent) error {
@@ -333,10 +319,7 @@ func TestAppEventsEndWhenTheTokenGoes(t *testing.T) {
 // submitted is a team conversation of c's with one turn done.
 func (h *harness) submitted(c *apiclient.Client) protocol.Conversation {
 	h.t.Helper()
-	conv, err := c.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	conv := h.conversationOf(c, protocol.CreateConversationRequest{})
 	acc, err := c.SubmitTurn(h.ctx(), conv.ID, turnRequest("hello", 0))
 	if err != nil {
 		h.t.Fatal(err)
@@ -345,22 +328,27 @@ func (h *harness) submitted(c *apiclient.Client) protocol.Conversation {
 	return conv
 }
 
+// bobsProposal is a daemon where bob's proposal waits in bob's team
+// conversation, and two others who may act on it: bot (an agent) and
+// carol (an operator).
+func bobsProposal(t *testing.T) (h *harness, bot, carol *apiclient.Client, conv protocol.Conversation, prop protocol.CommandProposal) {
+	t.Helper()
+	h = newHarness(t, harnessOpts{script: &proposalScript, principals: true})
+	bob := h.principal("bob", protocol.RoleOperator)
+	bot = h.principal("bot", protocol.RoleAgent)
+	carol = h.principal("carol", protocol.RoleOperator)
+	conv, prop = h.proposalOf(bob, "launch audit")
+	return h, bot, carol, conv, prop
+}
+
 // TestCancelThatClosesAnothersProposalIsADeny: cancelling bob's turn
 // while its proposal waits closes that proposal: an agent (who may not
 // deny) is refused and nothing changes; an operator's cancel closes it
 // with the operator as its decider, in the proposal and the audit.
 func TestCancelThatClosesAnothersProposalIsADeny(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true})
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
-	bot := h.as(h.principalToken("bot", protocol.RoleAgent))
-	carol := h.as(h.principalToken("carol", protocol.RoleOperator))
-	conv, err := bob.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prop := h.proposedBy(bob, conv.ID, "launch audit")
-	st, err := bob.Proposal(h.ctx(), prop.ID)
+	h, bot, carol, conv, prop := bobsProposal(t)
+	st, err := h.client.Proposal(h.ctx(), prop.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,15 +377,7 @@ func TestCancelThatClosesAnothersProposalIsADeny(t *testing.T) {
 // proposal with the operator as its decider.
 func TestInterruptThatClosesAnothersProposalIsADeny(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{script: &proposalScript, principals: true})
-	bob := h.as(h.principalToken("bob", protocol.RoleOperator))
-	bot := h.as(h.principalToken("bot", protocol.RoleAgent))
-	carol := h.as(h.principalToken("carol", protocol.RoleOperator))
-	conv, err := bob.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prop := h.proposedBy(bob, conv.ID, "launch audit")
+	h, bot, carol, conv, prop := bobsProposal(t)
 	interrupt := func(c *apiclient.Client) (protocol.TurnAccepted, error) {
 		page, err := c.GetConversation(h.ctx(), conv.ID, 0, 1)
 		if err != nil {
@@ -407,7 +387,7 @@ func TestInterruptThatClosesAnothersProposalIsADeny(t *testing.T) {
 		req.WhenBusy = protocol.WhenBusyInterrupt
 		return c.SubmitTurn(h.ctx(), conv.ID, req)
 	}
-	_, err = interrupt(bot)
+	_, err := interrupt(bot)
 	wantDenied(t, err, "needed", "operator")
 	if cur, _ := h.store.GetProposal(h.ctx(), prop.ID); cur.Status != store.ProposalPending {
 		t.Fatalf("after the refused interrupt the proposal is %s", cur.Status)
@@ -433,7 +413,7 @@ func TestInterruptThatClosesAnothersProposalIsADeny(t *testing.T) {
 func TestDenialsAreAudited(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{principals: true, serveApp: true})
-	vic := h.as(h.principalToken("vic", protocol.RoleViewer))
+	vic := h.principal("vic", protocol.RoleViewer)
 	for range 50 {
 		_, err := vic.CreateConversation(h.ctx(), protocol.CreateConversationRequest{})
 		wantDenied(t, err, "needed", "agent")

@@ -94,6 +94,12 @@ func (h *harness) as(token string) *apiclient.Client {
 	return apiclient.New(h.srv.URL, token, h.srv.Client())
 }
 
+// principal is a client of a new principal with a role.
+func (h *harness) principal(name string, role protocol.Role) *apiclient.Client {
+	h.t.Helper()
+	return h.as(h.principalToken(name, role))
+}
+
 // TestRevokedExpiredUnknownTokens: a revoked token, an expired one and one
 // never issued are 401 auth_required from the next request on.
 func TestRevokedExpiredUnknownTokens(t *testing.T) {

@@ -40,47 +40,43 @@ const replayFlushAt = 64 << 10
 // from its cursor. An idle stream costs no database work: it waits for
 // the feed's wake-up or its heartbeat, and holds no buffer between writes.
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
-	convID := r.PathValue("id")
-	q := r.URL.Query()
-	// Credentials first (a request without any is a 401, whatever its
-	// cursor), then the cursor, conversation and ticket: all checked before
-	// the first byte of the stream.
-	ticket := q.Get("ticket")
-	var who protocol.Principal
-	var cred credential
-	switch {
-	case q.Has("token") || q.Has("access_token"):
-		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer, or a stream ticket alone"))
-		return
-	case q.Has("ticket") && r.Header.Get("Authorization") != "":
-		s.writeError(w, r, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both"))
-		return
-	case ticket != "" && s.cfg.AuthProxy != nil && s.cfg.AuthProxy.carried(r):
-		// The sign-in proxy's header is refused from anyone but the proxy,
-		// beside a ticket too.
-		if _, _, err := s.authenticate(r); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	case ticket == "":
-		var err error
-		if who, cred, err = s.authenticate(r); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	}
-	cursor := q.Get("after_sequence")
-	if cursor == "" {
-		cursor = r.Header.Get("Last-Event-ID")
-	}
-	after, err := queryInt(cursor, 0, 0, maxCursor, "after_sequence")
+	st, r, err := s.openStream(r)
 	if err != nil {
-		if ticket != "" {
-			// No ticket is issued for a cursor the stream refuses.
-			err = protocol.Errorf(protocol.AuthRequired, "stream ticket was issued for another conversation or cursor")
-		}
 		s.writeError(w, r, err)
 		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	// HTTP/1.1: take the connection over and serve the stream from one
+	// goroutine of its own, letting the server's go (with its request
+	// buffers and its background reader). Where the server does not allow
+	// it (HTTP/2), the stream runs in the handler.
+	if conn, ok := s.hijack(w); ok {
+		s.serveTakenOver(st, conn, h)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	st.out = responseSink{w, http.NewResponseController(w), s.cfg.WriteTimeout}
+	st.ctx = r.Context()
+	st.run()
+}
+
+// openStream checks a stream's request before the first byte of the
+// stream: credentials first (a request without any is a 401, whatever its
+// cursor), then the cursor, the decision and the conversation. It returns
+// the request with its decision's context.
+func (s *Server) openStream(r *http.Request) (*stream, *http.Request, error) {
+	convID := r.PathValue("id")
+	ticket := r.URL.Query().Get("ticket")
+	who, cred, err := s.streamCredentials(r, ticket)
+	if err != nil {
+		return nil, r, err
+	}
+	after, err := streamCursor(r, ticket)
+	if err != nil {
+		return nil, r, err
 	}
 	// A stream is decided like any read of its conversation; one opened
 	// with a ticket is decided again at redemption, for the ticket's
@@ -94,49 +90,64 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			who, err = s.reauthenticate(r.Context(), minter)
 		}
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return nil, r, err
 		}
 		cred, action = minter, policy.RedeemTicket
 	}
 	r = r.WithContext(s.withPolicy(r.Context(), who))
 	if err := s.askConversation(r.Context(), action, convID); err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, r, err
 	}
 	opened, err := s.cfg.Streams.OpenStream(r.Context(), convID, after)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, r, err
 	}
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	st := &stream{s: s, convID: convID, after: after, opened: opened, requestID: requestIDOf(r.Context()), started: time.Now(),
-		cred: cred, action: action, door: policy.ContextFrom(r.Context())}
-	// HTTP/1.1: take the connection over and serve the stream from one
-	// goroutine of its own, letting the server's go (with its request
-	// buffers and its background reader). Where the server does not allow
-	// it (HTTP/2), the stream runs in the handler.
-	if conn, ok := s.hijack(w); ok {
-		st.serveHijacked(conn, h)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-	st.out = responseSink{w, http.NewResponseController(w), s.cfg.WriteTimeout}
-	st.ctx = r.Context()
-	st.run()
+	return &stream{s: s, convID: convID, after: after, opened: opened, requestID: requestIDOf(r.Context()), started: time.Now(),
+		cred: cred, action: action, door: policy.ContextFrom(r.Context())}, r, nil
 }
 
-// serveHijacked serves the stream on conn, taken over from the server (its
-// response head h), from goroutines of its own.
-func (st *stream) serveHijacked(conn net.Conn, h http.Header) {
+// streamCredentials authenticates a stream's request by its bearer token
+// (or the sign-in proxy's header), or leaves it to its ticket: never both,
+// and never credentials in the URL.
+func (s *Server) streamCredentials(r *http.Request, ticket string) (who protocol.Principal, cred credential, err error) {
+	q := r.URL.Query()
+	switch {
+	case q.Has("token") || q.Has("access_token"):
+		return who, cred, protocol.Errorf(protocol.AuthRequired, "credentials are never accepted in a URL; send Authorization: Bearer, or a stream ticket alone")
+	case q.Has("ticket") && r.Header.Get("Authorization") != "":
+		return who, cred, protocol.Errorf(protocol.AuthRequired, "send either a ticket or a bearer token, not both")
+	case ticket != "" && s.cfg.AuthProxy != nil && s.cfg.AuthProxy.carried(r):
+		// The sign-in proxy's header is refused from anyone but the proxy,
+		// beside a ticket too.
+		_, _, err = s.authenticate(r)
+		return who, cred, err
+	case ticket == "":
+		return s.authenticate(r)
+	}
+	return who, cred, nil
+}
+
+// streamCursor is the stream's after_sequence, or its Last-Event-ID when a
+// browser reconnects.
+func streamCursor(r *http.Request, ticket string) (int64, error) {
+	cursor := r.URL.Query().Get("after_sequence")
+	if cursor == "" {
+		cursor = r.Header.Get("Last-Event-ID")
+	}
+	after, err := queryInt(cursor, 0, 0, maxCursor, "after_sequence")
+	if err != nil && ticket != "" {
+		// No ticket is issued for a cursor the stream refuses.
+		err = protocol.Errorf(protocol.AuthRequired, "stream ticket was issued for another conversation or cursor")
+	}
+	return after, err
+}
+
+// serveTakenOver serves st on conn, taken over from net/http, from a
+// goroutine of its own: the response head, then the stream, with no
+// chunking (the stream's end is the connection's).
+func (s *Server) serveTakenOver(st *stream, conn net.Conn, h http.Header) {
 	st.out = connSink{conn}
-	st.ctx, st.cancel = context.WithCancel(st.s.base)
-	// The response head, then the stream: no chunking, the stream's
-	// end is the connection's.
+	st.ctx, st.cancel = context.WithCancel(s.base)
 	h.Set("Connection", "close")
 	var head bytes.Buffer
 	head.WriteString("HTTP/1.1 200 OK\r\n")
@@ -144,12 +155,12 @@ func (st *stream) serveHijacked(conn net.Conn, h http.Header) {
 	head.WriteString("\r\n")
 	st.write(head.Bytes())
 	// net/http no longer watches a connection taken over: the stream
-	// notices the client closing it at once (not when a heartbeat
-	// write fails, seconds later) and ends, which closes the
-	// connection and frees the client's connection slot.
-	end := st.s.watchStreamConn(conn, st.cancel)
+	// notices the client closing it at once (not when a heartbeat write
+	// fails, seconds later) and ends, which closes the connection and
+	// frees the client's connection slot.
+	end := s.watchStreamConn(conn, st.cancel)
 	go func() {
-		defer st.s.streams.Done()
+		defer s.streams.Done()
 		defer end()
 		defer st.cancel()
 		st.run()

@@ -182,7 +182,7 @@ func TestPrivateConversationIsNotFoundToOthers(t *testing.T) {
 func TestRestoreOfAnotherPrincipalsPrivateConversation(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{principals: true})
-	alice, bob, ctx := h.as(h.principalToken("alice", protocol.RoleOperator)), h.as(h.principalToken("bob", protocol.RoleOperator)), h.ctx()
+	alice, bob, ctx := h.principal("alice", protocol.RoleOperator), h.principal("bob", protocol.RoleOperator), h.ctx()
 	c, err := alice.CreateConversation(ctx, protocol.CreateConversationRequest{Visibility: ptr(protocol.VisibilityPrivate)})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestRestoreOfAnotherPrincipalsPrivateConversation(t *testing.T) {
 func TestTurnAndAckAudited(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{script: &effectScript, principals: true})
-	alice := h.as(h.principalToken("alice", protocol.RoleOperator))
+	alice := h.principal("alice", protocol.RoleOperator)
 	ctx := h.ctx()
 	conv, err := alice.CreateConversation(ctx, protocol.CreateConversationRequest{})
 	if err != nil {

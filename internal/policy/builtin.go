@@ -113,7 +113,7 @@ unless { principal in Role::"admin" };
 `
 
 // AdminRiskRule is the one rule for commands of risk admin, in words: the
-// built-in policies' comment, and what docs and the README print.
+// built-in policies' comment, and what the docs print.
 const AdminRiskRule = "A command of risk admin (maintenance, reconciling a proposal) follows one rule " +
 	"whichever door it comes through: an approver may run or confirm one, but never alone. Its own " +
 	"proposal waits for another approver's confirmation, and its direct command is sent for approval: " +

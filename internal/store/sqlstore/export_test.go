@@ -20,7 +20,7 @@ func SetGatherHook(s *Store, fn func()) { s.group.gather = fn }
 func SetBeforeCommitHook(s *Store, fn func(n int) error) { s.group.beforeCommit = fn }
 
 // Waiting is the number of write transactions waiting for the loop.
-func Waiting(s *Store) int { return len(s.group.queue) }
+func Waiting(s *Store) int { return s.group.b.waiting() }
 
 // Txn runs fn as one write transaction of s.
 func Txn(s *Store, ctx context.Context, fn func() error) error {

@@ -3,10 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -43,19 +40,10 @@ const DefaultMaxBatch = 1024
 // a fixed set, but a few are built (IN lists) and must not grow it.
 const maxPrepared = 256
 
-// errClosed answers a transaction that arrives after Close.
-var errClosed = errors.New("store closed")
-
 // group is the writer loop of group commit.
 type group struct {
-	s     *Store
-	max   int
-	queue chan *job
-
-	mu     sync.RWMutex // closed, against a send racing close
-	closed bool
-	quit   chan struct{}
-	done   chan struct{}
+	s *Store
+	b *batcher[*job]
 
 	// oldest is the enqueue time (Unix ns) of the first transaction of
 	// the batch in flight, 0 between batches: transactions reach the loop
@@ -81,17 +69,14 @@ type group struct {
 
 // job is one logical transaction.
 type job struct {
-	ctx      context.Context
-	enqueued time.Time // when submit handed it to the loop
-	fn       func(tx *writeTx) error
+	answer
+	fn func(tx *writeTx) error
 	// app, when set, is an append the loop may merge with the others of
 	// its batch (mergedappends.go); fn is still its ordinary transaction.
 	app *appendJob
 	// unmerged: its merged writes failed once; it runs the ordinary way.
 	unmerged bool
 	tx       writeTx
-	err      error
-	done     chan struct{}
 }
 
 // run runs the logical transaction. A panic in it fails it alone, as an
@@ -106,18 +91,13 @@ func (j *job) run() (err error) {
 	return j.fn(&j.tx)
 }
 
-func (j *job) finish(err error) {
-	j.err = err
-	close(j.done)
-}
-
 func newGroup(s *Store, max int) *group {
-	if max <= 0 {
-		max = DefaultMaxBatch
-	}
-	g := &group{s: s, max: max, queue: make(chan *job, max), quit: make(chan struct{}), done: make(chan struct{}),
-		stmts: make(map[string]*sql.Stmt)}
-	go g.loop()
+	g := &group{s: s, stmts: make(map[string]*sql.Stmt)}
+	// One yield while gathering, not one per caller that trickles in: the
+	// streams a commit woke queue for the processor too, and each further
+	// yield waited behind their socket writes while the batch's frames,
+	// already gathered, waited for their commit (BenchmarkFanOutLatency).
+	g.b = newBatcher(batcherParams[*job]{Max: max, Yields: 1, First: g.first, Run: g.runBatch})
 	return g
 }
 
@@ -125,108 +105,37 @@ func newGroup(s *Store, max int) *group {
 // of its batch. app, when not nil, is the same transaction as an append
 // the loop may merge with the other appends of its batch.
 func (g *group) submit(ctx context.Context, fn func(tx *writeTx) error, app *appendJob) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	j := &job{ctx: ctx, fn: fn, app: app, done: make(chan struct{}), enqueued: time.Now()}
-	g.mu.RLock()
-	if g.closed {
-		g.mu.RUnlock()
-		return errClosed
-	}
-	select {
-	case g.queue <- j:
-	case <-ctx.Done():
-		g.mu.RUnlock()
-		return ctx.Err()
-	}
-	g.mu.RUnlock()
-	<-j.done // once handed over, the answer is the batch's
-	return j.err
+	return g.b.submit(ctx, &job{fn: fn, app: app})
 }
 
 // close stops the loop after the batch it is running; transactions still
 // waiting fail with errClosed.
 func (g *group) close() {
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
+	if !g.b.close() {
 		return
 	}
-	g.closed = true
-	g.mu.Unlock()
-	close(g.quit)
-	<-g.done
-}
-
-func (g *group) loop() {
-	defer close(g.done)
-	defer func() {
-		for _, st := range g.stmts {
-			st.Close()
-		}
-	}()
-	batch := make([]*job, 0, g.max)
-	for {
-		var first *job
-		select {
-		case first = <-g.queue:
-		case <-g.quit:
-			for {
-				select {
-				case j := <-g.queue:
-					j.finish(errClosed)
-				default:
-					return
-				}
-			}
-		}
-		if g.gather != nil {
-			g.gather()
-		}
-		g.oldest.Store(first.enqueued.UnixNano())
-		batch = append(batch[:0], first)
-		batch = g.gatherBatch(batch)
-		g.observe(batch)
-		for len(batch) > 0 {
-			batch = g.run(batch)
-		}
-		g.oldest.Store(0)
-		g.prepare()
+	for _, st := range g.stmts { // the loop is done with them
+		st.Close()
 	}
 }
 
-// gatherBatch adds the transactions waiting to batch, then yields the
-// processor once and adds those that came meanwhile: the callers the last
-// commit woke are runnable (ahead of the streams it woke, see run), and
-// each is about to send its next transaction. On a busy machine they
-// would otherwise trickle in behind the loop, which would take a handful
-// each time and pay a commit and an fsync for each handful. One yield,
-// not one per caller that trickles in: the streams a commit woke queue
-// for the processor too, and each further yield waited behind their
-// socket writes while the batch's frames, already gathered, waited for
-// their commit (BenchmarkFanOutLatency). Yielding costs a lone caller
-// only a scheduler pass.
-func (g *group) gatherBatch(batch []*job) []*job {
-	batch = g.drain(batch)
-	if len(batch) < g.max {
-		runtime.Gosched()
-		batch = g.drain(batch)
+// first runs when the loop has taken a batch's first transaction.
+func (g *group) first(j *job) {
+	if g.gather != nil {
+		g.gather()
 	}
-	return batch
+	g.oldest.Store(j.enqueued.UnixNano())
 }
 
-// drain adds the transactions waiting, up to the batch's bound.
-func (g *group) drain(batch []*job) []*job {
-	for len(batch) < g.max {
-		select {
-		case j := <-g.queue:
-			batch = append(batch, j)
-		default:
-			return batch
-		}
+// runBatch runs a gathered batch, in as many physical transactions as
+// breaks take (run), then prepares what it ran unprepared.
+func (g *group) runBatch(batch []*job) {
+	g.observe(batch)
+	for len(batch) > 0 {
+		batch = g.run(batch)
 	}
-	return batch
+	g.oldest.Store(0)
+	g.prepare()
 }
 
 // observe reports the batch's size and each transaction's wait for the

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -82,125 +80,41 @@ type AppendQueries struct {
 
 // appendBatcher is the writer loops of batched appends.
 type appendBatcher struct {
-	s     *Store
-	d     BatchAppender
-	q     AppendQueries
-	max   int
-	queue chan *lockedJob
-
-	mu     sync.RWMutex // closed, against a send racing close
-	closed bool
-	quit   chan struct{}
-	wg     sync.WaitGroup
+	s *Store
+	d BatchAppender
+	q AppendQueries
+	b *batcher[*lockedJob]
 }
 
 // lockedJob is one AppendFrames handed to the loops.
 type lockedJob struct {
-	ctx  context.Context
-	app  *appendJob
-	err  error
-	done chan struct{}
-}
-
-func (j *lockedJob) finish(err error) {
-	j.err = err
-	close(j.done)
+	answer
+	app *appendJob
 }
 
 func newAppendBatcher(s *Store, d BatchAppender, writers, max int) *appendBatcher {
-	if max <= 0 {
-		max = DefaultMaxBatch
-	}
-	b := &appendBatcher{s: s, d: d, q: d.AppendQueries(), max: max, queue: make(chan *lockedJob, max), quit: make(chan struct{})}
-	b.wg.Add(writers)
-	for range writers {
-		go b.loop()
-	}
+	b := &appendBatcher{s: s, d: d, q: d.AppendQueries()}
+	// Yields while that brings more: the callers the last commits woke.
+	b.b = newBatcher(batcherParams[*lockedJob]{Max: max, Loops: writers, Yields: -1, Run: b.runBatch})
 	return b
 }
 
 // submit hands the append to the loops and returns after its batch's
 // commit (errAlone: run it the ordinary way).
 func (b *appendBatcher) submit(ctx context.Context, a *appendJob) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	j := &lockedJob{ctx: ctx, app: a, done: make(chan struct{})}
-	b.mu.RLock()
-	if b.closed {
-		b.mu.RUnlock()
-		return errClosed
-	}
-	select {
-	case b.queue <- j:
-	case <-ctx.Done():
-		b.mu.RUnlock()
-		return ctx.Err()
-	}
-	b.mu.RUnlock()
-	<-j.done
-	return j.err
+	return b.b.submit(ctx, &lockedJob{app: a})
 }
 
 // close stops the loops after their batches; appends still waiting fail
 // with errClosed.
-func (b *appendBatcher) close() {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return
-	}
-	b.closed = true
-	b.mu.Unlock()
-	close(b.quit)
-	b.wg.Wait()
-	for {
-		select {
-		case j := <-b.queue:
-			j.finish(errClosed)
-		default:
-			return
-		}
-	}
-}
+func (b *appendBatcher) close() { b.b.close() }
 
-func (b *appendBatcher) loop() {
-	defer b.wg.Done()
-	batch := make([]*lockedJob, 0, b.max)
-	for {
-		select {
-		case j := <-b.queue:
-			batch = append(batch[:0], j)
-		case <-b.quit:
-			return
-		}
-		batch = b.gather(batch)
-		if o := b.s.observer(); o != nil {
-			o.WriterBatch(len(batch))
-		}
-		b.run(batch)
+// runBatch reports a gathered batch's size and runs it.
+func (b *appendBatcher) runBatch(batch []*lockedJob) {
+	if o := b.s.observer(); o != nil {
+		o.WriterBatch(len(batch))
 	}
-}
-
-// gather adds the appends waiting, yielding while that brings more (as
-// group.gatherBatch does, for the callers the last commits woke).
-func (b *appendBatcher) gather(batch []*lockedJob) []*lockedJob {
-	for len(batch) < b.max {
-	drain:
-		for len(batch) < b.max {
-			select {
-			case j := <-b.queue:
-				batch = append(batch, j)
-			default:
-				break drain
-			}
-		}
-		runtime.Gosched()
-		if len(b.queue) == 0 {
-			return batch
-		}
-	}
-	return batch
+	b.run(batch)
 }
 
 // run writes the batch in one transaction and answers every append of it.
@@ -443,5 +357,5 @@ func (s *Store) AppendsWaiting() int {
 	if s.appends == nil {
 		return 0
 	}
-	return len(s.appends.queue)
+	return s.appends.b.waiting()
 }
