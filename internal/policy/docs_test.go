@@ -13,8 +13,8 @@ var update = flag.Bool("update", false, "rewrite the generated sections of docs/
 
 // TestPolicyDocIsFresh: docs/teams.md prints the role table, the
 // built-in policies, the four-eyes policy, the schema and the example
-// team file as the code has them (go test ./internal/policy -run
-// PolicyDoc -update).
+// team file as the code has them, and the README the example team file
+// (go test ./internal/policy -run PolicyDoc -update).
 func TestPolicyDocIsFresh(t *testing.T) {
 	const path = "../../docs/teams.md"
 	b, err := os.ReadFile(path)
@@ -42,13 +42,27 @@ func TestPolicyDocIsFresh(t *testing.T) {
 		doc = doc[:i+len(begin)] + sec.body + doc[j:]
 	}
 	refresh(t, path, string(b), doc)
+
+	// The README's Teams section prints the same two examples.
+	const readme = "../../README.md"
+	rb, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := string(rb)
+	begin, end := "<!-- policy:examples:begin -->\n", "<!-- policy:examples:end -->"
+	i, j := strings.Index(r, begin), strings.Index(r, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no %q … %q section", readme, begin, end)
+	}
+	refresh(t, readme, r, r[:i+len(begin)]+fence("cedar", string(examples))+r[j:])
 }
 
-// TestAdminRiskRuleIsPrintedFromItsSource: docs/protocol.md and
-// docs/teams.md print the one rule for commands of risk admin as the
-// built-in policies say it.
+// TestAdminRiskRuleIsPrintedFromItsSource: docs/protocol.md and the
+// README print the one rule for commands of risk admin as the built-in
+// policies say it.
 func TestAdminRiskRuleIsPrintedFromItsSource(t *testing.T) {
-	for _, path := range []string{"../../docs/protocol.md", "../../docs/teams.md"} {
+	for _, path := range []string{"../../docs/protocol.md", "../../README.md", "../../docs/teams.md"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
