@@ -10,8 +10,8 @@ import (
 	"github.com/studio/operator/internal/bench"
 )
 
-// `studio bench`: the command's flags; the measurements are internal/bench.
-
+// newBenchCmd is `studio bench`. It is long because it is the command's
+// flag table; the measurements are internal/bench.
 func newBenchCmd(cfg *config) *cobra.Command {
 	o := bench.Options{}
 	var jsonOut, quick bool

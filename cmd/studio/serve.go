@@ -156,6 +156,9 @@ func authProxyConfig(ho httpOptions) (*httpapi.AuthProxy, error) {
 	return ap, nil
 }
 
+// newServeCmd is `studio serve`. It is long because it is the daemon's
+// flag table, one declaration per setting (docs/configuration.md lists
+// them); the wiring is daemon.go.
 func newServeCmd(cfg *config) *cobra.Command {
 	var o serveOptions
 	var keep retentionFlag

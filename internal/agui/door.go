@@ -127,22 +127,11 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var cursor int64
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		if cursor, err = strconv.ParseInt(v, 10, 64); err != nil || cursor < 0 {
-			return protocol.Errorf(protocol.Validation, "Last-Event-ID must be a frame sequence").With("field", "Last-Event-ID")
-		}
+	rn, err := newRun(r, in, props)
+	if err != nil {
+		return err
 	}
-	convID := ConversationID(in.ThreadID)
-	requestID := RequestID(convID, in.RunID)
-	frontend := map[string]bool{}
-	for _, t := range in.Tools {
-		if isEffectTool(t.Name) {
-			frontend[t.Name] = true
-		}
-	}
-	m := newMapper(in.ThreadID, in.RunID, convID, baseURL(r), frontend)
-	rn := &run{convID: convID, requestID: requestID, cursor: cursor, snapshot: props.MessagesSnapshot, m: m}
+	convID, requestID, m := rn.convID, rn.requestID, rn.m
 
 	res, err := d.cfg.Conversations.PolicyResource(ctx, convID)
 	exists := err == nil
@@ -174,19 +163,7 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) error {
 		if !exists {
 			return protocol.Errorf(protocol.NotFound, "thread %s has no interrupts", in.ThreadID)
 		}
-		decisions := make([]decision, len(in.Resume))
-		for i, e := range in.Resume {
-			if decisions[i], err = d.prepare(ctx, convID, e); err != nil {
-				return protocol.ErrorOf(err).With("interruptId", e.InterruptID)
-			}
-		}
-		for _, dc := range decisions {
-			if err := d.apply(ctx, convID, dc); err != nil {
-				return protocol.ErrorOf(err).With("interruptId", dc.entry.InterruptID)
-			}
-		}
-		// The run is the rest of the interrupted turn, from its interrupt.
-		if rn.after, rn.requestID, err = d.interruptPoint(ctx, convID, in.Resume[0].InterruptID); err != nil {
+		if err := d.resume(ctx, in.Resume, rn); err != nil {
 			return err
 		}
 	}
@@ -220,6 +197,49 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) error {
 	rn.requestID = ""
 	rn.snapshot = rn.snapshot || len(in.Messages) == 0
 	return d.stream(w, r, rn)
+}
+
+// newRun is the run a request asks for: its thread's conversation, the
+// turn its run id names, the cursor of a reconnect (Last-Event-ID) and the
+// effects the client declared as frontend tools.
+func newRun(r *http.Request, in RunAgentInput, props Props) (*run, error) {
+	var cursor int64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		var err error
+		if cursor, err = strconv.ParseInt(v, 10, 64); err != nil || cursor < 0 {
+			return nil, protocol.Errorf(protocol.Validation, "Last-Event-ID must be a frame sequence").With("field", "Last-Event-ID")
+		}
+	}
+	convID := ConversationID(in.ThreadID)
+	frontend := map[string]bool{}
+	for _, t := range in.Tools {
+		if isEffectTool(t.Name) {
+			frontend[t.Name] = true
+		}
+	}
+	m := newMapper(in.ThreadID, in.RunID, convID, baseURL(r), frontend)
+	return &run{convID: convID, requestID: RequestID(convID, in.RunID), cursor: cursor, snapshot: props.MessagesSnapshot, m: m}, nil
+}
+
+// resume answers a run's interrupts: every entry is decided before any
+// applies, so one refused entry leaves all of them open. The run is then
+// the rest of the interrupted turn, from its interrupt.
+func (d *Door) resume(ctx context.Context, entries []ResumeEntry, rn *run) error {
+	decisions := make([]decision, len(entries))
+	for i, e := range entries {
+		var err error
+		if decisions[i], err = d.prepare(ctx, rn.convID, e); err != nil {
+			return protocol.ErrorOf(err).With("interruptId", e.InterruptID)
+		}
+	}
+	for _, dc := range decisions {
+		if err := d.apply(ctx, rn.convID, dc); err != nil {
+			return protocol.ErrorOf(err).With("interruptId", dc.entry.InterruptID)
+		}
+	}
+	var err error
+	rn.after, rn.requestID, err = d.interruptPoint(ctx, rn.convID, entries[0].InterruptID)
+	return err
 }
 
 // lastUser is the last message when it is the user's: the turn's

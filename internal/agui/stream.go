@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -55,18 +56,9 @@ func (d *Door) stream(w http.ResponseWriter, r *http.Request, rn *run) error {
 	// Subscribe before reading: whatever commits after a read wakes it.
 	sub := convs.Subscribe(rn.convID)
 	defer sub.Close()
-	var snap *history
-	if rn.snapshot {
-		snap = newHistory(newMapper(rn.m.threadID, rn.m.runID, rn.convID, rn.m.base, rn.m.frontend))
-		err := d.scan(ctx, rn.convID, func(f protocol.RawFrame) bool {
-			if fr, err := frameOf(f); err == nil {
-				snap.add(fr)
-			}
-			return true
-		})
-		if err != nil {
-			return err
-		}
+	snap, err := d.history(ctx, rn)
+	if err != nil {
+		return err
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -157,6 +149,23 @@ func (d *Door) stream(w http.ResponseWriter, r *http.Request, rn *run) error {
 			return nil
 		}
 	}
+}
+
+// history is the conversation's messages for a run that asks for its
+// snapshot (nil for one that does not), read through a mapper of its own
+// so that ids match the runs'.
+func (d *Door) history(ctx context.Context, rn *run) (*history, error) {
+	if !rn.snapshot {
+		return nil, nil
+	}
+	snap := newHistory(newMapper(rn.m.threadID, rn.m.runID, rn.convID, rn.m.base, rn.m.frontend))
+	err := d.scan(ctx, rn.convID, func(f protocol.RawFrame) bool {
+		if fr, err := frameOf(f); err == nil {
+			snap.add(fr)
+		}
+		return true
+	})
+	return snap, err
 }
 
 // fail ends a run whose frames could not be read with RUN_ERROR: the
