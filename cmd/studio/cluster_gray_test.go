@@ -538,7 +538,8 @@ func TestClusterGrayDroppedConnections(t *testing.T) {
 // confirmed command is paused (SIGSTOP) inside the transaction that
 // records its result, after the command's own transaction committed —
 // caught there by its pause point (STUDIO_PAUSE_AT, pause_unix.go), where
-// it waits to be stopped; its lease expires. The daemon that takes its
+// it waits to be stopped; its lease expires. Resumed, it answers the
+// confirm it was serving (typed) before it rejoins. The daemon that takes its
 // work over reads the command's marker and records the proposal executed,
 // its result read back from what the command wrote: no indeterminate, no
 // reconcile, one run; the turn goes on there and ends once.
@@ -579,7 +580,15 @@ func TestClusterGrayTakeoverOfExecutedProposal(t *testing.T) {
 		e := c.settled(ctx, p.id)
 		recorded := time.Since(paused)
 		confirmer.resume()
+		resumed := time.Now()
 		a := <-ans
+		// Resumed, it learns its lease is gone; the confirm it was serving
+		// is answered (typed) before the process replaces itself, not cut.
+		if a.err != nil && protocol.CodeOf(a.err) == "" {
+			t.Errorf("trial %d: the paused daemon's confirm got no typed answer after it resumed: %v", i, a.err)
+		} else if waited := time.Since(resumed); waited > rejoinDrain+boundSlack {
+			t.Errorf("trial %d: the paused daemon's confirm answered %v after it resumed, bound %v", i, waited.Round(time.Millisecond), rejoinDrain+boundSlack)
+		}
 		if !c.rejoinedOrExited(ctx, confirmer, inst) {
 			if _, err := c.restart(ci); err != nil {
 				t.Fatal(err)

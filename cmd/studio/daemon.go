@@ -404,12 +404,31 @@ func (d *daemonParts) run(ctx context.Context) error {
 		// previous instance is fenced off already. Start afresh as a new
 		// instance, in place; or exit, for a supervisor to restart.
 		if !d.o.lease.exitOnLoss {
+			d.answerInFlight()
 			return rejoin(d.log, d.ln, d.keeper.Err())
 		}
 		failure = d.keeper.Err()
 	}
 	d.shutdown()
 	return failure
+}
+
+// rejoinDrain is how long a daemon that lost its lease waits for the
+// requests in flight before it replaces itself: what they wait on now
+// fails at once (its writes are fenced off), so a moment is enough.
+const rejoinDrain = 2 * time.Second
+
+// answerInFlight stops taking requests and gives those in flight a moment
+// to be answered before the process replaces itself, so that a decision
+// sent to this daemon gets its typed answer rather than a cut connection.
+// Streams are not waited for: they reconnect with their cursor.
+func (d *daemonParts) answerInFlight() {
+	d.api.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), rejoinDrain)
+	defer cancel()
+	if err := d.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		d.log.Warn("requests still in flight when rejoining", "err", err)
+	}
 }
 
 // shutdown lets running turns and runs finish within the grace, then
