@@ -459,7 +459,7 @@ func TestProcessClusterKill9Failover(t *testing.T) {
 	}
 	// B's turn was not touched: still running, owned by B, no done.
 	if s := c.turnStatus(ctx, accB.RequestID); s != "running" {
-		t.Fatalf("B's turn is %s", s)
+		t.Fatalf("B's turn is %s: %s", s, onB.describe())
 	}
 	if owner := ownerOf(t, ctx, cc, accB.RequestID); owner != b.instance(t) {
 		t.Fatalf("B's turn is owned by %q", owner)

@@ -469,18 +469,25 @@ export class Dock {
     this.composer.say('');
     this.composer.setBusy(true);
     try {
-      if (!this.conv) {
-        await this.list.create({ title: titleOf(instruction) });
-      } else if (!this.conv.title) {
+      let conv = this.conv;
+      let expected = this.lastSeq;
+      if (!conv) {
+        // The new conversation is the one to send to, loaded or not: its
+        // load may still be under way (or superseded by another), so
+        // this.conv can be unset when create returns.
+        const created = await this.list.create({ title: titleOf(instruction) });
+        if (!created) return; // the list said why
+        conv = created;
+        expected = 0;
+      } else if (!conv.title) {
         // An untitled conversation is named by its first message, once:
         // later messages never rename it.
-        const conv = this.conv;
+        const untitled = conv;
         const title = titleOf(this.firstInstruction || instruction);
-        conv.title = title;
-        this.client.updateConversation(conv.id, { title }).then(() => this.list.refresh()).catch(() => { conv.title = ''; });
+        untitled.title = title;
+        this.client.updateConversation(untitled.id, { title }).then(() => this.list.refresh()).catch(() => { untitled.title = ''; });
       }
-      const conv = /** @type {Conversation} */ (this.conv);
-      const acc = await this.client.submitTurn(conv.id, instruction, this.cockpit.contextSnapshot(), this.lastSeq, whenBusy);
+      const acc = await this.client.submitTurn(conv.id, instruction, this.cockpit.contextSnapshot(), expected, whenBusy);
       // A message that waits behind the running turn becomes active with
       // its instruction frame; one that runs now may have been streamed
       // whole before this answer.
