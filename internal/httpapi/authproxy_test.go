@@ -407,33 +407,11 @@ func TestPrincipalNamesRefuseLookAlikes(t *testing.T) {
 // proxyRequest sends method path from the proxy's address as its user.
 func proxyRequest(t *testing.T, method, url, user, body string) (int, []byte) {
 	t.Helper()
-	var rd *strings.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	} else {
-		rd = strings.NewReader("")
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	header := http.Header{}
 	if user != "" {
-		req.Header.Set("X-Forwarded-User", user)
+		header.Set("X-Forwarded-User", user)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return resp.StatusCode, nil // a stream began: leave it
-	}
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	return resp.StatusCode, buf.Bytes()
+	return rawCall(t, method, url, header, body)
 }
 
 // TestTicketOfAnUnlinkedProxyUserIsSpent: a stream ticket minted by a

@@ -17,15 +17,30 @@ import (
 // status and the error body's error, when it has one.
 func call(t *testing.T, base, token, method, path, body string) (int, *protocol.Error) {
 	t.Helper()
+	status, b := rawCall(t, method, base+path, http.Header{"Authorization": {"Bearer " + token}}, body)
+	var eb protocol.ErrorBody
+	if b != nil && protocol.Unmarshal(b, &eb) == nil && eb.Error != nil {
+		return status, eb.Error
+	}
+	return status, nil
+}
+
+// rawCall sends a JSON body (or none) to url with header and returns the
+// status and the body; a stream that opened is left (a nil body): it never
+// ends by itself.
+func rawCall(t *testing.T, method, url string, header http.Header, body string) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, base+path, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -35,14 +50,10 @@ func call(t *testing.T, base, token, method, path, body string) (int, *protocol.
 	}
 	defer resp.Body.Close()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return resp.StatusCode, nil // a stream that opened: never ends by itself
+		return resp.StatusCode, nil
 	}
 	b, _ := io.ReadAll(resp.Body)
-	var eb protocol.ErrorBody
-	if protocol.Unmarshal(b, &eb) == nil && eb.Error != nil {
-		return resp.StatusCode, eb.Error
-	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, b
 }
 
 func convIDs(l protocol.ConversationList) []string {
