@@ -358,8 +358,9 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg,
 		CallsPerMinute: d.o.http.mcpCallsPerMinute, CallBurst: d.o.http.mcpCallBurst})
 	edge.MCP = agents.Handler
-	edge.AGUI = func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
-		return agui.New(agui.Config{Conversations: convs, Turns: d.coord, Refuse: refuse, Logger: d.log, Heartbeat: d.o.app.heartbeat})
+	edge.AGUI = func(ds httpapi.DoorSupport) http.Handler {
+		return agui.New(agui.Config{Conversations: convs, Turns: d.coord, Refuse: ds.Refuse, AccessSignal: ds.AccessSignal, StillAllowed: ds.StillAllowed,
+			Logger: d.log, Heartbeat: d.o.app.heartbeat})
 	}
 	d.api = httpapi.New(*edge)
 	d.reg.ObserveReadiness(func() bool {
