@@ -248,6 +248,53 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 	}
 }
 
+// TestSharedTakeoverThatLandsLateIsNotForgotten: the reaper's takeover
+// times out while its commit runs on in the database, which lands it
+// after the reaper read the turn again and found it still the dead
+// daemon's; the next look finds the turn this daemon's, and ends it,
+// instead of leaving it running for ever under a live daemon (no longer
+// orphaned work for anyone).
+func TestSharedTakeoverThatLandsLateIsNotForgotten(t *testing.T) {
+	t.Parallel()
+	var conv string
+	var tr store.Turn
+	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
+		c, err := e.db.CreateConversation(e.ctx(), store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv = c.ID
+		e.deadInstance("dead", func() {
+			tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "late-" + conv, Instruction: "go",
+				ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "dead"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.db.StartTurn(e.ctx(), store.StartTurnParams{RequestID: tr.RequestID, Now: e.clock.Now(), Instance: "dead"}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	late := e.store.AdoptLate()
+	w, err := e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e.coord.ReapOrphans(e.ctx(), w)
+	<-late.Reached()
+	if err := late.Land(); err != nil {
+		t.Fatal(err)
+	}
+	if w, err = e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{}); err != nil || len(w.Turns) != 0 {
+		t.Fatalf("orphaned work after the late takeover = %+v, %v: want none (the turn is a live daemon's)", w, err)
+	}
+	_ = e.coord.ReapOrphans(e.ctx(), w) // the next look
+	frames := e.waitDone(conv, tr.RequestID)
+	if k := kinds(frames); !slices.Equal(k[len(k)-2:], []string{"error:service_restarted", "done:failed"}) {
+		t.Fatalf("a turn taken over with a late commit: %v", k)
+	}
+}
+
 // TestSharedConcurrentConfirmWaitsForTheOutcome: a confirm on daemon b of
 // a proposal that daemon a executes waits for a's outcome and answers it,
 // as a repeated confirm does on the daemon that executes.
