@@ -210,15 +210,13 @@ func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 	}
 }
 
-// TestSharedTakeoverWithALostCommitIsNotForgotten: the commit of a
-// takeover lands but its answer is lost; the reaper reads the turn again
-// and ends it, instead of leaving it running for ever under itself.
-func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
-	t.Parallel()
+// deadDaemonsTurn is a shared engine whose store holds a running turn of
+// a dead daemon's, put there before any daemon ran (a queued one would be
+// claimed), and that turn's conversation.
+func deadDaemonsTurn(t *testing.T) (*engine, string, store.Turn) {
+	t.Helper()
 	var conv string
 	var tr store.Turn
-	// The dead daemon's running turn is in the store before any daemon
-	// runs (a queued one would be claimed).
 	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
 		c, err := e.db.CreateConversation(e.ctx(), store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
 		if err != nil {
@@ -226,7 +224,7 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 		}
 		conv = c.ID
 		e.deadInstance("dead", func() {
-			tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "lost-" + conv, Instruction: "go",
+			tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "orphan-" + conv, Instruction: "go",
 				ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "dead"})
 			if err != nil {
 				t.Fatal(err)
@@ -236,6 +234,15 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 			}
 		})
 	})
+	return e, conv, tr
+}
+
+// TestSharedTakeoverWithALostCommitIsNotForgotten: the commit of a
+// takeover lands but its answer is lost; the reaper reads the turn again
+// and ends it, instead of leaving it running for ever under itself.
+func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
+	t.Parallel()
+	e, conv, tr := deadDaemonsTurn(t)
 	e.store.LoseCommit("AdoptTurn", 1)
 	w, err := e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{})
 	if err != nil {
@@ -256,25 +263,7 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 // orphaned work for anyone).
 func TestSharedTakeoverThatLandsLateIsNotForgotten(t *testing.T) {
 	t.Parallel()
-	var conv string
-	var tr store.Turn
-	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
-		c, err := e.db.CreateConversation(e.ctx(), store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		conv = c.ID
-		e.deadInstance("dead", func() {
-			tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "late-" + conv, Instruction: "go",
-				ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "dead"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.db.StartTurn(e.ctx(), store.StartTurnParams{RequestID: tr.RequestID, Now: e.clock.Now(), Instance: "dead"}); err != nil {
-				t.Fatal(err)
-			}
-		})
-	})
+	e, conv, tr := deadDaemonsTurn(t)
 	late := e.store.AdoptLate()
 	w, err := e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{})
 	if err != nil {
