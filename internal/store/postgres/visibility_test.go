@@ -1,0 +1,126 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
+)
+
+// failAtCommit makes every commit that stored a frame whose payload holds
+// marker fail, at COMMIT itself (a deferred constraint trigger): the
+// frame's statement and its notification were accepted, its commit is not.
+func failAtCommit(t *testing.T, s *Store, marker string) {
+	t.Helper()
+	for _, q := range []string{
+		`CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.payload_json::text LIKE '%` + marker + `%' THEN
+				RAISE EXCEPTION 'refused at commit';
+			END IF;
+			RETURN NULL;
+		END $$`,
+		`CREATE CONSTRAINT TRIGGER refuse_marked AFTER INSERT ON studio_operator_frames
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_marked()`,
+	} {
+		if _, err := s.db.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFramesNotVisibleBeforeCommit: a batched append's frames travel in
+// the same round trip as its COMMIT, with their notification; when that
+// COMMIT fails, no other process sees them (neither a subscriber of
+// another Store nor a bare listener of the channels), the append fails,
+// and the next append takes the sequence the failed one did not keep, so
+// the streams see no gap and no duplicate.
+func TestFramesNotVisibleBeforeCommit(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t)
+	a, b := openWith(t, url, Options{appendWriters: 1}), openAt(t, url)
+	ctx := t.Context()
+	turn := storetest.ActiveTurns(t, a, 1, storetest.Epoch)[0]
+	const marker = "refused-at-commit"
+	failAtCommit(t, a, marker)
+	sub := b.Subscribe(turn.ConversationID)
+	defer sub.Close()
+	after := b.getConv(t, turn.ConversationID).LastSequence()
+
+	// A bare listener: every notification of both channels, in order.
+	lc, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close(ctx)
+	for _, ch := range []string{framesChannel, channel} {
+		if _, err := lc.Exec(ctx, "LISTEN "+ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendText := func(s string) ([]store.Frame, error) {
+		return a.AppendFrames(ctx, store.AppendFramesParams{ConversationID: turn.ConversationID, RequestID: turn.RequestID,
+			Frames: []store.NewFrame{{Payload: text(s)}}, Now: storetest.Epoch})
+	}
+	if fs, err := appendText("this one " + marker); err == nil {
+		t.Fatalf("append whose commit fails: stored as %d, want an error", fs[0].Sequence)
+	} else if !strings.Contains(err.Error(), "refused at commit") {
+		t.Fatalf("append whose commit fails: %v, want the commit's error", err)
+	}
+	fs, err := appendText("after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs[0].Sequence != after+1 {
+		t.Fatalf("next append stored at %d, want %d (the failed one's sequence is not kept)", fs[0].Sequence, after+1)
+	}
+
+	// The listener's notifications up to the good commit's: none carries
+	// the refused frame.
+	for seen := false; !seen; {
+		wctx, cancel := context.WithTimeout(ctx, testutil.Patience)
+		n, err := lc.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("the good commit's notification never came: %v", err)
+		}
+		if strings.Contains(n.Payload, marker) {
+			t.Fatalf("notified a frame whose commit failed: %s %s", n.Channel, n.Payload)
+		}
+		seen = n.Channel == framesChannel && strings.Contains(n.Payload, "after")
+	}
+	// The subscriber of the other Store: the good frame alone, at the
+	// cursor's next sequence.
+	for {
+		evs, behind := sub.Next(after, nil, 10)
+		if behind {
+			t.Fatalf("behind at %d", after)
+		}
+		if len(evs) == 0 {
+			select {
+			case <-sub.Ready():
+			case <-time.After(testutil.Patience):
+				t.Fatal("the good frame never reached the other Store")
+			}
+			continue
+		}
+		if len(evs) != 1 || evs[0].Sequence != fs[0].Sequence || strings.Contains(string(evs[0].SSE), marker) ||
+			!strings.Contains(string(evs[0].SSE), "after") {
+			t.Fatalf("the other Store's stream got %d events, first %q; want the good frame alone", len(evs), evs[0].SSE)
+		}
+		break
+	}
+	stored, err := b.ListFrames(ctx, store.ListFramesParams{ConversationID: turn.ConversationID, AfterSequence: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 1 || stored[0].Sequence != fs[0].Sequence {
+		t.Fatalf("stored after %d: %d frames, want the good one alone", after, len(stored))
+	}
+}
