@@ -101,24 +101,9 @@ func TestFramesNotVisibleBeforeCommit(t *testing.T) {
 	}
 	// The subscriber of the other Store: the good frame alone, at the
 	// cursor's next sequence.
-	for {
-		evs, behind := sub.Next(after, nil, 10)
-		if behind {
-			t.Fatalf("behind at %d", after)
-		}
-		if len(evs) == 0 {
-			select {
-			case <-sub.Ready():
-			case <-time.After(testutil.Patience):
-				t.Fatal("the good frame never reached the other Store")
-			}
-			continue
-		}
-		if len(evs) != 1 || evs[0].Sequence != fs[0].Sequence || strings.Contains(string(evs[0].SSE), marker) ||
-			!strings.Contains(string(evs[0].SSE), "after") {
-			t.Fatalf("the other Store's stream got %d events, first %q; want the good frame alone", len(evs), evs[0].SSE)
-		}
-		break
+	evs := readTo(t, sub, after, fs[0].Sequence)
+	if len(evs) != 1 || strings.Contains(string(evs[0].SSE), marker) || !strings.Contains(string(evs[0].SSE), "after") {
+		t.Fatalf("the other Store's stream got %d events, first %q; want the good frame alone", len(evs), evs[0].SSE)
 	}
 	stored, err := b.ListFrames(ctx, store.ListFramesParams{ConversationID: turn.ConversationID, AfterSequence: after})
 	if err != nil {
