@@ -150,7 +150,7 @@ func TestFramesInNotifications(t *testing.T) {
 
 // readTo reads a subscription's events after the cursor until sequence
 // want, from the window (never behind it), waiting for each commit.
-func readTo(t *testing.T, sub *feed.Subscription, after, want int64) []feed.Event {
+func readTo(t testing.TB, sub *feed.Subscription, after, want int64) []feed.Event {
 	t.Helper()
 	var got []feed.Event
 	for after < want {
