@@ -218,8 +218,9 @@ func (b *appendBatcher) write(ctx context.Context, round Round, live []*lockedJo
 		rollback()
 		alone(passed)
 	default:
+		// COMMIT failed, or the connection did with COMMIT sent.
 		err = fmt.Errorf("commit: %w", err)
-		if failed < 0 && store.Transient(err) {
+		if store.Transient(err) {
 			err = &store.CommitUnknownError{Err: err} // sent and not answered: it may have landed
 		}
 		for _, j := range passed {
