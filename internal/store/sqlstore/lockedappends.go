@@ -288,7 +288,7 @@ func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*loc
 		at := ts(a.now)
 		for _, f := range a.frames {
 			conv, seq, req = append(conv, a.convID), append(seq, f.Sequence), append(req, a.reqID)
-			typ, payload, created = append(typ, string(f.Type)), append(payload, string(f.Payload)), append(created, at)
+			typ, payload, created = append(typ, string(f.Type)), append(payload, payloadText(f.Payload)), append(created, at)
 		}
 	}
 	var ids []string
