@@ -314,7 +314,7 @@ func (b *appendBatcher) rows(passed []*lockedJob, convs map[string]*convState) [
 		at := ts(a.now)
 		for _, f := range a.frames {
 			conv, seq, req = append(conv, a.convID), append(seq, f.Sequence), append(req, a.reqID)
-			typ, payload, created = append(typ, string(f.Type)), append(payload, string(f.Payload)), append(created, at)
+			typ, payload, created = append(typ, string(f.Type)), append(payload, payloadText(f.Payload)), append(created, at)
 		}
 	}
 	var ids []string
