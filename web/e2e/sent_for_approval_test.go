@@ -59,6 +59,8 @@ func TestDirectDeleteSentForApproval(t *testing.T) {
 	p.setValue(`#dock-conv`, prop.ConversationID)
 	p.waitJS(`document.querySelector('`+card+` [data-people]')?.innerText === 'Approval requested by alice.'`, "alice's card saying she requested it")
 	p.waitJS(`document.querySelector('`+card+` button[data-action=deny]').innerText === 'Withdraw request' && document.querySelector('`+card+` button[data-action=confirm]').disabled`, "alice's card offering to withdraw")
+	eval[bool](p, `(document.querySelector('`+card+`').scrollIntoView({block: 'start'}), true)`)
+	p.shot("sent-for-approval-requester-card")
 
 	b := openPageAs(t, d, "/", bea)
 	b.waitJS(`document.querySelector('[data-inbox-count]')?.dataset.inboxCount === '1'`, "bea's inbox counting the request")
