@@ -80,7 +80,7 @@ func TestDirectDeleteSentForApproval(t *testing.T) {
 		t.Errorf("bea's card speaks of a turn:\n%s", txt)
 	}
 	// No model turn to stop: the card's Confirm and Deny are the choices.
-	b.waitJS(`document.querySelector('.dock').classList.contains('turn-running') && document.querySelector('.composer textarea').placeholder.startsWith('An approval request above waits')`, "bea's composer saying the request waits")
+	b.waitJS(`document.querySelector('.dock').classList.contains('turn-running') && document.querySelector('.composer textarea').placeholder.startsWith('An approval request above waits') && document.querySelector('.dock [data-progress]').innerText === 'Waiting for a decision on the approval request'`, "bea's composer and progress line saying the request waits")
 	if shown := eval[[]string](b, `[...document.querySelectorAll('.composer button')].filter(x => !x.hidden).map(x => x.innerText)`); fmt.Sprint(shown) != "[Send after this]" {
 		t.Errorf("bea's composer offers %q while the request waits, want only Send after this", shown)
 	}

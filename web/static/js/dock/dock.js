@@ -460,6 +460,7 @@ export class Dock {
     // A person's approval request: no model turn to stop while it waits.
     const request = awaiting && [...this.transcript.proposals.values()].some((c) => c.request && !c.final && c.requestId === this.activeRequestId);
     this.composer.update({ running, archived, denied: v.allowed ? '' : v.reason, awaiting, request });
+    this.progress.setRequest(request);
     this.list.sync();
     this.root.classList.toggle('turn-running', running);
   }
