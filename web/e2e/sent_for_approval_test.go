@@ -66,8 +66,8 @@ func TestDirectDeleteSentForApproval(t *testing.T) {
 	b.waitJS(`document.querySelector('[data-inbox-count]')?.dataset.inboxCount === '1'`, "bea's inbox counting the request")
 	b.click(`[data-inbox]`)
 	b.waitJS(`document.querySelector('dialog[open] [data-open-proposal="`+prop.ID+`"]') !== null`, "the request in bea's inbox")
-	if item := eval[string](b, `document.querySelector('dialog[open] .inbox-item').innerText`); !strings.Contains(item, `Delete schedule "nightly-audit"`) || strings.Contains(item, prop.Target.ID) {
-		t.Errorf("the inbox item does not name the schedule:\n%s", item)
+	if item := eval[string](b, `document.querySelector('dialog[open] .inbox-item').innerText`); !strings.Contains(item, `Delete schedule "nightly-audit"`) || strings.Contains(item, prop.Target.ID) || !strings.Contains(item, "requested by alice") {
+		t.Errorf("the inbox item does not name the schedule and its requester:\n%s", item)
 	}
 	b.shot("sent-for-approval-inbox")
 	b.click(`dialog[open] [data-open-proposal="` + prop.ID + `"]`)
