@@ -56,8 +56,8 @@ func (c *Coordinator) RequestApproval(ctx context.Context, ar ApprovalRequest) (
 	if c.cfg.Commands == nil || c.cfg.Tools == nil {
 		return AgentProposal{}, protocol.Errorf(protocol.Denied, "commands cannot be proposed here")
 	}
-	// Prepared once, here: its turn stores the proposal of what it
-	// prepares then, against the state of that moment, as every turn does.
+	// Prepared once at this door (its turn prepares it again when it stores
+	// the proposal, against the state of that moment, as every turn does).
 	prep, err := c.cfg.Commands.Prepare(ctx, ar.Command)
 	if err != nil {
 		return AgentProposal{}, err
