@@ -13,6 +13,7 @@ import (
 	"github.com/studio/operator/internal/conversations"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
+	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/tools"
 )
 
@@ -144,9 +145,9 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 	if c.cfg.Commands == nil || c.cfg.Tools == nil {
 		return AgentProposal{}, protocol.Errorf(protocol.Denied, "commands cannot be proposed here")
 	}
-	spec, ok := c.cfg.Tools.Lookup(ac.Tool)
-	if !ok || spec.Class.RunsInTurn() {
-		return AgentProposal{}, protocol.Errorf(protocol.Validation, "%q is not a command tool", ac.Tool).With("tool", ac.Tool)
+	spec, err := c.commandTool(ac.Tool)
+	if err != nil {
+		return AgentProposal{}, err
 	}
 	args := ac.Arguments
 	if len(args) == 0 {
@@ -160,6 +161,21 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 	if err != nil {
 		return AgentProposal{}, toolError(c, err)
 	}
+	return c.proposePrepared(ctx, ac, spec.ID, prep)
+}
+
+// commandTool is the registry's command tool named tool.
+func (c *Coordinator) commandTool(tool string) (tools.Spec, error) {
+	spec, ok := c.cfg.Tools.Lookup(tool)
+	if !ok || spec.Class.RunsInTurn() {
+		return tools.Spec{}, protocol.Errorf(protocol.Validation, "%q is not a command tool", tool).With("tool", tool)
+	}
+	return spec, nil
+}
+
+// proposePrepared is ProposeForAgent once its command is prepared (by
+// tool toolID): the turn that makes it a pending proposal.
+func (c *Coordinator) proposePrepared(ctx context.Context, ac AgentCommand, toolID string, prep studio.Prepared) (AgentProposal, error) {
 	for try := 0; try < agentSubmitTries; try++ {
 		conv, err := c.conversation(ctx, ac.ConversationID)
 		if err != nil {
@@ -194,7 +210,7 @@ func (c *Coordinator) ProposeForAgent(ctx context.Context, ac AgentCommand) (Age
 			return AgentProposal{}, err
 		}
 		expected := conv.LastSequence()
-		call := agentCall{CallID: "call_" + uuid.NewString(), Tool: spec.ID, Arguments: prep.Canonical, Client: ClientName(ac.Client)}
+		call := agentCall{CallID: "call_" + uuid.NewString(), Tool: toolID, Arguments: prep.Canonical, Client: ClientName(ac.Client)}
 		req := protocol.TurnRequest{Instruction: fmt.Sprintf("%s asks: %s", call.Client, prep.Summary), ExpectedLastSequence: &expected,
 			Context: protocol.ContextSnapshot{Space: "mission", Route: "/mission"}, Client: protocol.ClientMCP}
 		if ac.Direct != nil {

@@ -53,10 +53,16 @@ func (c *Coordinator) RequestApproval(ctx context.Context, ar ApprovalRequest) (
 		return AgentProposal{}, protocol.Errorf(protocol.Validation, "Idempotency-Key is longer than %d bytes", maxIdempotencyKey).
 			With("field", "Idempotency-Key")
 	}
-	if c.cfg.Commands == nil {
+	if c.cfg.Commands == nil || c.cfg.Tools == nil {
 		return AgentProposal{}, protocol.Errorf(protocol.Denied, "commands cannot be proposed here")
 	}
+	// Prepared once at this door (its turn prepares it again when it stores
+	// the proposal, against the state of that moment, as every turn does).
 	prep, err := c.cfg.Commands.Prepare(ctx, ar.Command)
+	if err != nil {
+		return AgentProposal{}, err
+	}
+	spec, err := c.commandTool(prep.Type)
 	if err != nil {
 		return AgentProposal{}, err
 	}
@@ -89,6 +95,6 @@ func (c *Coordinator) RequestApproval(ctx context.Context, ar ApprovalRequest) (
 	if conv.Status != store.ConversationActive {
 		return AgentProposal{}, protocol.Errorf(protocol.Conflict, "this approval request's conversation is %s", conv.Status)
 	}
-	return c.ProposeForAgent(ctx, AgentCommand{ConversationID: conv.ID, Tool: prep.Type, Arguments: prep.Canonical,
-		Client: fmt.Sprintf("approval request of %s", who.Name), Direct: &directAsk{requester: who.Name}})
+	return c.proposePrepared(ctx, AgentCommand{ConversationID: conv.ID,
+		Client: fmt.Sprintf("approval request of %s", who.Name), Direct: &directAsk{requester: who.Name}}, spec.ID, prep)
 }

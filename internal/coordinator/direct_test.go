@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,5 +120,47 @@ func TestApprovalRequestSurvivesARestart(t *testing.T) {
 	e.checkOneEnding(prop.ConversationID, prop.RequestID, prop.CommandProposal)
 	if p := e.proposal(prop.ID); p.SubmittedBy != "alice" || p.DecidedBy != "bob" {
 		t.Fatalf("submitted by %q, decided by %q", p.SubmittedBy, p.DecidedBy)
+	}
+}
+
+// countingCommands counts the application's Prepare calls.
+type countingCommands struct {
+	coordinator.Commands
+	prepares *atomic.Int64
+}
+
+func (c countingCommands) Prepare(ctx context.Context, cmd studio.Command) (studio.Prepared, error) {
+	c.prepares.Add(1)
+	return c.Commands.Prepare(ctx, cmd)
+}
+
+// TestApprovalRequestPreparedOnce: a direct request prepares its command
+// once at its door (then its turn once, storing the proposal, as every
+// turn does), and its proposal says it was requested — in its frame and
+// in its view — where a model's turn's says turn.
+func TestApprovalRequestPreparedOnce(t *testing.T) {
+	t.Parallel()
+	var prepares atomic.Int64
+	e := newEngine(t, engineOpts{script: &toggleScript, tweak: func(cfg *coordinator.Config) {
+		cfg.Commands = countingCommands{cfg.Commands, &prepares}
+	}})
+	prop := e.requestEnable(e.coord, "")
+	if n := prepares.Load(); n != 2 {
+		t.Fatalf("an approval request prepared its command %d times, want 2: once at the request, once in its turn", n)
+	}
+	if prop.Origin != protocol.ProposalOriginRequest {
+		t.Fatalf("the request's proposal view has origin %q", prop.Origin)
+	}
+	if f := e.waitProposal(prop.ConversationID, prop.RequestID); f.Origin != protocol.ProposalOriginRequest {
+		t.Fatalf("the request's proposal frame has origin %q", f.Origin)
+	}
+	if _, err := e.coord.Deny(e.as(requester), prop.ConversationID, prop.ID); err != nil { // withdrawn
+		t.Fatal(err)
+	}
+
+	conv := e.conversation()
+	_, model := e.toggle(conv)
+	if model.Origin != protocol.ProposalOriginTurn || e.proposal(model.ID).Origin != protocol.ProposalOriginTurn {
+		t.Fatalf("a model's proposal has origin %q in its frame, %q stored", model.Origin, e.proposal(model.ID).Origin)
 	}
 }

@@ -58,6 +58,9 @@ func (o *owner) propose(callID string, cmd studio.Command) error {
 		if audit, err = agentProposalAudit(p, t.SubmittedBy, a, now); err != nil {
 			return err
 		}
+		if a.Direct {
+			p.Origin = protocol.ProposalOriginRequest
+		}
 	}
 	err = o.durable("store proposal", func(ctx context.Context) error {
 		return c.createProposal(ctx, createParams{proposal: p, now: now, audit: audit})
@@ -248,7 +251,7 @@ func proposalView(p store.Proposal) protocol.ProposalState {
 	return protocol.ProposalState{
 		CommandProposal: protocol.CommandProposal{ID: p.ID, CommandType: p.CommandType, Command: p.Command, CommandHash: p.CommandHash,
 			Risk: p.Risk, Impact: p.Impact, Summary: p.Summary, Target: p.Target, TargetName: p.TargetName,
-			IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt), Amends: p.AmendedFrom},
+			IdempotencyKey: p.IdempotencyKey, ExpiresAt: protocol.Timestamp(p.ExpiresAt), Amends: p.AmendedFrom, Origin: p.Origin},
 		ConversationID: p.ConversationID, RequestID: p.RequestID, Status: string(p.Status), Result: p.Result, ErrorCode: p.ErrorCode,
 		CreatedAt: protocol.Timestamp(p.CreatedAt), ConfirmedAt: stamp(p.ConfirmedAt), CompletedAt: stamp(p.CompletedAt),
 		SubmittedBy: p.SubmittedBy, DecidedBy: p.DecidedBy,

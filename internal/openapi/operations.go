@@ -325,6 +325,7 @@ func enums() map[string][]string {
 		"ConfirmationPayload.State":        {"required", "confirmed", "expired", "executed", "denied", "failed"},
 		"DonePayload.Outcome":              {"completed", "failed", "cancelled"},
 		"CommandProposal.Risk":             {protocol.RiskMutate, protocol.RiskExecute, protocol.RiskAdmin},
+		"CommandProposal.Origin":           {protocol.ProposalOriginTurn, protocol.ProposalOriginRequest},
 		"ProposalState.Status":             {"pending", "confirmed", "executing", "succeeded", "failed", "expired", "cancelled", "conflict"},
 		"ProposalResult.Status":            {"succeeded", "failed", "conflict", "expired", "cancelled", "executing"},
 		"EffectState.Status":               {"pending", "applied", "rejected", "expired"},

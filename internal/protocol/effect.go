@@ -296,12 +296,24 @@ type CommandProposal struct {
 	// Amends is the proposal this one replaces: the operator amended its
 	// command.
 	Amends *string `json:"amends,omitempty"`
+	// Origin is how it came to be: ProposalOriginTurn (a model's or an
+	// agent's turn proposed it) or ProposalOriginRequest (a person asked
+	// for the command directly and it awaits another approver; there is
+	// no model turn to stop). Absent in frames stored before it was kept:
+	// read as a turn's.
+	Origin string `json:"origin,omitzero"`
 }
 
 // Proposal impacts.
 const (
 	ImpactDestructive  = "destructive"
 	ImpactIrreversible = "irreversible"
+)
+
+// Proposal origins.
+const (
+	ProposalOriginTurn    = "turn"
+	ProposalOriginRequest = "request"
 )
 
 func (p CommandProposal) validate() error {
@@ -318,6 +330,9 @@ func (p CommandProposal) validate() error {
 	}
 	if p.Impact != "" && p.Impact != ImpactDestructive && p.Impact != ImpactIrreversible {
 		return fmt.Errorf("proposal impact %q is unknown", p.Impact)
+	}
+	if p.Origin != "" && p.Origin != ProposalOriginTurn && p.Origin != ProposalOriginRequest {
+		return fmt.Errorf("proposal origin %q is unknown", p.Origin)
 	}
 	return nil
 }

@@ -50,6 +50,9 @@ func samplePayloads() []protocol.Payload {
 			IdempotencyKey: "k-1", ExpiresAt: 1783599000}},
 		protocol.ProposalPayload{Proposal: protocol.CommandProposal{ID: "p-2", CommandType: "run_maintenance", Command: jsontext.Value(`{"task":"vacuum"}`),
 			CommandHash: "00", Risk: protocol.RiskAdmin, Summary: "Vacuum", IdempotencyKey: "k-2", ExpiresAt: 2}},
+		protocol.ProposalPayload{Proposal: protocol.CommandProposal{ID: "p-3", CommandType: "delete_schedule", Command: jsontext.Value(`{"schedule":"s-1"}`),
+			CommandHash: "01", Risk: protocol.RiskMutate, Summary: `Delete schedule "nightly"`, IdempotencyKey: "k-3", ExpiresAt: 3,
+			Origin: protocol.ProposalOriginRequest}},
 		protocol.ConfirmationPayload{ProposalID: "p-1", State: protocol.ConfirmationRequired},
 		protocol.ConfirmationPayload{ProposalID: "p-1", State: protocol.ConfirmationDenied},
 		protocol.ErrorPayload{Error: protocol.Error{Code: protocol.RateLimited, Message: "slow down", Retryable: true, RetryAfterMs: 1500}},
@@ -118,6 +121,14 @@ func TestFrameWire(t *testing.T) {
 	}
 	if want := `{"effectId":"e","effect":{"kind":"select","space":"library","selection":{"playbookId":"p"}},"expiresAt":2}`; string(b) != want {
 		t.Fatalf("ui_command = %s\nwant %s", b, want)
+	}
+	// A direct request's proposal says so; one stored before origin was kept has none.
+	for origin, want := range map[string]string{protocol.ProposalOriginRequest: `,"origin":"request"}`, "": `,"expiresAt":1}`} {
+		b, err = protocol.EncodePayload(protocol.ProposalPayload{Proposal: protocol.CommandProposal{ID: "p", CommandType: "x", Command: jsontext.Value(`{}`),
+			CommandHash: "h", IdempotencyKey: "k", Risk: protocol.RiskMutate, ExpiresAt: 1, Origin: origin}})
+		if err != nil || !strings.HasSuffix(string(b), want+"}") {
+			t.Fatalf("proposal of origin %q = %s (%v), want it to end %s}", origin, b, err, want)
+		}
 	}
 }
 
@@ -191,6 +202,7 @@ func TestPayloadValidation(t *testing.T) {
 		protocol.UICommandPayload{Effect: protocol.Effect{Kind: "theme", Theme: "dark"}},
 		protocol.ProposalPayload{Proposal: protocol.CommandProposal{ID: "p", CommandType: "x", Command: jsontext.Value(`{}`), CommandHash: "h", IdempotencyKey: "k", Risk: "read"}},
 		protocol.ProposalPayload{Proposal: protocol.CommandProposal{ID: "p", CommandType: "x", Command: jsontext.Value(`"x"`), CommandHash: "h", IdempotencyKey: "k", Risk: "mutate"}},
+		protocol.ProposalPayload{Proposal: protocol.CommandProposal{ID: "p", CommandType: "x", Command: jsontext.Value(`{}`), CommandHash: "h", IdempotencyKey: "k", Risk: "mutate", Origin: "model"}},
 		protocol.ConfirmationPayload{ProposalID: "p", State: "maybe"},
 		protocol.ConfirmationPayload{State: "required"},
 		protocol.ErrorPayload{Error: protocol.Error{Code: "teapot"}},

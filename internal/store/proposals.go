@@ -80,6 +80,10 @@ type Proposal struct {
 	// Project is the project of the resource the command changes or
 	// creates ("" when none, and for rows from before it was kept).
 	Project string
+	// Origin is protocol.ProposalOriginTurn or ProposalOriginRequest (a
+	// person's direct command awaiting a second approver); "" on create
+	// is a turn's.
+	Origin string
 }
 
 // ProposalStore keeps proposals. Every audited transition (docs/design.md §10)

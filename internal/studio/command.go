@@ -469,7 +469,7 @@ func (s *Service) Prepare(ctx context.Context, cmd Command) (Prepared, error) {
 	sp := SpecOf(cmd)
 	name := s.TargetName(ctx, target)
 	project := s.commandProject(ctx, cmd, target)
-	return Prepared{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd), Canonical: canon, Hash: hash, Summary: summaryOf(cmd, name),
+	return Prepared{Type: sp.Type, Risk: sp.Risk, Impact: ImpactOf(cmd), Canonical: canon, Hash: hash, Summary: summaryOf(cmd, target, name),
 		Target: target, TargetName: name, Project: project}, nil
 }
 
@@ -480,10 +480,17 @@ type namedSummarizer interface {
 	summaryNamed(targetName string) string
 }
 
-// summaryOf is cmd's summary, with its target's name when it has one.
-func summaryOf(cmd Command, targetName string) string {
+// summaryOf is cmd's summary, with its target's name when it has one: a
+// command that refers to its target by id (as the cockpit's forms do) is
+// summarized as one that names it, so the same change reads the same
+// whoever asked for it.
+func summaryOf(cmd Command, target *protocol.ResourceVersion, targetName string) string {
 	if n, ok := cmd.(namedSummarizer); ok && targetName != "" {
 		return n.summaryNamed(targetName)
 	}
-	return cmd.Summary()
+	s := cmd.Summary()
+	if target != nil && targetName != "" && targetName != target.ID {
+		s = strings.Replace(s, strconv.Quote(target.ID), strconv.Quote(targetName), 1)
+	}
+	return s
 }

@@ -85,6 +85,19 @@ func TestImpactAndTargetName(t *testing.T) {
 	if err != nil || prep.Summary != "Cancel the notes run "+w.queued.ID[:8] {
 		t.Errorf("cancel summary %q (%v)", prep.Summary, err)
 	}
+	// A command that refers to its target by id reads as one that names it.
+	for _, c := range []struct {
+		cmd  studio.Command
+		want string
+	}{
+		{studio.DeleteScheduleCommand{Schedule: w.nightly.ID}, `Delete schedule "nightly"`},
+		{studio.DeleteScheduleCommand{Schedule: "nightly"}, `Delete schedule "nightly"`},
+		{studio.SetScheduleEnabledCommand{Schedule: w.nightly.ID, Enabled: ptr(false)}, `Pause schedule "nightly"`},
+	} {
+		if prep, err := w.svc.Prepare(w.ctx, c.cmd); err != nil || prep.Summary != c.want {
+			t.Errorf("%s summary %q (%v), want %q", studio.TypeOf(c.cmd), prep.Summary, err, c.want)
+		}
+	}
 	for _, sp := range studio.Commands() {
 		if sp.Impact.Irreversible() && !sp.Impact.Destructive() {
 			t.Errorf("%s: irreversible but not destructive", sp.Type)

@@ -87,7 +87,7 @@ const slowRunScript = `{"turns":[
 
 // TestMissionRunningNowUpdatesLive: Mission's "Running now" shows a run
 // started elsewhere while it runs, and drops it when it ends, without a
-// reload.
+// reload; the counts and the activity charts say it too.
 func TestMissionRunningNowUpdatesLive(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, slowRunScript)
@@ -99,6 +99,7 @@ func TestMissionRunningNowUpdatesLive(t *testing.T) {
 	p.waitJS(fmt.Sprintf(`document.querySelector('#space [data-running] li[data-key=%q]') !== null`, id), "the run in Running now, without a reload")
 	// The counts agree with the list.
 	p.waitJS(`/running\s*1\b/.test(document.querySelector('#space .card.stat')?.innerText || '')`, "the 24-hour counts showing one running")
+	p.waitJS(`(document.querySelector('#space .charts')?.innerText || '').includes('1 run in the last 24 hours')`, "the activity charts counting the run as the counts do")
 	p.shot("mission-running-now-live")
 	appDo(t, d, "POST", "/api/app/runs/"+id+"/cancel", map[string]any{}, nil)
 	p.waitJS(`document.querySelector('#space #active-title').parentElement.innerText.includes('Nothing is running')`, "the cancelled run gone from Running now")

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -14,9 +15,12 @@ import (
 // TestDirectDeleteSentForApproval: with --second-approver-for
 // destructive, alice deletes a schedule from its detail; the cockpit says
 // "Sent for approval: waiting for another approver" (not an error) and
-// the schedule stays; bea finds the request in her approvals inbox,
-// confirms it in the dock, and it executes once; the audit names alice
-// as the requester and bea as the decider.
+// the schedule stays; her own card offers to withdraw it; bea finds the
+// request in her approvals inbox, titled by the schedule's name as a
+// model's proposal is, opens it in the dock — a card that says alice
+// requested it (no turn proposed it) and a composer that offers no
+// cancel of a turn — confirms it, and it executes once; the audit names
+// alice as the requester and bea as the decider.
 func TestDirectDeleteSentForApproval(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, `{"turns":[{"steps":[{"text":"ok"}]}]}`, "--second-approver-for", "destructive")
@@ -45,18 +49,52 @@ func TestDirectDeleteSentForApproval(t *testing.T) {
 		t.Fatalf("pending proposals %+v, %v", pending, err)
 	}
 	prop := pending[0]
+	if prop.Origin != protocol.ProposalOriginRequest || prop.Summary != `Delete schedule "nightly-audit"` {
+		t.Fatalf("the request's origin %q and summary %q", prop.Origin, prop.Summary)
+	}
+	card := `.transcript .proposal[data-proposal="` + prop.ID + `"]`
+
+	// Alice's own request: hers to withdraw, another's to confirm.
+	p.openDock()
+	p.setValue(`#dock-conv`, prop.ConversationID)
+	p.waitJS(`document.querySelector('`+card+` [data-people]')?.innerText === 'Approval requested by alice.'`, "alice's card saying she requested it")
+	p.waitJS(`document.querySelector('`+card+` button[data-action=deny]').innerText === 'Withdraw request' && document.querySelector('`+card+` button[data-action=confirm]').disabled`, "alice's card offering to withdraw")
+	eval[bool](p, `(document.querySelector('`+card+`').scrollIntoView({block: 'start'}), true)`)
+	p.shot("sent-for-approval-requester-card")
 
 	b := openPageAs(t, d, "/", bea)
 	b.waitJS(`document.querySelector('[data-inbox-count]')?.dataset.inboxCount === '1'`, "bea's inbox counting the request")
 	b.click(`[data-inbox]`)
 	b.waitJS(`document.querySelector('dialog[open] [data-open-proposal="`+prop.ID+`"]') !== null`, "the request in bea's inbox")
+	if item := eval[string](b, `document.querySelector('dialog[open] .inbox-item').innerText`); !strings.Contains(item, `Delete schedule "nightly-audit"`) || strings.Contains(item, prop.Target.ID) || !strings.Contains(item, "requested by alice") {
+		t.Errorf("the inbox item does not name the schedule and its requester:\n%s", item)
+	}
 	b.shot("sent-for-approval-inbox")
 	b.click(`dialog[open] [data-open-proposal="` + prop.ID + `"]`)
-	card := `.transcript .proposal[data-proposal="` + prop.ID + `"]`
 	b.waitJS(`document.querySelector('`+card+` input[data-typed-confirm]') !== null && !document.querySelector('`+card+` input[data-typed-confirm]').disabled`, "bea's card asking for the schedule's name")
+	b.waitJS(`document.querySelector('`+card+` [data-people]').innerText === 'Approval requested by alice.'`, "bea's card saying alice requested it")
+	if got := eval[string](b, `document.querySelector('`+card+` .proposal-summary').innerText`); got != `Delete schedule "nightly-audit"` {
+		t.Errorf("bea's card is titled %q", got)
+	}
+	if txt := eval[string](b, `document.querySelector('`+card+`').innerText`); strings.Contains(txt, "in a turn") {
+		t.Errorf("bea's card speaks of a turn:\n%s", txt)
+	}
+	// No model turn to stop: the card's Confirm and Deny are the choices.
+	b.waitJS(`document.querySelector('.dock').classList.contains('turn-running') && document.querySelector('.composer textarea').placeholder.startsWith('An approval request above waits') && document.querySelector('.dock [data-progress]').innerText === 'Waiting for a decision on the approval request'`, "bea's composer and progress line saying the request waits")
+	if shown := eval[[]string](b, `[...document.querySelectorAll('.composer button')].filter(x => !x.hidden).map(x => x.innerText)`); fmt.Sprint(shown) != "[Send after this]" {
+		t.Errorf("bea's composer offers %q while the request waits, want only Send after this", shown)
+	}
+	if got := eval[string](b, `document.querySelector('`+card+` button[data-action=deny]').innerText`); got != "Deny" {
+		t.Errorf("bea's Deny reads %q", got)
+	}
 	b.setValue(card+` input[data-typed-confirm]`, "nightly-audit")
 	b.waitJS(`!document.querySelector('`+card+` button[data-action=confirm]').disabled`, "bea's confirmable card")
-	b.shot("sent-for-approval-approver-card")
+	for _, size := range []struct{ w, h int64 }{{1440, 900}, {800, 900}, {390, 844}} {
+		b.do(chromedp.EmulateViewport(size.w, size.h))
+		eval[bool](b, `(document.querySelector('`+card+`').scrollIntoView({block: 'start'}), true)`)
+		b.shot(fmt.Sprintf("sent-for-approval-approver-card-%d", size.w))
+	}
+	b.do(chromedp.EmulateViewport(1440, 900))
 	b.click(card + ` button[data-action=confirm]`)
 	b.waitJS(`document.querySelector('.transcript .proposal[data-state=succeeded][data-proposal="`+prop.ID+`"]') !== null`, "bea's confirm to execute")
 

@@ -24,6 +24,9 @@ test('progress: each state in words, a retry counting down', () => {
   assert.equal(progressText(outage, NOW), 'The database is unavailable; retrying in 2 s (attempt 4)');
   assert.equal(progressText({ requestId: 'r', state: 'awaiting_confirmation', since: NOW }, NOW), 'Waiting for a decision on the proposal');
   assert.equal(progressText({ requestId: 'r', state: 'executing', since: NOW }, NOW), 'Executing the confirmed command…');
+  // A person's approval request: no model's proposal.
+  assert.equal(progressText({ requestId: 'r', state: 'awaiting_confirmation', since: NOW }, NOW, true), 'Waiting for a decision on the approval request');
+  assert.equal(progressText({ requestId: 'r', state: 'executing', since: NOW }, NOW, true), 'Executing the confirmed command…');
 });
 
 test('progress: the messages waiting behind the turn', () => {

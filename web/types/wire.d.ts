@@ -46,6 +46,7 @@ export interface ApprovalRequest {
   impact?: string;
   targetName?: string;
   amends?: string;
+  origin?: "turn" | "request";
   conversationId: string;
   requestId: string;
   status: "pending" | "confirmed" | "executing" | "succeeded" | "failed" | "expired" | "cancelled" | "conflict";
@@ -113,6 +114,7 @@ export interface CommandProposal {
   impact?: string;
   targetName?: string;
   amends?: string;
+  origin?: "turn" | "request";
 }
 
 export interface ConfirmProposalRequest {
@@ -613,6 +615,7 @@ export interface ProposalState {
   impact?: string;
   targetName?: string;
   amends?: string;
+  origin?: "turn" | "request";
   conversationId: string;
   requestId: string;
   status: "pending" | "confirmed" | "executing" | "succeeded" | "failed" | "expired" | "cancelled" | "conflict";

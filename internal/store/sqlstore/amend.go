@@ -35,7 +35,7 @@ func (s *Store) AmendProposal(ctx context.Context, p store.AmendProposalParams) 
 			return protocol.Errorf(protocol.Validation, "an amended proposal answers the same turn and tool call as the one it amends")
 		}
 		id := orig.ID
-		pr.AmendedFrom = &id
+		pr.AmendedFrom, pr.Origin = &id, orig.Origin // an amended request is still a request
 		out, err = insertProposal(ctx, tx, pr, p.Now,
 			protocol.ConfirmationPayload{ProposalID: orig.ID, State: protocol.ConfirmationAmended})
 		return err

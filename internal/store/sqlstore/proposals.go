@@ -17,7 +17,7 @@ import (
 
 const proposalCols = `id, conversation_id, request_id, call_id, command_type, command_json, command_hash,
 	target_kind, target_id, target_version, risk, summary, idempotency_key, status, expires_at,
-	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance, owner_epoch, executed_at, submitted_by, decided_by, project, executed_audit_id`
+	confirmed_at, completed_at, result_json, error_code, created_at, impact, target_name, amended_from, owner_instance, owner_epoch, executed_at, submitted_by, decided_by, project, executed_audit_id, origin`
 
 func scanProposal(row scanner) (store.Proposal, error) {
 	var p store.Proposal
@@ -28,7 +28,7 @@ func scanProposal(row scanner) (store.Proposal, error) {
 	var executedAudit sql.NullInt64
 	if err := row.Scan(&p.ID, &p.ConversationID, &p.RequestID, &p.CallID, &p.CommandType, &command, &p.CommandHash,
 		&kind, &id, &version, &p.Risk, &p.Summary, &p.IdempotencyKey, &p.Status, &expires,
-		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner, &p.Epoch, &executed, &submittedBy, &decidedBy, &project, &executedAudit); err != nil {
+		&confirmed, &completed, &result, &code, &created, &impact, &targetName, &amended, &owner, &p.Epoch, &executed, &submittedBy, &decidedBy, &project, &executedAudit, &p.Origin); err != nil {
 		return p, err
 	}
 	p.Impact, p.TargetName = impact.String, targetName.String
@@ -104,7 +104,7 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 	// invalid one is the caller's validation error, not a constraint's.
 	cp := protocol.CommandProposal{ID: pr.ID, CommandType: pr.CommandType, Command: pr.Command, CommandHash: pr.CommandHash,
 		Risk: pr.Risk, Impact: pr.Impact, Summary: pr.Summary, Target: pr.Target, TargetName: pr.TargetName,
-		IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt), Amends: pr.AmendedFrom}
+		IdempotencyKey: pr.IdempotencyKey, ExpiresAt: ts(pr.ExpiresAt), Amends: pr.AmendedFrom, Origin: proposalOrigin(pr.Origin)}
 	payloads := append(before, protocol.ProposalPayload{Proposal: cp},
 		protocol.ConfirmationPayload{ProposalID: pr.ID, State: protocol.ConfirmationRequired})
 	if _, err := appendFrames(ctx, tx, pr.ConversationID, pr.RequestID, now, payloads...); err != nil {
@@ -116,12 +116,12 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_proposals
 		(id, conversation_id, request_id, call_id, command_type, command_json, command_hash, target_kind, target_id,
-		 target_version, risk, summary, idempotency_key, status, expires_at, created_at, amended_from, impact, target_name, project, submitted_by)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?,
+		 target_version, risk, summary, idempotency_key, status, expires_at, created_at, amended_from, impact, target_name, project, origin, submitted_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?,
 		        COALESCE(?, (SELECT submitted_by FROM studio_operator_turns WHERE request_id = ?)))`,
 		pr.ID, pr.ConversationID, pr.RequestID, pr.CallID, pr.CommandType, string(pr.Command), pr.CommandHash,
 		kind, id, version, pr.Risk, pr.Summary, pr.IdempotencyKey, ts(pr.ExpiresAt), ts(now), pr.AmendedFrom,
-		emptyNull(pr.Impact), emptyNull(pr.TargetName), pr.Project, emptyNull(pr.SubmittedBy), pr.RequestID); err != nil {
+		emptyNull(pr.Impact), emptyNull(pr.TargetName), pr.Project, cp.Origin, emptyNull(pr.SubmittedBy), pr.RequestID); err != nil {
 		return store.Proposal{}, fmt.Errorf("insert proposal: %w", err)
 	}
 	tx.touch(pr.ConversationID)
@@ -131,6 +131,14 @@ func insertProposal(ctx context.Context, tx *writeTx, pr store.Proposal, now tim
 		return out, err
 	}
 	return out, enqueueProposal(ctx, tx, store.EventProposalPending, out, "", now)
+}
+
+// proposalOrigin is a new proposal's origin: a turn's unless said.
+func proposalOrigin(o string) string {
+	if o == "" {
+		return protocol.ProposalOriginTurn
+	}
+	return o
 }
 
 // GetProposal implements store.ProposalStore.

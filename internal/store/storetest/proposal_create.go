@@ -15,7 +15,7 @@ func testProposalCreate(t *testing.T, f *fixture) {
 	c, tr := f.running()
 	sig := f.s.FrameSignal(c.ID)
 	want := f.newProposal(c.ID, tr.RequestID)
-	want.Impact, want.TargetName = protocol.ImpactIrreversible, "audit-repo"
+	want.Impact, want.TargetName, want.Origin = protocol.ImpactIrreversible, "audit-repo", protocol.ProposalOriginRequest
 	now := f.tick()
 	got, err := f.s.CreateProposal(f.ctx, store.CreateProposalParams{Proposal: want, Now: now})
 	if err != nil {
@@ -31,7 +31,7 @@ func testProposalCreate(t *testing.T, f *fixture) {
 	// frame says that a confirmation is required.
 	cp := protocol.CommandProposal{ID: want.ID, CommandType: want.CommandType, Command: want.Command, CommandHash: want.CommandHash,
 		Risk: want.Risk, Summary: want.Summary, Target: want.Target, IdempotencyKey: want.IdempotencyKey,
-		ExpiresAt: protocol.Timestamp(want.ExpiresAt), Impact: want.Impact, TargetName: want.TargetName}
+		ExpiresAt: protocol.Timestamp(want.ExpiresAt), Impact: want.Impact, TargetName: want.TargetName, Origin: protocol.ProposalOriginRequest}
 	wantTail(t, f, c.ID, tr.RequestID, c.LastSequence(), now,
 		protocol.ProposalPayload{Proposal: cp},
 		protocol.ConfirmationPayload{ProposalID: want.ID, State: protocol.ConfirmationRequired})
@@ -63,7 +63,8 @@ func testProposalCreate(t *testing.T, f *fixture) {
 	}
 	wantProposal(t, f.proposal(bare.ID), bare, now)
 	cp = protocol.CommandProposal{ID: bare.ID, CommandType: bare.CommandType, Command: bare.Command, CommandHash: bare.CommandHash,
-		Risk: bare.Risk, Summary: bare.Summary, IdempotencyKey: bare.IdempotencyKey, ExpiresAt: protocol.Timestamp(bare.ExpiresAt)}
+		Risk: bare.Risk, Summary: bare.Summary, IdempotencyKey: bare.IdempotencyKey, ExpiresAt: protocol.Timestamp(bare.ExpiresAt),
+		Origin: protocol.ProposalOriginTurn} // a turn's unless said
 	wantTail(t, f, c.ID, tr.RequestID, 3, now,
 		protocol.ProposalPayload{Proposal: cp},
 		protocol.ConfirmationPayload{ProposalID: bare.ID, State: protocol.ConfirmationRequired})

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -156,6 +157,9 @@ func wantProposal(t *testing.T, got, want store.Proposal, created time.Time) {
 	}
 	if !jsonEqual(t, got.Command, want.Command) {
 		t.Fatalf("proposal command = %s, want %s", got.Command, want.Command)
+	}
+	if origin := cmp.Or(want.Origin, protocol.ProposalOriginTurn); got.Origin != origin { // a turn's unless said
+		t.Fatalf("proposal origin = %q, want %q", got.Origin, origin)
 	}
 }
 

@@ -12,7 +12,7 @@ export const PROTOCOL_VERSION = 1;
  * @typedef {{kind: string, space?: string, params?: Record<string, any>, selection?: Record<string, string>, form?: string, values?: Record<string, any>, theme?: string}} Effect
  * @typedef {{effectId: string, effect: Effect, expiresAt: number}} UiCommandPayload
  * @typedef {{kind: string, id: string, version: number | string}} ResourceVersion  (an integer; frames stored before the wire rule may hold a string)
- * @typedef {{id: string, commandType: string, command: Record<string, any>, commandHash: string, risk: 'mutate'|'execute'|'admin', summary: string, target: ResourceVersion | null, idempotencyKey: string, expiresAt: number, impact?: 'destructive'|'irreversible', targetName?: string, amends?: string}} CommandProposal
+ * @typedef {{id: string, commandType: string, command: Record<string, any>, commandHash: string, risk: 'mutate'|'execute'|'admin', summary: string, target: ResourceVersion | null, idempotencyKey: string, expiresAt: number, impact?: 'destructive'|'irreversible', targetName?: string, amends?: string, origin?: 'turn'|'request'}} CommandProposal
  * @typedef {{space: string, route: string, project?: string, selection?: Record<string, string>, filters?: Record<string, any>}} ContextSnapshot
  * @typedef {{conversationId: string, sequence: number, copiedThrough: number}} ForkOrigin
  * @typedef {{id: string, project: string|null, title: string|null, status: string, lastSequence: number, activeRequestId: string|null, createdAt: number, updatedAt: number, archivedAt: number|null, pinned?: boolean, model?: string|null, forkedFrom?: ForkOrigin|null, deletedAt?: number}} Conversation
@@ -90,6 +90,7 @@ export function parseFrame(data) {
       if (pr.target !== null && pr.target !== undefined && !(isObject(pr.target) && (Number.isInteger(pr.target.version) || typeof pr.target.version === 'string'))) throw bad('target must be {kind, id, version} or null');
       if (pr.impact !== undefined && !['destructive', 'irreversible'].includes(pr.impact)) throw bad('impact must be destructive or irreversible when present');
       if (pr.targetName !== undefined && typeof pr.targetName !== 'string') throw bad('targetName must be a string when present');
+      if (pr.origin !== undefined && !['turn', 'request'].includes(pr.origin)) throw bad('origin must be turn or request when present');
       break;
     }
     case 'confirmation':

@@ -134,7 +134,7 @@ export class Inbox {
         h('p', { class: 'muted small' },
           h('span', { class: 'risk-word', text: riskText(p.risk) }), p.impact ? ` · ${p.impact}` : '',
           ` · in ${title ? `“${title}”` : 'an untitled conversation'}`,
-          p.submittedBy ? ` · proposed by ${actorName(p.submittedBy)}` : '',
+          p.submittedBy ? ` · ${p.origin === 'request' ? 'requested' : 'proposed'} by ${actorName(p.submittedBy)}` : '',
           ' · ', h('time', { datetime: new Date(p.createdAt * 1000).toISOString(), title: fmtTime(p.createdAt), text: `waiting ${fmtRelative(p.createdAt).replace(/ ago$/, '')}` })),
         h('p', { class: 'inbox-expiry small', 'data-expires': String(p.expiresAt) },
           `Expires ${fmtRelative(p.expiresAt)}, at `, h('time', { datetime: new Date(p.expiresAt * 1000).toISOString(), title: fmtTime(p.expiresAt), text: fmtShort(p.expiresAt, now) }), '.'),

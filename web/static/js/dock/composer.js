@@ -3,7 +3,9 @@
 // conflict is explained and the conversation refreshed, never resubmitted.
 // While a turn runs, Send becomes "Send after this" (the message waits
 // behind it: whenBusy enqueue) and "Stop and send" cancels the running
-// turn and sends (whenBusy interrupt).
+// turn and sends (whenBusy interrupt). A person's approval request has no
+// model turn to stop: while it waits, its card's Confirm and Deny (or the
+// requester's Withdraw) are the choices, not a cancel.
 
 import { h, uid } from '../dom.js';
 
@@ -51,14 +53,15 @@ export class Composer {
   setBusy(busy) { this.sendBtn.disabled = busy; this.stopSendBtn.disabled = busy; }
 
   /**
-   * @param {{running: boolean, archived: boolean, denied?: string, awaiting?: boolean}} s
+   * @param {{running: boolean, archived: boolean, denied?: string, awaiting?: boolean, request?: boolean}} s
    * denied: why the signed-in principal may not send at all (its role); awaiting: the running turn
-   * waits for a decision on its proposal.
+   * waits for a decision on its proposal; request: that proposal is a person's approval request.
    */
   update(s) {
     this.running = s.running;
-    this.cancelBtn.hidden = !s.running;
-    this.stopSendBtn.hidden = !s.running || !!s.denied;
+    const request = !!s.awaiting && !!s.request;
+    this.cancelBtn.hidden = !s.running || request;
+    this.stopSendBtn.hidden = !s.running || !!s.denied || request;
     this.sendBtn.disabled = this.stopSendBtn.disabled = s.archived || !!s.denied;
     this.sendBtn.textContent = s.running ? 'Send after this' : 'Send';
     this.sendBtn.dataset.whenBusy = s.running ? 'enqueue' : '';
@@ -72,6 +75,7 @@ export class Composer {
     } else if (s.archived) this.input.placeholder = 'This conversation is archived: read-only. Unarchive it to continue.';
     // One turn runs at a time per conversation: a message sent meanwhile
     // waits behind it, or stops it.
+    else if (request) this.input.placeholder = 'An approval request above waits for a decision: confirm or deny it on its card. A message sent now runs after it is decided.';
     else if (s.awaiting) this.input.placeholder = 'A proposal above waits for a decision. A message sent now runs after it is decided; Stop and send drops the proposal.';
     else this.input.placeholder = s.running ? 'A turn is running… a message sent now runs after it; Stop and send cancels it.' : PLACEHOLDER;
     this.cancelBtn.textContent = s.awaiting ? 'Cancel turn and proposal' : 'Cancel turn';

@@ -457,7 +457,10 @@ export class Dock {
     const running = !!this.activeRequestId;
     const v = this.cockpit.may('converse');
     const awaiting = running && !!this.progress.p && this.progress.p.state === 'awaiting_confirmation';
-    this.composer.update({ running, archived, denied: v.allowed ? '' : v.reason, awaiting });
+    // A person's approval request: no model turn to stop while it waits.
+    const request = awaiting && [...this.transcript.proposals.values()].some((c) => c.request && !c.final && c.requestId === this.activeRequestId);
+    this.composer.update({ running, archived, denied: v.allowed ? '' : v.reason, awaiting, request });
+    this.progress.setRequest(request);
     this.list.sync();
     this.root.classList.toggle('turn-running', running);
   }

@@ -12,13 +12,14 @@ import { h } from '../dom.js';
  */
 
 /**
- * What a turn's progress says to a person at time now (Unix seconds).
- * @param {TurnProgress | null | undefined} p @param {number} now
+ * What a turn's progress says to a person at time now (Unix seconds);
+ * request: the proposal it waits on is a person's approval request.
+ * @param {TurnProgress | null | undefined} p @param {number} now @param {boolean} [request]
  * @returns {string}
  */
-export function progressText(p, now) {
+export function progressText(p, now, request = false) {
   if (!p) return '';
-  const text = stateText(p, now);
+  const text = request && p.state === 'awaiting_confirmation' ? 'Waiting for a decision on the approval request' : stateText(p, now);
   const n = (p.waiting || []).length;
   if (!n) return text;
   const line = `then ${n === 1 ? '1 message waits' : `${n} messages wait`}: “${(p.waiting || [])[0].preview}”${n > 1 ? ' first' : ''}`;
@@ -69,6 +70,8 @@ export class ProgressLine {
   constructor(o) {
     this.o = o;
     /** @type {TurnProgress | null} */ this.p = null;
+    /** the proposal waited on is a person's approval request */
+    this.request = false;
     this.timer = /** @type {any} */ (null);
     this.el = h('p', { class: 'turn-progress muted small', 'data-progress': '', hidden: true });
   }
@@ -83,7 +86,14 @@ export class ProgressLine {
     // Counting: a retry's seconds down, a queued turn's wait up.
     if (this.p && ['retrying', 'database_unavailable', 'queued'].includes(this.p.state)) this.timer = setInterval(() => this.render(), 1000);
     // A change of state is announced once; the countdown is not.
-    if (this.p && this.p.state !== before && this.p.state !== 'working') this.o.announce(progressText(this.p, Date.now() / 1000));
+    if (this.p && this.p.state !== before && this.p.state !== 'working') this.o.announce(progressText(this.p, Date.now() / 1000, this.request));
+  }
+
+  /** Says whether the proposal waited on is an approval request. @param {boolean} request */
+  setRequest(request) {
+    if (request === this.request) return;
+    this.request = request;
+    this.render();
   }
 
   /** Clears the line when the turn it shows ended. @param {string} requestId */
@@ -92,7 +102,7 @@ export class ProgressLine {
   }
 
   render() {
-    const text = progressText(this.p, Date.now() / 1000);
+    const text = progressText(this.p, Date.now() / 1000, this.request);
     this.el.hidden = !text;
     this.el.textContent = text;
     this.el.dataset.progress = this.p ? this.p.state : '';

@@ -5,7 +5,10 @@
 // countdown. An irreversible proposal enables Confirm only once the
 // target's name is typed. Confirm sends the command hash and target version
 // the card shows; the result replaces the buttons. There is no auto-confirm.
-// A result that changed nothing says so, never "Succeeded".
+// A result that changed nothing says so, never "Succeeded". A person's
+// approval request (origin "request") was asked for directly, not proposed
+// in a model's turn: its card says who asked, and its requester's Deny
+// withdraws it.
 
 import { h, replace, icon } from '../dom.js';
 import { ApiError } from '../api.js';
@@ -64,13 +67,17 @@ function targetText(p) {
 
 export class ProposalCard {
   /**
-   * @param {{client: OperatorClient, conversationId: string, proposal: CommandProposal, onResult?: (status: string) => void, onAmend?: (card: ProposalCard) => void, historical?: string, me?: () => Me | null}} o
+   * @param {{client: OperatorClient, conversationId: string, requestId?: string, proposal: CommandProposal, onResult?: (status: string) => void, onAmend?: (card: ProposalCard) => void, historical?: string, me?: () => Me | null}} o
    * onAmend adds "Edit arguments" (dock/amend.js); historical, a reason, shows the card without actions (a fork's copy);
    * me is who is signed in: the controls it may not use are disabled with the reason.
    */
   constructor(o) {
     this.o = o;
     this.p = o.proposal;
+    /** the turn that proposed it */
+    this.requestId = o.requestId || '';
+    /** a person asked for it directly: no model turn proposed it */
+    this.request = this.p.origin === 'request';
     /** @type {string} */
     this.state = 'required';
     this.final = false;
@@ -110,7 +117,7 @@ export class ProposalCard {
     }
     const impact = p.impact && IMPACT[p.impact];
     const titleId = 'proposal-' + p.id;
-    this.el = h('article', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required' },
+    this.el = h('article', { class: ['proposal', 'risk-' + p.risk, p.impact ? 'impact-' + p.impact : ''], 'aria-labelledby': titleId, 'data-proposal': p.id, 'data-state': 'required', 'data-origin': this.request ? 'request' : 'turn' },
       h('header', { class: 'proposal-head' },
         h('span', { class: 'risk-badge', title: `Risk: ${p.risk}` }, icon(risk.icon), h('span', { text: risk.label })),
         this.countdown),
@@ -149,7 +156,7 @@ export class ProposalCard {
     if (v.submittedBy) this.submittedBy = v.submittedBy;
     if (v.decidedBy) this.decidedBy = v.decidedBy;
     const parts = [];
-    if (this.submittedBy) parts.push(`Proposed in a turn by ${actorName(this.submittedBy)}`);
+    if (this.submittedBy) parts.push(this.request ? `Approval requested by ${actorName(this.submittedBy)}` : `Proposed in a turn by ${actorName(this.submittedBy)}`);
     if (this.decidedBy) parts.push(`decided by ${actorName(this.decidedBy)}`);
     this.people.textContent = parts.length ? parts.join('; ') + '.' : '';
     if (this.submittedBy) this.el.dataset.submittedBy = this.submittedBy;
@@ -166,7 +173,11 @@ export class ProposalCard {
     const me = this.o.me ? this.o.me() : null;
     const c = mayConfirm(me, { risk: this.p.risk, impact: this.p.impact, submittedBy: this.submittedBy });
     const d = mayDeny(me);
-    const reason = decisionReason(me, { risk: this.p.risk, impact: this.p.impact, submittedBy: this.submittedBy });
+    let reason = decisionReason(me, { risk: this.p.risk, impact: this.p.impact, submittedBy: this.submittedBy });
+    // The requester's own request: theirs to withdraw, another's to confirm.
+    const mine = this.request && !!me && !!this.submittedBy && me.name === this.submittedBy;
+    if (mine && !c.allowed && c.waiting) reason = 'Waiting for another approver: you asked for this, and this kind of change needs a second person to confirm it. You can withdraw your request.';
+    this.denyBtn.textContent = mine ? 'Withdraw request' : 'Deny';
     this.el.dataset.waiting = !c.allowed && c.waiting ? 'another-approver' : '';
     this.why.hidden = !reason;
     this.why.textContent = reason;

@@ -190,7 +190,7 @@ export class Transcript {
       case 'proposal': {
         const copied = this.o.copiedThrough ? f.sequence <= this.o.copiedThrough() : false;
         const card = new ProposalCard({
-          client: this.o.client, conversationId: f.conversationId, proposal: p.proposal,
+          client: this.o.client, conversationId: f.conversationId, requestId: f.requestId, proposal: p.proposal,
           historical: copied ? 'Copied from the conversation this one was forked from: it can be decided only there.' : undefined,
           onAmend: copied ? undefined : this.o.onAmend, me: this.o.me,
         });
@@ -198,7 +198,7 @@ export class Transcript {
         if (this.lastCall) this.cardByCall.set(this.lastCall, card);
         this.row(f, 'proposal-frame', card.el);
         if (live && !copied && this.o.onProposal) this.o.onProposal(card);
-        if (live) this.o.announce(`Proposal waiting for your decision: ${p.proposal.summary}`);
+        if (live) this.o.announce(`${card.request ? 'Approval request' : 'Proposal'} waiting for a decision: ${p.proposal.summary}`);
         return;
       }
       case 'confirmation': {

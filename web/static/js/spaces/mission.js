@@ -35,7 +35,7 @@ function overview(el, ctx) {
   const active = h('section', { class: 'card', 'aria-labelledby': 'active-title' });
   const charts = h('section', { class: 'card charts', 'aria-labelledby': 'charts-title' });
   el.append(stats, charts, h('div', { class: 'columns' }, failures, active));
-  activityCharts(charts, ctx);
+  const chartsAgain = activityCharts(charts, ctx);
   const counts = () => Promise.all([ctx.app.runStats('24h'), ctx.app.runStats('7d')]).then(([day, week]) => ctx.isCurrent() && keepPlace(stats, () => replace(stats,
     statCard('Runs, last 24 hours', day.total, day.counts, day.medianDurationMs),
     statCard('Runs, last 7 days', week.total, week.counts, week.medianDurationMs))))
@@ -46,7 +46,9 @@ function overview(el, ctx) {
   replace(active, h('h2', { id: 'active-title', text: 'Running now' }), loading());
   runLists(ctx, failures, active);
   // Runs that start or end anywhere (the CLI, the dock, the scheduler, another daemon) show here.
-  ctx.onChange(['run.created', 'run.changed'], () => { counts(); runLists(ctx, failures, active); });
+  // The counts and the charts beside them are read again together: one
+  // must never say a run the other does not.
+  ctx.onChange(['run.created', 'run.changed'], () => { counts(); chartsAgain(); runLists(ctx, failures, active); });
 }
 
 /**
@@ -82,14 +84,22 @@ const STATUS_LABELS = { succeeded: 'succeeded', failed: 'failed', cancelled: 'ca
 
 /**
  * Runs over time by status (24 h by hour, 7 d by day) and the spread of run
- * durations, from insights.js.
- * @param {HTMLElement} el @param {SpaceContext} ctx
+ * durations, from insights.js; returns what reads them again (in place,
+ * the newest answer winning).
+ * @param {HTMLElement} el @param {SpaceContext} ctx @returns {() => void}
  */
 function activityCharts(el, ctx) {
   const head = h('h2', { id: 'charts-title', text: 'Activity' });
   replace(el, head, loading('Counting runs…'));
-  Promise.all([activity(ctx.app, '24h'), activity(ctx.app, '7d')]).then(([day, week]) => {
-    if (!ctx.isCurrent()) return;
+  let asked = 0;
+  const read = () => {
+    const mine = ++asked;
+    Promise.all([activity(ctx.app, '24h'), activity(ctx.app, '7d')]).then(([day, week]) => {
+      if (ctx.isCurrent() && mine === asked) keepPlace(el, () => draw(day, week));
+    }).catch((e) => ctx.isCurrent() && mine === asked && replace(el, head, errorBox(e)));
+  };
+  /** @param {Awaited<ReturnType<typeof activity>>} day @param {Awaited<ReturnType<typeof activity>>} week */
+  const draw = (day, week) => {
     const series = STATUSES.map((key) => ({ key, label: STATUS_LABELS[/** @type {keyof STATUS_LABELS} */ (key)] }));
     const columns = (/** @type {typeof day} */ a) => a.buckets.map((b) => ({ label: b.label, values: b.counts }));
     const words = (/** @type {typeof day} */ a, /** @type {string} */ span, /** @type {string} */ unit) => {
@@ -119,7 +129,9 @@ function activityCharts(el, ctx) {
           series: [{ key: 'duration', label: 'runs' }],
           columns: d.bins.map((b) => ({ label: b.label, values: { duration: b.count } })),
         })));
-  }).catch((e) => ctx.isCurrent() && replace(el, head, errorBox(e)));
+  };
+  read();
+  return read;
 }
 
 /** @param {Record<string, number>} counts */
