@@ -102,3 +102,38 @@ func readyz(ctx context.Context, base string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestProcessPostgresDownBetweenOpenAndRegister: the database goes down
+// after the daemon opened its store and before it registered its
+// instance (where a daemon that lost its lease and starts afresh may find
+// a database restarting). The daemon tries the registration again until
+// the database is back, then serves; it does not exit.
+func TestProcessPostgresDownBetweenOpenAndRegister(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.New(t)
+	srv.Exec(t, `CREATE DATABASE studio`)
+	d := spawnDaemonEnv(t, []string{pauseVariable + "=" + PauseRegister}, t.TempDir(), "--database", srv.URL("studio"), "--db-outage-budget", "2m")
+	testutil.Eventually(t, func() bool { return strings.Contains(d.Logs(), "paused at a test's pause point") },
+		"the daemon at its pause point before registering")
+	srv.Shutdown()
+	d.resume()
+	testutil.Eventually(t, func() bool {
+		return strings.Contains(d.Logs(), "StateDB unreachable while starting: trying again") || !d.running()
+	}, "the daemon tries the registration again, or exits")
+	if !d.running() {
+		t.Fatalf("the daemon exited when the database was down at its registration:\n%s", d.Logs())
+	}
+	if err := srv.StartAgain(); err != nil {
+		t.Fatal(err)
+	}
+	d.ready(t)
+	ctx := testCtx(t)
+	testutil.Eventually(t, func() bool { return readyz(ctx, d.URL) == http.StatusOK }, "/readyz answers 200 after the database came back")
+	conv := newConversation(t, ctx, d)
+	follower := follow(t, d, conv.ID, 0)
+	acc := submit(t, ctx, d, conv.ID, "hello")
+	done := follower.waitFor(t, ctx, "the turn's done frame", doneOf(acc.RequestID))
+	if outcome(done) != protocol.OutcomeCompleted {
+		t.Fatalf("the turn after the outage ended %s:\n%s", outcome(done), follower.describe())
+	}
+}

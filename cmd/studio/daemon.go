@@ -178,6 +178,23 @@ func (d *daemonParts) awaitStore(ctx context.Context, first error) (database, mi
 	return database{}, migrated{}, fmt.Errorf("%w for %s (%d attempts; --db-outage-budget): %w", errDatabaseDown, budget.Round(time.Second), attempts, err)
 }
 
+// PauseRegister is the start's pause point (STUDIO_PAUSE_AT) just before
+// the daemon registers its instance: a process test stops the database
+// there, between the store's opening and the registration.
+const PauseRegister = "start-register"
+
+// rideOut runs a start step that writes to the database, trying it again
+// while the database is briefly unreachable (restarting or failing over
+// after the store opened, or while a daemon that lost its lease starts
+// afresh), for --db-outage-budget. Every such step is safe to run again:
+// seeding finds its rows, a registration its own instance, recovery
+// rereads what is left to recover, the owner's bootstrap its principal.
+func (d *daemonParts) rideOut(ctx context.Context, step string, f func(context.Context) error) error {
+	return store.RideOut(ctx, d.o.lease.outageBudget, nil, func(wait time.Duration, err error) {
+		d.log.Warn("StateDB unreachable while starting: trying again", "step", step, "wait", wait, "err", err)
+	}, f)
+}
+
 // newApplication builds the application services over the store and the
 // default model (not started yet: startWork fails the runs a previous
 // process left behind, then runs the executor and the scheduler), seeds a
@@ -206,10 +223,12 @@ func (d *daemonParts) newApplication(ctx context.Context) error {
 	// Daemons that start together on a new database seed one at a time:
 	// the second finds the first one's rows.
 	var created bool
-	err = d.st.Exclusive(ctx, func(ctx context.Context) error {
-		var err error
-		created, err = svc.Seed(ctx)
-		return err
+	err = d.rideOut(ctx, "seed", func(ctx context.Context) error {
+		return d.st.Exclusive(ctx, func(ctx context.Context) error {
+			var err error
+			created, err = svc.Seed(ctx)
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("create starter content: %w", err)
@@ -245,9 +264,16 @@ func (d *daemonParts) startLease(ctx context.Context) error {
 		return err
 	}
 	d.ln = ln
-	d.keeper, err = lease.Start(ctx, lease.Config{
-		Store: d.st, Renew: d.o.lease.renew, Expiry: d.o.lease.expiry, Logger: d.log, Reap: d.shared, Reapers: []lease.Reaper{d.coord, d.svc},
-		Instance: store.Instance{ID: d.instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: d.build.Version},
+	if pause := pauseAt(d.log); pause != nil {
+		pause(PauseRegister)
+	}
+	err = d.rideOut(ctx, "register instance", func(ctx context.Context) error {
+		var err error
+		d.keeper, err = lease.Start(ctx, lease.Config{
+			Store: d.st, Renew: d.o.lease.renew, Expiry: d.o.lease.expiry, Logger: d.log, Reap: d.shared, Reapers: []lease.Reaper{d.coord, d.svc},
+			Instance: store.Instance{ID: d.instance, Address: "http://" + ln.Addr().String(), PID: int64(os.Getpid()), Version: d.build.Version},
+		})
+		return err
 	})
 	if err != nil {
 		ln.Close()
@@ -280,7 +306,7 @@ func (d *daemonParts) abort(err error) error {
 // startWork recovers the turns and runs a previous process left behind
 // and starts the application's executor and scheduler.
 func (d *daemonParts) startWork(ctx context.Context) error {
-	if err := d.coord.Recover(ctx); err != nil {
+	if err := d.rideOut(ctx, "recover turns", d.coord.Recover); err != nil {
 		return fmt.Errorf("recover turns: %w", err)
 	}
 	if err := d.svc.Start(ctx); err != nil {
@@ -299,7 +325,11 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	}
 	edge := &d.edge
 	edge.NotFoundPage = page.NotFound // a browser's unknown address gets the cockpit's own page
-	if _, err := httpapi.EnsureOwner(ctx, d.st, d.token, time.Now()); err != nil {
+	err = d.rideOut(ctx, "bootstrap owner", func(ctx context.Context) error {
+		_, err := httpapi.EnsureOwner(ctx, d.st, d.token, time.Now())
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if legacyToken(d.token) {
@@ -328,8 +358,9 @@ func (d *daemonParts) newHTTPServers(ctx context.Context) error {
 	agents := mcpserver.New(mcpserver.Config{Coordinator: d.coord, Tools: d.coord.Tools(), Version: readVersion().Version, Logger: d.log, Metrics: d.reg,
 		CallsPerMinute: d.o.http.mcpCallsPerMinute, CallBurst: d.o.http.mcpCallBurst})
 	edge.MCP = agents.Handler
-	edge.AGUI = func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
-		return agui.New(agui.Config{Conversations: convs, Turns: d.coord, Refuse: refuse, Logger: d.log, Heartbeat: d.o.app.heartbeat})
+	edge.AGUI = func(ds httpapi.DoorSupport) http.Handler {
+		return agui.New(agui.Config{Conversations: convs, Turns: d.coord, Refuse: ds.Refuse, AccessSignal: ds.AccessSignal, StillAllowed: ds.StillAllowed,
+			Logger: d.log, Heartbeat: d.o.app.heartbeat})
 	}
 	d.api = httpapi.New(*edge)
 	d.reg.ObserveReadiness(func() bool {

@@ -75,11 +75,27 @@ func spawnDaemon(t testing.TB, dataDir string, args ...string) *daemon {
 	return spawnDaemonOf(t, bin, dataDir, args...)
 }
 
+// spawnDaemonEnv is spawnDaemon with more environment variables
+// (NAME=value), for a test that runs in parallel with others.
+func spawnDaemonEnv(t testing.TB, env []string, dataDir string, args ...string) *daemon {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spawnDaemonOfEnv(t, bin, env, dataDir, args...)
+}
+
 // spawnDaemonOf is spawnDaemon of a given binary.
 func spawnDaemonOf(t testing.TB, bin, dataDir string, args ...string) *daemon {
 	t.Helper()
+	return spawnDaemonOfEnv(t, bin, nil, dataDir, args...)
+}
+
+func spawnDaemonOfEnv(t testing.TB, bin string, env []string, dataDir string, args ...string) *daemon {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir}, args...)...)
-	cmd.Env = append(os.Environ(), "STUDIO_TOKEN=")
+	cmd.Env = append(append(os.Environ(), "STUDIO_TOKEN="), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -55,7 +55,14 @@ type Config struct {
 	Turns         Turns
 	// Refuse writes a typed error as the daemon's API does (status, body).
 	Refuse func(http.ResponseWriter, *http.Request, error)
-	Logger *slog.Logger
+	// AccessSignal closes when a right may have been taken away (a token
+	// revoked, a principal disabled or given another role, a conversation
+	// another visibility); StillAllowed then decides the run's request
+	// again, for its credential and conversation as they are now. Without
+	// them an open run is decided once, when it starts.
+	AccessSignal func() <-chan struct{}
+	StillAllowed func(ctx context.Context, convID string, action policy.Action) error
+	Logger       *slog.Logger
 	// Heartbeat is the interval of SSE comment heartbeats on a quiet run
 	// (default 15 s); WriteTimeout bounds one write (default 30 s).
 	Heartbeat    time.Duration

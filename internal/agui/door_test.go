@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ var doorScript = script.Script{Turns: []script.Turn{
 		{Tool: ptr("navigate"), Arguments: jsontext.Value(`{"space":"mission","params":{"view":"fleet","status":"failed"}}`)},
 		{Text: ptr("I asked the cockpit to show the failed runs.")},
 	}},
+	{Match: "long", Steps: []script.Step{
+		{Text: ptr("first ")}, {SleepMs: ptr(int64(120_000))}, {Text: ptr("second")},
+	}},
 	{Match: "slow", Steps: []script.Step{
 		{Text: ptr("first ")}, {SleepMs: ptr(int64(400))}, {Text: ptr("second")},
 	}},
@@ -65,6 +69,34 @@ type harness struct {
 	coord *coordinator.Coordinator
 	convs *conversations.Service
 	srv   *httptest.Server
+	// The daemon's access changes, stood for: revoke takes every right
+	// away and fires the signal.
+	mu      sync.Mutex
+	access  chan struct{}
+	revoked bool
+}
+
+func (h *harness) accessSignal() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.access
+}
+
+func (h *harness) stillAllowed(context.Context, string, policy.Action) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.revoked {
+		return protocol.Errorf(protocol.AccessRevoked, "the stream's credential was revoked")
+	}
+	return nil
+}
+
+func (h *harness) revoke() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.revoked = true
+	close(h.access)
+	h.access = make(chan struct{})
 }
 
 // newHarness is the door on a real coordinator, SQLite file and policy;
@@ -84,7 +116,9 @@ func newHarness(t *testing.T, secondApprover ...string) *harness {
 		t.Fatal(err)
 	}
 	gate := policy.NewGate(policy.GateConfig{Engine: engine, Logger: coordtest.Logger(), Now: stack.Clock.Now})
-	door := agui.New(agui.Config{Conversations: convs, Turns: coord, Logger: coordtest.Logger()})
+	h := &harness{t: t, stack: stack, coord: coord, convs: convs, access: make(chan struct{})}
+	door := agui.New(agui.Config{Conversations: convs, Turns: coord, Logger: coordtest.Logger(),
+		AccessSignal: h.accessSignal, StillAllowed: h.stillAllowed})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := principals[r.Header.Get("X-Principal")]
 		if !ok {
@@ -97,7 +131,8 @@ func newHarness(t *testing.T, secondApprover ...string) *harness {
 		srv.Close()
 		coord.Shutdown(context.Background())
 	})
-	return &harness{t: t, stack: stack, coord: coord, convs: convs, srv: srv}
+	h.srv = srv
+	return h
 }
 
 // event is one AG-UI event as a client reads it, with its SSE id.
@@ -393,6 +428,29 @@ func TestReconnectGetsTheRestWithoutGapsOrDuplicates(t *testing.T) {
 	}
 	if rest.events[1].typ() != "TEXT_MESSAGE_START" || rest.events[1].str("messageId") != last.str("messageId") {
 		t.Fatalf("the open message is not reopened: %v", rest.events[1].fields)
+	}
+}
+
+// TestOpenRunEndsWhenItsRightGoes: a run under way is decided again when
+// a right may have been taken away (a token revoked, a role changed, a
+// conversation made private): it ends with RUN_ERROR access_revoked, and
+// nothing of the turn after that is sent.
+func TestOpenRunEndsWhenItsRightGoes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	in := runInput(uuid.NewString(), "run-1", user("u1", "long wait"))
+	a := h.post("alice", in, "", func(e event) bool {
+		if e.typ() == "TEXT_MESSAGE_CONTENT" {
+			h.revoke()
+		}
+		return e.typ() == "RUN_ERROR" || e.typ() == "RUN_FINISHED"
+	})
+	last := a.events[len(a.events)-1]
+	if last.typ() != "RUN_ERROR" || last.str("code") != string(protocol.AccessRevoked) {
+		t.Fatalf("the run after its right went ended %v (%v), want RUN_ERROR access_revoked", a.types(), last.fields)
+	}
+	if strings.Contains(text(a), "second") {
+		t.Fatalf("the run went on after its right went: %q", text(a))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -86,6 +87,7 @@ func (d *Door) stream(w http.ResponseWriter, r *http.Request, rn *run) error {
 	}
 	beat := time.NewTicker(d.cfg.Heartbeat)
 	defer beat.Stop()
+	access := d.accessSignal() // before reading: no revocation is missed
 	pos, writing := rn.after, rn.cursor <= rn.after
 	for {
 		frames, err := convs.ReadFrames(ctx, rn.convID, pos, page)
@@ -145,10 +147,24 @@ func (d *Door) stream(w http.ResponseWriter, r *http.Request, rn *run) error {
 			if !out.flush() {
 				return nil
 			}
+		case <-access:
+			access = d.accessSignal()
+			if err := d.cfg.StillAllowed(ctx, rn.convID, policy.Converse); err != nil {
+				d.fail(out, err)
+				return nil
+			}
 		case <-ctx.Done():
 			return nil
 		}
 	}
+}
+
+// accessSignal is the access change's signal, nil (never) without one.
+func (d *Door) accessSignal() <-chan struct{} {
+	if d.cfg.AccessSignal == nil || d.cfg.StillAllowed == nil {
+		return nil
+	}
+	return d.cfg.AccessSignal()
 }
 
 // history is the conversation's messages for a run that asks for its

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -111,7 +113,10 @@ func (s *Server) aguiRoutes() {
 		s.writeError(w, r, protocol.Errorf(protocol.NotFound, "this daemon serves no AG-UI endpoint"))
 	}))
 	if s.cfg.AGUI != nil {
-		h = s.cfg.AGUI(s.writeError)
+		h = s.cfg.AGUI(DoorSupport{Refuse: s.writeError, AccessSignal: s.cfg.Streams.AccessSignal,
+			StillAllowed: func(ctx context.Context, convID string, action policy.Action) error {
+				return s.stillAllowed(ctx, credentialFrom(ctx), policy.ContextFrom(ctx), convID, action)
+			}})
 	}
 	s.mux.HandleFunc("POST /api/agui", s.authed(h.ServeHTTP))
 }

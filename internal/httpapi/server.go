@@ -107,9 +107,24 @@ type Config struct {
 	// requests and checks their Origin (mcp_routes.go).
 	MCP func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler
 	// AGUI, when set, builds the handler of POST /api/agui (internal/agui)
-	// given the server's typed error writer; the server authenticates its
-	// requests, the handler asks the policy for each step.
-	AGUI func(refuse func(http.ResponseWriter, *http.Request, error)) http.Handler
+	// given what the server shares with it (DoorSupport); the server
+	// authenticates its requests, the handler asks the policy for each step.
+	AGUI func(DoorSupport) http.Handler
+}
+
+// DoorSupport is what the server shares with a door it mounts whose
+// answers stream (AG-UI): its typed error writer, and the decision a
+// stream of its own is made again with when a right may have been taken
+// away.
+type DoorSupport struct {
+	Refuse func(http.ResponseWriter, *http.Request, error)
+	// AccessSignal closes when a token was revoked, a principal disabled
+	// or given another role, or a conversation another visibility.
+	AccessSignal func() <-chan struct{}
+	// StillAllowed decides the request again for its credential as it is
+	// now and the conversation as it is now: access_revoked when action on
+	// convID is no longer allowed.
+	StillAllowed func(ctx context.Context, convID string, action policy.Action) error
 }
 
 // Server serves the HTTP API.

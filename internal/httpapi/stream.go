@@ -383,28 +383,34 @@ func (st *stream) run() {
 }
 
 // stillAllowed decides the stream again, for its credential as it is now
-// and its conversation as it is now: access_revoked when the token was
-// revoked, the principal disabled or given a role, or the conversation a
-// visibility, that no longer lets it read. A failure to decide ends it
-// too (the client reconnects and is decided afresh).
+// and its conversation as it is now (Server.stillAllowed).
 func (st *stream) stillAllowed() error {
-	s := st.s
+	return st.s.stillAllowed(st.ctx, st.cred, st.door, st.convID, st.action)
+}
+
+// stillAllowed decides a long request (a stream) again, for the credential
+// it was opened with as it is now and its conversation as it is now:
+// access_revoked when the token was revoked, the principal disabled or
+// given a role, or the conversation a visibility, that no longer lets it
+// read or do action. A failure to decide ends it too (the client
+// reconnects and is decided afresh).
+func (s *Server) stillAllowed(ctx context.Context, cred credential, door policy.Context, convID string, action policy.Action) error {
 	revoked := func(why string) error {
 		return protocol.Errorf(protocol.AccessRevoked, "%s", why)
 	}
-	who, err := s.reauthenticate(st.ctx, st.cred)
+	who, err := s.reauthenticate(ctx, cred)
 	if protocol.IsCode(err, protocol.AuthRequired) {
 		return revoked("the stream's credential was revoked")
 	}
 	if err != nil {
 		return err
 	}
-	res, err := s.cfg.Conversations.PolicyResource(st.ctx, st.convID)
+	res, err := s.cfg.Conversations.PolicyResource(ctx, convID)
 	if err != nil {
 		return err
 	}
-	ctx := s.withPolicy(policy.WithDoor(st.ctx, st.door.Door), who)
-	if policy.Ask(ctx, policy.ReadConversation, res) != nil || policy.Ask(ctx, st.action, res) != nil {
+	pctx := s.withPolicy(policy.WithDoor(ctx, door.Door), who)
+	if policy.Ask(pctx, policy.ReadConversation, res) != nil || policy.Ask(pctx, action, res) != nil {
 		return revoked("the stream's principal may no longer read this conversation")
 	}
 	return nil

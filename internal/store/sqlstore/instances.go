@@ -71,8 +71,11 @@ func (s *Store) RegisterInstance(ctx context.Context, p store.RegisterInstancePa
 	}
 	var out store.Instance
 	err := s.txn(ctx, func(tx *writeTx) error {
+		// An id is registered once; a registration tried again after its
+		// commit's answer was lost finds its own row.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_instances
-			(id, address, pid, version, started_at, heartbeat_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			(id, address, pid, version, started_at, heartbeat_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
 			in.ID, in.Address, in.PID, in.Version, ts(in.StartedAt), ts(in.HeartbeatAt), ts(in.LeaseExpiresAt)); err != nil {
 			return fmt.Errorf("register instance: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 func ExerciseInstances(t *testing.T, open func(t *testing.T) store.Store) {
 	run := subtests(t, open)
 	run("RegisterRenewStop", testInstanceLifecycle)
+	run("RegisterAgain", testInstanceRegisterAgain)
 	run("ReapExpired", testInstanceReap)
 	run("RenewRacesReap", testInstanceRenewRacesReap)
 	run("Purge", testInstancePurge)
@@ -126,6 +127,21 @@ func testInstanceLifecycle(t *testing.T, f *fixture) {
 	wantCode(t, err, protocol.Conflict)
 	_, err = f.s.RegisterInstance(f.ctx, store.RegisterInstanceParams{Instance: store.Instance{}})
 	wantCode(t, err, protocol.Validation)
+}
+
+// testInstanceRegisterAgain: a registration tried again (its first
+// commit's answer lost in an outage) finds its own instance, unchanged.
+func testInstanceRegisterAgain(t *testing.T, f *fixture) {
+	in := f.instance(time.Minute)
+	again := in
+	again.Address, again.LeaseExpiresAt = "http://127.0.0.1:9999", in.LeaseExpiresAt.Add(time.Hour)
+	got, err := f.s.RegisterInstance(f.ctx, store.RegisterInstanceParams{Instance: again})
+	if err != nil {
+		t.Fatalf("registering instance %s again: %v", in.ID, err)
+	}
+	if got.Address != in.Address || !got.LeaseExpiresAt.Equal(in.LeaseExpiresAt) {
+		t.Fatalf("registered again, the instance is %+v, want the first registration %+v", got, in)
+	}
 }
 
 func testInstanceReap(t *testing.T, f *fixture) {
