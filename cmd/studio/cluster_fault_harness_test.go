@@ -308,17 +308,25 @@ func startTurn(ctx context.Context, d *daemon, instruction string) (convID, requ
 	return conv.ID, acc.RequestID, nil
 }
 
-// mustStartTurn is startTurn that fails the test. An answer that says to
-// try again (a read past its deadline on a loaded machine: "credentials
-// could not be checked") is tried again, as a client does.
+// mustStartTurn is startTurnAgain that fails the test.
 func (c *faultCluster) mustStartTurn(ctx context.Context, d *daemon, instruction string) (convID, requestID string) {
 	c.t.Helper()
-	var err error
+	convID, requestID, err := c.startTurnAgain(ctx, d, instruction)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return convID, requestID
+}
+
+// startTurnAgain is startTurn that tries again, as a client does, when
+// the answer says to (a read past its deadline on a loaded machine:
+// "credentials could not be checked"); safe from any goroutine.
+func (c *faultCluster) startTurnAgain(ctx context.Context, d *daemon, instruction string) (convID, requestID string, err error) {
 	for {
 		convID, requestID, err = startTurn(ctx, d, instruction)
 		var pe *protocol.Error
 		if err == nil || !errors.As(err, &pe) || !pe.Retryable || ctx.Err() != nil {
-			break
+			return convID, requestID, err
 		}
 		c.t.Logf("start a turn: %v; again", err)
 		select { // a client's pause before it tries again
@@ -326,10 +334,6 @@ func (c *faultCluster) mustStartTurn(ctx context.Context, d *daemon, instruction
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return convID, requestID
 }
 
 // parked is a pending proposal whose turn waits for a human.

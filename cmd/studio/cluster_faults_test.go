@@ -327,7 +327,7 @@ func (c *faultCluster) pacedTurnsOn(ctx context.Context, n int, on func(i int) i
 	var wg sync.WaitGroup
 	for i := range n {
 		d := c.d(on(i))
-		wg.Go(func() { _, ids[i], errs[i] = startTurn(ctx, d, "zqpaced") })
+		wg.Go(func() { _, ids[i], errs[i] = c.startTurnAgain(ctx, d, "zqpaced") })
 	}
 	wg.Wait()
 	for _, err := range errs {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,6 +99,13 @@ func newCluster(tb testing.TB, n int, args ...string) *cluster {
 	}
 	tb.Cleanup(func() { conn.Close(context.Background()) })
 	c.db = conn
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			for i, d := range c.ds {
+				tb.Logf("--- daemon %d (%s):\n%s", i, d.URL, tail(d.Logs(), 6000))
+			}
+		}
+	})
 	return c
 }
 
@@ -129,6 +137,37 @@ func (c *cluster) turnStatus(ctx context.Context, requestID string) string {
 		c.tb.Fatal(err)
 	}
 	return s
+}
+
+// runner waits until a turn runs and returns the daemon that owns it
+// (reading the database).
+func (c *cluster) runner(ctx context.Context, requestID string) *daemon {
+	c.tb.Helper()
+	var owner string
+	testutil.Eventually(c.tb, func() bool {
+		err := c.db.QueryRow(ctx, `SELECT COALESCE(owner_instance, '') FROM studio_operator_turns WHERE request_id = $1 AND status = 'running'`,
+			requestID).Scan(&owner)
+		return err == nil && owner != ""
+	}, "turn ", requestID, " running")
+	for _, d := range c.ds {
+		if d.instance(c.tb) == owner {
+			return d
+		}
+	}
+	c.tb.Fatalf("turn %s runs on %s, none of the cluster's daemons", requestID, owner)
+	return nil
+}
+
+// other is the first of the cluster's daemons that is none of not.
+func (c *cluster) other(not ...*daemon) *daemon {
+	c.tb.Helper()
+	for _, d := range c.ds {
+		if !slices.Contains(not, d) {
+			return d
+		}
+	}
+	c.tb.Fatal("no other daemon")
+	return nil
 }
 
 // waitStatus waits until a turn has status want (reading the database).
@@ -426,10 +465,32 @@ func TestProcessClusterStreamAndCancel(t *testing.T) {
 func TestProcessClusterKill9Failover(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 3, "--model", "script:"+writeScript(t, slowScript))
-	a, b, cc := c.ds[0], c.ds[1], c.ds[2]
 	ctx := testCtx(t)
-	convA, accA, onA := slowTurn(t, ctx, a, cc)
-	_, accB, onB := slowTurn(t, ctx, b, cc)
+	// A turn submitted to one daemon may run on another, idle one, which
+	// claimed it (a busy daemon holds no work hostage): A and B are the
+	// daemons the two turns run on, C the third.
+	convA, accA, _ := slowTurn(t, ctx, c.ds[0], c.ds[0])
+	a := c.runner(ctx, accA.RequestID)
+	var b *daemon
+	var convB protocol.Conversation
+	var accB protocol.TurnAccepted
+	for b == nil {
+		to := c.other(a)
+		conv, acc, l := slowTurn(t, ctx, to, to)
+		if d := c.runner(ctx, acc.RequestID); d != a {
+			b, convB, accB = d, conv, acc
+			break
+		}
+		// A claimed it too: cancelled, and submitted again.
+		if _, err := to.client.Cancel(ctx, conv.ID, acc.RequestID); err != nil {
+			t.Fatal(err)
+		}
+		l.waitFor(t, ctx, "the cancelled turn's done", doneOf(acc.RequestID))
+	}
+	cc := c.other(a, b)
+	onA, onB := follow(t, cc, convA.ID, 0), follow(t, cc, convB.ID, 0)
+	onA.waitFor(t, ctx, "A's turn on C", textIs("thinking"))
+	onB.waitFor(t, ctx, "B's turn on C", textIs("thinking"))
 	deadInstance := a.instance(t)
 
 	killed := time.Now()

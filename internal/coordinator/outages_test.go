@@ -210,15 +210,13 @@ func TestSharedExecutionFencedAfterTakeover(t *testing.T) {
 	}
 }
 
-// TestSharedTakeoverWithALostCommitIsNotForgotten: the commit of a
-// takeover lands but its answer is lost; the reaper reads the turn again
-// and ends it, instead of leaving it running for ever under itself.
-func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
-	t.Parallel()
+// deadDaemonsTurn is a shared engine whose store holds a running turn of
+// a dead daemon's, put there before any daemon ran (a queued one would be
+// claimed), and that turn's conversation.
+func deadDaemonsTurn(t *testing.T) (*engine, string, store.Turn) {
+	t.Helper()
 	var conv string
 	var tr store.Turn
-	// The dead daemon's running turn is in the store before any daemon
-	// runs (a queued one would be claimed).
 	e := sharedEngineAfter(t, 2, 20*time.Millisecond, func(e *engine) {
 		c, err := e.db.CreateConversation(e.ctx(), store.CreateConversationParams{ID: uuid.NewString(), Now: e.clock.Now()})
 		if err != nil {
@@ -226,7 +224,7 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 		}
 		conv = c.ID
 		e.deadInstance("dead", func() {
-			tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "lost-" + conv, Instruction: "go",
+			tr, _, err = e.db.SubmitTurn(e.ctx(), store.SubmitTurnParams{ConversationID: conv, RequestID: "orphan-" + conv, Instruction: "go",
 				ContextJSON: []byte(`{"snapshot":{"space":"mission","route":"/"}}`), ContextHash: "h", Now: e.clock.Now(), Instance: "dead"})
 			if err != nil {
 				t.Fatal(err)
@@ -236,6 +234,15 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 			}
 		})
 	})
+	return e, conv, tr
+}
+
+// TestSharedTakeoverWithALostCommitIsNotForgotten: the commit of a
+// takeover lands but its answer is lost; the reaper reads the turn again
+// and ends it, instead of leaving it running for ever under itself.
+func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
+	t.Parallel()
+	e, conv, tr := deadDaemonsTurn(t)
 	e.store.LoseCommit("AdoptTurn", 1)
 	w, err := e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{})
 	if err != nil {
@@ -245,6 +252,35 @@ func TestSharedTakeoverWithALostCommitIsNotForgotten(t *testing.T) {
 	frames := e.waitDone(conv, tr.RequestID)
 	if k := kinds(frames); !slices.Equal(k[len(k)-2:], []string{"error:service_restarted", "done:failed"}) {
 		t.Fatalf("a turn taken over with a lost commit: %v", k)
+	}
+}
+
+// TestSharedTakeoverThatLandsLateIsNotForgotten: the reaper's takeover
+// times out while its commit runs on in the database, which lands it
+// after the reaper read the turn again and found it still the dead
+// daemon's; the next look finds the turn this daemon's, and ends it,
+// instead of leaving it running for ever under a live daemon (no longer
+// orphaned work for anyone).
+func TestSharedTakeoverThatLandsLateIsNotForgotten(t *testing.T) {
+	t.Parallel()
+	e, conv, tr := deadDaemonsTurn(t)
+	late := e.store.AdoptLate()
+	w, err := e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e.coord.ReapOrphans(e.ctx(), w)
+	<-late.Reached()
+	if err := late.Land(); err != nil {
+		t.Fatal(err)
+	}
+	if w, err = e.db.OrphanedWork(e.ctx(), store.OrphanedWorkParams{}); err != nil || len(w.Turns) != 0 {
+		t.Fatalf("orphaned work after the late takeover = %+v, %v: want none (the turn is a live daemon's)", w, err)
+	}
+	_ = e.coord.ReapOrphans(e.ctx(), w) // the next look
+	frames := e.waitDone(conv, tr.RequestID)
+	if k := kinds(frames); !slices.Equal(k[len(k)-2:], []string{"error:service_restarted", "done:failed"}) {
+		t.Fatalf("a turn taken over with a late commit: %v", k)
 	}
 }
 

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -40,7 +41,12 @@ func (c *Coordinator) ReapOrphans(ctx context.Context, w store.OrphanedWork) err
 	ctx = c.holding(ctx)
 	var errs []error
 	errs = append(errs, c.recheckTakeovers(ctx))
-	for _, t := range w.Turns {
+	for i, t := range w.Turns {
+		if err := ctx.Err(); err != nil {
+			// The look's time is up: the turns not taken are still
+			// orphaned, and the next look lists them again.
+			return errors.Join(append(errs, fmt.Errorf("%d of %d orphaned turns left for the next look: %w", len(w.Turns)-i, len(w.Turns), err))...)
+		}
 		errs = append(errs, c.reapTurn(ctx, t))
 	}
 	for _, p := range w.Proposals {
@@ -94,19 +100,20 @@ func (c *Coordinator) reapTurn(ctx context.Context, t store.Turn) error {
 		Proposals: tk.proposals})
 	if err != nil && store.Transient(err) {
 		// The takeover may have committed although its answer was lost:
-		// read the turn again, now or at the next look, never forget it
-		// (an adopted turn is no longer orphaned work for anyone).
+		// read the turn again, now and at the next looks, never forget it
+		// (an adopted turn is no longer orphaned work for anyone). Not
+		// landed yet is not never: a commit whose caller gave up may
+		// still be running in the database (PostgreSQL finishes it after
+		// the connection was dropped).
+		c.rememberTakeover(t)
 		var landed bool
-		if adopted, landed, err = c.tookOver(ctx, t); err != nil {
-			c.rememberTakeover(t)
+		if adopted, landed, err = c.tookOver(ctx, t); err != nil || !landed {
 			return err
 		}
-		if !landed {
-			return nil // not taken: the next look finds it orphaned again
-		}
 	} else if err != nil {
-		return ignoreConflict(err) // another reaper took it
+		return ignoreConflict(err) // another reaper took it, or a late commit of ours did: recheckTakeovers reads which
 	}
+	c.forgetTakeover(t.RequestID) // this takeover settles any earlier one
 	c.endAdopted(adopted, t.Owner, tk)
 	return nil
 }
@@ -144,6 +151,12 @@ func (c *Coordinator) tookOver(ctx context.Context, t store.Turn) (store.Turn, b
 	return cur, cur.Owner == c.cfg.Instance && cur.Epoch > t.Epoch && !cur.Status.Terminal(), nil
 }
 
+// stillOrphaned says a turn is as the reaper saw it before its takeover:
+// the takeover did not land, or not yet.
+func stillOrphaned(cur, seen store.Turn) bool {
+	return cur.Owner == seen.Owner && cur.Epoch == seen.Epoch && !cur.Status.Terminal()
+}
+
 // rememberTakeover keeps a takeover whose outcome could not be read, for
 // the next look (recheckTakeovers).
 func (c *Coordinator) rememberTakeover(t store.Turn) {
@@ -155,8 +168,17 @@ func (c *Coordinator) rememberTakeover(t store.Turn) {
 	c.unsure[t.RequestID] = t
 }
 
+// forgetTakeover drops a remembered takeover: it was settled.
+func (c *Coordinator) forgetTakeover(requestID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.unsure, requestID)
+}
+
 // recheckTakeovers reads again the takeovers whose outcome was unknown and
-// takes over the turns that turn out to be this daemon's.
+// takes over the turns that turn out to be this daemon's. One still
+// orphaned is kept (its commit may yet land) until a takeover of it
+// settles: this daemon's next (reapTurn), or another daemon's.
 func (c *Coordinator) recheckTakeovers(ctx context.Context) error {
 	c.mu.Lock()
 	unsure := make([]store.Turn, 0, len(c.unsure))
@@ -171,18 +193,20 @@ func (c *Coordinator) recheckTakeovers(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		c.mu.Lock()
-		delete(c.unsure, t.RequestID)
-		c.mu.Unlock()
 		if !landed {
+			if !stillOrphaned(cur, t) {
+				c.forgetTakeover(t.RequestID) // ended, or taken by another daemon
+			}
 			continue
 		}
 		tk := takeover{err: protocol.Errorf(protocol.ServiceRestarted,
 			"the daemon running this turn stopped (its lease expired); the turn did not complete").With("instance", t.Owner)}
 		ps, err := c.store.ListProposals(ctx, store.ListProposalsParams{RequestID: t.RequestID, Limit: 1000})
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, err) // kept: the next look reads it all again
+			continue
 		}
+		c.forgetTakeover(t.RequestID)
 		for _, p := range ps {
 			switch {
 			case p.Status == store.ProposalExecuting && p.Owner == c.cfg.Instance:

@@ -38,6 +38,7 @@ type Store struct {
 	hit     []*Pause // reached
 	failing map[string]bool
 	lose    map[string]int       // commits whose answer is lost (LoseCommit)
+	late    *LateCommit          // a takeover that lands after its caller gave up (AdoptLate)
 	hang    map[string]chan Hung // methods whose calls hang (Hang)
 }
 
@@ -51,6 +52,48 @@ func (s *Store) LoseCommit(method string, n int) {
 		s.lose = map[string]int{}
 	}
 	s.lose[method] += n
+}
+
+// LateCommit is a takeover (AdoptTurn) whose caller was told its commit's
+// outcome is unknown, and which lands only at Land: a commit the database
+// finishes after its caller gave up on it (PostgreSQL does, once COMMIT
+// was sent).
+type LateCommit struct {
+	reached chan struct{}
+	land    func() error
+}
+
+// Reached closes when the takeover was made, and answered as unknown.
+func (l *LateCommit) Reached() <-chan struct{} { return l.reached }
+
+// Land commits the takeover now; call it after Reached.
+func (l *LateCommit) Land() error { return l.land() }
+
+// AdoptLate makes the next AdoptTurn a LateCommit.
+func (s *Store) AdoptLate() *LateCommit {
+	l := &LateCommit{reached: make(chan struct{})}
+	s.mu.Lock()
+	s.late = l
+	s.mu.Unlock()
+	return l
+}
+
+// lateAdopt takes the armed LateCommit, if any, for a takeover.
+func (s *Store) lateAdopt(p store.AdoptTurnParams) error {
+	s.mu.Lock()
+	l := s.late
+	s.late = nil
+	s.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.land = func() error {
+		_, err := s.Store.AdoptTurn(context.Background(), p)
+		return err
+	}
+	s.Faults.Add(1)
+	close(l.reached)
+	return &store.CommitUnknownError{Err: fmt.Errorf("injected late commit of AdoptTurn: %w", context.DeadlineExceeded)}
 }
 
 // lost answers a call that committed: its error when its answer is to be
@@ -243,6 +286,9 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 
 func (s *Store) AdoptTurn(ctx context.Context, p store.AdoptTurnParams) (store.Turn, error) {
 	if err := s.fault("AdoptTurn"); err != nil {
+		return store.Turn{}, err
+	}
+	if err := s.lateAdopt(p); err != nil {
 		return store.Turn{}, err
 	}
 	t, err := s.Store.AdoptTurn(ctx, p)

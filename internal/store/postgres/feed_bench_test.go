@@ -52,19 +52,7 @@ func benchFeedAcross(b *testing.B, plain bool) {
 		}
 		committed := time.Now()
 		want := fs[len(fs)-1].Sequence
-		for after < want {
-			evs, behind := sub.Next(after, nil, 10)
-			if behind {
-				b.Fatalf("behind at %d", after)
-			}
-			if len(evs) == 0 {
-				select {
-				case <-sub.Ready():
-				case <-time.After(30 * time.Second):
-					b.Fatalf("frame %d never arrived", want)
-				}
-				continue
-			}
+		if evs := readTo(b, sub, after, want); len(evs) > 0 {
 			after = evs[len(evs)-1].Sequence
 		}
 		total = append(total, time.Since(start))

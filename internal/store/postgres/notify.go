@@ -116,24 +116,22 @@ func (d dialect) NotifyFrames(ctx context.Context, tx *sql.Tx, conversationID st
 	return err
 }
 
-// NotifyFramesBatch is NotifyFrames for several conversations at once (a
-// batch of appends): one statement.
-func (d dialect) NotifyFramesBatch(ctx context.Context, tx *sql.Tx, conversationIDs []string, frames [][]store.Frame) error {
+// NotifyFramesStatement is NotifyFrames for several conversations at once
+// (a batch of appends): one statement.
+func (d dialect) NotifyFramesStatement(conversationIDs []string, frames [][]store.Frame) (string, []any) {
 	plain := make([]string, len(conversationIDs))
 	for i, id := range conversationIDs {
 		plain[i] = d.instance + " " + id
 	}
 	if d.plainNotify {
-		_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, plain)
-		return err
+		return `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, []any{channel, plain}
 	}
 	var payloads []string
 	for i, id := range conversationIDs {
 		payloads = append(payloads, framePayloads(d.instance, id, frames[i])...)
 	}
-	_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p UNION ALL SELECT pg_notify($3, q) FROM unnest($4::text[]) AS q`,
-		framesChannel, payloads, channel, plain)
-	return err
+	return `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p UNION ALL SELECT pg_notify($3, q) FROM unnest($4::text[]) AS q`,
+		[]any{framesChannel, payloads, channel, plain}
 }
 
 // onFrames handles a framesChannel notification of another process: its

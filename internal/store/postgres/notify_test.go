@@ -106,22 +106,9 @@ func TestFramesInNotifications(t *testing.T) {
 	b.Observe(&r)
 	next := func(want int64) []feed.Event {
 		t.Helper()
-		var got []feed.Event
-		for after < want {
-			evs, behind := sub.Next(after, nil, 100)
-			if behind {
-				t.Fatalf("behind at %d", after)
-			}
-			if len(evs) == 0 {
-				select {
-				case <-sub.Ready():
-				case <-time.After(testutil.Patience):
-					t.Fatalf("sequence %d never arrived (at %d)", want, after)
-				}
-				continue
-			}
-			got = append(got, evs...)
-			after = evs[len(evs)-1].Sequence
+		got := readTo(t, sub, after, want)
+		if len(got) > 0 {
+			after = got[len(got)-1].Sequence
 		}
 		return got
 	}
@@ -159,4 +146,28 @@ func TestFramesInNotifications(t *testing.T) {
 	if n := r.count(); n == 0 {
 		t.Fatal("a frame too large for a notification arrived without a read")
 	}
+}
+
+// readTo reads a subscription's events after the cursor until sequence
+// want, from the window (never behind it), waiting for each commit.
+func readTo(t testing.TB, sub *feed.Subscription, after, want int64) []feed.Event {
+	t.Helper()
+	var got []feed.Event
+	for after < want {
+		evs, behind := sub.Next(after, nil, 100)
+		if behind {
+			t.Fatalf("behind at %d", after)
+		}
+		if len(evs) == 0 {
+			select {
+			case <-sub.Ready():
+			case <-time.After(testutil.Patience):
+				t.Fatalf("sequence %d never arrived (at %d)", want, after)
+			}
+			continue
+		}
+		got = append(got, evs...)
+		after = evs[len(evs)-1].Sequence
+	}
+	return got
 }

@@ -18,6 +18,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -222,7 +223,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 	case writers < 0:
 		writers = 0
 	}
-	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance, plainNotify: opts.plainNotify},
+	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance, plainNotify: opts.plainNotify, db: db},
 		Signals: &s.signals, Control: &s.control, AppendWriters: writers})
 	// LISTEN before Open returns: no commit after it can be missed.
 	conn, err := s.connectListener(ctx)
@@ -378,8 +379,9 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 
 // dialect is PostgreSQL's part of sqlstore.
 type dialect struct {
-	instance    string // this Store's, in its notifications
-	plainNotify bool   // Options.plainNotify
+	instance    string  // this Store's, in its notifications
+	plainNotify bool    // Options.plainNotify
+	db          *sql.DB // the pool, for Pipelined
 }
 
 var _ sqlstore.Dialect = dialect{}
@@ -430,6 +432,8 @@ func (dialect) AppendQueries() sqlstore.AppendQueries {
 	return sqlstore.AppendQueries{
 		Lock: `SELECT id, active_request_id, next_sequence FROM studio_operator_conversations
 			WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C" FOR UPDATE`,
+		Instances: `SELECT id, COALESCE(reaped_at, (SELECT r.reaped_at FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id)),
+			stopped_at FROM studio_instances WHERE id = ANY($1::text[])`,
 		Owners: `SELECT request_id, owner_instance FROM studio_operator_turns WHERE request_id = ANY($1::text[])`,
 		Write: `WITH frames AS (
 				INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at)
@@ -437,6 +441,78 @@ func (dialect) AppendQueries() sqlstore.AppendQueries {
 			UPDATE studio_operator_conversations AS c SET next_sequence = v.n, updated_at = v.u
 			FROM unnest($7::text[], $8::bigint[], $9::float8[]) AS v(id, n, u) WHERE c.id = v.id`,
 	}
+}
+
+// Pipelined runs fn on a connection of the pool, whose rounds send their
+// statements in one round trip (pgx's batch: one network write, one Sync).
+// A connection left in a transaction, or broken, is discarded.
+func (d dialect) Pipelined(ctx context.Context, fn func(sqlstore.Round)) error {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ran := false
+	err = c.Raw(func(driverConn any) error {
+		sc, ok := driverConn.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("pipelined: a connection of %T", driverConn)
+		}
+		pc := sc.Conn()
+		ran = true
+		fn(func(ctx context.Context, stmts ...sqlstore.Piped) (int, error) { return round(ctx, pc, stmts) })
+		if pc.IsClosed() || pc.PgConn().TxStatus() != 'I' {
+			return driver.ErrBadConn
+		}
+		return nil
+	})
+	if ran {
+		return nil
+	}
+	return err
+}
+
+// round sends stmts in one round trip and reads their answers
+// (sqlstore.Round).
+func round(ctx context.Context, c *pgx.Conn, stmts []sqlstore.Piped) (failed int, err error) {
+	b := &pgx.Batch{}
+	for _, s := range stmts {
+		b.Queue(s.Query, s.Args...)
+	}
+	br := c.SendBatch(ctx, b)
+	// failedAt is the statement's index when the server refused it (it
+	// then skips the rest), -1 when the connection failed.
+	failedAt := func(i int, err error) (int, error) {
+		br.Close() //nolint:errcheck // the error that matters is err
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return i, err
+		}
+		return -1, err
+	}
+	for i, s := range stmts {
+		rows, err := br.Query()
+		if err != nil {
+			return failedAt(i, err)
+		}
+		for rows.Next() {
+			if s.Row == nil {
+				continue
+			}
+			if err := s.Row(rows.Scan); err != nil {
+				rows.Close()
+				return failedAt(-1, err) // the rest was sent: what ran is unknown
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return failedAt(i, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return -1, err
+	}
+	return len(stmts), nil
 }
 
 // JSON: text is cast to json explicitly.

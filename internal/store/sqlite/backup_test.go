@@ -240,25 +240,37 @@ func conversationIDs(t *testing.T, path string) []string {
 }
 
 // TestWALAutocheckpointOption: the option reaches every connection of both
-// pools (a pragma is per connection); without it SQLite's default holds.
+// pools (a pragma is per connection), the writer's as the checkpointer's
+// backstop; without it SQLite's default holds. 0 leaves no checkpointer.
 func TestWALAutocheckpointOption(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
-		opts []Option
-		want int
-	}{{nil, 1000}, {[]Option{WALAutocheckpoint(0)}, 0}, {[]Option{WALAutocheckpoint(250)}, 250}} {
+		opts           []Option
+		reader, writer int
+		checkpointer   bool
+	}{
+		{nil, 1000, backstopPages * 1000, true},
+		{[]Option{WALAutocheckpoint(0)}, 0, 0, false},
+		{[]Option{WALAutocheckpoint(250)}, 250, backstopPages * 250, true},
+	} {
 		s, err := Open(filepath.Join(t.TempDir(), "studio.db"), tc.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, db := range map[string]interface {
-			QueryRowContext(context.Context, string, ...any) *sql.Row
-		}{"writer": s.w, "reader": s.r} {
-			var got int
-			if err := db.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&got); err != nil || got != tc.want {
-				t.Errorf("%s: wal_autocheckpoint = %d, %v; want %d", name, got, err, tc.want)
+		for name, c := range map[string]struct {
+			db interface {
+				QueryRowContext(context.Context, string, ...any) *sql.Row
 			}
+			want int
+		}{"writer": {s.w, tc.writer}, "reader": {s.r, tc.reader}} {
+			var got int
+			if err := c.db.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&got); err != nil || got != c.want {
+				t.Errorf("%s: wal_autocheckpoint = %d, %v; want %d", name, got, err, c.want)
+			}
+		}
+		if got := s.cp != nil; got != tc.checkpointer {
+			t.Errorf("%v: checkpointer %v, want %v", tc.opts, got, tc.checkpointer)
 		}
 		s.Close()
 	}

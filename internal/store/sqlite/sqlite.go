@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,15 +36,12 @@ func Migrations() ([]store.Migration, error) { return store.LoadMigrations(migra
 type Store struct {
 	*sqlstore.Store
 	path string
-	w    *sql.DB // one connection: every write transaction
-	r    *sql.DB // reader pool
+	w    *sql.DB       // one connection: every write transaction
+	r    *sql.DB       // reader pool
+	cp   *checkpointer // nil: checkpoints are the writer's (or another tool's)
 }
 
 var _ store.Store = (*Store)(nil)
-
-// WriterCacheKiB bounds the writer connection's page cache (SQLite's
-// default is 2 000 KiB per connection, which the readers keep).
-const WriterCacheKiB = 32 << 10
 
 // Option changes how Open sets up the connections.
 type Option func(*options)
@@ -52,12 +50,12 @@ type options struct {
 	autocheckpoint *int
 }
 
-// WALAutocheckpoint sets PRAGMA wal_autocheckpoint on every connection:
-// after a commit that leaves at least pages pages in the WAL, SQLite
-// copies them into the database file (a PASSIVE checkpoint). 0 turns
-// that off, leaving checkpoints to a replication tool such as Litestream,
-// which checkpoints under its own lock. Without the option SQLite's
-// default (1000 pages) applies.
+// WALAutocheckpoint sets the writer's own autocheckpoint to backstopPages
+// times pages (1000 without the option, SQLite's default): checkpoints
+// are a connection of the store's own, after commits (checkpoint.go), and
+// the writer's only when that one falls behind. 0 turns checkpoints off,
+// leaving them to a replication tool such as Litestream, which
+// checkpoints under its own lock.
 func WALAutocheckpoint(pages int) Option {
 	return func(o *options) { o.autocheckpoint = &pages }
 }
@@ -77,8 +75,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
 	}
+	pages := defaultAutocheckpoint
 	if o.autocheckpoint != nil {
-		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", max(0, *o.autocheckpoint)))
+		pages = max(0, *o.autocheckpoint)
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", pages))
 	}
 	q.Set("_txlock", "immediate")
 	// A SQLite URI: the path is escaped so that '?', '#' and '%' in a data
@@ -96,17 +96,22 @@ func Open(path string, opts ...Option) (*Store, error) {
 	// commit; durability is the WAL's. Vacuum turns it back to a file.
 	wq := url.Values{}
 	for k, v := range q {
+		if k == "_pragma" {
+			v = slices.DeleteFunc(slices.Clone(v), func(p string) bool { return strings.HasPrefix(p, "wal_autocheckpoint(") })
+		}
 		wq[k] = v
 	}
 	wq.Add("_pragma", "temp_store(MEMORY)")
-	// The writer's page cache holds the pages appends land on: with many
-	// conversations streaming, each append touches its conversation's own
-	// index leaf, and SQLite's default 2 MiB cache (500 pages) no longer
-	// holds them. Each miss was a pread and each batch spilled dirty pages
-	// to the WAL before its commit (a sixth of the writer at 1 000
-	// conversations; BenchmarkGroupCommitGrown). SQLite takes the pages
-	// as it needs them: an idle daemon does not hold the bound.
-	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -WriterCacheKiB))
+	// The writer's checkpoints are the backstop of the checkpointer's.
+	wq.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", backstopPages*pages))
+	// The writer's page cache holds what a batch changes: a batch of
+	// 1 000 appends on as many conversations changes a couple of
+	// thousand pages all over the frames' indexes, and with SQLite's
+	// default 2 MiB the writer spilled changed pages into the WAL before
+	// the commit and read others back from the file at every batch (a
+	// sixth of its time). 32 MiB cost 8 KiB frames more than it saved
+	// small ones. It grows to the limit only as pages are used.
+	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
 	wdsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: wq.Encode()}).String()
 	w, err := sql.Open("sqlite", wdsn)
 	if err != nil {
@@ -126,7 +131,39 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &Store{Store: sqlstore.New(sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, GroupCommit: true}), path: path, w: w, r: r}, nil
+	s := &Store{path: path, w: w, r: r}
+	cfg := sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, GroupCommit: true}
+	if pages > 0 {
+		c, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			w.Close()
+			r.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		c.SetMaxOpenConns(1)
+		c.SetMaxIdleConns(1)
+		c.SetConnMaxLifetime(0)
+		s.cp = newCheckpointer(c, checkpointEvery)
+		cfg.AfterCommit = s.cp.commit
+	}
+	s.Store = sqlstore.New(cfg)
+	return s, nil
+}
+
+// defaultAutocheckpoint is SQLite's default wal_autocheckpoint, in pages.
+const defaultAutocheckpoint = 1000
+
+// writerCacheKiB bounds the writer's page cache (PRAGMA cache_size).
+const writerCacheKiB = 8 << 10
+
+// Close closes the store: the checkpointer first, so that the writer,
+// the last connection to close, checkpoints the WAL and removes it.
+func (s *Store) Close() error {
+	var err error
+	if s.cp != nil {
+		err = s.cp.close()
+	}
+	return errors.Join(err, s.Store.Close())
 }
 
 // createPrivate creates an empty file at path, readable by its owner only,

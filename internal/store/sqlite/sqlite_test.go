@@ -99,8 +99,8 @@ func TestPragmas(t *testing.T) {
 	check("writer", w)
 	// The writer's cache holds the pages of many conversations' appends.
 	var cache int
-	if err := w.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&cache); err != nil || cache != -WriterCacheKiB {
-		t.Errorf("writer: cache_size = %d, %v; want %d (KiB)", cache, err, -WriterCacheKiB)
+	if err := w.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&cache); err != nil || cache != -writerCacheKiB {
+		t.Errorf("writer: cache_size = %d, %v; want %d (KiB)", cache, err, -writerCacheKiB)
 	}
 	w.Close()
 	// Hold several reader connections at once so the pool opens distinct ones.

@@ -87,11 +87,21 @@ func instanceLive(ctx context.Context, tx *writeTx, id string) error {
 	var reaped, stopped sql.NullFloat64
 	err := tx.QueryRowContext(ctx, `SELECT COALESCE(reaped_at, (SELECT r.reaped_at FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id)),
 		stopped_at FROM studio_instances WHERE id = ?`, id).Scan(&reaped, &stopped)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return store.Fenced("instance %s is not registered", id).With("instance", id)
-	case err != nil:
+	if errors.Is(err, sql.ErrNoRows) {
+		return instanceRefused(id, false, reaped, stopped)
+	}
+	if err != nil {
 		return fmt.Errorf("check fence: %w", err)
+	}
+	return instanceRefused(id, true, reaped, stopped)
+}
+
+// instanceRefused is instanceLive's answer for the instance's row as read
+// (found false: there is none): nil when the instance is live.
+func instanceRefused(id string, found bool, reaped, stopped sql.NullFloat64) error {
+	switch {
+	case !found:
+		return store.Fenced("instance %s is not registered", id).With("instance", id)
 	case reaped.Valid:
 		return store.Fenced("instance %s lost its lease: another daemon took its work over", id).With("instance", id)
 	case stopped.Valid:

@@ -231,6 +231,9 @@ func (g *group) run(batch []*job) (rest []*job) {
 		}
 		return nil
 	}
+	if g.s.afterCommit != nil {
+		g.s.afterCommit()
+	}
 	// The callers first, then the streams: both only after the commit.
 	// Every goroutine woken here queues for the processor in the order
 	// woken, and a batch of a hundred conversations wakes a thousand

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -15,25 +14,31 @@ import (
 // trips and a commit holding a pool connection; here a few writer loops
 // take every append waiting (whatever the conversation) and run them in
 // one transaction on one connection, as the merged appends of group commit
-// do (mergedappends.go): the batch's conversation rows are read and locked
-// in one statement, in the order of their ids (every batch of every daemon
-// locks in that order, so two batches never deadlock), then the turns'
-// owners in one more; each append is checked in Go, in the ordinary
-// path's order and with its errors (the fence's instance, the
-// conversation, its active turn, the turn's owner); the frames of those
-// that pass and their conversations' next sequences are written in one
-// statement, one more notifies the other processes, and one commit makes
-// it all durable before any caller is answered. (The fence's instance is
-// read after the conversations' lock, the ordinary path reads it before:
-// the later read sees at least as much.)
+// do (mergedappends.go), in two round trips: the first sends BEGIN, the
+// statement that reads and locks the batch's conversation rows (in the
+// order of their ids: every batch of every daemon locks in that order, so
+// two batches never deadlock), and after it the reads of the fenced
+// appends' instances and turns' owners; each append is then checked in
+// Go, in the ordinary path's order and with its errors (the fence's
+// instance, the conversation, its active turn, the turn's owner); the
+// second sends the statement that writes the frames of those that pass
+// and their conversations' next sequences, the one that notifies the
+// other processes, and COMMIT, which makes it all durable before any
+// caller is answered. Round trips, not statements, are what a frame waits
+// for between its append and its commit: each is a wake-up of the
+// server's backend and of this writer, and on a busy machine each may
+// wait for a processor. (The fence's instance is read after the
+// conversations' lock, the ordinary path reads it before: the later read
+// sees at least as much.)
 //
 // An append a check refuses fails alone and writes nothing. When anything
 // else goes wrong before the commit (a lock wait that times out, a
-// deadlock with an ordinary transaction, a lost connection), the batch is
-// rolled back and each of its appends runs the ordinary way, in a
+// deadlock with an ordinary transaction, a write the server refuses), the
+// batch is rolled back and each of its appends runs the ordinary way, in a
 // transaction of its own with its own retries and its own error. A commit
 // that fails fails every append of the batch, as an ordinary commit's
-// failure fails its one append.
+// failure fails its one append; so does a connection lost in the second
+// round trip, since its COMMIT may have run (a commit of unknown outcome).
 //
 // Fencing holds as on the ordinary path: the owner is read after the
 // conversation's row is locked, in a statement of its own (READ COMMITTED:
@@ -50,15 +55,36 @@ const DefaultAppendWriters = 4
 // runs it the ordinary way.
 var errAlone = errors.New("append: run alone")
 
-// BatchAppender is a Dialect whose engine takes arrays as parameters and
-// runs writes concurrently under row locks (PostgreSQL): it gives the
-// batched appends their statements, each for any number of rows, so that a
-// batch costs the same few round trips whatever its size.
+// BatchAppender is a Dialect whose engine takes arrays as parameters,
+// runs writes concurrently under row locks and pipelines statements
+// (PostgreSQL): it gives the batched appends their statements, each for
+// any number of rows, and sends several of them in one round trip, so that
+// a batch costs two round trips whatever its size.
 type BatchAppender interface {
 	AppendQueries() AppendQueries
-	// NotifyFramesBatch is FrameNotifier.NotifyFrames for each
-	// conversationIDs[i] and frames[i], in one statement.
-	NotifyFramesBatch(ctx context.Context, tx *sql.Tx, conversationIDs []string, frames [][]store.Frame) error
+	// NotifyFramesStatement is the statement that does
+	// FrameNotifier.NotifyFrames for each conversationIDs[i] and
+	// frames[i], with its arguments.
+	NotifyFramesStatement(conversationIDs []string, frames [][]store.Frame) (query string, args []any)
+	// Pipelined runs fn on a connection of the writer's pool and reports
+	// whether it could (an error: fn did not run, nothing was sent). A
+	// connection fn leaves inside a transaction is not given back to the
+	// pool.
+	Pipelined(ctx context.Context, fn func(Round)) error
+}
+
+// Round sends statements in one round trip and reads their answers in
+// order. When one fails, the server ran none after it: failed is its
+// index. When the connection fails instead, failed is -1, and which
+// statements ran is unknown.
+type Round func(ctx context.Context, stmts ...Piped) (failed int, err error)
+
+// Piped is a statement of a Round.
+type Piped struct {
+	Query string
+	Args  []any
+	// Row, when set, is called for each row of the answer with its Scan.
+	Row func(scan func(dest ...any) error) error
 }
 
 // AppendQueries are the statements of the batched appends. Each takes
@@ -68,6 +94,10 @@ type AppendQueries struct {
 	// conversations whose ids are its parameter and locks their rows for
 	// update, in the order of the ids' bytes whatever the collation.
 	Lock string
+	// Instances reads id, when reaped (its own column, or its reap's) and
+	// stopped_at of the instances whose ids are its parameter: what
+	// instanceLive reads of one.
+	Instances string
 	// Owners reads request_id and owner_instance of the turns whose
 	// request ids are its parameter.
 	Owners string
@@ -117,7 +147,8 @@ func (b *appendBatcher) runBatch(batch []*lockedJob) {
 	b.run(batch)
 }
 
-// run writes the batch in one transaction and answers every append of it.
+// run writes the batch in one transaction of two round trips and answers
+// every append of it.
 func (b *appendBatcher) run(batch []*lockedJob) {
 	live := batch[:0:0]
 	for _, j := range batch {
@@ -133,151 +164,146 @@ func (b *appendBatcher) run(batch []*lockedJob) {
 	// The batch's own context: one caller's cancellation must not take the
 	// others' transaction with it (statement_timeout bounds it).
 	ctx := context.Background()
-	sqlTx, err := b.s.writer.BeginTx(ctx, nil)
-	if err != nil {
+	if err := b.d.Pipelined(ctx, func(round Round) { b.write(ctx, round, live) }); err != nil {
+		alone(live)
+	}
+}
+
+// write runs the batch's transaction: BEGIN, the conversations' lock and
+// the reads the checks need (the instances, the turns' owners) in the
+// first round trip; the frames, their notification and COMMIT in the
+// second. Every append is answered: refused by its checks, committed,
+// failed with the commit, or handed back to run alone.
+//
+// Durability before visibility: the notification that carries the frames
+// to the other processes is sent in the transaction, and PostgreSQL
+// delivers a notification only once its transaction has committed (and
+// never when it rolls back); this process's streams get them from
+// committed, after COMMIT answered. So no stream anywhere sees a frame
+// before it is durable, though the notification travels in the same
+// round trip as the frames and the COMMIT.
+func (b *appendBatcher) write(ctx context.Context, round Round, live []*lockedJob) {
+	rollback := func() { _, _ = round(ctx, Piped{Query: "ROLLBACK"}) }
+	convs, reads := b.reads(live)
+	if _, err := round(ctx, reads...); err != nil {
+		rollback()
 		alone(live)
 		return
 	}
-	passed, err := b.write(ctx, sqlTx, live)
-	if err != nil {
-		_ = sqlTx.Rollback()
-		alone(passed)
-		return
+	passed := live[:0:0]
+	for _, j := range live {
+		// The reads left admit nothing to read (conn{}: no queries).
+		if err := admit(ctx, conn{}, j.app, convs.convs, convs.instances, convs.owners); err != nil {
+			j.finish(err) // refused: it fails alone
+			continue
+		}
+		passed = append(passed, j)
 	}
 	if len(passed) == 0 {
-		_ = sqlTx.Rollback()
+		rollback()
 		return
 	}
-	if err := sqlTx.Commit(); err != nil {
+	notifyQuery, notifyArgs := b.d.NotifyFramesStatement(notified(passed))
+	failed, err := round(ctx, Piped{Query: b.q.Write, Args: b.rows(passed, convs.convs)},
+		Piped{Query: notifyQuery, Args: notifyArgs}, Piped{Query: "COMMIT"})
+	switch {
+	case err == nil:
+		for _, j := range passed {
+			b.s.committed(&writeTx{appended: j.app.frames, touched: []string{j.app.convID}})
+			j.finish(nil)
+		}
+	case failed == 0 || failed == 1:
+		// The server refused a statement before COMMIT, so it ran no
+		// COMMIT: nothing landed, each append runs alone.
+		rollback()
+		alone(passed)
+	default:
+		// COMMIT failed, or the connection did with COMMIT sent.
 		err = fmt.Errorf("commit: %w", err)
-		if !errors.Is(err, sql.ErrTxDone) && store.Transient(err) {
+		if store.Transient(err) {
 			err = &store.CommitUnknownError{Err: err} // sent and not answered: it may have landed
 		}
 		for _, j := range passed {
 			j.finish(err)
 		}
-		return
-	}
-	for _, j := range passed {
-		b.s.committed(&writeTx{appended: j.app.frames, touched: []string{j.app.convID}})
-		j.finish(nil)
 	}
 }
 
-// write runs the batch's statements in sqlTx, up to the commit. It
-// answers the appends the checks refuse and returns the others: those to
-// commit or, with an error (the transaction is broken), to run alone.
-func (b *appendBatcher) write(ctx context.Context, sqlTx *sql.Tx, live []*lockedJob) (passed []*lockedJob, err error) {
-	c := conn{tx: sqlTx, d: b.s.d}
-	convs, err := b.lock(ctx, sqlTx, live)
-	if err != nil {
-		return live, err
-	}
-	owners, err := b.owners(ctx, sqlTx, live, convs)
-	if err != nil {
-		return live, err
-	}
-	instances := make(map[string]error)
-	passed = live[:0:0]
-	for i, j := range live {
-		err := admit(ctx, c, j.app, convs, instances, owners)
-		var pe *protocol.Error
-		switch {
-		case err == nil:
-			passed = append(passed, j)
-		case errors.As(err, &pe):
-			j.finish(err) // refused: it fails alone
-		default:
-			// A failed statement: the transaction is broken.
-			return append(passed, live[i:]...), err
-		}
-	}
-	if len(passed) == 0 {
-		return nil, nil
-	}
-	if err := b.insert(ctx, sqlTx, passed, convs); err != nil {
-		return passed, err
-	}
-	if err := b.notify(ctx, sqlTx, passed); err != nil {
-		return passed, fmt.Errorf("notify: %w", err)
-	}
-	return passed, nil
+// batchReads is what the first round trip reads for the checks.
+type batchReads struct {
+	convs     map[string]*convState
+	instances map[string]error
+	owners    map[string]sql.NullString
 }
 
-// lock reads the batch's conversations and locks their rows, in one
-// statement.
-func (b *appendBatcher) lock(ctx context.Context, sqlTx *sql.Tx, live []*lockedJob) (map[string]*convState, error) {
-	convs := make(map[string]*convState, len(live))
-	ids := make([]string, 0, len(live))
+// reads are the first round trip's statements: BEGIN, the conversations'
+// lock, then (after the lock, each in a statement of its own: READ
+// COMMITTED, they see every takeover committed before the lock was
+// granted) the fenced appends' instances and their turns' owners; and
+// what they fill in once the round trip answered. Every instance and owner
+// a check may ask for is read: one a statement finds no row for is filled
+// in as such (an unknown instance; a turn without an owner).
+func (b *appendBatcher) reads(live []*lockedJob) (*batchReads, []Piped) {
+	r := &batchReads{convs: make(map[string]*convState, len(live)), instances: make(map[string]error), owners: make(map[string]sql.NullString)}
+	var ids, instances, requests []string
 	for _, j := range live {
-		if _, ok := convs[j.app.convID]; !ok {
-			convs[j.app.convID] = &convState{}
-			ids = append(ids, j.app.convID)
+		a := j.app
+		if _, ok := r.convs[a.convID]; !ok {
+			r.convs[a.convID] = &convState{}
+			ids = append(ids, a.convID)
+		}
+		if a.instance == "" {
+			continue
+		}
+		if _, ok := r.instances[a.instance]; !ok {
+			r.instances[a.instance] = instanceRefused(a.instance, false, sql.NullFloat64{}, sql.NullFloat64{})
+			instances = append(instances, a.instance)
+		}
+		if _, ok := r.owners[a.reqID]; !ok {
+			r.owners[a.reqID] = sql.NullString{}
+			requests = append(requests, a.reqID)
 		}
 	}
-	rows, err := sqlTx.QueryContext(ctx, b.q.Lock, ids)
-	if err != nil {
-		return nil, fmt.Errorf("append frames: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	stmts := []Piped{{Query: "BEGIN"}, {Query: b.q.Lock, Args: []any{ids}, Row: func(scan func(...any) error) error {
 		var id string
 		var active sql.NullString
 		var next int64
-		if err := rows.Scan(&id, &active, &next); err != nil {
-			return nil, fmt.Errorf("append frames: %w", err)
+		if err := scan(&id, &active, &next); err != nil {
+			return fmt.Errorf("append frames: %w", err)
 		}
-		if st, ok := convs[id]; ok {
+		if st, ok := r.convs[id]; ok {
 			*st = convState{found: true, active: active, next: next, first: next}
 		}
+		return nil
+	}}}
+	if len(instances) > 0 {
+		stmts = append(stmts, Piped{Query: b.q.Instances, Args: []any{instances}, Row: func(scan func(...any) error) error {
+			var id string
+			var reaped, stopped sql.NullFloat64
+			if err := scan(&id, &reaped, &stopped); err != nil {
+				return fmt.Errorf("check fence: %w", err)
+			}
+			r.instances[id] = instanceRefused(id, true, reaped, stopped)
+			return nil
+		}})
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("append frames: %w", err)
+	if len(requests) > 0 {
+		stmts = append(stmts, Piped{Query: b.q.Owners, Args: []any{requests}, Row: func(scan func(...any) error) error {
+			var id string
+			var owner sql.NullString
+			if err := scan(&id, &owner); err != nil {
+				return fmt.Errorf("append frames: %w", err)
+			}
+			r.owners[id] = owner
+			return nil
+		}})
 	}
-	return convs, nil
+	return r, stmts
 }
 
-// owners reads, in one statement after the conversations' lock, the
-// owners of the turns the fenced appends name, where they are their
-// conversations' active turns (the owner check reads them only then);
-// checkMerged reads one it misses itself.
-func (b *appendBatcher) owners(ctx context.Context, sqlTx *sql.Tx, live []*lockedJob, convs map[string]*convState) (map[string]sql.NullString, error) {
-	owners := make(map[string]sql.NullString)
-	seen := make(map[string]bool)
-	var ids []string
-	for _, j := range live {
-		a, st := j.app, convs[j.app.convID]
-		if a.instance == "" || seen[a.reqID] || !st.found || !st.active.Valid || st.active.String != a.reqID {
-			continue
-		}
-		seen[a.reqID] = true
-		ids = append(ids, a.reqID)
-	}
-	if len(ids) == 0 {
-		return owners, nil
-	}
-	rows, err := sqlTx.QueryContext(ctx, b.q.Owners, ids)
-	if err != nil {
-		return nil, fmt.Errorf("append frames: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var owner sql.NullString
-		if err := rows.Scan(&id, &owner); err != nil {
-			return nil, fmt.Errorf("append frames: %w", err)
-		}
-		owners[id] = owner
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("append frames: %w", err)
-	}
-	return owners, nil
-}
-
-// insert writes the frames of the appends that passed and advances each
-// conversation's sequence, in one statement.
-func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*lockedJob, convs map[string]*convState) error {
+// rows are the Write statement's arguments: the frames of the appends that
+// passed, and each conversation's next sequence.
+func (b *appendBatcher) rows(passed []*lockedJob, convs map[string]*convState) []any {
 	var (
 		conv, req, typ, payload []string
 		seq                     []int64
@@ -288,7 +314,7 @@ func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*loc
 		at := ts(a.now)
 		for _, f := range a.frames {
 			conv, seq, req = append(conv, a.convID), append(seq, f.Sequence), append(req, a.reqID)
-			typ, payload, created = append(typ, string(f.Type)), append(payload, string(f.Payload)), append(created, at)
+			typ, payload, created = append(typ, string(f.Type)), append(payload, payloadText(f.Payload)), append(created, at)
 		}
 	}
 	var ids []string
@@ -299,17 +325,12 @@ func (b *appendBatcher) insert(ctx context.Context, sqlTx *sql.Tx, passed []*loc
 			ids, next, updated = append(ids, id), append(next, st.next), append(updated, ts(st.now))
 		}
 	}
-	if _, err := sqlTx.ExecContext(ctx, b.q.Write, conv, seq, req, typ, payload, created, ids, next, updated); err != nil {
-		return fmt.Errorf("append frames: %w", err)
-	}
-	return nil
+	return []any{conv, seq, req, typ, payload, created, ids, next, updated}
 }
 
-// notify tells the other processes the batch's frames, per conversation
-// in the order the batch wrote them, in one statement.
-func (b *appendBatcher) notify(ctx context.Context, sqlTx *sql.Tx, passed []*lockedJob) error {
-	var ids []string
-	var frames [][]store.Frame
+// notified are the batch's frames per conversation, in the order the
+// batch wrote them: what its notification carries.
+func notified(passed []*lockedJob) (ids []string, frames [][]store.Frame) {
 	at := make(map[string]int, len(passed))
 	for _, j := range passed {
 		a := j.app
@@ -322,7 +343,7 @@ func (b *appendBatcher) notify(ctx context.Context, sqlTx *sql.Tx, passed []*loc
 		}
 		frames[i] = append(frames[i], a.frames...)
 	}
-	return b.d.NotifyFramesBatch(ctx, sqlTx, ids, frames)
+	return ids, frames
 }
 
 // alone answers appends the batch did not write: each runs the ordinary

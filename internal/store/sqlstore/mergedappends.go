@@ -237,7 +237,7 @@ func writeMerged(ctx context.Context, c conn, passed []*appendJob, convs map[str
 	for _, a := range passed {
 		created := ts(a.now)
 		for _, f := range a.frames {
-			args = append(args, a.convID, f.Sequence, a.reqID, string(f.Type), string(f.Payload), created)
+			args = append(args, a.convID, f.Sequence, a.reqID, string(f.Type), payloadText(f.Payload), created)
 			if len(args) == frameColumns*n {
 				if _, err := c.ExecContext(ctx, frameInserts[n], args...); err != nil {
 					return fmt.Errorf("append frame: %w", err)

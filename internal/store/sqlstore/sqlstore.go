@@ -122,6 +122,10 @@ type Config struct {
 	// DefaultAppendWriters. Ignored with GroupCommit, which merges appends
 	// itself.
 	AppendWriters int
+	// AfterCommit, when set, runs on the group-commit loop after each
+	// commit of a batch: the backend's upkeep that follows the writes
+	// (SQLite's checkpoints). It must return at once.
+	AfterCommit func()
 }
 
 // Store is store.Store on database/sql.
@@ -134,6 +138,7 @@ type Store struct {
 	signals        *store.Signals
 	control        *store.Signals
 	group          *group         // nil: each write transaction commits alone
+	afterCommit    func()         // Config.AfterCommit
 	appends        *appendBatcher // nil: each append commits alone (or in group)
 	feed           *feed.Feed
 	obs            atomic.Pointer[observerBox] // Observe; nil: nobody
@@ -156,6 +161,8 @@ func New(c Config) *Store {
 		snapshot: c.Dialect.Snapshot(),
 		signals:  c.Signals,
 		control:  c.Control,
+
+		afterCommit: c.AfterCommit,
 	}
 	if s.signals == nil {
 		s.signals = new(store.Signals)
