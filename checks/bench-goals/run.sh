@@ -66,6 +66,7 @@ echo "min / median / max of $ROUNDS (files in $OUT; load averages in $OUT/load.t
 stat "daemon p99, 1000@2000/1 (ms)" tail '.latency[0].frameP99Ms'
 stat "Centrifugo p99, same run (ms)" tail '.centrifugo[0].p99Ms'
 stat "daemon p99 / Centrifugo p99 (goal <= 1.5)" tail '.centrifugo[0].studioP99Ratio'
+stat "one write+fsync p99, same run (ms; a frame's floor)" tail '.fsyncP99Ms'
 stat "fsync loop (/s)" sqlite '.fsyncPerSec'
 stat "512 KiB-per-fsync probe (MB/s)" sqlite '.diskWriteBytesPerSec / 1e6'
 stat "small frames, 100 turns / fsync loop (goal >= 5)" sqlite "$(small 100) | .ratioToFsync"

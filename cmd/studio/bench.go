@@ -20,7 +20,7 @@ func newBenchCmd(cfg *config) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure durable appends, stream latency, idle-stream memory and replay against this disk's fsync rate",
 		Long: `bench measures, on this machine:
-  - the write+fsync rate of a file in the bench directory: the physical limit;
+  - the write+fsync rate of a file in the bench directory, and one pair's p50/p99/p999: the physical limits;
   - durable frame appends/s by 1, 10, 100 and 1 000 concurrent conversations (store, group commit);
   - frame -> client latency (p50/p99/p999) and delivered frames/s over SSE: at 100, 1 000 and
     10 000 streams (10 per conversation, small frames); 100 conversations x 1 stream with 8 KiB

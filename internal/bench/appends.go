@@ -17,11 +17,12 @@ import (
 	"github.com/studio/operator/internal/store/sqlite"
 )
 
-// fsyncRate is how many write+fsync pairs a file in dir takes per second:
-// the most durable commits the disk allows one writer.
-func fsyncRate(dir string, d time.Duration) (float64, error) {
-	n, _, err := syncLoop(dir, 512, d)
-	return n, err
+// fsyncRate is how many write+fsync pairs a file in dir takes per second
+// (the most durable commits the disk allows one writer) and how long each
+// pair took: no frame is sent before its commit's fsync, so those are the
+// floor of a frame's latency.
+func fsyncRate(dir string, d time.Duration) (syncStats, error) {
+	return syncLoop(dir, 512, d)
 }
 
 // BandwidthWrite is what each fsync of the bandwidth probe carries: enough
@@ -32,39 +33,50 @@ const BandwidthWrite = 512 << 10
 // fsync carries BandwidthWrite bytes: the most a durable writer that fills
 // its commits can hope for.
 func diskBandwidth(dir string, d time.Duration) (float64, error) {
-	_, bytes, err := syncLoop(dir, BandwidthWrite, d)
-	return bytes, err
+	st, err := syncLoop(dir, BandwidthWrite, d)
+	return st.bytesPerSec, err
 }
 
 // syncLoopSpan is where syncLoop's file wraps around: the loop keeps
 // writing new blocks (as a log does) without filling the disk.
 const syncLoopSpan = 64 << 20
 
+// syncStats is what a write+fsync loop measured: pairs and bytes per
+// second, and the percentiles of one pair's time.
+type syncStats struct {
+	perSec, bytesPerSec float64
+	p50, p99, p999      float64 // ms
+}
+
 // syncLoop writes size bytes then fsyncs, in a loop for d, and returns the
-// pairs and the bytes per second.
-func syncLoop(dir string, size int, d time.Duration) (perSec, bytesPerSec float64, err error) {
+// pairs and the bytes per second, and each pair's time.
+func syncLoop(dir string, size int, d time.Duration) (syncStats, error) {
 	f, err := os.CreateTemp(dir, "fsync-*")
 	if err != nil {
-		return 0, 0, err
+		return syncStats{}, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
 	buf := bytes.Repeat([]byte{'x'}, size)
-	n, off, start := 0, int64(0), time.Now()
+	var took []time.Duration
+	off, start := int64(0), time.Now()
 	for time.Since(start) < d {
+		t := time.Now()
 		if _, err := f.WriteAt(buf, off); err != nil {
-			return 0, 0, err
+			return syncStats{}, err
 		}
 		if err := f.Sync(); err != nil {
-			return 0, 0, err
+			return syncStats{}, err
 		}
-		n++
+		took = append(took, time.Since(t))
 		if off += int64(size); off+int64(size) > syncLoopSpan {
 			off = 0
 		}
 	}
 	secs := time.Since(start).Seconds()
-	return float64(n) / secs, float64(n) * float64(size) / secs, nil
+	n := float64(len(took))
+	return syncStats{perSec: n / secs, bytesPerSec: n * float64(size) / secs,
+		p50: pctMs(took, 50), p99: pctMs(took, 99), p999: pctMs(took, 99.9)}, nil
 }
 
 // openBenchStore opens and migrates the store at path: a SQLite file, or

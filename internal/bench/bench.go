@@ -85,6 +85,11 @@ type Result struct {
 		Dir       string `json:"dir"`
 	} `json:"machine"`
 	FsyncPerSec float64 `json:"fsyncPerSec"`
+	// One write+fsync pair's time in the same loop: a frame is sent only
+	// after its commit's fsync, so these are its latency's floor.
+	FsyncP50Ms  float64 `json:"fsyncP50Ms"`
+	FsyncP99Ms  float64 `json:"fsyncP99Ms"`
+	FsyncP999Ms float64 `json:"fsyncP999Ms"`
 	// DiskBytesPerSec is the bandwidth probe: BandwidthWrite bytes per
 	// fsync, the most the disk takes from one durable writer.
 	DiskBytesPerSec float64        `json:"diskWriteBytesPerSec"`
@@ -264,8 +269,8 @@ func (r *run) limits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res.FsyncPerSec = fs
-	p.say("fsync: %.0f/s", fs)
+	res.FsyncPerSec, res.FsyncP50Ms, res.FsyncP99Ms, res.FsyncP999Ms = fs.perSec, fs.p50, fs.p99, fs.p999
+	p.say("fsync: %.0f/s; one write+fsync p50 %.2f ms, p99 %.2f ms, p999 %.2f ms", fs.perSec, fs.p50, fs.p99, fs.p999)
 
 	p.say("disk: write+fsync loop of %s per fsync", byteSize(BandwidthWrite))
 	bw, err := diskBandwidth(r.dir, min(o.Duration, 3*time.Second))

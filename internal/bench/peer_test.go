@@ -58,19 +58,24 @@ func TestPublishBatch(t *testing.T) {
 }
 
 // TestSyncLoops checks the disk probes: the bandwidth probe carries
-// BandwidthWrite bytes per fsync, and both measure something.
+// BandwidthWrite bytes per fsync, both measure something, and the fsync
+// loop times its pairs.
 func TestSyncLoops(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	perSec, bytesPerSec, err := syncLoop(dir, BandwidthWrite, 50*time.Millisecond)
-	if err != nil || perSec <= 0 {
-		t.Fatalf("syncLoop: %v, %.0f/s", err, perSec)
+	st, err := syncLoop(dir, BandwidthWrite, 50*time.Millisecond)
+	if err != nil || st.perSec <= 0 {
+		t.Fatalf("syncLoop: %v, %.0f/s", err, st.perSec)
 	}
-	if r := bytesPerSec / perSec; r != BandwidthWrite {
+	if r := st.bytesPerSec / st.perSec; r != BandwidthWrite {
 		t.Fatalf("bytes per fsync %.0f, want %d", r, BandwidthWrite)
 	}
-	if fs, err := fsyncRate(dir, 20*time.Millisecond); err != nil || fs <= 0 {
-		t.Fatalf("fsyncRate: %v, %.0f/s", err, fs)
+	fs, err := fsyncRate(dir, 20*time.Millisecond)
+	if err != nil || fs.perSec <= 0 {
+		t.Fatalf("fsyncRate: %v, %.0f/s", err, fs.perSec)
+	}
+	if !(0 < fs.p50 && fs.p50 <= fs.p99 && fs.p99 <= fs.p999) {
+		t.Fatalf("fsync percentiles p50 %v, p99 %v, p999 %v: want 0 < p50 <= p99 <= p999", fs.p50, fs.p99, fs.p999)
 	}
 }
 

@@ -24,6 +24,7 @@ func Print(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(tw, "backend (appends, daemons)\t%s\n", backend)
 	fmt.Fprintf(tw, "write+fsync loop (the limit)\t%.0f/s\n", r.FsyncPerSec)
+	fmt.Fprintf(tw, "one write+fsync (a frame's floor)\tp50 %.2f ms\tp99 %.2f ms\tp999 %.2f ms\n", r.FsyncP50Ms, r.FsyncP99Ms, r.FsyncP999Ms)
 	fmt.Fprintf(tw, "write+fsync loop, %s per fsync (the disk's bandwidth)\t%.1f MB/s\n", byteSize(BandwidthWrite), r.DiskBytesPerSec/1e6)
 	if pg := r.Postgres; pg != nil {
 		fmt.Fprintf(tw, "PostgreSQL commit loop, 1 connection (its limit)\t%.0f/s\n", pg.CommitsPerSec)

@@ -38,7 +38,10 @@ func BenchmarkGroupCommit(b *testing.B) {
 // conversations with an active turn each, one frame of text per
 // AppendFrames, b.N in all.
 func benchAppends(b *testing.B, s *Store, appenders int, text string) {
-	convs := storetest.ActiveTurns(b, s, appenders, storetest.Epoch)
+	benchAppendsOn(b, s, storetest.ActiveTurns(b, s, appenders, storetest.Epoch), text)
+}
+
+func benchAppendsOn(b *testing.B, s *Store, convs []storetest.ActiveTurn, text string) {
 	frame := []store.NewFrame{{Payload: protocol.TextPayload{Content: text, Format: "markdown", Role: "assistant"}}}
 	var batches batchCounter
 	s.Observe(&batches)
@@ -76,10 +79,10 @@ func benchAppends(b *testing.B, s *Store, appenders int, text string) {
 	}
 }
 
-// ioCounters are this process's write counters from /proc/self/io.
+// ioCounters are this process's I/O counters from /proc/self/io.
 type ioCounters struct {
-	wchar, writeBytes int64
-	ok                bool
+	wchar, writeBytes, rchar int64
+	ok                       bool
 }
 
 func procIO() ioCounters {
@@ -94,6 +97,8 @@ func procIO() ioCounters {
 		switch k {
 		case "wchar":
 			c.wchar = n
+		case "rchar":
+			c.rchar = n
 		case "write_bytes":
 			c.writeBytes, c.ok = n, true
 		}
@@ -118,4 +123,34 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkGroupCommitGrown is BenchmarkGroupCommit's 1 000 appenders on a
+// database that already holds 200 frames in every conversation, as a
+// daemon's does after a while: each append then lands on an index page of
+// its own, and the pages a batch touches outgrow a small page cache.
+func BenchmarkGroupCommitGrown(b *testing.B) {
+	s := mustOpen(b)
+	convs := storetest.ActiveTurns(b, s, 1000, storetest.Epoch)
+	fill := make([]store.NewFrame, 200)
+	for i := range fill {
+		fill[i] = store.NewFrame{Payload: protocol.TextPayload{Content: "a line of model output of ordinary length, streamed.", Format: "markdown", Role: "assistant"}}
+	}
+	var wg sync.WaitGroup
+	for _, c := range convs {
+		wg.Go(func() {
+			if _, err := s.AppendFrames(b.Context(), store.AppendFramesParams{ConversationID: c.ConversationID, RequestID: c.RequestID,
+				Frames: fill, Now: storetest.Epoch}); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	io0 := procIO()
+	benchAppendsOn(b, s, convs, "a line of model output of ordinary length, streamed.")
+	// Pages the writer's cache missed are read back (pread): what its
+	// size decides.
+	if io1 := procIO(); io1.ok && io0.ok {
+		b.ReportMetric(float64(io1.rchar-io0.rchar)/float64(b.N), "read-bytes/append")
+	}
 }

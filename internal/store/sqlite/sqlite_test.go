@@ -70,7 +70,7 @@ func TestConformance(t *testing.T) {
 
 // TestPragmas checks the settings docs/design.md §3 requires on every connection
 // of both pools: they are per connection, so one pool set up right proves
-// nothing about the other.
+// nothing about the other. The writer's page cache is its own.
 func TestPragmas(t *testing.T) {
 	t.Parallel()
 	s := mustOpen(t)
@@ -97,6 +97,11 @@ func TestPragmas(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("writer", w)
+	// The writer's cache holds the pages of many conversations' appends.
+	var cache int
+	if err := w.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&cache); err != nil || cache != -writerCacheKiB {
+		t.Errorf("writer: cache_size = %d, %v; want %d (KiB)", cache, err, -writerCacheKiB)
+	}
 	w.Close()
 	// Hold several reader connections at once so the pool opens distinct ones.
 	var conns []*sql.Conn
