@@ -383,7 +383,12 @@ func (st *stream) run() {
 }
 
 // stillAllowed decides the stream again, for its credential as it is now
-// and its conversation as it is now (Server.stillAllowed).
+// and its conversation as it is now (Server.stillAllowed). Not inlined:
+// inlined, its arguments by value widen run's frame, which every idle
+// stream's goroutine holds, and push the stacks of thousands of them past
+// their first size (docs/benchmarks.md, idle streams).
+//
+//go:noinline
 func (st *stream) stillAllowed() error {
 	return st.s.stillAllowed(st.ctx, st.cred, st.door, st.convID, st.action)
 }
