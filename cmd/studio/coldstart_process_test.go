@@ -51,13 +51,7 @@ func TestProcessPostgresColdStart(t *testing.T) {
 		t.Errorf("the log does not say the database came back:\n%s", d.Logs())
 	}
 
-	conv := newConversation(t, ctx, d)
-	follower := follow(t, d, conv.ID, 0)
-	acc := submit(t, ctx, d, conv.ID, "hello")
-	done := follower.waitFor(t, ctx, "the turn's done frame", doneOf(acc.RequestID))
-	if outcome(done) != protocol.OutcomeCompleted {
-		t.Fatalf("the turn after the cold start ended %s:\n%s", outcome(done), follower.describe())
-	}
+	turnCompletes(t, ctx, d, "the cold start")
 }
 
 // TestProcessPostgresDownPastBudgetExits: a database that stays
@@ -129,11 +123,18 @@ func TestProcessPostgresDownBetweenOpenAndRegister(t *testing.T) {
 	d.ready(t)
 	ctx := testCtx(t)
 	testutil.Eventually(t, func() bool { return readyz(ctx, d.URL) == http.StatusOK }, "/readyz answers 200 after the database came back")
+	turnCompletes(t, ctx, d, "the outage")
+}
+
+// turnCompletes runs a turn in a new conversation on d and fails unless
+// it completes.
+func turnCompletes(t *testing.T, ctx context.Context, d *daemon, after string) {
+	t.Helper()
 	conv := newConversation(t, ctx, d)
 	follower := follow(t, d, conv.ID, 0)
 	acc := submit(t, ctx, d, conv.ID, "hello")
 	done := follower.waitFor(t, ctx, "the turn's done frame", doneOf(acc.RequestID))
 	if outcome(done) != protocol.OutcomeCompleted {
-		t.Fatalf("the turn after the outage ended %s:\n%s", outcome(done), follower.describe())
+		t.Fatalf("the turn after %s ended %s:\n%s", after, outcome(done), follower.describe())
 	}
 }
