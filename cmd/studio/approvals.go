@@ -159,8 +159,11 @@ func proposalFields(w io.Writer, p protocol.ProposalState, title string, mine bo
 	if p.Target != nil {
 		kv = append(kv, "target", targetWords(p.Target, p.TargetName))
 	}
-	kv = append(kv, "conversation", p.ConversationID+" "+title, "proposed by", orWord(p.SubmittedBy, "-"),
-		"proposed", when(p.CreatedAt))
+	by, at := "proposed by", "proposed"
+	if p.Origin == protocol.ProposalOriginRequest { // a person asked for it directly: no turn proposed it
+		by, at = "requested by", "requested"
+	}
+	kv = append(kv, "conversation", p.ConversationID+" "+title, by, orWord(p.SubmittedBy, "-"), at, when(p.CreatedAt))
 	if p.Status == "pending" {
 		kv = append(kv, "expires", expiryWords(p.ExpiresAt, now))
 	}
