@@ -106,7 +106,7 @@ func TestProcessPostgresDownBetweenOpenAndRegister(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.New(t)
 	srv.Exec(t, `CREATE DATABASE studio`)
-	d := spawnDaemonEnv(t, []string{pauseVariable + "=" + PauseRegister}, t.TempDir(), "--database", srv.URL("studio"), "--db-outage-budget", "2m")
+	d := spawnDaemonEnv(t, []string{pauseVariable + "=" + pauseRegister}, t.TempDir(), "--database", srv.URL("studio"), "--db-outage-budget", "2m")
 	testutil.Eventually(t, func() bool { return strings.Contains(d.Logs(), "paused at a test's pause point") },
 		"the daemon at its pause point before registering")
 	srv.Shutdown()

@@ -178,10 +178,10 @@ func (d *daemonParts) awaitStore(ctx context.Context, first error) (database, mi
 	return database{}, migrated{}, fmt.Errorf("%w for %s (%d attempts; --db-outage-budget): %w", errDatabaseDown, budget.Round(time.Second), attempts, err)
 }
 
-// PauseRegister is the start's pause point (STUDIO_PAUSE_AT) just before
+// pauseRegister is the start's pause point (STUDIO_PAUSE_AT) just before
 // the daemon registers its instance: a process test stops the database
 // there, between the store's opening and the registration.
-const PauseRegister = "start-register"
+const pauseRegister = "start-register"
 
 // rideOut runs a start step that writes to the database, trying it again
 // while the database is briefly unreachable (restarting or failing over
@@ -265,7 +265,7 @@ func (d *daemonParts) startLease(ctx context.Context) error {
 	}
 	d.ln = ln
 	if pause := pauseAt(d.log); pause != nil {
-		pause(PauseRegister)
+		pause(pauseRegister)
 	}
 	err = d.rideOut(ctx, "register instance", func(ctx context.Context) error {
 		var err error

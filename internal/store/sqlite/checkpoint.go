@@ -10,8 +10,8 @@ import (
 // Checkpoints off the writer. With wal_autocheckpoint alone, SQLite
 // checkpoints in the connection whose commit left the WAL past the limit:
 // the writer copies the WAL into the database file and fsyncs both
-// between two batches, while every appender waits for it (a sixth of the
-// writer's time with 8 KiB frames, BenchmarkGroupCommit). Here a
+// between two batches, while every appender waits for it (measured in
+// docs/benchmarks.md, the SQLite writer's CPU per append). Here a
 // connection of its own does it after commits, at most every
 // checkpointEvery, on another core: a PASSIVE checkpoint, which waits for
 // no writer or reader and none waits for it.

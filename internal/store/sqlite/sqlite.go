@@ -108,9 +108,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	// 1 000 appends on as many conversations changes a couple of
 	// thousand pages all over the frames' indexes, and with SQLite's
 	// default 2 MiB the writer spilled changed pages into the WAL before
-	// the commit and read others back from the file at every batch (a
-	// sixth of its time). 32 MiB cost 8 KiB frames more than it saved
-	// small ones. It grows to the limit only as pages are used.
+	// the commit and read others back from the file at every batch; a
+	// larger cache cost 8 KiB frames more than it saved small ones
+	// (docs/benchmarks.md). It grows to the limit only as pages are used.
 	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
 	wdsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: wq.Encode()}).String()
 	w, err := sql.Open("sqlite", wdsn)
