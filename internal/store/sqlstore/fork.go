@@ -273,13 +273,14 @@ func copyTurns(ctx context.Context, tx *writeTx, p store.ForkConversationParams,
 			break
 		}
 	}
+	// The fork's frames are the source's from start on, renumbered from 1.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_turns
 		(request_id, conversation_id, instruction, context_json, context_hash, status, error_code,
-		 created_at, started_at, ended_at, cancel_requested_at)
+		 created_at, started_at, ended_at, cancel_requested_at, first_sequence, last_sequence)
 		SELECT m.request_id, m.conversation_id, t.instruction, t.context_json, t.context_hash, t.status, t.error_code,
-		       t.created_at, t.started_at, t.ended_at, t.cancel_requested_at
+		       t.created_at, t.started_at, t.ended_at, t.cancel_requested_at, t.first_sequence - ?, t.last_sequence - ?
 		FROM studio_operator_fork_turns m JOIN studio_operator_turns t ON t.request_id = m.source_request_id
-		WHERE m.conversation_id = ?`, p.ID); err != nil {
+		WHERE m.conversation_id = ?`, start-1, start-1, p.ID); err != nil {
 		return fmt.Errorf("fork turns: %w", err)
 	}
 	return nil

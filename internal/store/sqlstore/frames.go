@@ -216,11 +216,28 @@ func (s *Store) AppendFrames(ctx context.Context, p store.AppendFramesParams) ([
 	return frames, err
 }
 
+// turnRange is the condition that bounds a statement's frames to one
+// turn's range on the frames' primary key (conversation_id, sequence),
+// given the SQL of the turn's request id (a placeholder, or a scalar
+// subquery with its own): the frames have no index by request, and a
+// filter on request_id alone would read the conversation's whole history.
+// A turn's range runs from its first frame (none while it waits: an empty
+// range) to its done frame (the newest while it runs); an unknown turn's
+// is empty.
+func turnRange(requestID string) string {
+	return `sequence BETWEEN coalesce((SELECT first_sequence FROM studio_operator_turns WHERE request_id = ` + requestID + `), ` + maxSequence + `)
+		AND coalesce((SELECT coalesce(last_sequence, ` + maxSequence + `) FROM studio_operator_turns WHERE request_id = ` + requestID + `), 0)`
+}
+
+// maxSequence is the largest sequence either backend stores (a signed
+// 64-bit integer).
+const maxSequence = "9223372036854775807"
+
 // CountFrames implements store.FrameStore.
 func (s *Store) CountFrames(ctx context.Context, p store.CountFramesParams) (int64, error) {
 	defer s.timed("count_frames", time.Now())
-	query := `SELECT COUNT(*) FROM studio_operator_frames WHERE request_id = ? AND conversation_id = ?`
-	args := []any{p.RequestID, p.ConversationID}
+	query := `SELECT COUNT(*) FROM studio_operator_frames WHERE conversation_id = ? AND request_id = ? AND ` + turnRange("?")
+	args := []any{p.ConversationID, p.RequestID, p.RequestID, p.RequestID}
 	if p.Type != "" {
 		query += ` AND frame_type = ?`
 		args = append(args, string(p.Type))
@@ -239,8 +256,8 @@ func (s *Store) ListFrames(ctx context.Context, p store.ListFramesParams) ([]sto
 		FROM studio_operator_frames WHERE conversation_id = ? AND sequence > ?`
 	args := []any{p.ConversationID, p.AfterSequence}
 	if p.RequestID != "" {
-		query += ` AND request_id = ?`
-		args = append(args, p.RequestID)
+		query += ` AND request_id = ? AND ` + turnRange("?")
+		args = append(args, p.RequestID, p.RequestID, p.RequestID)
 	}
 	// Replay's hot path: scanning into locals of this loop keeps the row
 	// free of the allocation a scan through the scanner interface costs.

@@ -113,10 +113,12 @@ func (s *Store) SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (store
 		if err := expireEffectsOf(ctx, tx, p.ConversationID, p.Now); err != nil { // superseded by this turn
 			return err
 		}
+		// Its instruction, below, is its first frame.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO studio_operator_turns
-			(request_id, conversation_id, instruction, context_json, context_hash, status, created_at, owner_instance, submitted_by)
-			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)`,
-			p.RequestID, p.ConversationID, p.Instruction, string(p.ContextJSON), p.ContextHash, ts(p.Now), nullIfEmpty(p.Instance), emptyNull(p.SubmittedBy)); err != nil {
+			(request_id, conversation_id, instruction, context_json, context_hash, status, created_at, owner_instance, submitted_by, first_sequence)
+			VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`,
+			p.RequestID, p.ConversationID, p.Instruction, string(p.ContextJSON), p.ContextHash, ts(p.Now), nullIfEmpty(p.Instance), emptyNull(p.SubmittedBy),
+			c.NextSequence); err != nil {
 			return fmt.Errorf("insert turn: %w", err)
 		}
 		frames, err := appendFrames(ctx, tx, p.ConversationID, p.RequestID, p.Now,
@@ -151,13 +153,18 @@ func checkSeen(ctx context.Context, tx *writeTx, c store.Conversation, p store.S
 	if !p.WhenBusy.Waits() || p.ExpectedLastSequence > last {
 		return stale
 	}
-	var first sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MIN(sequence) FROM studio_operator_frames
-		WHERE conversation_id = ? AND request_id = (SELECT request_id FROM studio_operator_frames
-			WHERE conversation_id = ? ORDER BY sequence DESC LIMIT 1)`, c.ID, c.ID).Scan(&first); err != nil {
+	// The newest turn's first frame still stored, within its range.
+	var first int64
+	const newest = `(SELECT request_id FROM studio_operator_frames WHERE conversation_id = ? ORDER BY sequence DESC LIMIT 1)`
+	err := tx.QueryRowContext(ctx, `SELECT sequence FROM studio_operator_frames
+		WHERE conversation_id = ? AND request_id = `+newest+` AND `+turnRange(newest)+`
+		ORDER BY sequence LIMIT 1`, c.ID, c.ID, c.ID, c.ID).Scan(&first)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return stale
+	case err != nil:
 		return fmt.Errorf("newest turn: %w", err)
-	}
-	if !first.Valid || p.ExpectedLastSequence < first.Int64 {
+	case p.ExpectedLastSequence < first:
 		return stale
 	}
 	return nil
@@ -238,17 +245,19 @@ func promoteWaiting(ctx context.Context, tx *writeTx, convID string, now time.Ti
 	if n, _ := res.RowsAffected(); n != 1 {
 		return nil // not released (a turn that was not the active one ended)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET queue_order = NULL WHERE request_id = ?`, w.RequestID); err != nil {
-		return fmt.Errorf("promote turn: %w", err)
-	}
-	w.QueueOrder = nil
 	if err := expireEffectsOf(ctx, tx, convID, now); err != nil {
 		return err
 	}
-	if _, err := appendFrames(ctx, tx, convID, w.RequestID, now,
-		protocol.TextPayload{Content: w.Instruction, Format: "plain", Role: protocol.RoleUser}); err != nil {
+	frames, err := appendFrames(ctx, tx, convID, w.RequestID, now,
+		protocol.TextPayload{Content: w.Instruction, Format: "plain", Role: protocol.RoleUser})
+	if err != nil {
 		return err
 	}
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET queue_order = NULL, first_sequence = ? WHERE request_id = ?`,
+		frames[0].Sequence, w.RequestID); err != nil {
+		return fmt.Errorf("promote turn: %w", err)
+	}
+	w.QueueOrder = nil
 	tx.touch(convID)
 	tx.control(store.TurnKey(w.RequestID))
 	if w.CancelRequestedAt != nil {
@@ -347,8 +356,8 @@ func finishTurn(ctx context.Context, tx *writeTx, t store.Turn, status store.Tur
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = ?, error_code = ?, ended_at = ?, owner_instance = NULL, owner_epoch = owner_epoch + 1
-		WHERE request_id = ?`, status, code, ts(now), t.RequestID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE studio_operator_turns SET status = ?, error_code = ?, ended_at = ?, owner_instance = NULL, owner_epoch = owner_epoch + 1,
+		last_sequence = ? WHERE request_id = ?`, status, code, ts(now), doneSeq, t.RequestID); err != nil {
 		return nil, fmt.Errorf("finish turn: %w", err)
 	}
 	if status == store.TurnCancelled {

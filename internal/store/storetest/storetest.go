@@ -77,6 +77,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	run("AppendFrames/Concurrent", testAppendConcurrent)
 	run("ListFrames/Paging", testListFramesPaging)
 	run("CountFrames", testCountFrames)
+	run("TurnFrames/ManyTurns", testTurnFramesManyTurns)
 
 	run("FrameSignal/AppendWakesOnlyItsConversation", testSignalAppend)
 	run("FrameSignal/TurnTransitions", testSignalTurn)
