@@ -48,6 +48,8 @@ type Option func(*options)
 
 type options struct {
 	autocheckpoint *int
+	// open opens a connection pool on a DSN (tests wrap the driver).
+	open func(dsn string) (*sql.DB, error)
 }
 
 // WALAutocheckpoint sets the writer's own autocheckpoint to backstopPages
@@ -64,7 +66,7 @@ func WALAutocheckpoint(pages int) Option {
 // migrate; call Migrate. A new file is created with mode 0600; SQLite gives
 // its -wal and -shm files the database file's mode.
 func Open(path string, opts ...Option) (*Store, error) {
-	var o options
+	o := options{open: func(dsn string) (*sql.DB, error) { return sql.Open("sqlite", dsn) }}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -113,7 +115,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	// (docs/benchmarks.md). It grows to the limit only as pages are used.
 	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
 	wdsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: wq.Encode()}).String()
-	w, err := sql.Open("sqlite", wdsn)
+	w, err := o.open(wdsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -124,7 +126,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", dsn)
+	r, err := o.open(dsn)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -134,7 +136,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	s := &Store{path: path, w: w, r: r}
 	cfg := sqlstore.Config{Writer: w, Reader: r, Dialect: dialect{}, GroupCommit: true}
 	if pages > 0 {
-		c, err := sql.Open("sqlite", dsn)
+		c, err := o.open(dsn)
 		if err != nil {
 			w.Close()
 			r.Close()

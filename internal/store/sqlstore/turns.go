@@ -155,10 +155,10 @@ func checkSeen(ctx context.Context, tx *writeTx, c store.Conversation, p store.S
 	}
 	// The newest turn's first frame still stored, within its range.
 	var first int64
-	const newest = `(SELECT request_id FROM studio_operator_frames WHERE conversation_id = ? ORDER BY sequence DESC LIMIT 1)`
+	const newest = `(SELECT request_id FROM studio_operator_frames WHERE conversation_id = ? AND sequence = ?)`
 	err := tx.QueryRowContext(ctx, `SELECT sequence FROM studio_operator_frames
 		WHERE conversation_id = ? AND request_id = `+newest+` AND `+turnRange(newest)+`
-		ORDER BY sequence LIMIT 1`, c.ID, c.ID, c.ID, c.ID).Scan(&first)
+		ORDER BY sequence LIMIT 1`, c.ID, c.ID, last, c.ID, last, c.ID, last).Scan(&first)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return stale
