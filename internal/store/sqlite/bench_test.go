@@ -18,12 +18,12 @@ import (
 
 // BenchmarkGroupCommit measures durable appends (one frame per
 // AppendFrames, each acknowledged only after its fsync) by 1, 16, 256 and
-// 1 000 concurrent appenders, each with a conversation and an active turn
+// 1 000 concurrent appenders (and 100), each with a conversation and an active turn
 // of its own: the case group commit, and the merging of a batch's appends
 // into shared statements, are for. The bytes= runs append 8 KiB frames.
 func BenchmarkGroupCommit(b *testing.B) {
 	line := "a line of model output of ordinary length, streamed."
-	for _, c := range []struct{ appenders, bytes int }{{1, 0}, {16, 0}, {256, 0}, {1000, 0}, {100, 8192}} {
+	for _, c := range []struct{ appenders, bytes int }{{1, 0}, {16, 0}, {100, 0}, {256, 0}, {1000, 0}, {100, 8192}} {
 		name := fmt.Sprintf("appenders=%d", c.appenders)
 		text := line
 		if c.bytes > 0 {
@@ -69,6 +69,10 @@ func benchAppendsOn(b *testing.B, s *Store, convs []storetest.ActiveTurn, text s
 	if n := batches.n.Load(); n > 0 {
 		b.ReportMetric(float64(batches.txns.Load())/float64(n), "appends/commit")
 		b.ReportMetric(float64(b.N)/float64(n), "frames/commit")
+	}
+	// The WAL's size: its file keeps the most it ever held.
+	if fi, err := os.Stat(s.path + "-wal"); err == nil {
+		b.ReportMetric(float64(fi.Size())/(1<<20), "wal-max-MiB")
 	}
 	// Write amplification: what the process handed write(2) and what
 	// reached the block layer, per byte of frame text appended.

@@ -50,12 +50,15 @@ type options struct {
 	autocheckpoint *int
 	// open opens a connection pool on a DSN (tests wrap the driver).
 	open func(dsn string) (*sql.DB, error)
+	// checkpointEvery is the checkpointer's trickle delay (tests).
+	checkpointEvery time.Duration
 }
 
-// WALAutocheckpoint sets the writer's own autocheckpoint to backstopPages
-// times pages (1000 without the option, SQLite's default): checkpoints
-// are a connection of the store's own, after commits (checkpoint.go), and
-// the writer's only when that one falls behind. 0 turns checkpoints off,
+// WALAutocheckpoint sets the checkpoint limit, pages (1000 without the
+// option, SQLite's default): checkpoints are a connection of the store's
+// own, once runPages times pages were appended to the WAL or a second
+// after a commit (checkpoint.go), and the writer's, which start the WAL
+// over, once it holds backstopPages times pages. 0 turns checkpoints off,
 // leaving them to a replication tool such as Litestream, which
 // checkpoints under its own lock.
 func WALAutocheckpoint(pages int) Option {
@@ -66,7 +69,7 @@ func WALAutocheckpoint(pages int) Option {
 // migrate; call Migrate. A new file is created with mode 0600; SQLite gives
 // its -wal and -shm files the database file's mode.
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{open: func(dsn string) (*sql.DB, error) { return sql.Open("sqlite", dsn) }}
+	o := options{open: func(dsn string) (*sql.DB, error) { return sql.Open("sqlite", dsn) }, checkpointEvery: checkpointEvery}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -145,7 +148,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		c.SetMaxOpenConns(1)
 		c.SetMaxIdleConns(1)
 		c.SetConnMaxLifetime(0)
-		s.cp = newCheckpointer(c, checkpointEvery)
+		s.cp = newCheckpointer(c, abs, runPages*pages, o.checkpointEvery)
 		cfg.AfterCommit = s.cp.commit
 	}
 	s.Store = sqlstore.New(cfg)
