@@ -64,21 +64,21 @@ func pageSize(bytes int) []string {
 }
 
 // clusteredFrames rebuilds the frames table WITHOUT ROWID, with the same
-// columns, constraints, index and triggers.
+// columns, constraints and triggers as migration 0018's.
 const clusteredFrames = `
 CREATE TABLE studio_operator_frames_clustered (
   conversation_id   TEXT NOT NULL REFERENCES studio_operator_conversations(id),
   sequence           INTEGER NOT NULL,
-  request_id         TEXT NOT NULL REFERENCES studio_operator_turns(request_id),
+  request_id         TEXT NOT NULL,
   frame_type         TEXT NOT NULL,
   payload_json       JSON NOT NULL,
   created_at         REAL NOT NULL,
-  PRIMARY KEY(conversation_id, sequence)
+  PRIMARY KEY(conversation_id, sequence),
+  FOREIGN KEY(conversation_id, request_id) REFERENCES studio_operator_turns(conversation_id, request_id)
 ) WITHOUT ROWID;
 INSERT INTO studio_operator_frames_clustered SELECT * FROM studio_operator_frames;
 DROP TABLE studio_operator_frames;
 ALTER TABLE studio_operator_frames_clustered RENAME TO studio_operator_frames;
-CREATE INDEX idx_operator_frames_request ON studio_operator_frames(request_id, sequence);
 CREATE TRIGGER studio_operator_search_turn AFTER INSERT ON studio_operator_frames
 WHEN new.frame_type = 'done'
  AND NOT EXISTS (SELECT 1 FROM studio_operator_fork_turns WHERE request_id = new.request_id) BEGIN
@@ -93,9 +93,13 @@ WHEN new.frame_type = 'done'
                       THEN json_extract(f.payload_json, '$.content')
                       ELSE char(10) || json_extract(f.payload_json, '$.content') END AS piece
           FROM studio_operator_frames f
-          WHERE f.conversation_id = new.conversation_id AND f.request_id = new.request_id AND f.frame_type = 'text')
+          WHERE f.conversation_id = new.conversation_id
+            AND f.sequence BETWEEN coalesce((SELECT first_sequence FROM studio_operator_turns WHERE request_id = new.request_id), 0)
+                               AND new.sequence
+            AND f.request_id = new.request_id AND f.frame_type = 'text')
     LIMIT 1), '');
 END;
+
 CREATE TRIGGER studio_operator_search_turn_purged AFTER DELETE ON studio_operator_frames
 WHEN old.frame_type = 'done' BEGIN
   DELETE FROM studio_operator_search_docs WHERE conversation_id = old.conversation_id AND request_id = old.request_id;
