@@ -64,8 +64,9 @@ func pageSize(bytes int) []string {
 }
 
 // clusteredFrames rebuilds the frames table WITHOUT ROWID, with the same
-// columns, constraints and triggers as migration 0018's.
-const clusteredFrames = `
+// columns, constraints and triggers as migration 0018's (its triggers
+// read from it).
+var clusteredFrames = `
 CREATE TABLE studio_operator_frames_clustered (
   conversation_id   TEXT NOT NULL REFERENCES studio_operator_conversations(id),
   sequence           INTEGER NOT NULL,
@@ -79,28 +80,11 @@ CREATE TABLE studio_operator_frames_clustered (
 INSERT INTO studio_operator_frames_clustered SELECT * FROM studio_operator_frames;
 DROP TABLE studio_operator_frames;
 ALTER TABLE studio_operator_frames_clustered RENAME TO studio_operator_frames;
-CREATE TRIGGER studio_operator_search_turn AFTER INSERT ON studio_operator_frames
-WHEN new.frame_type = 'done'
- AND NOT EXISTS (SELECT 1 FROM studio_operator_fork_turns WHERE request_id = new.request_id) BEGIN
-  INSERT INTO studio_operator_search_docs (conversation_id, request_id, content)
-  SELECT new.conversation_id, new.request_id, coalesce((
-    SELECT group_concat(piece, '') OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    FROM (SELECT f.sequence AS seq,
-                 CASE WHEN EXISTS (SELECT 1 FROM studio_operator_frames p
-                                   WHERE p.conversation_id = f.conversation_id AND p.sequence = f.sequence - 1
-                                     AND p.request_id = f.request_id AND p.frame_type = 'text'
-                                     AND json_extract(p.payload_json, '$.role') IS json_extract(f.payload_json, '$.role'))
-                      THEN json_extract(f.payload_json, '$.content')
-                      ELSE char(10) || json_extract(f.payload_json, '$.content') END AS piece
-          FROM studio_operator_frames f
-          WHERE f.conversation_id = new.conversation_id
-            AND f.sequence BETWEEN coalesce((SELECT first_sequence FROM studio_operator_turns WHERE request_id = new.request_id), 0)
-                               AND new.sequence
-            AND f.request_id = new.request_id AND f.frame_type = 'text')
-    LIMIT 1), '');
-END;
-
-CREATE TRIGGER studio_operator_search_turn_purged AFTER DELETE ON studio_operator_frames
-WHEN old.frame_type = 'done' BEGIN
-  DELETE FROM studio_operator_search_docs WHERE conversation_id = old.conversation_id AND request_id = old.request_id;
-END;`
+` + func() string {
+	b, err := migrationFS.ReadFile("migrations/0018_turn_frame_range.sql")
+	if err != nil {
+		panic(err)
+	}
+	s := string(b)
+	return s[strings.Index(s, "CREATE TRIGGER studio_operator_search_turn AFTER INSERT"):]
+}()
