@@ -97,7 +97,7 @@ saturates.`,
 	f.StringSliceVar(&o.Latency, "latency", bench.DefaultLatencyRuns, "latency runs: STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES]; left out, PER_CONV is 10 and tokens are unpadded")
 	f.IntVar(&o.Idle, "idle", 10000, "idle streams for the memory measurement")
 	f.IntVar(&o.Replay, "replay", 100000, "frames of the replayed conversation")
-	f.DurationVar(&o.TextFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
+	f.DurationVar(&o.TextFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run (0: no token -> screen run)")
 	f.StringVar(&o.Centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, offered the same frames/s (memory engine, history on)")
 	f.StringVar(&o.CrossDaemon, "cross-daemon", bench.DefaultCrossDaemonRun, "with --database: the cross-daemon latency run (turns on one daemon, streams on a second), as a --latency run")
 	f.IntVar(&o.PeerPublishers, "centrifugo-publishers", bench.DefaultPeerPublishers, "publish calls to Centrifugo in flight at once (its publishers must not limit the comparison)")

@@ -93,8 +93,9 @@ func latencyRuns(o Options) ([]benchLatency, error) {
 		}
 		runs = append(runs, r)
 	}
-	// The token -> screen run: the first latency run's load, coalesced.
-	if len(runs) > 0 {
+	// The token -> screen run: the first latency run's load, coalesced;
+	// none with --text-flush 0.
+	if len(runs) > 0 && o.TextFlush > 0 {
 		t := runs[0]
 		t.textFlush = true
 		runs = append(runs, t)

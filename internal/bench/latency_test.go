@@ -88,3 +88,31 @@ func TestWindow(t *testing.T) {
 		t.Errorf("an empty window: %v deliveries/s, want 0", perSec)
 	}
 }
+
+// TestTokenRun: the token -> screen run repeats the first latency run
+// coalesced with --text-flush; --text-flush 0 leaves it out, so that a
+// script timing the frame runs alone does not pay for it.
+func TestTokenRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		flush  time.Duration
+		tokens int
+	}{{50 * time.Millisecond, 1}, {0, 0}} {
+		runs, err := latencyRuns(Options{Latency: []string{"1000@2000/1", "10000@2000/1"}, TextFlush: tc.flush})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tokens []benchLatency
+		for _, r := range runs {
+			if r.textFlush {
+				tokens = append(tokens, r)
+			}
+		}
+		if len(runs)-len(tokens) != 2 || len(tokens) != tc.tokens {
+			t.Errorf("--text-flush %s: %d frame runs and %d token runs, want 2 and %d", tc.flush, len(runs)-len(tokens), len(tokens), tc.tokens)
+		}
+		if len(tokens) == 1 && (tokens[0].convs != 1000 || tokens[0].perConv != 1) {
+			t.Errorf("--text-flush %s: the token run is %+v, want the first run's load", tc.flush, tokens[0])
+		}
+	}
+}
