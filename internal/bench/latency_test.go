@@ -2,8 +2,13 @@ package bench
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/studio/operator/internal/model/script"
+	"github.com/studio/operator/internal/protocol"
 )
 
 func TestParseLatencyRun(t *testing.T) {
@@ -113,6 +118,44 @@ func TestTokenRun(t *testing.T) {
 		}
 		if len(tokens) == 1 && (tokens[0].convs != 1000 || tokens[0].perConv != 1) {
 			t.Errorf("--text-flush %s: the token run is %+v, want the first run's load", tc.flush, tokens[0])
+		}
+	}
+}
+
+// TestBenchScriptCoversSubmission: a turn plays for the run's length and
+// 20 ms per conversation of the run more, so that the window (opened once
+// the last of 10 000 turns is submitted) has frames to measure however
+// long the submissions took, up to that allowance.
+func TestBenchScriptCoversSubmission(t *testing.T) {
+	t.Parallel()
+	runs, err := latencyRuns(Options{Latency: []string{"10000@2000/1", "10@100/1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "script.json")
+	const d = 75 * time.Second
+	if err := writeBenchScript(path, runs, d); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s script.Script
+	if err := protocol.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		var slept time.Duration
+		for _, st := range s.Turns[i].Steps {
+			if st.SleepMs != nil {
+				slept += time.Duration(*st.SleepMs) * time.Millisecond
+			}
+		}
+		_, ms := r.pace()
+		allowance := time.Duration(r.convs) * 20 * time.Millisecond
+		if want := d + allowance; slept <= want-time.Duration(ms)*time.Millisecond {
+			t.Errorf("run %d (%d conversations): the turn plays %s, want %s (the run's %s and %s to submit its turns)", i, r.convs, slept, want, d, allowance)
 		}
 	}
 }
