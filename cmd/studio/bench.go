@@ -53,9 +53,10 @@ conversation whose model emits FRAMES_PER_SECOND tokens per second in all, each 
 BYTES bytes of text (default: its 21-byte time stamp alone). The script steps by whole
 milliseconds; a token of 8 KiB or more is a frame of its own, smaller tokens of one step share a
 frame (the daemon coalesces for 0.2 ms), so one conversation carries at most about 1 000 small
-frames/s, each committed before the next. A run lasts --warm-up, then --duration, which alone
-is measured (turns still running then are cancelled); delivered rates fall below the offered ones when the daemon (or this machine)
-saturates.`,
+frames/s, each committed before the next. A run lasts --warm-up (on the daemon: or until its
+turns are all submitted, if that is later), then --duration, which alone is measured (turns
+still running then are cancelled); delivered rates fall below the offered ones when the daemon
+(or this machine) saturates.`,
 		Example: `  studio bench --quick
   studio bench --json --latency 1000@2000,100@20000/1x8192,100@1000/100 > run.json
   studio bench --json --conversations 1 --latency 1000@2000/1 --duration 15s --centrifugo ~/go/bin/centrifugo`,
