@@ -42,8 +42,13 @@ for i in $(seq "$ROUNDS"); do
   # window opens once every turn is submitted (10 000 turns, 32 at a time:
   # 90-200 s at load 6-15) or the warm-up is over, whichever is later, and
   # lasts --duration; the log's "every turn submitted" line says when.
+  # The daemon at its default heartbeat (15 s; Centrifugo pings every
+  # 25 s): the bench's daemon beats every second for its idle run, which
+  # at 10 000 mostly quiet streams is ~8 000 socket writes a second beside
+  # the 2 000 frames.
   run "tail10k-$i" --conversations 1 --idle 10 --replay 1000 --text-flush 0 \
-    --latency 10000@2000/1 --warm-up 60s --duration 15s --centrifugo "$CENTRIFUGO"
+    --latency 10000@2000/1 --warm-up 60s --duration 15s --centrifugo "$CENTRIFUGO" \
+    --serve-flag=--heartbeat=15s
   # SQLite: the fsync loop and the 512 KiB-per-fsync probe; small frames
   # at 100 and 1 000 turns; 8 KiB frames at 100 turns; 3 000 idle streams.
   run "sqlite-$i" --conversations 100,1000 --duration 10s --idle 3000 \
