@@ -6,13 +6,12 @@ import (
 	"iter"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // pieces is a provider that streams fixed events, then an error.
@@ -214,24 +213,15 @@ func BenchmarkTextRedactor(b *testing.B) {
 			}
 			var r model.TextRedactor
 			i := 0
-			cpu := processCPU()
+			cpu := testutil.ProcessCPU()
 			for b.Loop() {
 				r.Write(pieces[i%len(pieces)])
 				i++
 			}
 			// The machine's other work stretches ns/op; the CPU is this one's.
-			b.ReportMetric(float64(processCPU()-cpu)/float64(i), "cpu-ns/op")
+			b.ReportMetric(float64(testutil.ProcessCPU()-cpu)/float64(i), "cpu-ns/op")
 		})
 	}
-}
-
-// processCPU is the CPU time this process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // A line longer than the context a piece is redacted after, streamed piece
