@@ -40,8 +40,9 @@ for i in $(seq "$ROUNDS"); do
   # The tail at 10 000 conversations x 1 stream, 2 000 frames/s (a frame
   # every 5 s each), against Centrifugo in the same run. The daemon's
   # window opens once every turn is submitted (10 000 turns, 32 at a time:
-  # 90-200 s at load 6-15) or the warm-up is over, whichever is later, and
-  # lasts --duration; the log's "every turn submitted" line says when.
+  # ~50 s at load 3-4, 90-200 s at load 6-15) or the warm-up is over,
+  # whichever is later, and lasts --duration; the log's "every turn
+  # submitted" line says when.
   # The daemon at its default heartbeat (15 s; Centrifugo pings every
   # 25 s): the bench's daemon beats every second for its idle run, which
   # at 10 000 mostly quiet streams is ~8 000 socket writes a second beside
