@@ -14,8 +14,9 @@ import (
 // trips and a commit holding a pool connection; here a few writer loops
 // take every append waiting (whatever the conversation) and run them in
 // one transaction on one connection, as the merged appends of group commit
-// do (mergedappends.go), in one round trip when the batch's conversations
-// are as this process last left them (guarded.go), otherwise in two: the first sends BEGIN, the
+// do (mergedappends.go): in one round trip when the batch's conversations
+// are as this process's last commits left them (guarded.go), otherwise in
+// two. The first sends BEGIN, the
 // statement that reads and locks the batch's conversation rows (in the
 // order of their ids: every batch of every daemon locks in that order, so
 // two batches never deadlock), and after it the reads of the fenced
