@@ -9,7 +9,9 @@
 // across processes. Appends are batched: a few writer loops each write the
 // appends waiting (any conversations) in one such transaction, locking
 // the conversations' rows in the order of their ids (sqlstore's
-// lockedappends.go, with this dialect's AppendQueries on arrays). Commits
+// lockedappends.go, with this dialect's AppendQueries on arrays), in one
+// round trip when a guard statement finds the conversations as this
+// process expects them (sqlstore's guarded.go). Commits
 // that append frames NOTIFY the other processes,
 // with the frames when they fit (notify.go); one dedicated listening
 // connection per Store hands them to this process's streams.
