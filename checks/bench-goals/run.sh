@@ -16,10 +16,14 @@
 #             run gets a throwaway database of its own (bench writes to it).
 #             Unset: the PostgreSQL rows are skipped.
 # ROUNDS      rounds (default 3)
+# TAIL10K_ROUNDS  rounds that also run the 10 000-stream tail (default
+#             ROUNDS; each takes 3-8 minutes, most of it the 10 000 turns'
+#             submission and cancel)
 set -euo pipefail
 STUDIO=${STUDIO:-studio}
 CENTRIFUGO=${CENTRIFUGO:?set CENTRIFUGO to a Centrifugo v6 binary}
 ROUNDS=${ROUNDS:-3}
+TAIL10K_ROUNDS=${TAIL10K_ROUNDS:-$ROUNDS}
 OUT=${1:-bench-goals-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 load() { cut -d' ' -f1 /proc/loadavg; }
@@ -34,8 +38,22 @@ run() { # name, bench flags...
 for i in $(seq "$ROUNDS"); do
   # The tail: 1 000 conversations x 1 stream, 2 000 frames/s, against
   # Centrifugo offered the same in the same run.
-  run "tail-$i" --conversations 1 --idle 10 --replay 1000 \
+  # --text-flush 0: no token -> screen run (no figure below reads it).
+  run "tail-$i" --conversations 1 --idle 10 --replay 1000 --text-flush 0 \
     --latency 1000@2000/1 --warm-up 3s --duration 15s --centrifugo "$CENTRIFUGO"
+  # The tail at 10 000 conversations x 1 stream, 2 000 frames/s (a frame
+  # every 5 s each), against Centrifugo in the same run. The daemon's
+  # window opens once every turn is submitted (10 000 turns, 32 at a time:
+  # ~50 s at load 3-4, 90-200 s at load 6-15) or the warm-up is over,
+  # whichever is later, and lasts --duration; the log's "every turn
+  # submitted" line says when.
+  # The daemon at its default heartbeat (15 s; Centrifugo pings every
+  # 25 s): the bench's daemon beats every second for its idle run, which
+  # at 10 000 mostly quiet streams is ~8 000 socket writes a second beside
+  # the 2 000 frames.
+  [ "$i" -le "$TAIL10K_ROUNDS" ] && run "tail10k-$i" --conversations 1 --idle 10 --replay 1000 --text-flush 0 \
+    --latency 10000@2000/1 --warm-up 60s --duration 15s --centrifugo "$CENTRIFUGO" \
+    --serve-flag=--heartbeat=15s
   # SQLite: the fsync loop and the 512 KiB-per-fsync probe; small frames
   # at 100 and 1 000 turns; 8 KiB frames at 100 turns; 3 000 idle streams.
   run "sqlite-$i" --conversations 100,1000 --duration 10s --idle 3000 \
@@ -67,6 +85,15 @@ stat "daemon p99, 1000@2000/1 (ms)" tail '.latency[0].frameP99Ms'
 stat "Centrifugo p99, same run (ms)" tail '.centrifugo[0].p99Ms'
 stat "daemon p99 / Centrifugo p99 (goal <= 1.5)" tail '.centrifugo[0].studioP99Ratio'
 stat "one write+fsync p99, same run (ms; a frame's floor)" tail '.fsyncP99Ms'
+stat "daemon p50, 10000@2000/1 (ms)" tail10k '.latency[0].frameP50Ms'
+stat "daemon p99, 10000@2000/1 (ms)" tail10k '.latency[0].frameP99Ms'
+stat "daemon p99.9, 10000@2000/1 (ms)" tail10k '.latency[0].frameP999Ms'
+stat "daemon delivered / offered, 10000@2000/1" tail10k '.latency[0] | .deliveriesPerSec / .deliveriesPerSecOffered'
+stat "Centrifugo p50, same run (ms)" tail10k '.centrifugo[0].p50Ms'
+stat "Centrifugo p99, same run (ms)" tail10k '.centrifugo[0].p99Ms'
+stat "Centrifugo p99.9, same run (ms)" tail10k '.centrifugo[0].p999Ms'
+stat "daemon p99 / Centrifugo p99 at 10 000 (goal <= 2)" tail10k \
+  'if .latency[0].framesMeasured > 0 then .centrifugo[0].studioP99Ratio else null end'
 stat "fsync loop (/s)" sqlite '.fsyncPerSec'
 stat "512 KiB-per-fsync probe (MB/s)" sqlite '.diskWriteBytesPerSec / 1e6'
 stat "small frames, 100 turns / fsync loop (goal >= 5)" sqlite "$(small 100) | .ratioToFsync"

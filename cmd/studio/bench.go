@@ -53,9 +53,10 @@ conversation whose model emits FRAMES_PER_SECOND tokens per second in all, each 
 BYTES bytes of text (default: its 21-byte time stamp alone). The script steps by whole
 milliseconds; a token of 8 KiB or more is a frame of its own, smaller tokens of one step share a
 frame (the daemon coalesces for 0.2 ms), so one conversation carries at most about 1 000 small
-frames/s, each committed before the next. A run lasts --warm-up, then --duration, which alone
-is measured (turns still running then are cancelled); delivered rates fall below the offered ones when the daemon (or this machine)
-saturates.`,
+frames/s, each committed before the next. A run lasts --warm-up (on the daemon: or until its
+turns are all submitted, if that is later), then --duration, which alone is measured (turns
+still running then are cancelled); delivered rates fall below the offered ones when the daemon
+(or this machine) saturates.`,
 		Example: `  studio bench --quick
   studio bench --json --latency 1000@2000,100@20000/1x8192,100@1000/100 > run.json
   studio bench --json --conversations 1 --latency 1000@2000/1 --duration 15s --centrifugo ~/go/bin/centrifugo`,
@@ -97,7 +98,7 @@ saturates.`,
 	f.StringSliceVar(&o.Latency, "latency", bench.DefaultLatencyRuns, "latency runs: STREAMS@FRAMES_PER_SECOND[/PER_CONV][xBYTES]; left out, PER_CONV is 10 and tokens are unpadded")
 	f.IntVar(&o.Idle, "idle", 10000, "idle streams for the memory measurement")
 	f.IntVar(&o.Replay, "replay", 100000, "frames of the replayed conversation")
-	f.DurationVar(&o.TextFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run")
+	f.DurationVar(&o.TextFlush, "text-flush", 50*time.Millisecond, "the daemon's text coalescing interval for the token -> screen run (0: no token -> screen run)")
 	f.StringVar(&o.Centrifugo, "centrifugo", "", "a Centrifugo v6 binary: run each frame latency run against it too, offered the same frames/s (memory engine, history on)")
 	f.StringVar(&o.CrossDaemon, "cross-daemon", bench.DefaultCrossDaemonRun, "with --database: the cross-daemon latency run (turns on one daemon, streams on a second), as a --latency run")
 	f.IntVar(&o.PeerPublishers, "centrifugo-publishers", bench.DefaultPeerPublishers, "publish calls to Centrifugo in flight at once (its publishers must not limit the comparison)")

@@ -93,8 +93,9 @@ func latencyRuns(o Options) ([]benchLatency, error) {
 		}
 		runs = append(runs, r)
 	}
-	// The token -> screen run: the first latency run's load, coalesced.
-	if len(runs) > 0 {
+	// The token -> screen run: the first latency run's load, coalesced;
+	// none with --text-flush 0.
+	if len(runs) > 0 && o.TextFlush > 0 {
 		t := runs[0]
 		t.textFlush = true
 		runs = append(runs, t)
@@ -102,14 +103,24 @@ func latencyRuns(o Options) ([]benchLatency, error) {
 	return runs, nil
 }
 
+// submitAllowance is how much longer than the run's length a turn of r
+// plays: its window opens only once every turn is submitted (a few
+// commits each, 32 at a time: 2-3 ms per turn on a quiet machine, 15 ms at
+// load 15), so that a slow submission of many turns shifts the measured
+// span instead of shortening it. The bench cancels every turn at the
+// window's end.
+func (r benchLatency) submitAllowance() time.Duration {
+	return time.Duration(r.convs) * 20 * time.Millisecond
+}
+
 // writeBenchScript writes the script model's turns: turn i emits tokens
 // stamped with their time (padded to run i's size) at its share of run
-// i's rate, for d.
+// i's rate, for d and the run's submitAllowance.
 func writeBenchScript(path string, runs []benchLatency, d time.Duration) error {
 	var s script.Script
 	for i, r := range runs {
 		tokens, ms := r.pace()
-		steps := int(d / time.Duration(ms*int64(time.Millisecond)))
+		steps := int((d + r.submitAllowance()) / time.Duration(ms*int64(time.Millisecond)))
 		tok := "t" + script.EmittedAt + ";" + strings.Repeat("x", r.bytes-StampBytes)
 		// Paced: the turn offers its rate even when the machine's timers
 		// fire late (a 1 ms sleep takes 1.5-2 ms under load), as the
@@ -183,10 +194,21 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, t timi
 	if err != nil {
 		return res, err
 	}
+	// Every turn plays its script from its own start, for the run's length
+	// and its submitAllowance: all of them offer their rate from the last
+	// submission on. The submissions' burst (10 000 turns claimed) is not
+	// streaming's steady state, which the peer's figures are of: the
+	// window opens once all turns run and the warm-up is over, and is the
+	// measured duration long.
 	submitted := time.Now()
+	steady := submitted
+	if warm := start.Add(t.warmUp); steady.Before(warm) {
+		steady = warm
+	}
+	to := steady.Add(t.measure)
 	select {
 	case <-cl.ended:
-	case <-time.After(time.Until(start.Add(t.length()))):
+	case <-time.After(time.Until(to)):
 		// The run's time is up: turns a saturated daemon has not finished
 		// are cancelled (a finished one answers its state).
 		if err := inParallel(len(ids), func(j int) error {
@@ -202,17 +224,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, t timi
 		}
 	}
 	reads1, _ := d.metric(ctx, "studio_operator_stream_store_reads_total")
-	// Every turn plays its script for the run's length from its own
-	// start: all of them offer their rate from the last submission to the
-	// end of the first's. The submissions' burst (1 000 turns claimed at
-	// 10 000 streams) is not streaming's steady state, which the peer's
-	// figures are of: the latencies too are of what was sent once all
-	// turns ran, and the warm-up is over.
-	steady, to := submitted, start.Add(t.length())
-	if warm := start.Add(t.warmUp); steady.Before(warm) {
-		steady = warm
-	}
-	p.say("latency: every turn submitted %.1fs into the run; measured from %.1fs to %.1fs", submitted.Sub(start).Seconds(), steady.Sub(start).Seconds(), t.length().Seconds())
+	p.say("latency: every turn submitted %.1fs into the run; measured from %.1fs to %.1fs", submitted.Sub(start).Seconds(), steady.Sub(start).Seconds(), to.Sub(start).Seconds())
 	cr, err := cl.stop(steady, to)
 	if err != nil {
 		return res, err

@@ -2,8 +2,13 @@ package bench
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/studio/operator/internal/model/script"
+	"github.com/studio/operator/internal/protocol"
 )
 
 func TestParseLatencyRun(t *testing.T) {
@@ -86,5 +91,71 @@ func TestWindow(t *testing.T) {
 	}
 	if _, perSec := window(streams, at(10000), at(9000)); perSec != 0 {
 		t.Errorf("an empty window: %v deliveries/s, want 0", perSec)
+	}
+}
+
+// TestTokenRun: the token -> screen run repeats the first latency run
+// coalesced with --text-flush; --text-flush 0 leaves it out, so that a
+// script timing the frame runs alone does not pay for it.
+func TestTokenRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		flush  time.Duration
+		tokens int
+	}{{50 * time.Millisecond, 1}, {0, 0}} {
+		runs, err := latencyRuns(Options{Latency: []string{"1000@2000/1", "10000@2000/1"}, TextFlush: tc.flush})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tokens []benchLatency
+		for _, r := range runs {
+			if r.textFlush {
+				tokens = append(tokens, r)
+			}
+		}
+		if len(runs)-len(tokens) != 2 || len(tokens) != tc.tokens {
+			t.Errorf("--text-flush %s: %d frame runs and %d token runs, want 2 and %d", tc.flush, len(runs)-len(tokens), len(tokens), tc.tokens)
+		}
+		if len(tokens) == 1 && (tokens[0].convs != 1000 || tokens[0].perConv != 1) {
+			t.Errorf("--text-flush %s: the token run is %+v, want the first run's load", tc.flush, tokens[0])
+		}
+	}
+}
+
+// TestBenchScriptCoversSubmission: a turn plays for the run's length and
+// 20 ms per conversation of the run more, so that the window (opened once
+// the last of 10 000 turns is submitted) has frames to measure however
+// long the submissions took, up to that allowance.
+func TestBenchScriptCoversSubmission(t *testing.T) {
+	t.Parallel()
+	runs, err := latencyRuns(Options{Latency: []string{"10000@2000/1", "10@100/1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "script.json")
+	const d = 75 * time.Second
+	if err := writeBenchScript(path, runs, d); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s script.Script
+	if err := protocol.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		var slept time.Duration
+		for _, st := range s.Turns[i].Steps {
+			if st.SleepMs != nil {
+				slept += time.Duration(*st.SleepMs) * time.Millisecond
+			}
+		}
+		_, ms := r.pace()
+		allowance := time.Duration(r.convs) * 20 * time.Millisecond
+		if want := d + allowance; slept <= want-time.Duration(ms)*time.Millisecond {
+			t.Errorf("run %d (%d conversations): the turn plays %s, want %s (the run's %s and %s to submit its turns)", i, r.convs, slept, want, d, allowance)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/store/postgres/pgtest"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // BenchmarkStreamReplay measures replay throughput over real HTTP/SSE: a
@@ -63,7 +63,7 @@ func BenchmarkReplayToStoreRead(b *testing.B) {
 	var ms runtime.MemStats
 	b.ResetTimer()
 	for b.Loop() {
-		start, after, cpu := time.Now(), int64(0), processCPU()
+		start, after, cpu := time.Now(), int64(0), testutil.ProcessCPU()
 		for {
 			fs, err := h.store.ListFrames(ctx, store.ListFramesParams{ConversationID: convID, AfterSequence: after, Limit: 500})
 			if err != nil {
@@ -75,19 +75,19 @@ func BenchmarkReplayToStoreRead(b *testing.B) {
 			after = fs[len(fs)-1].Sequence
 		}
 		readTime += time.Since(start)
-		readCPU += processCPU() - cpu
+		readCPU += testutil.ProcessCPU() - cpu
 		if after != last {
 			b.Fatalf("read to %d of %d", after, last)
 		}
 		runtime.ReadMemStats(&ms)
 		m0 := ms.Mallocs
-		start, cpu = time.Now(), processCPU()
+		start, cpu = time.Now(), testutil.ProcessCPU()
 		rs := h.openRawSize(convID, 0, 64<<10)
 		if err := rs.untilID(0, last); err != nil {
 			b.Fatal(err)
 		}
 		sseTime += time.Since(start)
-		sseCPU += processCPU() - cpu
+		sseCPU += testutil.ProcessCPU() - cpu
 		runtime.ReadMemStats(&ms)
 		mallocs += ms.Mallocs - m0
 		rs.conn.Close()
@@ -137,7 +137,7 @@ func BenchmarkFanOut(b *testing.B) {
 				streams[i] = h.openRaw(convID, last)
 			}
 			reads0 := h.reads.n.Load()
-			cpu0 := processCPU()
+			cpu0 := testutil.ProcessCPU()
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			for _, rs := range streams {
@@ -154,19 +154,10 @@ func BenchmarkFanOut(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
 			// The process's CPU (server, store and the reading clients)
 			// per delivery: steadier than rates on a shared machine.
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(n*b.N), "cpu-µs/delivery")
+			b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(time.Microsecond)/float64(n*b.N), "cpu-µs/delivery")
 			b.ReportMetric(float64(h.reads.n.Load()-reads0)/float64(b.N), "db-reads/frame")
 		})
 	}
-}
-
-// processCPU is the CPU time (user and system) this process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkIdleStreams measures what an idle stream costs the server, on
@@ -316,7 +307,7 @@ func benchFanOutLatency(b *testing.B, convs, perConv int, every time.Duration) {
 		})
 	}
 	commits := make([][]time.Duration, convs)
-	cpu0 := processCPU()
+	cpu0 := testutil.ProcessCPU()
 	b.ResetTimer()
 	var turns sync.WaitGroup
 	start := time.Now()
@@ -350,7 +341,7 @@ func benchFanOutLatency(b *testing.B, convs, perConv int, every time.Duration) {
 	b.ReportMetric(pct(all, 0.999), "p999-ms")
 	b.ReportMetric(pct(commit, 0.50), "commit-p50-ms")
 	b.ReportMetric(pct(commit, 0.99), "commit-p99-ms")
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(len(all)), "cpu-µs/delivery")
+	b.ReportMetric(float64(testutil.ProcessCPU()-cpu0)/float64(time.Microsecond)/float64(len(all)), "cpu-µs/delivery")
 }
 
 // createdAt is the frame's createdAt in an SSE data line.

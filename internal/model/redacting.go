@@ -120,14 +120,25 @@ func (e *redactedError) Unwrap() error { return e.err }
 type TextRedactor struct {
 	held strings.Builder
 	// line is the raw text of the current line released so far (its last
-	// maxContext bytes): a piece is redacted after it, so that a rule that
-	// needs the words before a value (api_key = …, adafruit token: …) sees
-	// them.
+	// maxContext bytes at least): a piece is redacted after it, so that a
+	// rule that needs the words before a value (api_key = …, adafruit
+	// token: …) sees them.
 	line string
+	// lineRedacted is redact.Text(line) when lineKnown: the previous
+	// release redacted exactly line, so the next need not again, unless a
+	// value became known since (lineGen, redact.KnownGeneration).
+	lineRedacted string
+	lineKnown    bool
+	lineGen      uint64
 }
 
-// maxContext bounds the released text a piece is redacted after.
-const maxContext = 512
+// maxContext bounds the released text a piece is redacted after: the line
+// is cut back to it once it is contextSlack longer, so that most pieces
+// reuse the line's redaction from the piece before.
+const (
+	maxContext   = 512
+	contextSlack = maxContext / 4
+)
 
 // maxHeld is the most text held back waiting for the rest of a possible
 // secret; past it the text is released, redacted as it stands.
@@ -152,10 +163,17 @@ func (t *TextRedactor) Write(s string) string {
 
 // release redacts a piece after the line released so far, and remembers it.
 func (t *TextRedactor) release(piece string) string {
-	ctx := t.line
-	out := redact.Text(piece)
-	if ctx != "" {
-		before, both := redact.Text(ctx), redact.Text(ctx+piece)
+	ctx, line, gen := t.line, t.line+piece, redact.KnownGeneration()
+	var out, both string
+	if ctx == "" {
+		out = redact.Text(piece)
+		both = out
+	} else {
+		before := t.lineRedacted
+		if !t.lineKnown || t.lineGen != gen {
+			before = redact.Text(ctx)
+		}
+		both = redact.Text(line)
 		if strings.HasPrefix(both, before) {
 			out = both[len(before):]
 		} else {
@@ -168,17 +186,24 @@ func (t *TextRedactor) release(piece string) string {
 			}
 			if rest := both[n:]; strings.HasPrefix(rest, redact.Secret) {
 				out = rest
+			} else {
+				out = redact.Text(piece)
 			}
 		}
 	}
-	line := ctx + piece
+	t.lineKnown = true
 	if nl := strings.LastIndexByte(line, '\n'); nl >= 0 {
 		line = line[nl+1:]
+		t.lineKnown = line == ""
 	}
-	if len(line) > maxContext {
+	if len(line) > maxContext+contextSlack {
 		line = line[len(line)-maxContext:]
+		t.lineKnown = false
 	}
-	t.line = line
+	t.line, t.lineRedacted, t.lineGen = line, "", gen
+	if t.lineKnown && line != "" {
+		t.lineRedacted = both
+	}
 	return out
 }
 

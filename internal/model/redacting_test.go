@@ -11,6 +11,7 @@ import (
 	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // pieces is a provider that streams fixed events, then an error.
@@ -185,5 +186,87 @@ func TestRedactingTextSplitNeedsContext(t *testing.T) {
 				t.Fatalf("split at %d: %q", i, got)
 			}
 		}
+	}
+}
+
+// BenchmarkTextRedactor is the redaction of a model's text as it streams,
+// per piece: "stamps" are studio bench's tokens (a time stamp and ';', no
+// blank or line break, so the line released so far is always long),
+// "prose" words of a paragraph with a line break now and then.
+func BenchmarkTextRedactor(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		piece func(i int) string
+	}{
+		{"stamps", func(i int) string { return "t" + strconv.Itoa(1_765_000_000_000_000_000+i*487_000) + ";" }},
+		{"prose", func(i int) string {
+			if i%80 == 79 {
+				return "done.\n"
+			}
+			return []string{"the ", "frame ", "was ", "stored ", "before ", "it ", "reached ", "streams ", "and ", "clients, "}[i%10]
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			pieces := make([]string, 1000)
+			for i := range pieces {
+				pieces[i] = c.piece(i)
+			}
+			var r model.TextRedactor
+			i := 0
+			cpu := testutil.ProcessCPU()
+			for b.Loop() {
+				r.Write(pieces[i%len(pieces)])
+				i++
+			}
+			// The machine's other work stretches ns/op; the CPU is this one's.
+			b.ReportMetric(float64(testutil.ProcessCPU()-cpu)/float64(i), "cpu-ns/op")
+		})
+	}
+}
+
+// A line longer than the context a piece is redacted after, streamed piece
+// by piece, comes out as the whole line redacted at once: the context the
+// redactor keeps (and reuses from one piece to the next) is enough for
+// every secret in it, wherever the line was cut back.
+func TestRedactingLongLine(t *testing.T) {
+	t.Parallel()
+	const key = "sk-proj-4fX9aQ2LmZ7bT1cR8dV3eW6gH0jK5nP2sU7yB9"
+	var text strings.Builder
+	for i := range 400 {
+		if i%37 == 36 {
+			text.WriteString("api_key = " + key + ";")
+			continue
+		}
+		text.WriteString("t" + strconv.Itoa(1_765_000_000_000_000_000+i*487_000) + ";")
+	}
+	s := text.String()
+	whole, _, _ := collect(model.Redacting(pieces{events: []model.Event{{Kind: model.EventText, Text: s}}}))
+	for _, size := range []int{1, 7, 21, 64, 333} {
+		var evs []model.Event
+		for i := 0; i < len(s); i += size {
+			evs = append(evs, model.Event{Kind: model.EventText, Text: s[i:min(len(s), i+size)]})
+		}
+		got, _, err := collect(model.Redacting(pieces{events: evs}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(got, key[:12]) || got != whole {
+			t.Fatalf("pieces of %d: %q, whole %q", size, got, whole)
+		}
+	}
+}
+
+// A value that becomes known while a line streams is not shown again: the
+// line's redaction kept from the piece before is not reused once a value
+// was added (it would differ from the line's redaction now, and the
+// difference would be released a second time).
+func TestRedactingKnownMidLine(t *testing.T) {
+	const value = "zz-later-known-value-7c6b5a49"
+	var r model.TextRedactor
+	out := r.Write("sent " + value + " to them ")
+	redact.AddKnown(value)
+	next := r.Write("and more ")
+	if next != "and more " {
+		t.Fatalf("after the value became known: %q (before: %q)", next, out)
 	}
 }

@@ -59,17 +59,32 @@ func isAlnumByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
+// runClass is, for each byte, the runShapes whose runs it may be part of
+// (bit i: shape i): the scan looks at every text, so it reads a table
+// rather than calling each shape's test per byte.
+var runClass = func() (t [256]uint8) {
+	for c := range 256 {
+		for i, sh := range runShapes {
+			if sh.inRun(byte(c)) {
+				t[c] |= 1 << i
+			}
+		}
+	}
+	return t
+}()
+
 // runSpans finds the runShapes in s.
 func runSpans(s string) []span {
 	var out []span
-	for _, sh := range runShapes {
+	for k, sh := range runShapes {
+		bit := uint8(1) << k
 		for i := 0; i < len(s); {
-			if !sh.inRun(s[i]) {
+			if runClass[s[i]]&bit == 0 {
 				i++
 				continue
 			}
-			j := i
-			for j < len(s) && sh.inRun(s[j]) {
+			j := i + 1
+			for j < len(s) && runClass[s[j]]&bit != 0 {
 				j++
 			}
 			// The base64 of an AWS key is not followed by padding.

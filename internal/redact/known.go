@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Known secrets are the ones this process holds by value: the owner token,
@@ -16,7 +17,12 @@ const minKnown = 8
 var known struct {
 	mu     sync.RWMutex
 	values []string // longest first, so that a value inside another goes with it
+	gen    atomic.Uint64
 }
+
+// KnownGeneration changes whenever AddKnown adds a value: a redaction kept
+// from before a change may miss the value added.
+func KnownGeneration() uint64 { return known.gen.Load() }
 
 // AddKnown makes Text hide each value (and its URL-escaped form) wherever
 // it appears from now on. Values under 8 bytes are ignored.
@@ -31,6 +37,7 @@ func AddKnown(values ...string) {
 		for _, form := range []string{v, url.QueryEscape(v), url.PathEscape(v)} {
 			if !slices.Contains(known.values, form) {
 				known.values = append(known.values, form)
+				known.gen.Add(1)
 			}
 		}
 	}

@@ -117,20 +117,25 @@ func (d dialect) NotifyFrames(ctx context.Context, tx *sql.Tx, conversationID st
 }
 
 // NotifyFramesStatement is NotifyFrames for several conversations at once
-// (a batch of appends): one statement.
-func (d dialect) NotifyFramesStatement(conversationIDs []string, frames [][]store.Frame) (string, []any) {
+// (a batch of appends): one statement. Guarded, it notifies only if the
+// transaction's append guard held (sqlstore.AppendQueries.Guard).
+func (d dialect) NotifyFramesStatement(conversationIDs []string, frames [][]store.Frame, guarded bool) (string, []any) {
+	where := ""
+	if guarded {
+		where = " WHERE " + guardHeld
+	}
 	plain := make([]string, len(conversationIDs))
 	for i, id := range conversationIDs {
 		plain[i] = d.instance + " " + id
 	}
 	if d.plainNotify {
-		return `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, []any{channel, plain}
+		return `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p` + where, []any{channel, plain}
 	}
 	var payloads []string
 	for i, id := range conversationIDs {
 		payloads = append(payloads, framePayloads(d.instance, id, frames[i])...)
 	}
-	return `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p UNION ALL SELECT pg_notify($3, q) FROM unnest($4::text[]) AS q`,
+	return `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p` + where + ` UNION ALL SELECT pg_notify($3, q) FROM unnest($4::text[]) AS q` + where,
 		[]any{framesChannel, payloads, channel, plain}
 }
 

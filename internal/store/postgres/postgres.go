@@ -9,7 +9,9 @@
 // across processes. Appends are batched: a few writer loops each write the
 // appends waiting (any conversations) in one such transaction, locking
 // the conversations' rows in the order of their ids (sqlstore's
-// lockedappends.go, with this dialect's AppendQueries on arrays). Commits
+// lockedappends.go, with this dialect's AppendQueries on arrays), in one
+// round trip when a guard statement finds the conversations as this
+// process expects them (sqlstore's guarded.go). Commits
 // that append frames NOTIFY the other processes,
 // with the frames when they fit (notify.go); one dedicated listening
 // connection per Store hands them to this process's streams.
@@ -28,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -158,6 +161,8 @@ type Store struct {
 	// framesSenders are the other instances seen on framesChannel: their
 	// notifications on channel are redundant.
 	framesSenders sync.Map
+	// rounds counts the batched appends' round trips (dialect.Pipelined).
+	rounds atomic.Int64
 
 	cancel   context.CancelFunc
 	listened chan struct{} // closed when the listener has stopped
@@ -223,7 +228,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 	case writers < 0:
 		writers = 0
 	}
-	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance, plainNotify: opts.plainNotify, db: db},
+	s.Store = sqlstore.New(sqlstore.Config{Writer: db, Reader: db, Dialect: dialect{instance: s.instance, plainNotify: opts.plainNotify, db: db, rounds: &s.rounds},
 		Signals: &s.signals, Control: &s.control, AppendWriters: writers})
 	// LISTEN before Open returns: no commit after it can be missed.
 	conn, err := s.connectListener(ctx)
@@ -379,9 +384,10 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 
 // dialect is PostgreSQL's part of sqlstore.
 type dialect struct {
-	instance    string  // this Store's, in its notifications
-	plainNotify bool    // Options.plainNotify
-	db          *sql.DB // the pool, for Pipelined
+	instance    string        // this Store's, in its notifications
+	plainNotify bool          // Options.plainNotify
+	db          *sql.DB       // the pool, for Pipelined
+	rounds      *atomic.Int64 // Store.rounds; nil: not counted
 }
 
 var _ sqlstore.Dialect = dialect{}
@@ -434,14 +440,43 @@ func (dialect) AppendQueries() sqlstore.AppendQueries {
 			WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C" FOR UPDATE`,
 		Instances: `SELECT id, COALESCE(reaped_at, (SELECT r.reaped_at FROM studio_instance_reaps r WHERE r.instance_id = studio_instances.id)),
 			stopped_at FROM studio_instances WHERE id = ANY($1::text[])`,
-		Owners: `SELECT request_id, owner_instance FROM studio_operator_turns WHERE request_id = ANY($1::text[])`,
-		Write: `WITH frames AS (
-				INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at)
-				SELECT c, s, r, t, CAST(p AS JSON), a FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS f(c, s, r, t, p, a))
-			UPDATE studio_operator_conversations AS c SET next_sequence = v.n, updated_at = v.u
-			FROM unnest($7::text[], $8::bigint[], $9::float8[]) AS v(id, n, u) WHERE c.id = v.id`,
+		Owners:       `SELECT request_id, owner_instance FROM studio_operator_turns WHERE request_id = ANY($1::text[])`,
+		Write:        writeFrames(""),
+		Guard:        appendGuard,
+		GuardedWrite: writeFrames(" AND " + guardHeld),
 	}
 }
+
+// writeFrames is AppendQueries' Write, with a condition on both of its
+// writes.
+func writeFrames(and string) string {
+	return `WITH frames AS (
+			INSERT INTO studio_operator_frames (conversation_id, sequence, request_id, frame_type, payload_json, created_at)
+			SELECT c, s, r, t, CAST(p AS JSON), a FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS f(c, s, r, t, p, a)
+			WHERE true` + and + `)
+		UPDATE studio_operator_conversations AS c SET next_sequence = v.n, updated_at = v.u
+		FROM unnest($7::text[], $8::bigint[], $9::float8[]) AS v(id, n, u) WHERE c.id = v.id` + and
+}
+
+// guardSetting is where appendGuard records its answer: a setting local
+// to the transaction.
+const guardSetting = "studio.append_guard"
+
+// guardHeld is true when the transaction's appendGuard held.
+const guardHeld = `current_setting('` + guardSetting + `', true) = 'on'`
+
+// appendGuard is AppendQueries' Guard: each count must be its list's
+// length (the lists name each conversation, instance and turn once). An
+// instance is live as the Instances query reads it: registered, neither
+// reaped (its own column or its reap's) nor stopped.
+const appendGuard = `SELECT set_config('` + guardSetting + `', CASE WHEN
+		(SELECT count(*) FROM studio_operator_conversations c JOIN unnest($1::text[], $2::bigint[], $3::text[]) AS e(id, n, r) ON c.id = e.id
+			WHERE c.next_sequence = e.n AND c.active_request_id = e.r) = cardinality($1::text[])
+		AND (SELECT count(*) FROM studio_instances i WHERE i.id = ANY($4::text[]) AND i.reaped_at IS NULL AND i.stopped_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM studio_instance_reaps r WHERE r.instance_id = i.id)) = cardinality($4::text[])
+		AND (SELECT count(*) FROM studio_operator_turns t JOIN unnest($5::text[], $6::text[]) AS o(r, i) ON t.request_id = o.r
+			WHERE t.owner_instance = o.i) = cardinality($5::text[])
+	THEN 'on' ELSE 'off' END, true) = 'on'`
 
 // Pipelined runs fn on a connection of the pool, whose rounds send their
 // statements in one round trip (pgx's batch: one network write, one Sync).
@@ -460,7 +495,7 @@ func (d dialect) Pipelined(ctx context.Context, fn func(sqlstore.Round)) error {
 		}
 		pc := sc.Conn()
 		ran = true
-		fn(func(ctx context.Context, stmts ...sqlstore.Piped) (int, error) { return round(ctx, pc, stmts) })
+		fn(func(ctx context.Context, stmts ...sqlstore.Piped) (int, error) { return d.round(ctx, pc, stmts) })
 		if pc.IsClosed() || pc.PgConn().TxStatus() != 'I' {
 			return driver.ErrBadConn
 		}
@@ -474,7 +509,10 @@ func (d dialect) Pipelined(ctx context.Context, fn func(sqlstore.Round)) error {
 
 // round sends stmts in one round trip and reads their answers
 // (sqlstore.Round).
-func round(ctx context.Context, c *pgx.Conn, stmts []sqlstore.Piped) (failed int, err error) {
+func (d dialect) round(ctx context.Context, c *pgx.Conn, stmts []sqlstore.Piped) (failed int, err error) {
+	if d.rounds != nil {
+		d.rounds.Add(1)
+	}
 	b := &pgx.Batch{}
 	for _, s := range stmts {
 		b.Queue(s.Query, s.Args...)

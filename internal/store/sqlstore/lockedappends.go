@@ -14,7 +14,9 @@ import (
 // trips and a commit holding a pool connection; here a few writer loops
 // take every append waiting (whatever the conversation) and run them in
 // one transaction on one connection, as the merged appends of group commit
-// do (mergedappends.go), in two round trips: the first sends BEGIN, the
+// do (mergedappends.go): in one round trip when the batch's conversations
+// are as this process's last commits left them (guarded.go), otherwise in
+// two. The first sends BEGIN, the
 // statement that reads and locks the batch's conversation rows (in the
 // order of their ids: every batch of every daemon locks in that order, so
 // two batches never deadlock), and after it the reads of the fenced
@@ -64,8 +66,9 @@ type BatchAppender interface {
 	AppendQueries() AppendQueries
 	// NotifyFramesStatement is the statement that does
 	// FrameNotifier.NotifyFrames for each conversationIDs[i] and
-	// frames[i], with its arguments.
-	NotifyFramesStatement(conversationIDs []string, frames [][]store.Frame) (query string, args []any)
+	// frames[i], with its arguments; guarded, it notifies nothing unless
+	// the transaction's Guard held.
+	NotifyFramesStatement(conversationIDs []string, frames [][]store.Frame, guarded bool) (query string, args []any)
 	// Pipelined runs fn on a connection of the writer's pool and reports
 	// whether it could (an error: fn did not run, nothing was sent). A
 	// connection fn leaves inside a transaction is not given back to the
@@ -106,6 +109,17 @@ type AppendQueries struct {
 	// frame types, payloads (JSON text) and created_at; then the
 	// conversations' ids, next sequences and updated_at.
 	Write string
+	// Guard checks, in a statement of its own after Lock, what the one
+	// round trip's batch expects (guarded.go): the conversations' ids,
+	// their next sequences and active request ids; the fenced appends'
+	// instances (registered, not reaped, not stopped); the turns' request
+	// ids and their owners. It answers one row, whether all of it holds,
+	// and records the answer in the transaction for GuardedWrite and the
+	// guarded notification.
+	Guard string
+	// GuardedWrite is Write, writing nothing unless the transaction's
+	// Guard held.
+	GuardedWrite string
 }
 
 // appendBatcher is the writer loops of batched appends.
@@ -114,6 +128,8 @@ type appendBatcher struct {
 	d BatchAppender
 	q AppendQueries
 	b *batcher[*lockedJob]
+	// known is what the one round trip expects of the conversations.
+	known knownSequences
 }
 
 // lockedJob is one AppendFrames handed to the loops.
@@ -123,7 +139,7 @@ type lockedJob struct {
 }
 
 func newAppendBatcher(s *Store, d BatchAppender, writers, max int) *appendBatcher {
-	b := &appendBatcher{s: s, d: d, q: d.AppendQueries()}
+	b := &appendBatcher{s: s, d: d, q: d.AppendQueries(), known: knownSequences{next: make(map[string]int64)}}
 	// Yields while that brings more: the callers the last commits woke.
 	b.b = newBatcher(batcherParams[*lockedJob]{Max: max, Loops: writers, Yields: -1, Run: b.runBatch})
 	return b
@@ -164,7 +180,11 @@ func (b *appendBatcher) run(batch []*lockedJob) {
 	// The batch's own context: one caller's cancellation must not take the
 	// others' transaction with it (statement_timeout bounds it).
 	ctx := context.Background()
-	if err := b.d.Pipelined(ctx, func(round Round) { b.write(ctx, round, live) }); err != nil {
+	if err := b.d.Pipelined(ctx, func(round Round) {
+		if !b.writeGuarded(ctx, round, live) {
+			b.write(ctx, round, live)
+		}
+	}); err != nil {
 		alone(live)
 	}
 }
@@ -203,19 +223,30 @@ func (b *appendBatcher) write(ctx context.Context, round Round, live []*lockedJo
 		rollback()
 		return
 	}
-	notifyQuery, notifyArgs := b.d.NotifyFramesStatement(notified(passed))
+	ids, frames := notified(passed)
+	notifyQuery, notifyArgs := b.d.NotifyFramesStatement(ids, frames, false)
 	failed, err := round(ctx, Piped{Query: b.q.Write, Args: b.rows(passed, convs.convs)},
 		Piped{Query: notifyQuery, Args: notifyArgs}, Piped{Query: "COMMIT"})
+	if err == nil {
+		b.known.learn(convs.convs)
+	}
+	b.answer(ctx, round, passed, failed, 2, err)
+}
+
+// answer answers the appends of a batch whose statements up to COMMIT
+// were sent in one round trip, commit the index of COMMIT among them:
+// committed, handed back to run alone when the server refused a statement
+// before COMMIT (it then ran no COMMIT), or failed with the commit.
+func (b *appendBatcher) answer(ctx context.Context, round Round, passed []*lockedJob, failed, commit int, err error) {
 	switch {
 	case err == nil:
 		for _, j := range passed {
 			b.s.committed(&writeTx{appended: j.app.frames, touched: []string{j.app.convID}})
 			j.finish(nil)
 		}
-	case failed == 0 || failed == 1:
-		// The server refused a statement before COMMIT, so it ran no
-		// COMMIT: nothing landed, each append runs alone.
-		rollback()
+	case failed >= 0 && failed < commit:
+		// Nothing landed: each append runs alone.
+		_, _ = round(ctx, Piped{Query: "ROLLBACK"})
 		alone(passed)
 	default:
 		// COMMIT failed, or the connection did with COMMIT sent.

@@ -108,6 +108,9 @@ func (s *Store) txnAppend(ctx context.Context, fn func(tx *writeTx) error, app *
 // appended, and a wake-up for every conversation it touched; and this
 // process's control waiters of the keys it notified.
 func (s *Store) committed(tx *writeTx) {
+	if s.appends != nil {
+		s.appends.known.advance(tx.appended)
+	}
 	s.feed.Publish(store.Wire(tx.appended))
 	for _, id := range tx.touched {
 		s.signals.Notify(id)
