@@ -135,7 +135,15 @@ func TestGuardedAppendsSeeOtherDaemons(t *testing.T) {
 		{"the conversation has another active turn", func(t *testing.T, tr storetest.ActiveTurn, _ string) string {
 			// Only the active turn changes (the sequence does not, as it
 			// does with a turn's done frame).
-			other := storetest.ActiveTurns(t, b, 1, storetest.Epoch)[0].RequestID // a turn of another conversation
+			// Another turn of the conversation (a frame's turn is one of
+			// its conversation's), started as a turn that waited would be.
+			other := uuid.NewString()
+			if _, err := b.db.ExecContext(ctx, `INSERT INTO studio_operator_turns
+				(request_id, conversation_id, instruction, context_json, context_hash, status, created_at, first_sequence)
+				SELECT $1, id, 'next', '{}', 'h', 'running', 0, next_sequence FROM studio_operator_conversations WHERE id = $2`,
+				other, tr.ConversationID); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := b.db.ExecContext(ctx, `UPDATE studio_operator_conversations SET active_request_id = $1 WHERE id = $2`, other, tr.ConversationID); err != nil {
 				t.Fatal(err)
 			}
