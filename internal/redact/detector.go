@@ -364,10 +364,8 @@ func (m *keywordMatcher) find(s string) []keywordHit {
 	st := int32(0)
 	for i := 0; i < len(s); i++ {
 		st = next[int(st)*width+int(class[s[i]])]
-		if ks := out[st]; len(ks) > 0 {
-			for _, k := range ks {
-				found = append(found, keywordHit{keyword: k, start: i + 1 - m.lens[k], end: i + 1})
-			}
+		for _, k := range out[st] {
+			found = append(found, keywordHit{keyword: k, start: i + 1 - m.lens[k], end: i + 1})
 		}
 	}
 	return found

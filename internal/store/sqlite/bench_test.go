@@ -7,13 +7,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 // BenchmarkGroupCommit measures durable appends (one frame per
@@ -46,7 +46,7 @@ func benchAppendsOn(b *testing.B, s *Store, convs []storetest.ActiveTurn, text s
 	var batches batchCounter
 	s.Observe(&batches)
 	var next atomic.Int64
-	cpu0, io0 := cpuTime(), procIO()
+	cpu0, io0 := testutil.ProcessCPU(), procIO()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for _, c := range convs {
@@ -65,7 +65,7 @@ func benchAppendsOn(b *testing.B, s *Store, convs []storetest.ActiveTurn, text s
 	s.Observe(nil)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 	// CPU per append: what the machine's other load cannot blur.
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/append")
+	b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/append")
 	if n := batches.n.Load(); n > 0 {
 		b.ReportMetric(float64(batches.txns.Load())/float64(n), "appends/commit")
 		b.ReportMetric(float64(b.N)/float64(n), "frames/commit")
@@ -118,15 +118,6 @@ func (c *batchCounter) WriterQueueWait(time.Duration)        {}
 func (c *batchCounter) WriterBatch(size int) {
 	c.n.Add(1)
 	c.txns.Add(int64(size))
-}
-
-// cpuTime is the CPU time (user and system) this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkGroupCommitGrown is BenchmarkGroupCommit's 1 000 appenders on a

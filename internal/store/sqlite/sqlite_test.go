@@ -18,6 +18,7 @@ import (
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/store/sqlstore"
 	"github.com/studio/operator/internal/store/storetest"
+	"github.com/studio/operator/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -339,7 +340,7 @@ func BenchmarkAppendFrames(b *testing.B) {
 			ctx := context.Background()
 			frames := benchFrames(batch)
 			var n int
-			cpu0 := cpuTime()
+			cpu0 := testutil.ProcessCPU()
 			for b.Loop() {
 				if _, err := s.AppendFrames(ctx, store.AppendFramesParams{ConversationID: conv, RequestID: req, Frames: frames, Now: storetest.Epoch}); err != nil {
 					b.Fatal(err)
@@ -347,7 +348,7 @@ func BenchmarkAppendFrames(b *testing.B) {
 				n += batch
 			}
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "frames/s")
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(n), "cpu-µs/frame")
+			b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Microseconds())/float64(n), "cpu-µs/frame")
 		})
 	}
 }
