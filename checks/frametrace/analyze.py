@@ -69,11 +69,10 @@ def main():
         print(f"{a + ' -> ' + b:<24} {pct(ds, .5):7.3f} {pct(ds, .99):7.3f} {sum(top) / len(top):7.3f}  {sum(ins) / len(ins):7.3f}")
     cs = commits(sys.argv[2]) if len(sys.argv) > 2 else []
     def commit_of(v):
-        lo, hi = v["sent"] / 1e6, v["committed"] / 1e6 + 1
-        for end, dur in cs:
-            if lo - 1 <= end <= hi:
-                return dur
-        return None
+        # the longest COMMIT that ended within the batch's round trip
+        lo, hi = v["sent"] / 1e6 - 1, v["committed"] / 1e6 + 1
+        durs = [dur for end, dur in cs if lo <= end <= hi]
+        return max(durs) if durs else None
     if cs:
         durs = [d for d in (commit_of(v) for v in full.values()) if d is not None]
         print(f"PostgreSQL COMMIT (matched {len(durs)}): p50 {pct(durs, .5):.3f} p99 {pct(durs, .99):.3f} ms")
