@@ -90,6 +90,48 @@ func TestFeedSlowSubscriber(t *testing.T) {
 	}
 }
 
+// TestFeedWindowGrowsWithWhatItHolds: a window's ring is as large as what
+// it holds needs, not Window slots from its first frame (a full ring is
+// memory the collector scans at every cycle, for each streamed
+// conversation); growing it keeps every event at its place, so a
+// subscriber that has read nothing still gets every frame in order, and
+// the window stops growing at its bounds.
+func TestFeedWindowGrowsWithWhatItHolds(t *testing.T) {
+	t.Parallel()
+	f := feed.New(nil)
+	defer f.Close()
+	sub := f.Subscribe("c")
+	defer sub.Close()
+	f.Publish(frames("c", 1, 1, 10))
+	if n := feed.RingSlots(f, "c"); n > feed.FirstRing || feed.FirstRing >= feed.Window/8 {
+		t.Fatalf("one frame's window has a ring of %d slots", n)
+	}
+	var published int64 = 1
+	for _, n := range []int64{2, 5, 9, 17, 31, 64, 100, 200} { // across every doubling, unaligned
+		f.Publish(frames("c", published+1, n, 10))
+		published += n
+		if got, want := feed.RingSlots(f, "c"), min(feed.Window, max(feed.FirstRing, 2*int(published))); got > want {
+			t.Fatalf("%d frames held in a ring of %d slots, want at most %d", published, got, want)
+		}
+	}
+	// 429 frames published, none read: all of them, in order, from the window.
+	if cursor, behind := drain(t, sub, 0); behind || cursor != published {
+		t.Fatalf("a subscriber that read nothing reached %d (behind %v) of %d", cursor, behind, published)
+	}
+	// Past Window, the oldest go and the ring stays at Window.
+	f.Publish(frames("c", published+1, feed.Window, 10))
+	published += feed.Window
+	if got := feed.RingSlots(f, "c"); got != feed.Window {
+		t.Fatalf("a full window's ring has %d slots", got)
+	}
+	if _, behind := sub.Next(0, nil, 10); !behind {
+		t.Fatal("a subscriber before the window was not told to read the store")
+	}
+	if cursor, behind := drain(t, sub, published-feed.Window); behind || cursor != published {
+		t.Fatalf("from the window's first: reached %d (behind %v) of %d", cursor, behind, published)
+	}
+}
+
 // TestFeedGapStartsOver: frames that do not follow the window (a commit
 // published out of order) start it over; a subscriber before them is told
 // to read the store, and the late commit is not taken twice.
