@@ -211,6 +211,7 @@ func NewRegistry(specs ...Spec) *Registry {
 		r.byID[s.ID] = len(r.specs)
 		r.specs = append(r.specs, s)
 	}
+	r.catalog, r.catalogNoEffects = make([]model.Tool, 0, len(r.specs)), []model.Tool{}
 	for _, s := range r.specs {
 		t := model.Tool{Name: s.ID, Description: s.Title + ". " + s.Description, Schema: s.InputSchema}
 		r.catalog = append(r.catalog, t)
