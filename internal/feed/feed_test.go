@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -329,4 +330,36 @@ func BenchmarkFeedNext(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkFeedWindowMemory: the heap, and the part of it the collector
+// scans, that 1 000 streamed conversations' windows hold with 40 small
+// frames each (a 20 s bench run at 2 frames/s per conversation).
+func BenchmarkFeedWindowMemory(b *testing.B) {
+	const convs, held = 1000, 40
+	batches := make([][]protocol.RawFrame, convs)
+	for i := range batches {
+		batches[i] = frames(fmt.Sprint("c", i), 1, held, 21)
+	}
+	scan := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	for b.Loop() {
+		f := feed.New(nil)
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		metrics.Read(scan)
+		scan0 := scan[0].Value.Uint64()
+		subs := make([]*feed.Subscription, convs)
+		for i := range subs {
+			subs[i] = f.Subscribe(fmt.Sprint("c", i))
+			f.Publish(batches[i])
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		metrics.Read(scan)
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/convs, "heap-B/conv")
+		b.ReportMetric(float64(scan[0].Value.Uint64()-scan0)/convs, "scan-B/conv")
+		runtime.KeepAlive(subs)
+		f.Close()
+	}
 }
