@@ -195,6 +195,8 @@ func schemaOf(t reflect.Type) jsontext.Value {
 type Registry struct {
 	specs []Spec
 	byID  map[string]int
+	// The two catalogs, built once: every turn offers one, shared.
+	withEffects, withoutEffects []model.Tool
 }
 
 // NewRegistry builds a registry; duplicate ids are a programming error.
@@ -206,6 +208,13 @@ func NewRegistry(specs ...Spec) *Registry {
 		}
 		r.byID[s.ID] = len(r.specs)
 		r.specs = append(r.specs, s)
+	}
+	for _, s := range r.specs {
+		t := model.Tool{Name: s.ID, Description: s.Title + ". " + s.Description, Schema: s.InputSchema}
+		r.withEffects = append(r.withEffects, t)
+		if !s.Class.IsEffect() {
+			r.withoutEffects = append(r.withoutEffects, t)
+		}
 	}
 	return r
 }
@@ -224,13 +233,11 @@ func (r *Registry) Specs() []Spec { return slices.Clone(r.specs) }
 
 // Catalog is the tool list offered to a model whose turn's client is
 // client: a client that applies no effects is offered no effect tools.
+// The list is shared by every turn: read it, never change it (appending
+// makes a copy).
 func (r *Registry) Catalog(client protocol.ClientKind) []model.Tool {
-	out := make([]model.Tool, 0, len(r.specs))
-	for _, s := range r.specs {
-		if s.Class.IsEffect() && !client.AppliesEffects() {
-			continue
-		}
-		out = append(out, model.Tool{Name: s.ID, Description: s.Title + ". " + s.Description, Schema: s.InputSchema})
+	if client.AppliesEffects() {
+		return slices.Clip(r.withEffects)
 	}
-	return out
+	return slices.Clip(r.withoutEffects)
 }

@@ -1,0 +1,118 @@
+package feed_test
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/studio/operator/internal/feed"
+	"github.com/studio/operator/internal/protocol"
+)
+
+// TestWindowHoldsWhatWasPublished: whatever is published, in runs of any
+// length and size, with gaps and repeats, the window gives back exactly
+// the newest frames that follow one another, each as its own SSE event
+// with its type and createdAt, within the window's bounds.
+func TestWindowHoldsWhatWasPublished(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		f := feed.New(nil)
+		defer f.Close()
+		sub := f.Subscribe("c")
+		defer sub.Close()
+		types := []protocol.FrameType{protocol.FrameText, protocol.FrameDone, protocol.FrameToolCall, protocol.FrameError}
+		want := map[int64]protocol.RawFrame{} // the model: what follows the window's first without a gap
+		var first, last int64 = 1, 0
+		next := int64(1)
+		for range rapid.IntRange(1, 30).Draw(t, "publishes") {
+			switch rapid.IntRange(0, 9).Draw(t, "kind") {
+			case 0: // a gap: other frames are missing in between
+				next += int64(rapid.IntRange(1, 3).Draw(t, "gap"))
+			case 1: // a repeat of frames the window may hold
+				next = max(1, next-int64(rapid.IntRange(1, 3).Draw(t, "back")))
+			}
+			n := rapid.IntRange(1, 30).Draw(t, "frames")
+			size := rapid.SampledFrom([]int{1, 100, 3000, 40 << 10}).Draw(t, "size")
+			fs := frames("c", next, int64(n), size)
+			for i := range fs {
+				fs[i].Type = types[(fs[i].Sequence)%int64(len(types))]
+				fs[i].CreatedAt = float64(fs[i].Sequence) + 0.5
+			}
+			f.Publish(fs)
+			for _, fr := range fs {
+				switch {
+				case last >= first && fr.Sequence <= last:
+					continue // held already
+				case last < first || fr.Sequence != last+1:
+					first, last, want = fr.Sequence, fr.Sequence-1, map[int64]protocol.RawFrame{}
+				}
+				want[fr.Sequence], last = fr, fr.Sequence
+			}
+			next += int64(n)
+		}
+		n, held := f.Held("c")
+		if n > feed.Window || held > feed.WindowBytes && n > 1 {
+			t.Fatalf("window holds %d events, %d bytes: over its bounds", n, held)
+		}
+		if n == 0 || int64(n) > last-first+1 {
+			t.Fatalf("window holds %d events of %d..%d", n, first, last)
+		}
+		from := last - int64(n) + 1
+		evs, behind := sub.Next(from-1, nil, feed.Window)
+		if behind || len(evs) != n {
+			t.Fatalf("Next from %d: %d events, behind %v; held %d", from-1, len(evs), behind, n)
+		}
+		if _, behind := sub.Next(from-2, nil, 1); from > 1 && !behind {
+			t.Fatalf("a cursor before the window (%d) is not behind", from-2)
+		}
+		for i, e := range evs {
+			fr := want[from+int64(i)]
+			sse, err := protocol.AppendSSE(nil, fr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Sequence != fr.Sequence || e.Type != fr.Type || !bytes.Equal(e.SSE, sse) || !e.CreatedAt.Equal(protocol.Time(fr.CreatedAt)) {
+				t.Fatalf("event %d: got seq %d type %s createdAt %v, %d bytes; want type %s createdAt %v, %d bytes",
+					fr.Sequence, e.Sequence, e.Type, e.CreatedAt, len(e.SSE), fr.Type, protocol.Time(fr.CreatedAt), len(sse))
+			}
+			if cap(e.SSE) != len(e.SSE) {
+				t.Fatalf("event %d: its SSE can be appended to in place (cap %d, len %d)", e.Sequence, cap(e.SSE), len(e.SSE))
+			}
+		}
+	})
+}
+
+// TestWindowOfAFewFramesIsSmall: a conversation whose stream saw a few
+// frames keeps about their bytes, not a whole window's slots, so a
+// thousand lightly used conversations stay cheap.
+func TestWindowOfAFewFramesIsSmall(t *testing.T) {
+	f := feed.New(nil)
+	defer f.Close()
+	const convs = 1000
+	var subs []*feed.Subscription
+	before := heapInUse()
+	for i := range convs {
+		id := fmt.Sprintf("c%d", i)
+		subs = append(subs, f.Subscribe(id))
+		f.Publish(frames(id, 1, 2, 20))
+	}
+	per := (heapInUse() - before) / convs
+	runtime.KeepAlive(subs)
+	for _, s := range subs {
+		s.Close()
+	}
+	if per > 4<<10 {
+		t.Fatalf("a conversation with a stream and two frames holds %d bytes of heap", per)
+	}
+	t.Logf("%d bytes of heap per conversation with a stream and two frames", per)
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
