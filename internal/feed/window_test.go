@@ -35,7 +35,7 @@ func TestWindowHoldsWhatWasPublished(t *testing.T) {
 				next = max(1, next-int64(rapid.IntRange(1, 3).Draw(t, "back")))
 			}
 			n := rapid.IntRange(1, 30).Draw(t, "frames")
-			size := rapid.SampledFrom([]int{1, 100, 3000, 40 << 10}).Draw(t, "size")
+			size := rapid.SampledFrom([]int{1, 100, 3000, 20 << 10}).Draw(t, "size")
 			fs := frames("c", next, int64(n), size)
 			for i := range fs {
 				fs[i].Type = types[(fs[i].Sequence)%int64(len(types))]
