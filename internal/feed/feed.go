@@ -45,14 +45,6 @@ const (
 	WindowBytes = 1 << 20
 )
 
-// firstRing is the slots of a window's ring at its first publish; it
-// doubles as the window holds more, up to Window. A full ring is 36 KiB
-// of pointers the collector scans at every cycle: allocated whole for each
-// streamed conversation, 1 000 of them were half the daemon's live heap
-// with a few dozen frames each, and every mark phase the longer for it
-// (docs/benchmarks.md, the tail).
-const firstRing = 16
-
 // Event is a committed frame as its Server-Sent Event, shared by every
 // stream that writes it: never modify SSE.
 type Event struct {
@@ -79,15 +71,27 @@ func New(read ReadFunc) *Feed {
 }
 
 // feedConv is a conversation's window and streams.
+//
+// The window holds no pointers per event: its slots and the chunks of
+// SSE bytes they point into are scalar memory, which the collector marks
+// without scanning. With a thousand streamed conversations a window of
+// Events (a slice, a string and a time each) was most of the daemon's
+// live heap and of the collector's work.
 type feedConv struct {
 	mu   sync.Mutex
 	subs map[*Subscription]struct{}
-	// ring holds the events of sequences first..last at seq % len(ring)
-	// (a power of two, at most Window); last < first: none. Allocated at
-	// the first publish, grown as the window holds more (put).
-	ring        []Event
+	// ring holds the slots of sequences first..last at seq & (len-1);
+	// last < first: none. Allocated at the first publish, small, and
+	// doubled up to Window as the window fills.
+	ring        []slot
 	first, last int64
 	bytes       int
+	// chunks hold the events' SSE bytes in sequence order, oldest first:
+	// chunks[i] is chunk number chunk0+i. A chunk's bytes never change
+	// once an event points into them, so a stream writes its events after
+	// the lock is released.
+	chunks [][]byte
+	chunk0 int64
 	// tail is the highest cursor a stream has asked from: where a refresh
 	// reads from when the window holds nothing.
 	tail       int64
@@ -97,67 +101,138 @@ type feedConv struct {
 	gone bool
 }
 
+// slot is one event of the window: where its SSE bytes are, its type and
+// its createdAt (the wire timestamp).
+type slot struct {
+	created float64
+	chunk   int64
+	off, n  int32
+	typ     uint8
+}
+
+// frameTypes are the frame types a slot can name, by index.
+var frameTypes = [...]protocol.FrameType{protocol.FrameText, protocol.FrameToolCall, protocol.FrameToolResult, protocol.FrameUICommand,
+	protocol.FrameProposal, protocol.FrameConfirmation, protocol.FrameError, protocol.FrameDone}
+
+func frameTypeIndex(t protocol.FrameType) (uint8, bool) {
+	for i, ft := range frameTypes {
+		if ft == t {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
+// The window's first ring, and the smallest and largest chunk of SSE
+// bytes: a conversation with a few frames keeps a few hundred bytes.
+const (
+	firstRing = 16
+	minChunk  = 1 << 10
+	maxChunk  = 64 << 10
+)
+
 func (c *feedConv) empty() bool { return c.last < c.first }
+
+// encoded is a frame encoded as its SSE event, before it joins a window.
+type encoded struct {
+	seq     int64
+	typ     uint8
+	created float64
+	sse     []byte
+}
 
 // put adds events in sequence order. An event the window already covers
 // is skipped; one that does not follow the window's last starts the
 // window over (another commit's frames are missing in between: the
 // streams that need them read them from the store).
-func (c *feedConv) put(events []Event) {
-	if c.ring == nil {
-		c.ring = make([]Event, firstRing)
-	}
+func (c *feedConv) put(events []encoded) {
 	for _, e := range events {
 		if !c.empty() {
-			if e.Sequence <= c.last {
+			if e.seq <= c.last {
 				continue
 			}
-			if e.Sequence != c.last+1 {
+			if e.seq != c.last+1 {
 				c.clear()
 			}
 		}
 		if c.empty() {
-			c.first, c.last = e.Sequence, e.Sequence-1
+			c.first, c.last = e.seq, e.seq-1
 		}
-		if held := c.last - c.first + 1; held == Window {
+		if c.last-c.first+1 == Window {
 			c.drop()
-		} else if held == int64(len(c.ring)) {
-			c.grow()
 		}
-		c.ring[c.slot(e.Sequence)] = e
-		c.last = e.Sequence
-		c.bytes += len(e.SSE)
+		c.grow()
+		chunk, off := c.store(e.sse)
+		c.ring[e.seq&int64(len(c.ring)-1)] = slot{created: e.created, chunk: chunk, off: int32(off), n: int32(len(e.sse)), typ: e.typ}
+		c.last = e.seq
+		c.bytes += len(e.sse)
 		for c.bytes > WindowBytes && c.first < c.last {
 			c.drop()
 		}
 	}
 }
 
-// slot is where seq's event is in the ring.
-func (c *feedConv) slot(seq int64) int64 { return seq & int64(len(c.ring)-1) }
-
-// grow doubles the ring, its events moved to their slots in the new one.
+// grow makes room in the ring for one more event.
 func (c *feedConv) grow() {
-	ring := make([]Event, 2*len(c.ring))
+	n := int(c.last - c.first + 1)
+	if n < len(c.ring) {
+		return
+	}
+	ring := make([]slot, max(firstRing, 2*len(c.ring)))
 	for seq := c.first; seq <= c.last; seq++ {
-		ring[seq&int64(len(ring)-1)] = c.ring[c.slot(seq)]
+		ring[seq&int64(len(ring)-1)] = c.ring[seq&int64(len(c.ring)-1)]
 	}
 	c.ring = ring
 }
 
-// drop forgets the window's oldest event.
+// store copies an event's bytes into the newest chunk, or a new one when
+// they do not fit, and says where they are.
+func (c *feedConv) store(b []byte) (chunk int64, off int) {
+	if k := len(c.chunks); k > 0 {
+		last := c.chunks[k-1]
+		if len(last)+len(b) <= cap(last) {
+			c.chunks[k-1] = append(last, b...)
+			return c.chunk0 + int64(k-1), len(last)
+		}
+	}
+	size := minChunk
+	if k := len(c.chunks); k > 0 {
+		size = min(2*cap(c.chunks[k-1]), maxChunk)
+	}
+	c.chunks = append(c.chunks, append(make([]byte, 0, max(size, len(b))), b...))
+	return c.chunk0 + int64(len(c.chunks)-1), 0
+}
+
+// event is the window's event of a sequence it holds.
+func (c *feedConv) event(seq int64) Event {
+	s := c.ring[seq&int64(len(c.ring)-1)]
+	b := c.chunks[s.chunk-c.chunk0]
+	return Event{Sequence: seq, Type: frameTypes[s.typ], SSE: b[s.off : s.off+s.n : s.off+s.n], CreatedAt: protocol.Time(s.created)}
+}
+
+// drop forgets the window's oldest event, and the chunks no event points
+// into any more.
 func (c *feedConv) drop() {
-	slot := &c.ring[c.slot(c.first)]
-	c.bytes -= len(slot.SSE)
-	*slot = Event{}
+	s := &c.ring[c.first&int64(len(c.ring)-1)]
+	c.bytes -= int(s.n)
+	*s = slot{}
 	c.first++
+	keep := c.chunk0 + int64(len(c.chunks)) - 1 // the newest, still filling
+	if !c.empty() {
+		keep = c.ring[c.first&int64(len(c.ring)-1)].chunk
+	}
+	for c.chunk0 < keep {
+		c.chunks[0] = nil
+		c.chunks = c.chunks[1:]
+		c.chunk0++
+	}
 }
 
 func (c *feedConv) clear() {
-	for !c.empty() {
-		c.drop()
-	}
 	c.first, c.last, c.bytes = 1, 0, 0
+	clear(c.chunks)
+	c.chunks = c.chunks[:0]
+	c.chunk0 = 0
 }
 
 func (c *feedConv) wakeAll() {
@@ -239,7 +314,7 @@ func (s *Subscription) Next(after int64, dst []Event, limit int) (events []Event
 		return dst, true
 	}
 	for seq := after + 1; seq <= c.last && len(dst) < limit; seq++ {
-		dst = append(dst, c.ring[c.slot(seq)])
+		dst = append(dst, c.event(seq))
 	}
 	return dst, false
 }
@@ -255,7 +330,7 @@ func (s *Subscription) Close() {
 	if len(s.c.subs) == 0 && f.convs[s.id] == s.c {
 		delete(f.convs, s.id)
 		s.c.clear()
-		s.c.ring = nil
+		s.c.ring, s.c.chunks = nil, nil
 	}
 	s.c.mu.Unlock()
 }
@@ -309,16 +384,22 @@ func (f *Feed) publish(id string, frames []protocol.RawFrame) {
 	if c == nil {
 		return // no stream: nothing to keep
 	}
-	events := make([]Event, 0, len(frames))
+	// Encoded into one buffer outside the lock, then copied into the
+	// window's chunks under it.
+	events := make([]encoded, 0, len(frames))
+	var buf []byte
 	for _, fr := range frames {
-		b, err := protocol.AppendSSE(nil, fr)
-		if err != nil {
+		typ, known := frameTypeIndex(fr.Type)
+		start := len(buf)
+		b, err := protocol.AppendSSE(buf, fr)
+		if err != nil || !known {
 			// A stored frame was validated when it was appended, so this
 			// does not happen; the streams would meet the same error
 			// reading it from the store, where they report it.
 			break
 		}
-		events = append(events, Event{Sequence: fr.Sequence, Type: fr.Type, SSE: b, CreatedAt: protocol.Time(fr.CreatedAt)})
+		buf = b
+		events = append(events, encoded{seq: fr.Sequence, typ: typ, created: fr.CreatedAt, sse: buf[start:len(buf):len(buf)]})
 	}
 	if len(events) == 0 {
 		return
