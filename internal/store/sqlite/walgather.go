@@ -21,7 +21,7 @@ package sqlite
 // written before its commit) are not in the published header either.
 // So gathering is sound only on a connection that syncs every commit:
 // Open gives the VFS to the writer only, whose synchronous is FULL, and
-// the writer checks it (gatherRequiresFull). Readers and the checkpointer
+// checks it (checkWriterSyncs). Readers and the checkpointer
 // open the file through "unix" and read what the OS has.
 //
 // A kill loses what the buffer held, which SQLite's recovery treats as it
@@ -29,6 +29,7 @@ package sqlite
 // synced commit are not part of the database.
 
 import (
+	"database/sql"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -68,20 +69,25 @@ var gather struct {
 	next  uintptr
 }
 
-// gatherStats counts what the WAL files under the VFS handed the OS:
-// tests and benchmarks read it.
-var gatherStats struct {
-	osWrites, writes, syncs atomic.Int64
-}
-
 // walBuffer is a WAL file's state: the "unix" file it wraps and the run
-// of writes not yet handed to the OS, at [off, off+n) of the file.
+// of writes not yet handed to the OS, at [off, off+n) of the file. Its
+// connection calls it from one goroutine at a time; the counters are
+// read by tests and benchmarks.
 type walBuffer struct {
+	path  string
 	inner uintptr // the "unix" file object
 	buf   uintptr // gatherCap bytes of C memory, allocated at the first write
 	off   int64
 	n     int64
+	// direct: every write goes to the OS as SQLite makes it.
+	direct bool
+
+	writes   atomic.Int64 // SQLite's xWrite calls
+	osWrites atomic.Int64 // the writes handed to the OS
 }
+
+// gatherFaults holds the WAL paths whose writes to the OS fail (tests).
+var gatherFaults sync.Map
 
 var gatherMethods sqlite3.Tsqlite3_io_methods
 
@@ -171,10 +177,20 @@ func gatherOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 	if rc := gather.open(tls, gather.inner, zName, inner, flags, pOutFlags); rc != sqlite3.SQLITE_OK {
 		return rc
 	}
+	b := &walBuffer{path: libc.GoString(zName), inner: inner}
+	// Without powersafe overwrite SQLite pads a commit to a sector and
+	// syncs mid-frame, writing the rest after the sync and publishing it
+	// unsynced (wal.c, walWriteToLog): such a WAL is written through.
+	if db := sqlite3.Xsqlite3_database_file_object(tls, zName); db != 0 {
+		dc := fn[func(*libc.TLS, uintptr) int32](innerMethods(db).FxDeviceCharacteristics)(tls, db)
+		b.direct = dc&sqlite3.SQLITE_IOCAP_POWERSAFE_OVERWRITE == 0
+	} else {
+		b.direct = true
+	}
 	gather.mu.Lock()
 	gather.next++
 	h := gather.next
-	gather.files[h] = &walBuffer{inner: inner}
+	gather.files[h] = b
 	gather.mu.Unlock()
 	hdr.h = h
 	hdr.base.FpMethods = uintptr(unsafe.Pointer(&gatherMethods))
@@ -189,22 +205,32 @@ func fileOf(pFile uintptr) *walBuffer {
 	return b
 }
 
-// flush hands the buffer to the OS, in pieces of at most gatherChunk.
+// flush hands the buffer to the OS.
 func (b *walBuffer) flush(tls *libc.TLS) int32 {
 	n := b.n
 	b.n = 0
+	return b.writeOS(tls, b.buf, n, b.off)
+}
+
+// writeOS writes n bytes at p to the file at off, in pieces of at most
+// gatherChunk: "unix" masks a write's length to 17 bits (os_unix.c,
+// seekAndWriteFd) and would take a larger one for a short write.
+func (b *walBuffer) writeOS(tls *libc.TLS, p uintptr, n, off int64) int32 {
+	if _, bad := gatherFaults.Load(b.path); bad && n > 0 {
+		return sqlite3.SQLITE_IOERR_WRITE
+	}
+	write := fn[func(*libc.TLS, uintptr, uintptr, int32, int64) int32](innerMethods(b.inner).FxWrite)
 	for done := int64(0); done < n; done += gatherChunk {
-		k := min(n-done, gatherChunk)
-		gatherStats.osWrites.Add(1)
-		if rc := fn[func(*libc.TLS, uintptr, uintptr, int32, int64) int32](innerMethods(b.inner).FxWrite)(tls, b.inner, b.buf+uintptr(done), int32(k), b.off+done); rc != sqlite3.SQLITE_OK {
+		b.osWrites.Add(1)
+		if rc := write(tls, b.inner, p+uintptr(done), int32(min(n-done, gatherChunk)), off+done); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
 	}
 	return sqlite3.SQLITE_OK
 }
 
-// gatherChunk is the most "unix" writes in one pwrite: it masks a
-// write's length to 17 bits (os_unix.c, seekAndWriteFd) and loops.
+// gatherChunk is the most one write hands "unix" (a multiple of 4 KiB
+// below 128 KiB).
 const gatherChunk = 0x1f000
 
 func gatherClose(tls *libc.TLS, pFile uintptr) int32 {
@@ -236,8 +262,11 @@ func gatherRead(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int
 
 func gatherWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 {
 	b := fileOf(pFile)
-	gatherStats.writes.Add(1)
+	b.writes.Add(1)
 	n := int64(iAmt)
+	if b.direct {
+		return b.writeOS(tls, zBuf, n, iOfst)
+	}
 	src := unsafe.Slice((*byte)(cptr(zBuf)), n)
 	switch {
 	case b.n > 0 && iOfst == b.off+b.n && b.n+n <= gatherCap:
@@ -252,8 +281,7 @@ func gatherWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) in
 		return rc
 	}
 	if n >= gatherChunk {
-		gatherStats.osWrites.Add(1)
-		return fn[func(*libc.TLS, uintptr, uintptr, int32, int64) int32](innerMethods(b.inner).FxWrite)(tls, b.inner, zBuf, iAmt, iOfst)
+		return b.writeOS(tls, zBuf, n, iOfst)
 	}
 	if b.buf == 0 {
 		if b.buf = libc.Xmalloc(tls, gatherCap); b.buf == 0 {
@@ -275,7 +303,6 @@ func gatherTruncate(tls *libc.TLS, pFile uintptr, size int64) int32 {
 
 func gatherSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
 	b := fileOf(pFile)
-	gatherStats.syncs.Add(1)
 	if rc := b.flush(tls); rc != sqlite3.SQLITE_OK {
 		return rc
 	}
@@ -357,4 +384,41 @@ func gatherFetch(tls *libc.TLS, pFile uintptr, iOfst int64, iAmt int32, pp uintp
 func gatherUnfetch(tls *libc.TLS, pFile uintptr, iOfst int64, p uintptr) int32 {
 	b := fileOf(pFile)
 	return fn[func(*libc.TLS, uintptr, int64, uintptr) int32](innerMethods(b.inner).FxUnfetch)(tls, b.inner, iOfst, p)
+}
+
+// walFilesAt returns the open WAL files at path (tests, benchmarks).
+func walFilesAt(path string) []*walBuffer {
+	gather.mu.Lock()
+	defer gather.mu.Unlock()
+	var bs []*walBuffer
+	for _, b := range gather.files {
+		if b.path == path {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// walWrites sums the counters of the open WAL files at path: SQLite's
+// writes and the OS's.
+func walWrites(path string) (writes, osWrites int64) {
+	for _, b := range walFilesAt(path) {
+		writes += b.writes.Load()
+		osWrites += b.osWrites.Load()
+	}
+	return writes, osWrites
+}
+
+// checkWriterSyncs refuses a writer that does not sync the WAL at every
+// commit (PRAGMA synchronous below FULL): its gathered frames could be
+// published to readers before the OS has them.
+func checkWriterSyncs(w *sql.DB) error {
+	var level int
+	if err := w.QueryRow("PRAGMA synchronous").Scan(&level); err != nil {
+		return err
+	}
+	if level < 2 {
+		return fmt.Errorf("sqlite: the writer's synchronous is %d, not FULL: its WAL writes are gathered until each commit's sync", level)
+	}
+	return nil
 }
