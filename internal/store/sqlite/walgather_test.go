@@ -42,16 +42,17 @@ func TestWALCommitReachesOSInFewWrites(t *testing.T) {
 	s := mustOpen(t)
 	turn := storetest.ActiveTurns(t, s, 1, storetest.Epoch)[0]
 	w0, os0 := walWrites(s.walPath())
-	// 200 frames of 8 KiB: some 600 pages in one transaction.
+	// 200 frames of 8 KiB: some 400 pages in one transaction.
 	if _, err := s.AppendFrames(t.Context(), store.AppendFramesParams{ConversationID: turn.ConversationID, RequestID: turn.RequestID,
 		Frames: textFrames(200, 8<<10), Now: storetest.Epoch}); err != nil {
 		t.Fatal(err)
 	}
 	w1, os1 := walWrites(s.walPath())
 	writes, osWrites := w1-w0, os1-os0
-	if writes < 1000 {
-		t.Fatalf("SQLite wrote %d times into the WAL: the commit was meant to be ~600 pages (two writes each)", writes)
+	if writes < 600 {
+		t.Fatalf("SQLite wrote %d times into the WAL: the commit was meant to be ~400 pages (two writes each)", writes)
 	}
+	t.Logf("SQLite's writes into the WAL %d, the OS's %d", writes, osWrites)
 	// Two writes per frame (header, page) of 4 KiB pages, handed to the
 	// OS in pieces of gatherChunk: one per piece, and one more for the
 	// WAL's header after a restart.
