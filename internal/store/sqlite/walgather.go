@@ -386,29 +386,6 @@ func gatherUnfetch(tls *libc.TLS, pFile uintptr, iOfst int64, p uintptr) int32 {
 	return fn[func(*libc.TLS, uintptr, int64, uintptr) int32](innerMethods(b.inner).FxUnfetch)(tls, b.inner, iOfst, p)
 }
 
-// walFilesAt returns the open WAL files at path (tests, benchmarks).
-func walFilesAt(path string) []*walBuffer {
-	gather.mu.Lock()
-	defer gather.mu.Unlock()
-	var bs []*walBuffer
-	for _, b := range gather.files {
-		if b.path == path {
-			bs = append(bs, b)
-		}
-	}
-	return bs
-}
-
-// walWrites sums the counters of the open WAL files at path: SQLite's
-// writes and the OS's.
-func walWrites(path string) (writes, osWrites int64) {
-	for _, b := range walFilesAt(path) {
-		writes += b.writes.Load()
-		osWrites += b.osWrites.Load()
-	}
-	return writes, osWrites
-}
-
 // checkWriterSyncs refuses a writer that does not sync the WAL at every
 // commit (PRAGMA synchronous below FULL): its gathered frames could be
 // published to readers before the OS has them.

@@ -27,6 +27,29 @@ func (s *Store) walPath() string {
 	return abs + "-wal"
 }
 
+// walFilesAt returns the open WAL files at path .
+func walFilesAt(path string) []*walBuffer {
+	gather.mu.Lock()
+	defer gather.mu.Unlock()
+	var bs []*walBuffer
+	for _, b := range gather.files {
+		if b.path == path {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// walWrites sums the counters of the open WAL files at path: SQLite's
+// writes and the OS's.
+func walWrites(path string) (writes, osWrites int64) {
+	for _, b := range walFilesAt(path) {
+		writes += b.writes.Load()
+		osWrites += b.osWrites.Load()
+	}
+	return writes, osWrites
+}
+
 func textFrames(n, size int) []store.NewFrame {
 	fs := make([]store.NewFrame, n)
 	for i := range fs {
