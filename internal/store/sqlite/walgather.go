@@ -6,11 +6,11 @@ package sqlite
 // time, and each frame as two pwrites (its 24-byte header, then the
 // page): a commit of a few hundred pages cost as many system calls, a
 // third of the process's CPU at 100 appenders. This VFS keeps the WAL's
-// sequential writes in one buffer and hands them to the OS in one write
-// before anything that must see the file's true contents: the sync of
-// every commit, a read that overlaps the buffer, the file's size, a
-// truncation, a file control, a write elsewhere in the file, closing it,
-// and the buffer's cap.
+// sequential writes in one buffer and hands them to the OS in writes of
+// up to 124 KiB before anything that must see the file's true contents:
+// the sync of every commit, a read that overlaps the buffer, the file's
+// size, a truncation, a file control, a write elsewhere in the file,
+// closing it, and the buffer's cap.
 //
 // Why no other connection can see a frame still in the buffer: a WAL
 // frame becomes visible to readers (and to the checkpointer) only when
@@ -21,8 +21,10 @@ package sqlite
 // written before its commit) are not in the published header either.
 // So gathering is sound only on a connection that syncs every commit:
 // Open gives the VFS to the writer only, whose synchronous is FULL, and
-// checks it (checkWriterSyncs). Readers and the checkpointer
-// open the file through "unix" and read what the OS has.
+// checks it (checkWriterSyncs). Readers and the checkpointer open the
+// file through "unix" and read what the OS has. Nor is it sound where
+// SQLite pads commits to sectors, which it does when the device lacks
+// powersafe overwrite: such a WAL is written through (gatherOpen).
 //
 // A kill loses what the buffer held, which SQLite's recovery treats as it
 // treats a commit cut short by a power failure: frames after the last
@@ -43,9 +45,9 @@ import (
 // gatherVFSName is the VFS's name in SQLite's registry (the DSN's vfs).
 const gatherVFSName = "studio-walgather"
 
-// gatherCap bounds a WAL file's buffer: a larger run of writes is handed
-// to the OS in pieces of this size. A commit of 1 000 small appends is
-// ~1 MiB of frames.
+// gatherCap bounds a WAL file's buffer: a run of writes that outgrows it
+// is handed to the OS and a new run begins. A commit of 1 000 small
+// appends on as many conversations is ~2 MiB of frames.
 const gatherCap = 4 << 20
 
 // gatherHdr is the head of the sqlite3_file this VFS gives SQLite for a
