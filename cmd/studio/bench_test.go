@@ -97,6 +97,12 @@ func TestProcessBenchPostgres(t *testing.T) {
 	if x := res.CrossDaemon; x == nil || x.Streams != 2 || x.StreamsPerConv != 1 || x.Frames == 0 || x.FrameP50Ms <= 0 || x.FrameP99Ms <= 0 {
 		t.Fatalf("cross-daemon run not measured: %+v", x)
 	}
+	// Only the two daemons listen while it runs: every listener is woken
+	// by every commit, and one more (the bench's own store) competes with
+	// the receiving daemon's.
+	if x := res.CrossDaemon; x.Listeners != 2 {
+		t.Errorf("%d sessions listening on the database during the cross-daemon run, want the two daemons'", x.Listeners)
+	}
 }
 
 // runBenchJSON runs `studio bench --json` for a second a run in a

@@ -142,6 +142,9 @@ type latencyRun struct {
 	TokenP99Ms         float64 `json:"tokenP99Ms"`
 	TokenP999Ms        float64 `json:"tokenP999Ms"`
 	StoreReadsPerF     float64 `json:"storeReadsPerFrame"`
+	// Listeners: the cross-daemon run's sessions listening on the database
+	// as it starts; each is woken by every commit. Two: the daemons'.
+	Listeners int `json:"listeningSessions,omitempty"`
 	// ClientsInProcess: the streams' clients ran in the bench process (the
 	// old way), not in a process of their own.
 	ClientsInProcess bool `json:"clientsInProcess,omitempty"`
@@ -352,7 +355,15 @@ func (r *run) daemonRuns(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer replayStore.Close()
+	// Closed once the replay is measured: on PostgreSQL a Store listens,
+	// and a third listener woken by every commit of the cross-daemon run
+	// competes with the receiving daemon's for the processors.
+	replayOpen := true
+	defer func() {
+		if replayOpen {
+			replayStore.Close()
+		}
+	}()
 
 	if r.runs, err = latencyRuns(o); err != nil {
 		return err
@@ -384,7 +395,10 @@ func (r *run) daemonRuns(ctx context.Context) error {
 	p.say("idle: %.1f KiB RSS per stream, %.1f KiB Go heap+stacks, %d store reads while idle, %d turns ended meanwhile",
 		res.Idle.RSSKiBPerStream, res.Idle.GoKiBPerStream, res.Idle.StoreReadsWhileIdle, res.Idle.TurnsEnded)
 
-	if res.Replay, err = replay(ctx, d, replayStore, replayConv, o.Replay, p); err != nil {
+	res.Replay, err = replay(ctx, d, replayStore, replayConv, o.Replay, p)
+	replayOpen = false
+	replayStore.Close()
+	if err != nil {
 		return err
 	}
 

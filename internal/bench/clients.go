@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/studio/operator/internal/frametrace"
 	"github.com/studio/operator/internal/protocol"
 )
 
@@ -178,6 +179,13 @@ func (j clientJob) read(br *bufio.Reader, frames, tokens *[]arrival) {
 		}
 		if at, ok := jsonNumberAfter(data, `"createdAt":`); ok {
 			*frames = append(*frames, arrival{now, now.Sub(protocol.Time(at))})
+			if frametrace.On {
+				conv, _ := jsonStringAfter(data, `"conversationId":"`)
+				if seq, ok := jsonIntAfter(data, `"sequence":`); ok {
+					frametrace.StampAt(protocol.Time(at), "created", string(conv), seq, seq)
+					frametrace.StampAt(now, "received", string(conv), seq, seq)
+				}
+			}
 		}
 		if content, ok := jsonStringAfter(data, `"content":"`); ok {
 			for tok := range bytes.SplitSeq(content, []byte(";")) {

@@ -152,15 +152,37 @@ func crossDaemonLatency(ctx context.Context, a *benchDaemon, dir, scriptPath, db
 	p.say("cross-daemon: turns on pid %d, %d streams (%d per conversation) on pid %d, %.0f frames/s offered for %s",
 		a.cmd.Process.Pid, r.convs*r.perConv, r.perConv, b.cmd.Process.Pid, r.offered(), t.length())
 	reads0, _ := b.metric(ctx, "studio_operator_stream_store_reads_total")
+	listeners, err := listeningSessions(ctx, dbURL)
+	if err != nil {
+		return latencyRun{}, err
+	}
 	lr, err := a.via(b).latency(ctx, i, r, t, p)
 	if err != nil {
 		return lr, err
 	}
+	lr.Listeners = listeners
 	if reads1, err := b.metric(ctx, "studio_operator_stream_store_reads_total"); err == nil && lr.Frames > 0 {
 		lr.StoreReadsPerF = (reads1 - reads0) / (float64(lr.Frames) / float64(r.perConv))
 	}
 	lr.Name = "cross-daemon " + lr.Name
 	return lr, nil
+}
+
+// listeningSessions counts the sessions that listen on the database: a
+// Store's listener sends its LISTENs and nothing after them.
+func listeningSessions(ctx context.Context, dbURL string) (int, error) {
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, fmt.Errorf("cross-daemon: %w", err)
+	}
+	defer c.Close(context.Background())
+	var n int
+	err = c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("cross-daemon: listening sessions: %w", err)
+	}
+	return n, nil
 }
 
 // via is a with its streams opened on b: turns go to a, frames are read

@@ -45,6 +45,14 @@ const (
 	WindowBytes = 1 << 20
 )
 
+// firstRing is the slots of a window's ring at its first publish; it
+// doubles as the window holds more, up to Window. A full ring is 36 KiB
+// of pointers the collector scans at every cycle: allocated whole for each
+// streamed conversation, 1 000 of them were half the daemon's live heap
+// with a few dozen frames each, and every mark phase the longer for it
+// (docs/benchmarks.md, the tail).
+const firstRing = 16
+
 // Event is a committed frame as its Server-Sent Event, shared by every
 // stream that writes it: never modify SSE.
 type Event struct {
@@ -74,8 +82,9 @@ func New(read ReadFunc) *Feed {
 type feedConv struct {
 	mu   sync.Mutex
 	subs map[*Subscription]struct{}
-	// ring holds the events of sequences first..last at seq % Window;
-	// last < first: none. Allocated at the first publish.
+	// ring holds the events of sequences first..last at seq % len(ring)
+	// (a power of two, at most Window); last < first: none. Allocated at
+	// the first publish, grown as the window holds more (put).
 	ring        []Event
 	first, last int64
 	bytes       int
@@ -96,7 +105,7 @@ func (c *feedConv) empty() bool { return c.last < c.first }
 // streams that need them read them from the store).
 func (c *feedConv) put(events []Event) {
 	if c.ring == nil {
-		c.ring = make([]Event, Window)
+		c.ring = make([]Event, firstRing)
 	}
 	for _, e := range events {
 		if !c.empty() {
@@ -110,10 +119,12 @@ func (c *feedConv) put(events []Event) {
 		if c.empty() {
 			c.first, c.last = e.Sequence, e.Sequence-1
 		}
-		if c.last-c.first+1 == Window {
+		if held := c.last - c.first + 1; held == Window {
 			c.drop()
+		} else if held == int64(len(c.ring)) {
+			c.grow()
 		}
-		c.ring[e.Sequence%Window] = e
+		c.ring[c.slot(e.Sequence)] = e
 		c.last = e.Sequence
 		c.bytes += len(e.SSE)
 		for c.bytes > WindowBytes && c.first < c.last {
@@ -122,9 +133,21 @@ func (c *feedConv) put(events []Event) {
 	}
 }
 
+// slot is where seq's event is in the ring.
+func (c *feedConv) slot(seq int64) int64 { return seq & int64(len(c.ring)-1) }
+
+// grow doubles the ring, its events moved to their slots in the new one.
+func (c *feedConv) grow() {
+	ring := make([]Event, 2*len(c.ring))
+	for seq := c.first; seq <= c.last; seq++ {
+		ring[seq&int64(len(ring)-1)] = c.ring[c.slot(seq)]
+	}
+	c.ring = ring
+}
+
 // drop forgets the window's oldest event.
 func (c *feedConv) drop() {
-	slot := &c.ring[c.first%Window]
+	slot := &c.ring[c.slot(c.first)]
 	c.bytes -= len(slot.SSE)
 	*slot = Event{}
 	c.first++
@@ -216,7 +239,7 @@ func (s *Subscription) Next(after int64, dst []Event, limit int) (events []Event
 		return dst, true
 	}
 	for seq := after + 1; seq <= c.last && len(dst) < limit; seq++ {
-		dst = append(dst, c.ring[seq%Window])
+		dst = append(dst, c.ring[c.slot(seq)])
 	}
 	return dst, false
 }

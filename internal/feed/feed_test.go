@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,6 +88,48 @@ func TestFeedSlowSubscriber(t *testing.T) {
 	f.Publish(frames("c", cursor+1, 64, 64<<10))
 	if n, b := f.Held("c"); b > feed.WindowBytes || n < 1 {
 		t.Fatalf("window holds %d events, %d bytes after big frames", n, b)
+	}
+}
+
+// TestFeedWindowGrowsWithWhatItHolds: a window's ring is as large as what
+// it holds needs, not Window slots from its first frame (a full ring is
+// memory the collector scans at every cycle, for each streamed
+// conversation); growing it keeps every event at its place, so a
+// subscriber that has read nothing still gets every frame in order, and
+// the window stops growing at its bounds.
+func TestFeedWindowGrowsWithWhatItHolds(t *testing.T) {
+	t.Parallel()
+	f := feed.New(nil)
+	defer f.Close()
+	sub := f.Subscribe("c")
+	defer sub.Close()
+	f.Publish(frames("c", 1, 1, 10))
+	if n := feed.RingSlots(f, "c"); n > feed.FirstRing || feed.FirstRing >= feed.Window/8 {
+		t.Fatalf("one frame's window has a ring of %d slots", n)
+	}
+	var published int64 = 1
+	for _, n := range []int64{2, 5, 9, 17, 31, 64, 100, 200} { // across every doubling, unaligned
+		f.Publish(frames("c", published+1, n, 10))
+		published += n
+		if got, want := feed.RingSlots(f, "c"), min(feed.Window, max(feed.FirstRing, 2*int(published))); got > want {
+			t.Fatalf("%d frames held in a ring of %d slots, want at most %d", published, got, want)
+		}
+	}
+	// 429 frames published, none read: all of them, in order, from the window.
+	if cursor, behind := drain(t, sub, 0); behind || cursor != published {
+		t.Fatalf("a subscriber that read nothing reached %d (behind %v) of %d", cursor, behind, published)
+	}
+	// Past Window, the oldest go and the ring stays at Window.
+	f.Publish(frames("c", published+1, feed.Window, 10))
+	published += feed.Window
+	if got := feed.RingSlots(f, "c"); got != feed.Window {
+		t.Fatalf("a full window's ring has %d slots", got)
+	}
+	if _, behind := sub.Next(0, nil, 10); !behind {
+		t.Fatal("a subscriber before the window was not told to read the store")
+	}
+	if cursor, behind := drain(t, sub, published-feed.Window); behind || cursor != published {
+		t.Fatalf("from the window's first: reached %d (behind %v) of %d", cursor, behind, published)
 	}
 }
 
@@ -287,4 +330,36 @@ func BenchmarkFeedNext(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkFeedWindowMemory: the heap, and the part of it the collector
+// scans, that 1 000 streamed conversations' windows hold with 40 small
+// frames each (a 20 s bench run at 2 frames/s per conversation).
+func BenchmarkFeedWindowMemory(b *testing.B) {
+	const convs, held = 1000, 40
+	batches := make([][]protocol.RawFrame, convs)
+	for i := range batches {
+		batches[i] = frames(fmt.Sprint("c", i), 1, held, 21)
+	}
+	scan := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	for b.Loop() {
+		f := feed.New(nil)
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		metrics.Read(scan)
+		scan0 := scan[0].Value.Uint64()
+		subs := make([]*feed.Subscription, convs)
+		for i := range subs {
+			subs[i] = f.Subscribe(fmt.Sprint("c", i))
+			f.Publish(batches[i])
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		metrics.Read(scan)
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/convs, "heap-B/conv")
+		b.ReportMetric(float64(scan[0].Value.Uint64()-scan0)/convs, "scan-B/conv")
+		runtime.KeepAlive(subs)
+		f.Close()
+	}
 }

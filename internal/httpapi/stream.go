@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/studio/operator/internal/feed"
+	"github.com/studio/operator/internal/frametrace"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 )
@@ -539,6 +540,9 @@ func (st *stream) live(sub *feed.Subscription) (n int, behind, ok bool) {
 	}
 	if !st.flush() {
 		return 0, false, false
+	}
+	if frametrace.On {
+		frametrace.Stamp("flushed", st.convID, events[0].Sequence, events[len(events)-1].Sequence)
 	}
 	st.s.metrics.framesSent.Add(int64(len(events)))
 	st.frames += len(events)

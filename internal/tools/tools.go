@@ -195,6 +195,10 @@ func schemaOf(t reflect.Type) jsontext.Value {
 type Registry struct {
 	specs []Spec
 	byID  map[string]int
+	// The two catalogs, built once: every turn's model request holds one,
+	// and a copy per turn was 6 KiB of live heap for each running turn
+	// that the collector marks (docs/benchmarks.md, the tail).
+	catalog, catalogNoEffects []model.Tool
 }
 
 // NewRegistry builds a registry; duplicate ids are a programming error.
@@ -207,6 +211,15 @@ func NewRegistry(specs ...Spec) *Registry {
 		r.byID[s.ID] = len(r.specs)
 		r.specs = append(r.specs, s)
 	}
+	r.catalog, r.catalogNoEffects = make([]model.Tool, 0, len(r.specs)), []model.Tool{}
+	for _, s := range r.specs {
+		t := model.Tool{Name: s.ID, Description: s.Title + ". " + s.Description, Schema: s.InputSchema}
+		r.catalog = append(r.catalog, t)
+		if !s.Class.IsEffect() {
+			r.catalogNoEffects = append(r.catalogNoEffects, t)
+		}
+	}
+	r.catalog, r.catalogNoEffects = slices.Clip(r.catalog), slices.Clip(r.catalogNoEffects)
 	return r
 }
 
@@ -224,13 +237,10 @@ func (r *Registry) Specs() []Spec { return slices.Clone(r.specs) }
 
 // Catalog is the tool list offered to a model whose turn's client is
 // client: a client that applies no effects is offered no effect tools.
+// Every call shares it: read it, never modify it (an append copies).
 func (r *Registry) Catalog(client protocol.ClientKind) []model.Tool {
-	out := make([]model.Tool, 0, len(r.specs))
-	for _, s := range r.specs {
-		if s.Class.IsEffect() && !client.AppliesEffects() {
-			continue
-		}
-		out = append(out, model.Tool{Name: s.ID, Description: s.Title + ". " + s.Description, Schema: s.InputSchema})
+	if client.AppliesEffects() {
+		return r.catalog
 	}
-	return out
+	return r.catalogNoEffects
 }

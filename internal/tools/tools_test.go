@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/studio/operator/internal/model"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/spaces"
 	"github.com/studio/operator/internal/store/sqlite/sqlitetest"
@@ -205,6 +207,43 @@ func TestToolCatalogIsWholeAndTyped(t *testing.T) {
 	}
 	if m := tools.ClassRead.Mode(); m != "read" {
 		t.Errorf("read mode %q", m)
+	}
+}
+
+// TestToolCatalogPerClientShared: a client that applies effects is offered
+// every tool, one that does not every tool but the effects, in
+// registration order; and every turn shares its client's catalog instead
+// of building one (each running turn's request holds it, live heap the
+// collector marks), so taking it allocates nothing and an append to it
+// does not write into the shared one.
+func TestToolCatalogPerClientShared(t *testing.T) { // not parallel: AllocsPerRun
+	reg, _ := registry(t)
+	for _, client := range []protocol.ClientKind{protocol.ClientCockpit, protocol.ClientCLI, protocol.ClientMCP} {
+		var want []string
+		for _, s := range reg.Specs() {
+			if !s.Class.IsEffect() || client.AppliesEffects() {
+				want = append(want, s.ID)
+			}
+		}
+		cat := reg.Catalog(client)
+		var got []string
+		for _, tool := range cat {
+			spec, _ := reg.Lookup(tool.Name)
+			if tool.Description != spec.Title+". "+spec.Description || string(tool.Schema) != string(spec.InputSchema) {
+				t.Errorf("%s: tool %s is not its spec: %+v", client, tool.Name, tool)
+			}
+			got = append(got, tool.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s is offered %v, want %v", client, got, want)
+		}
+		if n := testing.AllocsPerRun(100, func() { reg.Catalog(client) }); n != 0 {
+			t.Errorf("taking %s's catalog allocates %.0f times: built per turn", client, n)
+		}
+		grown := append(cat, model.Tool{Name: "extra"})
+		if again := reg.Catalog(client); len(again) != len(want) || &grown[0] == &again[0] {
+			t.Errorf("an append to %s's catalog changed the shared one", client)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/studio/operator/internal/frametrace"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
 )
@@ -149,7 +150,13 @@ func (s *Store) onFrames(payload string) {
 	}
 	s.framesSenders.Store(instance, struct{}{})
 	if ok {
+		if frametrace.On && len(frames) > 0 {
+			frametrace.Stamp("notified", id, frames[0].Sequence, frames[len(frames)-1].Sequence)
+		}
 		s.Feed().Publish(store.Wire(frames))
+		if frametrace.On && len(frames) > 0 {
+			frametrace.Stamp("published", id, frames[0].Sequence, frames[len(frames)-1].Sequence)
+		}
 	} else {
 		s.Feed().Refresh(id)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"sync"
 
+	"github.com/studio/operator/internal/frametrace"
 	"github.com/studio/operator/internal/store"
 )
 
@@ -157,6 +158,11 @@ func (b *appendBatcher) writeGuarded(ctx context.Context, round Round, live []*l
 	}}
 	notifiedIDs, notifiedFrames := notified(live)
 	notifyQuery, notifyArgs := b.d.NotifyFramesStatement(notifiedIDs, notifiedFrames, true)
+	if frametrace.On {
+		for id, n := range first {
+			frametrace.Stamp("sent", id, n, n+counts[id]-1)
+		}
+	}
 	failed, err := round(ctx, Piped{Query: "BEGIN"}, Piped{Query: b.q.Lock, Args: []any{ids}}, guard,
 		Piped{Query: b.q.GuardedWrite, Args: b.rows(live, convs)}, Piped{Query: notifyQuery, Args: notifyArgs}, Piped{Query: "COMMIT"})
 	if err != nil || !held {
@@ -164,6 +170,11 @@ func (b *appendBatcher) writeGuarded(ctx context.Context, round Round, live []*l
 	}
 	if err == nil && !held {
 		return false // it committed nothing: the two round trips
+	}
+	if frametrace.On && err == nil {
+		for id, n := range first {
+			frametrace.Stamp("committed", id, n, n+counts[id]-1)
+		}
 	}
 	b.answer(ctx, round, live, failed, 5, err)
 	return true
