@@ -47,6 +47,7 @@ func benchAppendsOn(b *testing.B, s *Store, convs []storetest.ActiveTurn, text s
 	s.Observe(&batches)
 	var next atomic.Int64
 	cpu0, io0 := testutil.ProcessCPU(), procIO()
+	w0, os0 := walWrites(s.walPath())
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for _, c := range convs {
@@ -69,6 +70,10 @@ func benchAppendsOn(b *testing.B, s *Store, convs []storetest.ActiveTurn, text s
 	if n := batches.n.Load(); n > 0 {
 		b.ReportMetric(float64(batches.txns.Load())/float64(n), "appends/commit")
 		b.ReportMetric(float64(b.N)/float64(n), "frames/commit")
+		// The WAL's writes per commit: SQLite's, and what reached the OS.
+		w1, os1 := walWrites(s.walPath())
+		b.ReportMetric(float64(w1-w0)/float64(n), "wal-writes/commit")
+		b.ReportMetric(float64(os1-os0)/float64(n), "wal-os-writes/commit")
 	}
 	// The WAL's size: its file keeps the most it ever held.
 	if fi, err := os.Stat(s.path + "-wal"); err == nil {

@@ -117,6 +117,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 	// larger cache cost 8 KiB frames more than it saved small ones
 	// (docs/benchmarks.md). It grows to the limit only as pages are used.
 	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
+	// The writer's WAL writes reach the OS a commit at a time, at the
+	// sync of each (walgather.go).
+	if err := registerGatherVFS(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	wq.Set("vfs", gatherVFSName)
 	wdsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: wq.Encode()}).String()
 	w, err := o.open(wdsn)
 	if err != nil {
@@ -126,6 +132,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	if err := w.Ping(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := checkWriterSyncs(w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
