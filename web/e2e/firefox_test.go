@@ -373,7 +373,7 @@ func dockChecksJS(card string) string {
 	return `(() => { const c = document.querySelector(` + jsString(card) + `); const b = c.querySelector('button[data-action=confirm]');
 	return { confirmable: !b.disabled, why: c.querySelector('[data-why]')?.innerText || '', card: c.innerText,
 		convsHeight: document.querySelector('.dock-convs').getBoundingClientRect().height,
-		factsCut: ` + proposalFactsCutJS + `,
+		factsCut: ` + proposalFactsCutJS + `, convRowsCut: ` + convRowsCutJS + `,
 		shellScrolled: [document.scrollingElement, ...document.querySelectorAll('#app, .workspace, .dock, body')].filter(e => e.scrollTop !== 0 || e.scrollLeft !== 0).map(e => e.id || e.className || e.tagName),
 		outOfView: ['.dock [data-action=close-dock]', '.dock .composer textarea'].filter(s => !` + inViewJS + `(document.querySelector(s))) }; })()`
 }
@@ -384,6 +384,7 @@ type dockChecks struct {
 	Card          string   `json:"card"`
 	ConvsHeight   float64  `json:"convsHeight"`
 	FactsCut      []string `json:"factsCut"`
+	ConvRowsCut   []string `json:"convRowsCut"`
 	ShellScrolled []string `json:"shellScrolled"`
 	OutOfView     []string `json:"outOfView"`
 }
@@ -453,6 +454,9 @@ func TestFirefoxCockpit(t *testing.T) {
 				}
 				if len(c.FactsCut) > 0 {
 					t.Errorf("%s: the proposal's facts are cut: %q", at, c.FactsCut)
+				}
+				if len(c.ConvRowsCut) > 0 {
+					t.Errorf("%s: the conversation list cuts rows: %q", at, c.ConvRowsCut)
 				}
 				if len(c.ShellScrolled) > 0 {
 					t.Errorf("%s: the shell scrolled: %v", at, c.ShellScrolled)
