@@ -393,7 +393,9 @@ type dockChecks struct {
 // for each role (admin, operator, approver, viewer) at 1440, 800 and 390 px:
 // it loads signed in; every space renders with nothing past the window's
 // edge, the page no wider than the window and the lists' cells unclipped;
-// the rail names its spaces; the dock opens without scrolling the shell;
+// the rail names its spaces; the dock opens without scrolling the shell,
+// its conversation rows fit with their time whole, and a conversation
+// opened on a waiting launch shows the launch's Confirm;
 // no console error or uncaught exception. An approver (and the operator
 // who asked) may confirm the waiting launch, a viewer may not; the
 // operator asks a question and sees the answer stream in, then confirms a
@@ -442,6 +444,10 @@ func TestFirefoxCockpit(t *testing.T) {
 				p.openDock()
 				ffEval[bool](p, `(() => { const s = document.querySelector('#dock-conv'); s.value = `+jsString(data.conv)+`; s.dispatchEvent(new Event('change')); return true; })()`)
 				p.waitJS(`document.querySelector('`+waiting+`[data-state=required] button[data-action=confirm]') !== null && `+views[0].ready, "the waiting launch at "+at)
+				// Opened on it, the transcript shows the card's buttons, once
+				// the card has learned who proposed it and the progress line
+				// took its room.
+				p.waitJS(`document.querySelector('`+waiting+` [data-people]').innerText !== '' && `+inTranscriptJS+`(document.querySelector('`+waiting+` button[data-action=confirm]'))`, "the waiting launch's Confirm in view at "+at)
 				c := ffEval[dockChecks](p, dockChecksJS(waiting))
 				if r.role == protocol.RoleViewer && (c.Confirmable || !strings.Contains(c.Why, "needs the operator role; you are a viewer")) {
 					t.Errorf("%s: the viewer may confirm, or is not told why not: %s", at, c.Card)

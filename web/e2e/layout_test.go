@@ -22,6 +22,11 @@ func (p *page) viewport(w, h int64) {
 const inViewJS = `((el) => { if (!el) return false; const r = el.getBoundingClientRect();
 	return r.width > 0 && r.height > 0 && r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight + 0.5 && r.right <= innerWidth + 0.5; })`
 
+// inTranscriptJS is the JavaScript test that an element is inside the
+// dock's transcript's visible box (the transcript scrolls on its own).
+const inTranscriptJS = `((el) => { if (!el) return false; const t = document.querySelector('.transcript').getBoundingClientRect(), r = el.getBoundingClientRect();
+	return r.height > 0 && r.top >= t.top - 0.5 && r.bottom <= t.bottom + 0.5; })`
+
 // clippedJS lists what a list's tables hide or cut off: hidden cells, cells
 // past the table's box, a table wider than its box with no cue saying so.
 // It looks after the next two animation frames: a table's sideways cue is
