@@ -211,7 +211,9 @@ export class ProposalCard {
    */
   amendedText(me, c) {
     const by = this.submittedBy;
-    if (!by || !me || by === me.name) {
+    // Until the server says whose it is, it is only an amendment.
+    if (!by || !me) return `An amendment of an earlier proposal${c.allowed ? ': confirm it to run this command' : ''}.`;
+    if (by === me.name) {
       return c.allowed === false && c.waiting
         ? 'Your amendment of an earlier proposal: this kind of change needs another approver, so it runs once someone else confirms it.'
         : 'Your amendment of an earlier proposal: confirm it to run this command.';
