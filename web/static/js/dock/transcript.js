@@ -74,10 +74,18 @@ export class Transcript {
     // a waiting proposal's buttons out of sight. A reader who scrolled up
     // stays where they are.
     this.atEnd = true;
-    this.el.addEventListener('scroll', () => { this.atEnd = this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 8; });
+    this.lastTop = 0;
+    this.el.addEventListener('scroll', () => {
+      // Only a move up leaves the end: a scroll event that lands after
+      // the content grew under it is no reader's.
+      if (this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 8) this.atEnd = true;
+      else if (this.el.scrollTop < this.lastTop) this.atEnd = false;
+      this.lastTop = this.el.scrollTop;
+    });
     const follow = () => { if (this.atEnd) this.scrollDown(); };
     new ResizeObserver(follow).observe(this.el);
-    new MutationObserver(follow).observe(this.el, { childList: true, subtree: true, characterData: true });
+    // Attributes too: hidden, open and the cards' states change heights.
+    new MutationObserver(follow).observe(this.el, { childList: true, subtree: true, characterData: true, attributes: true });
   }
 
   reset() {
