@@ -74,7 +74,7 @@ func TestSharedSelfFencingDecidesNothing(t *testing.T) {
 func TestSharedSelfFencingClaimsNothing(t *testing.T) {
 	t.Parallel()
 	e := sharedEngine(t, 1, 20*time.Millisecond)
-	_, queuedConv, queued := e.busyAndQueued()
+	busy, queuedConv, queued := e.busyAndQueued()
 	l := &lease{}
 	l.lapsed.Store(true)
 	// b, its lease unproven from its start.
@@ -92,9 +92,14 @@ func TestSharedSelfFencingClaimsNothing(t *testing.T) {
 		t.Fatalf("the queued turn is %s owned by %q while b's lease is unproven", got.Status, got.Owner)
 	}
 	l.lapsed.Store(false)
-	e.waitTurn(queued.RequestID, func(t store.Turn) bool { return t.Owner == "b" })
+	// The claimed turn is short: its end clears its owner, so it is seen
+	// ending while a's one worker still holds the busy turn: only b can
+	// have run it.
 	if k := kinds(e.waitDone(queuedConv, queued.RequestID)); k[len(k)-1] != "done:completed" {
 		t.Fatalf("claimed turn: %v", k)
+	}
+	if got := e.waitTurn(busy.RequestID, func(store.Turn) bool { return true }); got.Status != store.TurnRunning || got.Owner != "a" {
+		t.Fatalf("a's busy turn = %s owned by %q: a's worker was free to run the queued turn itself", got.Status, got.Owner)
 	}
 }
 
