@@ -21,6 +21,7 @@ import (
 	"github.com/studio/operator/internal/mcpserver"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/sse"
 	"github.com/studio/operator/internal/store/postgres"
 	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/webhooks"
@@ -229,7 +230,7 @@ func newServeCmd(cfg *config) *cobra.Command {
 	f.DurationVar(&o.app.denialMemory, "denial-memory", coordinator.DefaultDenialMemory,
 		"how long a command a person denied is not proposed again in its conversation, unless their own new instruction asks for it; negative: not remembered")
 	f.DurationVar(&o.app.textFlush, "text-flush", coordinator.DefaultTextFlush, "how long model text is coalesced before it is stored as a frame (at most 8 KiB either way)")
-	f.DurationVar(&o.app.heartbeat, "heartbeat", 15*time.Second, "interval of the comment heartbeats on idle SSE streams")
+	f.DurationVar(&o.app.heartbeat, "heartbeat", sse.DefaultHeartbeat, "interval of the comment heartbeats on idle SSE streams")
 	f.StringSliceVar(&o.http.secondApproverFor, "second-approver-for", nil,
 		"four-eyes: commands of these risks (mutate < execute < admin) or impacts (destructive < irreversible), or above, need a second principal: their author cannot confirm them and a direct command of them is refused, e.g. execute,destructive (default: none)")
 	f.IntVar(&o.http.mcpCallsPerMinute, "mcp-calls-per-minute", mcpserver.DefaultCallsPerMinute, "MCP tool calls each principal may make a minute")

@@ -26,6 +26,7 @@ import (
 	"github.com/studio/operator/internal/feed"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/sse"
 )
 
 // Conversations is what the door needs of the conversation service.
@@ -64,7 +65,8 @@ type Config struct {
 	StillAllowed func(ctx context.Context, convID string, action policy.Action) error
 	Logger       *slog.Logger
 	// Heartbeat is the interval of SSE comment heartbeats on a quiet run
-	// (default 15 s); WriteTimeout bounds one write (default 30 s).
+	// (default sse.DefaultHeartbeat); WriteTimeout bounds one write
+	// (default sse.DefaultWriteTimeout).
 	Heartbeat    time.Duration
 	WriteTimeout time.Duration
 }
@@ -81,10 +83,10 @@ func New(cfg Config) *Door {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = 15 * time.Second
+		cfg.Heartbeat = sse.DefaultHeartbeat
 	}
 	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 30 * time.Second
+		cfg.WriteTimeout = sse.DefaultWriteTimeout
 	}
 	if cfg.Refuse == nil {
 		cfg.Refuse = func(w http.ResponseWriter, _ *http.Request, err error) {

@@ -7,10 +7,11 @@ import (
 
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/sse"
 )
 
-// sse writes a run's events.
-type sse struct {
+// runWriter writes a run's events.
+type runWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
@@ -18,20 +19,20 @@ type sse struct {
 	err     error
 }
 
-func (s *sse) event(e Event) {
+func (s *runWriter) event(e Event) {
 	if s.err != nil {
 		return
 	}
 	s.buf, s.err = AppendSSE(s.buf, e)
 }
 
-func (s *sse) comment(c string) {
+func (s *runWriter) comment(c string) {
 	s.buf = append(s.buf, ": "+c+"\n\n"...)
 }
 
 // flush writes what is buffered within the write timeout: a client that
 // does not read is cut off, never buffered for.
-func (s *sse) flush() bool {
+func (s *runWriter) flush() bool {
 	if s.err != nil {
 		return false
 	}
@@ -61,12 +62,9 @@ func (d *Door) stream(w http.ResponseWriter, r *http.Request, rn *run) error {
 	if err != nil {
 		return err
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
+	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
-	out := &sse{w: w, rc: http.NewResponseController(w), timeout: d.cfg.WriteTimeout}
+	out := &runWriter{w: w, rc: http.NewResponseController(w), timeout: d.cfg.WriteTimeout}
 	defer func() { _ = out.rc.SetWriteDeadline(time.Time{}) }()
 	out.event(rn.m.started())
 	if snap != nil {
@@ -186,7 +184,7 @@ func (d *Door) history(ctx context.Context, rn *run) (*history, error) {
 
 // fail ends a run whose frames could not be read with RUN_ERROR: the
 // client sends the run again, after its last event id.
-func (d *Door) fail(out *sse, err error) {
+func (d *Door) fail(out *runWriter, err error) {
 	pe := protocol.ErrorOf(err)
 	if pe.Code == protocol.ServiceFailure {
 		d.cfg.Logger.Error("agui run", "err", err)

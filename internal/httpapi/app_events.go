@@ -10,6 +10,7 @@ import (
 
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/sse"
 	"github.com/studio/operator/internal/studio"
 )
 
@@ -53,10 +54,7 @@ func (s *Server) handleAppEvents(w http.ResponseWriter, r *http.Request) {
 		after, reset = newest, true
 	}
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
+	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	ev := &appEvents{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 	ev.buf.WriteString("retry: 2000\n: connected\n\n")

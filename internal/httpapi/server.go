@@ -21,6 +21,7 @@ import (
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/redact"
+	"github.com/studio/operator/internal/sse"
 	"github.com/studio/operator/internal/store"
 	"github.com/studio/operator/internal/studio"
 	"github.com/studio/operator/internal/turnstats"
@@ -64,9 +65,11 @@ type Config struct {
 	// Now is the clock of token expiry (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Heartbeat is the interval of SSE comment heartbeats (default 15 s).
+	// Heartbeat is the interval of SSE comment heartbeats (default
+	// sse.DefaultHeartbeat).
 	Heartbeat time.Duration
-	// WriteTimeout bounds one SSE write to a slow client (default 30 s).
+	// WriteTimeout bounds one SSE write to a slow client (default
+	// sse.DefaultWriteTimeout).
 	WriteTimeout time.Duration
 	// App serves the cockpit's application API (/api/app/...) when set.
 	App *studio.Service
@@ -172,10 +175,10 @@ func newServer(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = 15 * time.Second
+		cfg.Heartbeat = sse.DefaultHeartbeat
 	}
 	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 30 * time.Second
+		cfg.WriteTimeout = sse.DefaultWriteTimeout
 	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout

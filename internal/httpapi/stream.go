@@ -12,6 +12,7 @@ import (
 	"github.com/studio/operator/internal/frametrace"
 	"github.com/studio/operator/internal/policy"
 	"github.com/studio/operator/internal/protocol"
+	"github.com/studio/operator/internal/sse"
 )
 
 // replayPage is how many frames one store read fetches; replay of a long
@@ -47,9 +48,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
+	sse.SetHeaders(h)
 	// HTTP/1.1: take the connection over and serve the stream from one
 	// goroutine of its own, letting the server's go (with its request
 	// buffers and its background reader). Where the server does not allow

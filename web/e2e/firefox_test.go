@@ -373,7 +373,7 @@ func dockChecksJS(card string) string {
 	return `(() => { const c = document.querySelector(` + jsString(card) + `); const b = c.querySelector('button[data-action=confirm]');
 	return { confirmable: !b.disabled, why: c.querySelector('[data-why]')?.innerText || '', card: c.innerText,
 		convsHeight: document.querySelector('.dock-convs').getBoundingClientRect().height,
-		factsCut: ` + proposalFactsCutJS + `,
+		factsCut: ` + proposalFactsCutJS + `, convRowsCut: ` + convRowsCutJS + `,
 		shellScrolled: [document.scrollingElement, ...document.querySelectorAll('#app, .workspace, .dock, body')].filter(e => e.scrollTop !== 0 || e.scrollLeft !== 0).map(e => e.id || e.className || e.tagName),
 		outOfView: ['.dock [data-action=close-dock]', '.dock .composer textarea'].filter(s => !` + inViewJS + `(document.querySelector(s))) }; })()`
 }
@@ -384,6 +384,7 @@ type dockChecks struct {
 	Card          string   `json:"card"`
 	ConvsHeight   float64  `json:"convsHeight"`
 	FactsCut      []string `json:"factsCut"`
+	ConvRowsCut   []string `json:"convRowsCut"`
 	ShellScrolled []string `json:"shellScrolled"`
 	OutOfView     []string `json:"outOfView"`
 }
@@ -392,7 +393,9 @@ type dockChecks struct {
 // for each role (admin, operator, approver, viewer) at 1440, 800 and 390 px:
 // it loads signed in; every space renders with nothing past the window's
 // edge, the page no wider than the window and the lists' cells unclipped;
-// the rail names its spaces; the dock opens without scrolling the shell;
+// the rail names its spaces; the dock opens without scrolling the shell,
+// its conversation rows fit with their time whole, and a conversation
+// opened on a waiting launch shows the launch's Confirm;
 // no console error or uncaught exception. An approver (and the operator
 // who asked) may confirm the waiting launch, a viewer may not; the
 // operator asks a question and sees the answer stream in, then confirms a
@@ -441,6 +444,10 @@ func TestFirefoxCockpit(t *testing.T) {
 				p.openDock()
 				ffEval[bool](p, `(() => { const s = document.querySelector('#dock-conv'); s.value = `+jsString(data.conv)+`; s.dispatchEvent(new Event('change')); return true; })()`)
 				p.waitJS(`document.querySelector('`+waiting+`[data-state=required] button[data-action=confirm]') !== null && `+views[0].ready, "the waiting launch at "+at)
+				// Opened on it, the transcript shows the card's buttons, once
+				// the card has learned who proposed it and the progress line
+				// took its room.
+				p.waitJS(`document.querySelector('`+waiting+` [data-people]').innerText !== '' && `+inTranscriptJS+`(document.querySelector('`+waiting+` button[data-action=confirm]'))`, "the waiting launch's Confirm in view at "+at)
 				c := ffEval[dockChecks](p, dockChecksJS(waiting))
 				if r.role == protocol.RoleViewer && (c.Confirmable || !strings.Contains(c.Why, "needs the operator role; you are a viewer")) {
 					t.Errorf("%s: the viewer may confirm, or is not told why not: %s", at, c.Card)
@@ -453,6 +460,9 @@ func TestFirefoxCockpit(t *testing.T) {
 				}
 				if len(c.FactsCut) > 0 {
 					t.Errorf("%s: the proposal's facts are cut: %q", at, c.FactsCut)
+				}
+				if len(c.ConvRowsCut) > 0 {
+					t.Errorf("%s: the conversation list cuts rows: %q", at, c.ConvRowsCut)
 				}
 				if len(c.ShellScrolled) > 0 {
 					t.Errorf("%s: the shell scrolled: %v", at, c.ShellScrolled)

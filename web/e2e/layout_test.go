@@ -22,6 +22,11 @@ func (p *page) viewport(w, h int64) {
 const inViewJS = `((el) => { if (!el) return false; const r = el.getBoundingClientRect();
 	return r.width > 0 && r.height > 0 && r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight + 0.5 && r.right <= innerWidth + 0.5; })`
 
+// inTranscriptJS is the JavaScript test that an element is inside the
+// dock's transcript's visible box (the transcript scrolls on its own).
+const inTranscriptJS = `((el) => { if (!el) return false; const t = document.querySelector('.transcript').getBoundingClientRect(), r = el.getBoundingClientRect();
+	return r.height > 0 && r.top >= t.top - 0.5 && r.bottom <= t.bottom + 0.5; })`
+
 // clippedJS lists what a list's tables hide or cut off: hidden cells, cells
 // past the table's box, a table wider than its box with no cue saying so.
 // It looks after the next two animation frames: a table's sideways cue is
@@ -51,6 +56,22 @@ const railNamesHiddenJS = `[...document.querySelectorAll('.rail-link')].map(a =>
 // proposalFactsCutJS lists the proposal cards' facts that are cut instead
 // of wrapped.
 const proposalFactsCutJS = `[...document.querySelectorAll('.proposal .facts dd')].filter(dd => dd.scrollWidth > dd.clientWidth + 1 || dd.getBoundingClientRect().right > dd.closest('.proposal').getBoundingClientRect().right + 1).map(dd => dd.innerText)`
+
+// convRowsCutJS lists the dock's conversation rows that are cut at the
+// list's edge, or whose time is not shown whole at the row's end: a list
+// box's option is plain text, which the list clips wherever it ends. A
+// row's text is measured in the list's font against the list's inner
+// width, and by the option's own box where the browser lays one out.
+const convRowsCutJS = `(() => { const s = document.querySelector('#dock-conv'); if (!s || !s.clientWidth) return [];
+	const cs = getComputedStyle(s); const ctx = document.createElement('canvas').getContext('2d');
+	ctx.font = cs.fontStyle + ' ' + cs.fontWeight + ' ' + cs.fontSize + ' ' + cs.fontFamily;
+	const pad = (e) => { const c = getComputedStyle(e); return parseFloat(c.paddingLeft) + parseFloat(c.paddingRight); };
+	return [...s.options].filter(o => o.value).map(o => {
+		const room = s.clientWidth - pad(s) - pad(o), wide = ctx.measureText(o.text).width;
+		if (wide > room + 0.5) return o.text + ' (' + Math.round(wide) + ' px of text in ' + Math.round(room) + ')';
+		if (o.scrollWidth > o.clientWidth + 1) return o.text + ' (its box scrolls: ' + o.scrollWidth + ' > ' + o.clientWidth + ')';
+		if (!o.dataset.age || !o.text.endsWith(' · ' + o.dataset.age)) return o.text + ' (the time is not whole at the end)';
+		return ''; }).filter(Boolean); })()`
 
 // TestRunDetailOpensWhereTheEyeIs: clicking a run in a long fleet shows
 // its detail inside the window and moves focus to it; Escape closes it and

@@ -1,12 +1,14 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/studio/operator/internal/apiclient"
 	"github.com/studio/operator/internal/coordinator"
 	"github.com/studio/operator/internal/protocol"
 	"github.com/studio/operator/internal/store"
@@ -89,9 +91,22 @@ func TestDirectDeleteSentForApproval(t *testing.T) {
 	}
 	b.setValue(card+` input[data-typed-confirm]`, "nightly-audit")
 	b.waitJS(`!document.querySelector('`+card+` button[data-action=confirm]').disabled`, "bea's confirmable card")
+	// Bea's amendment would be her own request: Edit says it goes for approval.
+	if got := eval[string](b, `document.querySelector('`+card+` button[data-action=amend]').innerText`); got != "Edit and send for approval" {
+		t.Errorf("bea's Edit reads %q, want it to say the amendment is sent for approval", got)
+	}
+	row := `document.querySelector('#dock-conv option[value="` + prop.ConversationID + `"]')`
 	for _, size := range []struct{ w, h int64 }{{1440, 900}, {800, 900}, {390, 844}} {
 		b.do(chromedp.EmulateViewport(size.w, size.h))
 		eval[bool](b, `(document.querySelector('`+card+`').scrollIntoView({block: 'start'}), true)`)
+		// The request's row: its title as much as fits, the count and the time whole.
+		b.waitJS(row+`?.dataset.waiting === '1'`, "the request's row counting it")
+		if cut := eval[[]string](b, convRowsCutJS); len(cut) > 0 {
+			t.Errorf("at %d px the conversation list cuts rows: %q", size.w, cut)
+		}
+		if tip := eval[string](b, row+`.title`); !strings.HasPrefix(tip, `Approval request: Delete schedule "nightly-audit" · 1 waiting for a decision, last active `) {
+			t.Errorf("the request's row's tooltip is %q, want the whole title first", tip)
+		}
 		b.shot(fmt.Sprintf("sent-for-approval-approver-card-%d", size.w))
 	}
 	b.do(chromedp.EmulateViewport(1440, 900))
@@ -130,5 +145,81 @@ func TestDirectDeleteSentForApproval(t *testing.T) {
 	}
 	if executed != 1 || requested != 1 {
 		t.Fatalf("%d executed and %d requested audit rows, want 1 each", executed, requested)
+	}
+}
+
+// TestAmendedRequestWaitsForAnotherApprover: with --second-approver-for
+// destructive, alice asks to delete a schedule; bea, an approver, may
+// amend her request, but the amendment is bea's own command: her card's
+// Edit, the form and the amended card say it needs another approver, the
+// form sends it for approval without confirming it, and bea cannot
+// confirm it. Alice, the other person, confirms bea's amendment, and what
+// it names is deleted, not what alice first asked for.
+func TestAmendedRequestWaitsForAnotherApprover(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, `{"turns":[{"steps":[{"text":"ok"}]}]}`, "--second-approver-for", "destructive")
+	alice := addPrincipal(t, d, "alice", protocol.RoleOperator)
+	bea := addPrincipal(t, d, "bea", protocol.RoleApprover)
+	var other struct{ ID string }
+	appDo(t, d, "POST", "/api/app/schedules", map[string]any{"name": "weekly-audit", "cron": "0 6 * * 1", "playbook": "audit-repo", "args": map[string]string{"repo": "acme/api"}, "enabled": true}, &other)
+	var sent *apiclient.ApprovalPendingError
+	if err := apiclient.New(d.URL, alice, nil).Do(ctxT(t), "DELETE", "/api/app/schedules/nightly-audit", nil, nil); !errors.As(err, &sent) {
+		t.Fatalf("alice's delete was not sent for approval: %v", err)
+	}
+	pending, err := d.client.Proposals(ctxT(t), "pending")
+	if err != nil || len(pending) != 1 || pending[0].SubmittedBy != "alice" {
+		t.Fatalf("pending proposals %+v, %v", pending, err)
+	}
+	orig := pending[0]
+	card := `.transcript .proposal[data-proposal="` + orig.ID + `"]`
+	amended := `.transcript .proposal:has([data-amends="` + orig.ID + `"])`
+
+	b := openPageAs(t, d, "/", bea)
+	b.openDock()
+	b.setValue(`#dock-conv`, orig.ConversationID)
+	b.waitJS(`document.querySelector('`+card+` [data-people]')?.innerText === 'Approval requested by alice.'`, "alice's request on bea's card")
+	if got := eval[string](b, `document.querySelector('`+card+` button[data-action=amend]').innerText`); got != "Edit and send for approval" {
+		t.Fatalf("bea's Edit reads %q, want it to say the amendment is sent for approval", got)
+	}
+	b.click(card + ` button[data-action=amend]`)
+	b.waitJS(`document.querySelector('dialog[open] [data-field=schedule]') !== null`, "the amend form")
+	if note := eval[string](b, `document.querySelector('dialog[open] [data-amend-note]').innerText`); !strings.Contains(note, "needs another approver") {
+		t.Errorf("the amend form says %q, not that another approver must confirm it", note)
+	}
+	if got := eval[string](b, `document.querySelector('dialog[open] button[data-action=confirm-amended]').innerText`); got != "Send amended command for approval" {
+		t.Errorf("the form's submit reads %q", got)
+	}
+	b.setValue(`dialog[open] [data-field=schedule]`, other.ID)
+	b.shot("amend-request-form")
+	b.click(`dialog[open] button[data-action=confirm-amended]`)
+	b.waitJS(`document.querySelector('dialog[open]') === null && document.querySelector('`+card+`').dataset.state === 'amended'`, "alice's request replaced")
+	b.waitJS(`document.querySelector('`+amended+` [data-amends]')?.innerText.includes('needs another approver') && document.querySelector('`+amended+` button[data-action=confirm]')?.disabled`, "bea's amendment waiting for another approver")
+	eval[bool](b, `(document.querySelector('`+amended+`').scrollIntoView({block: 'start'}), true)`)
+	b.shot("amend-request-waiting")
+
+	pending, err = d.client.Proposals(ctxT(t), "pending")
+	if err != nil || len(pending) != 1 || pending[0].SubmittedBy != "bea" || pending[0].Amends == nil || *pending[0].Amends != orig.ID {
+		t.Fatalf("after bea's amendment, pending proposals %+v, %v", pending, err)
+	}
+	next := pending[0]
+
+	// Alice is the other person: she confirms bea's amendment.
+	a := openPageAs(t, d, "/", alice)
+	a.openDock()
+	a.setValue(`#dock-conv`, orig.ConversationID)
+	a.waitJS(`document.querySelector('`+amended+` [data-amends]')?.innerText === "bea's amendment of an earlier proposal: confirm it to run this command."`, "bea's amendment on alice's card")
+	a.setValue(amended+` input[data-typed-confirm]`, "weekly-audit")
+	a.waitJS(`!document.querySelector('`+amended+` button[data-action=confirm]').disabled`, "alice's confirmable card")
+	a.click(amended + ` button[data-action=confirm]`)
+	a.waitJS(`document.querySelector('`+amended+`').dataset.state === 'succeeded'`, "the amendment executed")
+	if _, err := d.client.GetSchedule(ctxT(t), "weekly-audit"); !protocol.IsCode(err, protocol.NotFound) {
+		t.Fatalf("weekly-audit after the amendment ran: %v", err)
+	}
+	if _, err := d.client.GetSchedule(ctxT(t), "nightly-audit"); err != nil {
+		t.Fatalf("nightly-audit, which the amendment replaced: %v", err)
+	}
+	done, err := d.client.Proposal(ctxT(t), next.ID)
+	if err != nil || done.SubmittedBy != "bea" || done.DecidedBy != "alice" {
+		t.Fatalf("the amendment after the confirm: %+v, %v", done, err)
 	}
 }

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { roleAllows, confirmRole, may, mayConfirm, mayDeny, needsAnotherApprover, decisionReason, ROLES } from '../static/js/roles.js';
+import { roleAllows, confirmRole, may, mayConfirm, mayDeny, needsAnotherApprover, amendmentWaits, decisionReason, ROLES } from '../static/js/roles.js';
 import { riskText, commandTitle, actorName, errorSentence } from '../static/js/words.js';
 
 const me = (role, name = 'alice', secondApproverFor = []) => ({ id: 'id-' + name, name, role, secondApproverFor });
@@ -84,4 +84,18 @@ test('a card says in one sentence why its controls are held', () => {
   assert.equal(decisionReason(me('viewer'), { risk: 'admin' }), 'Confirming this needs the approver role and denying it needs the operator role; you are a viewer.');
   assert.equal(decisionReason(me('operator'), { risk: 'admin' }), 'Confirming this needs the approver role; you are an operator.');
   assert.match(decisionReason(me('admin', 'alice', ['destructive']), { risk: 'execute', impact: 'destructive', submittedBy: 'alice' }), /^Waiting for another approver/);
+});
+
+test('an amendment of another\'s proposal is the amender\'s: four-eyes asks someone else to confirm it', () => {
+  const bea = me('approver', 'bea', ['destructive']);
+  // alice's request of a destructive change: bea may confirm it, but her amendment of it waits.
+  assert.equal(mayConfirm(bea, { risk: 'mutate', impact: 'irreversible', submittedBy: 'alice' }).allowed, true);
+  assert.ok(amendmentWaits(bea, { risk: 'mutate', impact: 'irreversible', submittedBy: 'alice' }));
+  // Below the levels, or without four-eyes, she confirms her amendment herself.
+  assert.ok(!amendmentWaits(bea, { risk: 'execute', submittedBy: 'alice' }));
+  assert.ok(!amendmentWaits(me('approver', 'bea'), { risk: 'mutate', impact: 'irreversible', submittedBy: 'alice' }));
+  // Risk admin: an approver never confirms her own; an admin does.
+  assert.ok(amendmentWaits(me('approver', 'bea'), { risk: 'admin', submittedBy: 'alice' }));
+  assert.ok(!amendmentWaits(me('admin', 'owner'), { risk: 'admin', submittedBy: 'alice' }));
+  assert.ok(!amendmentWaits(null, { risk: 'admin' }));
 });

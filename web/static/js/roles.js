@@ -99,6 +99,16 @@ export function needsAnotherApprover(me, p) {
 }
 
 /**
+ * Whether me's amendment of the proposal would wait for another approver:
+ * an amendment is its amender's own command, so four-eyes asks someone
+ * other than me to confirm it, whoever proposed the original.
+ * @param {Me | null} me @param {ProposalLike} p
+ */
+export function amendmentWaits(me, p) {
+  return !!me && needsAnotherApprover(me, { ...p, submittedBy: me.name });
+}
+
+/**
  * Whether me may confirm the proposal, with the reason when not. The role
  * comes first: a viewer is told the role it lacks, not four-eyes.
  * @param {Me | null} me @param {ProposalLike} p @returns {Verdict}

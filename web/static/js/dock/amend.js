@@ -4,7 +4,9 @@
 // The server validates it like a model's, makes it a new proposal (its own
 // hash, idempotency key and audit trail) that replaces the original, and
 // this form then confirms that new proposal with its new hash: the human
-// confirms exactly the command shown in the preview.
+// confirms exactly the command shown in the preview. An amendment is its
+// amender's own command: where four-eyes holds it for another approver,
+// the form says so and sends it for approval instead of confirming it.
 
 import { h, uid } from '../dom.js';
 import { errorText } from '../api.js';
@@ -124,7 +126,8 @@ export async function openAmend(o, card) {
   const titleId = uid('amend-title');
   const preview = h('pre', { class: 'output', 'data-amend-preview': '', tabindex: '0' });
   const error = h('p', { class: 'error-box', role: 'alert', hidden: true });
-  const submit = h('button', { type: 'submit', class: ['primary', p.risk !== 'mutate' ? 'danger' : ''], 'data-action': 'confirm-amended', text: 'Confirm amended command' });
+  const waits = card.amendWaits;
+  const submit = h('button', { type: 'submit', class: ['primary', p.risk !== 'mutate' ? 'danger' : ''], 'data-action': 'confirm-amended', text: waits ? 'Send amended command for approval' : 'Confirm amended command' });
   const update = () => {
     try {
       preview.textContent = JSON.stringify(commandOf(fields), null, 2);
@@ -136,9 +139,11 @@ export async function openAmend(o, card) {
   };
   const form = h('form', { method: 'dialog', oninput: update },
     h('h2', { id: titleId, text: `Edit ${p.commandType}` }),
-    h('p', { class: 'muted', text: 'The server checks the edited command like the model’s, replaces the proposal with it, and runs it once you confirm here. The original proposal will not run.' }),
+    h('p', { class: 'muted', 'data-amend-note': waits ? 'needs-another-approver' : '', text: waits
+      ? 'The server checks the edited command like the model’s and replaces the proposal with it. The edit is your own request: this kind of change needs another approver, so it runs only once someone other than you confirms it. The original proposal will not run.'
+      : 'The server checks the edited command like the model’s, replaces the proposal with it, and runs it once you confirm here. The original proposal will not run.' }),
     fields.map((f) => f.el),
-    h('p', { class: 'small muted', text: 'The command you confirm' }), preview,
+    h('p', { class: 'small muted', text: waits ? 'The command you send for approval' : 'The command you confirm' }), preview,
     error,
     h('div', { class: 'actions' }, h('button', { type: 'button', text: 'Cancel', onclick: () => dlg.close('cancel') }), submit));
   const dlg = h('dialog', { class: 'dialog amend-dialog', 'aria-labelledby': titleId }, form);
@@ -149,8 +154,9 @@ export async function openAmend(o, card) {
     try {
       const amended = await o.client.amendProposal(o.conversationId, p, commandOf(fields));
       dlg.close('ok');
-      // The new proposal's hash is the one the operator confirms.
-      await o.client.confirmProposal(o.conversationId, amended);
+      // The new proposal's hash is the one the operator confirms; one
+      // that waits for another approver is theirs to confirm.
+      if (!waits) await o.client.confirmProposal(o.conversationId, amended);
     } catch (e) {
       if (dlg.open) {
         error.textContent = `Not amended: ${errorText(e)}`;

@@ -7,6 +7,7 @@
 
 import { h, replace } from '../dom.js';
 import { fmtShort, fmtTime } from '../time.js';
+import { fitRow, measurer } from '../fit-text.js';
 import { errorText } from '../api.js';
 import { confirmDialog, promptDialog } from '../dialogs.js';
 
@@ -40,6 +41,10 @@ export class ConversationList {
     });
     this.deletedBox = h('input', { type: 'checkbox', id: 'dock-conv-deleted', onchange: () => { this.deleted = this.deletedBox.checked; this.refresh(); } });
     this.select = h('select', { id: 'dock-conv', size: '5', onchange: () => this.pick() });
+    /** @type {WeakMap<HTMLOptionElement, {head: string, tail: string}>} each row's title and marks, before fitting */
+    this.rows = new WeakMap();
+    // The rows fit the list's width: the dock's, which a window or the sheet resizes.
+    new ResizeObserver(() => this.fit()).observe(this.select);
     this.archiveBtn = h('button', { type: 'button', class: 'small', text: 'Archive', onclick: () => this.archive() });
     this.pinBtn = h('button', { type: 'button', class: 'small', 'data-action': 'pin', text: 'Pin', onclick: () => this.pin() });
     this.restoreBtn = h('button', { type: 'button', class: 'small', 'data-action': 'restore', text: 'Restore', hidden: true, onclick: () => this.restore() });
@@ -97,24 +102,43 @@ export class ConversationList {
       items.map((c) => this.label(h('option', { value: c.id, selected: cur && !this.deleted ? c.id === cur.id : false, 'data-pinned': c.pinned ? 'true' : 'false' }), c)));
     // As tall as its items, 2 to 5 rows: the transcript keeps the room.
     this.select.size = Math.min(5, Math.max(2, items.length));
+    this.fit();
     this.sync();
   }
 
   /**
    * Writes a conversation's row: its title, whether proposals wait in it,
-   * and when in short (the title keeps the width; the whole date is its
-   * tooltip).
+   * and when in short. The marks and the time stay whole and the title
+   * gives way to them, ellipsized; the whole title, the count in words
+   * and the whole date are the tooltip.
    * @param {HTMLOptionElement} opt @param {Conversation} c
    */
   label(opt, c) {
     const waiting = (this.o.waiting && this.o.waiting().get(c.id)) || 0;
     const label = `${c.pinned ? '★ ' : ''}${c.title || 'Untitled'}${c.status === 'archived' ? ' (archived)' : ''}${c.forkedFrom ? ' (fork)' : ''}`;
-    const wait = waiting ? ` · ${waiting} waiting for a decision` : '';
     const at = c.deletedAt || c.updatedAt;
-    opt.textContent = `${label}${wait} · ${fmtShort(at)}`;
-    opt.title = `${label}${wait}, ${c.deletedAt ? 'deleted' : 'last active'} ${fmtTime(at)}`;
+    const age = fmtShort(at);
+    const tail = `${waiting ? ` · ${waiting} waiting` : ''} · ${age}`;
+    this.rows.set(opt, { head: label, tail });
+    opt.textContent = label + tail;
+    opt.title = `${label}${waiting ? ` · ${waiting} waiting for a decision` : ''}, ${c.deletedAt ? 'deleted' : 'last active'} ${fmtTime(at)}`;
     opt.dataset.waiting = String(waiting);
+    opt.dataset.age = age;
     return opt;
+  }
+
+  /** Fits every row to the list's width (while the list is shown: hidden, it has none). */
+  fit() {
+    const opts = [...this.select.options];
+    if (!opts.length || !this.select.clientWidth) return;
+    const px = (/** @type {Element} */ e) => { const cs = getComputedStyle(e); return parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight); };
+    // A pixel to spare: the canvas and the list round text differently.
+    const width = this.select.clientWidth - px(this.select) - px(opts[0]) - 1;
+    const measure = measurer(this.select);
+    for (const opt of opts) {
+      const row = this.rows.get(opt);
+      if (row) opt.textContent = fitRow(row.head, row.tail, width, measure);
+    }
   }
 
   /** Rewrites the rows' marks (the inbox's counts changed), without reading the list again. */
@@ -123,6 +147,7 @@ export class ConversationList {
       const c = this.shown.get(opt.value);
       if (c) this.label(opt, c);
     }
+    this.fit();
   }
 
   /**

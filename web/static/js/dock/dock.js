@@ -188,7 +188,7 @@ export class Dock {
     if (!proposalId) return;
     const card = /** @type {HTMLElement | null} */ (this.transcript.el.querySelector(`[data-proposal="${CSS.escape(proposalId)}"]`));
     if (card) {
-      card.scrollIntoView({ block: 'center' });
+      this.transcript.reveal(card);
       card.classList.add('highlight');
     }
   }

@@ -8,11 +8,13 @@
 // A result that changed nothing says so, never "Succeeded". A person's
 // approval request (origin "request") was asked for directly, not proposed
 // in a model's turn: its card says who asked, and its requester's Deny
-// withdraws it.
+// withdraws it. An amendment is its amender's own command: when four-eyes
+// holds it for another approver, Edit says so before, and the amended card
+// after.
 
 import { h, replace, icon } from '../dom.js';
 import { ApiError } from '../api.js';
-import { mayConfirm, mayDeny, decisionReason } from '../roles.js';
+import { mayConfirm, mayDeny, decisionReason, amendmentWaits } from '../roles.js';
 import { riskText, commandTitle, actorName } from '../words.js';
 
 /**
@@ -43,7 +45,7 @@ const FINAL = {
   expired: { text: 'Expired: nothing ran; ask again for a new proposal', cls: 'muted' },
   cancelled: { text: 'Denied: nothing ran', cls: 'muted' },
   denied: { text: 'Denied: nothing ran', cls: 'muted' },
-  amended: { text: 'Amended: replaced by your edited command; this one did not run', cls: 'muted' },
+  amended: { text: 'Amended: replaced by an edited command; this one did not run', cls: 'muted' },
 };
 
 /**
@@ -103,6 +105,8 @@ export class ProposalCard {
     });
     this.denyBtn = h('button', { type: 'button', 'data-action': 'deny', text: 'Deny', onclick: () => this.deny() });
     this.amendBtn = o.onAmend ? h('button', { type: 'button', 'data-action': 'amend', text: 'Edit arguments', onclick: () => o.onAmend && o.onAmend(this) }) : null;
+    /** whether the signed-in principal's amendment would wait for another approver (gate sets it) */
+    this.amendWaits = false;
     // Why a control is disabled, said beside it (and tied to it for screen readers).
     this.why = h('p', { class: 'why-disabled small', id: 'why-' + p.id, 'data-why': '', hidden: true });
     this.actions = h('div', { class: 'actions' }, this.confirmBtn, this.amendBtn, this.denyBtn, this.why);
@@ -123,7 +127,7 @@ export class ProposalCard {
         this.countdown),
       impact ? h('p', { class: 'impact-badge', 'data-impact': p.impact, text: impact }) : null,
       h('h3', { id: titleId, class: 'proposal-summary', text: p.summary }),
-      p.amends ? h('p', { class: 'muted small', 'data-amends': p.amends, text: 'Your amendment of an earlier proposal: confirm it to run this command.' }) : null,
+      this.amendsNote = p.amends ? h('p', { class: 'muted small', 'data-amends': p.amends }) : null,
       this.people = h('p', { class: 'muted small proposal-people', 'data-people': '' }),
       h('dl', { class: 'facts' },
         h('dt', { text: 'Command' }), h('dd', { title: p.commandType, text: commandTitle(p.commandType) }),
@@ -192,6 +196,30 @@ export class ProposalCard {
     this.confirmBtn.disabled = this.busy || !c.allowed || (!!this.typed && this.typed.value.trim() !== this.mustType);
     if (!c.allowed && c.waiting) this.confirmBtn.textContent = 'Waiting for another approver';
     else this.confirmBtn.textContent = this.confirmLabel;
+    this.amendWaits = amendmentWaits(me, { risk: this.p.risk, impact: this.p.impact });
+    if (this.amendBtn) {
+      this.amendBtn.textContent = this.amendWaits ? 'Edit and send for approval' : 'Edit arguments';
+      this.amendBtn.title = this.amendWaits ? 'Your edited command becomes your own request: this kind of change needs another approver to confirm it, not you.' : '';
+    }
+    if (this.amendsNote) this.amendsNote.textContent = this.amendedText(me, c);
+  }
+
+  /**
+   * What an amended proposal's card says of it: whose amendment it is and
+   * who may now run it.
+   * @param {Me | null} me @param {import('../roles.js').Verdict} c the signed-in principal's confirm
+   */
+  amendedText(me, c) {
+    const by = this.submittedBy;
+    // Until the server says whose it is, it is only an amendment.
+    if (!by || !me) return `An amendment of an earlier proposal${c.allowed ? ': confirm it to run this command' : ''}.`;
+    if (by === me.name) {
+      return c.allowed === false && c.waiting
+        ? 'Your amendment of an earlier proposal: this kind of change needs another approver, so it runs once someone else confirms it.'
+        : 'Your amendment of an earlier proposal: confirm it to run this command.';
+    }
+    // Another's amendment: whoever else may confirm it is the second person four-eyes asks for.
+    return `${actorName(by)}'s amendment of an earlier proposal${c.allowed ? ': confirm it to run this command' : ''}.`;
   }
 
   tick() {

@@ -68,6 +68,24 @@ export class Transcript {
     /** @type {Map<string, ProposalCard>} */ this.cardByCall = new Map();
     /** @type {string} */ this.lastCall = '';
     /** @type {{requestId: string, el: HTMLElement, view: MarkdownView | null, text: string, live: boolean} | null} */ this.bubble = null;
+    // The end stays in view while the reader is there: a card that grows
+    // after it was drawn (who proposed it, learned from the server) or a
+    // progress line that takes the transcript's room would otherwise push
+    // a waiting proposal's buttons out of sight. A reader who scrolled up
+    // stays where they are.
+    this.atEnd = true;
+    this.lastTop = 0;
+    this.el.addEventListener('scroll', () => {
+      // Only a move up leaves the end: a scroll event that lands after
+      // the content grew under it is no reader's.
+      if (this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 8) this.atEnd = true;
+      else if (this.el.scrollTop < this.lastTop) this.atEnd = false;
+      this.lastTop = this.el.scrollTop;
+    });
+    const follow = () => { if (this.atEnd) this.scrollDown(); };
+    new ResizeObserver(follow).observe(this.el);
+    // Attributes too: hidden, open and the cards' states change heights.
+    new MutationObserver(follow).observe(this.el, { childList: true, subtree: true, characterData: true, attributes: true });
   }
 
   reset() {
@@ -88,6 +106,12 @@ export class Transcript {
 
   scrollDown() {
     this.el.scrollTop = this.el.scrollHeight;
+  }
+
+  /** Scrolls an item to the middle, where the reader is now (the end no longer follows). @param {Element} item */
+  reveal(item) {
+    this.atEnd = false;
+    item.scrollIntoView({ block: 'center' });
   }
 
   /** Closes the current text bubble, announcing it when it was live. */
