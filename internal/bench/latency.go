@@ -113,26 +113,52 @@ func (r benchLatency) submitAllowance() time.Duration {
 	return time.Duration(r.convs) * 20 * time.Millisecond
 }
 
+// phases is how many start offsets run r's turns are spread over: one a
+// millisecond of a conversation's period, at most one a conversation
+// and 1 000 in all.
+// Turns submitted together (32 at a time) would otherwise emit together
+// every period, bursts of dozens of frames in a millisecond, where the
+// peer's publishers offer the same rate evenly (two a millisecond at
+// 1 000 streams x 2 000/s).
+func (r benchLatency) phases() int {
+	_, ms := r.pace()
+	return max(1, min(r.convs, int(ms), 1000))
+}
+
+// instruction is what conversation j of run i submits: it picks the
+// run's turn and its phase.
+func (r benchLatency) instruction(i, j int) string {
+	return fmt.Sprintf("bench-run-%d.p%d;", i, j%r.phases())
+}
+
 // writeBenchScript writes the script model's turns: turn i emits tokens
 // stamped with their time (padded to run i's size) at its share of run
-// i's rate, for d and the run's submitAllowance.
+// i's rate, for d and the run's submitAllowance, each of its phases
+// starting that part of the period late.
 func writeBenchScript(path string, runs []benchLatency, d time.Duration) error {
 	var s script.Script
 	for i, r := range runs {
 		tokens, ms := r.pace()
 		steps := int((d + r.submitAllowance()) / time.Duration(ms*int64(time.Millisecond)))
 		tok := "t" + script.EmittedAt + ";" + strings.Repeat("x", r.bytes-StampBytes)
-		// Paced: the turn offers its rate even when the machine's timers
-		// fire late (a 1 ms sleep takes 1.5-2 ms under load), as the
-		// peer's publishers do.
-		turn := script.Turn{Match: fmt.Sprintf("bench-run-%d.", i), Paced: true}
+		var body []script.Step
 		for range max(1, steps) {
 			for range tokens {
-				turn.Steps = append(turn.Steps, script.Step{Text: &tok})
+				body = append(body, script.Step{Text: &tok})
 			}
-			turn.Steps = append(turn.Steps, script.Step{SleepMs: &ms})
+			body = append(body, script.Step{SleepMs: &ms})
 		}
-		s.Turns = append(s.Turns, turn)
+		for k := range r.phases() {
+			// Paced: the turn offers its rate even when the machine's
+			// timers fire late (a 1 ms sleep takes 1.5-2 ms under load),
+			// as the peer's publishers do.
+			turn := script.Turn{Match: r.instruction(i, k), Paced: true}
+			if offset := ms * int64(k) / int64(r.phases()); offset > 0 {
+				turn.Steps = append(turn.Steps, script.Step{SleepMs: &offset})
+			}
+			turn.Steps = append(turn.Steps, body...)
+			s.Turns = append(s.Turns, turn)
+		}
 	}
 	b, err := protocol.Marshal(s)
 	if err != nil {
@@ -186,7 +212,7 @@ func (d *benchDaemon) latency(ctx context.Context, i int, r benchLatency, t timi
 	requests := make([]string, len(ids))
 	err = inParallel(len(ids), func(j int) error {
 		zero := int64(0)
-		acc, err := d.client.SubmitTurn(ctx, ids[j], protocol.TurnRequest{Instruction: fmt.Sprintf("bench-run-%d.", i),
+		acc, err := d.client.SubmitTurn(ctx, ids[j], protocol.TurnRequest{Instruction: r.instruction(i, j),
 			Context: protocol.ContextSnapshot{Space: "mission", Route: "/"}, ExpectedLastSequence: &zero})
 		requests[j] = acc.RequestID
 		return err

@@ -4,6 +4,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,7 +149,7 @@ func TestBenchScriptCoversSubmission(t *testing.T) {
 	}
 	for i, r := range runs {
 		var slept time.Duration
-		for _, st := range s.Turns[i].Steps {
+		for _, st := range turnFor(t, s, r.instruction(i, 0)).Steps {
 			if st.SleepMs != nil {
 				slept += time.Duration(*st.SleepMs) * time.Millisecond
 			}
@@ -156,6 +158,67 @@ func TestBenchScriptCoversSubmission(t *testing.T) {
 		allowance := time.Duration(r.convs) * 20 * time.Millisecond
 		if want := d + allowance; slept <= want-time.Duration(ms)*time.Millisecond {
 			t.Errorf("run %d (%d conversations): the turn plays %s, want %s (the run's %s and %s to submit its turns)", i, r.convs, slept, want, d, allowance)
+		}
+	}
+}
+
+// turnFor is the script's turn an instruction plays.
+func turnFor(t *testing.T, s script.Script, instruction string) script.Turn {
+	t.Helper()
+	for _, turn := range s.Turns {
+		if strings.Contains(instruction, turn.Match) {
+			return turn
+		}
+	}
+	t.Fatalf("no turn for %q", instruction)
+	return script.Turn{}
+}
+
+// TestBenchScriptSpreadsTurns: the conversations of a run emit their
+// first frames spread evenly over a period, as the peer's publishers
+// offer the rate (two a millisecond at 1 000 streams x 2 000/s), not all
+// at once whenever their turns were submitted together.
+func TestBenchScriptSpreadsTurns(t *testing.T) {
+	t.Parallel()
+	runs, err := latencyRuns(Options{Latency: []string{"1000@2000/1", "10000@2000/1", "100@20000/1x8192", "10@100/1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "script.json")
+	if err := writeBenchScript(path, runs, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s script.Script
+	if err := protocol.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		_, ms := r.pace()
+		// Conversations whose first frame falls in each millisecond of
+		// the period.
+		perMs := make([]int, ms)
+		for j := range r.convs {
+			var first int64
+			for _, st := range turnFor(t, s, r.instruction(i, j)).Steps {
+				if st.Text != nil {
+					break
+				}
+				if st.SleepMs != nil {
+					first += *st.SleepMs
+				}
+			}
+			if first >= ms {
+				t.Fatalf("run %d: conversation %d starts %d ms late, past its %d ms period", i, j, first, ms)
+			}
+			perMs[first]++
+		}
+		even := (r.convs + int(ms) - 1) / int(ms) // conversations a millisecond, spread evenly
+		if busiest := slices.Max(perMs); busiest > max(even, (r.convs+999)/1000) {
+			t.Errorf("run %d (%d conversations, a frame each %d ms): %d of them start in one millisecond, want at most %d", i, r.convs, ms, busiest, even)
 		}
 	}
 }
