@@ -355,6 +355,9 @@ func (st *stream) run() {
 				return
 			}
 		case <-beats.wait(slot):
+			if st.status.stale && st.status.write(st) && !st.flush() {
+				return
+			}
 			// A stream that wrote since its last beat is alive as far as
 			// the client and any proxy can tell: only a quiet one is sent
 			// a comment (a busy daemon's 10 000 streams would otherwise

@@ -21,6 +21,10 @@ import (
 type statusState struct {
 	last  string
 	state protocol.ProgressState // of the last status sent; "" for no turn
+	// stale: the last read of the progress failed, so the client may hold
+	// an old status (or none, at the stream's start); the next heartbeat's
+	// tick reads it again.
+	stale bool
 }
 
 // movedBy tells whether a live frame of type t may have moved the active
@@ -54,8 +58,10 @@ func (ss *statusState) writeMoved(st *stream) bool {
 
 func (ss *statusState) send(st *stream, p *protocol.TurnProgress, err error) bool {
 	if err != nil {
-		return false // progress is a courtesy: frames and errors go their own way
+		ss.stale = true // progress is a courtesy: frames and errors go their own way
+		return false
 	}
+	ss.stale = false
 	b, err := protocol.Marshal(struct {
 		ActiveTurn *protocol.TurnProgress `json:"activeTurn"`
 	}{p})

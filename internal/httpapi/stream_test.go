@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -25,6 +26,7 @@ type readCounter struct {
 	store.Store
 	n            atomic.Int64
 	afterGetTurn atomic.Pointer[func()]
+	failGetTurn  atomic.Int64 // the next calls of GetTurn that fail
 }
 
 func (r *readCounter) ListFrames(ctx context.Context, p store.ListFramesParams) ([]store.Frame, error) {
@@ -39,6 +41,10 @@ func (r *readCounter) GetConversation(ctx context.Context, id string) (store.Con
 
 // GetTurn runs the hook set in afterGetTurn, once, after the read.
 func (r *readCounter) GetTurn(ctx context.Context, requestID string) (store.Turn, error) {
+	if r.failGetTurn.Add(-1) >= 0 {
+		return store.Turn{}, errors.New("injected: the read failed")
+	}
+	r.failGetTurn.Store(0)
 	t, err := r.Store.GetTurn(ctx, requestID)
 	if hook := r.afterGetTurn.Swap(nil); hook != nil {
 		(*hook)()
@@ -325,6 +331,28 @@ func TestStreamStatusFollowsAnotherDaemonsTurn(t *testing.T) {
 	}
 	if n := reads(end, status("")); n != 1 {
 		t.Fatalf("the turn's end: %d reads by 20 streams, want 1", n)
+	}
+}
+
+// TestStreamStatusAfterAFailedRead: the progress read at a stream's start
+// fails (a busy database); the stream does not stay without a status until
+// the turn next moves: the next heartbeat's tick reads it again.
+func TestStreamStatusAfterAFailedRead(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{heartbeat: 50 * time.Millisecond})
+	a := storetest.ActiveTurns(t, h.store, 1, time.Now())[0] // queued, owned by no daemon here
+	h.reads.failGetTurn.Store(1)
+	rs := h.openRaw(a.ConversationID, 1)
+	_ = rs.conn.SetReadDeadline(time.Now().Add(20 * time.Second)) // a safety net only
+	want := `: status {"activeTurn":{"requestId":"` + a.RequestID + `","state":"queued"`
+	for {
+		line, err := rs.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no status after the failed read: %v", err)
+		}
+		if strings.HasPrefix(line, want) {
+			return
+		}
 	}
 }
 
