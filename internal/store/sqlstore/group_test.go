@@ -45,6 +45,18 @@ func gatherAll(t *testing.T, s *sqlite.Store, n int) {
 	})
 }
 
+// settle returns once the streams were told of every commit so far. A
+// commit's callers go on before its streams are told, so the last setup
+// write's wake-up may still be on its way when the caller takes a signal;
+// the writer loop tells them before it runs the next batch, so one more
+// write's return is the proof.
+func settle(t *testing.T, s *sqlite.Store) {
+	t.Helper()
+	if _, err := s.CreateConversation(t.Context(), store.CreateConversationParams{ID: uuid.NewString(), Now: storetest.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func text(s string) []store.NewFrame {
 	return []store.NewFrame{{Payload: protocol.TextPayload{Content: s, Format: "plain", Role: protocol.RoleAssistant}}}
 }
@@ -79,6 +91,7 @@ func TestGroupCommitFailedCommitFailsEveryCaller(t *testing.T) {
 	s := openSQLite(t)
 	const n = 8
 	turns := storetest.ActiveTurns(t, s, n, storetest.Epoch)
+	settle(t, s)
 	signals := make([]<-chan struct{}, n)
 	for i, tn := range turns {
 		signals[i] = s.FrameSignal(tn.ConversationID)
