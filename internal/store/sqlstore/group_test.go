@@ -46,13 +46,13 @@ func gatherAll(t *testing.T, s *sqlite.Store, n int) {
 }
 
 // settle returns once the streams were told of every commit so far. A
-// commit's callers go on before its streams are told, so the last setup
-// write's wake-up may still be on its way when the caller takes a signal;
-// the writer loop tells them before it runs the next batch, so one more
-// write's return is the proof.
+// commit's callers go on before its streams are told, so the setup's last
+// wake-up may still be on its way when a test takes a signal; the writer
+// loop tells them before it runs its next batch, so one more transaction's
+// return is the proof.
 func settle(t *testing.T, s *sqlite.Store) {
 	t.Helper()
-	if _, err := s.CreateConversation(t.Context(), store.CreateConversationParams{ID: uuid.NewString(), Now: storetest.Epoch}); err != nil {
+	if err := sqlstore.Txn(s.Store, t.Context(), func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -259,12 +259,9 @@ func TestGroupCommitStreamsSeeFramesOnlyAfterCommit(t *testing.T) {
 		subs[i] = s.Subscribe(tn.ConversationID)
 		defer subs[i].Close()
 	}
-	// The setup's last commit may reach the feed after Subscribe: a write
-	// after it means the loop told its streams (it does before its next
-	// batch), and its wake-ups are drained.
-	if err := sqlstore.Txn(s.Store, t.Context(), func() error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	// The setup's last commit may reach the feed after Subscribe: settle,
+	// then drain its wake-ups.
+	settle(t, s)
 	for _, sub := range subs {
 		select {
 		case <-sub.Ready():
