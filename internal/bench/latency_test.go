@@ -134,19 +134,8 @@ func TestBenchScriptCoversSubmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "script.json")
 	const d = 75 * time.Second
-	if err := writeBenchScript(path, runs, d); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s script.Script
-	if err := protocol.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := benchScript(t, runs, d)
 	for i, r := range runs {
 		var slept time.Duration
 		for _, st := range turnFor(t, s, r.instruction(i, 0)).Steps {
@@ -160,6 +149,25 @@ func TestBenchScriptCoversSubmission(t *testing.T) {
 			t.Errorf("run %d (%d conversations): the turn plays %s, want %s (the run's %s and %s to submit its turns)", i, r.convs, slept, want, d, allowance)
 		}
 	}
+}
+
+// benchScript is the script writeBenchScript writes for runs lasting d,
+// read back as the daemon reads it.
+func benchScript(t *testing.T, runs []benchLatency, d time.Duration) script.Script {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "script.json")
+	if err := writeBenchScript(path, runs, d); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s script.Script
+	if err := protocol.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // turnFor is the script's turn an instruction plays.
@@ -184,18 +192,7 @@ func TestBenchScriptSpreadsTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "script.json")
-	if err := writeBenchScript(path, runs, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s script.Script
-	if err := protocol.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := benchScript(t, runs, 15*time.Second)
 	for i, r := range runs {
 		_, ms := r.pace()
 		// Conversations whose first frame falls in each millisecond of
